@@ -1,0 +1,250 @@
+"""The console runner: lines from a terminal or a pipe in, the thread printed out.
+
+:class:`ConsoleAdapter` reads input lines, hands what they mean to the hub (an
+:class:`conversations.adapter.InboundSink`) and implements
+:class:`conversations.adapter.Sender` by printing. It keeps only what a terminal
+needs: the message ids, which thread each message is in, and the idempotency keys
+it has already printed. It never touches a model or a store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TextIO, assert_never
+
+from adapters.console import translate
+from conversations.adapter import InboundSink
+from conversations.events import (
+    AddReaction,
+    CommandInvoked,
+    MessagePosted,
+    OutboundAction,
+    PostReply,
+    ReactionChanged,
+    UpdateMessage,
+)
+
+Settled = Callable[[], Awaitable[None]]
+
+
+class ConsoleAdapter:
+    """A terminal chat with one channel and threads; see :mod:`adapters.console.translate`.
+
+    ``input``/``output`` default to stdin/stdout. ``user`` is the first person
+    typing (``/as NAME`` changes it), ``bot_name`` the name printed on the bot's
+    messages. ``wait_between_lines``: after each line that sent something, wait
+    for ``settled()`` before reading the next; None means "when input is not a
+    TTY", so a piped session prints each answer under the line that caused it,
+    while a person at a terminal can type ``/stop`` while a run works.
+    """
+
+    platform: str = translate.PLATFORM
+
+    def __init__(
+        self,
+        *,
+        input: TextIO | None = None,
+        output: TextIO | None = None,
+        user: str = "you",
+        bot_name: str = "threadbot",
+        wait_between_lines: bool | None = None,
+        session: str = "",
+    ) -> None:
+        self._input = input if input is not None else sys.stdin
+        self._output = output if output is not None else sys.stdout
+        self._author = translate.author_for(user)
+        self._bot_name = bot_name
+        self._wait = wait_between_lines
+        self._session = session
+        self._next_id = 1
+        self._next_counter = 1
+        self._roots: dict[int, int] = {}
+        self._texts: dict[int, str] = {}
+        self._sent: dict[str, str | None] = {}
+
+    # --- Sender ------------------------------------------------------------------
+
+    async def send(self, action: OutboundAction, *, idempotency_key: str) -> str | None:
+        """Print ``action``; return the new message id (as str) for a :class:`PostReply`.
+
+        A second send with an ``idempotency_key`` already seen prints nothing and
+        returns what the first returned. ``PostReply`` in ``ref.thread`` (top level
+        when None) takes the next id; ``UpdateMessage`` and ``AddReaction`` return
+        None. Never raises for an unknown message id: it prints what it was given.
+        """
+        if idempotency_key in self._sent:
+            return self._sent[idempotency_key]
+        result: str | None = None
+        match action:
+            case PostReply():
+                result = self._post(action)
+            case UpdateMessage():
+                self._update(action)
+            case AddReaction():
+                target = action.ref.message or "?"
+                in_thread = translate.in_thread(target, self._roots)
+                bot = self._bot_name
+                self._print(translate.render_reaction(target, in_thread, True, action.emoji, bot))
+            case _:
+                assert_never(action)
+        self._sent[idempotency_key] = result
+        return result
+
+    def _post(self, action: PostReply) -> str:
+        message_id = self._next_id
+        self._next_id += 1
+        thread = action.ref.thread
+        root = int(thread) if thread is not None and thread.isdigit() else message_id
+        self._roots[message_id] = root
+        self._texts[message_id] = action.text
+        lines = translate.render_message(
+            message_id,
+            thread,
+            self._bot_name,
+            action.text,
+            buttons=action.buttons,
+            reactions=action.reactions,
+        )
+        self._print(*lines)
+        return str(message_id)
+
+    def _update(self, action: UpdateMessage) -> None:
+        target = action.ref.message or "?"
+        thread = action.ref.thread
+        if target.isdigit() and int(target) in self._roots:
+            self._texts[int(target)] = action.text
+            root = self._roots[int(target)]
+            thread = None if root == int(target) else str(root)
+        lines = translate.render_message(
+            target, thread, self._bot_name, action.text, edited=True, buttons=action.buttons
+        )
+        self._print(*lines)
+
+    # --- input -------------------------------------------------------------------
+
+    async def run(self, hub: InboundSink, *, settled: Settled | None = None) -> int:
+        """Read lines until ``/quit`` or end of input, handing events to ``hub``.
+
+        Prints the person's messages with their ids, ``! ...`` for a line that
+        cannot be sent (nothing is sent then). At the end awaits ``settled()`` (the
+        hub's "every run finished or waits for a person, every message delivered")
+        and returns 0, the exit status. Errors raised by ``hub.handle`` propagate.
+        """
+        interactive = self._isatty(self._input)
+        wait = (not interactive) if self._wait is None else self._wait
+        reader = _LineReader(self._input)
+        if interactive:
+            self._print(f"{self._bot_name} console: type a message to start; /help for commands")
+        while True:
+            line = await reader.readline()
+            if not line:
+                break
+            parsed = translate.parse_line(line, self._context())
+            if isinstance(parsed, translate.Quit):
+                break
+            sent = await self._apply(parsed, hub)
+            if sent and wait and settled is not None:
+                await settled()
+        if settled is not None:
+            await settled()
+        return 0
+
+    async def _apply(self, parsed: translate.Parsed, hub: InboundSink) -> bool:
+        """Do what one parsed line asks; True when an event went to the hub."""
+        match parsed:
+            case MessagePosted():
+                message_id = int(parsed.ref.message or 0)
+                thread = parsed.ref.thread
+                self._roots[message_id] = message_id if thread is None else int(thread)
+                self._texts[message_id] = parsed.text
+                self._next_id = message_id + 1
+            case ReactionChanged() | CommandInvoked():
+                self._next_counter += 1
+            case translate.SwitchUser(name=name):
+                self._author = translate.author_for(name)
+                self._print(f"* you are now {name}")
+                return False
+            case translate.ShowHelp():
+                self._print(*translate.HELP)
+                return False
+            case translate.Invalid(message=message):
+                self._print(f"! {message}")
+                return False
+            case translate.Blank() | translate.Quit():
+                return False
+            case _:
+                assert_never(parsed)
+        self._print(*translate.echo(parsed, self._roots))
+        await hub.handle(parsed)
+        return True
+
+    def _context(self) -> translate.Context:
+        return translate.Context(
+            author=self._author,
+            next_id=self._next_id,
+            next_counter=self._next_counter,
+            roots=self._roots,
+            session=self._session,
+        )
+
+    def _print(self, *lines: str) -> None:
+        for line in lines:
+            self._output.write(line + "\n")
+        self._output.flush()
+
+    @staticmethod
+    def _isatty(stream: TextIO) -> bool:
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+
+class _LineReader:
+    """Reads lines in one daemon thread, one line per request, without blocking the loop.
+
+    A daemon thread (rather than the loop's default executor) so that a read still
+    blocked on a terminal never holds up the process at exit.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._requests: queue.SimpleQueue[asyncio.Future[str]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._ended = False
+
+    async def readline(self) -> str:
+        """The next line with its newline, or ``""`` at end of input (and after it)."""
+        if self._ended:
+            return ""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._requests.put(future)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="console-input", daemon=True)
+            self._thread.start()
+        return await future
+
+    def _serve(self) -> None:
+        while True:
+            future = self._requests.get()
+            try:
+                line = self._stream.readline()
+            except (OSError, ValueError):
+                line = ""  # closed or broken input reads as end of input
+            if not line:
+                self._ended = True
+            try:
+                future.get_loop().call_soon_threadsafe(_resolve, future, line)
+            except RuntimeError:
+                return  # the loop is closed: nobody is waiting any more
+            if not line:
+                return
+
+
+def _resolve(future: asyncio.Future[str], line: str) -> None:
+    if not future.done():
+        future.set_result(line)

@@ -1,0 +1,161 @@
+"""Wiring: build the store, the engine, the hub and the adapters, and run them.
+
+Everything is built here and nowhere else (DESIGN.md: ``bot`` wires all three
+packages). :func:`build` returns an :class:`App` that tests drive directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from adapters.console import ConsoleAdapter
+from bot.settings import Settings
+from conversations import migrate
+from conversations.access import AccessPolicy
+from conversations.adapter import Sender
+from conversations.hub import Hub, HubSettings
+from conversations.outbox import Deliverer
+from conversations.render import render_event
+from conversations.store import Store
+from conversations.store.store import create_engine
+from core.anthropic_model import anthropic_model_from
+from core.engine import Engine, EngineSettings
+from core.model import Model
+from core.scripted import DemoModel
+from core.tools.base import Toolbox
+from core.tools.command import RunCommand
+from core.tools.control import control_tools
+from core.tools.workspace import EditFile, ListFiles, ReadFile, WriteFile
+from core.workflow import default_workflow
+
+
+def default_toolbox() -> Toolbox:
+    """The control tools and the workspace tools."""
+    return Toolbox([*control_tools(), ListFiles(), ReadFile(), WriteFile(), EditFile(), RunCommand()])
+
+
+def model_for(settings: Settings) -> Model:
+    """Claude when ``ANTHROPIC_API_KEY`` is set, else the built-in demo model."""
+    if settings.anthropic_api_key is None:
+        return DemoModel()
+    return anthropic_model_from(
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic_base_url,
+        model=settings.model,
+    )
+
+
+@dataclass
+class App:
+    """A built threadbot: start the deliverer, feed the hub, close when done."""
+
+    store: Store
+    engine: Engine
+    hub: Hub
+    deliverer: Deliverer
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def add_sender(self, sender: Sender) -> None:
+        """Deliver outbox rows of ``sender.platform`` through ``sender``."""
+        self.deliverer.add_sender(sender)
+
+    async def start(self) -> None:
+        """Start the deliverer task."""
+        self._tasks.append(asyncio.create_task(self.deliverer.run(), name="deliverer"))
+        self.deliverer.wake()
+
+    async def close(self) -> None:
+        """Stop work and close the database (in-flight runs resume at the next start)."""
+        await self.hub.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.store.close()
+
+
+async def build(
+    settings: Settings,
+    *,
+    model: Model | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> App:
+    """Build and migrate everything for ``settings``; ``model`` overrides the choice."""
+    engine_db = create_engine(settings.database_url)
+    await migrate.upgrade(engine_db)
+    deliverer_ref: list[Deliverer] = []
+    store = Store(
+        engine=engine_db,
+        render=render_event,
+        on_outbox=lambda: deliverer_ref[0].wake() if deliverer_ref else None,
+    )
+    deliverer = Deliverer(
+        store=store,
+        senders={},
+        progress_mode=settings.progress_mode,
+        note_interval=settings.progress_interval,
+        clock=clock,
+    )
+    deliverer_ref.append(deliverer)
+    engine = Engine(
+        journal=store,
+        model=model or model_for(settings),
+        toolbox=default_toolbox(),
+        workflow=default_workflow(),
+        settings=EngineSettings(
+            max_turns=settings.max_turns,
+            max_tokens=settings.max_tokens,
+            command_timeout=settings.command_timeout,
+            output_limit=settings.output_limit,
+        ),
+        clock=clock,
+    )
+    hub = Hub(
+        store=store,
+        engine=engine,
+        deliverer=deliverer,
+        settings=HubSettings(
+            workspace_root=settings.workspace_root.resolve(),
+            access=AccessPolicy(approvers=frozenset(settings.approvers)),
+            approve_reactions=frozenset(settings.approve_reactions),
+            reject_reactions=frozenset(settings.reject_reactions),
+            stop_reactions=frozenset(settings.stop_reactions),
+            stop_command=settings.stop_command,
+        ),
+    )
+    return App(store=store, engine=engine, hub=hub, deliverer=deliverer)
+
+
+async def run_console(
+    settings: Settings,
+    *,
+    input: TextIO | None = None,
+    output: TextIO | None = None,
+    model: Model | None = None,
+) -> int:
+    """Run the console adapter until end of input; returns the exit code (0)."""
+    app = await build(settings, model=model)
+    console = ConsoleAdapter(
+        input=input,
+        output=output,
+        user=settings.console_user,
+        session=time.strftime("%Y%m%dT%H%M%S"),
+    )
+    app.add_sender(console)
+    banner = (
+        f"threadbot: using {settings.model}."
+        if model is None and settings.anthropic_api_key is not None
+        else "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
+    )
+    print(banner + " Type a request; /help lists the commands.", file=output, flush=True)
+    await app.start()
+    try:
+        return await console.run(app.hub, settled=app.hub.settled)
+    finally:
+        await app.close()

@@ -1,0 +1,68 @@
+"""The ``threadbot`` command: ``run``, ``console``, ``db upgrade``.
+
+``threadbot run`` starts every adapter that has credentials, and the console
+when none has (Slack and Discord adapters are not part of this release yet, so
+today that is always the console). Exit codes: 0 on a clean end, 2 on a usage
+or settings error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from pydantic import ValidationError
+
+from bot.app import run_console
+from bot.settings import Settings
+from conversations import migrate
+from conversations.store.store import create_engine
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="threadbot", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="start every configured adapter (the console if none)")
+    commands.add_parser("console", help="chat with the bot in this terminal")
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_commands.add_parser("upgrade", help="create or upgrade the schema to the newest revision")
+    return parser
+
+
+async def _upgrade(settings: Settings) -> int:
+    engine = create_engine(settings.database_url)
+    try:
+        await migrate.upgrade(engine)
+        revision = await migrate.current_revision(engine)
+    finally:
+        await engine.dispose()
+    print(f"database at revision {revision}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``threadbot`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        print(f"threadbot: bad settings:\n{exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "db":
+        return asyncio.run(_upgrade(settings))
+    try:
+        return asyncio.run(run_console(settings))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

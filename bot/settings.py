@@ -1,0 +1,94 @@
+"""Settings from environment variables and an optional ``threadbot.toml``.
+
+Precedence, highest first: environment variables (``THREADBOT_*``, plus the
+conventional ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``), then the TOML file
+(``threadbot.toml`` in the working directory, or the path in
+``THREADBOT_CONFIG``), then the defaults below. List settings take a JSON list
+or a comma-separated string in the environment. Built on pydantic-settings:
+https://docs.pydantic.dev/latest/concepts/pydantic_settings/
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_MODEL = "claude-opus-5-5"
+"""Anthropic's recommended default (docs: platform.claude.com/docs/en/models/overview)."""
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    """Every setting of threadbot; the README lists them with their variables."""
+
+    model_config = SettingsConfigDict(env_prefix="THREADBOT_", extra="ignore")
+
+    database_url: str = "sqlite+aiosqlite:///.threadbot/threadbot.db"
+    workspace_root: Path = Path(".threadbot/workspaces")
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url")
+    )
+    model: str = DEFAULT_MODEL
+    max_tokens: int = Field(default=4096, gt=0)
+    max_turns: int = Field(default=30, gt=0)
+    command_timeout: float = Field(default=120.0, gt=0)
+    output_limit: int = Field(default=16_000, gt=100)
+    approvers: CommaList = []
+    approve_reactions: CommaList = [
+        "white_check_mark",
+        "heavy_check_mark",
+        "ballot_box_with_check",
+        "+1",
+    ]
+    reject_reactions: CommaList = ["x", "heavy_multiplication_x", "-1"]
+    stop_reactions: CommaList = ["octagonal_sign", "black_square_for_stop"]
+    stop_command: str = "stop"
+    progress_mode: Literal["replies", "status"] = "replies"
+    progress_interval: float = Field(default=3.0, ge=0)
+    console_user: str = "you"
+    log_level: str = "WARNING"
+
+    @field_validator(
+        "approvers", "approve_reactions", "reject_reactions", "stop_reactions", mode="before"
+    )
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Init arguments, then the environment, then the TOML file."""
+        toml_file = Path(os.environ.get("THREADBOT_CONFIG", "threadbot.toml"))
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=toml_file),
+        )

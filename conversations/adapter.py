@@ -1,0 +1,35 @@
+"""What the hub needs from a platform adapter, and what an adapter gets from the hub.
+
+An adapter is pure translators plus a thin runner (STYLE.md, habit 2). The runner
+feeds inbound events to an :class:`InboundSink` and implements :class:`Sender` for
+the deliverer.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from conversations.events import InboundEvent, OutboundAction
+
+
+class Sender(Protocol):
+    """Sends outbound actions to one platform."""
+
+    platform: str
+
+    async def send(self, action: OutboundAction, *, idempotency_key: str) -> str | None:
+        """Perform ``action``; return the new message's platform id for a post, else None.
+
+        ``idempotency_key`` (the outbox id) lets the platform drop a redelivery
+        (Discord ``nonce``, Slack message ``metadata``). Raises
+        :class:`conversations.errors.DeliveryError` when the platform refused.
+        """
+        ...
+
+
+class InboundSink(Protocol):
+    """Where an adapter hands what people did (the hub)."""
+
+    async def handle(self, event: InboundEvent) -> None:
+        """Take one inbound event; returns once it is recorded, not when its run ends."""
+        ...

@@ -1,0 +1,154 @@
+"""The platform-neutral chat vocabulary: inbound events and outbound actions.
+
+Adapters translate platform payloads into :data:`InboundEvent` and render
+:data:`OutboundAction` into platform calls. Both are frozen pydantic models in
+tagged unions (``kind``), serialised with one ``TypeAdapter`` each.
+
+Platform identity travels as one :class:`PlatformRef`. Its ``thread`` is the id of
+the thread's root message (Slack ``thread_ts``, a Discord thread channel id, a
+console message id); ``message`` is the message the event is about.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class PlatformRef(BaseModel):
+    """Where something is on a platform: ``(platform, workspace, channel, thread, message, user)``.
+
+    ``workspace`` is a Slack team or a Discord guild (empty for the console and
+    DMs); ``thread`` is None for a top-level message; ``user`` is the platform
+    user id of whoever the event is from.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    workspace: str = ""
+    channel: str
+    thread: str | None = None
+    message: str | None = None
+    user: str | None = None
+
+    def in_thread(self, thread: str) -> PlatformRef:
+        """The same place, inside ``thread``, about no particular message."""
+        return self.model_copy(update={"thread": thread, "message": None})
+
+
+class Author(BaseModel):
+    """Who sent an inbound event: platform user id, display name, whether a bot."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    is_bot: bool = False
+
+
+# --- inbound ---------------------------------------------------------------------
+
+
+class MessagePosted(BaseModel):
+    """A person posted a message.
+
+    ``delivery_key`` is unique per platform delivery (Slack ``event_id`` or
+    ``team:channel:ts``, Discord message id); the hub records it to drop duplicates.
+    ``mentions_bot`` starts a conversation outside a thread; in a conversation's
+    thread every message counts.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["message_posted"] = "message_posted"
+    delivery_key: str
+    ref: PlatformRef
+    author: Author
+    text: str
+    mentions_bot: bool = False
+
+
+class ReactionChanged(BaseModel):
+    """A reaction was added (``added``) or removed on ``ref.message``.
+
+    ``emoji`` is normalized by :func:`conversations.emoji.normalize` (a shortcode
+    name such as ``white_check_mark``, without skin tone).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["reaction_changed"] = "reaction_changed"
+    delivery_key: str
+    ref: PlatformRef
+    author: Author
+    emoji: str
+    added: bool = True
+
+
+class CommandInvoked(BaseModel):
+    """A command such as ``/stop``: its name without the slash, its argument text."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["command_invoked"] = "command_invoked"
+    delivery_key: str
+    ref: PlatformRef
+    author: Author
+    name: str
+    args: str = ""
+
+
+InboundEvent = Annotated[
+    MessagePosted | ReactionChanged | CommandInvoked, Field(discriminator="kind")
+]
+inbound_adapter: TypeAdapter[InboundEvent] = TypeAdapter(InboundEvent)
+
+
+# --- outbound --------------------------------------------------------------------
+
+
+class Button(BaseModel):
+    """A button under a message; ``action`` is what the hub gets back when pressed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    action: str
+    """Stable id, e.g. ``approve:<request id>``; survives restarts."""
+    style: Literal["primary", "danger", "default"] = "default"
+
+
+class PostReply(BaseModel):
+    """Post ``text`` as a reply in ``ref.thread`` (top level when ``thread`` is None).
+
+    ``reactions`` are the bot's own reactions to seed on the new message.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["post_reply"] = "post_reply"
+    ref: PlatformRef
+    text: str
+    buttons: tuple[Button, ...] = ()
+    reactions: tuple[str, ...] = ()
+
+
+class UpdateMessage(BaseModel):
+    """Replace the text (and buttons) of the bot's message ``ref.message``."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["update_message"] = "update_message"
+    ref: PlatformRef
+    text: str
+    buttons: tuple[Button, ...] = ()
+
+
+class AddReaction(BaseModel):
+    """Add the bot's reaction ``emoji`` (a normalized name) to ``ref.message``."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["add_reaction"] = "add_reaction"
+    ref: PlatformRef
+    emoji: str
+
+
+OutboundAction = Annotated[PostReply | UpdateMessage | AddReaction, Field(discriminator="kind")]
+outbound_adapter: TypeAdapter[OutboundAction] = TypeAdapter(OutboundAction)

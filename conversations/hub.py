@@ -1,0 +1,263 @@
+"""The hub: chat events in, engine inputs out; engine run events become outbox rows.
+
+For each inbound event (DESIGN.md, "One message's way through"):
+
+1. the delivery key is recorded in the store; a duplicate stops here;
+2. the thread is bound to a conversation (a mention creates one);
+3. the engine gets an input through the conversation's queue: start, reply,
+   decision (taken at once, compare-and-set) or stop (jumps the queue).
+
+People who may not decide or stop are told so in the thread, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import assert_never
+
+from conversations.access import AccessPolicy
+from conversations.events import (
+    Author,
+    CommandInvoked,
+    InboundEvent,
+    MessagePosted,
+    PlatformRef,
+    PostReply,
+    ReactionChanged,
+)
+from conversations.outbox import Deliverer
+from conversations.queue import ConversationQueue, Job
+from conversations.store import ConversationInfo, Outgoing, Store
+from core.engine import Engine
+from core.inputs import DecideOutcome, Decision, Reply, Start
+from core.journal import Person, RequestState
+
+log = logging.getLogger(__name__)
+
+DEFAULT_APPROVE = frozenset({"white_check_mark", "heavy_check_mark", "+1", "ballot_box_with_check"})
+DEFAULT_REJECT = frozenset({"x", "-1", "heavy_multiplication_x"})
+DEFAULT_STOP = frozenset({"octagonal_sign", "black_square_for_stop"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubSettings:
+    """Reaction sets (normalized names), the stop command and word, and where workspaces go."""
+
+    workspace_root: Path
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    approve_reactions: frozenset[str] = DEFAULT_APPROVE
+    reject_reactions: frozenset[str] = DEFAULT_REJECT
+    stop_reactions: frozenset[str] = DEFAULT_STOP
+    stop_command: str = "stop"
+    stop_word: str = "stop"
+
+
+class Hub:
+    """Routes inbound events to the engine; one instance serves every adapter."""
+
+    def __init__(
+        self, *, store: Store, engine: Engine, deliverer: Deliverer, settings: HubSettings
+    ) -> None:
+        self._store = store
+        self._engine = engine
+        self._deliverer = deliverer
+        self._settings = settings
+        self._queue = ConversationQueue()
+
+    async def handle(self, event: InboundEvent) -> None:
+        """Take one inbound event; returns once recorded and queued, not when its run ends."""
+        if event.author.is_bot:
+            return
+        match event:
+            case MessagePosted():
+                await self._message(event)
+            case ReactionChanged():
+                await self._reaction(event)
+            case CommandInvoked():
+                await self._command(event)
+            case _:
+                assert_never(event)
+
+    async def settled(self) -> None:
+        """Return when every run has ended or waits for a person and the outbox is empty."""
+        while True:
+            await self._queue.idle()
+            await self._deliverer.drain()
+            if not self._queue.busy_any():
+                return
+
+    async def close(self) -> None:
+        """Cancel running work (a later start resumes it from the store)."""
+        await self._queue.close()
+
+    # --- messages ------------------------------------------------------------------
+
+    async def _message(self, event: MessagePosted) -> None:
+        conversation = await self._store.find_by_thread(event.ref)
+        if conversation is not None:
+            if not await self._store.record_delivery(event.delivery_key, conversation.id):
+                return
+            if event.text.strip().lower() == self._settings.stop_word:
+                await self._stop(conversation, event.author, event.ref)
+                return
+            self._submit_reply(conversation.id, Reply(text=event.text, author=_person(event)))
+            return
+        if not event.mentions_bot:
+            return
+        thread = event.ref.thread or event.ref.message
+        if thread is None:
+            log.warning("mention without a message id: %s", event.delivery_key)
+            return
+        conversation_id = await self._store.open_conversation(
+            delivery_key=event.delivery_key,
+            binding=event.ref.in_thread(thread).model_copy(update={"user": None}),
+            requester=_person(event),
+            workspace_root=self._settings.workspace_root,
+            position=self._engine.workflow.start,
+        )
+        if conversation_id is None:
+            return
+        start = Start(text=event.text, author=_person(event))
+        self._queue.submit(
+            conversation_id,
+            Job(lambda: self._engine.start(conversation_id, start, self._inbox(conversation_id))),
+        )
+
+    def _submit_reply(self, conversation_id: str, reply: Reply) -> None:
+        self._queue.submit(
+            conversation_id,
+            Job(
+                lambda: self._engine.reply(conversation_id, reply, self._inbox(conversation_id)),
+                reply=reply,
+            ),
+        )
+
+    def _inbox(self, conversation_id: str) -> Callable[[], list[Reply]]:
+        return lambda: self._queue.take_replies(conversation_id)
+
+    # --- reactions -----------------------------------------------------------------
+
+    async def _reaction(self, event: ReactionChanged) -> None:
+        if not event.added or event.ref.message is None:
+            return  # a removed reaction changes nothing, before or after a decision
+        link = await self._store.find_by_message(
+            event.ref.platform, event.ref.channel, event.ref.message
+        )
+        if link is None or not await self._store.record_delivery(event.delivery_key):
+            return
+        conversation = await self._store.info(link.conversation_id)
+        if event.emoji in self._settings.stop_reactions:
+            await self._stop(conversation, event.author, event.ref)
+            return
+        approve = event.emoji in self._settings.approve_reactions
+        if link.request_id is None or not (
+            approve or event.emoji in self._settings.reject_reactions
+        ):
+            return
+        await self._decide(conversation, link.request_id, approve, event.author)
+
+    async def _decide(
+        self, conversation: ConversationInfo, request_id: str, approve: bool, who: Author
+    ) -> None:
+        state = await self._store.request_state(request_id)
+        if state is RequestState.SUPERSEDED:
+            await self._notice(conversation, "That plan was replaced by a newer version.")
+            return
+        if state is not RequestState.OPEN and state is not RequestState.DECIDED:
+            return
+        if not self._settings.access.may_decide(who, conversation.requester):
+            await self._notice(
+                conversation, f"Only the requester or an approver can decide this, {who.name}."
+            )
+            return
+        decision = Decision(request_id=request_id, approved=approve, by=_person_of(who))
+        outcome = await self._engine.decide(conversation.id, decision)
+        if outcome is DecideOutcome.ALREADY_DECIDED:
+            await self._notice(conversation, f"This was already decided, {who.name}.")
+        elif outcome is DecideOutcome.DECIDED:
+            self._queue.submit(
+                conversation.id,
+                Job(lambda: self._engine.run(conversation.id, self._inbox(conversation.id))),
+            )
+
+    # --- commands and stop ---------------------------------------------------------
+
+    async def _command(self, event: CommandInvoked) -> None:
+        if not await self._store.record_delivery(event.delivery_key):
+            return
+        if event.name == "decide":
+            await self._decide_one(event)
+            return
+        if event.name != self._settings.stop_command:
+            await self._reply(event.ref, f"Unknown command /{event.name}.")
+            return
+        ref = event.ref
+        if ref.thread is None and event.args.strip():
+            ref = ref.in_thread(event.args.strip())
+        if ref.thread is not None:
+            conversation = await self._store.find_by_thread(ref)
+            if conversation is None:
+                await self._reply(ref, "There is no conversation in this thread.")
+                return
+            await self._stop(conversation, event.author, ref)
+            return
+        await self._stop_in_channel(event)
+
+    async def _stop_in_channel(self, event: CommandInvoked) -> None:
+        active = [
+            c
+            for c in await self._store.active(
+                platform=event.ref.platform,
+                workspace=event.ref.workspace,
+                channel=event.ref.channel,
+            )
+            if c.requester.id == event.author.id
+        ]
+        if len(active) == 1:
+            await self._stop(active[0], event.author, event.ref)
+        elif not active:
+            await self._reply(event.ref, "You have nothing running here to stop.")
+        else:
+            threads = ", ".join(c.binding.thread or "?" for c in active)
+            await self._reply(
+                event.ref,
+                f"You have {len(active)} active conversations here (threads {threads}); "
+                f"say /{self._settings.stop_command} with the thread to stop one.",
+            )
+
+    async def _decide_one(self, event: CommandInvoked) -> None:
+        conversation = await self._store.find_by_thread(event.ref)
+        if conversation is not None:
+            await self._notice(conversation, "That message has no tool calls to decide one by one.")
+
+    async def _stop(self, conversation: ConversationInfo, who: Author, ref: PlatformRef) -> None:
+        if not self._settings.access.may_stop(who, conversation.requester):
+            await self._notice(
+                conversation, f"Only the requester or an approver can stop this, {who.name}."
+            )
+            return
+        await self._queue.stop(conversation.id)
+        if not await self._engine.stop(conversation.id, who.name, who.id):
+            await self._notice(conversation, "Nothing is running here.")
+
+    async def _notice(self, conversation: ConversationInfo, text: str) -> None:
+        await self._store.enqueue(
+            conversation.id, [Outgoing(PostReply(ref=conversation.binding, text=text))]
+        )
+
+    async def _reply(self, ref: PlatformRef, text: str) -> None:
+        """Answer where no conversation is bound (straight to the adapter, not the outbox)."""
+        await self._deliverer.send_now(
+            PostReply(ref=ref.model_copy(update={"message": None}), text=text)
+        )
+
+
+def _person(event: MessagePosted) -> Person:
+    return _person_of(event.author)
+
+
+def _person_of(author: Author) -> Person:
+    return Person(id=author.id, name=author.name)

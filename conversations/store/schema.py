@@ -1,0 +1,141 @@
+"""Tables of the store (SQLAlchemy 2 declarative). Changed only through migrations.
+
+Times are timezone-aware UTC. JSON columns hold pydantic dumps of the core and
+chat models (``model_dump(mode="json")``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}  # noqa: RUF012
+
+
+class ConversationRow(Base):
+    """A conversation, its thread binding, lifecycle status and workflow position."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (UniqueConstraint("platform", "workspace", "channel", "thread"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    workspace: Mapped[str] = mapped_column(String(64))
+    channel: Mapped[str] = mapped_column(String(64))
+    thread: Mapped[str] = mapped_column(String(64))
+    requester_id: Mapped[str] = mapped_column(String(128))
+    requester_name: Mapped[str] = mapped_column(String(256))
+    lifecycle: Mapped[str] = mapped_column(String(16))
+    wait_kind: Mapped[str | None] = mapped_column(String(32))
+    position: Mapped[str] = mapped_column(String(64))
+    plan_version: Mapped[int] = mapped_column(Integer, default=0)
+    workspace_dir: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DeliveryRow(Base):
+    """An inbound delivery seen once; a second one with the same key is a duplicate."""
+
+    __tablename__ = "deliveries"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    conversation_id: Mapped[str | None] = mapped_column(String(32))
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JournalRow(Base):
+    """One append-only journal entry, ordered per conversation by ``seq``."""
+
+    __tablename__ = "journal"
+    __table_args__ = (UniqueConstraint("conversation_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    body: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ToolCallRow(Base):
+    """The durable record of one tool call, keyed by the model's ``tool_use_id``."""
+
+    __tablename__ = "tool_calls"
+
+    tool_use_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    input: Mapped[dict[str, Any]]
+    read_only: Mapped[bool]
+    state: Mapped[str] = mapped_column(String(32))
+    turn_seq: Mapped[int] = mapped_column(Integer)
+    idx: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RequestRow(Base):
+    """A pending request (plan approval, question, ...), decided once."""
+
+    __tablename__ = "pending_requests"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))
+    tool_use_id: Mapped[str | None] = mapped_column(String(128))
+    plan_version: Mapped[int | None] = mapped_column(Integer)
+    prompt: Mapped[str] = mapped_column(Text, default="")
+    decision: Mapped[str | None] = mapped_column(String(32))
+    decided_by_id: Mapped[str | None] = mapped_column(String(128))
+    decided_by_name: Mapped[str | None] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    decided_at: Mapped[datetime | None]
+
+
+class OutboxRow(Base):
+    """An outbound chat action, written with the change that caused it, sent at least once."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_message", "platform", "channel", "platform_message_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    purpose: Mapped[str] = mapped_column(String(16))
+    platform: Mapped[str] = mapped_column(String(32))
+    channel: Mapped[str] = mapped_column(String(64))
+    action: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    platform_message_id: Mapped[str | None] = mapped_column(String(64))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    sent_at: Mapped[datetime | None]
+
+
+class UsageRow(Base):
+    """Tokens of one model call."""
+
+    __tablename__ = "model_usage"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    model: Mapped[str] = mapped_column(String(128))
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

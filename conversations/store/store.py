@@ -1,0 +1,578 @@
+"""The SQLAlchemy store: core's ``Journal``, thread bindings, deliveries and the outbox.
+
+Every write is one transaction. Writes of one process are serialised by a lock
+(SQLite has one writer anyway; WAL lets readers go on). A ``Change`` from the
+engine and the outbox rows for its run events go in the same transaction, so a
+message is never posted for a state change that did not happen, nor lost for
+one that did (DESIGN.md, "Durability and exactly-once").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import event, func, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from conversations.events import OutboundAction, PlatformRef, outbound_adapter
+from conversations.store.schema import (
+    ConversationRow,
+    DeliveryRow,
+    JournalRow,
+    OutboxRow,
+    RequestRow,
+    ToolCallRow,
+    UsageRow,
+    utcnow,
+)
+from core.errors import ConversationNotFound, RequestConflict
+from core.journal import (
+    Change,
+    ConversationSnapshot,
+    Entry,
+    JournalRecord,
+    PendingRequest,
+    Person,
+    RequestKind,
+    RequestResolution,
+    RequestState,
+    ToolCallRecord,
+    ToolState,
+)
+from core.lifecycle import Lifecycle, Status, WaitKind
+from core.run_events import RunEvent, Stopped
+
+_entry_adapter: TypeAdapter[Entry] = TypeAdapter(Entry)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One outbox row to write: an action, why (``note`` or ``milestone``), its request."""
+
+    action: OutboundAction
+    purpose: str = "milestone"
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingSend:
+    """An outbox row waiting for delivery; ``id`` doubles as the idempotency key."""
+
+    id: int
+    conversation_id: str
+    purpose: str
+    action: OutboundAction
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """A conversation as the hub sees it: binding, requester and status."""
+
+    id: str
+    binding: PlatformRef
+    requester: Person
+    status: Status
+
+
+@dataclass(frozen=True)
+class MessageLink:
+    """What a bot message is about: its conversation and, if any, its pending request."""
+
+    conversation_id: str
+    request_id: str | None
+
+
+Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
+"""Turns a run event of a conversation bound to a thread into outbox rows."""
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url``; for SQLite, makes the file's folder and turns on WAL."""
+    parsed = make_url(url)
+    engine = create_async_engine(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class Store:
+    """The store over one database; implements :class:`core.journal.Journal`.
+
+    ``render`` turns run events into outbox rows; ``on_outbox`` is called after a
+    commit that wrote any (the deliverer wakes up).
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        render: Renderer,
+        on_outbox: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._render = render
+        self.on_outbox = on_outbox
+        self._write_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()
+
+    # --- conversations ---------------------------------------------------------
+
+    async def open_conversation(
+        self,
+        *,
+        delivery_key: str,
+        binding: PlatformRef,
+        requester: Person,
+        workspace_root: Path,
+        position: str,
+    ) -> str | None:
+        """Record a delivery and create a conversation bound to ``binding.thread``.
+
+        Returns the new id, or None when the delivery was seen before.
+        """
+        conversation_id = _new_id()
+        async with self._write() as session:
+            if not await self._add_delivery(session, delivery_key, conversation_id):
+                return None
+            session.add(
+                ConversationRow(
+                    id=conversation_id,
+                    platform=binding.platform,
+                    workspace=binding.workspace,
+                    channel=binding.channel,
+                    thread=binding.thread or "",
+                    requester_id=requester.id,
+                    requester_name=requester.name,
+                    lifecycle=Lifecycle.IDLE.value,
+                    position=position,
+                    workspace_dir=str(workspace_root / conversation_id),
+                )
+            )
+        return conversation_id
+
+    async def record_delivery(self, delivery_key: str, conversation_id: str | None = None) -> bool:
+        """Record an inbound delivery; False when the key was seen before."""
+        async with self._write() as session:
+            return await self._add_delivery(session, delivery_key, conversation_id)
+
+    async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
+        """The conversation bound to ``ref``'s thread, if any."""
+        if ref.thread is None:
+            return None
+        stmt = select(ConversationRow).where(
+            ConversationRow.platform == ref.platform,
+            ConversationRow.workspace == ref.workspace,
+            ConversationRow.channel == ref.channel,
+            ConversationRow.thread == ref.thread,
+        )
+        async with self._sessions() as session:
+            row = (await session.execute(stmt)).scalar_one_or_none()
+            return _info(row) if row else None
+
+    async def info(self, conversation_id: str) -> ConversationInfo:
+        """One conversation; raises :class:`ConversationNotFound`."""
+        async with self._sessions() as session:
+            return _info(await _conversation(session, conversation_id))
+
+    async def active(
+        self, *, platform: str, workspace: str | None = None, channel: str | None = None
+    ) -> list[ConversationInfo]:
+        """Conversations running or waiting, oldest first, optionally in one channel."""
+        stmt = select(ConversationRow).where(
+            ConversationRow.platform == platform,
+            ConversationRow.lifecycle.in_([Lifecycle.RUNNING.value, Lifecycle.WAITING.value]),
+        )
+        if workspace is not None:
+            stmt = stmt.where(ConversationRow.workspace == workspace)
+        if channel is not None:
+            stmt = stmt.where(ConversationRow.channel == channel)
+        async with self._sessions() as session:
+            rows = (await session.execute(stmt.order_by(ConversationRow.created_at))).scalars()
+            return [_info(row) for row in rows]
+
+    async def find_by_message(
+        self, platform: str, channel: str, message: str
+    ) -> MessageLink | None:
+        """What the bot's message ``message`` in ``channel`` is about, if the bot sent it."""
+        stmt = select(OutboxRow).where(
+            OutboxRow.platform == platform,
+            OutboxRow.channel == channel,
+            OutboxRow.platform_message_id == message,
+        )
+        async with self._sessions() as session:
+            row = (await session.execute(stmt.limit(1))).scalar_one_or_none()
+            return MessageLink(row.conversation_id, row.request_id) if row else None
+
+    async def request_state(self, request_id: str) -> RequestState | None:
+        """The state of a pending request, or None if there is no such request."""
+        async with self._sessions() as session:
+            row = await session.get(RequestRow, request_id)
+            return RequestState(row.state) if row else None
+
+    # --- core.journal.Journal --------------------------------------------------
+
+    async def load(self, conversation_id: str) -> ConversationSnapshot:
+        """Everything about one conversation; raises :class:`ConversationNotFound`."""
+        async with self._sessions() as session:
+            row = await _conversation(session, conversation_id)
+            journal = (
+                await session.execute(
+                    select(JournalRow)
+                    .where(JournalRow.conversation_id == conversation_id)
+                    .order_by(JournalRow.seq)
+                )
+            ).scalars()
+            calls = (
+                await session.execute(
+                    select(ToolCallRow).where(ToolCallRow.conversation_id == conversation_id)
+                )
+            ).scalars()
+            requests = (
+                await session.execute(
+                    select(RequestRow)
+                    .where(RequestRow.conversation_id == conversation_id)
+                    .order_by(RequestRow.created_at)
+                )
+            ).scalars()
+            return ConversationSnapshot(
+                id=row.id,
+                requester=Person(id=row.requester_id, name=row.requester_name),
+                status=_status(row),
+                position=row.position,
+                plan_version=row.plan_version,
+                workspace=row.workspace_dir,
+                journal=tuple(
+                    JournalRecord(
+                        seq=j.seq,
+                        at=j.created_at.replace(tzinfo=j.created_at.tzinfo or UTC),
+                        entry=_entry_adapter.validate_python(j.body),
+                    )
+                    for j in journal
+                ),
+                tool_calls={c.tool_use_id: _tool_record(c) for c in calls},
+                requests=tuple(_request(r) for r in requests),
+            )
+
+    async def commit(self, conversation_id: str, change: Change) -> list[int]:
+        """Apply ``change`` and write its events to the outbox, in one transaction.
+
+        Raises :class:`RequestConflict` (and applies nothing) when a compare-and-set
+        resolution finds its request no longer open.
+        """
+        wrote_outbox = False
+        async with self._write() as session:
+            row = await _conversation(session, conversation_id)
+            seqs = await self._append(session, conversation_id, change.entries)
+            for record in change.tool_calls:
+                await session.merge(_tool_row(conversation_id, record))
+            for res in change.resolve:
+                await self._resolve(session, res.request_id, res)
+            if change.open_request is not None:
+                session.add(_request_row(conversation_id, change.open_request))
+            _apply_status(row, change)
+            for usage in change.usage:
+                session.add(UsageRow(conversation_id=conversation_id, **usage.model_dump()))
+            for run_event in change.events:
+                if isinstance(run_event, Stopped):
+                    await self._drop_pending_notes(session, conversation_id)
+                for out in self._render(_binding(row), run_event):
+                    session.add(_outbox_row(conversation_id, out))
+                    wrote_outbox = True
+        if wrote_outbox:
+            self.on_outbox()
+        return seqs
+
+    # --- outbox ----------------------------------------------------------------
+
+    async def enqueue(self, conversation_id: str, items: Sequence[Outgoing]) -> None:
+        """Write outbox rows that no state change goes with (notices to people)."""
+        async with self._write() as session:
+            for out in items:
+                session.add(_outbox_row(conversation_id, out))
+        if items:
+            self.on_outbox()
+
+    async def pending_sends(self, limit: int = 100) -> list[PendingSend]:
+        """Outbox rows not yet delivered, oldest first."""
+        stmt = select(OutboxRow).where(OutboxRow.state == "pending").order_by(OutboxRow.id)
+        async with self._sessions() as session:
+            rows = (await session.execute(stmt.limit(limit))).scalars()
+            return [
+                PendingSend(
+                    id=r.id,
+                    conversation_id=r.conversation_id,
+                    purpose=r.purpose,
+                    action=outbound_adapter.validate_python(r.action),
+                )
+                for r in rows
+            ]
+
+    async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
+        """Rows delivered (several when notes were merged into one message)."""
+        async with self._write() as session:
+            await session.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id.in_(ids))
+                .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
+            )
+
+    async def mark_failed(self, send_id: int, error: str, *, final: bool) -> None:
+        """Count a failed attempt; a ``final`` failure stops retrying the row."""
+        async with self._write() as session:
+            await session.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == send_id)
+                .values(
+                    attempts=OutboxRow.attempts + 1,
+                    last_error=error[:2000],
+                    state="failed" if final else "pending",
+                )
+            )
+
+    # --- internals -------------------------------------------------------------
+
+    def _write(self) -> _WriteTransaction:
+        return _WriteTransaction(self._sessions, self._write_lock)
+
+    async def _add_delivery(
+        self, session: AsyncSession, key: str, conversation_id: str | None
+    ) -> bool:
+        if await session.get(DeliveryRow, key) is not None:
+            return False
+        session.add(DeliveryRow(key=key, conversation_id=conversation_id))
+        try:
+            await session.flush()
+        except IntegrityError:
+            return False
+        return True
+
+    async def _append(
+        self, session: AsyncSession, conversation_id: str, entries: Sequence[Entry]
+    ) -> list[int]:
+        if not entries:
+            return []
+        last = await session.scalar(
+            select(func.max(JournalRow.seq)).where(JournalRow.conversation_id == conversation_id)
+        )
+        seqs = list(range((last or 0) + 1, (last or 0) + 1 + len(entries)))
+        for seq, entry in zip(seqs, entries, strict=True):
+            session.add(
+                JournalRow(
+                    conversation_id=conversation_id,
+                    seq=seq,
+                    kind=entry.kind,
+                    body=entry.model_dump(mode="json"),
+                )
+            )
+        return seqs
+
+    async def _resolve(
+        self, session: AsyncSession, request_id: str, res: RequestResolution
+    ) -> None:
+        stmt = update(RequestRow).where(RequestRow.id == request_id)
+        if res.only_if_open:
+            stmt = stmt.where(RequestRow.state == RequestState.OPEN.value)
+        result = await session.execute(
+            stmt.values(
+                state=res.state.value,
+                decision=res.decision,
+                decided_by_id=res.by.id if res.by else None,
+                decided_by_name=res.by.name if res.by else None,
+                decided_at=utcnow(),
+            )
+        )
+        if res.only_if_open and getattr(result, "rowcount", 0) != 1:
+            raise RequestConflict(f"request {request_id} is no longer open")
+
+    async def _drop_pending_notes(self, session: AsyncSession, conversation_id: str) -> None:
+        await session.execute(
+            update(OutboxRow)
+            .where(
+                OutboxRow.conversation_id == conversation_id,
+                OutboxRow.state == "pending",
+                OutboxRow.purpose == "note",
+            )
+            .values(state="dropped")
+        )
+
+
+class _WriteTransaction:
+    """``async with``: take the write lock, open a session, commit or roll back."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], lock: asyncio.Lock) -> None:
+        self._sessions = sessions
+        self._lock = lock
+        self._session: AsyncSession | None = None
+
+    async def __aenter__(self) -> AsyncSession:
+        await self._lock.acquire()
+        self._session = self._sessions()
+        await self._session.begin()
+        return self._session
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        assert self._session is not None
+        try:
+            if exc_type is None:
+                await self._session.commit()
+            else:
+                await self._session.rollback()
+        finally:
+            await self._session.close()
+            self._lock.release()
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+async def _conversation(session: AsyncSession, conversation_id: str) -> ConversationRow:
+    row = await session.get(ConversationRow, conversation_id)
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return row
+
+
+def _binding(row: ConversationRow) -> PlatformRef:
+    return PlatformRef(
+        platform=row.platform,
+        workspace=row.workspace,
+        channel=row.channel,
+        thread=row.thread or None,
+    )
+
+
+def _status(row: ConversationRow) -> Status:
+    return Status(
+        lifecycle=Lifecycle(row.lifecycle),
+        wait=WaitKind(row.wait_kind) if row.wait_kind else None,
+    )
+
+
+def _info(row: ConversationRow) -> ConversationInfo:
+    return ConversationInfo(
+        id=row.id,
+        binding=_binding(row),
+        requester=Person(id=row.requester_id, name=row.requester_name),
+        status=_status(row),
+    )
+
+
+def _apply_status(row: ConversationRow, change: Change) -> None:
+    if change.status is not None:
+        row.lifecycle = change.status.lifecycle.value
+        row.wait_kind = change.status.wait.value if change.status.wait else None
+    if change.position is not None:
+        row.position = change.position
+    if change.plan_version is not None:
+        row.plan_version = change.plan_version
+    row.updated_at = utcnow()
+
+
+def _tool_record(row: ToolCallRow) -> ToolCallRecord:
+    return ToolCallRecord(
+        tool_use_id=row.tool_use_id,
+        name=row.name,
+        input=row.input,
+        read_only=row.read_only,
+        state=ToolState(row.state),
+        turn_seq=row.turn_seq,
+        index=row.idx,
+    )
+
+
+def _tool_row(conversation_id: str, record: ToolCallRecord) -> ToolCallRow:
+    return ToolCallRow(
+        tool_use_id=record.tool_use_id,
+        conversation_id=conversation_id,
+        name=record.name,
+        input=record.input,
+        read_only=record.read_only,
+        state=record.state.value,
+        turn_seq=record.turn_seq,
+        idx=record.index,
+        updated_at=utcnow(),
+    )
+
+
+def _request(row: RequestRow) -> PendingRequest:
+    decided_by = (
+        Person(id=row.decided_by_id, name=row.decided_by_name or row.decided_by_id)
+        if row.decided_by_id
+        else None
+    )
+    return PendingRequest(
+        id=row.id,
+        kind=RequestKind(row.kind),
+        state=RequestState(row.state),
+        tool_use_id=row.tool_use_id,
+        plan_version=row.plan_version,
+        prompt=row.prompt,
+        decision=row.decision,
+        decided_by=decided_by,
+    )
+
+
+def _request_row(conversation_id: str, request: PendingRequest) -> RequestRow:
+    return RequestRow(
+        id=request.id,
+        conversation_id=conversation_id,
+        kind=request.kind.value,
+        state=request.state.value,
+        tool_use_id=request.tool_use_id,
+        plan_version=request.plan_version,
+        prompt=request.prompt,
+    )
+
+
+def _outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
+    ref = out.action.ref
+    return OutboxRow(
+        conversation_id=conversation_id,
+        request_id=out.request_id,
+        purpose=out.purpose,
+        platform=ref.platform,
+        channel=ref.channel,
+        action=outbound_adapter.dump_python(out.action, mode="json"),
+        state="pending",
+    )
+
+
+__all__ = [
+    "ConversationInfo",
+    "MessageLink",
+    "Outgoing",
+    "PendingSend",
+    "Renderer",
+    "Store",
+    "create_engine",
+]

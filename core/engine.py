@@ -1,0 +1,443 @@
+"""The run engine: a run goes until it finishes or must wait for a person.
+
+Waiting ends the run; the pending request is in the store and the person's
+answer starts the next run from the journal (DESIGN.md, "Conversation lifecycle
+and workflow position"). The engine holds nothing between runs, so a run after a
+human answer and a run after a crash take the same path: :meth:`Engine.run`
+reads the conversation and goes on while its status is ``running``.
+
+Calls are made one at a time per conversation by the caller (the hub's queue);
+:meth:`Engine.stop` is the exception and is called after the caller cancelled the
+conversation's task. Every change is one :meth:`core.journal.Journal.commit`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from core import lifecycle
+from core.errors import ModelError, RequestConflict
+from core.history import build_messages
+from core.inputs import DecideOutcome, Decision, Reply, Start
+from core.journal import (
+    AssistantTurn,
+    Change,
+    ConversationSnapshot,
+    DecisionEntry,
+    Journal,
+    ModelUsage,
+    PendingRequest,
+    Person,
+    RequestKind,
+    RequestResolution,
+    RequestState,
+    StopEntry,
+    ToolCall,
+    ToolResultEntry,
+    UserText,
+)
+from core.lifecycle import Lifecycle, WaitKind
+from core.model import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.run_events import Answered, ProgressNote, QuestionAsked, RunFailed, RunStats, Stopped
+from core.tool_runner import ToolRunner, TurnOutcome
+from core.tools.base import Toolbox
+from core.workflow import Transition, Workflow
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are threadbot, an agent that works for a team from a chat thread. People talk
+to you in the thread; their messages start with their name. Keep messages short
+and concrete. Work only inside the conversation's workspace with your tools.
+"""
+
+Inbox = Callable[[], Sequence[Reply]]
+"""Returns (and removes) replies that arrived while the run works; called at turn boundaries."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """Limits of a run: model calls per run, tokens per response, tool limits (seconds, chars)."""
+
+    max_turns: int = 30
+    max_tokens: int = 4096
+    command_timeout: float = 120.0
+    output_limit: int = 16_000
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+
+@dataclass
+class _RunTally:
+    started: float
+    tool_calls: int = 0
+    usage: list[ModelUsage] = field(default_factory=list)
+
+    def stats(self, now: float) -> RunStats:
+        return RunStats(
+            tool_calls=self.tool_calls,
+            seconds=round(now - self.started, 1),
+            input_tokens=sum(u.input_tokens + u.cache_read_tokens for u in self.usage),
+            output_tokens=sum(u.output_tokens for u in self.usage),
+            cache_read_tokens=sum(u.cache_read_tokens for u in self.usage),
+        )
+
+
+class Engine:
+    """Runs conversations of one workflow with one model and one toolbox.
+
+    Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
+    unknown conversation id; model failures end the run ``failed`` with a
+    message in the thread rather than raising.
+    """
+
+    def __init__(
+        self,
+        *,
+        journal: Journal,
+        model: Model,
+        toolbox: Toolbox,
+        workflow: Workflow,
+        settings: EngineSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._journal = journal
+        self._model = model
+        self._toolbox = toolbox
+        self._workflow = workflow
+        self._settings = settings or EngineSettings()
+        self._clock = clock
+        self._tools = ToolRunner(journal=journal, toolbox=toolbox, settings=self._settings)
+
+    @property
+    def workflow(self) -> Workflow:
+        """The workflow new conversations start in."""
+        return self._workflow
+
+    # --- inputs ------------------------------------------------------------------
+
+    async def start(self, conversation_id: str, request: Start, inbox: Inbox | None = None) -> None:
+        """Begin a run with a new request; from an ended run, the history is kept."""
+        snap = await self._journal.load(conversation_id)
+        if snap.status.active:
+            await self.reply(
+                conversation_id, Reply(text=request.text, author=request.author), inbox
+            )
+            return
+        position = (
+            self._workflow.next(snap.position, Transition.NEW_MESSAGE)
+            if snap.journal
+            else self._workflow.start
+        )
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                entries=(UserText(author=request.author, text=request.text, role="request"),),
+                status=lifecycle.RUNNING,
+                position=position,
+            ),
+        )
+        await self.run(conversation_id, inbox)
+
+    async def reply(self, conversation_id: str, reply: Reply, inbox: Inbox | None = None) -> None:
+        """A message in the thread: answers a question, revises a plan, or is a note."""
+        snap = await self._journal.load(conversation_id)
+        if not snap.status.active:
+            await self.start(conversation_id, Start(text=reply.text, author=reply.author), inbox)
+            return
+        request = snap.open_requests[-1] if snap.open_requests else None
+        if request is None or request.kind in (RequestKind.TOOL_APPROVAL, RequestKind.RETRY):
+            note = UserText(author=reply.author, text=reply.text, role="note")
+            await self._journal.commit(conversation_id, Change(entries=(note,)))
+            return
+        change = self._answer_change(snap, request, reply)
+        try:
+            await self._journal.commit(conversation_id, change)
+        except RequestConflict:
+            log.info("conversation %s: request %s closed meanwhile", conversation_id, request.id)
+            return
+        await self.run(conversation_id, inbox)
+
+    async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
+        """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
+
+        Returns ``ALREADY_DECIDED`` when another decision won, ``NOT_OPEN`` when the
+        request is unknown, superseded, cancelled or expired.
+        """
+        snap = await self._journal.load(conversation_id)
+        request = next((r for r in snap.requests if r.id == decision.request_id), None)
+        if request is None:
+            return DecideOutcome.NOT_OPEN
+        if request.state is RequestState.DECIDED:
+            return DecideOutcome.ALREADY_DECIDED
+        if request.state is not RequestState.OPEN:
+            return DecideOutcome.NOT_OPEN
+        try:
+            await self._journal.commit(
+                conversation_id, self._decision_change(snap, request, decision)
+            )
+        except RequestConflict:
+            return DecideOutcome.ALREADY_DECIDED
+        return DecideOutcome.DECIDED
+
+    async def stop(self, conversation_id: str, by_name: str, by_id: str) -> bool:
+        """Close everything open after the caller cancelled the run's task.
+
+        Every ``tool_use`` without a result gets one (``interrupted`` if it was
+        running, else ``cancelled``), every open request is cancelled, and the
+        conversation ends ``cancelled``. Returns False when nothing was active.
+        """
+        by = Person(id=by_id, name=by_name)
+        for _attempt in range(3):
+            snap = await self._journal.load(conversation_id)
+            if not snap.status.active:
+                return False
+            closing = self._tools.close_open_calls(snap, by_name)
+            change = Change(
+                entries=(StopEntry(by=by), *closing.results),
+                tool_calls=closing.records,
+                resolve=tuple(
+                    RequestResolution(request_id=r.id, state=RequestState.CANCELLED, by=by)
+                    for r in snap.open_requests
+                ),
+                status=lifecycle.CANCELLED,
+                events=(
+                    Stopped(
+                        by_name=by_name,
+                        cancelled_calls=closing.cancelled,
+                        interrupted_calls=closing.interrupted,
+                    ),
+                ),
+            )
+            try:
+                await self._journal.commit(conversation_id, change)
+            except RequestConflict:
+                continue
+            return True
+        return False
+
+    # --- the run -----------------------------------------------------------------
+
+    async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
+        """Go on while the conversation is ``running``: model turn, tools, repeat."""
+        tally = _RunTally(started=self._clock())
+        for _turn in range(self._settings.max_turns):
+            snap = await self._journal.load(conversation_id)
+            if snap.status.lifecycle is not Lifecycle.RUNNING:
+                return
+            snap = await self._take_notes(conversation_id, snap, inbox)
+            try:
+                turn, usage = await self._model_turn(snap)
+            except ModelError as exc:
+                await self._fail(conversation_id, str(exc))
+                return
+            tally.usage.append(usage)
+            outcome = await self._after_turn(conversation_id, snap, turn, usage, tally)
+            if outcome is not TurnOutcome.CONTINUE:
+                return
+        await self._fail(
+            conversation_id,
+            f"I stopped after {self._settings.max_turns} model turns without finishing.",
+        )
+
+    async def _take_notes(
+        self, conversation_id: str, snap: ConversationSnapshot, inbox: Inbox | None
+    ) -> ConversationSnapshot:
+        replies = list(inbox()) if inbox else []
+        if not replies:
+            return snap
+        notes = tuple(UserText(author=r.author, text=r.text, role="note") for r in replies)
+        await self._journal.commit(conversation_id, Change(entries=notes))
+        return await self._journal.load(conversation_id)
+
+    async def _model_turn(self, snap: ConversationSnapshot) -> tuple[AssistantTurn, ModelUsage]:
+        position = self._workflow.position(snap.position)
+        tools = self._toolbox.select(position.tools)
+        system = self._settings.system_prompt
+        if position.instructions:
+            system = f"{system}\n{position.instructions.strip()}\n"
+        request = ModelRequest(
+            system=system,
+            messages=build_messages(snap.journal),
+            tools=[t.spec for t in tools],
+            max_tokens=self._settings.max_tokens,
+        )
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        usage = ModelUsage(model=self._model.name, input_tokens=0, output_tokens=0)
+        stop_reason = "end_turn"
+        async for event in self._model.stream(request):
+            match event:
+                case TextDelta():
+                    text.append(event.text)
+                case ToolCallEvent():
+                    calls.append(ToolCall(id=event.id, name=event.name, input=event.input))
+                case Usage():
+                    usage = ModelUsage(
+                        model=event.model,
+                        input_tokens=event.input_tokens,
+                        output_tokens=event.output_tokens,
+                        cache_read_tokens=event.cache_read_tokens,
+                        cache_write_tokens=event.cache_write_tokens,
+                    )
+                case TurnEnd():
+                    stop_reason = event.stop_reason
+        turn = AssistantTurn(
+            text="".join(text).strip(),
+            tool_calls=tuple(calls),
+            stop_reason=stop_reason,
+            model=self._model.name,
+        )
+        return turn, usage
+
+    async def _after_turn(
+        self,
+        conversation_id: str,
+        snap: ConversationSnapshot,
+        turn: AssistantTurn,
+        usage: ModelUsage,
+        tally: _RunTally,
+    ) -> TurnOutcome:
+        if not turn.tool_calls:
+            answer = turn.text or "(the model gave no answer)"
+            await self._journal.commit(
+                conversation_id,
+                Change(
+                    entries=(turn,),
+                    usage=(usage,),
+                    status=lifecycle.DONE,
+                    position=self._workflow.next(snap.position, Transition.FINISHED),
+                    events=(Answered(text=answer, stats=tally.stats(self._clock())),),
+                ),
+            )
+            return TurnOutcome.DONE
+        seqs = await self._journal.commit(
+            conversation_id,
+            Change(
+                entries=(turn,),
+                tool_calls=self._tools.records_for(turn, snap.last_seq + 1),
+                usage=(usage,),
+                events=(ProgressNote(text=turn.text),) if turn.text else (),
+            ),
+        )
+        return await self._tools.run_turn(
+            conversation_id,
+            snap=snap,
+            turn=turn,
+            turn_seq=seqs[0],
+            workflow=self._workflow,
+            finish=lambda: tally.stats(self._clock()),
+            count_call=lambda: setattr(tally, "tool_calls", tally.tool_calls + 1),
+        )
+
+    async def _fail(self, conversation_id: str, error: str) -> None:
+        snap = await self._journal.load(conversation_id)
+        closing = self._tools.close_open_calls(snap, "the failure", failed=True)
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                entries=closing.results,
+                tool_calls=closing.records,
+                status=lifecycle.FAILED,
+                events=(RunFailed(error=error),),
+            ),
+        )
+
+    # --- changes for people's answers -------------------------------------------
+
+    def _answer_change(
+        self, snap: ConversationSnapshot, request: PendingRequest, reply: Reply
+    ) -> Change:
+        by = reply.author
+        if request.kind is RequestKind.PLAN_APPROVAL or (
+            request.kind is RequestKind.QUESTION and request.plan_version is not None
+        ):
+            state = (
+                RequestState.SUPERSEDED
+                if request.kind is RequestKind.PLAN_APPROVAL
+                else RequestState.DECIDED
+            )
+            result = (
+                f"Plan v{request.plan_version} was not approved. {by.name} asked for a change: "
+                f"{reply.text}\nPropose a revised plan with propose_plan."
+            )
+            return Change(
+                entries=(
+                    UserText(author=by, text=reply.text, role="feedback"),
+                    *self._result_for(request, result),
+                ),
+                tool_calls=self._tools.complete_control(snap, request.tool_use_id),
+                resolve=(
+                    RequestResolution(request_id=request.id, state=state, decision="revise", by=by),
+                ),
+                status=lifecycle.RUNNING,
+                position=self._workflow.next(snap.position, Transition.PLAN_REJECTED),
+            )
+        return Change(
+            entries=(
+                UserText(author=by, text=reply.text, role="answer"),
+                *self._result_for(request, f"{by.name} answered: {reply.text}"),
+            ),
+            tool_calls=self._tools.complete_control(snap, request.tool_use_id),
+            resolve=(
+                RequestResolution(
+                    request_id=request.id, state=RequestState.DECIDED, decision="answer", by=by
+                ),
+            ),
+            status=lifecycle.RUNNING,
+        )
+
+    def _decision_change(
+        self, snap: ConversationSnapshot, request: PendingRequest, decision: Decision
+    ) -> Change:
+        verdict = "approved" if decision.approved else "rejected"
+        resolve = (
+            RequestResolution(
+                request_id=request.id,
+                state=RequestState.DECIDED,
+                decision=verdict,
+                by=decision.by,
+            ),
+        )
+        record = DecisionEntry(request_id=request.id, decision=verdict, by=decision.by)
+        if request.kind is RequestKind.PLAN_APPROVAL and not decision.approved:
+            question = PendingRequest(
+                id=f"{request.id}-change",
+                kind=RequestKind.QUESTION,
+                tool_use_id=request.tool_use_id,
+                plan_version=request.plan_version,
+                prompt=f"What should change in plan v{request.plan_version}?",
+            )
+            return Change(
+                entries=(record,),
+                resolve=resolve,
+                open_request=question,
+                status=lifecycle.waiting(WaitKind.QUESTION),
+                events=(QuestionAsked(request_id=question.id, question=question.prompt),),
+            )
+        if request.kind is RequestKind.PLAN_APPROVAL:
+            text = (
+                f"Plan v{request.plan_version} was approved by {decision.by.name}. "
+                "Carry it out now."
+            )
+            return Change(
+                entries=(record, *self._result_for(request, text)),
+                tool_calls=self._tools.complete_control(snap, request.tool_use_id),
+                resolve=resolve,
+                status=lifecycle.RUNNING,
+                position=self._workflow.next(snap.position, Transition.PLAN_APPROVED),
+            )
+        text = f"{decision.by.name} {verdict} this."
+        return Change(
+            entries=(record, *self._result_for(request, text)),
+            tool_calls=self._tools.complete_control(snap, request.tool_use_id),
+            resolve=resolve,
+            status=lifecycle.RUNNING,
+        )
+
+    def _result_for(self, request: PendingRequest, content: str) -> tuple[ToolResultEntry, ...]:
+        if request.tool_use_id is None:
+            return ()
+        return (ToolResultEntry(tool_use_id=request.tool_use_id, content=content),)

@@ -1,0 +1,49 @@
+"""Failures raised by the core.
+
+The tree::
+
+    CoreError
+    ├── ModelError        the model API failed after its own retries
+    │   └── ModelOverloaded   the API said it is overloaded or rate-limited us
+    ├── ToolError         a tool could not do what was asked (bad input, path outside
+    │                     the workspace, timeout); becomes an error tool result
+    ├── ConversationNotFound
+    └── RequestConflict   a pending request was decided or closed meanwhile
+
+Control flow (a plan to approve, a question to answer, a stop) is not an
+exception: a run ends by returning, and a stop is a cancelled task.
+"""
+
+from __future__ import annotations
+
+
+class CoreError(Exception):
+    """Base of every failure raised by ``core``."""
+
+
+class ModelError(CoreError):
+    """The model call failed for good; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class ModelOverloaded(ModelError):
+    """The model API is overloaded (HTTP 529) or rate-limited us (HTTP 429)."""
+
+
+class ToolError(CoreError):
+    """A tool refused or failed; the message is what the model is told."""
+
+
+class ConversationNotFound(CoreError):
+    """No conversation has the given id."""
+
+
+class RequestConflict(CoreError):
+    """A change tried to resolve a pending request that was no longer open.
+
+    The store raises it from ``Journal.commit`` and applies nothing of the change;
+    it is how compare-and-set decisions tell the second decider "already decided".
+    """

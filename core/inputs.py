@@ -1,0 +1,49 @@
+"""What people give a conversation, as the engine takes it.
+
+The hub turns chat events into these: a mention or a new message in an ended
+conversation's thread is a :class:`Start`; any other message in the thread is a
+:class:`Reply` (an answer, plan feedback, or a note mid-run); a reaction or button
+on a pending request is a :class:`Decision`. Stop is not an input: it jumps the
+queue (:meth:`core.engine.Engine.stop`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from core.journal import Person
+
+
+class Start(BaseModel):
+    """A request that starts a run: the mention, or a new message after the end."""
+
+    model_config = ConfigDict(frozen=True)
+    text: str
+    author: Person
+
+
+class Reply(BaseModel):
+    """A message in the conversation's thread."""
+
+    model_config = ConfigDict(frozen=True)
+    text: str
+    author: Person
+
+
+class Decision(BaseModel):
+    """A person's approve (``approved``) or reject on the pending request ``request_id``."""
+
+    model_config = ConfigDict(frozen=True)
+    request_id: str
+    approved: bool
+    by: Person
+
+
+class DecideOutcome(StrEnum):
+    """What became of a decision: taken, too late, or about no open request."""
+
+    DECIDED = "decided"
+    ALREADY_DECIDED = "already_decided"
+    NOT_OPEN = "not_open"

@@ -1,0 +1,300 @@
+"""The journal, tool call records and pending requests, and the ``Journal`` protocol.
+
+Everything a run needs to continue lives here, so that a run which waited for a
+person and a run which crashed resume on the same path (DESIGN.md, "Durability
+and exactly-once"):
+
+- :data:`Entry`: the append-only journal, ordered per conversation by ``seq``:
+  people's messages, model turns, tool results, decisions and stops.
+- :class:`ToolCallRecord`: one durable record per ``tool_use_id`` with its state.
+- :class:`PendingRequest`: what a waiting conversation waits for (a plan version,
+  a question, gated tool calls), decided once by compare-and-set.
+
+A run never writes piecemeal: it hands the store one :class:`Change` at a time,
+which the store applies in a single transaction together with the run events
+that the change emits (the outbox).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.lifecycle import Status
+from core.run_events import RunEvent
+
+
+class Person(BaseModel):
+    """Someone in the conversation: a stable platform user id and a display name."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+
+
+class ToolCall(BaseModel):
+    """A ``tool_use`` block the model asked for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+# --- journal entries -------------------------------------------------------------
+
+
+class UserText(BaseModel):
+    """A person's words: the request, an answer, plan feedback, or a note mid-run."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["user_text"] = "user_text"
+    author: Person
+    text: str
+    role: Literal["request", "answer", "feedback", "note"] = "request"
+
+
+class AssistantTurn(BaseModel):
+    """One model response: its text and its tool calls, in order."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["assistant_turn"] = "assistant_turn"
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str = "end_turn"
+    model: str = ""
+
+
+class ToolResultEntry(BaseModel):
+    """The one result of one ``tool_use``; ``content`` is what the model reads."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+class DecisionEntry(BaseModel):
+    """A person decided a pending request (for the record; the model sees the result)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["decision"] = "decision"
+    request_id: str
+    decision: str
+    by: Person
+
+
+class StopEntry(BaseModel):
+    """A person stopped the run."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["stop"] = "stop"
+    by: Person
+
+
+Entry = Annotated[
+    UserText | AssistantTurn | ToolResultEntry | DecisionEntry | StopEntry,
+    Field(discriminator="kind"),
+]
+
+
+class JournalRecord(BaseModel):
+    """An entry as stored: its per-conversation sequence number and time (UTC)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    at: datetime
+    entry: Entry
+
+
+# --- tool call records -------------------------------------------------------------
+
+
+class ToolState(StrEnum):
+    """States of a tool call record (DESIGN.md, "Durability and exactly-once").
+
+    ``cancelled``: stopped before it ran. ``interrupted``: stopped while running, the
+    outcome may be partial. ``unknown``: found running after a crash.
+    """
+
+    PENDING_APPROVAL = "pending_approval"
+    APPROVED = "approved"
+    DENIED = "denied"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    UNKNOWN = "unknown"
+
+
+FINAL_TOOL_STATES = frozenset(
+    {
+        ToolState.DENIED,
+        ToolState.DONE,
+        ToolState.FAILED,
+        ToolState.CANCELLED,
+        ToolState.INTERRUPTED,
+        ToolState.UNKNOWN,
+    }
+)
+
+
+class ToolCallRecord(BaseModel):
+    """The durable record of one tool call, keyed by ``tool_use_id``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+    read_only: bool
+    state: ToolState
+    turn_seq: int
+    """``seq`` of the assistant turn that asked for the call."""
+    index: int
+    """Position of the call within its turn, from 0."""
+
+
+# --- pending requests -----------------------------------------------------------
+
+
+class RequestKind(StrEnum):
+    """What a pending request asks a person for (mirrors the waiting kinds)."""
+
+    PLAN_APPROVAL = "plan_approval"
+    TOOL_APPROVAL = "tool_approval"
+    QUESTION = "question"
+    CONTINUE = "continue"
+    RETRY = "retry"
+
+
+class RequestState(StrEnum):
+    """A pending request is open until decided once, cancelled, superseded or expired."""
+
+    OPEN = "open"
+    DECIDED = "decided"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+
+
+class PendingRequest(BaseModel):
+    """A request waiting for a person.
+
+    ``tool_use_id`` is the control call (``propose_plan``, ``ask_user``) whose result
+    the decision becomes; ``plan_version`` binds a plan approval to its version.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: RequestKind
+    state: RequestState = RequestState.OPEN
+    tool_use_id: str | None = None
+    plan_version: int | None = None
+    prompt: str = ""
+    decision: str | None = None
+    decided_by: Person | None = None
+
+
+# --- snapshot and change ----------------------------------------------------------
+
+
+class ConversationSnapshot(BaseModel):
+    """All a run reads of one conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    requester: Person
+    status: Status
+    position: str
+    plan_version: int
+    workspace: str
+    """Directory the conversation's file and command tools are confined to."""
+    journal: tuple[JournalRecord, ...]
+    tool_calls: dict[str, ToolCallRecord]
+    requests: tuple[PendingRequest, ...]
+    """Every request of the conversation, oldest first."""
+
+    @property
+    def open_requests(self) -> tuple[PendingRequest, ...]:
+        """The requests still waiting for a person."""
+        return tuple(r for r in self.requests if r.state is RequestState.OPEN)
+
+    @property
+    def last_seq(self) -> int:
+        """``seq`` of the newest journal entry, 0 for an empty journal."""
+        return self.journal[-1].seq if self.journal else 0
+
+
+class ModelUsage(BaseModel):
+    """Token counts of one model call, stored per call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class RequestResolution(BaseModel):
+    """Close a pending request with a state and, for a decision, what was decided."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request_id: str
+    state: RequestState
+    decision: str | None = None
+    by: Person | None = None
+    only_if_open: bool = True
+    """Compare-and-set: when the request is no longer open, the store raises
+    :class:`core.errors.RequestConflict` and applies nothing of the change."""
+
+
+class Change(BaseModel):
+    """One atomic step of a run. Every field is optional; empty lists change nothing.
+
+    The store applies it in one transaction, in this order: journal entries
+    (numbered after the last ``seq``), tool records (upserted by ``tool_use_id``),
+    request resolutions, the new request, status, position, plan version, usage,
+    and the run events (written to the outbox).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    entries: tuple[Entry, ...] = ()
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    resolve: tuple[RequestResolution, ...] = ()
+    open_request: PendingRequest | None = None
+    status: Status | None = None
+    position: str | None = None
+    plan_version: int | None = None
+    usage: tuple[ModelUsage, ...] = ()
+    events: tuple[RunEvent, ...] = ()
+
+
+class Journal(Protocol):
+    """Durable state of conversations, as the engine needs it.
+
+    Implemented by ``conversations.store``; raises
+    :class:`core.errors.ConversationNotFound` for an unknown id.
+    """
+
+    async def load(self, conversation_id: str) -> ConversationSnapshot:
+        """Everything about one conversation, read in one transaction."""
+        ...
+
+    async def commit(self, conversation_id: str, change: Change) -> list[int]:
+        """Apply ``change`` atomically; return the ``seq`` given to each new entry."""
+        ...

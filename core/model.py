@@ -1,0 +1,98 @@
+"""The ``Model`` protocol: one request in, a stream of events out.
+
+Requests and messages use the Messages API shapes (``{"role": "user", "content":
+[...]}`` with ``text``, ``tool_use`` and ``tool_result`` blocks), the most widely
+spoken format for tool-using models:
+https://docs.anthropic.com/en/api/messages
+
+A model yields, in order: any number of :class:`TextDelta`, then one
+:class:`ToolCallEvent` per ``tool_use`` block, then one :class:`Usage` and one
+:class:`TurnEnd`. Scripted and real models yield the same stream, so progress
+notes and stop behave the same for every model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Message = dict[str, Any]
+"""A Messages API message: ``{"role": "user" | "assistant", "content": [block, ...]}``."""
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it: name, description and JSON Schema of its input."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ModelRequest(BaseModel):
+    """One model call: system prompt, the whole message history, the offered tools."""
+
+    model_config = ConfigDict(frozen=True)
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int = 4096
+
+
+class TextDelta(BaseModel):
+    """A piece of assistant text, in order."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallEvent(BaseModel):
+    """A complete ``tool_use`` block: its id, tool name and parsed input."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class Usage(BaseModel):
+    """Tokens of one model call (counts, not cost)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["usage"] = "usage"
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class TurnEnd(BaseModel):
+    """The end of the response, with the API's ``stop_reason`` (``end_turn``, ``tool_use``...)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["turn_end"] = "turn_end"
+    stop_reason: str
+
+
+ModelEvent = TextDelta | ToolCallEvent | Usage | TurnEnd
+
+
+class Model(Protocol):
+    """Anything that answers a :class:`ModelRequest` with a stream of :data:`ModelEvent`.
+
+    Implementations raise :class:`core.errors.ModelError` when the call fails for
+    good (after their own retries). Cancelling the consuming task stops the call.
+    """
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the events of one response to ``request``."""
+        ...

@@ -1,0 +1,89 @@
+"""Run events: what the engine tells the people, as platform-neutral facts.
+
+The hub renders each into chat actions (``conversations.render``). Milestones
+(plan, question, approval request, answer, failure, stop) are always their own
+reply; progress notes are batched or shown in one status reply (DESIGN.md,
+"Progress notes").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunStats(BaseModel):
+    """Totals of a run for the answer's footer: counts, seconds and tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_calls: int = 0
+    seconds: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
+class ProgressNote(BaseModel):
+    """A progress note: a batch of tool calls, model text, or ``report_progress``."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["progress"] = "progress"
+    text: str
+    step: str | None = None
+    """Where the model says it is, e.g. ``"step 2 of 3"``."""
+
+
+class PlanProposed(BaseModel):
+    """A plan version waits for approval; reactions on its message decide it."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["plan_proposed"] = "plan_proposed"
+    request_id: str
+    version: int
+    steps: tuple[str, ...]
+    tools: tuple[str, ...] = ()
+
+
+class QuestionAsked(BaseModel):
+    """A clarification question; any person in the thread may answer."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["question"] = "question"
+    request_id: str
+    question: str
+    options: tuple[str, ...] = ()
+
+
+class Answered(BaseModel):
+    """The final answer of a run, with its totals."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["answered"] = "answered"
+    text: str
+    stats: RunStats
+
+
+class RunFailed(BaseModel):
+    """The run could not go on; ``error`` is safe to show to people."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["failed"] = "failed"
+    error: str
+
+
+class Stopped(BaseModel):
+    """A person stopped the run; nothing is posted after this."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["stopped"] = "stopped"
+    by_name: str
+    cancelled_calls: int = 0
+    interrupted_calls: int = 0
+
+
+RunEvent = Annotated[
+    ProgressNote | PlanProposed | QuestionAsked | Answered | RunFailed | Stopped,
+    Field(discriminator="kind"),
+]

@@ -1,0 +1,186 @@
+"""Models without a network: a scripted model for tests, and the demo model.
+
+:class:`ScriptedModel` plays canned assistant turns in order and records every
+request it was sent; a turn can block on an ``asyncio.Event`` until a test
+releases it, so tests check order ("the stop happened while the model was
+blocked") instead of timing.
+
+:class:`DemoModel` is what ``make run`` uses with no ``ANTHROPIC_API_KEY``: it
+derives its next step from the conversation history alone (plan, look around,
+ask, write, finish), so it behaves the same after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import ModelError
+from core.model import (
+    Message,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallEvent,
+    TurnEnd,
+    Usage,
+)
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    """A tool call in a scripted turn; ``id`` defaults to a fresh ``toolu_scripted_N``."""
+
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+
+@dataclass
+class ScriptedTurn:
+    """One canned response: text, tool calls, and an optional gate to wait on first."""
+
+    text: str = ""
+    calls: Sequence[ScriptedCall] = ()
+    gate: asyncio.Event | None = None
+    error: ModelError | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the model starts answering with this turn (before the gate)."""
+
+
+class ScriptedModel:
+    """Answers each request with the next :class:`ScriptedTurn`.
+
+    Raises :class:`ModelError` (not retryable) when the script has run out, and a
+    turn's ``error`` when it has one.
+    """
+
+    def __init__(self, turns: Sequence[ScriptedTurn], *, name: str = "scripted") -> None:
+        self.name = name
+        self._turns = list(turns)
+        self.requests: list[ModelRequest] = []
+
+    def add(self, *turns: ScriptedTurn) -> None:
+        """Append turns to the script."""
+        self._turns.extend(turns)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the next turn's events; waits on its gate first."""
+        self.requests.append(request)
+        if not self._turns:
+            raise ModelError("the scripted model has no turns left", retryable=False)
+        turn = self._turns.pop(0)
+        turn.started.set()
+        if turn.gate is not None:
+            await turn.gate.wait()
+        if turn.error is not None:
+            raise turn.error
+        async for event in _events(self.name, turn.text, turn.calls):
+            yield event
+
+
+async def _events(
+    model: str, text: str, calls: Sequence[ScriptedCall]
+) -> AsyncIterator[ModelEvent]:
+    if text:
+        yield TextDelta(text=text)
+    for call in calls:
+        yield ToolCallEvent(
+            id=call.id or f"toolu_scripted_{next(_ids)}", name=call.name, input=call.input
+        )
+    yield Usage(model=model, input_tokens=100, output_tokens=20)
+    yield TurnEnd(stop_reason="tool_use" if calls else "end_turn")
+
+
+class DemoModel:
+    """A built-in model that shows the whole flow without an API key."""
+
+    name = "demo"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Choose the next step from the request's history."""
+        text, calls = _demo_step(request.messages)
+        async for event in _events(self.name, text, calls):
+            yield event
+
+
+def _demo_step(messages: Sequence[Message]) -> tuple[str, list[ScriptedCall]]:
+    last_call = _last_tool_name(messages)
+    result = _last_result_text(messages)
+    request = _latest_request(messages)
+    if last_call is None or last_call == "finish":
+        return "", [_plan_call(request)]
+    if last_call == "propose_plan":
+        if "approved" not in result:
+            return "", [_plan_call(request, revised=True)]
+        return "", [
+            ScriptedCall("report_progress", {"step": "step 1 of 3", "note": "looking around"}),
+            ScriptedCall("list_files", {"path": "."}),
+        ]
+    if last_call == "list_files":
+        question = "Should the summary be short or detailed?"
+        return "", [ScriptedCall("ask_user", {"question": question, "options": ["short", "detailed"]})]
+    if last_call == "ask_user":
+        summary = f"# Request\n\n{request}\n\n# Answer to my question\n\n{result}\n"
+        return "", [
+            ScriptedCall("report_progress", {"step": "step 3 of 3", "note": "writing summary.md"}),
+            ScriptedCall("write_file", {"path": "summary.md", "content": summary}),
+            ScriptedCall("run_command", {"command": "wc -c summary.md"}),
+        ]
+    answer = (
+        "Done. I wrote summary.md in this conversation's workspace with your request "
+        "and your answer. (This is the built-in demo model: set ANTHROPIC_API_KEY to "
+        "work with Claude.)"
+    )
+    return "", [ScriptedCall("finish", {"answer": answer})]
+
+
+def _plan_call(request: str, *, revised: bool = False) -> ScriptedCall:
+    steps = [
+        f"Look at the workspace for: {request[:80]}",
+        "Ask you one clarification question",
+        "Write summary.md and check it with a command",
+    ]
+    if revised:
+        steps.insert(0, "Take your feedback into account")
+    return ScriptedCall(
+        "propose_plan", {"steps": steps, "tools": ["list_files", "write_file", "run_command"]}
+    )
+
+
+def _blocks(messages: Sequence[Message], role: str) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in messages
+        if message["role"] == role and isinstance(message["content"], list)
+        for block in message["content"]
+    ]
+
+
+def _last_tool_name(messages: Sequence[Message]) -> str | None:
+    for message in reversed(messages):
+        if message["role"] != "assistant":
+            continue
+        uses = [b for b in message["content"] if b.get("type") == "tool_use"]
+        if uses:
+            return str(uses[-1]["name"])
+    return None
+
+
+def _last_result_text(messages: Sequence[Message]) -> str:
+    results = [b for b in _blocks(messages, "user") if b.get("type") == "tool_result"]
+    if not results:
+        return ""
+    content = results[-1].get("content", "")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _latest_request(messages: Sequence[Message]) -> str:
+    texts = [b["text"] for b in _blocks(messages, "user") if b.get("type") == "text"]
+    return texts[-1].split(": ", 1)[-1] if texts else "your request"

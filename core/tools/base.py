@@ -1,0 +1,90 @@
+"""The ``Tool`` protocol, what a tool returns, and the ``Toolbox`` that holds them.
+
+A tool receives its parsed input (a JSON object, checked against
+``input_schema`` by the tool itself) and a :class:`ToolContext`, and returns a
+:class:`ToolOutput`. It raises :class:`core.errors.ToolError` for anything the model
+should be told (bad input, a path outside the workspace, a timeout); the engine
+turns that into an error ``tool_result``. Cancelling the task that runs a tool
+stops it (``run_command`` kills its process group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from core.model import ToolSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """Where and how a tool runs.
+
+    ``workspace``: the conversation's directory; file and command tools never reach
+    outside it. ``command_timeout``: seconds before ``run_command`` kills the
+    command. ``output_limit``: characters of output kept (head and tail).
+    """
+
+    workspace: Path
+    command_timeout: float = 120.0
+    output_limit: int = 16_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolOutput:
+    """What a tool returns: ``content`` for the model, ``note`` for the thread."""
+
+    content: str
+    note: str
+    is_error: bool = False
+
+
+class Tool(Protocol):
+    """One tool: its spec for the model, whether it mutates, and how it runs."""
+
+    @property
+    def spec(self) -> ToolSpec:
+        """Name, description and input JSON Schema, as the model sees them."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """True when running the tool changes nothing (safe to re-run after a crash)."""
+        ...
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Do the work; raise :class:`core.errors.ToolError` for a refusal or failure."""
+        ...
+
+
+class Toolbox:
+    """Tools by name, and the groups ``read_only`` and ``all`` used by workflows.
+
+    Raises ``ValueError`` when two tools share a name.
+    """
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            name = tool.spec.name
+            if name in self._tools:
+                raise ValueError(f"two tools are called {name!r}")
+            self._tools[name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def select(self, names: Iterable[str]) -> list[Tool]:
+        """Tools for a workflow position: names, ``read_only`` or ``all``; unknown names skipped."""
+        chosen: dict[str, Tool] = {}
+        for name in names:
+            if name == "all":
+                chosen.update(self._tools)
+            elif name == "read_only":
+                chosen.update({n: t for n, t in self._tools.items() if t.read_only})
+            elif name in self._tools:
+                chosen[name] = self._tools[name]
+        return list(chosen.values())

@@ -1,0 +1,270 @@
+"""``run_command``: a shell command in the workspace, bounded in time and output.
+
+The command runs as ``/bin/sh -c COMMAND`` in ``ctx.workspace``, in a new session
+(its own process group), with stdin from ``/dev/null``, stderr merged into stdout
+and a small environment (:data:`PASSED_ENV`; the bot's tokens are not passed).
+
+The process group never outlives the call:
+
+- when the shell exits, processes it left in the background are killed;
+- after the timeout the group gets SIGTERM, then SIGKILL after :data:`TERM_GRACE` s;
+- when the task is cancelled (``/stop``) the group gets SIGKILL at once, and the
+  cancelled task finishes only after the shell is reaped and no live process of
+  the group is left (Linux: checked in ``/proc``).
+
+Output is read as it comes and only ``ctx.output_limit`` characters are kept: the
+head and the tail, with a ``[... N characters cut ...]`` marker between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import math
+import os
+import signal
+import subprocess
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+from core.errors import ToolError
+from core.model import ToolSpec
+from core.tools.base import ToolContext, ToolOutput
+from core.tools.workspace import optional_arg, required_arg
+
+TERM_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL when a command times out."""
+
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM", "USER")
+"""Environment variables the command inherits from the bot; all others are dropped."""
+
+_GONE_LIMIT = 5.0  # seconds to wait for a killed group to disappear
+_DRAIN_LIMIT = 1.0  # seconds to wait for the output pipe to close once the group is gone
+_POLL = 0.01
+_NOTE_WIDTH = 60
+
+
+class RunCommand:
+    """``run_command``: run ``{"command": str, "timeout"?: seconds}`` with ``/bin/sh -c``.
+
+    ``timeout`` defaults to, and is capped at, ``ctx.command_timeout``. Returns
+    ``"exit code N\\n<output>"``, an error result when N != 0. Raises
+    :class:`ToolError` for bad input, a command that cannot start, or a timeout
+    (the message holds the output captured so far).
+    """
+
+    read_only = False
+    spec = ToolSpec(
+        name="run_command",
+        description=(
+            "Run a shell command (/bin/sh -c) in the workspace directory and return its "
+            "exit code and combined stdout/stderr (long output keeps head and tail). "
+            "stdin is empty; background processes are killed when the command ends. "
+            "Give `timeout` in seconds for long commands (capped by the bot)."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "Shell command line."},
+                "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Run the command; see the module docstring for timeout and cancellation."""
+        command = required_arg(args, "command", str)
+        if not command.strip():
+            raise ToolError("`command` is empty")
+        timeout = _timeout(args, ctx)
+        capture = _Capture(ctx.output_limit)
+        transport, protocol = await _spawn(command, ctx.workspace, capture)
+        try:
+            code = await _wait_exit(transport, protocol, timeout)
+        finally:
+            await _run_to_end(_kill_group(transport, protocol))
+        output = capture.finish()
+        if code is None:
+            raise ToolError(f"command timed out after {timeout:g} s\n{output}")
+        return ToolOutput(
+            content=f"exit code {code}\n{output}",
+            note=f"ran `{_one_line(command)}`: exit {code}",
+            is_error=code != 0,
+        )
+
+
+def _timeout(args: Mapping[str, Any], ctx: ToolContext) -> float:
+    """Seconds the command may run: ``args["timeout"]`` capped at ``ctx.command_timeout``."""
+    asked = optional_arg(args, "timeout", float)
+    if asked is None:
+        return ctx.command_timeout
+    if not (math.isfinite(asked) and asked > 0):
+        raise ToolError("`timeout` must be a positive number of seconds")
+    return min(asked, ctx.command_timeout)
+
+
+def _one_line(command: str) -> str:
+    """``command`` on one line, at most :data:`_NOTE_WIDTH` characters, without backticks."""
+    text = " ".join(command.split()).replace("`", "'")
+    return text if len(text) <= _NOTE_WIDTH else text[: _NOTE_WIDTH - 1] + "…"
+
+
+class _Capture:
+    """Decoded output (UTF-8, bad bytes replaced) kept to ``limit`` characters: head + tail."""
+
+    def __init__(self, limit: int) -> None:
+        self._head_room = max(0, limit) // 2
+        self._tail_room = max(0, limit) - self._head_room
+        self._head = ""
+        self._tail = ""
+        self._total = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        """Take the next bytes of output; memory stays within ``limit`` characters."""
+        text = self._decoder.decode(data, final)
+        self._total += len(text)
+        room = self._head_room - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+            text = text[room:]
+        if text and self._tail_room:
+            self._tail = (self._tail + text)[-self._tail_room :]
+
+    def finish(self) -> str:
+        """The kept output, with a marker where characters were cut. Call once, at the end."""
+        self.feed(b"", final=True)
+        cut = self._total - len(self._head) - len(self._tail)
+        if cut:
+            return f"{self._head}\n[... {cut} characters cut ...]\n{self._tail}"
+        return self._head + self._tail
+
+
+class _CommandProtocol(asyncio.SubprocessProtocol):
+    """Feeds the output to a :class:`_Capture`; ``exited`` resolves once the shell is reaped."""
+
+    def __init__(self, capture: _Capture) -> None:
+        loop = asyncio.get_running_loop()
+        self.capture = capture
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.output_closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.capture.feed(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.output_closed.done():
+            self.output_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _spawn(
+    command: str, cwd: Path, capture: _Capture
+) -> tuple[asyncio.SubprocessTransport, _CommandProtocol]:
+    """Start ``/bin/sh -c command`` in its own session; raises ToolError when it cannot."""
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env.setdefault("PATH", os.defpath)
+    try:
+        return await asyncio.get_running_loop().subprocess_exec(
+            lambda: _CommandProtocol(capture),
+            "/bin/sh",
+            "-c",
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"cannot start the command: {exc}") from exc
+
+
+async def _wait_exit(
+    transport: asyncio.SubprocessTransport, protocol: _CommandProtocol, limit: float
+) -> int | None:
+    """The shell's exit code, or None when it ran past ``limit`` seconds.
+
+    On timeout the group gets SIGTERM and up to :data:`TERM_GRACE` seconds to exit.
+    """
+    try:
+        await asyncio.wait_for(asyncio.shield(protocol.exited), limit)
+    except TimeoutError:
+        _signal_group(transport.get_pid(), signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(protocol.exited), TERM_GRACE)
+        return None
+    code = transport.get_returncode()
+    assert code is not None, "the shell exited without an exit code"
+    return code
+
+
+async def _kill_group(transport: asyncio.SubprocessTransport, protocol: _CommandProtocol) -> None:
+    """SIGKILL the command's group, wait until it is gone and the shell reaped, close the pipes."""
+    loop = asyncio.get_running_loop()
+    pgid = transport.get_pid()
+    deadline = loop.time() + _GONE_LIMIT
+    _signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(protocol.exited), _GONE_LIMIT)
+    while await asyncio.to_thread(_group_alive, pgid) and loop.time() < deadline:
+        _signal_group(pgid, signal.SIGKILL)  # again: a process may have forked meanwhile
+        await asyncio.sleep(_POLL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(protocol.output_closed), _DRAIN_LIMIT)
+    transport.close()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to process group ``pgid``; a group already gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while process group ``pgid`` has a member that is not a zombie (reads /proc)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), encoding="utf-8") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # exited while we looked
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
+async def _run_to_end(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Await ``cleanup`` to its end even if this task is cancelled meanwhile.
+
+    A cancellation that arrives during the cleanup is re-raised after it.
+    """
+    task = asyncio.ensure_future(cleanup)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation wins over a cleanup failure
+        raise cancelled
+    task.result()

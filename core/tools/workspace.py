@@ -1,0 +1,356 @@
+"""File tools confined to the conversation's workspace: list, read, write, edit.
+
+Every path the model gives is relative to ``ctx.workspace`` (an absolute path is
+accepted only when it lies inside it) and goes through :func:`resolve_in_workspace`,
+which resolves symlinks and refuses anything that lands outside. Files are UTF-8
+text; file I/O runs in a worker thread (``asyncio.to_thread``) to keep the loop free.
+
+Paths are checked, then used: a process that swaps a directory for a symlink in
+between is not defended against (the workspace is the bot's own directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from core.errors import ToolError
+from core.model import ToolSpec
+from core.tools.base import ToolContext, ToolOutput
+
+T = TypeVar("T", str, int, float)
+
+LIST_LIMIT = 500
+"""Entries ``list_files`` returns at most."""
+
+_SKIPPED = frozenset({".git"})
+_CHUNK = 64 * 1024
+_JSON_TYPES: dict[type, str] = {str: "a string", int: "an integer", float: "a number"}
+
+
+def optional_arg(args: Mapping[str, Any], name: str, kind: type[T]) -> T | None:
+    """``args[name]`` checked against ``kind`` (str, int or float), or None when absent or null.
+
+    An int is accepted for float; a bool is never a number. Raises :class:`ToolError`
+    naming the field when the value has another type.
+    """
+    value = args.get(name)
+    if value is None:
+        return None
+    ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
+    if not ok or isinstance(value, bool):
+        raise ToolError(f"`{name}` must be {_JSON_TYPES[kind]}, got {type(value).__name__}")
+    return cast(T, value)
+
+
+def required_arg(args: Mapping[str, Any], name: str, kind: type[T]) -> T:
+    """Like :func:`optional_arg`, but raises :class:`ToolError` when the field is missing."""
+    value = optional_arg(args, name, kind)
+    if value is None:
+        raise ToolError(f"`{name}` is required")
+    return value
+
+
+def resolve_in_workspace(workspace: Path, path: str) -> Path:
+    """The absolute, symlink-free path of ``path`` inside ``workspace``.
+
+    ``path`` is relative to ``workspace`` (``""`` and ``"."`` are the workspace
+    itself); an absolute path must lie inside it. Symlinks are resolved, also ones
+    whose target does not exist yet. Raises :class:`ToolError` when the result is
+    outside the workspace (an absolute path elsewhere, a ``..`` escape, a symlink
+    pointing out) or the path is malformed (a NUL byte, a symlink loop).
+    """
+    try:
+        root = workspace.resolve()
+        resolved = (root / path).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ToolError(f"bad path {path!r}: {exc}") from exc
+    if not resolved.is_relative_to(root):
+        raise ToolError(f"{path!r} is outside the workspace; use a path relative to it")
+    return resolved
+
+
+def _file_error(exc: OSError, path: str) -> ToolError:
+    """The :class:`ToolError` the model is told for an ``OSError`` on ``path``."""
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"no such file: {path}")
+    if isinstance(exc, IsADirectoryError):
+        return ToolError(f"{path} is a directory; use list_files")
+    if isinstance(exc, NotADirectoryError):
+        return ToolError(f"{path}: a part of the path is a file, not a directory")
+    if isinstance(exc, PermissionError):
+        return ToolError(f"permission denied: {path}")
+    return ToolError(f"{path}: {exc.strerror or exc}")
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_PATH = {"type": "string", "description": "Path relative to the workspace root."}
+
+
+class ListFiles:
+    """``list_files``: the entries under a directory, recursively, at most :data:`LIST_LIMIT`.
+
+    Input ``{"path": "."}``. Output: one workspace-relative path a line, sorted,
+    directories ending in ``/``; ``.git`` is skipped and symlinked directories are
+    not entered. When capped, the shallowest entries are kept and a last line says so.
+    """
+
+    read_only = True
+    spec = ToolSpec(
+        name="list_files",
+        description=(
+            "List files and directories under a workspace directory, recursively "
+            f"(at most {LIST_LIMIT} entries, shallowest first; .git is skipped). "
+            "Paths are relative to the workspace root; directories end with '/'."
+        ),
+        input_schema=_schema({"path": {**_PATH, "default": "."}}, []),
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """List ``args["path"]``; raises :class:`ToolError` when it is not a directory."""
+        path = optional_arg(args, "path", str) or "."
+        start = resolve_in_workspace(ctx.workspace, path)
+        root = ctx.workspace.resolve()
+        entries, capped = await asyncio.to_thread(_walk, root, start, path, LIST_LIMIT)
+        lines = sorted(entries)
+        if capped:
+            lines.append(f"[... stopped at {LIST_LIMIT} entries; list a subdirectory for more]")
+        content = "\n".join(lines) if lines else "[empty directory]"
+        return ToolOutput(content=content, note=f"listed {len(entries)} entries in {path}")
+
+
+def _walk(root: Path, start: Path, path: str, limit: int) -> tuple[list[str], bool]:
+    """Up to ``limit`` paths under ``start``, breadth first, relative to ``root``.
+
+    Returns ``(entries, capped)``; directories end with ``/``. Unreadable
+    subdirectories are skipped. Raises :class:`ToolError` when ``start`` (the
+    model's ``path``) is not a directory.
+    """
+    if not start.is_dir():
+        if start.exists():
+            raise ToolError(f"{path} is a file, not a directory; use read_file")
+        raise ToolError(f"no such directory: {path}")
+    entries: list[str] = []
+    queue = deque([start])
+    while queue:
+        directory = queue.popleft()
+        try:
+            with os.scandir(directory) as it:
+                children = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        for child in children:
+            if child.name in _SKIPPED:
+                continue
+            if len(entries) == limit:
+                return entries, True
+            rel = Path(child.path).relative_to(root).as_posix()
+            if child.is_dir(follow_symlinks=False):
+                entries.append(rel + "/")
+                queue.append(Path(child.path))
+            else:
+                entries.append(rel)
+    return entries, False
+
+
+class ReadFile:
+    """``read_file``: a UTF-8 text file, or a range of its lines, within ``ctx.output_limit``.
+
+    Input ``{"path", "offset"?, "limit"?}``: ``offset`` is the first line (1-based,
+    default 1), ``limit`` the number of lines (default: to the end). The text is
+    returned as stored; past ``ctx.output_limit`` characters it is cut and a last
+    line says how many characters were left out. Raises :class:`ToolError` for a
+    missing file, a directory, or a file that is not UTF-8 text (binary).
+    """
+
+    read_only = True
+    spec = ToolSpec(
+        name="read_file",
+        description=(
+            "Read a UTF-8 text file of the workspace. Long output is cut; use offset "
+            "(first line, 1-based) and limit (number of lines) to read a part."
+        ),
+        input_schema=_schema(
+            {
+                "path": _PATH,
+                "offset": {"type": "integer", "minimum": 1, "description": "First line, 1-based."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
+            },
+            ["path"],
+        ),
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Read ``args["path"]``; see the class docstring for the errors."""
+        path = required_arg(args, "path", str)
+        offset = optional_arg(args, "offset", int)
+        offset = 1 if offset is None else offset
+        limit = optional_arg(args, "limit", int)
+        if offset < 1 or (limit is not None and limit < 1):
+            raise ToolError("`offset` and `limit` must be at least 1")
+        target = resolve_in_workspace(ctx.workspace, path)
+        text, more = await asyncio.to_thread(
+            _read_range, target, path, offset, limit, ctx.output_limit
+        )
+        if more:
+            text += f"\n[... {more} more characters]"
+        elif not text:
+            text = "[empty file]" if offset == 1 else f"[the file has fewer than {offset} lines]"
+        return ToolOutput(content=text, note=f"read {path}")
+
+
+def _read_range(
+    target: Path, path: str, first: int, count: int | None, limit: int
+) -> tuple[str, int]:
+    """``(text, more)``: lines ``first..first+count-1`` of ``target``, cut to ``limit`` chars.
+
+    ``more`` counts the characters of the range left out. Reads in chunks, so a
+    huge file or line is never held whole. Raises :class:`ToolError`.
+    """
+    kept: list[str] = []
+    room, more = limit, 0
+    try:
+        with target.open(encoding="utf-8", newline="") as f:
+            for piece in _line_range(iter(lambda: f.read(_CHUNK), ""), first, count):
+                if "\0" in piece:
+                    raise ToolError(f"{path} is not a text file")
+                kept.append(piece[:room])
+                more += max(0, len(piece) - room)
+                room = max(0, room - len(piece))
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{path} is not a UTF-8 text file") from exc
+    except OSError as exc:
+        raise _file_error(exc, path) from exc
+    return "".join(kept), more
+
+
+def _line_range(chunks: Iterable[str], first: int, count: int | None) -> Iterator[str]:
+    """The text of lines ``first..first+count-1`` (1-based; all to the end when ``count`` is
+    None) of the text made of ``chunks``, in pieces, line endings kept."""
+    last = None if count is None else first + count - 1
+    line = 1
+    for chunk in chunks:
+        pos = 0
+        while pos < len(chunk):
+            if last is not None and line > last:
+                return
+            newline = chunk.find("\n", pos)
+            end = len(chunk) if newline < 0 else newline + 1
+            if line >= first:
+                yield chunk[pos:end]
+            if newline >= 0:
+                line += 1
+            pos = end
+
+
+class WriteFile:
+    """``write_file``: create or overwrite a file with the given text, making parent dirs.
+
+    Input ``{"path", "content"}``; the content is written as UTF-8. Raises
+    :class:`ToolError` when the path is a directory or cannot be written.
+    """
+
+    read_only = False
+    spec = ToolSpec(
+        name="write_file",
+        description=(
+            "Create or overwrite a file in the workspace with the given text "
+            "(parent directories are created). Prefer edit_file for small changes."
+        ),
+        input_schema=_schema(
+            {"path": _PATH, "content": {"type": "string", "description": "The whole file."}},
+            ["path", "content"],
+        ),
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Write ``args["content"]`` to ``args["path"]``; returns the number of bytes."""
+        path = required_arg(args, "path", str)
+        content = required_arg(args, "content", str)
+        target = resolve_in_workspace(ctx.workspace, path)
+        size = await asyncio.to_thread(_write, target, path, content)
+        return ToolOutput(content=f"wrote {size} bytes to {path}", note=f"wrote {path}")
+
+
+def _write(target: Path, path: str, content: str) -> int:
+    """Write ``content`` as UTF-8, creating parents; returns the byte count. Raises ToolError."""
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError("`content` is not valid Unicode text") from exc
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    except FileExistsError as exc:  # a parent is a file
+        raise ToolError(f"{path}: a part of the path is a file, not a directory") from exc
+    except OSError as exc:
+        raise _file_error(exc, path) from exc
+    return len(data)
+
+
+class EditFile:
+    """``edit_file``: replace the one occurrence of ``old`` with ``new`` in a text file.
+
+    Input ``{"path", "old", "new"}``. Raises :class:`ToolError` when ``old`` is
+    empty, occurs zero or several times (the message says how many), or the file
+    is missing or not UTF-8 text.
+    """
+
+    read_only = False
+    spec = ToolSpec(
+        name="edit_file",
+        description=(
+            "Replace exact text in a workspace file. `old` must occur exactly once: "
+            "include enough surrounding lines to make it unique. Whitespace counts."
+        ),
+        input_schema=_schema(
+            {
+                "path": _PATH,
+                "old": {"type": "string", "description": "Exact text to replace, non-empty."},
+                "new": {"type": "string", "description": "Replacement text."},
+            },
+            ["path", "old", "new"],
+        ),
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Edit ``args["path"]`` in place; the result names the line of the change."""
+        path = required_arg(args, "path", str)
+        old = required_arg(args, "old", str)
+        new = required_arg(args, "new", str)
+        if not old:
+            raise ToolError("`old` must not be empty; use write_file to create a file")
+        target = resolve_in_workspace(ctx.workspace, path)
+        line = await asyncio.to_thread(_edit, target, path, old, new)
+        return ToolOutput(content=f"edited {path} at line {line}", note=f"edited {path}")
+
+
+def _edit(target: Path, path: str, old: str, new: str) -> int:
+    """Replace the single ``old`` by ``new``; returns its 1-based line. Raises ToolError."""
+    try:
+        text = target.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{path} is not a UTF-8 text file") from exc
+    except OSError as exc:
+        raise _file_error(exc, path) from exc
+    if "\0" in text:
+        raise ToolError(f"{path} is not a text file")
+    found = text.count(old)
+    if found != 1:
+        hint = "" if found == 0 else "; include more context so it matches once"
+        raise ToolError(f"`old` occurs {found} times in {path}, not once{hint}")
+    at = text.index(old)
+    _write(target, path, text[:at] + new + text[at + len(old) :])
+    return text.count("\n", 0, at) + 1

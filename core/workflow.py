@@ -1,0 +1,92 @@
+"""Workflows as data: named positions, the tools each offers, and transitions.
+
+A workflow is declared in TOML (``core/workflows/default.toml`` is the default
+plan -> approve -> execute flow)::
+
+    name = "plan-approve-execute"
+    start = "planning"
+    [positions.planning]
+    instructions = "..."
+    tools = ["read_only", "propose_plan", "ask_user", "finish"]
+    [positions.planning.on]
+    plan_proposed = "approval"
+
+``tools`` names tools, or the groups ``read_only`` and ``all``. ``on`` maps a
+workflow event (:class:`Transition`) to the next position. An event a position
+does not name leaves the position unchanged.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from enum import StrEnum
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Transition(StrEnum):
+    """Workflow events the engine reports to the workflow."""
+
+    PLAN_PROPOSED = "plan_proposed"
+    PLAN_APPROVED = "plan_approved"
+    PLAN_REJECTED = "plan_rejected"
+    FINISHED = "finished"
+    NEW_MESSAGE = "new_message"
+
+
+class Position(BaseModel):
+    """One place in a workflow: what the model is told there and which tools it gets."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: str = ""
+    instructions: str = ""
+    tools: tuple[str, ...] = ()
+    on: dict[Transition, str] = Field(default_factory=dict)
+
+
+class Workflow(BaseModel):
+    """A named set of positions with a start; raises ``ValueError`` on dangling names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    start: str
+    positions: dict[str, Position]
+
+    @model_validator(mode="after")
+    def _check_names(self) -> Workflow:
+        known = set(self.positions)
+        if self.start not in known:
+            raise ValueError(f"workflow {self.name!r}: start {self.start!r} is not a position")
+        for name, position in self.positions.items():
+            for event, target in position.on.items():
+                if target not in known:
+                    raise ValueError(
+                        f"workflow {self.name!r}: {name}.on.{event} -> unknown {target!r}"
+                    )
+        return self
+
+    def position(self, name: str) -> Position:
+        """The position called ``name``; ``KeyError`` if the workflow has none."""
+        return self.positions[name]
+
+    def next(self, current: str, event: Transition) -> str:
+        """The position after ``event`` at ``current`` (``current`` when not declared)."""
+        return self.positions[current].on.get(event, current)
+
+    @classmethod
+    def from_toml(cls, text: str) -> Workflow:
+        """Parse a workflow declaration; raises ``ValueError`` on bad TOML or shape."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"workflow TOML does not parse: {exc}") from exc
+        return cls.model_validate(data)
+
+
+def default_workflow() -> Workflow:
+    """The shipped plan -> approve -> execute workflow."""
+    text = resources.files("core.workflows").joinpath("default.toml").read_text("utf-8")
+    return Workflow.from_toml(text)
