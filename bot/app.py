@@ -36,7 +36,9 @@ from core.workflow import default_workflow
 
 def default_toolbox() -> Toolbox:
     """The control tools and the workspace tools."""
-    return Toolbox([*control_tools(), ListFiles(), ReadFile(), WriteFile(), EditFile(), RunCommand()])
+    return Toolbox(
+        [*control_tools(), ListFiles(), ReadFile(), WriteFile(), EditFile(), RunCommand()]
+    )
 
 
 def model_for(settings: Settings) -> Model:

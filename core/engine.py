@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from core import lifecycle
 from core.errors import ModelError, RequestConflict
@@ -28,6 +29,7 @@ from core.journal import (
     ConversationSnapshot,
     DecisionEntry,
     Journal,
+    JournalRecord,
     ModelUsage,
     PendingRequest,
     Person,
@@ -42,6 +44,7 @@ from core.journal import (
 from core.lifecycle import Lifecycle, WaitKind
 from core.model import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
 from core.run_events import Answered, ProgressNote, QuestionAsked, RunFailed, RunStats, Stopped
+from core.stats import request_stats
 from core.tool_runner import ToolRunner, TurnOutcome
 from core.tools.base import Toolbox
 from core.workflow import Transition, Workflow
@@ -67,22 +70,6 @@ class EngineSettings:
     command_timeout: float = 120.0
     output_limit: int = 16_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-
-
-@dataclass
-class _RunTally:
-    started: float
-    tool_calls: int = 0
-    usage: list[ModelUsage] = field(default_factory=list)
-
-    def stats(self, now: float) -> RunStats:
-        return RunStats(
-            tool_calls=self.tool_calls,
-            seconds=round(now - self.started, 1),
-            input_tokens=sum(u.input_tokens + u.cache_read_tokens for u in self.usage),
-            output_tokens=sum(u.output_tokens for u in self.usage),
-            cache_read_tokens=sum(u.cache_read_tokens for u in self.usage),
-        )
 
 
 class Engine:
@@ -222,19 +209,17 @@ class Engine:
 
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
         """Go on while the conversation is ``running``: model turn, tools, repeat."""
-        tally = _RunTally(started=self._clock())
         for _turn in range(self._settings.max_turns):
             snap = await self._journal.load(conversation_id)
             if snap.status.lifecycle is not Lifecycle.RUNNING:
                 return
             snap = await self._take_notes(conversation_id, snap, inbox)
             try:
-                turn, usage = await self._model_turn(snap)
+                turn = await self._model_turn(snap)
             except ModelError as exc:
                 await self._fail(conversation_id, str(exc))
                 return
-            tally.usage.append(usage)
-            outcome = await self._after_turn(conversation_id, snap, turn, usage, tally)
+            outcome = await self._after_turn(conversation_id, snap, turn)
             if outcome is not TurnOutcome.CONTINUE:
                 return
         await self._fail(
@@ -252,7 +237,7 @@ class Engine:
         await self._journal.commit(conversation_id, Change(entries=notes))
         return await self._journal.load(conversation_id)
 
-    async def _model_turn(self, snap: ConversationSnapshot) -> tuple[AssistantTurn, ModelUsage]:
+    async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
         position = self._workflow.position(snap.position)
         tools = self._toolbox.select(position.tools)
         system = self._settings.system_prompt
@@ -284,32 +269,30 @@ class Engine:
                     )
                 case TurnEnd():
                     stop_reason = event.stop_reason
-        turn = AssistantTurn(
+        return AssistantTurn(
             text="".join(text).strip(),
             tool_calls=tuple(calls),
             stop_reason=stop_reason,
             model=self._model.name,
+            usage=usage,
         )
-        return turn, usage
 
     async def _after_turn(
         self,
         conversation_id: str,
         snap: ConversationSnapshot,
         turn: AssistantTurn,
-        usage: ModelUsage,
-        tally: _RunTally,
     ) -> TurnOutcome:
         if not turn.tool_calls:
             answer = turn.text or "(the model gave no answer)"
+            journal = (*snap.journal, JournalRecord(seq=snap.last_seq + 1, at=_now(), entry=turn))
             await self._journal.commit(
                 conversation_id,
                 Change(
                     entries=(turn,),
-                    usage=(usage,),
                     status=lifecycle.DONE,
                     position=self._workflow.next(snap.position, Transition.FINISHED),
-                    events=(Answered(text=answer, stats=tally.stats(self._clock())),),
+                    events=(Answered(text=answer, stats=request_stats(journal)),),
                 ),
             )
             return TurnOutcome.DONE
@@ -318,7 +301,6 @@ class Engine:
             Change(
                 entries=(turn,),
                 tool_calls=self._tools.records_for(turn, snap.last_seq + 1),
-                usage=(usage,),
                 events=(ProgressNote(text=turn.text),) if turn.text else (),
             ),
         )
@@ -328,9 +310,12 @@ class Engine:
             turn=turn,
             turn_seq=seqs[0],
             workflow=self._workflow,
-            finish=lambda: tally.stats(self._clock()),
-            count_call=lambda: setattr(tally, "tool_calls", tally.tool_calls + 1),
+            stats=self._stats,
         )
+
+    async def _stats(self, conversation_id: str) -> RunStats:
+        snap = await self._journal.load(conversation_id)
+        return request_stats(snap.journal)
 
     async def _fail(self, conversation_id: str, error: str) -> None:
         snap = await self._journal.load(conversation_id)
@@ -441,3 +426,7 @@ class Engine:
         if request.tool_use_id is None:
             return ()
         return (ToolResultEntry(tool_use_id=request.tool_use_id, content=content),)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

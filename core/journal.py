@@ -49,6 +49,18 @@ class ToolCall(BaseModel):
 # --- journal entries -------------------------------------------------------------
 
 
+class ModelUsage(BaseModel):
+    """Token counts of one model call, stored per call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
 class UserText(BaseModel):
     """A person's words: the request, an answer, plan feedback, or a note mid-run."""
 
@@ -68,6 +80,8 @@ class AssistantTurn(BaseModel):
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: str = "end_turn"
     model: str = ""
+    usage: ModelUsage | None = None
+    """Tokens of the call that produced this turn (also stored per call for queries)."""
 
 
 class ToolResultEntry(BaseModel):
@@ -236,18 +250,6 @@ class ConversationSnapshot(BaseModel):
         return self.journal[-1].seq if self.journal else 0
 
 
-class ModelUsage(BaseModel):
-    """Token counts of one model call, stored per call."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
 class RequestResolution(BaseModel):
     """Close a pending request with a state and, for a decision, what was decided."""
 
@@ -267,8 +269,8 @@ class Change(BaseModel):
 
     The store applies it in one transaction, in this order: journal entries
     (numbered after the last ``seq``), tool records (upserted by ``tool_use_id``),
-    request resolutions, the new request, status, position, plan version, usage,
-    and the run events (written to the outbox).
+    request resolutions, the new request, status, position, plan version, and
+    the run events (written to the outbox).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -280,7 +282,6 @@ class Change(BaseModel):
     status: Status | None = None
     position: str | None = None
     plan_version: int | None = None
-    usage: tuple[ModelUsage, ...] = ()
     events: tuple[RunEvent, ...] = ()
 
 

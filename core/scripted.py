@@ -125,7 +125,9 @@ def _demo_step(messages: Sequence[Message]) -> tuple[str, list[ScriptedCall]]:
         ]
     if last_call == "list_files":
         question = "Should the summary be short or detailed?"
-        return "", [ScriptedCall("ask_user", {"question": question, "options": ["short", "detailed"]})]
+        return "", [
+            ScriptedCall("ask_user", {"question": question, "options": ["short", "detailed"]})
+        ]
     if last_call == "ask_user":
         summary = f"# Request\n\n{request}\n\n# Answer to my question\n\n{result}\n"
         return "", [

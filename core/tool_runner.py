@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -31,6 +31,8 @@ from core.journal import (
     Journal,
     PendingRequest,
     RequestKind,
+    RequestResolution,
+    RequestState,
     ToolCall,
     ToolCallRecord,
     ToolResultEntry,
@@ -107,8 +109,7 @@ class ToolRunner:
         turn: AssistantTurn,
         turn_seq: int,
         workflow: Workflow,
-        finish: Callable[[], RunStats],
-        count_call: Callable[[], None],
+        stats: Callable[[str], Awaitable[RunStats]],
     ) -> TurnOutcome:
         """Run ``turn``'s calls in order; the first waiting control call ends the turn."""
         offered = {
@@ -128,8 +129,6 @@ class ToolRunner:
                     ),
                 )
             elif call.name not in _WAITING_CONTROL:
-                if call.name not in CONTROL_TOOLS:
-                    count_call()
                 await self._run_call(conversation_id, snap, call, records[call.id], offered)
         if not waiting:
             return TurnOutcome.CONTINUE
@@ -137,6 +136,7 @@ class ToolRunner:
         if call.name not in offered:
             await self._finish_call(conversation_id, records[call.id], _not_offered(call, snap))
             return TurnOutcome.CONTINUE
+        finish = await stats(conversation_id) if call.name == FINISH else None
         return await self._control(conversation_id, snap, call, records[call.id], workflow, finish)
 
     async def _run_call(
@@ -207,7 +207,7 @@ class ToolRunner:
         call: ToolCall,
         record: ToolCallRecord,
         workflow: Workflow,
-        finish: Callable[[], RunStats],
+        finish: RunStats | None,
     ) -> TurnOutcome:
         try:
             change = _control_change(snap, call, record, workflow, finish)
@@ -284,7 +284,7 @@ def _control_change(
     call: ToolCall,
     record: ToolCallRecord,
     workflow: Workflow,
-    finish: Callable[[], RunStats],
+    finish: RunStats | None,
 ) -> Change:
     """The change a waiting control call makes; raises :class:`ToolError` on bad input."""
     if call.name == FINISH:
@@ -296,13 +296,25 @@ def _control_change(
             tool_calls=(record.model_copy(update={"state": ToolState.DONE}),),
             status=lifecycle.DONE,
             position=workflow.next(snap.position, Transition.FINISHED),
-            events=(Answered(text=answer.strip(), stats=finish()),),
+            events=(Answered(text=answer.strip(), stats=finish or RunStats()),),
         )
     request_id = uuid.uuid4().hex[:12]
     if call.name == PROPOSE_PLAN:
         steps, tools = plan_steps(call.input)
         version = snap.plan_version + 1
+        older = tuple(
+            RequestResolution(
+                request_id=r.id,
+                state=RequestState.SUPERSEDED,
+                decision=r.decision,
+                by=r.decided_by,
+                only_if_open=False,
+            )
+            for r in snap.requests
+            if r.kind is RequestKind.PLAN_APPROVAL and r.state is not RequestState.SUPERSEDED
+        )
         return Change(
+            resolve=older,
             tool_calls=(record.model_copy(update={"state": ToolState.PENDING_APPROVAL}),),
             open_request=PendingRequest(
                 id=request_id,

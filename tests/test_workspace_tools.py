@@ -13,7 +13,7 @@ import pytest
 
 from core.errors import ToolError
 from core.tools import command
-from core.tools.base import Toolbox, ToolContext
+from core.tools.base import Tool, Toolbox, ToolContext
 from core.tools.command import RunCommand
 from core.tools.workspace import (
     LIST_LIMIT,
@@ -28,8 +28,12 @@ from core.tools.workspace import (
 SPAWN_AND_WAIT = 'echo started; sleep 600 & echo "$$ $!" > pids.tmp && mv pids.tmp pids; wait'
 
 
-def ctx_for(workspace: Path, **kwargs: float) -> ToolContext:
-    return ToolContext(workspace=workspace, **kwargs)  # type: ignore[arg-type]
+def ctx_for(
+    workspace: Path, *, command_timeout: float = 120.0, output_limit: int = 16_000
+) -> ToolContext:
+    return ToolContext(
+        workspace=workspace, command_timeout=command_timeout, output_limit=output_limit
+    )
 
 
 def is_live(pid: int) -> bool:
@@ -193,10 +197,10 @@ async def test_edit_needs_exactly_one_match(tmp_path: Path) -> None:
     ],
 )
 async def test_bad_input_is_refused_with_the_field_named(
-    tmp_path: Path, tool: object, args: dict[str, object], message: str
+    tmp_path: Path, tool: Tool, args: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ToolError, match=message):
-        await tool.run(args, ctx_for(tmp_path))  # type: ignore[attr-defined]
+        await tool.run(args, ctx_for(tmp_path))
 
 
 # --- staying inside the workspace --------------------------------------------
@@ -338,7 +342,7 @@ async def test_a_command_that_cannot_start_is_a_tool_error(tmp_path: Path) -> No
 
 
 def test_the_tools_fit_in_one_toolbox() -> None:
-    tools = [ListFiles(), ReadFile(), WriteFile(), EditFile(), RunCommand()]
+    tools: list[Tool] = [ListFiles(), ReadFile(), WriteFile(), EditFile(), RunCommand()]
     box = Toolbox(tools)
     assert [t.spec.name for t in box.select(["read_only"])] == ["list_files", "read_file"]
     for tool in tools:

@@ -41,6 +41,7 @@ from conversations.store.schema import (
 )
 from core.errors import ConversationNotFound, RequestConflict
 from core.journal import (
+    AssistantTurn,
     Change,
     ConversationSnapshot,
     Entry,
@@ -299,8 +300,11 @@ class Store:
             if change.open_request is not None:
                 session.add(_request_row(conversation_id, change.open_request))
             _apply_status(row, change)
-            for usage in change.usage:
-                session.add(UsageRow(conversation_id=conversation_id, **usage.model_dump()))
+            for entry in change.entries:
+                if isinstance(entry, AssistantTurn) and entry.usage is not None:
+                    session.add(
+                        UsageRow(conversation_id=conversation_id, **entry.usage.model_dump())
+                    )
             for run_event in change.events:
                 if isinstance(run_event, Stopped):
                     await self._drop_pending_notes(session, conversation_id)

@@ -74,16 +74,19 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     return resolved
 
 
+_OS_ERRORS: tuple[tuple[type[OSError] | tuple[type[OSError], ...], str], ...] = (
+    (FileNotFoundError, "no such file: {}"),
+    (IsADirectoryError, "{} is a directory; use list_files"),
+    ((NotADirectoryError, FileExistsError), "{}: a part of the path is a file, not a directory"),
+    (PermissionError, "permission denied: {}"),
+)
+
+
 def _file_error(exc: OSError, path: str) -> ToolError:
     """The :class:`ToolError` the model is told for an ``OSError`` on ``path``."""
-    if isinstance(exc, FileNotFoundError):
-        return ToolError(f"no such file: {path}")
-    if isinstance(exc, IsADirectoryError):
-        return ToolError(f"{path} is a directory; use list_files")
-    if isinstance(exc, NotADirectoryError):
-        return ToolError(f"{path}: a part of the path is a file, not a directory")
-    if isinstance(exc, PermissionError):
-        return ToolError(f"permission denied: {path}")
+    for kinds, message in _OS_ERRORS:
+        if isinstance(exc, kinds):
+            return ToolError(message.format(path))
     return ToolError(f"{path}: {exc.strerror or exc}")
 
 
@@ -100,11 +103,10 @@ _PATH = {"type": "string", "description": "Path relative to the workspace root."
 
 
 class ListFiles:
-    """``list_files``: the entries under a directory, recursively, at most :data:`LIST_LIMIT`.
+    """``list_files`` ``{"path": "."}``: workspace-relative paths under a directory, sorted.
 
-    Input ``{"path": "."}``. Output: one workspace-relative path a line, sorted,
-    directories ending in ``/``; ``.git`` is skipped and symlinked directories are
-    not entered. When capped, the shallowest entries are kept and a last line says so.
+    Recursive up to :data:`LIST_LIMIT` entries (the shallowest kept, a last line says
+    so); directories end in ``/``; ``.git`` is skipped, symlinked dirs not entered.
     """
 
     read_only = True
@@ -256,10 +258,9 @@ def _line_range(chunks: Iterable[str], first: int, count: int | None) -> Iterato
 
 
 class WriteFile:
-    """``write_file``: create or overwrite a file with the given text, making parent dirs.
+    """``write_file`` ``{"path", "content"}``: create or overwrite a UTF-8 file, making parents.
 
-    Input ``{"path", "content"}``; the content is written as UTF-8. Raises
-    :class:`ToolError` when the path is a directory or cannot be written.
+    Raises :class:`ToolError` when the path is a directory or cannot be written.
     """
 
     read_only = False
@@ -293,19 +294,16 @@ def _write(target: Path, path: str, content: str) -> int:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    except FileExistsError as exc:  # a parent is a file
-        raise ToolError(f"{path}: a part of the path is a file, not a directory") from exc
     except OSError as exc:
         raise _file_error(exc, path) from exc
     return len(data)
 
 
 class EditFile:
-    """``edit_file``: replace the one occurrence of ``old`` with ``new`` in a text file.
+    """``edit_file`` ``{"path", "old", "new"}``: replace the one occurrence of ``old``.
 
-    Input ``{"path", "old", "new"}``. Raises :class:`ToolError` when ``old`` is
-    empty, occurs zero or several times (the message says how many), or the file
-    is missing or not UTF-8 text.
+    Raises :class:`ToolError` when ``old`` is empty or occurs zero or several times
+    (the message says how many), or the file is missing or not UTF-8 text.
     """
 
     read_only = False

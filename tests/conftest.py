@@ -1,0 +1,55 @@
+"""Shared test helpers: settings on a temporary database, an app with a scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from bot.app import App, build
+from bot.settings import Settings
+from core.scripted import ScriptedModel
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings on a fresh SQLite file and workspace folder; notes are never held back."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'threadbot.db'}",
+        workspace_root=tmp_path / "workspaces",
+        progress_interval=0,
+        console_user="alice",
+    )
+
+
+@pytest.fixture
+async def make_app(
+    settings: Settings,
+) -> AsyncIterator[Callable[[ScriptedModel], asyncio.Future[App]]]:
+    """Build apps with a given model; every app built is closed at the end of the test."""
+    apps: list[App] = []
+
+    async def factory(model: ScriptedModel) -> App:
+        app = await build(settings, model=model)
+        apps.append(app)
+        return app
+
+    yield factory  # type: ignore[misc]
+    for app in apps:
+        await app.close()
+
+
+async def wait_for(condition: Callable[[], object], *, attempts: int = 500) -> None:
+    """Poll ``condition`` (sync or async) every 10 ms until truthy; fail after ~5 s."""
+    for _ in range(attempts):
+        value = condition()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")
