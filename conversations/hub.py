@@ -146,6 +146,13 @@ class Hub:
         link = await self._store.find_by_message(
             event.ref.platform, event.ref.channel, event.ref.message
         )
+        if link is None:
+            # The platform may report a reaction before the deliverer has stored the
+            # id of the message it just sent; look again once that pass is over.
+            await self._deliverer.pass_over()
+            link = await self._store.find_by_message(
+                event.ref.platform, event.ref.channel, event.ref.message
+            )
         if link is None or not await self._store.record_delivery(event.delivery_key):
             return
         conversation = await self._store.info(link.conversation_id)

@@ -92,6 +92,11 @@ class Deliverer:
         except DeliveryError as exc:
             log.warning("could not send a notice: %s", exc)
 
+    async def pass_over(self) -> None:
+        """Return once no delivery pass is in progress (its message ids are stored)."""
+        async with self._lock:
+            return
+
     async def drain(self) -> None:
         """Deliver everything pending now, notes included, ignoring the note interval."""
         await self.deliver_once(flush_notes=True)

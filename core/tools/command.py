@@ -82,7 +82,7 @@ class RunCommand:
             raise ToolError("`command` is empty")
         timeout = _timeout(args, ctx)
         capture = _Capture(ctx.output_limit)
-        transport, protocol = await _spawn(command, ctx.workspace, capture)
+        transport, protocol = await _start(command, ctx.workspace, capture)
         try:
             code = await _wait_exit(transport, protocol, timeout)
         finally:
@@ -165,9 +165,30 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
             self.exited.set_result(None)
 
 
-async def _spawn(
-    command: str, cwd: Path, capture: _Capture
-) -> tuple[asyncio.SubprocessTransport, _CommandProtocol]:
+_Started = tuple[asyncio.SubprocessTransport, "_CommandProtocol"]
+
+
+async def _start(command: str, cwd: Path, capture: _Capture) -> _Started:
+    """Spawn the command; a cancellation meanwhile kills its group before it goes on.
+
+    The shell runs before the spawn returns; cancelling asyncio's spawn would kill
+    the shell alone and leave whatever it started running.
+    """
+    spawn = asyncio.ensure_future(_spawn(command, cwd, capture))
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        await _run_to_end(_kill_spawned(spawn))
+        raise
+
+
+async def _kill_spawned(spawn: asyncio.Future[_Started]) -> None:
+    """Kill the group of a spawn that finishes; nothing to do when it failed to start."""
+    with contextlib.suppress(ToolError):
+        await _kill_group(*await spawn)
+
+
+async def _spawn(command: str, cwd: Path, capture: _Capture) -> _Started:
     """Start ``/bin/sh -c command`` in its own session; raises ToolError when it cannot."""
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     env.setdefault("PATH", os.defpath)
@@ -237,17 +258,17 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(os.path.join(entry.path, "stat"), encoding="utf-8") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            continue  # exited while we looked
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state not in ("Z", "X"):
-            return True
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(os.path.join(entry.path, "stat"), encoding="utf-8") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:
+                continue  # exited while we looked
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return True
     return False
 
 

@@ -1,0 +1,48 @@
+"""The engine with the real anthropic client against the local Messages API fake."""
+
+from __future__ import annotations
+
+import io
+
+from adapters.console import ConsoleAdapter
+from bot.app import build
+from core.anthropic_model import anthropic_model_from
+from core.lifecycle import Lifecycle
+from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
+
+
+async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -> None:
+    script = [[text("Here is my plan."), tool_use("toolu_01", "propose_plan", {"steps": ["Read"]})]]
+    async with FakeAnthropicServer(script) as server:
+        model = anthropic_model_from(
+            api_key="test-key", base_url=server.base_url, model="claude-test"
+        )
+        app = await build(settings, model=model)
+        out = io.StringIO()
+        console = ConsoleAdapter(input=io.StringIO("what is in here?\n"), output=out, user="alice")
+        app.add_sender(console)
+        await app.start()
+        try:
+            assert await console.run(app.hub, settled=app.hub.settled) == 0
+            conversation = (await app.store.active(platform="console"))[0]
+            snap = await app.store.load(conversation.id)
+        finally:
+            await app.close()
+            await model.aclose()
+
+    body = server.requests[0].body
+    assert body["model"] == "claude-test"
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "alice: what is in here?"}]}
+    ]
+    offered = {tool["name"] for tool in body["tools"]}
+    assert {"propose_plan", "ask_user", "finish", "list_files", "read_file"} <= offered
+    assert not offered & {
+        "write_file",
+        "edit_file",
+        "run_command",
+    }  # nothing mutates before approval
+    assert all("input_schema" in tool for tool in body["tools"])
+    assert "📋 Plan (v1)" in out.getvalue() and "1. Read" in out.getvalue()
+    assert snap.status.lifecycle is Lifecycle.WAITING
+    assert snap.tool_calls["toolu_01"].name == "propose_plan"
