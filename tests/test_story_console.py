@@ -8,6 +8,7 @@ the store holds the lifecycle, the journal and one tool record per tool_use_id.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from adapters.console import ConsoleAdapter
 from bot.app import App
@@ -107,9 +108,7 @@ async def test_mention_plan_approve_question_answer_progress_final(make_app) -> 
     assert sorted(snap.tool_calls) == sorted(tool_uses)
     assert len(set(tool_uses)) == 6
     assert {r.state for r in snap.tool_calls.values()} == {ToolState.DONE}
-    assert app.store and (await app.store.load(snap.id)).workspace
-    written = snap.workspace + "/conftest.py"
-    assert open(written).read() == "# fixed\n"
+    assert (Path(snap.workspace) / "conftest.py").read_text() == "# fixed\n"
     for request in model.requests:
         assert check_tool_results(request.messages) is None
 
