@@ -175,3 +175,20 @@ async def test_rejecting_a_plan_asks_what_to_change_and_the_answer_gives_v2(make
     assert "do not touch the fixture" in feedback["content"]
     snap = await app.store.load(await only_conversation(app))
     assert snap.plan_version == 2 and str(snap.status) == "waiting(plan_approval)"
+
+
+async def test_status_mode_edits_one_progress_reply_in_place(settings, make_app) -> None:
+    settings.progress_mode = "status"
+    model = ScriptedModel(story_script())
+    app = await make_app(model)
+
+    transcript = await run_console(app, "fix it\n+✅ 2\n>1 one per test\n")
+
+    lines = transcript.splitlines()
+    status_posts = [line for line in lines if "threadbot: ⏳" in line]
+    edits = [line for line in lines if "threadbot (edited): ⏳" in line]
+    assert len(status_posts) == 2  # one status reply per run: before and after the question
+    assert edits, transcript
+    status_id = status_posts[0].split("]")[0].strip()
+    assert any(edit.strip().startswith(status_id + "]") for edit in edits)
+    assert "✅ Each test now gets its own session." in transcript
