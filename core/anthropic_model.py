@@ -102,7 +102,10 @@ class AnthropicModel:
             cache_read_tokens=usage.cache_read_input_tokens or 0,
             cache_write_tokens=usage.cache_creation_input_tokens or 0,
         )
-        yield TurnEnd(stop_reason=message.stop_reason)
+        yield TurnEnd(
+            stop_reason=message.stop_reason,
+            content=tuple(b.model_dump(mode="json", exclude_none=True) for b in message.content),
+        )
 
     async def aclose(self) -> None:
         """Close the client's HTTP connections (the client is unusable afterwards)."""

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from core import lifecycle
 from core.errors import ModelError, RequestConflict
@@ -253,6 +254,7 @@ class Engine:
         calls: list[ToolCall] = []
         usage = ModelUsage(model=self._model.name, input_tokens=0, output_tokens=0)
         stop_reason = "end_turn"
+        content: tuple[dict[str, Any], ...] = ()
         async for event in self._model.stream(request):
             match event:
                 case TextDelta():
@@ -269,11 +271,13 @@ class Engine:
                     )
                 case TurnEnd():
                     stop_reason = event.stop_reason
+                    content = event.content
         return AssistantTurn(
             text="".join(text).strip(),
             tool_calls=tuple(calls),
             stop_reason=stop_reason,
             model=self._model.name,
+            content=content,
             usage=usage,
         )
 

@@ -65,6 +65,8 @@ def build_messages(journal: Sequence[JournalRecord]) -> list[Message]:
 
 
 def _assistant_content(turn: AssistantTurn) -> list[dict[str, Any]]:
+    if turn.content:
+        return [dict(block) for block in turn.content]
     content: list[dict[str, Any]] = []
     if turn.text:
         content.append({"type": "text", "text": turn.text})

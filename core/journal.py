@@ -80,6 +80,8 @@ class AssistantTurn(BaseModel):
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: str = "end_turn"
     model: str = ""
+    content: tuple[dict[str, Any], ...] = ()
+    """The exact content blocks the API returned (thinking included), sent back as is."""
     usage: ModelUsage | None = None
     """Tokens of the call that produced this turn (also stored per call for queries)."""
 

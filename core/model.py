@@ -79,6 +79,10 @@ class TurnEnd(BaseModel):
     model_config = ConfigDict(frozen=True)
     kind: Literal["turn_end"] = "turn_end"
     stop_reason: str
+    content: tuple[dict[str, Any], ...] = ()
+    """The response's content blocks exactly as the API returned them, when the model
+    has them: thinking blocks must be sent back unchanged with the tool results
+    (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking)."""
 
 
 ModelEvent = TextDelta | ToolCallEvent | Usage | TurnEnd
