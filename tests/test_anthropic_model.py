@@ -156,8 +156,10 @@ async def test_tool_call_turn_sends_the_request_and_streams_text_then_the_call(
             cache_read_tokens=300,
             cache_write_tokens=12,
         ),
-        TurnEnd(stop_reason="tool_use"),
+        TurnEnd(stop_reason="tool_use", content=events[-1].content),
     ]
+    assert [b["type"] for b in events[-1].content] == ["text", "tool_use"]
+    assert events[-1].content[1]["input"] == {"path": "src/io.py", "max_lines": 40}
 
 
 async def test_text_answer_ends_the_turn(server: FakeAnthropicServer, model_for: MakeModel) -> None:
@@ -169,7 +171,7 @@ async def test_text_answer_ends_the_turn(server: FakeAnthropicServer, model_for:
     assert not [e for e in events if isinstance(e, ToolCallEvent)]
     assert events[-2:] == [
         Usage(model=MODEL_ID, input_tokens=10, output_tokens=5),
-        TurnEnd(stop_reason="end_turn"),
+        TurnEnd(stop_reason="end_turn", content=({"type": "text", "text": "All tests pass now."},)),
     ]
     assert "tools" not in server.requests[0].body
 
@@ -182,7 +184,7 @@ async def test_tool_call_without_input_or_text(
     events = await collect(model_for(server), ask("Run the tests"))
 
     assert events[0] == ToolCallEvent(id="toolu_03", name="run_tests", input={})
-    assert events[-1] == TurnEnd(stop_reason="tool_use")
+    assert events[-1].stop_reason == "tool_use"
 
 
 @pytest.mark.parametrize(
@@ -235,7 +237,7 @@ async def test_sdk_retries_an_overload_then_succeeds(
 
     events = await collect(model_for(server, max_retries=1), ask())
 
-    assert events[-1] == TurnEnd(stop_reason="end_turn")
+    assert events[-1].stop_reason == "end_turn"
     first, second = server.requests
     assert second.body == first.body
     assert second.headers["x-stainless-retry-count"] == "1"
@@ -309,7 +311,7 @@ async def test_factory_builds_a_working_model(
     models.append(model)
 
     assert model.name == MODEL_ID
-    assert (await collect(model, ask()))[-1] == TurnEnd(stop_reason="end_turn")
+    assert (await collect(model, ask()))[-1].stop_reason == "end_turn"
 
 
 def _use(*ids: str) -> dict[str, Any]:
