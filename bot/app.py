@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TextIO
 
 from adapters.console import ConsoleAdapter
@@ -23,8 +24,10 @@ from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Store
 from conversations.store.store import create_engine
+from conversations.sweeper import Sweeper, utc_now
 from core.anthropic_model import anthropic_model_from
 from core.engine import Engine, EngineSettings
+from core.faults import Faults
 from core.model import Model
 from core.scripted import DemoModel
 from core.tools.base import Toolbox
@@ -60,6 +63,7 @@ class App:
     engine: Engine
     hub: Hub
     deliverer: Deliverer
+    sweeper: Sweeper
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def add_sender(self, sender: Sender) -> None:
@@ -67,9 +71,11 @@ class App:
         self.deliverer.add_sender(sender)
 
     async def start(self) -> None:
-        """Start the deliverer task."""
+        """Start the deliverer and the sweeper, and resume runs a crash left ``running``."""
         self._tasks.append(asyncio.create_task(self.deliverer.run(), name="deliverer"))
+        self._tasks.append(asyncio.create_task(self.sweeper.run(), name="sweeper"))
         self.deliverer.wake()
+        await self.hub.resume_running()
 
     async def close(self) -> None:
         """Stop work and close the database (in-flight runs resume at the next start)."""
@@ -87,6 +93,7 @@ async def build(
     *,
     model: Model | None = None,
     clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], datetime] = utc_now,
 ) -> App:
     """Build and migrate everything for ``settings``; ``model`` overrides the choice."""
     engine_db = create_engine(settings.database_url)
@@ -97,8 +104,10 @@ async def build(
         render=render_event,
         on_outbox=lambda: deliverer_ref[0].wake() if deliverer_ref else None,
     )
+    faults = Faults(settings.fault)
     deliverer = Deliverer(
         store=store,
+        faults=faults,
         senders={},
         progress_mode=settings.progress_mode,
         note_interval=settings.progress_interval,
@@ -115,8 +124,10 @@ async def build(
             max_tokens=settings.max_tokens,
             command_timeout=settings.command_timeout,
             output_limit=settings.output_limit,
+            request_ttl=settings.request_ttl,
         ),
-        clock=clock,
+        tool_policy=settings.tool_policy(),
+        faults=faults,
     )
     hub = Hub(
         store=store,
@@ -131,7 +142,8 @@ async def build(
             stop_command=settings.stop_command,
         ),
     )
-    return App(store=store, engine=engine, hub=hub, deliverer=deliverer)
+    sweeper = Sweeper(store=store, engine=engine, expire=hub.expire, clock=wall_clock)
+    return App(store=store, engine=engine, hub=hub, deliverer=deliverer, sweeper=sweeper)
 
 
 async def run_console(

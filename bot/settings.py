@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -22,6 +22,9 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from core.faults import Faults
+from core.policy import ToolPolicy
 
 DEFAULT_MODEL = "claude-opus-5-5"
 """Anthropic's recommended default (docs: platform.claude.com/docs/en/models/overview)."""
@@ -61,6 +64,9 @@ class Settings(BaseSettings):
     progress_interval: float = Field(default=3.0, ge=0)
     console_user: str = "you"
     log_level: str = "WARNING"
+    request_ttl: float = Field(default=24 * 3600.0, gt=0)
+    fault: str = ""
+    policy: dict[str, Any] = {}
 
     @field_validator(
         "approvers", "approve_reactions", "reject_reactions", "stop_reactions", mode="before"
@@ -75,6 +81,22 @@ class Settings(BaseSettings):
                 return json.loads(text)
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
+
+    @field_validator("fault")
+    @classmethod
+    def _known_fault(cls, value: str) -> str:
+        Faults(value)
+        return value
+
+    @field_validator("policy")
+    @classmethod
+    def _valid_policy(cls, value: dict[str, Any]) -> dict[str, Any]:
+        ToolPolicy.from_toml_table(value)
+        return value
+
+    def tool_policy(self) -> ToolPolicy:
+        """The tool policy of the ``[policy]`` table (the shipped default when empty)."""
+        return ToolPolicy.from_toml_table(self.policy)
 
     @classmethod
     def settings_customise_sources(

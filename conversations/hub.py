@@ -89,6 +89,29 @@ class Hub:
             if not self._queue.busy_any():
                 return
 
+    async def resume_running(self) -> list[str]:
+        """Queue a run for every conversation left ``running`` (after a crash or redeploy)."""
+        running = await self._store.running()
+        for conversation_id in running:
+            self._submit_run(conversation_id)
+        return running
+
+    async def expire(self, conversation_id: str, request_id: str) -> None:
+        """Expire a request through the conversation's queue (the sweeper calls this)."""
+        self._queue.submit(
+            conversation_id,
+            Job(lambda: self._engine_expire(conversation_id, request_id)),
+        )
+
+    async def _engine_expire(self, conversation_id: str, request_id: str) -> None:
+        await self._engine.expire(conversation_id, request_id)
+
+    def _submit_run(self, conversation_id: str) -> None:
+        self._queue.submit(
+            conversation_id,
+            Job(lambda: self._engine.run(conversation_id, self._inbox(conversation_id))),
+        )
+
     async def close(self) -> None:
         """Cancel running work (a later start resumes it from the store)."""
         await self._queue.close()
@@ -185,10 +208,7 @@ class Hub:
         if outcome is DecideOutcome.ALREADY_DECIDED:
             await self._notice(conversation, f"This was already decided, {who.name}.")
         elif outcome is DecideOutcome.DECIDED:
-            self._queue.submit(
-                conversation.id,
-                Job(lambda: self._engine.run(conversation.id, self._inbox(conversation.id))),
-            )
+            self._submit_run(conversation.id)
 
     # --- commands and stop ---------------------------------------------------------
 

@@ -31,6 +31,7 @@ from conversations.adapter import Sender
 from conversations.errors import DeliveryError, RateLimited
 from conversations.events import PostReply, UpdateMessage
 from conversations.store import PendingSend, Store
+from core.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Deliverer:
         note_interval: float = 3.0,
         max_attempts: int = 5,
         clock: Callable[[], float] = time.monotonic,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self._store = store
         self._senders = dict(senders)
@@ -56,6 +58,7 @@ class Deliverer:
         self._interval = note_interval
         self._max_attempts = max_attempts
         self._clock = clock
+        self._faults = faults
         self._wake = asyncio.Event()
         self._last_note: dict[str, float] = {}
         self._status: dict[str, tuple[str, list[str]]] = {}
@@ -180,6 +183,7 @@ class Deliverer:
             message_id = await sender.send(outbound, idempotency_key=f"tb-{head.id}")
         except DeliveryError as exc:
             return await self._failed(head, exc), None
+        self._faults.hit("after_platform_accept")
         await self._store.mark_sent([r.id for r in rows], message_id)
         self._retry_at.pop(head.id, None)
         return True, message_id

@@ -14,13 +14,16 @@ from conversations.events import Button, PlatformRef, PostReply
 from conversations.store import Outgoing
 from core.run_events import (
     Answered,
+    Expired,
     PlanProposed,
     ProgressNote,
     QuestionAsked,
+    Reminder,
     RunEvent,
     RunFailed,
     RunStats,
     Stopped,
+    ToolApprovalRequested,
 )
 
 APPROVE = "white_check_mark"
@@ -58,6 +61,14 @@ def render_event(
             return [Outgoing(PostReply(ref=binding, text=text))]
         case Stopped():
             return [Outgoing(PostReply(ref=binding, text=stop_text(event)))]
+        case ToolApprovalRequested():
+            return [_tool_approval(binding, event, settings)]
+        case Reminder():
+            text = f"⏰ Still waiting for an answer here: {event.prompt.splitlines()[0]}"
+            return [Outgoing(PostReply(ref=binding, text=text))]
+        case Expired():
+            text = "⌛ This request expired; mention me again to continue."
+            return [Outgoing(PostReply(ref=binding, text=text))]
         case _:
             assert_never(event)
 
@@ -97,6 +108,39 @@ def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -
             Button(label="Approve", action=f"approve:{event.request_id}", style="primary"),
             Button(label="Reject", action=f"reject:{event.request_id}", style="danger"),
         ),
+        reactions=(settings.approve_emoji, settings.reject_emoji),
+    )
+    return Outgoing(action, request_id=event.request_id)
+
+
+def _tool_approval(
+    binding: PlatformRef, event: ToolApprovalRequested, settings: RenderSettings
+) -> Outgoing:
+    lines = [
+        f"🔐 May I run {'this' if len(event.calls) == 1 else 'these'}? React "
+        f":{settings.approve_emoji}: to allow, :{settings.reject_emoji}: to deny "
+        + ("(every call still undecided), or use the buttons" if len(event.calls) > 1 else "")
+    ]
+    lines += [f"{c.number}. {c.summary} — {c.reason}" for c in event.calls]
+    buttons: list[Button] = []
+    for c in event.calls:
+        suffix = f" {c.number}" if len(event.calls) > 1 else ""
+        buttons.append(
+            Button(
+                label=f"Allow{suffix}",
+                action=f"allow:{event.request_id}:{c.number}",
+                style="primary",
+            )
+        )
+        buttons.append(
+            Button(
+                label=f"Deny{suffix}", action=f"deny:{event.request_id}:{c.number}", style="danger"
+            )
+        )
+    action = PostReply(
+        ref=binding,
+        text="\n".join(lines),
+        buttons=tuple(buttons),
         reactions=(settings.approve_emoji, settings.reject_emoji),
     )
     return Outgoing(action, request_id=event.request_id)

@@ -14,37 +14,35 @@ conversation's task. Every change is one :meth:`core.journal.Journal.commit`.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core import lifecycle
+from core import lifecycle, policy
+from core.decisions import answer_change, decision_change
 from core.errors import ModelError, RequestConflict
+from core.faults import NO_FAULTS, Faults
 from core.history import build_messages
 from core.inputs import DecideOutcome, Decision, Reply, Start
 from core.journal import (
     AssistantTurn,
     Change,
     ConversationSnapshot,
-    DecisionEntry,
     Journal,
     JournalRecord,
     ModelUsage,
-    PendingRequest,
     Person,
     RequestKind,
     RequestResolution,
     RequestState,
     StopEntry,
     ToolCall,
-    ToolResultEntry,
     UserText,
 )
-from core.lifecycle import Lifecycle, WaitKind
+from core.lifecycle import Lifecycle
 from core.model import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
-from core.run_events import Answered, ProgressNote, QuestionAsked, RunFailed, RunStats, Stopped
+from core.run_events import Answered, Expired, ProgressNote, Reminder, RunFailed, RunStats, Stopped
 from core.stats import request_stats
 from core.tool_runner import ToolRunner, TurnOutcome
 from core.tools.base import Toolbox
@@ -70,6 +68,8 @@ class EngineSettings:
     max_tokens: int = 4096
     command_timeout: float = 120.0
     output_limit: int = 16_000
+    request_ttl: float = 24 * 3600.0
+    """Seconds a pending request waits before it expires (a reminder at half)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
 
@@ -89,15 +89,22 @@ class Engine:
         toolbox: Toolbox,
         workflow: Workflow,
         settings: EngineSettings | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        tool_policy: policy.ToolPolicy | None = None,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self._journal = journal
         self._model = model
         self._toolbox = toolbox
         self._workflow = workflow
         self._settings = settings or EngineSettings()
-        self._clock = clock
-        self._tools = ToolRunner(journal=journal, toolbox=toolbox, settings=self._settings)
+        self._faults = faults
+        self._tools = ToolRunner(
+            journal=journal,
+            toolbox=toolbox,
+            settings=self._settings,
+            tool_policy=tool_policy or policy.default_policy(),
+            faults=faults,
+        )
 
     @property
     def workflow(self) -> Workflow:
@@ -140,7 +147,7 @@ class Engine:
             note = UserText(author=reply.author, text=reply.text, role="note")
             await self._journal.commit(conversation_id, Change(entries=(note,)))
             return
-        change = self._answer_change(snap, request, reply)
+        change = answer_change(snap, request, reply, self._workflow)
         try:
             await self._journal.commit(conversation_id, change)
         except RequestConflict:
@@ -162,10 +169,11 @@ class Engine:
             return DecideOutcome.ALREADY_DECIDED
         if request.state is not RequestState.OPEN:
             return DecideOutcome.NOT_OPEN
+        change = decision_change(snap, request, decision, self._workflow, self._settings)
+        if change is None:
+            return DecideOutcome.ALREADY_DECIDED
         try:
-            await self._journal.commit(
-                conversation_id, self._decision_change(snap, request, decision)
-            )
+            await self._journal.commit(conversation_id, change)
         except RequestConflict:
             return DecideOutcome.ALREADY_DECIDED
         return DecideOutcome.DECIDED
@@ -206,11 +214,56 @@ class Engine:
             return True
         return False
 
+    async def remind(self, conversation_id: str, request_id: str) -> None:
+        """Post the one reminder of an open request (the sweeper calls this at half-life)."""
+        snap = await self._journal.load(conversation_id)
+        request = next((r for r in snap.open_requests if r.id == request_id), None)
+        if request is not None:
+            event = Reminder(request_id=request.id, prompt=request.prompt)
+            await self._journal.commit(conversation_id, Change(events=(event,)))
+
+    async def expire(self, conversation_id: str, request_id: str) -> bool:
+        """End a conversation whose request ``request_id`` waited too long.
+
+        Open calls get a result, open requests become ``expired`` (compare-and-set),
+        and the conversation ends ``cancelled`` with a message. False when the
+        request was no longer open.
+        """
+        snap = await self._journal.load(conversation_id)
+        if not any(r.id == request_id for r in snap.open_requests):
+            return False
+        closing = self._tools.close_open_calls(snap, "expiry of the request")
+        try:
+            await self._journal.commit(
+                conversation_id,
+                Change(
+                    entries=closing.results,
+                    tool_calls=closing.records,
+                    resolve=tuple(
+                        RequestResolution(request_id=r.id, state=RequestState.EXPIRED)
+                        for r in snap.open_requests
+                    ),
+                    status=lifecycle.CANCELLED,
+                    events=(Expired(request_id=request_id),),
+                ),
+            )
+        except RequestConflict:
+            return False
+        return True
+
     # --- the run -----------------------------------------------------------------
 
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
         """Go on while the conversation is ``running``: model turn, tools, repeat."""
         for _turn in range(self._settings.max_turns):
+            snap = await self._journal.load(conversation_id)
+            if snap.status.lifecycle is not Lifecycle.RUNNING:
+                return
+            outcome = await self._tools.continue_turn(
+                conversation_id, workflow=self._workflow, stats=self._stats
+            )
+            if outcome is not TurnOutcome.CONTINUE:
+                return
             snap = await self._journal.load(conversation_id)
             if snap.status.lifecycle is not Lifecycle.RUNNING:
                 return
@@ -220,8 +273,7 @@ class Engine:
             except ModelError as exc:
                 await self._fail(conversation_id, str(exc))
                 return
-            outcome = await self._after_turn(conversation_id, snap, turn)
-            if outcome is not TurnOutcome.CONTINUE:
+            if await self._after_turn(conversation_id, snap, turn) is TurnOutcome.DONE:
                 return
         await self._fail(
             conversation_id,
@@ -300,22 +352,17 @@ class Engine:
                 ),
             )
             return TurnOutcome.DONE
-        seqs = await self._journal.commit(
+        records, denials = self._tools.admit(turn, snap.last_seq + 1, snap, self._workflow)
+        await self._journal.commit(
             conversation_id,
             Change(
-                entries=(turn,),
-                tool_calls=self._tools.records_for(turn, snap.last_seq + 1),
+                entries=(turn, *denials),
+                tool_calls=records,
                 events=(ProgressNote(text=turn.text),) if turn.text else (),
             ),
         )
-        return await self._tools.run_turn(
-            conversation_id,
-            snap=snap,
-            turn=turn,
-            turn_seq=seqs[0],
-            workflow=self._workflow,
-            stats=self._stats,
-        )
+        self._faults.hit("after_model_response")
+        return TurnOutcome.CONTINUE
 
     async def _stats(self, conversation_id: str) -> RunStats:
         snap = await self._journal.load(conversation_id)
@@ -333,103 +380,6 @@ class Engine:
                 events=(RunFailed(error=error),),
             ),
         )
-
-    # --- changes for people's answers -------------------------------------------
-
-    def _answer_change(
-        self, snap: ConversationSnapshot, request: PendingRequest, reply: Reply
-    ) -> Change:
-        by = reply.author
-        if request.kind is RequestKind.PLAN_APPROVAL or (
-            request.kind is RequestKind.QUESTION and request.plan_version is not None
-        ):
-            state = (
-                RequestState.SUPERSEDED
-                if request.kind is RequestKind.PLAN_APPROVAL
-                else RequestState.DECIDED
-            )
-            result = (
-                f"Plan v{request.plan_version} was not approved. {by.name} asked for a change: "
-                f"{reply.text}\nPropose a revised plan with propose_plan."
-            )
-            return Change(
-                entries=(
-                    UserText(author=by, text=reply.text, role="feedback"),
-                    *self._result_for(request, result),
-                ),
-                tool_calls=self._tools.complete_control(snap, request.tool_use_id),
-                resolve=(
-                    RequestResolution(request_id=request.id, state=state, decision="revise", by=by),
-                ),
-                status=lifecycle.RUNNING,
-                position=self._workflow.next(snap.position, Transition.PLAN_REJECTED),
-            )
-        return Change(
-            entries=(
-                UserText(author=by, text=reply.text, role="answer"),
-                *self._result_for(request, f"{by.name} answered: {reply.text}"),
-            ),
-            tool_calls=self._tools.complete_control(snap, request.tool_use_id),
-            resolve=(
-                RequestResolution(
-                    request_id=request.id, state=RequestState.DECIDED, decision="answer", by=by
-                ),
-            ),
-            status=lifecycle.RUNNING,
-        )
-
-    def _decision_change(
-        self, snap: ConversationSnapshot, request: PendingRequest, decision: Decision
-    ) -> Change:
-        verdict = "approved" if decision.approved else "rejected"
-        resolve = (
-            RequestResolution(
-                request_id=request.id,
-                state=RequestState.DECIDED,
-                decision=verdict,
-                by=decision.by,
-            ),
-        )
-        record = DecisionEntry(request_id=request.id, decision=verdict, by=decision.by)
-        if request.kind is RequestKind.PLAN_APPROVAL and not decision.approved:
-            question = PendingRequest(
-                id=f"{request.id}-change",
-                kind=RequestKind.QUESTION,
-                tool_use_id=request.tool_use_id,
-                plan_version=request.plan_version,
-                prompt=f"What should change in plan v{request.plan_version}?",
-            )
-            return Change(
-                entries=(record,),
-                resolve=resolve,
-                open_request=question,
-                status=lifecycle.waiting(WaitKind.QUESTION),
-                events=(QuestionAsked(request_id=question.id, question=question.prompt),),
-            )
-        if request.kind is RequestKind.PLAN_APPROVAL:
-            text = (
-                f"Plan v{request.plan_version} was approved by {decision.by.name}. "
-                "Carry it out now."
-            )
-            return Change(
-                entries=(record, *self._result_for(request, text)),
-                tool_calls=self._tools.complete_control(snap, request.tool_use_id),
-                resolve=resolve,
-                status=lifecycle.RUNNING,
-                position=self._workflow.next(snap.position, Transition.PLAN_APPROVED),
-            )
-        text = f"{decision.by.name} {verdict} this."
-        return Change(
-            entries=(record, *self._result_for(request, text)),
-            tool_calls=self._tools.complete_control(snap, request.tool_use_id),
-            resolve=resolve,
-            status=lifecycle.RUNNING,
-        )
-
-    def _result_for(self, request: PendingRequest, content: str) -> tuple[ToolResultEntry, ...]:
-        if request.tool_use_id is None:
-            return ()
-        return (ToolResultEntry(tool_use_id=request.tool_use_id, content=content),)
 
 
 def _now() -> datetime:

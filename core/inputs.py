@@ -39,6 +39,9 @@ class Decision(BaseModel):
     request_id: str
     approved: bool
     by: Person
+    call: int | None = None
+    """For a tool approval: the call's number (from 1) to decide alone; None decides
+    every call still undecided."""
 
 
 class DecideOutcome(StrEnum):

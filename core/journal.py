@@ -217,6 +217,10 @@ class PendingRequest(BaseModel):
     tool_use_id: str | None = None
     plan_version: int | None = None
     prompt: str = ""
+    tool_use_ids: tuple[str, ...] = ()
+    """The gated calls of a tool approval request, in call order."""
+    expires_at: datetime | None = None
+    remind_at: datetime | None = None
     decision: str | None = None
     decided_by: Person | None = None
 
@@ -285,6 +289,9 @@ class Change(BaseModel):
     position: str | None = None
     plan_version: int | None = None
     events: tuple[RunEvent, ...] = ()
+    guard_pending: tuple[str, ...] = ()
+    """Compare-and-set on tool calls: when any of these records is no longer
+    ``pending_approval``, the store raises :class:`core.errors.RequestConflict`."""
 
 
 class Journal(Protocol):

@@ -56,6 +56,42 @@ class QuestionAsked(BaseModel):
     options: tuple[str, ...] = ()
 
 
+class GatedCall(BaseModel):
+    """One call of a tool approval request: its number (from 1), tool and summary."""
+
+    model_config = ConfigDict(frozen=True)
+    number: int
+    tool: str
+    summary: str
+    reason: str
+
+
+class ToolApprovalRequested(BaseModel):
+    """The gated calls of one model turn wait for a person; one message, a button each."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["tool_approval"] = "tool_approval"
+    request_id: str
+    calls: tuple[GatedCall, ...]
+
+
+class Reminder(BaseModel):
+    """A pending request is half-way to expiry."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["reminder"] = "reminder"
+    request_id: str
+    prompt: str
+
+
+class Expired(BaseModel):
+    """A pending request expired; the conversation ended."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["expired"] = "expired"
+    request_id: str
+
+
 class Answered(BaseModel):
     """The final answer of a run, with its totals."""
 
@@ -84,6 +120,14 @@ class Stopped(BaseModel):
 
 
 RunEvent = Annotated[
-    ProgressNote | PlanProposed | QuestionAsked | Answered | RunFailed | Stopped,
+    ProgressNote
+    | PlanProposed
+    | QuestionAsked
+    | ToolApprovalRequested
+    | Reminder
+    | Expired
+    | Answered
+    | RunFailed
+    | Stopped,
     Field(discriminator="kind"),
 ]

@@ -1,14 +1,20 @@
-"""Running the tool calls of one model turn, with a durable record per call.
+"""Running the tool calls of a model turn, with a durable record per call.
 
-Each call gets a :class:`core.journal.ToolCallRecord` in the same commit as the
-assistant turn that asked for it (state ``approved``); a workspace call is marked
-``running`` before it starts and ``done`` / ``failed`` with its result in one
-commit after. Control calls (``propose_plan``, ``ask_user``, ``finish``,
-``report_progress``) change the conversation instead of the workspace.
+When a turn is committed, each call gets a :class:`core.journal.ToolCallRecord`
+whose state the tool policy decides: ``approved``, ``denied`` (with its error
+result in the same commit) or ``pending_approval``. :meth:`ToolRunner.continue_turn`
+then drives the turn to its end from whatever the store holds, so a fresh turn,
+a turn resumed after a crash and a turn resumed after a person's decision take
+the same path (DESIGN.md, "Durability and exactly-once"):
 
-A stopped run leaves calls without results; :meth:`ToolRunner.close_open_calls`
-gives each exactly one (``interrupted`` if it was running, ``cancelled`` if it
-never started) so that the next model request is valid.
+- a call with a result is never run again;
+- ``approved`` calls run; consecutive read-only ones run concurrently;
+- a call found ``running`` (the process died while it ran) is run again if it is
+  read-only, and becomes ``unknown`` if it mutates: the model is told to check;
+- ``pending_approval`` calls share one tool approval request; the allowed calls
+  of the turn run while they wait, and the run ends ``waiting(tool_approval)`` if
+  they are still undecided then;
+- the control calls ``propose_plan``, ``ask_user`` and ``finish`` come last.
 """
 
 from __future__ import annotations
@@ -16,14 +22,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core import lifecycle
-from core.errors import ToolError
+from core import lifecycle, policy
+from core.control_changes import control_change, request_times
+from core.errors import RequestConflict, ToolError
+from core.faults import NO_FAULTS, Faults
 from core.journal import (
     AssistantTurn,
     Change,
@@ -31,7 +39,6 @@ from core.journal import (
     Journal,
     PendingRequest,
     RequestKind,
-    RequestResolution,
     RequestState,
     ToolCall,
     ToolCallRecord,
@@ -39,17 +46,10 @@ from core.journal import (
     ToolState,
 )
 from core.lifecycle import WaitKind
-from core.run_events import Answered, PlanProposed, ProgressNote, QuestionAsked, RunStats
+from core.run_events import GatedCall, ProgressNote, RunStats, ToolApprovalRequested
 from core.tools.base import Toolbox, ToolContext, ToolOutput
-from core.tools.control import (
-    ASK_USER,
-    CONTROL_TOOLS,
-    FINISH,
-    PROPOSE_PLAN,
-    REPORT_PROGRESS,
-    plan_steps,
-)
-from core.workflow import Transition, Workflow
+from core.tools.control import CONTROL_TOOLS, FINISH, REPORT_PROGRESS, WAITING_CONTROL
+from core.workflow import Workflow
 
 if TYPE_CHECKING:
     from core.engine import EngineSettings
@@ -75,82 +75,133 @@ class Closing:
     interrupted: int
 
 
-_WAITING_CONTROL = (PROPOSE_PLAN, ASK_USER, FINISH)
-
-
 class ToolRunner:
-    """Executes one turn's tool calls against the journal (used by the engine)."""
+    """Executes turns' tool calls against the journal (used by the engine)."""
 
-    def __init__(self, *, journal: Journal, toolbox: Toolbox, settings: EngineSettings) -> None:
+    def __init__(
+        self,
+        *,
+        journal: Journal,
+        toolbox: Toolbox,
+        settings: EngineSettings,
+        tool_policy: policy.ToolPolicy,
+        faults: Faults = NO_FAULTS,
+    ) -> None:
         self._journal = journal
         self._toolbox = toolbox
         self._settings = settings
+        self._policy = tool_policy
+        self._faults = faults
 
-    def records_for(self, turn: AssistantTurn, turn_seq: int) -> tuple[ToolCallRecord, ...]:
-        """A fresh ``approved`` record for each call of ``turn``."""
-        return tuple(
-            ToolCallRecord(
-                tool_use_id=call.id,
-                name=call.name,
-                input=call.input,
-                read_only=self._read_only(call.name),
-                state=ToolState.APPROVED,
-                turn_seq=turn_seq,
-                index=index,
+    # --- a new turn --------------------------------------------------------------
+
+    def admit(
+        self, turn: AssistantTurn, turn_seq: int, snap: ConversationSnapshot, workflow: Workflow
+    ) -> tuple[tuple[ToolCallRecord, ...], tuple[ToolResultEntry, ...]]:
+        """Records for ``turn``'s calls as the policy decides them, and the denials' results."""
+        position = workflow.position(snap.position)
+        offered = {t.spec.name for t in self._toolbox.select(position.tools)}
+        records: list[ToolCallRecord] = []
+        denials: list[ToolResultEntry] = []
+        for index, call in enumerate(turn.tool_calls):
+            state, reason = self._admit_call(call, offered, snap.position, position.mutating)
+            records.append(
+                ToolCallRecord(
+                    tool_use_id=call.id,
+                    name=call.name,
+                    input=call.input,
+                    read_only=self._read_only(call.name),
+                    state=state,
+                    turn_seq=turn_seq,
+                    index=index,
+                )
             )
-            for index, call in enumerate(turn.tool_calls)
-        )
+            if state is ToolState.DENIED:
+                denials.append(ToolResultEntry(tool_use_id=call.id, content=reason, is_error=True))
+        return tuple(records), tuple(denials)
 
-    async def run_turn(
+    def _admit_call(
+        self, call: ToolCall, offered: set[str], position: str, mutating: bool
+    ) -> tuple[ToolState, str]:
+        tool = self._toolbox.get(call.name)
+        if tool is None or call.name not in offered:
+            return (
+                ToolState.DENIED,
+                f"The tool {call.name} is not available at the {position} step.",
+            )
+        verdict = self._policy.check(
+            tool_name=call.name,
+            read_only=tool.read_only,
+            arguments=call.input,
+            plan_approved=mutating,
+        )
+        if verdict.decision is policy.Decision.DENY:
+            return ToolState.DENIED, f"Denied by policy: {verdict.reason}"
+        if verdict.decision is policy.Decision.ASK:
+            return ToolState.PENDING_APPROVAL, verdict.reason
+        return ToolState.APPROVED, ""
+
+    # --- driving a turn to its end ---------------------------------------------
+
+    async def continue_turn(
         self,
         conversation_id: str,
         *,
-        snap: ConversationSnapshot,
-        turn: AssistantTurn,
-        turn_seq: int,
         workflow: Workflow,
         stats: Callable[[str], Awaitable[RunStats]],
     ) -> TurnOutcome:
-        """Run ``turn``'s calls in order; the first waiting control call ends the turn."""
-        offered = {
-            t.spec.name for t in self._toolbox.select(workflow.position(snap.position).tools)
-        }
-        records = {r.tool_use_id: r for r in self.records_for(turn, turn_seq)}
-        waiting = [c for c in turn.tool_calls if c.name in _WAITING_CONTROL]
-        for call in turn.tool_calls:
-            if call.name in _WAITING_CONTROL and call is not waiting[0]:
-                await self._finish_call(
-                    conversation_id,
-                    records[call.id],
-                    ToolOutput(
-                        content=f"Ignored: {waiting[0].name} was called in the same turn.",
-                        note="",
-                        is_error=True,
-                    ),
-                )
-            elif call.name not in _WAITING_CONTROL:
-                await self._run_call(conversation_id, snap, call, records[call.id], offered)
-        if not waiting:
-            return TurnOutcome.CONTINUE
-        call = waiting[0]
-        if call.name not in offered:
-            await self._finish_call(conversation_id, records[call.id], _not_offered(call, snap))
-            return TurnOutcome.CONTINUE
-        finish = await stats(conversation_id) if call.name == FINISH else None
-        return await self._control(conversation_id, snap, call, records[call.id], workflow, finish)
+        """Run what the last turn still needs; see the module docstring for the order."""
+        while True:
+            snap = await self._journal.load(conversation_id)
+            open_calls = _open_calls(snap)
+            if not open_calls:
+                return TurnOutcome.CONTINUE
+            records = [snap.tool_calls[c.id] for c in open_calls if c.id in snap.tool_calls]
+            gated = [r for r in records if r.state is ToolState.PENDING_APPROVAL]
+            if gated and not _approval_open(snap, gated):
+                await self._open_approval(conversation_id, snap, gated)
+                continue
+            runnable = [r for r in records if _runnable(r)]
+            if runnable:
+                await self._run_batch(conversation_id, snap, runnable)
+                continue
+            if gated:
+                if await self._wait_for_approval(conversation_id, gated):
+                    return TurnOutcome.WAIT
+                continue  # a decision landed between our look and our commit
+            control = next((r for r in records if r.name in WAITING_CONTROL), None)
+            if control is None:
+                await self._close_strays(conversation_id, records)
+                return TurnOutcome.CONTINUE
+            return await self._control(conversation_id, snap, control, workflow, stats)
+
+    async def _run_batch(
+        self, conversation_id: str, snap: ConversationSnapshot, runnable: Sequence[ToolCallRecord]
+    ) -> None:
+        first = runnable[0]
+        if first.state is ToolState.RUNNING and not first.read_only:
+            content = (
+                "This call was running when the bot stopped unexpectedly; its outcome is "
+                "unknown. Check the state of the workspace before retrying it."
+            )
+            output = ToolOutput(
+                content=content, note=f"{first.name}: outcome unknown", is_error=True
+            )
+            await self._finish_call(conversation_id, first, output, state=ToolState.UNKNOWN)
+            return
+        batch = [first]
+        if first.read_only:
+            for record in runnable[1:]:
+                if not record.read_only:
+                    break
+                batch.append(record)
+        await asyncio.gather(*(self._run_call(conversation_id, snap, r) for r in batch))
 
     async def _run_call(
-        self,
-        conversation_id: str,
-        snap: ConversationSnapshot,
-        call: ToolCall,
-        record: ToolCallRecord,
-        offered: set[str],
+        self, conversation_id: str, snap: ConversationSnapshot, record: ToolCallRecord
     ) -> None:
-        tool = self._toolbox.get(call.name)
-        if tool is None or call.name not in offered:
-            await self._finish_call(conversation_id, record, _not_offered(call, snap))
-            return
+        tool = self._toolbox.get(record.name)
+        assert tool is not None  # admitted calls name known tools
         await self._journal.commit(
             conversation_id,
             Change(tool_calls=(record.model_copy(update={"state": ToolState.RUNNING}),)),
@@ -163,18 +214,21 @@ class ToolRunner:
             output_limit=self._settings.output_limit,
         )
         try:
-            output = await tool.run(call.input, ctx)
+            output = await tool.run(record.input, ctx)
         except ToolError as exc:
-            output = ToolOutput(content=str(exc), note=f"{call.name} failed: {exc}", is_error=True)
-        except Exception as exc:  # a tool's bug must not take the run down
-            log.exception("tool %s crashed", call.name)
             output = ToolOutput(
-                content=f"The tool crashed: {exc!r}", note=f"{call.name} crashed", is_error=True
+                content=str(exc), note=f"{record.name} failed: {exc}", is_error=True
             )
-        step = call.input.get("step") if call.name == REPORT_PROGRESS else None
+        except Exception as exc:  # a tool's bug must not take the run down
+            log.exception("tool %s crashed", record.name)
+            output = ToolOutput(
+                content=f"The tool crashed: {exc!r}", note=f"{record.name} crashed", is_error=True
+            )
+        step = record.input.get("step") if record.name == REPORT_PROGRESS else None
         await self._finish_call(
             conversation_id, record, output, step=step if isinstance(step, str) else None
         )
+        self._faults.hit("after_tool_result")
 
     async def _finish_call(
         self,
@@ -183,8 +237,9 @@ class ToolRunner:
         output: ToolOutput,
         *,
         step: str | None = None,
+        state: ToolState | None = None,
     ) -> None:
-        state = ToolState.FAILED if output.is_error else ToolState.DONE
+        final = state or (ToolState.FAILED if output.is_error else ToolState.DONE)
         await self._journal.commit(
             conversation_id,
             Change(
@@ -195,68 +250,109 @@ class ToolRunner:
                         is_error=output.is_error,
                     ),
                 ),
-                tool_calls=(record.model_copy(update={"state": state}),),
+                tool_calls=(record.model_copy(update={"state": final}),),
                 events=(ProgressNote(text=output.note, step=step),) if output.note else (),
             ),
         )
+
+    async def _open_approval(
+        self, conversation_id: str, snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]
+    ) -> None:
+        request_id = uuid.uuid4().hex[:12]
+        expires_at, remind_at = request_times(self._settings)
+        calls = tuple(
+            GatedCall(
+                number=number,
+                tool=r.name,
+                summary=policy.summarize_call(r.name, r.input),
+                reason=self._policy.check(
+                    tool_name=r.name, read_only=r.read_only, arguments=r.input, plan_approved=True
+                ).reason,
+            )
+            for number, r in enumerate(gated, start=1)
+        )
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                open_request=PendingRequest(
+                    id=request_id,
+                    kind=RequestKind.TOOL_APPROVAL,
+                    tool_use_ids=tuple(r.tool_use_id for r in gated),
+                    prompt="\n".join(c.summary for c in calls),
+                    expires_at=expires_at,
+                    remind_at=remind_at,
+                ),
+                events=(ToolApprovalRequested(request_id=request_id, calls=calls),),
+            ),
+        )
+
+    async def _wait_for_approval(
+        self, conversation_id: str, gated: Sequence[ToolCallRecord]
+    ) -> bool:
+        """Commit ``waiting(tool_approval)`` if ``gated`` are all still undecided."""
+        try:
+            await self._journal.commit(
+                conversation_id,
+                Change(
+                    status=lifecycle.waiting(WaitKind.TOOL_APPROVAL),
+                    guard_pending=tuple(r.tool_use_id for r in gated),
+                ),
+            )
+        except RequestConflict:
+            return False
+        return True
+
+    async def _close_strays(self, conversation_id: str, records: Sequence[ToolCallRecord]) -> None:
+        """Give a result to open calls no rule runs (never expected; keeps requests valid)."""
+        for record in records:
+            output = ToolOutput(content="This call was not run.", note="", is_error=True)
+            await self._finish_call(conversation_id, record, output, state=ToolState.CANCELLED)
 
     async def _control(
         self,
         conversation_id: str,
         snap: ConversationSnapshot,
-        call: ToolCall,
         record: ToolCallRecord,
         workflow: Workflow,
-        finish: RunStats | None,
+        stats: Callable[[str], Awaitable[RunStats]],
     ) -> TurnOutcome:
+        if any(r.tool_use_id == record.tool_use_id for r in snap.open_requests):
+            return TurnOutcome.WAIT
+        finish = await stats(conversation_id) if record.name == FINISH else None
         try:
-            change = _control_change(snap, call, record, workflow, finish)
+            change = control_change(snap, record, workflow, finish, self._settings)
         except ToolError as exc:
-            output = ToolOutput(content=str(exc), note="", is_error=True)
-            await self._finish_call(conversation_id, record, output)
+            await self._finish_call(
+                conversation_id, record, ToolOutput(content=str(exc), note="", is_error=True)
+            )
             return TurnOutcome.CONTINUE
         await self._journal.commit(conversation_id, change)
-        return TurnOutcome.DONE if call.name == FINISH else TurnOutcome.WAIT
+        return TurnOutcome.DONE if record.name == FINISH else TurnOutcome.WAIT
+
+    # --- closing ---------------------------------------------------------------
 
     def close_open_calls(
         self, snap: ConversationSnapshot, by_name: str, *, failed: bool = False
     ) -> Closing:
         """One result and a final record for every call of the journal that has no result."""
-        answered = {
-            r.entry.tool_use_id for r in snap.journal if isinstance(r.entry, ToolResultEntry)
-        }
         results: list[ToolResultEntry] = []
         records: list[ToolCallRecord] = []
         cancelled = interrupted = 0
-        for rec in snap.journal:
-            if not isinstance(rec.entry, AssistantTurn):
-                continue
-            for index, call in enumerate(rec.entry.tool_calls):
-                if call.id in answered:
-                    continue
-                record = snap.tool_calls.get(call.id) or ToolCallRecord(
-                    tool_use_id=call.id,
-                    name=call.name,
-                    input=call.input,
-                    read_only=self._read_only(call.name),
-                    state=ToolState.APPROVED,
-                    turn_seq=rec.seq,
-                    index=index,
-                )
-                was_running = record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
-                state = ToolState.INTERRUPTED if was_running else ToolState.CANCELLED
-                if failed:
-                    state = ToolState.FAILED
-                    text = f"Not run: the run ended with {by_name}."
-                elif was_running:
-                    text = f"Stopped by {by_name} while it ran; its effects may be partial."
-                else:
-                    text = f"Stopped by {by_name} before it ran."
-                if call.name not in CONTROL_TOOLS:
-                    interrupted += was_running
-                    cancelled += not was_running
-                results.append(ToolResultEntry(tool_use_id=call.id, content=text, is_error=True))
-                records.append(record.model_copy(update={"state": state}))
+        for call, record in _all_open(snap, self._read_only):
+            was_running = record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+            state = ToolState.INTERRUPTED if was_running else ToolState.CANCELLED
+            if failed:
+                state = ToolState.FAILED
+                text = f"Not run: the run ended with {by_name}."
+            elif was_running:
+                text = f"Stopped by {by_name} while it ran; its effects may be partial."
+            else:
+                text = f"Stopped by {by_name} before it ran."
+            if call.name not in CONTROL_TOOLS:
+                interrupted += was_running
+                cancelled += not was_running
+            results.append(ToolResultEntry(tool_use_id=call.id, content=text, is_error=True))
+            records.append(record.model_copy(update={"state": state}))
         return Closing(tuple(results), tuple(records), cancelled, interrupted)
 
     def complete_control(
@@ -271,77 +367,56 @@ class ToolRunner:
         return tool.read_only if tool else True
 
 
-def _not_offered(call: ToolCall, snap: ConversationSnapshot) -> ToolOutput:
-    return ToolOutput(
-        content=f"The tool {call.name} is not available at the {snap.position} step.",
-        note="",
-        is_error=True,
+def _answered(snap: ConversationSnapshot) -> set[str]:
+    return {r.entry.tool_use_id for r in snap.journal if isinstance(r.entry, ToolResultEntry)}
+
+
+def _open_calls(snap: ConversationSnapshot) -> list[ToolCall]:
+    """Calls of the last assistant turn that have no result yet, in order."""
+    last = next(
+        (r.entry for r in reversed(snap.journal) if isinstance(r.entry, AssistantTurn)), None
     )
+    if last is None:
+        return []
+    answered = _answered(snap)
+    return [c for c in last.tool_calls if c.id not in answered]
 
 
-def _control_change(
-    snap: ConversationSnapshot,
-    call: ToolCall,
-    record: ToolCallRecord,
-    workflow: Workflow,
-    finish: RunStats | None,
-) -> Change:
-    """The change a waiting control call makes; raises :class:`ToolError` on bad input."""
-    if call.name == FINISH:
-        answer = call.input.get("answer")
-        if not isinstance(answer, str) or not answer.strip():
-            raise ToolError("`answer` must be a non-empty string")
-        return Change(
-            entries=(ToolResultEntry(tool_use_id=call.id, content="The answer is in the thread."),),
-            tool_calls=(record.model_copy(update={"state": ToolState.DONE}),),
-            status=lifecycle.DONE,
-            position=workflow.next(snap.position, Transition.FINISHED),
-            events=(Answered(text=answer.strip(), stats=finish or RunStats()),),
-        )
-    request_id = uuid.uuid4().hex[:12]
-    if call.name == PROPOSE_PLAN:
-        steps, tools = plan_steps(call.input)
-        version = snap.plan_version + 1
-        older = tuple(
-            RequestResolution(
-                request_id=r.id,
-                state=RequestState.SUPERSEDED,
-                decision=r.decision,
-                by=r.decided_by,
-                only_if_open=False,
-            )
-            for r in snap.requests
-            if r.kind is RequestKind.PLAN_APPROVAL and r.state is not RequestState.SUPERSEDED
-        )
-        return Change(
-            resolve=older,
-            tool_calls=(record.model_copy(update={"state": ToolState.PENDING_APPROVAL}),),
-            open_request=PendingRequest(
-                id=request_id,
-                kind=RequestKind.PLAN_APPROVAL,
+def _all_open(
+    snap: ConversationSnapshot, read_only: Callable[[str], bool]
+) -> list[tuple[ToolCall, ToolCallRecord]]:
+    answered = _answered(snap)
+    found: list[tuple[ToolCall, ToolCallRecord]] = []
+    for rec in snap.journal:
+        if not isinstance(rec.entry, AssistantTurn):
+            continue
+        for index, call in enumerate(rec.entry.tool_calls):
+            if call.id in answered:
+                continue
+            record = snap.tool_calls.get(call.id) or ToolCallRecord(
                 tool_use_id=call.id,
-                plan_version=version,
-                prompt="\n".join(steps),
-            ),
-            status=lifecycle.waiting(WaitKind.PLAN_APPROVAL),
-            position=workflow.next(snap.position, Transition.PLAN_PROPOSED),
-            plan_version=version,
-            events=(
-                PlanProposed(
-                    request_id=request_id, version=version, steps=tuple(steps), tools=tuple(tools)
-                ),
-            ),
-        )
-    question = call.input.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise ToolError("`question` must be a non-empty string")
-    raw_options = call.input.get("options") or []
-    options = tuple(str(o) for o in raw_options) if isinstance(raw_options, list) else ()
-    return Change(
-        tool_calls=(record.model_copy(update={"state": ToolState.RUNNING}),),
-        open_request=PendingRequest(
-            id=request_id, kind=RequestKind.QUESTION, tool_use_id=call.id, prompt=question.strip()
-        ),
-        status=lifecycle.waiting(WaitKind.QUESTION),
-        events=(QuestionAsked(request_id=request_id, question=question.strip(), options=options),),
+                name=call.name,
+                input=call.input,
+                read_only=read_only(call.name),
+                state=ToolState.APPROVED,
+                turn_seq=rec.seq,
+                index=index,
+            )
+            found.append((call, record))
+    return found
+
+
+def _runnable(record: ToolCallRecord) -> bool:
+    if record.name in WAITING_CONTROL:
+        return False
+    return record.state in (ToolState.APPROVED, ToolState.RUNNING)
+
+
+def _approval_open(snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]) -> bool:
+    ids = {r.tool_use_id for r in gated}
+    return any(
+        r.kind is RequestKind.TOOL_APPROVAL
+        and r.state is RequestState.OPEN
+        and ids & set(r.tool_use_ids)
+        for r in snap.requests
     )

@@ -8,6 +8,7 @@ plan -> approve -> execute flow)::
     [positions.planning]
     instructions = "..."
     tools = ["read_only", "propose_plan", "ask_user", "finish"]
+    mutating = false
     [positions.planning.on]
     plan_proposed = "approval"
 
@@ -43,6 +44,8 @@ class Position(BaseModel):
     description: str = ""
     instructions: str = ""
     tools: tuple[str, ...] = ()
+    mutating: bool = False
+    """True where the plan is approved and the tool policy lets mutating tools run."""
     on: dict[Transition, str] = Field(default_factory=dict)
 
 

@@ -5,6 +5,7 @@ leaves no process of the command behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from pathlib import Path
@@ -334,6 +335,31 @@ async def test_stop_kills_the_command_and_its_children_before_the_task_ends(
         await task
     assert is_reaped(shell)
     assert not is_live(child)
+
+
+def live_pids_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and is_live(int(proc.name)):
+            with contextlib.suppress(OSError):
+                if (proc / "cwd").readlink() == directory:
+                    found.append(int(proc.name))
+    return found
+
+
+async def test_a_stop_at_any_moment_of_the_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    for ticks in range(12):  # cancel during the spawn, just after it, and later
+        workspace = tmp_path / str(ticks)
+        workspace.mkdir()
+        run = RunCommand().run({"command": "sleep 600 & sleep 600 & wait"}, ctx_for(workspace))
+        task = asyncio.create_task(run)
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert live_pids_in(real(workspace)) == []
 
 
 async def test_a_command_that_cannot_start_is_a_tool_error(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 One channel, threads, short message ids. :mod:`adapters.console.translate` holds the
 pure line grammar and transcript format; :mod:`adapters.console.runner` the
-:class:`ConsoleAdapter` that reads input, feeds the hub and prints what it sends.
+:class:`ConsoleAdapter` that reads input, feeds the hub and prints what it sends;
+:mod:`adapters.console.state` what it remembers (optionally in a state file).
 """
 
+from adapters.console.errors import ConsoleError, StateFileError
 from adapters.console.runner import ConsoleAdapter
 
-__all__ = ["ConsoleAdapter"]
+__all__ = ["ConsoleAdapter", "ConsoleError", "StateFileError"]

@@ -3,8 +3,10 @@
 :class:`ConsoleAdapter` reads input lines, hands what they mean to the hub (an
 :class:`conversations.adapter.InboundSink`) and implements
 :class:`conversations.adapter.Sender` by printing. It keeps only what a terminal
-needs: the message ids, which thread each message is in, and the idempotency keys
-it has already printed. It never touches a model or a store.
+needs (a :class:`adapters.console.state.ConsoleState`): the message ids, which
+thread each message is in, and the idempotency keys it has already printed, in
+memory or in a state file of its own so that they survive a restart. It never
+touches a model or the bot's store.
 """
 
 from __future__ import annotations
@@ -14,13 +16,18 @@ import queue
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TextIO, assert_never
 
 from adapters.console import translate
+from adapters.console.errors import StateFileError
+from adapters.console.state import ConsoleState
 from conversations.adapter import InboundSink
+from conversations.errors import DeliveryError
 from conversations.events import (
     AddReaction,
     CommandInvoked,
+    InboundEvent,
     MessagePosted,
     OutboundAction,
     PostReply,
@@ -40,6 +47,15 @@ class ConsoleAdapter:
     for ``settled()`` before reading the next; None means "when input is not a
     TTY", so a piped session prints each answer under the line that caused it,
     while a person at a terminal can type ``/stop`` while a run works.
+
+    ``state_file``: keep the ids, threads, delivery key counter and printed
+    idempotency keys in this append-only JSON-lines file (see
+    :mod:`adapters.console.state`), so that a new process continues the ids, knows
+    the threads of an earlier one and prints nothing for a send it already printed.
+    Raises :class:`adapters.console.errors.StateFileError` when it cannot be read.
+    None keeps them in memory, for this process only. ``session`` prefixes every
+    delivery key (``console:<session>:7``) and is the ``workspace`` of every ref;
+    with a state file none is needed.
     """
 
     platform: str = translate.PLATFORM
@@ -53,6 +69,7 @@ class ConsoleAdapter:
         bot_name: str = "threadbot",
         wait_between_lines: bool | None = None,
         session: str = "",
+        state_file: Path | None = None,
     ) -> None:
         self._input = input if input is not None else sys.stdin
         self._output = output if output is not None else sys.stdout
@@ -60,47 +77,48 @@ class ConsoleAdapter:
         self._bot_name = bot_name
         self._wait = wait_between_lines
         self._session = session
-        self._next_id = 1
-        self._next_counter = 1
-        self._roots: dict[int, int] = {}
-        self._texts: dict[int, str] = {}
-        self._sent: dict[str, str | None] = {}
+        self._state = ConsoleState(state_file)
 
     # --- Sender ------------------------------------------------------------------
 
     async def send(self, action: OutboundAction, *, idempotency_key: str) -> str | None:
         """Print ``action``; return the new message id (as str) for a :class:`PostReply`.
 
-        A second send with an ``idempotency_key`` already seen prints nothing and
-        returns what the first returned. ``PostReply`` in ``ref.thread`` (top level
-        when None) takes the next id; ``UpdateMessage`` and ``AddReaction`` return
-        None. Never raises for an unknown message id: it prints what it was given.
+        A send with an ``idempotency_key`` already printed (in this process, or in an
+        earlier one with the same state file) prints nothing and returns what the
+        first returned. ``PostReply`` in ``ref.thread`` (top level when None) takes
+        the next id; ``UpdateMessage`` and ``AddReaction`` return None. Never raises
+        for an unknown message id: it prints what it was given. Raises
+        :class:`DeliveryError` when the state file cannot be written to; the action
+        was printed then, and a retry with the same key returns without printing.
         """
-        if idempotency_key in self._sent:
-            return self._sent[idempotency_key]
-        result: str | None = None
-        match action:
-            case PostReply():
-                result = self._post(action)
-            case UpdateMessage():
-                self._update(action)
-            case AddReaction():
-                target = action.ref.message or "?"
-                in_thread = translate.in_thread(target, self._roots)
-                bot = self._bot_name
-                self._print(translate.render_reaction(target, in_thread, True, action.emoji, bot))
-            case _:
-                assert_never(action)
-        self._sent[idempotency_key] = result
-        return result
+        state = self._state
+        if idempotency_key in state.sent:
+            return state.sent[idempotency_key]
+        try:
+            match action:
+                case PostReply():
+                    return self._post(action, idempotency_key)
+                case UpdateMessage():
+                    self._update(action)
+                case AddReaction():
+                    target = action.ref.message or "?"
+                    in_thread = translate.in_thread(target, state.roots)
+                    bot = self._bot_name
+                    self._print(
+                        translate.render_reaction(target, in_thread, True, action.emoji, bot)
+                    )
+                case _:
+                    assert_never(action)
+            state.add_sent(idempotency_key)
+            return None
+        except StateFileError as exc:
+            raise DeliveryError(f"printed, but not recorded: {exc}") from exc
 
-    def _post(self, action: PostReply) -> str:
-        message_id = self._next_id
-        self._next_id += 1
+    def _post(self, action: PostReply, key: str) -> str:
+        message_id = self._state.next_id
         thread = action.ref.thread
         root = int(thread) if thread is not None and thread.isdigit() else message_id
-        self._roots[message_id] = root
-        self._texts[message_id] = action.text
         lines = translate.render_message(
             message_id,
             thread,
@@ -110,14 +128,15 @@ class ConsoleAdapter:
             reactions=action.reactions,
         )
         self._print(*lines)
+        self._state.add_message(message_id, root, author=self._bot_name, key=key)
         return str(message_id)
 
     def _update(self, action: UpdateMessage) -> None:
         target = action.ref.message or "?"
         thread = action.ref.thread
-        if target.isdigit() and int(target) in self._roots:
-            self._texts[int(target)] = action.text
-            root = self._roots[int(target)]
+        roots = self._state.roots
+        if target.isdigit() and int(target) in roots:
+            root = roots[int(target)]
             thread = None if root == int(target) else str(root)
         lines = translate.render_message(
             target, thread, self._bot_name, action.text, edited=True, buttons=action.buttons
@@ -132,7 +151,9 @@ class ConsoleAdapter:
         Prints the person's messages with their ids, ``! ...`` for a line that
         cannot be sent (nothing is sent then). At the end awaits ``settled()`` (the
         hub's "every run finished or waits for a person, every message delivered")
-        and returns 0, the exit status. Errors raised by ``hub.handle`` propagate.
+        and returns 0, the exit status. Errors raised by ``hub.handle`` propagate, and
+        so does :class:`StateFileError` when the state file cannot be written to
+        (the line was printed, not handed to the hub).
         """
         interactive = self._isatty(self._input)
         wait = (not interactive) if self._wait is None else self._wait
@@ -156,14 +177,8 @@ class ConsoleAdapter:
     async def _apply(self, parsed: translate.Parsed, hub: InboundSink) -> bool:
         """Do what one parsed line asks; True when an event went to the hub."""
         match parsed:
-            case MessagePosted():
-                message_id = int(parsed.ref.message or 0)
-                thread = parsed.ref.thread
-                self._roots[message_id] = message_id if thread is None else int(thread)
-                self._texts[message_id] = parsed.text
-                self._next_id = message_id + 1
-            case ReactionChanged() | CommandInvoked():
-                self._next_counter += 1
+            case MessagePosted() | ReactionChanged() | CommandInvoked():
+                pass
             case translate.SwitchUser(name=name):
                 self._author = translate.author_for(name)
                 self._print(f"* you are now {name}")
@@ -178,16 +193,29 @@ class ConsoleAdapter:
                 return False
             case _:
                 assert_never(parsed)
-        self._print(*translate.echo(parsed, self._roots))
+        self._print(*translate.echo(parsed, self._state.roots))
+        self._record(parsed)
         await hub.handle(parsed)
         return True
+
+    def _record(self, event: InboundEvent) -> None:
+        """Record the id (a message) or the delivery key counter (the rest) ``event`` used."""
+        match event:
+            case MessagePosted(ref=ref, author=author):
+                message_id = int(ref.message or 0)
+                root = message_id if ref.thread is None else int(ref.thread)
+                self._state.add_message(message_id, root, author=author.name, key=None)
+            case ReactionChanged() | CommandInvoked():
+                self._state.use_counter()
+            case _:
+                assert_never(event)
 
     def _context(self) -> translate.Context:
         return translate.Context(
             author=self._author,
-            next_id=self._next_id,
-            next_counter=self._next_counter,
-            roots=self._roots,
+            next_id=self._state.next_id,
+            next_counter=self._state.next_counter,
+            roots=self._state.roots,
             session=self._session,
         )
 

@@ -78,7 +78,7 @@ class Context:
     session: str = ""
     """Names this console session (the ``workspace`` of every ref, and part of each
     delivery key) so that ids restarting at 1 never collide with an earlier
-    session's in a durable store."""
+    session's in a durable store. Not needed with a state file, where ids go on."""
 
     @property
     def key_prefix(self) -> str:
@@ -284,7 +284,8 @@ def render_reaction(target: str, in_thread: bool, added: bool, emoji: str, name:
 def echo(event: InboundEvent, roots: Mapping[int, int]) -> list[str]:
     """The transcript lines for what a person sent (``event`` from :func:`parse_line`).
 
-    ``roots`` must already hold the event's own message id for a message.
+    ``roots`` (message id to thread root) tells whether a reaction's target is in a
+    thread; a message's own line needs only its ref.
     """
     ref, name = event.ref, event.author.name
     match event:

@@ -4,6 +4,13 @@ SQLite (through aiosqlite, WAL mode) is the embedded default; the schema is
 created and upgraded by Alembic migrations (``conversations/migrations``).
 """
 
-from conversations.store.store import ConversationInfo, MessageLink, Outgoing, PendingSend, Store
+from conversations.store.store import (
+    ConversationInfo,
+    DueRequest,
+    MessageLink,
+    Outgoing,
+    PendingSend,
+    Store,
+)
 
-__all__ = ["ConversationInfo", "MessageLink", "Outgoing", "PendingSend", "Store"]
+__all__ = ["ConversationInfo", "DueRequest", "MessageLink", "Outgoing", "PendingSend", "Store"]

@@ -42,6 +42,9 @@ class ConversationRow(Base):
     position: Mapped[str] = mapped_column(String(64))
     plan_version: Mapped[int] = mapped_column(Integer, default=0)
     workspace_dir: Mapped[str] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    """Process that may run the conversation until ``lease_until`` (one run per conversation)."""
+    lease_until: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -98,6 +101,11 @@ class RequestRow(Base):
     tool_use_id: Mapped[str | None] = mapped_column(String(128))
     plan_version: Mapped[int | None] = mapped_column(Integer)
     prompt: Mapped[str] = mapped_column(Text, default="")
+    tool_use_ids: Mapped[dict[str, Any] | None]
+    """``{"ids": [...]}``: the gated calls of a tool approval request."""
+    expires_at: Mapped[datetime | None]
+    remind_at: Mapped[datetime | None]
+    reminded_at: Mapped[datetime | None]
     decision: Mapped[str | None] = mapped_column(String(32))
     decided_by_id: Mapped[str | None] = mapped_column(String(128))
     decided_by_name: Mapped[str | None] = mapped_column(String(256))

@@ -13,7 +13,7 @@ import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,15 @@ class ConversationInfo:
     binding: PlatformRef
     requester: Person
     status: Status
+
+
+@dataclass(frozen=True)
+class DueRequest:
+    """An open request whose reminder (``expired`` False) or expiry has come."""
+
+    conversation_id: str
+    request_id: str
+    expired: bool
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,84 @@ class Store:
             row = await session.get(RequestRow, request_id)
             return RequestState(row.state) if row else None
 
+    async def running(self) -> list[str]:
+        """Ids of conversations left ``running`` (to resume at start), oldest first."""
+        stmt = (
+            select(ConversationRow.id)
+            .where(ConversationRow.lifecycle == Lifecycle.RUNNING.value)
+            .order_by(ConversationRow.updated_at)
+        )
+        async with self._sessions() as session:
+            return list((await session.execute(stmt)).scalars())
+
+    # --- leases ----------------------------------------------------------------
+
+    async def acquire_lease(
+        self, conversation_id: str, owner: str, *, ttl: float, now: datetime | None = None
+    ) -> bool:
+        """Take or renew the right to run a conversation for ``ttl`` seconds.
+
+        True when ``owner`` holds the lease afterwards: it was free, expired, or
+        already ``owner``'s. One process at a time runs a conversation.
+        """
+        now = now or utcnow()
+        stmt = (
+            update(ConversationRow)
+            .where(
+                ConversationRow.id == conversation_id,
+                (ConversationRow.lease_owner.is_(None))
+                | (ConversationRow.lease_owner == owner)
+                | (ConversationRow.lease_until < now),
+            )
+            .values(lease_owner=owner, lease_until=now + timedelta(seconds=ttl))
+        )
+        async with self._write() as session:
+            result = await session.execute(stmt)
+            return bool(getattr(result, "rowcount", 0))
+
+    async def release_lease(self, conversation_id: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it."""
+        async with self._write() as session:
+            await session.execute(
+                update(ConversationRow)
+                .where(ConversationRow.id == conversation_id, ConversationRow.lease_owner == owner)
+                .values(lease_owner=None, lease_until=None)
+            )
+
+    # --- reminders and expiry ---------------------------------------------------
+
+    async def due_requests(self, now: datetime) -> list[DueRequest]:
+        """Open requests whose reminder or expiry time has come, oldest first."""
+        stmt = (
+            select(RequestRow)
+            .where(
+                RequestRow.state == RequestState.OPEN.value,
+                ((RequestRow.remind_at <= now) & RequestRow.reminded_at.is_(None))
+                | (RequestRow.expires_at <= now),
+            )
+            .order_by(RequestRow.created_at)
+        )
+        async with self._sessions() as session:
+            rows = (await session.execute(stmt)).scalars()
+            return [
+                DueRequest(
+                    conversation_id=r.conversation_id,
+                    request_id=r.id,
+                    expired=r.expires_at is not None and _aware(r.expires_at) <= now,  # type: ignore[operator]
+                )
+                for r in rows
+            ]
+
+    async def mark_reminded(self, request_id: str, now: datetime) -> bool:
+        """Record the one reminder of a request; False when it was reminded already."""
+        async with self._write() as session:
+            result = await session.execute(
+                update(RequestRow)
+                .where(RequestRow.id == request_id, RequestRow.reminded_at.is_(None))
+                .values(reminded_at=now)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
     # --- core.journal.Journal --------------------------------------------------
 
     async def load(self, conversation_id: str) -> ConversationSnapshot:
@@ -274,7 +361,7 @@ class Store:
                 journal=tuple(
                     JournalRecord(
                         seq=j.seq,
-                        at=j.created_at.replace(tzinfo=j.created_at.tzinfo or UTC),
+                        at=_aware(j.created_at) or j.created_at,
                         entry=_entry_adapter.validate_python(j.body),
                     )
                     for j in journal
@@ -292,6 +379,7 @@ class Store:
         wrote_outbox = False
         async with self._write() as session:
             row = await _conversation(session, conversation_id)
+            await _check_pending(session, change.guard_pending)
             seqs = await self._append(session, conversation_id, change.entries)
             for record in change.tool_calls:
                 await session.merge(_tool_row(conversation_id, record))
@@ -466,6 +554,18 @@ async def _conversation(session: AsyncSession, conversation_id: str) -> Conversa
     return row
 
 
+async def _check_pending(session: AsyncSession, tool_use_ids: Sequence[str]) -> None:
+    if not tool_use_ids:
+        return
+    states = (
+        await session.execute(
+            select(ToolCallRow.state).where(ToolCallRow.tool_use_id.in_(tool_use_ids))
+        )
+    ).scalars()
+    if list(states).count(ToolState.PENDING_APPROVAL.value) != len(set(tool_use_ids)):
+        raise RequestConflict("a gated tool call was decided meanwhile")
+
+
 def _binding(row: ConversationRow) -> PlatformRef:
     return PlatformRef(
         platform=row.platform,
@@ -541,6 +641,9 @@ def _request(row: RequestRow) -> PendingRequest:
         tool_use_id=row.tool_use_id,
         plan_version=row.plan_version,
         prompt=row.prompt,
+        tool_use_ids=tuple((row.tool_use_ids or {}).get("ids", ())),
+        expires_at=_aware(row.expires_at),
+        remind_at=_aware(row.remind_at),
         decision=row.decision,
         decided_by=decided_by,
     )
@@ -555,7 +658,17 @@ def _request_row(conversation_id: str, request: PendingRequest) -> RequestRow:
         tool_use_id=request.tool_use_id,
         plan_version=request.plan_version,
         prompt=request.prompt,
+        tool_use_ids={"ids": list(request.tool_use_ids)} if request.tool_use_ids else None,
+        expires_at=request.expires_at,
+        remind_at=request.remind_at,
     )
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every time stored here is UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
 
 
 def _outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
@@ -573,6 +686,7 @@ def _outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
 
 __all__ = [
     "ConversationInfo",
+    "DueRequest",
     "MessageLink",
     "Outgoing",
     "PendingSend",

@@ -20,6 +20,8 @@ ASK_USER = "ask_user"
 FINISH = "finish"
 REPORT_PROGRESS = "report_progress"
 CONTROL_TOOLS = frozenset({PROPOSE_PLAN, ASK_USER, FINISH, REPORT_PROGRESS})
+WAITING_CONTROL = frozenset({PROPOSE_PLAN, ASK_USER, FINISH})
+"""Control tools that end the turn: they wait for a person, or finish the run."""
 
 
 def _string_list(value: object, field: str) -> list[str]:

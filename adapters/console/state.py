@@ -1,0 +1,180 @@
+"""What the console remembers, in memory or in an append-only JSON-lines state file.
+
+The console numbers every message (a person's or the bot's) with a short integer id
+and knows which thread each one is in; the bot stores those ids. So that they
+still mean the same after a restart, :class:`ConsoleState` can keep a journal of
+its own: one JSON object a line, appended and ``fsync``-ed as things happen, replayed
+at start. The lines (the :data:`StateLine` shapes)::
+
+    {"id": 7, "root": 1, "key": "tb-12", "author": "threadbot"}   a message got id 7
+    {"counter": 3}                                                a reaction or command
+                                                                  used delivery key r3
+    {"key": "tb-13"}                                              the bot's edit or reaction
+                                                                  with that key was printed
+
+``key`` is the idempotency key of a bot's send (None for a person's message); a key
+seen in the file is never printed again, and a post's key gives back its id.
+
+Crash windows. The runner prints first and records second, so a crash can lose a
+record but never hide a printed message. If the process dies between the two (a
+write and one ``fsync``), the next process does not know that message: a bot's
+message is printed again when the bot redelivers it (the bot had not stored its
+id either, since ``send`` had not returned), and the lost id is given again to the
+next message. A crash in the middle of a write leaves a torn last line; replay drops
+it (and cuts it off the file so later lines stay whole). Any other bad line is an
+error: the file was damaged by something else.
+
+One process per file: nothing locks it. The keys are the bot's outbox ids, so the
+file belongs with the bot's database: a new database with an old state file would
+have the console drop the new database's first sends as already printed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import assert_never
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from adapters.console.errors import StateFileError
+
+_LINE_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class MessageLine(BaseModel):
+    """Message ``id`` is in the thread of ``root`` (itself for a top-level message).
+
+    ``key`` is the idempotency key of the bot's send that printed it, None for a
+    person's message; ``author`` the name printed on it (for people reading the file).
+    """
+
+    model_config = _LINE_CONFIG
+    id: int
+    root: int
+    key: str | None
+    author: str
+
+
+class CounterLine(BaseModel):
+    """A reaction or command was handed to the hub with delivery key counter ``counter``."""
+
+    model_config = _LINE_CONFIG
+    counter: int
+
+
+class SentLine(BaseModel):
+    """The bot's send with idempotency key ``key`` (an edit or a reaction) was printed."""
+
+    model_config = _LINE_CONFIG
+    key: str
+
+
+StateLine = MessageLine | CounterLine | SentLine
+_state_line: TypeAdapter[StateLine] = TypeAdapter(StateLine)
+
+
+class ConsoleState:
+    """The next message id and delivery key counter, every message's root, the keys printed.
+
+    With ``path`` None it lives in memory only. Otherwise the constructor creates the
+    parent directories and the file if missing, replays it (dropping a torn last
+    line) and every change is appended to it before the method returns. Raises
+    :class:`StateFileError` when the file cannot be read, has a bad line before the
+    last one, or cannot be written to.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.next_id = 1
+        """The id the next message gets (one past the highest id recorded)."""
+        self.next_counter = 1
+        """The number in the next reaction's or command's delivery key (``r<n>``)."""
+        self._roots: dict[int, int] = {}
+        self._sent: dict[str, str | None] = {}
+        if path is not None:
+            self._replay(path)
+
+    @property
+    def roots(self) -> Mapping[int, int]:
+        """Every known message id mapped to its thread root's id (a root maps to itself)."""
+        return self._roots
+
+    @property
+    def sent(self) -> Mapping[str, str | None]:
+        """Every idempotency key printed, mapped to what ``send`` returned for it."""
+        return self._sent
+
+    def add_message(self, message_id: int, root: int, *, author: str, key: str | None) -> None:
+        """Record that ``message_id`` (in the thread of ``root``) was printed."""
+        self._add(MessageLine(id=message_id, root=root, key=key, author=author))
+
+    def add_sent(self, key: str) -> None:
+        """Record that the bot's send ``key`` was printed and gave no message id."""
+        self._add(SentLine(key=key))
+
+    def use_counter(self) -> None:
+        """Record that delivery key counter :attr:`next_counter` was used."""
+        self._add(CounterLine(counter=self.next_counter))
+
+    def _add(self, line: StateLine) -> None:
+        self._apply(line)  # first, so a retry after a failed write is still deduplicated
+        if self.path is None:
+            return
+        try:
+            with self.path.open("ab") as file:
+                file.write(line.model_dump_json().encode() + b"\n")
+                file.flush()
+                os.fsync(file.fileno())
+        except OSError as exc:
+            raise StateFileError(f"cannot write the console state file {self.path}: {exc}") from exc
+
+    def _apply(self, line: StateLine) -> None:
+        match line:
+            case MessageLine(id=message_id, root=root, key=key):
+                self._roots[message_id] = root
+                self.next_id = max(self.next_id, message_id + 1)
+                if key is not None:
+                    self._sent[key] = str(message_id)
+            case CounterLine(counter=counter):
+                self.next_counter = max(self.next_counter, counter + 1)
+            case SentLine(key=key):
+                self._sent.setdefault(key, None)
+            case _:
+                assert_never(line)
+
+    def _replay(self, path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a+b") as file:  # creates it; fails now if it cannot be written
+                file.seek(0)
+                data = file.read()
+                keep = self._replay_lines(path, data)
+                if keep < len(data) or (keep and not data[:keep].endswith(b"\n")):
+                    file.truncate(keep)  # a torn last line; later appends start a new line
+                    if keep and not data[:keep].endswith(b"\n"):
+                        file.write(b"\n")
+                    file.flush()
+                    os.fsync(file.fileno())
+        except OSError as exc:
+            raise StateFileError(f"cannot open the console state file {path}: {exc}") from exc
+
+    def _replay_lines(self, path: Path, data: bytes) -> int:
+        """Apply every line of ``data``; return how many leading bytes to keep."""
+        chunks = data.split(b"\n")
+        start = 0
+        for number, chunk in enumerate(chunks, 1):
+            if chunk.strip():
+                try:
+                    line = _state_line.validate_json(chunk)
+                except ValidationError as exc:
+                    if any(rest.strip() for rest in chunks[number:]):
+                        raise StateFileError(
+                            f"the console state file {path} has a bad line {number}: "
+                            f"{chunk[:80]!r} (fix or remove the file)"
+                        ) from exc
+                    return start  # torn by a crash mid-write: drop it
+                self._apply(line)
+            start += len(chunk) + 1
+        return len(data)

@@ -1,0 +1,378 @@
+"""The tool policy: may this tool call run now, must a person be asked, or is it denied?
+
+A pure check with no side effects: :meth:`ToolPolicy.check` looks at the tool's
+name, whether it is read-only, its arguments and whether the plan is approved,
+and returns a :class:`Verdict` (``allow``, ``deny`` or ``ask``, a reason people
+and the model read, and the rule that matched, for logs). The engine acts on it.
+
+Rule order (first that applies wins):
+
+1. control tools (:data:`core.tools.control.CONTROL_TOOLS`): ``allow``;
+2. the explicit :attr:`ToolPolicy.rules`, in order;
+3. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
+   pattern (``rm -rf``, ``git push``, ``curl`` ...): ``ask``;
+4. read-only tools: ``allow``;
+5. mutating tools: ``allow`` once the plan is approved, ``deny`` before
+   (or always ``allow`` when ``mutating_needs_plan`` is off).
+
+Command patterns match wherever a command starts: at the beginning, after
+``;``, ``&``, ``|``, ``(``, ``{``, a backtick, a quote, a newline or ``-exec``,
+and after wrappers such as ``env``, ``xargs``, ``timeout 10``, ``VAR=x`` or
+``then``. Quotes and backslashes are also read as the shell joins them
+(``'r'm -rf`` is ``rm -rf``). This errs towards asking: ``echo "x; curl"``
+asks too. It is a guard, not a sandbox: a script, an alias or ``$CMD`` is not
+seen through.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from core.tools.command import RunCommand
+from core.tools.control import CONTROL_TOOLS
+
+RUN_COMMAND = RunCommand.spec.name
+
+_ASK_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "deletes files recursively",
+        ("rm -rf", "rm -fr", "rm -fR", "rm -r", "rm -R", "rm --recursive"),
+    ),
+    ("publishes commits to a remote", ("git push",)),
+    ("reaches the network", ("curl", "wget")),
+    ("runs as root", ("sudo",)),
+    ("reaches another machine", ("ssh", "scp")),
+    ("writes raw data to files or disks", ("dd ",)),
+    ("formats a file system", ("mkfs",)),
+    ("changes permissions of a whole tree", ("chmod -R",)),
+    ("changes owners of a whole tree", ("chown -R",)),
+    ("publishes a package", ("npm publish",)),
+    (
+        "installs packages from the network",
+        ("pip install", "pip3 install", "python -m pip install", "python3 -m pip install"),
+    ),
+    ("controls containers on the host", ("docker",)),
+    ("changes a cluster", ("kubectl",)),
+)
+_ASK_WHY = {pattern: why for why, patterns in _ASK_GROUPS for pattern in patterns}
+
+DEFAULT_ASK_COMMANDS: tuple[str, ...] = tuple(_ASK_WHY)
+"""Destructive or outward-reaching command prefixes that ask by default."""
+
+_SEPARATORS = r"[;&|(){}`\n\r]|(?<![\w-])-(?:exec|execdir|ok|okdir)(?![\w-])"
+_CHAIN = re.compile(_SEPARATORS)
+_CHAIN_OR_QUOTE = re.compile(_SEPARATORS + r"|[\"']")
+_WRAPPERS = (
+    "then|do|else|elif|if|while|until|time|nohup|exec|command|builtin|env|xargs|nice|ionice|"
+    "stdbuf|timeout|watch|setsid|unbuffer|strace|chroot|doas|sudo|su|runuser|eval"
+)
+_LEAD = re.compile(
+    rf"(?:[!{{}}()]|(?:{_WRAPPERS})(?=\s|$)|-\S*|\d\S*|[A-Za-z_]\w*=\S*|\S*/(?=\S))\s*"
+)
+_MAX_STRIPS = 32
+
+
+class Decision(StrEnum):
+    """What the policy says about a tool call."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    ASK = "ask"
+
+
+class Verdict(BaseModel):
+    """The outcome of :meth:`ToolPolicy.check`.
+
+    ``reason`` is readable, shown to people and the model (e.g. "`rm -rf` deletes
+    files recursively: the policy asks first"); ``rule`` names what matched, for
+    logs (``control_tool``, ``rules[0] ...``, ``ask_commands 'rm -rf'``,
+    ``read_only``, ``mutating``, ``plan_approved``, ``plan_not_approved``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: Decision
+    reason: str
+    rule: str
+
+
+class Rule(BaseModel):
+    """An explicit rule: ``tool`` (a name or ``"*"``), optional patterns, a decision.
+
+    ``command_prefix`` applies to the ``command`` argument, ``path_glob`` (fnmatch,
+    ``*`` crosses ``/``) to the normalized relative ``path`` argument; a rule with a
+    pattern matches only when that argument is a string that matches (both, when
+    both are given). A ``deny`` or ``ask`` rule matches generously: the prefix at
+    any command start, the glob case-insensitively and, for an absolute path, on any
+    trailing part of it. An ``allow`` rule matches strictly: every command of a
+    chain (``a && b``) starts with the prefix, the glob matches the relative path.
+    ``reason`` is shown when the rule matches; empty means a generated one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    decision: Decision
+    command_prefix: str | None = None
+    path_glob: str | None = None
+    reason: str = ""
+
+    @field_validator("tool", "command_prefix", "path_glob")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    def matches(self, tool_name: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether the rule applies to a call of ``tool_name`` with ``arguments``."""
+        if self.tool not in ("*", tool_name):
+            return False
+        strict = self.decision is Decision.ALLOW
+        if self.command_prefix is not None:
+            command = arguments.get("command")
+            if not isinstance(command, str) or not _prefix_matches(
+                command, self.command_prefix, strict=strict
+            ):
+                return False
+        if self.path_glob is not None:
+            path = arguments.get("path")
+            if not isinstance(path, str) or not _glob_matches(path, self.path_glob, strict=strict):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """The generated reason, e.g. "the policy denies `run_command` for commands ..."."""
+        verb = {Decision.ALLOW: "allows", Decision.DENY: "denies", Decision.ASK: "asks before"}
+        what = "every tool" if self.tool == "*" else f"`{self.tool}`"
+        parts = []
+        if self.command_prefix is not None:
+            parts.append(f"commands starting with `{self.command_prefix}`")
+        if self.path_glob is not None:
+            parts.append(f"paths matching `{self.path_glob}`")
+        scope = f" for {' and '.join(parts)}" if parts else ""
+        return f"the policy {verb[self.decision]} {what}{scope}"
+
+    def label(self) -> str:
+        """A compact form for logs: ``run_command command_prefix='make deploy' -> deny``."""
+        prefix = "" if self.command_prefix is None else f" command_prefix={self.command_prefix!r}"
+        glob = "" if self.path_glob is None else f" path_glob={self.path_glob!r}"
+        return f"{self.tool}{prefix}{glob} -> {self.decision}"
+
+
+class ToolPolicy(BaseModel):
+    """Explicit rules, the ask list for ``run_command``, and the plan gate.
+
+    Build it with :func:`default_policy` or :meth:`from_toml_table`; decide with
+    :meth:`check` (the rule order is in this module's docstring).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rules: tuple[Rule, ...] = ()
+    ask_commands: tuple[str, ...] = DEFAULT_ASK_COMMANDS
+    mutating_needs_plan: bool = True
+
+    @field_validator("ask_commands")
+    @classmethod
+    def _no_blank_pattern(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not pattern.strip() for pattern in value):
+            raise ValueError("patterns must not be empty")
+        return value
+
+    def check(
+        self, *, tool_name: str, read_only: bool, arguments: Mapping[str, Any], plan_approved: bool
+    ) -> Verdict:
+        """The verdict on one call; pure: the same input always gives the same verdict."""
+        if tool_name in CONTROL_TOOLS:
+            return _verdict(Decision.ALLOW, "control tools are always allowed", "control_tool")
+        for index, rule in enumerate(self.rules):
+            if rule.matches(tool_name, arguments):
+                reason = rule.reason or rule.describe()
+                return _verdict(rule.decision, reason, f"rules[{index}] {rule.label()}")
+        command = arguments.get("command")
+        if tool_name == RUN_COMMAND and isinstance(command, str):
+            wanted = tuple(_wanted(pattern) for pattern in self.ask_commands)
+            starts = [start for start in _command_starts(command) if start.startswith(wanted)]
+            for pattern, want in zip(self.ask_commands, wanted, strict=True):
+                if any(start.startswith(want) for start in starts):
+                    why = _ASK_WHY.get(pattern, "is on the policy's ask list")
+                    reason = f"`{pattern.strip()}` {why}: the policy asks first"
+                    return _verdict(Decision.ASK, reason, f"ask_commands {pattern!r}")
+        return self._default(read_only=read_only, plan_approved=plan_approved)
+
+    def _default(self, *, read_only: bool, plan_approved: bool) -> Verdict:
+        if read_only:
+            return _verdict(Decision.ALLOW, "read-only tools are allowed", "read_only")
+        if not self.mutating_needs_plan:
+            return _verdict(Decision.ALLOW, "mutating tools are allowed", "mutating")
+        if plan_approved:
+            reason = "the plan is approved: mutating tools are allowed"
+            return _verdict(Decision.ALLOW, reason, "plan_approved")
+        reason = "mutating tools run only after the plan is approved"
+        return _verdict(Decision.DENY, reason, "plan_not_approved")
+
+    @classmethod
+    def from_toml_table(cls, data: Mapping[str, Any]) -> ToolPolicy:
+        """The policy of a settings ``[policy]`` table (pass the inner table).
+
+        Keys: ``rules`` (``[[policy.rules]]`` tables with ``tool``, ``decision``,
+        ``command_prefix``?, ``path_glob``?, ``reason``?), ``ask_commands``? (replaces
+        the default list), ``mutating_needs_plan``?. Raises :class:`ValueError` naming
+        the rule for a missing ``tool`` or ``decision``, an unknown decision, an unknown
+        key or a wrong type.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError("policy must be a table")
+        raw_rules = data.get("rules", [])
+        if not isinstance(raw_rules, list | tuple):
+            raise ValueError("policy.rules must be an array of tables ([[policy.rules]])")
+        rules = tuple(_rule_from_table(index, table) for index, table in enumerate(raw_rules))
+        try:
+            return cls.model_validate({**data, "rules": rules})
+        except ValidationError as exc:
+            raise ValueError(f"policy: {_errors(exc)}") from exc
+
+
+def default_policy() -> ToolPolicy:
+    """The shipped policy: no explicit rules, the default ask list, the plan gate on."""
+    return ToolPolicy()
+
+
+def summarize_call(tool_name: str, arguments: Mapping[str, Any], limit: int = 80) -> str:
+    """A one-line summary of a call for approval messages, at most ``limit`` characters.
+
+    ``run_command`` -> the command in backticks; a tool with a ``path`` ->
+    ``write_file notes/a.md``; others -> ``name(key=value, ...)``. Long text is
+    shortened with ``…``, line breaks show as ``⏎``. Raises :class:`ValueError` when
+    ``limit`` is below 10.
+    """
+    if limit < 10:
+        raise ValueError("limit must be at least 10 characters")
+    command = arguments.get("command")
+    if tool_name == RUN_COMMAND and isinstance(command, str):
+        # A backtick inside would end the code span: show a look-alike instead.
+        return f"`{_shorten(_one_line(command).replace('`', 'ˋ'), limit - 2)}`"
+    path = arguments.get("path")
+    if isinstance(path, str):
+        room = max(limit - len(tool_name) - 1, 1)
+        return _shorten(f"{tool_name} {_shorten_left(_one_line(path), room)}", limit)
+    shown = ", ".join(f"{key}={_shorten(_one_line(_show(v)), 30)}" for key, v in arguments.items())
+    return _shorten(f"{tool_name}({shown})", limit)
+
+
+# --- matching ---------------------------------------------------------------------
+
+
+def _prefix_matches(command: str, prefix: str, *, strict: bool) -> bool:
+    """Strict: every command of the chain starts with ``prefix``. Else: any command start."""
+    want = _wanted(prefix)
+    if strict:
+        text = command.replace("\\\n", " ")
+        starts = [_squash(part) for part in _CHAIN.split(text)]
+        starts = [start for start in starts if start]
+        return bool(starts) and all(start.startswith(want) for start in starts)
+    return any(start.startswith(want) for start in _command_starts(command))
+
+
+def _wanted(prefix: str) -> str:
+    """``prefix`` as command starts are written: squashed, a trailing space kept (``dd ``)."""
+    return _squash(prefix) + (" " if prefix[-1:].isspace() else "")
+
+
+def _command_starts(command: str) -> Iterator[str]:
+    """Every text that could be where a command starts, whitespace squashed (generous)."""
+    text = command.replace("\\\n", " ").replace("\\", "")
+    yield _squash(text)
+    for splitter, source in (
+        (_CHAIN, text.replace('"', "").replace("'", "")),
+        (_CHAIN_OR_QUOTE, text),
+    ):
+        for part in splitter.split(source):
+            yield from _unwrapped(part)
+
+
+def _unwrapped(part: str) -> Iterator[str]:
+    """``part`` and what is left after each leading wrapper, option, assignment or
+    directory (``/usr/bin/curl`` -> ``curl``)."""
+    rest = _squash(part)
+    for _ in range(_MAX_STRIPS):
+        if not rest:
+            return
+        yield rest
+        lead = _LEAD.match(rest)
+        if lead is None or not lead.end():
+            return
+        rest = rest[lead.end() :]
+
+
+def _glob_matches(path: str, glob: str, *, strict: bool) -> bool:
+    """fnmatch ``glob`` on the normalized path (see :class:`Rule` for strict)."""
+    normal = posixpath.normpath(path)
+    if strict:
+        return fnmatchcase(normal, glob)
+    parts = normal.lstrip("/").split("/")
+    candidates = [normal.lstrip("/")]
+    if normal.startswith("/"):
+        candidates += ["/".join(parts[i:]) for i in range(1, len(parts))]
+    return any(fnmatchcase(c.lower(), glob.lower()) for c in candidates)
+
+
+# --- text -------------------------------------------------------------------------
+
+
+def _verdict(decision: Decision, reason: str, rule: str) -> Verdict:
+    return Verdict(decision=decision, reason=reason, rule=rule)
+
+
+def _rule_from_table(index: int, table: object) -> Rule:
+    where = f"policy.rules[{index}]"
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{where} must be a table")
+    if "tool" not in table:
+        raise ValueError(f'{where} has no `tool`: give a tool name or "*"')
+    if "decision" not in table:
+        raise ValueError(f"{where} has no `decision`: use allow, deny or ask")
+    if table["decision"] not in {d.value for d in Decision}:
+        raise ValueError(
+            f"{where} has an unknown decision {table['decision']!r}: use allow, deny or ask"
+        )
+    try:
+        return Rule.model_validate(table)
+    except ValidationError as exc:
+        raise ValueError(f"{where}: {_errors(exc)}") from exc
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'table'}: {error['msg']}"
+        for error in exc.errors()
+    )
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _one_line(text: str) -> str:
+    return " ⏎ ".join(_squash(line) for line in text.strip().splitlines())
+
+
+def _show(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shorten_left(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "…" + text[len(text) - limit + 1 :]
