@@ -190,7 +190,12 @@ class Hub:
         await self._decide(conversation, link.request_id, approve, event.author)
 
     async def _decide(
-        self, conversation: ConversationInfo, request_id: str, approve: bool, who: Author
+        self,
+        conversation: ConversationInfo,
+        request_id: str,
+        approve: bool,
+        who: Author,
+        call: int | None = None,
     ) -> None:
         state = await self._store.request_state(request_id)
         if state is RequestState.SUPERSEDED:
@@ -203,7 +208,7 @@ class Hub:
                 conversation, f"Only the requester or an approver can decide this, {who.name}."
             )
             return
-        decision = Decision(request_id=request_id, approved=approve, by=_person_of(who))
+        decision = Decision(request_id=request_id, approved=approve, by=_person_of(who), call=call)
         outcome = await self._engine.decide(conversation.id, decision)
         if outcome is DecideOutcome.ALREADY_DECIDED:
             await self._notice(conversation, f"This was already decided, {who.name}.")
@@ -256,9 +261,25 @@ class Hub:
             )
 
     async def _decide_one(self, event: CommandInvoked) -> None:
-        conversation = await self._store.find_by_thread(event.ref)
-        if conversation is not None:
-            await self._notice(conversation, "That message has no tool calls to decide one by one.")
+        """``decide`` with args ``"N.K EMOJI"``: decide call K of the request on message N."""
+        parts = event.args.split()
+        number = parts[0].partition(".")[2] if parts else ""
+        if len(parts) != 2 or not number.isdigit() or event.ref.message is None:
+            await self._reply(event.ref, "Say which call to decide, e.g. +✅ 3.2")
+            return
+        link = await self._store.find_by_message(
+            event.ref.platform, event.ref.channel, event.ref.message
+        )
+        if link is None or link.request_id is None:
+            await self._reply(event.ref, "That message asks for no decision.")
+            return
+        emoji = parts[1]
+        approve = emoji in self._settings.approve_reactions
+        if not approve and emoji not in self._settings.reject_reactions:
+            await self._reply(event.ref, f"Use an approve or reject reaction, not {emoji}.")
+            return
+        conversation = await self._store.info(link.conversation_id)
+        await self._decide(conversation, link.request_id, approve, event.author, int(number))
 
     async def _stop(self, conversation: ConversationInfo, who: Author, ref: PlatformRef) -> None:
         if not self._settings.access.may_stop(who, conversation.requester):

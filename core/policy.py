@@ -235,6 +235,8 @@ class ToolPolicy(BaseModel):
         raw_rules = data.get("rules", [])
         if not isinstance(raw_rules, list | tuple):
             raise ValueError("policy.rules must be an array of tables ([[policy.rules]])")
+        if not isinstance(data.get("ask_commands", []), list | tuple):
+            raise ValueError("policy.ask_commands must be a list of strings")
         rules = tuple(_rule_from_table(index, table) for index, table in enumerate(raw_rules))
         try:
             return cls.model_validate({**data, "rules": rules})
@@ -341,7 +343,7 @@ def _rule_from_table(index: int, table: object) -> Rule:
         raise ValueError(f'{where} has no `tool`: give a tool name or "*"')
     if "decision" not in table:
         raise ValueError(f"{where} has no `decision`: use allow, deny or ask")
-    if table["decision"] not in {d.value for d in Decision}:
+    if table["decision"] not in tuple(Decision):
         raise ValueError(
             f"{where} has an unknown decision {table['decision']!r}: use allow, deny or ask"
         )

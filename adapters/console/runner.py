@@ -102,12 +102,7 @@ class ConsoleAdapter:
                 case UpdateMessage():
                     self._update(action)
                 case AddReaction():
-                    target = action.ref.message or "?"
-                    in_thread = translate.in_thread(target, state.roots)
-                    bot = self._bot_name
-                    self._print(
-                        translate.render_reaction(target, in_thread, True, action.emoji, bot)
-                    )
+                    self._react(action)
                 case _:
                     assert_never(action)
             state.add_sent(idempotency_key)
@@ -142,6 +137,13 @@ class ConsoleAdapter:
             target, thread, self._bot_name, action.text, edited=True, buttons=action.buttons
         )
         self._print(*lines)
+
+    def _react(self, action: AddReaction) -> None:
+        target = action.ref.message or "?"
+        in_thread = translate.in_thread(target, self._state.roots)
+        self._print(
+            translate.render_reaction(target, in_thread, True, action.emoji, self._bot_name)
+        )
 
     # --- input -------------------------------------------------------------------
 

@@ -1,0 +1,329 @@
+"""The durable core's rules, driven through the hub with the scripted model.
+
+Each test tells one story and asserts the journal, the tool records and what was
+posted: gated calls, decisions (one wins), superseded plans, replies at once,
+stop in each place, reminders and expiry with the sweeper's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from core.journal import RequestState, ToolState
+from core.lifecycle import Lifecycle
+from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from tests.fakes.anthropic_server import check_tool_results
+from tests.harness import Chat
+
+PLAN = ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Clean up", "Report"]})])
+
+
+def plan() -> ScriptedTurn:
+    return ScriptedTurn(calls=list(PLAN.calls))
+
+
+async def approved_chat(
+    make_app, turns: list[ScriptedTurn], *, settle: bool = True
+) -> tuple[Chat, ScriptedModel]:
+    model = ScriptedModel([plan(), *turns])
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("clean up the build")
+    await chat.react(chat.bot_message("📋 Plan (v1)"))
+    if settle:
+        await app.hub.settled()
+    return chat, model
+
+
+async def test_gated_calls_wait_while_allowed_calls_of_the_turn_run(make_app, tmp_path) -> None:
+    chat, model = await approved_chat(
+        make_app,
+        [
+            ScriptedTurn(
+                calls=[
+                    ScriptedCall("run_command", {"command": "rm -rf build"}),
+                    ScriptedCall("write_file", {"path": "notes.md", "content": "x"}),
+                    ScriptedCall("run_command", {"command": "git push origin main"}),
+                ]
+            ),
+            ScriptedTurn(text="Done."),
+        ],
+    )
+
+    snap = await chat.snapshot()
+    states = {r.input.get("command", r.name): r.state for r in snap.tool_calls.values()}
+    assert states["write_file"] is ToolState.DONE
+    assert states["rm -rf build"] is ToolState.PENDING_APPROVAL
+    assert states["git push origin main"] is ToolState.PENDING_APPROVAL
+    assert str(snap.status) == "waiting(tool_approval)"
+    approval = chat.bot_message("🔐 May I run these?")
+    assert "1. `rm -rf build`" in chat.out.getvalue()
+    assert "2. `git push origin main`" in chat.out.getvalue()
+    assert len(model.requests) == 2  # the gated calls did not lead to another model call
+
+    await chat.decide(approval, 1, "white_check_mark")
+    await chat.app.hub.settled()
+    assert str((await chat.snapshot()).status) == "waiting(tool_approval)"  # a partial decision
+    await chat.decide(approval, 2, "x")
+    await chat.app.hub.settled()
+
+    snap = await chat.snapshot()
+    states = {r.input.get("command", r.name): r.state for r in snap.tool_calls.values()}
+    assert states["rm -rf build"] is ToolState.DONE
+    assert states["git push origin main"] is ToolState.DENIED
+    assert snap.status.lifecycle is Lifecycle.DONE
+    denied = next(
+        r.entry
+        for r in snap.journal
+        if r.entry.kind == "tool_result" and "Denied by alice" in r.entry.content
+    )
+    assert denied.is_error
+    for request in model.requests:
+        assert check_tool_results(request.messages) is None
+
+
+async def test_a_call_with_no_decision_never_runs(make_app, tmp_path) -> None:
+    marker = tmp_path / "pushed"
+    chat, model = await approved_chat(
+        make_app,
+        [ScriptedTurn(calls=[ScriptedCall("run_command", {"command": f"curl x; touch {marker}"})])],
+    )
+    await chat.react(chat.bot_message("🔐 May I run this?"), "heavy_check_mark", by="mallory")
+    await chat.app.hub.settled()
+
+    assert not marker.exists()
+    assert "Only the requester or an approver can decide this, mallory." in chat.out.getvalue()
+    snap = await chat.snapshot()
+    assert [r.state for r in snap.tool_calls.values() if r.name == "run_command"] == [
+        ToolState.PENDING_APPROVAL
+    ]
+
+
+async def test_a_reaction_decides_every_call_still_undecided(make_app) -> None:
+    chat, _ = await approved_chat(
+        make_app,
+        [
+            ScriptedTurn(
+                calls=[
+                    ScriptedCall("run_command", {"command": "rm -rf a"}),
+                    ScriptedCall("run_command", {"command": "rm -rf b"}),
+                ]
+            ),
+            ScriptedTurn(text="Both gone."),
+        ],
+    )
+    approval = chat.bot_message("🔐")
+    await chat.decide(approval, 1, "x")
+    await chat.react(approval, "white_check_mark")
+    await chat.app.hub.settled()
+
+    snap = await chat.snapshot()
+    assert sorted(r.state for r in snap.tool_calls.values() if r.name == "run_command") == [
+        ToolState.DENIED,
+        ToolState.DONE,
+    ]
+    assert "✅ Both gone." in chat.out.getvalue()
+
+
+async def test_two_approvals_together_give_one_decision_and_one_execution(make_app) -> None:
+    chat, model = await approved_chat(
+        make_app,
+        [
+            ScriptedTurn(calls=[ScriptedCall("run_command", {"command": "rm -rf x"})]),
+            ScriptedTurn(text="ok"),
+        ],
+    )
+    approval = chat.bot_message("🔐")
+
+    await asyncio.gather(
+        chat.react(approval, "white_check_mark"),
+        chat.react(approval, "x", by="alice"),
+        chat.react(approval, "+1"),
+    )
+    await chat.app.hub.settled()
+
+    snap = await chat.snapshot()
+    decisions = [r.entry for r in snap.journal if r.entry.kind == "decision"]
+    assert len([d for d in decisions if d.request_id != snap.requests[0].id]) == 1
+    assert chat.out.getvalue().count("This was already decided, alice.") == 2
+    results = [r.entry for r in snap.journal if r.entry.kind == "tool_result"]
+    assert len({r.tool_use_id for r in results}) == len(results)
+    assert len(model.requests) == 3
+
+
+async def test_concurrent_plan_approval_and_rejection_give_one_decision(make_app) -> None:
+    model = ScriptedModel([plan(), ScriptedTurn(text="Went ahead.")])
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("do it")
+    message = chat.bot_message("📋")
+
+    await asyncio.gather(chat.react(message, "white_check_mark"), chat.react(message, "x"))
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    plan_request = snap.requests[0]
+    assert plan_request.state is RequestState.DECIDED
+    assert chat.out.getvalue().count("This was already decided") == 1
+    decided = [r.entry for r in snap.journal if r.entry.kind == "decision"]
+    assert len(decided) == 1
+
+
+async def test_removing_a_reaction_after_the_decision_changes_nothing(make_app) -> None:
+    chat, _ = await approved_chat(make_app, [ScriptedTurn(text="Finished.")])
+    from conversations.events import ReactionChanged
+
+    await chat.app.hub.handle(
+        ReactionChanged(
+            delivery_key="unreact",
+            ref=chat._ref(chat.bot_message("📋")),
+            author=chat.person("alice"),
+            emoji="white_check_mark",
+            added=False,
+        )
+    )
+    await chat.app.hub.settled()
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert snap.requests[0].decision == "approved"
+
+
+async def test_two_replies_at_once_give_one_run_on_the_journal(make_app) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which branch?"})]),
+            ScriptedTurn(text="Using main."),
+            ScriptedTurn(text="Noted the second message."),
+        ]
+    )
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("deploy")
+    await asyncio.gather(
+        chat.reply("main", settle=False),
+        chat.reply("actually, also tag it", by="bob", settle=False),
+    )
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    seqs = [r.seq for r in snap.journal]
+    assert seqs == list(range(1, len(seqs) + 1))
+    texts = [(r.entry.role, r.entry.text) for r in snap.journal if r.entry.kind == "user_text"]
+    replies = {text: role for role, text in texts[1:]}
+    assert set(replies) == {"main", "actually, also tag it"}
+    assert sorted(replies.values()) == ["answer", "note"]  # one answers, the other is a note
+    for request in model.requests:
+        assert check_tool_results(request.messages) is None
+
+
+async def test_a_reply_while_the_agent_works_reaches_the_next_turn_as_a_note(make_app) -> None:
+    gate = asyncio.Event()
+    slow = ScriptedTurn(calls=[ScriptedCall("list_files", {})], gate=gate)
+    chat, model = await approved_chat(
+        make_app, [slow, ScriptedTurn(text="Thanks for the hint.")], settle=False
+    )
+    await asyncio.wait_for(slow.started.wait(), 5)
+    await chat.reply("check the docs folder too", by="bob", settle=False)
+    gate.set()
+    await chat.app.hub.settled()
+
+    last = model.requests[-1].messages[-1]["content"]
+    assert last[0]["type"] == "tool_result"
+    assert last[-1] == {
+        "type": "text",
+        "text": "bob (note while you work): check the docs folder too",
+    }
+
+
+async def test_a_reply_while_a_plan_waits_is_feedback_for_a_revised_plan(make_app) -> None:
+    revised = ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Clean up only"]})])
+    model = ScriptedModel([plan(), revised])
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("clean up")
+    first_plan = chat.bot_message("📋 Plan (v1)")
+    await chat.reply("skip the report")
+
+    assert "📋 Plan (v2)" in chat.out.getvalue()
+    await chat.react(first_plan, "white_check_mark")
+    await app.hub.settled()
+    assert "That plan was replaced by a newer version." in chat.out.getvalue()
+    snap = await chat.snapshot()
+    assert str(snap.status) == "waiting(plan_approval)" and snap.plan_version == 2
+
+
+async def test_stop_between_a_tool_result_and_the_next_model_call(make_app) -> None:
+    gate = asyncio.Event()
+    next_turn = ScriptedTurn(text="never", gate=gate)
+    chat, model = await approved_chat(
+        make_app, [ScriptedTurn(calls=[ScriptedCall("list_files", {})]), next_turn], settle=False
+    )
+    # the model call after the tool result is in flight (blocked): stop now
+    await asyncio.wait_for(next_turn.started.wait(), 5)
+    await chat.stop()
+    await chat.app.hub.settled()
+    gate.set()
+
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    assert [r.state for r in snap.tool_calls.values() if r.name == "list_files"] == [ToolState.DONE]
+    assert chat.said()[-1] == "⏹ Stopped by alice."
+    assert all(r.state is not RequestState.OPEN for r in snap.requests)
+
+
+async def test_stop_while_waiting_resolves_every_pending_request_cancelled(make_app) -> None:
+    model = ScriptedModel([plan()])
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("clean")
+    await chat.stop(by="bob")
+    await app.hub.settled()
+    assert "Only the requester or an approver can stop this, bob." in chat.out.getvalue()
+    await chat.stop()
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    assert [r.state for r in snap.requests] == [RequestState.CANCELLED]
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    await chat.react(chat.bot_message("📋"), "white_check_mark")
+    await app.hub.settled()
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+
+
+async def test_a_reminder_at_half_life_and_an_expiry_at_the_end(make_app) -> None:
+    model = ScriptedModel(
+        [ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which env?"})])]
+    )
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("deploy")
+    now = datetime.now(UTC)
+    sweeper = app.sweeper
+
+    sweeper._clock = lambda: now + timedelta(hours=1)
+    assert await sweeper.sweep_once() == 0
+    sweeper._clock = lambda: now + timedelta(hours=12, minutes=1)
+    assert await sweeper.sweep_once() == 1
+    assert await sweeper.sweep_once() == 0  # one reminder only
+    await app.hub.settled()
+    assert chat.said()[-1] == "⏰ Still waiting for an answer here: Which env?"
+
+    sweeper._clock = lambda: now + timedelta(hours=24, minutes=1)
+    assert await sweeper.sweep_once() == 1
+    await app.hub.settled()
+
+    assert chat.said()[-1] == "⌛ This request expired; mention me again to continue."
+    snap = await chat.snapshot()
+    assert [r.state for r in snap.requests] == [RequestState.EXPIRED]
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    await chat.reply("prod")
+    assert (
+        model.requests[-1] is not None and check_tool_results(model.requests[-1].messages) is None
+    )

@@ -1,0 +1,356 @@
+"""The tool policy decides, before a tool call runs, whether it runs, is denied, or
+waits for a person: reading is free, changing waits for the approved plan, and a
+command that deletes trees or reaches outside asks first, wherever it hides in a
+command line."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from core.policy import (
+    DEFAULT_ASK_COMMANDS,
+    Decision,
+    Rule,
+    ToolPolicy,
+    Verdict,
+    default_policy,
+    summarize_call,
+)
+from core.tools.control import CONTROL_TOOLS
+
+TOML_EXAMPLE = """
+[policy]
+ask_commands = ["rm -rf", "git push"]
+
+[[policy.rules]]
+tool = "run_command"
+command_prefix = "make deploy"
+decision = "deny"
+reason = "deploys go through CI"
+
+[[policy.rules]]
+tool = "write_file"
+path_glob = "secrets/**"
+decision = "ask"
+"""
+
+
+def run(policy: ToolPolicy, command: str, *, plan_approved: bool = True) -> Verdict:
+    return policy.check(
+        tool_name="run_command",
+        read_only=False,
+        arguments={"command": command},
+        plan_approved=plan_approved,
+    )
+
+
+def write(policy: ToolPolicy, path: str, *, plan_approved: bool = True) -> Verdict:
+    return policy.check(
+        tool_name="write_file",
+        read_only=False,
+        arguments={"path": path, "content": "x"},
+        plan_approved=plan_approved,
+    )
+
+
+# --- the shipped default ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("plan_approved", [False, True])
+def test_reading_is_allowed_before_and_after_the_plan(plan_approved: bool) -> None:
+    verdict = default_policy().check(
+        tool_name="read_file",
+        read_only=True,
+        arguments={"path": "src/app.py"},
+        plan_approved=plan_approved,
+    )
+    assert verdict.decision is Decision.ALLOW
+    assert verdict.rule == "read_only"
+
+
+def test_a_mutating_tool_is_denied_until_the_plan_is_approved() -> None:
+    before = write(default_policy(), "notes/a.md", plan_approved=False)
+    assert before.decision is Decision.DENY
+    assert before.reason == "mutating tools run only after the plan is approved"
+    assert before.rule == "plan_not_approved"
+
+    after = write(default_policy(), "notes/a.md", plan_approved=True)
+    assert after.decision is Decision.ALLOW
+    assert after.rule == "plan_approved"
+
+
+def test_a_harmless_command_runs_after_approval_only() -> None:
+    assert run(default_policy(), "echo hi").decision is Decision.ALLOW
+    assert run(default_policy(), "echo hi", plan_approved=False).decision is Decision.DENY
+
+
+def test_rm_rf_asks_with_a_readable_reason() -> None:
+    verdict = run(default_policy(), "rm -rf build")
+    assert verdict.decision is Decision.ASK
+    assert verdict.reason == "`rm -rf` deletes files recursively: the policy asks first"
+    assert verdict.rule == "ask_commands 'rm -rf'"
+
+
+@pytest.mark.parametrize(
+    ("command", "pattern"),
+    [
+        ("cd x && rm -rf build", "rm -rf"),
+        ("ls; curl http://x", "curl"),
+        ("make || git push origin main", "git push"),
+        ("cat a | ssh host 'cat > b'", "ssh"),
+        ("echo $(wget -qO- http://x)", "wget"),
+        ("echo `sudo id`", "sudo"),
+        ("ls\n   rm -fr /tmp/x", "rm -fr"),
+        ("   \t rm   -rf build", "rm -rf"),
+        ("if true; then curl x; fi", "curl"),
+        ("FOO=1 timeout 10 /usr/bin/curl http://x", "curl"),
+        ("find . -name '*.o' -exec rm -rf {} +", "rm -rf"),
+        ("sh -c 'docker ps'", "docker"),
+        ("'r'm -rf build", "rm -rf"),
+        ("rm \\\n  -rf build", "rm -rf"),
+        ("dd if=/dev/zero of=disk.img", "dd "),
+    ],
+)
+def test_a_destructive_command_asks_wherever_a_command_starts(command: str, pattern: str) -> None:
+    verdict = run(default_policy(), command)
+    assert verdict.decision is Decision.ASK
+    assert verdict.rule == f"ask_commands {pattern!r}"
+
+
+@pytest.mark.parametrize("pattern", DEFAULT_ASK_COMMANDS)
+def test_every_default_pattern_asks_even_before_the_plan(pattern: str) -> None:
+    verdict = run(default_policy(), f"cd src && {pattern} x", plan_approved=False)
+    assert verdict.decision is Decision.ASK
+    assert f"`{pattern.strip()}`" in verdict.reason
+
+
+def test_the_issue_list_is_in_the_default() -> None:
+    issue = {"rm -rf", "rm -fr", "git push", "curl", "wget", "sudo", "ssh", "scp", "dd "}
+    issue |= {"mkfs", "chmod -R", "chown -R", "npm publish", "pip install", "docker", "kubectl"}
+    assert issue <= set(DEFAULT_ASK_COMMANDS)
+
+
+@pytest.mark.parametrize(
+    "command", ['echo "grep curl"', "grep -rn docker src", "git log --grep=ssh", "ddgr", "ls -la"]
+)
+def test_a_pattern_that_is_not_at_a_command_start_does_not_ask(command: str) -> None:
+    assert run(default_policy(), command).decision is Decision.ALLOW
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_TOOLS))
+def test_control_tools_are_always_allowed(name: str) -> None:
+    deny_all = ToolPolicy(rules=(Rule(tool="*", decision=Decision.DENY),))
+    for policy in (default_policy(), deny_all):
+        verdict = policy.check(
+            tool_name=name, read_only=False, arguments={"note": "x"}, plan_approved=False
+        )
+        assert verdict.decision is Decision.ALLOW
+        assert verdict.rule == "control_tool"
+
+
+def test_without_the_plan_gate_mutating_tools_are_allowed() -> None:
+    policy = ToolPolicy(mutating_needs_plan=False)
+    assert write(policy, "a.md", plan_approved=False).decision is Decision.ALLOW
+    assert run(policy, "curl x", plan_approved=False).decision is Decision.ASK
+
+
+# --- explicit rules ---------------------------------------------------------------
+
+
+def test_a_prefix_rule_denies_its_command_even_inside_a_chain() -> None:
+    policy = ToolPolicy(
+        rules=(
+            Rule(
+                tool="run_command",
+                command_prefix="make deploy",
+                decision=Decision.DENY,
+                reason="deploys go through CI",
+            ),
+        )
+    )
+    for command in ("make deploy", "make deploy-prod", "cd app && make  deploy"):
+        verdict = run(policy, command)
+        assert verdict.decision is Decision.DENY
+        assert verdict.reason == "deploys go through CI"
+        assert verdict.rule == "rules[0] run_command command_prefix='make deploy' -> deny"
+    assert run(policy, "make test").decision is Decision.ALLOW
+
+
+def test_a_glob_rule_asks_for_matching_paths_in_any_spelling() -> None:
+    policy = ToolPolicy(
+        rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Decision.ASK),)
+    )
+    for path in ("secrets/prod.env", "./secrets/a/b.key", "notes/../secrets/x", "Secrets/x"):
+        verdict = write(policy, path)
+        assert verdict.decision is Decision.ASK, path
+        assert (
+            verdict.reason == "the policy asks before `write_file` for paths matching `secrets/**`"
+        )
+    assert write(policy, "/srv/ws/c42/secrets/x").decision is Decision.ASK
+    assert write(policy, "notes/secrets.md").decision is Decision.ALLOW
+
+
+def test_the_first_matching_rule_wins() -> None:
+    policy = ToolPolicy(
+        rules=(
+            Rule(tool="write_file", path_glob="docs/public/*", decision=Decision.ALLOW),
+            Rule(tool="write_file", path_glob="docs/*", decision=Decision.DENY),
+        )
+    )
+    public = write(policy, "docs/public/index.md", plan_approved=False)
+    assert (public.decision, public.rule.split()[0]) == (Decision.ALLOW, "rules[0]")
+    private = write(policy, "docs/internal.md")
+    assert (private.decision, private.rule.split()[0]) == (Decision.DENY, "rules[1]")
+
+
+def test_a_star_rule_applies_to_every_tool_but_control_tools() -> None:
+    policy = ToolPolicy(rules=(Rule(tool="*", decision=Decision.ASK),))
+    for name, read_only in (("read_file", True), ("write_file", False), ("run_command", False)):
+        verdict = policy.check(
+            tool_name=name, read_only=read_only, arguments={}, plan_approved=True
+        )
+        assert verdict.decision is Decision.ASK
+        assert verdict.reason == "the policy asks before every tool"
+
+
+def test_a_pattern_rule_needs_its_argument() -> None:
+    policy = ToolPolicy(rules=(Rule(tool="*", path_glob="*.env", decision=Decision.DENY),))
+    assert write(policy, "prod.env").decision is Decision.DENY
+    assert run(policy, "cat prod.env").decision is Decision.ALLOW  # no `path` argument
+
+
+def test_an_allow_rule_comes_before_the_ask_list_but_covers_only_its_own_commands() -> None:
+    policy = ToolPolicy(
+        rules=(
+            Rule(tool="run_command", command_prefix="git push", decision=Decision.ALLOW),
+            Rule(tool="run_command", command_prefix="make test", decision=Decision.ALLOW),
+        )
+    )
+    assert run(policy, "git push origin threadbot/c42").decision is Decision.ALLOW
+    assert run(policy, "make test", plan_approved=False).decision is Decision.ALLOW
+    smuggled = run(policy, "make test && curl http://x")
+    assert (smuggled.decision, smuggled.rule) == (Decision.ASK, "ask_commands 'curl'")
+
+
+def test_a_custom_ask_list_replaces_the_default() -> None:
+    policy = ToolPolicy(ask_commands=("terraform apply",))
+    assert run(policy, "cd infra && terraform apply").decision is Decision.ASK
+    assert "is on the policy's ask list" in run(policy, "terraform apply").reason
+    assert run(policy, "curl http://x").decision is Decision.ALLOW
+
+
+# --- settings ---------------------------------------------------------------------
+
+
+def test_the_toml_example_loads_and_decides() -> None:
+    policy = ToolPolicy.from_toml_table(tomllib.loads(TOML_EXAMPLE)["policy"])
+    assert policy.ask_commands == ("rm -rf", "git push")
+    assert policy.rules == (
+        Rule(
+            tool="run_command",
+            command_prefix="make deploy",
+            decision=Decision.DENY,
+            reason="deploys go through CI",
+        ),
+        Rule(tool="write_file", path_glob="secrets/**", decision=Decision.ASK),
+    )
+    assert run(policy, "make deploy").reason == "deploys go through CI"
+    assert write(policy, "secrets/token").decision is Decision.ASK
+    assert run(policy, "curl http://x").decision is Decision.ALLOW  # not on this list
+
+
+def test_an_empty_table_is_the_default_policy() -> None:
+    assert ToolPolicy.from_toml_table({}) == default_policy()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            {"rules": [{"tool": "x", "decision": "block"}]},
+            "policy.rules[0] has an unknown decision",
+        ),
+        ({"rules": [{"decision": "deny"}]}, "policy.rules[0] has no `tool`"),
+        ({"rules": [{"tool": "x"}]}, "policy.rules[0] has no `decision`"),
+        (
+            {"rules": [{"tool": "x", "decision": "deny"}, {"tool": "x", "decision": "maybe"}]},
+            "policy.rules[1]",
+        ),
+        ({"rules": [{"tool": "x", "decision": "deny", "comand_prefix": "y"}]}, "comand_prefix"),
+        ({"rules": [{"tool": "x", "decision": "deny", "path_glob": " "}]}, "path_glob"),
+        ({"rules": [{"tool": "", "decision": "deny"}]}, "tool"),
+        ({"rules": ["run_command"]}, "policy.rules[0] must be a table"),
+        ({"rules": {"tool": "x"}}, "policy.rules must be an array of tables"),
+        ({"rules": [{"tool": "x", "decision": ["deny"]}]}, "unknown decision ['deny']"),
+        ({"rules": [{"tool": 3, "decision": "deny"}]}, "tool: Input should be a valid string"),
+        ({"ask_commands": "rm -rf"}, "policy.ask_commands must be a list of strings"),
+        ({"ask_commands": ["curl", 3]}, "ask_commands"),
+        ({"mutating_needs_plan": "maybe"}, "mutating_needs_plan"),
+        ({"ask_commands": ["curl", ""]}, "patterns must not be empty"),
+        ({"rule": []}, "rule"),
+    ],
+)
+def test_a_bad_table_names_what_is_wrong(table: Mapping[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ToolPolicy.from_toml_table(table)
+
+
+# --- purity -----------------------------------------------------------------------
+
+
+def test_the_check_is_pure() -> None:
+    policy = ToolPolicy.from_toml_table(tomllib.loads(TOML_EXAMPLE)["policy"])
+    before = policy.model_dump()
+    arguments = MappingProxyType({"command": "cd x && rm -rf build"})
+    first = policy.check(
+        tool_name="run_command", read_only=False, arguments=arguments, plan_approved=False
+    )
+    second = policy.check(
+        tool_name="run_command", read_only=False, arguments=arguments, plan_approved=False
+    )
+    assert first == second
+    assert first.decision is Decision.ASK
+    assert policy.model_dump() == before
+    with pytest.raises(ValidationError):
+        policy.mutating_needs_plan = False  # type: ignore[misc]
+
+
+# --- summaries --------------------------------------------------------------------
+
+
+def test_a_command_is_summarized_in_backticks() -> None:
+    assert summarize_call("run_command", {"command": "rm -rf build/"}) == "`rm -rf build/`"
+    assert summarize_call("run_command", {"command": "make\n  test"}) == "`make ⏎ test`"
+    assert summarize_call("run_command", {"command": "echo `date`"}) == "`echo ˋdateˋ`"
+    long = summarize_call("run_command", {"command": "pytest " + "x" * 200}, limit=40)
+    assert len(long) == 40
+    assert long.startswith("`pytest xx") and long.endswith("…`")
+
+
+def test_a_file_call_is_summarized_by_its_path() -> None:
+    args = {"path": "notes/a.md", "content": "long text"}
+    assert summarize_call("write_file", args) == "write_file notes/a.md"
+    deep = summarize_call("read_file", {"path": "a/" * 60 + "end.md"}, limit=30)
+    assert len(deep) == 30
+    assert deep.startswith("read_file …") and deep.endswith("/end.md")
+
+
+def test_other_calls_show_their_arguments() -> None:
+    summary = summarize_call("ask_user", {"question": "Which database?", "options": ["pg", "db"]})
+    assert summary == 'ask_user(question=Which database?, options=["pg", "db"])'
+    assert summarize_call("finish", {}) == "finish()"
+    long = summarize_call("search", {"query": "q" * 100, "n": 3}, limit=50)
+    assert len(long) <= 50
+    assert "q…" in long
+
+
+def test_a_tiny_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        summarize_call("finish", {}, limit=5)
