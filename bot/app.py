@@ -29,7 +29,7 @@ from core.anthropic_model import anthropic_model_from
 from core.engine import Engine, EngineSettings
 from core.faults import Faults
 from core.model import Model
-from core.scripted import DemoModel
+from core.scripted import DemoModel, ScriptFileModel
 from core.tools.base import Toolbox
 from core.tools.command import RunCommand
 from core.tools.control import control_tools
@@ -46,6 +46,8 @@ def default_toolbox() -> Toolbox:
 
 def model_for(settings: Settings) -> Model:
     """Claude when ``ANTHROPIC_API_KEY`` is set, else the built-in demo model."""
+    if settings.model_script is not None:
+        return ScriptFileModel(str(settings.model_script))
     if settings.anthropic_api_key is None:
         return DemoModel()
     return anthropic_model_from(
@@ -140,6 +142,7 @@ async def build(
             reject_reactions=frozenset(settings.reject_reactions),
             stop_reactions=frozenset(settings.stop_reactions),
             stop_command=settings.stop_command,
+            instance=settings.instance,
         ),
     )
     sweeper = Sweeper(store=store, engine=engine, expire=hub.expire, clock=wall_clock)
@@ -154,19 +157,19 @@ async def run_console(
     model: Model | None = None,
 ) -> int:
     """Run the console adapter until end of input; returns the exit code (0)."""
-    app = await build(settings, model=model)
+    chosen = model or model_for(settings)
     console = ConsoleAdapter(
         input=input,
         output=output,
         user=settings.console_user,
-        session=time.strftime("%Y%m%dT%H%M%S"),
+        state_file=settings.console_state,
     )
+    app = await build(settings, model=chosen)
     app.add_sender(console)
-    banner = (
-        f"threadbot: using {settings.model}."
-        if model is None and settings.anthropic_api_key is not None
-        else "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
-    )
+    if isinstance(chosen, DemoModel):
+        banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
+    else:
+        banner = f"threadbot: using the model {chosen.name}."
     print(banner + " Type a request; /help lists the commands.", file=output, flush=True)
     await app.start()
     try:

@@ -15,6 +15,7 @@ import sys
 
 from pydantic import ValidationError
 
+from adapters.console import ConsoleError
 from bot.app import run_console
 from bot.settings import Settings
 from conversations import migrate
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130
+    except (ConsoleError, OSError, ValueError) as exc:
+        print(f"threadbot: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

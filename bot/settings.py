@@ -11,6 +11,7 @@ https://docs.pydantic.dev/latest/concepts/pydantic_settings/
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -63,9 +64,12 @@ class Settings(BaseSettings):
     progress_mode: Literal["replies", "status"] = "replies"
     progress_interval: float = Field(default=3.0, ge=0)
     console_user: str = "you"
+    console_state: Path = Path(".threadbot/console.jsonl")
+    model_script: Path | None = None
     log_level: str = "WARNING"
     request_ttl: float = Field(default=24 * 3600.0, gt=0)
     fault: str = ""
+    instance: str = Field(default_factory=socket.gethostname)
     policy: dict[str, Any] = {}
 
     @field_validator(

@@ -12,8 +12,9 @@ People who may not decide or stop are told so in the thread, and nothing changes
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
@@ -53,6 +54,11 @@ class HubSettings:
     stop_reactions: frozenset[str] = DEFAULT_STOP
     stop_command: str = "stop"
     stop_word: str = "stop"
+    instance: str = "threadbot"
+    """Lease owner name: a restarted instance takes its own leases back at once;
+    two instances on one database need different names."""
+    lease_ttl: float = 60.0
+    """Seconds a lease lasts without renewal (renewed every third of it while running)."""
 
 
 class Hub:
@@ -65,7 +71,24 @@ class Hub:
         self._engine = engine
         self._deliverer = deliverer
         self._settings = settings
-        self._queue = ConversationQueue()
+        self._queue = ConversationQueue(around=self._leased)
+
+    async def _leased(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` holding the conversation's lease (one process runs it at a time)."""
+        owner, ttl = self._settings.instance, self._settings.lease_ttl
+        while not await self._store.acquire_lease(conversation_id, owner, ttl=ttl):
+            await asyncio.sleep(min(1.0, ttl / 3))
+        renew = asyncio.create_task(self._renew(conversation_id, owner, ttl))
+        try:
+            await work()
+        finally:
+            renew.cancel()
+            await asyncio.shield(self._store.release_lease(conversation_id, owner))
+
+    async def _renew(self, conversation_id: str, owner: str, ttl: float) -> None:
+        while True:
+            await asyncio.sleep(ttl / 3)
+            await self._store.acquire_lease(conversation_id, owner, ttl=ttl)
 
     async def handle(self, event: InboundEvent) -> None:
         """Take one inbound event; returns once recorded and queued, not when its run ends."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,13 @@ class Job:
 class ConversationQueue:
     """Per-conversation FIFO of jobs with one worker each."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        around: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None,
+    ) -> None:
+        """``around(conversation_id, job)`` wraps every job (the hub takes the lease there)."""
+        self._around = around
         self._jobs: dict[str, deque[Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._current: dict[str, asyncio.Task[None]] = {}
@@ -87,11 +94,19 @@ class ConversationQueue:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
 
+    def _wrapped(self, conversation_id: str, job: Job) -> Callable[[], Awaitable[None]]:
+        around = self._around
+        if around is None:
+            return job.run
+        return functools.partial(around, conversation_id, job.run)
+
     async def _work(self, conversation_id: str) -> None:
         try:
             while jobs := self._jobs.get(conversation_id):
                 job = jobs.popleft()
-                task = asyncio.create_task(_guarded(job.run, conversation_id))
+                task = asyncio.create_task(
+                    _guarded(self._wrapped(conversation_id, job), conversation_id)
+                )
                 self._current[conversation_id] = task
                 try:
                     await asyncio.shield(task)

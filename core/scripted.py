@@ -98,6 +98,42 @@ async def _events(
     yield TurnEnd(stop_reason="tool_use" if calls else "end_turn")
 
 
+class ScriptFileModel:
+    """Canned turns from a JSON file, chosen by how many turns the history holds.
+
+    The file is a list of turns, ``{"text": str?, "calls": [{"name", "input"?,
+    "id"?}]?}``. The turn answered is the one after the assistant messages already
+    in the request, so the script goes on where it was after a crash and a
+    restart. A call's id defaults to ``toolu_script_<turn>_<index>``. Raises
+    ``ValueError`` for a malformed file and :class:`ModelError` past its end.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.name = "script"
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
+            raise ValueError(f"{path}: a model script is a JSON list of turns")
+        self._turns = data
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the events of the turn after the history's last assistant message."""
+        index = sum(1 for m in request.messages if m["role"] == "assistant")
+        if index >= len(self._turns):
+            raise ModelError(f"the model script has no turn {index + 1}", retryable=False)
+        turn = self._turns[index]
+        calls = [
+            ScriptedCall(
+                name=c["name"],
+                input=c.get("input", {}),
+                id=c.get("id", f"toolu_script_{index}_{n}"),
+            )
+            for n, c in enumerate(turn.get("calls", []))
+        ]
+        async for event in _events(self.name, turn.get("text", ""), calls):
+            yield event
+
+
 class DemoModel:
     """A built-in model that shows the whole flow without an API key."""
 

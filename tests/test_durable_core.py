@@ -86,7 +86,7 @@ async def test_gated_calls_wait_while_allowed_calls_of_the_turn_run(make_app, tm
 
 async def test_a_call_with_no_decision_never_runs(make_app, tmp_path) -> None:
     marker = tmp_path / "pushed"
-    chat, model = await approved_chat(
+    chat, _ = await approved_chat(
         make_app,
         [ScriptedTurn(calls=[ScriptedCall("run_command", {"command": f"curl x; touch {marker}"})])],
     )
@@ -260,7 +260,7 @@ async def test_a_reply_while_a_plan_waits_is_feedback_for_a_revised_plan(make_ap
 async def test_stop_between_a_tool_result_and_the_next_model_call(make_app) -> None:
     gate = asyncio.Event()
     next_turn = ScriptedTurn(text="never", gate=gate)
-    chat, model = await approved_chat(
+    chat, _ = await approved_chat(
         make_app, [ScriptedTurn(calls=[ScriptedCall("list_files", {})]), next_turn], settle=False
     )
     # the model call after the tool result is in flight (blocked): stop now
