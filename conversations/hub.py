@@ -76,7 +76,7 @@ class Hub:
     async def _leased(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` holding the conversation's lease (one process runs it at a time)."""
         owner, ttl = self._settings.instance, self._settings.lease_ttl
-        while not await self._store.acquire_lease(conversation_id, owner, ttl=ttl):
+        while not await self._store.acquire_lease(conversation_id, owner, ttl=ttl):  # noqa: ASYNC110
             await asyncio.sleep(min(1.0, ttl / 3))
         renew = asyncio.create_task(self._renew(conversation_id, owner, ttl))
         try:

@@ -104,9 +104,8 @@ class ConversationQueue:
         try:
             while jobs := self._jobs.get(conversation_id):
                 job = jobs.popleft()
-                task = asyncio.create_task(
-                    _guarded(self._wrapped(conversation_id, job), conversation_id)
-                )
+                work = self._wrapped(conversation_id, job)
+                task = asyncio.create_task(_guarded(work, conversation_id))
                 self._current[conversation_id] = task
                 try:
                     await asyncio.shield(task)
