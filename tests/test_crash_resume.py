@@ -1,0 +1,252 @@
+"""Crash and resume with a real bot process, killed with SIGKILL at the injected points.
+
+Each test runs ``python -m bot console`` on one SQLite database with a model
+script file (the script goes on from the history, so a restarted process picks up
+where the dead one was), kills it where it hurts (``THREADBOT_FAULT``, or SIGKILL
+from the test), starts a new process on the same database, and checks that no
+side effect ran twice and nothing was lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Bot:
+    """Runs bot processes on one database, one model script and one console state."""
+
+    def __init__(self, tmp_path: Path, script: list[dict]) -> None:
+        self.dir = tmp_path
+        self.db = tmp_path / "threadbot.db"
+        self.script = tmp_path / "script.json"
+        self.script.write_text(json.dumps(script))
+        self.workspaces = tmp_path / "workspaces"
+
+    def env(self, fault: str = "") -> dict[str, str]:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
+        }
+        env.update(
+            PYTHONPATH=str(ROOT),
+            THREADBOT_DATABASE_URL=f"sqlite+aiosqlite:///{self.db}",
+            THREADBOT_WORKSPACE_ROOT=str(self.workspaces),
+            THREADBOT_CONSOLE_STATE=str(self.dir / "console.jsonl"),
+            THREADBOT_MODEL_SCRIPT=str(self.script),
+            THREADBOT_PROGRESS_INTERVAL="0",
+            THREADBOT_CONSOLE_USER="alice",
+            THREADBOT_FAULT=fault,
+        )
+        return env
+
+    def run(self, lines: str = "", *, fault: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bot", "console"],
+            input=lines,
+            capture_output=True,
+            text=True,
+            cwd=self.dir,
+            env=self.env(fault),
+            timeout=60,
+        )
+
+    def start(self, lines: str) -> subprocess.Popen[str]:
+        """A process whose input stays open (so it does not exit at the end of it)."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "console"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.dir,
+            env=self.env(),
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(lines)
+        proc.stdin.flush()
+        return proc
+
+    def query(self, sql: str) -> list[tuple]:
+        with sqlite3.connect(self.db) as db:
+            return db.execute(sql).fetchall()
+
+    def wait_until(self, sql: str, *, seconds: float = 20) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if self.db.exists() and self.query(sql):
+                    return
+            except sqlite3.OperationalError:
+                pass  # the schema is still being created
+            time.sleep(0.05)
+        raise AssertionError(f"never true: {sql}")
+
+    def workspace(self) -> Path:
+        (conversation_id,) = self.query("select id from conversations")[0]
+        return self.workspaces / conversation_id
+
+
+def plan(*steps: str) -> dict:
+    return {"calls": [{"name": "propose_plan", "input": {"steps": list(steps)}}]}
+
+
+def command(cmd: str) -> dict:
+    return {"name": "run_command", "input": {"command": cmd}}
+
+
+def finish(answer: str) -> dict:
+    return {"calls": [{"name": "finish", "input": {"answer": answer}}]}
+
+
+THREE_TOOLS = [
+    plan("Append three lines"),
+    {"calls": [command("echo T1 >> log"), command("echo T2 >> log"), command("echo T3 >> log")]},
+    finish("Three lines written."),
+]
+
+
+def test_crash_between_tools_resumes_without_running_a_tool_twice(tmp_path: Path) -> None:
+    bot = Bot(tmp_path, THREE_TOOLS)
+
+    first = bot.run("append three lines\n+✅ 2\n", fault="after_tool_result:2")
+    assert first.returncode == -signal.SIGKILL
+    assert (bot.workspace() / "log").read_text() == "T1\nT2\n"
+    assert bot.query("select lifecycle from conversations") == [("running",)]
+
+    second = bot.run()
+    assert second.returncode == 0, second.stderr
+    assert (bot.workspace() / "log").read_text() == "T1\nT2\nT3\n"
+    assert "✅ Three lines written." in second.stdout
+    assert bot.query("select lifecycle from conversations") == [("done",)]
+    states = bot.query("select name, state from tool_calls where name = 'run_command'")
+    assert states == [("run_command", "done")] * 3
+    results = bot.query("select count(*) from journal where kind = 'tool_result'")
+    assert results == [(5,)]  # propose_plan, three commands, finish: one result each
+
+
+def test_crash_after_the_model_response_runs_its_tools_once(tmp_path: Path) -> None:
+    bot = Bot(tmp_path, THREE_TOOLS)
+
+    first = bot.run("append three lines\n+✅ 2\n", fault="after_model_response:2")
+    assert first.returncode == -signal.SIGKILL
+    assert not (bot.workspace() / "log").exists()
+
+    second = bot.run()
+    assert second.returncode == 0, second.stderr
+    assert (bot.workspace() / "log").read_text() == "T1\nT2\nT3\n"
+    assert bot.query("select lifecycle from conversations") == [("done",)]
+
+
+def test_a_mutating_call_found_running_after_a_crash_becomes_unknown(tmp_path: Path) -> None:
+    bot = Bot(
+        tmp_path,
+        [
+            plan("Run a long job"),
+            {"calls": [command("echo $$ > started; echo once >> log; sleep 20")]},
+            finish("Checked first."),
+        ],
+    )
+    proc = bot.start("run the job\n+✅ 2\n")
+    try:
+        bot.wait_until("select 1 from tool_calls where name='run_command' and state='running'")
+        workspace = bot.workspace()
+        deadline = time.monotonic() + 10
+        while not (workspace / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    leftover = int((workspace / "started").read_text())
+    os.killpg(leftover, signal.SIGKILL)  # the crash left the command's group behind
+
+    second = bot.run()
+    assert second.returncode == 0, second.stderr
+    assert (workspace / "log").read_text() == "once\n"
+    assert bot.query("select state from tool_calls where name='run_command'") == [("unknown",)]
+    (result,) = bot.query(
+        "select body from journal where kind='tool_result' and body like '%unknown%'"
+    )[0]
+    assert "Check the state of the workspace before retrying" in json.loads(result)["content"]
+    assert "✅ Checked first." in second.stdout
+
+
+def test_a_crash_before_a_decision_resumes_still_waiting_for_it(tmp_path: Path) -> None:
+    bot = Bot(
+        tmp_path,
+        [
+            plan("Clean the build"),
+            {"calls": [command("rm -rf build; touch cleaned")]},
+            finish("Clean."),
+        ],
+    )
+    proc = bot.start("clean the build\n+✅ 2\n")
+    try:
+        bot.wait_until("select 1 from conversations where wait_kind = 'tool_approval'")
+        bot.wait_until(
+            "select 1 from outbox o join pending_requests p on o.request_id = p.id "
+            "where p.kind = 'tool_approval' and o.state = 'sent'"
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+
+    restarted = bot.run()
+    assert restarted.returncode == 0, restarted.stderr
+    assert not (bot.workspace() / "cleaned").exists()
+    assert bot.query("select lifecycle, wait_kind from conversations") == [
+        ("waiting", "tool_approval")
+    ]
+
+    ((approval,),) = bot.query(
+        "select o.platform_message_id from outbox o join pending_requests p on o.request_id = p.id "
+        "where p.kind = 'tool_approval'"
+    )
+    decided = bot.run(f"+✅ {approval}.1\n")
+    assert decided.returncode == 0, decided.stderr
+    assert (bot.workspace() / "cleaned").exists()
+    assert "✅ Clean." in decided.stdout
+    assert bot.query("select state from tool_calls where name = 'run_command'") == [("done",)]
+
+
+def test_a_crash_after_the_platform_accepted_a_message_posts_no_second_one(tmp_path: Path) -> None:
+    bot = Bot(tmp_path, [plan("Say hello"), finish("Hello!")])
+
+    first = bot.run("say hello\n", fault="after_platform_accept:1")
+    assert first.returncode == -signal.SIGKILL
+    assert first.stdout.count("📋 Plan (v1)") == 1
+    assert bot.query("select state from outbox") == [("pending",)]
+
+    second = bot.run("+✅ 2\n")
+    assert second.returncode == 0, second.stderr
+    assert "📋 Plan (v1)" not in second.stdout  # the redelivery was recognised
+    assert bot.query("select platform_message_id from outbox where request_id is not null") == [
+        ("2",)
+    ]
+    assert "✅ Hello!" in second.stdout  # and the approval found the plan message
+
+
+@pytest.mark.parametrize(
+    "point", ["after_tool_result", "after_model_response", "after_platform_accept"]
+)
+def test_every_documented_fault_point_kills_the_process(tmp_path: Path, point: str) -> None:
+    bot = Bot(tmp_path, THREE_TOOLS)
+    result = bot.run("append three lines\n+✅ 2\n", fault=point)
+    assert result.returncode == -signal.SIGKILL
+
+
+def test_an_unknown_fault_point_is_a_settings_error(tmp_path: Path) -> None:
+    result = Bot(tmp_path, THREE_TOOLS).run("hi\n", fault="after_lunch")
+    assert result.returncode == 2
+    assert "unknown fault point 'after_lunch'" in result.stderr
