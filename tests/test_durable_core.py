@@ -327,3 +327,125 @@ async def test_a_reminder_at_half_life_and_an_expiry_at_the_end(make_app) -> Non
     assert (
         model.requests[-1] is not None and check_tool_results(model.requests[-1].messages) is None
     )
+
+
+async def test_a_denied_call_never_runs_and_the_model_is_told_why(
+    settings, make_app, tmp_path
+) -> None:
+    settings.policy = {
+        "rules": [
+            {
+                "tool": "run_command",
+                "command_prefix": "make deploy",
+                "decision": "deny",
+                "reason": "deploys go through CI",
+            }
+        ]
+    }
+    marker = tmp_path / "deployed"
+    chat, model = await approved_chat(
+        make_app,
+        [
+            ScriptedTurn(
+                calls=[ScriptedCall("run_command", {"command": f"make deploy; touch {marker}"})]
+            ),
+            ScriptedTurn(text="I will leave the deploy to CI."),
+        ],
+    )
+
+    assert not marker.exists()
+    snap = await chat.snapshot()
+    assert [r.state for r in snap.tool_calls.values() if r.name == "run_command"] == [
+        ToolState.DENIED
+    ]
+    result = model.requests[-1].messages[-1]["content"][0]
+    assert result["is_error"] and result["content"] == "Denied by policy: deploys go through CI"
+    assert snap.status.lifecycle is Lifecycle.DONE
+
+
+async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> None:
+    from bot.settings import Settings
+    from core.policy import Decision
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "threadbot.toml").write_text(
+        '[[policy.rules]]\ntool = "write_file"\npath_glob = "secrets/**"\ndecision = "ask"\n'
+    )
+    verdict = (
+        Settings()
+        .tool_policy()
+        .check(
+            tool_name="write_file",
+            read_only=False,
+            arguments={"path": "secrets/key"},
+            plan_approved=True,
+        )
+    )
+    assert verdict.decision is Decision.ASK
+
+
+async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_app) -> None:
+    from core import lifecycle
+    from core.journal import AssistantTurn, Change, ToolCall, ToolCallRecord
+
+    model = ScriptedModel([plan(), ScriptedTurn(text="Listed.")])
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("look")
+    conversation_id = (await chat.snapshot()).id
+    await app.store.commit(conversation_id, Change(status=lifecycle.RUNNING, position="executing"))
+    call = ToolCall(id="toolu_ro", name="list_files", input={})
+    seqs = await app.store.commit(
+        conversation_id, Change(entries=(AssistantTurn(tool_calls=(call,)),))
+    )
+    # what a crash leaves behind: the record says running, no result was stored
+    await app.store.commit(
+        conversation_id,
+        Change(
+            tool_calls=(
+                ToolCallRecord(
+                    tool_use_id="toolu_ro",
+                    name="list_files",
+                    input={},
+                    read_only=True,
+                    state=ToolState.RUNNING,
+                    turn_seq=seqs[0],
+                    index=0,
+                ),
+            )
+        ),
+    )
+
+    assert await app.hub.resume_running() == [conversation_id]
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    assert snap.tool_calls["toolu_ro"].state is ToolState.DONE
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert check_tool_results(model.requests[-1].messages) is None
+
+
+async def test_a_lease_held_by_another_instance_holds_the_run_back(make_app) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})]),
+            ScriptedTurn(text="OK."),
+        ]
+    )
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("go")
+    conversation_id = (await chat.snapshot()).id
+    assert await app.store.acquire_lease(conversation_id, "other-instance", ttl=60)
+
+    await chat.reply("this one", settle=False)
+    await asyncio.sleep(0.3)
+    assert len(model.requests) == 1  # the other instance holds the conversation
+    assert not await app.store.acquire_lease(conversation_id, "third-instance", ttl=60)
+
+    await app.store.release_lease(conversation_id, "other-instance")
+    await app.hub.settled()
+    assert len(model.requests) == 2
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.DONE
