@@ -216,9 +216,9 @@ class ToolRunner:
         try:
             output = await tool.run(record.input, ctx)
         except ToolError as exc:
-            output = ToolOutput(
-                content=str(exc), note=f"{record.name} failed: {exc}", is_error=True
-            )
+            lines = str(exc).strip().splitlines()
+            note = f"{record.name} failed: {lines[0][:200] if lines else 'no reason given'}"
+            output = ToolOutput(content=str(exc), note=note, is_error=True)
         except Exception as exc:  # a tool's bug must not take the run down
             log.exception("tool %s crashed", record.name)
             output = ToolOutput(
