@@ -7,7 +7,7 @@ messages, each with one job, everything in the thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import assert_never
 
 from conversations.events import Button, PlatformRef, PostReply
@@ -36,8 +36,6 @@ class RenderSettings:
 
     approve_emoji: str = APPROVE
     reject_emoji: str = REJECT
-    approvers_hint: str = "the requester or an approver"
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def render_event(

@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,24 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from conversations.events import OutboundAction, PlatformRef, outbound_adapter
+from conversations.events import PlatformRef, outbound_adapter
+from conversations.store.records import (
+    ConversationInfo,
+    DueRequest,
+    MessageLink,
+    Outgoing,
+    PendingSend,
+    apply_status,
+    as_utc,
+    binding_of,
+    info_of,
+    outbox_row,
+    request_of,
+    request_row,
+    status_of,
+    tool_record_of,
+    tool_row,
+)
 from conversations.store.schema import (
     ConversationRow,
     DeliveryRow,
@@ -46,64 +62,15 @@ from core.journal import (
     ConversationSnapshot,
     Entry,
     JournalRecord,
-    PendingRequest,
     Person,
-    RequestKind,
     RequestResolution,
     RequestState,
-    ToolCallRecord,
     ToolState,
 )
-from core.lifecycle import Lifecycle, Status, WaitKind
+from core.lifecycle import Lifecycle
 from core.run_events import RunEvent, Stopped
 
 _entry_adapter: TypeAdapter[Entry] = TypeAdapter(Entry)
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    """One outbox row to write: an action, why (``note`` or ``milestone``), its request."""
-
-    action: OutboundAction
-    purpose: str = "milestone"
-    request_id: str | None = None
-
-
-@dataclass(frozen=True)
-class PendingSend:
-    """An outbox row waiting for delivery; ``id`` doubles as the idempotency key."""
-
-    id: int
-    conversation_id: str
-    purpose: str
-    action: OutboundAction
-
-
-@dataclass(frozen=True)
-class ConversationInfo:
-    """A conversation as the hub sees it: binding, requester and status."""
-
-    id: str
-    binding: PlatformRef
-    requester: Person
-    status: Status
-
-
-@dataclass(frozen=True)
-class DueRequest:
-    """An open request whose reminder (``expired`` False) or expiry has come."""
-
-    conversation_id: str
-    request_id: str
-    expired: bool
-
-
-@dataclass(frozen=True)
-class MessageLink:
-    """What a bot message is about: its conversation and, if any, its pending request."""
-
-    conversation_id: str
-    request_id: str | None
 
 
 Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
@@ -206,12 +173,12 @@ class Store:
         )
         async with self._sessions() as session:
             row = (await session.execute(stmt)).scalar_one_or_none()
-            return _info(row) if row else None
+            return info_of(row) if row else None
 
     async def info(self, conversation_id: str) -> ConversationInfo:
         """One conversation; raises :class:`ConversationNotFound`."""
         async with self._sessions() as session:
-            return _info(await _conversation(session, conversation_id))
+            return info_of(await _conversation(session, conversation_id))
 
     async def active(
         self, *, platform: str, workspace: str | None = None, channel: str | None = None
@@ -227,7 +194,7 @@ class Store:
             stmt = stmt.where(ConversationRow.channel == channel)
         async with self._sessions() as session:
             rows = (await session.execute(stmt.order_by(ConversationRow.created_at))).scalars()
-            return [_info(row) for row in rows]
+            return [info_of(row) for row in rows]
 
     async def find_by_message(
         self, platform: str, channel: str, message: str
@@ -311,7 +278,7 @@ class Store:
                 DueRequest(
                     conversation_id=r.conversation_id,
                     request_id=r.id,
-                    expired=r.expires_at is not None and _aware(r.expires_at) <= now,  # type: ignore[operator]
+                    expired=r.expires_at is not None and as_utc(r.expires_at) <= now,  # type: ignore[operator]
                 )
                 for r in rows
             ]
@@ -354,20 +321,20 @@ class Store:
             return ConversationSnapshot(
                 id=row.id,
                 requester=Person(id=row.requester_id, name=row.requester_name),
-                status=_status(row),
+                status=status_of(row),
                 position=row.position,
                 plan_version=row.plan_version,
                 workspace=row.workspace_dir,
                 journal=tuple(
                     JournalRecord(
                         seq=j.seq,
-                        at=_aware(j.created_at) or j.created_at,
+                        at=as_utc(j.created_at) or j.created_at,
                         entry=_entry_adapter.validate_python(j.body),
                     )
                     for j in journal
                 ),
-                tool_calls={c.tool_use_id: _tool_record(c) for c in calls},
-                requests=tuple(_request(r) for r in requests),
+                tool_calls={c.tool_use_id: tool_record_of(c) for c in calls},
+                requests=tuple(request_of(r) for r in requests),
             )
 
     async def commit(self, conversation_id: str, change: Change) -> list[int]:
@@ -382,12 +349,12 @@ class Store:
             await _check_pending(session, change.guard_pending)
             seqs = await self._append(session, conversation_id, change.entries)
             for record in change.tool_calls:
-                await session.merge(_tool_row(conversation_id, record))
+                await session.merge(tool_row(conversation_id, record))
             for res in change.resolve:
                 await self._resolve(session, res.request_id, res)
             if change.open_request is not None:
-                session.add(_request_row(conversation_id, change.open_request))
-            _apply_status(row, change)
+                session.add(request_row(conversation_id, change.open_request))
+            apply_status(row, change)
             for entry in change.entries:
                 if isinstance(entry, AssistantTurn) and entry.usage is not None:
                     session.add(
@@ -396,8 +363,8 @@ class Store:
             for run_event in change.events:
                 if isinstance(run_event, Stopped):
                     await self._drop_pending_notes(session, conversation_id)
-                for out in self._render(_binding(row), run_event):
-                    session.add(_outbox_row(conversation_id, out))
+                for out in self._render(binding_of(row), run_event):
+                    session.add(outbox_row(conversation_id, out))
                     wrote_outbox = True
         if wrote_outbox:
             self.on_outbox()
@@ -409,7 +376,7 @@ class Store:
         """Write outbox rows that no state change goes with (notices to people)."""
         async with self._write() as session:
             for out in items:
-                session.add(_outbox_row(conversation_id, out))
+                session.add(outbox_row(conversation_id, out))
         if items:
             self.on_outbox()
 
@@ -564,124 +531,6 @@ async def _check_pending(session: AsyncSession, tool_use_ids: Sequence[str]) -> 
     ).scalars()
     if list(states).count(ToolState.PENDING_APPROVAL.value) != len(set(tool_use_ids)):
         raise RequestConflict("a gated tool call was decided meanwhile")
-
-
-def _binding(row: ConversationRow) -> PlatformRef:
-    return PlatformRef(
-        platform=row.platform,
-        workspace=row.workspace,
-        channel=row.channel,
-        thread=row.thread or None,
-    )
-
-
-def _status(row: ConversationRow) -> Status:
-    return Status(
-        lifecycle=Lifecycle(row.lifecycle),
-        wait=WaitKind(row.wait_kind) if row.wait_kind else None,
-    )
-
-
-def _info(row: ConversationRow) -> ConversationInfo:
-    return ConversationInfo(
-        id=row.id,
-        binding=_binding(row),
-        requester=Person(id=row.requester_id, name=row.requester_name),
-        status=_status(row),
-    )
-
-
-def _apply_status(row: ConversationRow, change: Change) -> None:
-    if change.status is not None:
-        row.lifecycle = change.status.lifecycle.value
-        row.wait_kind = change.status.wait.value if change.status.wait else None
-    if change.position is not None:
-        row.position = change.position
-    if change.plan_version is not None:
-        row.plan_version = change.plan_version
-    row.updated_at = utcnow()
-
-
-def _tool_record(row: ToolCallRow) -> ToolCallRecord:
-    return ToolCallRecord(
-        tool_use_id=row.tool_use_id,
-        name=row.name,
-        input=row.input,
-        read_only=row.read_only,
-        state=ToolState(row.state),
-        turn_seq=row.turn_seq,
-        index=row.idx,
-    )
-
-
-def _tool_row(conversation_id: str, record: ToolCallRecord) -> ToolCallRow:
-    return ToolCallRow(
-        tool_use_id=record.tool_use_id,
-        conversation_id=conversation_id,
-        name=record.name,
-        input=record.input,
-        read_only=record.read_only,
-        state=record.state.value,
-        turn_seq=record.turn_seq,
-        idx=record.index,
-        updated_at=utcnow(),
-    )
-
-
-def _request(row: RequestRow) -> PendingRequest:
-    decided_by = (
-        Person(id=row.decided_by_id, name=row.decided_by_name or row.decided_by_id)
-        if row.decided_by_id
-        else None
-    )
-    return PendingRequest(
-        id=row.id,
-        kind=RequestKind(row.kind),
-        state=RequestState(row.state),
-        tool_use_id=row.tool_use_id,
-        plan_version=row.plan_version,
-        prompt=row.prompt,
-        tool_use_ids=tuple((row.tool_use_ids or {}).get("ids", ())),
-        expires_at=_aware(row.expires_at),
-        remind_at=_aware(row.remind_at),
-        decision=row.decision,
-        decided_by=decided_by,
-    )
-
-
-def _request_row(conversation_id: str, request: PendingRequest) -> RequestRow:
-    return RequestRow(
-        id=request.id,
-        conversation_id=conversation_id,
-        kind=request.kind.value,
-        state=request.state.value,
-        tool_use_id=request.tool_use_id,
-        plan_version=request.plan_version,
-        prompt=request.prompt,
-        tool_use_ids={"ids": list(request.tool_use_ids)} if request.tool_use_ids else None,
-        expires_at=request.expires_at,
-        remind_at=request.remind_at,
-    )
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; every time stored here is UTC."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
-
-
-def _outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
-    ref = out.action.ref
-    return OutboxRow(
-        conversation_id=conversation_id,
-        request_id=out.request_id,
-        purpose=out.purpose,
-        platform=ref.platform,
-        channel=ref.channel,
-        action=outbound_adapter.dump_python(out.action, mode="json"),
-        state="pending",
-    )
 
 
 __all__ = [

@@ -1,0 +1,201 @@
+"""Plain records the store hands out, and conversions between rows and core models.
+
+Everything here is pure: no session, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from conversations.events import OutboundAction, PlatformRef, outbound_adapter
+from conversations.store.schema import (
+    ConversationRow,
+    OutboxRow,
+    RequestRow,
+    ToolCallRow,
+    utcnow,
+)
+from core.journal import (
+    Change,
+    PendingRequest,
+    Person,
+    RequestKind,
+    RequestState,
+    ToolCallRecord,
+    ToolState,
+)
+from core.lifecycle import Lifecycle, Status, WaitKind
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One outbox row to write: an action, why (``note`` or ``milestone``), its request."""
+
+    action: OutboundAction
+    purpose: str = "milestone"
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingSend:
+    """An outbox row waiting for delivery; ``id`` doubles as the idempotency key."""
+
+    id: int
+    conversation_id: str
+    purpose: str
+    action: OutboundAction
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """A conversation as the hub sees it: binding, requester and status."""
+
+    id: str
+    binding: PlatformRef
+    requester: Person
+    status: Status
+
+
+@dataclass(frozen=True)
+class DueRequest:
+    """An open request whose reminder (``expired`` False) or expiry has come."""
+
+    conversation_id: str
+    request_id: str
+    expired: bool
+
+
+@dataclass(frozen=True)
+class MessageLink:
+    """What a bot message is about: its conversation and, if any, its pending request."""
+
+    conversation_id: str
+    request_id: str | None
+
+
+def binding_of(row: ConversationRow) -> PlatformRef:
+    """The thread a conversation row is bound to."""
+    return PlatformRef(
+        platform=row.platform,
+        workspace=row.workspace,
+        channel=row.channel,
+        thread=row.thread or None,
+    )
+
+
+def status_of(row: ConversationRow) -> Status:
+    """The lifecycle status stored in a conversation row."""
+    return Status(
+        lifecycle=Lifecycle(row.lifecycle),
+        wait=WaitKind(row.wait_kind) if row.wait_kind else None,
+    )
+
+
+def info_of(row: ConversationRow) -> ConversationInfo:
+    """A conversation row as the hub sees it."""
+    return ConversationInfo(
+        id=row.id,
+        binding=binding_of(row),
+        requester=Person(id=row.requester_id, name=row.requester_name),
+        status=status_of(row),
+    )
+
+
+def apply_status(row: ConversationRow, change: Change) -> None:
+    """Write the status, position and plan version of ``change`` into ``row``."""
+    if change.status is not None:
+        row.lifecycle = change.status.lifecycle.value
+        row.wait_kind = change.status.wait.value if change.status.wait else None
+    if change.position is not None:
+        row.position = change.position
+    if change.plan_version is not None:
+        row.plan_version = change.plan_version
+    row.updated_at = utcnow()
+
+
+def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
+    """A tool call row as a core record."""
+    return ToolCallRecord(
+        tool_use_id=row.tool_use_id,
+        name=row.name,
+        input=row.input,
+        read_only=row.read_only,
+        state=ToolState(row.state),
+        turn_seq=row.turn_seq,
+        index=row.idx,
+    )
+
+
+def tool_row(conversation_id: str, record: ToolCallRecord) -> ToolCallRow:
+    """A core tool call record as a row (for ``session.merge``)."""
+    return ToolCallRow(
+        tool_use_id=record.tool_use_id,
+        conversation_id=conversation_id,
+        name=record.name,
+        input=record.input,
+        read_only=record.read_only,
+        state=record.state.value,
+        turn_seq=record.turn_seq,
+        idx=record.index,
+        updated_at=utcnow(),
+    )
+
+
+def request_of(row: RequestRow) -> PendingRequest:
+    """A pending request row as a core request."""
+    decided_by = (
+        Person(id=row.decided_by_id, name=row.decided_by_name or row.decided_by_id)
+        if row.decided_by_id
+        else None
+    )
+    return PendingRequest(
+        id=row.id,
+        kind=RequestKind(row.kind),
+        state=RequestState(row.state),
+        tool_use_id=row.tool_use_id,
+        plan_version=row.plan_version,
+        prompt=row.prompt,
+        tool_use_ids=tuple((row.tool_use_ids or {}).get("ids", ())),
+        expires_at=as_utc(row.expires_at),
+        remind_at=as_utc(row.remind_at),
+        decision=row.decision,
+        decided_by=decided_by,
+    )
+
+
+def request_row(conversation_id: str, request: PendingRequest) -> RequestRow:
+    """A new core request as a row."""
+    return RequestRow(
+        id=request.id,
+        conversation_id=conversation_id,
+        kind=request.kind.value,
+        state=request.state.value,
+        tool_use_id=request.tool_use_id,
+        plan_version=request.plan_version,
+        prompt=request.prompt,
+        tool_use_ids={"ids": list(request.tool_use_ids)} if request.tool_use_ids else None,
+        expires_at=request.expires_at,
+        remind_at=request.remind_at,
+    )
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every time stored here is UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
+    """A new pending outbox row for ``out``."""
+    ref = out.action.ref
+    return OutboxRow(
+        conversation_id=conversation_id,
+        request_id=out.request_id,
+        purpose=out.purpose,
+        platform=ref.platform,
+        channel=ref.channel,
+        action=outbound_adapter.dump_python(out.action, mode="json"),
+        state="pending",
+    )
