@@ -98,6 +98,7 @@ async def build(
     wall_clock: Callable[[], datetime] = utc_now,
 ) -> App:
     """Build and migrate everything for ``settings``; ``model`` overrides the choice."""
+    settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     engine_db = create_engine(settings.database_url)
     await migrate.upgrade(engine_db)
     deliverer_ref: list[Deliverer] = []
@@ -158,19 +159,20 @@ async def run_console(
 ) -> int:
     """Run the console adapter until end of input; returns the exit code (0)."""
     chosen = model or model_for(settings)
+    if isinstance(chosen, DemoModel):
+        banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
+    else:
+        banner = f"threadbot: using the model {chosen.name}."
     console = ConsoleAdapter(
         input=input,
         output=output,
         user=settings.console_user,
         state_file=settings.console_state,
+        stop_command=settings.stop_command,
+        banner=banner + " Type a request; /help lists the commands.",
     )
     app = await build(settings, model=chosen)
     app.add_sender(console)
-    if isinstance(chosen, DemoModel):
-        banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
-    else:
-        banner = f"threadbot: using the model {chosen.name}."
-    print(banner + " Type a request; /help lists the commands.", file=output, flush=True)
     await app.start()
     try:
         return await console.run(app.hub, settled=app.hub.settled)

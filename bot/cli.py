@@ -1,4 +1,4 @@
-"""The ``threadbot`` command: ``run``, ``console``, ``db upgrade``.
+"""threadbot: run an LLM agent from team chat (commands: run, console, db upgrade).
 
 ``threadbot run`` starts every adapter that has credentials, and the console
 when none has (Slack and Discord adapters are not part of this release yet, so
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
+import os
 import sys
 
 from pydantic import ValidationError
@@ -47,11 +49,22 @@ async def _upgrade(settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadbot`` console script."""
     args = _parser().parse_args(argv)
+    unknown = Settings.unknown_variables(os.environ)
+    if unknown:
+        print(
+            f"threadbot: unknown settings: {', '.join(unknown)} (see the README)", file=sys.stderr
+        )
+        return 2
     try:
         settings = Settings()
     except ValidationError as exc:
         print(f"threadbot: bad settings:\n{exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:  # a TOML file that does not parse, a missing THREADBOT_CONFIG
+        print(f"threadbot: bad settings: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
     logging.basicConfig(
         level=settings.log_level.upper(),
         stream=sys.stderr,

@@ -10,8 +10,11 @@ https://docs.pydantic.dev/latest/concepts/pydantic_settings/
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,6 +26,7 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from sqlalchemy.engine import make_url
 
 from core.faults import Faults
 from core.policy import ToolPolicy
@@ -36,8 +40,10 @@ CommaList = Annotated[list[str], NoDecode]
 class Settings(BaseSettings):
     """Every setting of threadbot; the README lists them with their variables."""
 
-    model_config = SettingsConfigDict(env_prefix="THREADBOT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="THREADBOT_", extra="forbid")
 
+    config: Path | None = None
+    """``THREADBOT_CONFIG``: the TOML file to read instead of ``./threadbot.toml``."""
     database_url: str = "sqlite+aiosqlite:///.threadbot/threadbot.db"
     workspace_root: Path = Path(".threadbot/workspaces")
     anthropic_api_key: SecretStr | None = Field(
@@ -86,6 +92,31 @@ class Settings(BaseSettings):
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in logging.getLevelNamesMapping():
+            raise ValueError("use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return value.upper()
+
+    @field_validator("console_user", "stop_command")
+    @classmethod
+    def _one_word(cls, value: str) -> str:
+        if not re.fullmatch(r"[^\s:/]+", value):
+            raise ValueError("must be one word, without spaces, colons or slashes")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_database(cls, value: str) -> str:
+        try:
+            dialect = make_url(value).get_dialect()
+        except Exception as exc:
+            raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from exc
+        if not getattr(dialect, "is_async", False):
+            raise ValueError("use an async driver, e.g. sqlite+aiosqlite:///path/to/threadbot.db")
+        return value
+
     @field_validator("fault")
     @classmethod
     def _known_fault(cls, value: str) -> str:
@@ -103,6 +134,12 @@ class Settings(BaseSettings):
         return ToolPolicy.from_toml_table(self.policy)
 
     @classmethod
+    def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:
+        """``THREADBOT_*`` variables that name no setting (most likely typos)."""
+        known = {f"THREADBOT_{name.upper()}" for name in cls.model_fields}
+        return sorted(k for k in environ if k.startswith("THREADBOT_") and k not in known)
+
+    @classmethod
     def settings_customise_sources(
         cls,
         settings_cls: type[BaseSettings],
@@ -112,7 +149,10 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Init arguments, then the environment, then the TOML file."""
-        toml_file = Path(os.environ.get("THREADBOT_CONFIG", "threadbot.toml"))
+        named = os.environ.get("THREADBOT_CONFIG")
+        toml_file = Path(named or "threadbot.toml")
+        if named and not toml_file.is_file():
+            raise ValueError(f"THREADBOT_CONFIG names {named}, which is not a file")
         return (
             init_settings,
             env_settings,

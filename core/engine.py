@@ -167,8 +167,8 @@ class Engine:
             return DecideOutcome.NOT_OPEN
         if request.state is RequestState.DECIDED:
             return DecideOutcome.ALREADY_DECIDED
-        if request.state is not RequestState.OPEN:
-            return DecideOutcome.NOT_OPEN
+        if request.state is not RequestState.OPEN or request.kind is RequestKind.QUESTION:
+            return DecideOutcome.NOT_OPEN  # a question is answered in words, not reactions
         change = decision_change(snap, request, decision, self._workflow, self._settings)
         if change is None:
             return DecideOutcome.ALREADY_DECIDED
@@ -254,7 +254,22 @@ class Engine:
     # --- the run -----------------------------------------------------------------
 
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
-        """Go on while the conversation is ``running``: model turn, tools, repeat."""
+        """Go on while the conversation is ``running``: model turn, tools, repeat.
+
+        A failure inside threadbot (not the model's: those end the run with their
+        own message) ends the run ``failed`` with a message in the thread, so a
+        conversation is never left ``running`` with no one working on it.
+        """
+        try:
+            await self._turns(conversation_id, inbox)
+        except Exception as exc:
+            log.exception("conversation %s: the run failed", conversation_id)
+            try:
+                await self._fail(conversation_id, f"Something went wrong inside threadbot: {exc}")
+            except Exception:
+                log.exception("conversation %s: could not record the failure", conversation_id)
+
+    async def _turns(self, conversation_id: str, inbox: Inbox | None) -> None:
         for _turn in range(self._settings.max_turns):
             snap = await self._journal.load(conversation_id)
             if snap.status.lifecycle is not Lifecycle.RUNNING:

@@ -153,7 +153,7 @@ def _demo_step(messages: Sequence[Message]) -> tuple[str, list[ScriptedCall]]:
     if last_call is None or last_call == "finish":
         return "", [_plan_call(request)]
     if last_call == "propose_plan":
-        if "approved" not in result:
+        if " was approved by " not in result:
             return "", [_plan_call(request, revised=True)]
         return "", [
             ScriptedCall("report_progress", {"step": "step 1 of 3", "note": "looking around"}),
@@ -220,5 +220,8 @@ def _last_result_text(messages: Sequence[Message]) -> str:
 
 
 def _latest_request(messages: Sequence[Message]) -> str:
+    """The newest request: a person's words with no role label ("alice: ...")."""
     texts = [b["text"] for b in _blocks(messages, "user") if b.get("type") == "text"]
-    return texts[-1].split(": ", 1)[-1] if texts else "your request"
+    requests = [t.split(": ", 1) for t in texts if ": " in t]
+    plain = [text for speaker, text in requests if "(" not in speaker]
+    return plain[-1] if plain else "your request"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -76,3 +78,70 @@ def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "progress_mode" in result.stderr
+
+
+def _run(
+    tmp_path: Path, env: dict[str, str], stdin: str = "hi\n"
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "run"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path) | env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("THREADBOT_APROVERS", "alice", "unknown settings: THREADBOT_APROVERS"),
+        ("THREADBOT_LOG_LEVEL", "LOUD", "log_level"),
+        ("THREADBOT_DATABASE_URL", "sqlite:///x.db", "use an async driver"),
+        ("THREADBOT_CONFIG", "/nonexistent.toml", "not a file"),
+        ("THREADBOT_STOP_COMMAND", "", "stop_command"),
+        ("THREADBOT_FAULT", "after_lunch", "unknown fault point"),
+    ],
+)
+def test_a_bad_setting_stops_the_bot_with_a_clear_error(tmp_path, variable, value, said) -> None:
+    result = _run(tmp_path, {variable: value})
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_typo_in_threadbot_toml_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "threadbot.toml").write_text('aprovers = ["alice"]\n')
+    result = _run(tmp_path, {})
+    assert result.returncode == 2
+    assert "aprovers" in result.stderr
+
+
+def test_a_restart_goes_on_in_the_same_threads(tmp_path: Path) -> None:
+    first = _run(tmp_path, {}, "tidy up\n")
+    assert "[2] ↳1 threadbot: 📋 Plan (v1)" in first.stdout
+    second = _run(tmp_path, {}, "+✅ 2\n>1 short\n")
+    assert second.returncode == 0, second.stderr
+    assert "✅ Done." in second.stdout
+    assert "[3]" in second.stdout  # the ids go on after the first process's
+
+
+def test_a_custom_stop_command(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"THREADBOT_STOP_COMMAND": "halt"}, "tidy up\n/halt 1\n")
+    assert result.returncode == 0, result.stderr
+    assert "⏹ Stopped by you." in result.stdout
+
+
+def test_bytes_that_are_not_utf8_do_not_break_the_console(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "run"],
+        input=b"ok \xff\xfe bad\n",
+        capture_output=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "📋 Plan (v1)" in result.stdout.decode()

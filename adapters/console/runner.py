@@ -55,7 +55,9 @@ class ConsoleAdapter:
     Raises :class:`adapters.console.errors.StateFileError` when it cannot be read.
     None keeps them in memory, for this process only. ``session`` prefixes every
     delivery key (``console:<session>:7``) and is the ``workspace`` of every ref;
-    with a state file none is needed.
+    with a state file none is needed. ``stop_command`` is the configured name of
+    ``/stop``; ``banner`` is printed once when the console starts (by default, a
+    greeting at a terminal and nothing on a pipe).
     """
 
     platform: str = translate.PLATFORM
@@ -69,6 +71,8 @@ class ConsoleAdapter:
         bot_name: str = "threadbot",
         wait_between_lines: bool | None = None,
         session: str = "",
+        stop_command: str = "stop",
+        banner: str | None = None,
         state_file: Path | None = None,
     ) -> None:
         self._input = input if input is not None else sys.stdin
@@ -77,6 +81,8 @@ class ConsoleAdapter:
         self._bot_name = bot_name
         self._wait = wait_between_lines
         self._session = session
+        self._stop_command = stop_command
+        self._banner = banner
         self._state = ConsoleState(state_file)
 
     # --- Sender ------------------------------------------------------------------
@@ -160,7 +166,9 @@ class ConsoleAdapter:
         interactive = self._isatty(self._input)
         wait = (not interactive) if self._wait is None else self._wait
         reader = _LineReader(self._input)
-        if interactive:
+        if self._banner:
+            self._print(self._banner)
+        elif interactive:
             self._print(f"{self._bot_name} console: type a message to start; /help for commands")
         while True:
             line = await reader.readline()
@@ -219,6 +227,7 @@ class ConsoleAdapter:
             next_counter=self._state.next_counter,
             roots=self._state.roots,
             session=self._session,
+            stop_command=self._stop_command,
         )
 
     def _print(self, *lines: str) -> None:

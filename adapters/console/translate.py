@@ -75,6 +75,8 @@ class Context:
     next_id: int
     next_counter: int
     roots: Mapping[int, int]
+    stop_command: str = "stop"
+    """The name of the stop command (``/stop`` unless configured otherwise)."""
     session: str = ""
     """Names this console session (the ``workspace`` of every ref, and part of each
     delivery key) so that ids restarting at 1 never collide with an earlier
@@ -207,7 +209,7 @@ def _command(text: str, ctx: Context) -> Parsed:
         if not re.fullmatch(r"[^\s:]+", arg):
             return Invalid("/as takes one name without spaces or colons, e.g. /as alice")
         return SwitchUser(arg)
-    if name == "stop":
+    if name == ctx.stop_command:
         return _stop(arg, ctx)
     if name in ("help", "quit"):
         return Invalid(f"/{name} takes no argument")
@@ -218,14 +220,16 @@ def _stop(arg: str, ctx: Context) -> Parsed:
     key = f"{ctx.key_prefix}r{ctx.next_counter}"
     if not arg:
         ref = _ref(ctx, thread=None, message=None)
-        return CommandInvoked(delivery_key=key, ref=ref, author=ctx.author, name="stop")
+        return CommandInvoked(delivery_key=key, ref=ref, author=ctx.author, name=ctx.stop_command)
     if not arg.isdigit():
-        return Invalid("/stop takes a message id, e.g. /stop 3")
+        return Invalid(f"/{ctx.stop_command} takes a message id, e.g. /{ctx.stop_command} 3")
     if int(arg) not in ctx.roots:
         return Invalid(f"there is no message [{int(arg)}]")
     root = ctx.roots[int(arg)]
     ref = _ref(ctx, thread=root, message=None)
-    return CommandInvoked(delivery_key=key, ref=ref, author=ctx.author, name="stop", args=str(root))
+    return CommandInvoked(
+        delivery_key=key, ref=ref, author=ctx.author, name=ctx.stop_command, args=str(root)
+    )
 
 
 def _ref(ctx: Context, *, thread: int | None, message: int | None) -> PlatformRef:

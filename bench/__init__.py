@@ -1,0 +1,1 @@
+"""Benchmarks: ``make bench`` (``python -m bench``); results are reported in the README."""
