@@ -192,3 +192,20 @@ async def test_status_mode_edits_one_progress_reply_in_place(settings, make_app)
     status_id = status_posts[0].split("]")[0].strip()
     assert any(edit.strip().startswith(status_id + "]") for edit in edits)
     assert "✅ Each test now gets its own session." in transcript
+
+
+async def test_the_demo_revises_its_plan_on_feedback_and_writes_what_was_asked(make_app) -> None:
+    from core.scripted import DemoModel
+
+    app = await make_app(DemoModel())  # type: ignore[arg-type]
+    transcript = await run_console(
+        app, "write a report\n>1 please also include charts\n+✅ 4\n+❌ 7\n>1 short\n"
+    )
+
+    assert "📋 Plan (v2)" in transcript
+    assert "1. Take your feedback into account" in transcript
+    assert "✅ Done." in transcript
+    snap = await app.store.load(await only_conversation(app))
+    summary = (Path(snap.workspace) / "summary.md").read_text()
+    assert "# Request\n\nwrite a report" in summary
+    assert "alice answered: short" in summary  # the ❌ on the question was no answer
