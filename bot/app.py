@@ -143,7 +143,7 @@ async def build(
             reject_reactions=frozenset(settings.reject_reactions),
             stop_reactions=frozenset(settings.stop_reactions),
             stop_command=settings.stop_command,
-            instance=settings.instance,
+            **({"instance": settings.instance} if settings.instance else {}),
         ),
     )
     sweeper = Sweeper(store=store, engine=engine, expire=hub.expire, clock=wall_clock)

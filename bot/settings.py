@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -75,7 +74,8 @@ class Settings(BaseSettings):
     log_level: str = "WARNING"
     request_ttl: float = Field(default=24 * 3600.0, gt=0)
     fault: str = ""
-    instance: str = Field(default_factory=socket.gethostname)
+    instance: str = ""
+    """Lease owner name; empty means ``host:pid`` (see ``HubSettings.instance``)."""
     policy: dict[str, Any] = {}
 
     @field_validator(

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +56,9 @@ class HubSettings:
     stop_reactions: frozenset[str] = DEFAULT_STOP
     stop_command: str = "stop"
     stop_word: str = "stop"
-    instance: str = "threadbot"
-    """Lease owner name: a restarted instance takes its own leases back at once;
-    two instances on one database need different names."""
+    instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    """Lease owner, ``host:pid`` by default: a process on the same host takes over
+    the leases of a dead process at once; elsewhere they lapse after ``lease_ttl``."""
     lease_ttl: float = 60.0
     """Seconds a lease lasts without renewal (renewed every third of it while running)."""
 
@@ -76,14 +78,31 @@ class Hub:
     async def _leased(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` holding the conversation's lease (one process runs it at a time)."""
         owner, ttl = self._settings.instance, self._settings.lease_ttl
-        while not await self._store.acquire_lease(conversation_id, owner, ttl=ttl):  # noqa: ASYNC110
-            await asyncio.sleep(min(1.0, ttl / 3))
+        while True:
+            dead = await self._dead_holder(conversation_id)
+            if await self._store.acquire_lease(conversation_id, owner, ttl=ttl, dead=dead):
+                break
+            await asyncio.sleep(min(1.0, ttl / 3))  # another live process runs it
         renew = asyncio.create_task(self._renew(conversation_id, owner, ttl))
         try:
             await work()
         finally:
             renew.cancel()
             await asyncio.shield(self._store.release_lease(conversation_id, owner))
+
+    async def _dead_holder(self, conversation_id: str) -> str | None:
+        """The lease holder if it is a process of this host that no longer exists."""
+        holder = await self._store.lease_owner(conversation_id)
+        host, _, pid = (holder or "").rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return None
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return holder
+        except PermissionError:
+            return None
+        return None
 
     async def _renew(self, conversation_id: str, owner: str, ttl: float) -> None:
         while True:

@@ -449,3 +449,28 @@ async def test_a_lease_held_by_another_instance_holds_the_run_back(make_app) -> 
     await app.hub.settled()
     assert len(model.requests) == 2
     assert (await chat.snapshot()).status.lifecycle is Lifecycle.DONE
+
+
+async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once(make_app) -> None:
+    import socket
+
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})]),
+            ScriptedTurn(text="OK."),
+        ]
+    )
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("go")
+    conversation_id = (await chat.snapshot()).id
+    finished = await asyncio.create_subprocess_exec("true")
+    await finished.wait()  # its pid now names no process
+    holder = f"{socket.gethostname()}:{finished.pid}"
+    assert await app.store.acquire_lease(conversation_id, holder, ttl=3600)
+
+    await chat.reply("this one")  # settles: the lease did not hold it back
+
+    assert len(model.requests) == 2
+    assert await app.store.lease_owner(conversation_id) is None

@@ -228,27 +228,42 @@ class Store:
     # --- leases ----------------------------------------------------------------
 
     async def acquire_lease(
-        self, conversation_id: str, owner: str, *, ttl: float, now: datetime | None = None
+        self,
+        conversation_id: str,
+        owner: str,
+        *,
+        ttl: float,
+        now: datetime | None = None,
+        dead: str | None = None,
     ) -> bool:
         """Take or renew the right to run a conversation for ``ttl`` seconds.
 
-        True when ``owner`` holds the lease afterwards: it was free, expired, or
-        already ``owner``'s. One process at a time runs a conversation.
+        True when ``owner`` holds the lease afterwards: it was free, expired,
+        already ``owner``'s, or held by ``dead`` (an owner the caller knows is gone).
+        One process at a time runs a conversation.
         """
         now = now or utcnow()
+        takeable = (
+            ConversationRow.lease_owner.is_(None)
+            | (ConversationRow.lease_owner == owner)
+            | (ConversationRow.lease_until < now)
+        )
+        if dead is not None:
+            takeable = takeable | (ConversationRow.lease_owner == dead)
         stmt = (
             update(ConversationRow)
-            .where(
-                ConversationRow.id == conversation_id,
-                (ConversationRow.lease_owner.is_(None))
-                | (ConversationRow.lease_owner == owner)
-                | (ConversationRow.lease_until < now),
-            )
+            .where(ConversationRow.id == conversation_id, takeable)
             .values(lease_owner=owner, lease_until=now + timedelta(seconds=ttl))
         )
         async with self._write() as session:
             result = await session.execute(stmt)
             return bool(getattr(result, "rowcount", 0))
+
+    async def lease_owner(self, conversation_id: str) -> str | None:
+        """Who holds the conversation's lease now (expired or not), if anyone."""
+        async with self._sessions() as session:
+            row = await session.get(ConversationRow, conversation_id)
+            return row.lease_owner if row else None
 
     async def release_lease(self, conversation_id: str, owner: str) -> None:
         """Give the lease up if ``owner`` holds it."""
