@@ -96,8 +96,9 @@ async def build(
     model: Model | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], datetime] = utc_now,
+    toolbox: Toolbox | None = None,
 ) -> App:
-    """Build and migrate everything for ``settings``; ``model`` overrides the choice."""
+    """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override."""
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     engine_db = create_engine(settings.database_url)
     await migrate.upgrade(engine_db)
@@ -120,7 +121,7 @@ async def build(
     engine = Engine(
         journal=store,
         model=model or model_for(settings),
-        toolbox=default_toolbox(),
+        toolbox=toolbox or default_toolbox(),
         workflow=default_workflow(),
         settings=EngineSettings(
             max_turns=settings.max_turns,

@@ -59,6 +59,7 @@ async def test_gated_calls_wait_while_allowed_calls_of_the_turn_run(make_app, tm
     assert states["git push origin main"] is ToolState.PENDING_APPROVAL
     assert str(snap.status) == "waiting(tool_approval)"
     approval = chat.bot_message("🔐 May I run these?")
+    assert "[Allow 1] [Deny 1] [Allow 2] [Deny 2]" in chat.out.getvalue()  # a button per call
     assert "1. `rm -rf build`" in chat.out.getvalue()
     assert "2. `git push origin main`" in chat.out.getvalue()
     assert len(model.requests) == 2  # the gated calls did not lead to another model call
@@ -474,3 +475,55 @@ async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once
 
     assert len(model.requests) == 2
     assert await app.store.lease_owner(conversation_id) is None
+
+
+class Probe:
+    """A read-only test tool that records when it starts and can wait for another one."""
+
+    read_only = True
+
+    def __init__(self, name: str, started: dict[str, asyncio.Event], waits_for: str | None) -> None:
+        from core.model import ToolSpec
+
+        self.spec = ToolSpec(name=name, description="probe", input_schema={"type": "object"})
+        self._started = started
+        self._waits_for = waits_for
+
+    async def run(self, args, ctx):  # type: ignore[no-untyped-def]
+        from core.tools.base import ToolOutput
+
+        self._started[self.spec.name].set()
+        if self._waits_for:
+            await asyncio.wait_for(self._started[self._waits_for].wait(), 5)
+        return ToolOutput(content="ok", note=f"{self.spec.name} ran")
+
+
+async def test_read_only_calls_of_a_turn_run_concurrently(settings) -> None:
+    from bot.app import build, default_toolbox
+    from core.tools.base import Toolbox
+
+    started = {"probe_a": asyncio.Event(), "probe_b": asyncio.Event()}
+    tools = list(default_toolbox())
+    toolbox = Toolbox(
+        [*tools, Probe("probe_a", started, "probe_b"), Probe("probe_b", started, None)]
+    )
+    model = ScriptedModel(
+        [
+            plan(),
+            ScriptedTurn(calls=[ScriptedCall("probe_a", {}), ScriptedCall("probe_b", {})]),
+            ScriptedTurn(text="Both ran."),
+        ]
+    )
+    app = await build(settings, model=model, toolbox=toolbox)
+    try:
+        chat = Chat(app)
+        await app.start()
+        await chat.mention("probe")
+        await chat.react(chat.bot_message("📋"))
+        await app.hub.settled()
+        # probe_a waits until probe_b has started: only a concurrent run finishes
+        assert "✅ Both ran." in chat.out.getvalue()
+        snap = await chat.snapshot()
+        assert {r.name: r.state for r in snap.tool_calls.values()}["probe_a"] is ToolState.DONE
+    finally:
+        await app.close()

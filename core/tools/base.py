@@ -10,7 +10,7 @@ stops it (``run_command`` kills its process group).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -72,6 +72,10 @@ class Toolbox:
             if name in self._tools:
                 raise ValueError(f"two tools are called {name!r}")
             self._tools[name] = tool
+
+    def __iter__(self) -> Iterator[Tool]:
+        """Every tool, in the order given."""
+        return iter(self._tools.values())
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
