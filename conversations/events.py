@@ -97,8 +97,25 @@ class CommandInvoked(BaseModel):
     args: str = ""
 
 
+class ButtonPressed(BaseModel):
+    """A person pressed a button the bot put under ``ref.message``.
+
+    ``action`` is the :attr:`Button.action` of the button: ``approve:<request>``,
+    ``reject:<request>``, ``allow:<request>:<call>``, ``deny:<request>:<call>`` or
+    ``stop:<conversation>``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["button_pressed"] = "button_pressed"
+    delivery_key: str
+    ref: PlatformRef
+    author: Author
+    action: str
+
+
 InboundEvent = Annotated[
-    MessagePosted | ReactionChanged | CommandInvoked, Field(discriminator="kind")
+    MessagePosted | ReactionChanged | CommandInvoked | ButtonPressed,
+    Field(discriminator="kind"),
 ]
 inbound_adapter: TypeAdapter[InboundEvent] = TypeAdapter(InboundEvent)
 
@@ -121,6 +138,8 @@ class PostReply(BaseModel):
     """Post ``text`` as a reply in ``ref.thread`` (top level when ``thread`` is None).
 
     ``reactions`` are the bot's own reactions to seed on the new message.
+    ``ephemeral_to`` (a platform user id) shows the message to that person only,
+    where the platform can (Slack ``chat.postEphemeral``); elsewhere it is posted.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -129,6 +148,7 @@ class PostReply(BaseModel):
     text: str
     buttons: tuple[Button, ...] = ()
     reactions: tuple[str, ...] = ()
+    ephemeral_to: str | None = None
 
 
 class UpdateMessage(BaseModel):

@@ -24,6 +24,8 @@ from typing import assert_never
 from conversations.access import AccessPolicy
 from conversations.events import (
     Author,
+    Button,
+    ButtonPressed,
     CommandInvoked,
     InboundEvent,
     MessagePosted,
@@ -120,6 +122,8 @@ class Hub:
                 await self._reaction(event)
             case CommandInvoked():
                 await self._command(event)
+            case ButtonPressed():
+                await self._button(event)
             case _:
                 assert_never(event)
 
@@ -293,13 +297,21 @@ class Hub:
         if len(active) == 1:
             await self._stop(active[0], event.author, event.ref)
         elif not active:
-            await self._reply(event.ref, "You have nothing running here to stop.")
+            await self._reply(
+                event.ref, "You have nothing running here to stop.", to=event.author.id
+            )
         else:
             threads = ", ".join(c.binding.thread or "?" for c in active)
+            buttons = tuple(
+                Button(label=f"Stop {c.binding.thread}", action=f"stop:{c.id}", style="danger")
+                for c in active
+            )
             await self._reply(
                 event.ref,
                 f"You have {len(active)} active conversations here (threads {threads}); "
-                f"say /{self._settings.stop_command} with the thread to stop one.",
+                f"pick one, or say /{self._settings.stop_command} with the thread.",
+                to=event.author.id,
+                buttons=buttons,
             )
 
     async def _decide_one(self, event: CommandInvoked) -> None:
@@ -338,11 +350,52 @@ class Hub:
             conversation.id, [Outgoing(PostReply(ref=conversation.binding, text=text))]
         )
 
-    async def _reply(self, ref: PlatformRef, text: str) -> None:
-        """Answer where no conversation is bound (straight to the adapter, not the outbox)."""
+    async def _reply(
+        self,
+        ref: PlatformRef,
+        text: str,
+        *,
+        to: str | None = None,
+        buttons: tuple[Button, ...] = (),
+    ) -> None:
+        """Answer where no conversation is bound (straight to the adapter, not the outbox).
+
+        ``to`` makes it ephemeral: only that user sees it, where the platform can.
+        """
         await self._deliverer.send_now(
-            PostReply(ref=ref.model_copy(update={"message": None}), text=text)
+            PostReply(
+                ref=ref.model_copy(update={"message": None}),
+                text=text,
+                ephemeral_to=to,
+                buttons=buttons,
+            )
         )
+
+    # --- buttons -------------------------------------------------------------------
+
+    async def _button(self, event: ButtonPressed) -> None:
+        """Approve / Reject, Allow / Deny one call, or Stop: the same rules as reactions."""
+        if not await self._store.record_delivery(event.delivery_key):
+            return
+        verb, _, target = event.action.partition(":")
+        if verb == "stop":
+            conversation = await self._store.find(target)
+            if conversation is None:
+                await self._reply(event.ref, "That conversation is gone.", to=event.author.id)
+                return
+            await self._stop(conversation, event.author, event.ref)
+            return
+        request_id, call = target, None
+        if verb in ("allow", "deny"):
+            request_id, _, number = target.rpartition(":")
+            call = int(number) if number.isdigit() else None
+        conversation_id = await self._store.request_conversation(request_id)
+        if conversation_id is None or verb not in ("approve", "reject", "allow", "deny"):
+            log.info("button %r names nothing this bot knows", event.action)
+            return
+        conversation = await self._store.info(conversation_id)
+        approve = verb in ("approve", "allow")
+        await self._decide(conversation, request_id, approve, event.author, call)
 
 
 def _person(event: MessagePosted) -> Person:

@@ -527,3 +527,60 @@ async def test_read_only_calls_of_a_turn_run_concurrently(settings) -> None:
         assert {r.name: r.state for r in snap.tool_calls.values()}["probe_a"] is ToolState.DONE
     finally:
         await app.close()
+
+
+async def test_buttons_decide_like_reactions_and_stop_from_the_list(make_app) -> None:
+    from conversations.events import ButtonPressed, CommandInvoked, PlatformRef
+
+    model = ScriptedModel(
+        [
+            plan(),
+            ScriptedTurn(
+                calls=[
+                    ScriptedCall("run_command", {"command": "rm -rf a"}),
+                    ScriptedCall("run_command", {"command": "rm -rf b"}),
+                ]
+            ),
+            ScriptedTurn(text="One of two."),
+            plan(),
+            plan(),
+        ]
+    )
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("clean")
+    first = await chat.snapshot()
+
+    async def press(action: str, by: str = "alice") -> None:
+        await app.hub.handle(
+            ButtonPressed(
+                delivery_key=f"b-{action}-{by}",
+                ref=chat._ref("x", by),
+                author=chat.person(by),
+                action=action,
+            )
+        )
+        await app.hub.settled()
+
+    await press(f"approve:{first.requests[0].id}", by="bob")  # bob may not
+    assert str((await chat.snapshot()).status) == "waiting(plan_approval)"
+    await press(f"approve:{first.requests[0].id}")
+    approval = next(r for r in (await chat.snapshot()).requests if r.kind.value == "tool_approval")
+    await press(f"deny:{approval.id}:1")
+    await press(f"allow:{approval.id}:2")
+    assert "✅ One of two." in chat.out.getvalue()
+    assert "Only the requester or an approver can decide this, bob." in chat.out.getvalue()
+
+    await chat.reply("and again")  # a second plan waits in the same thread
+    await chat.mention("another one")  # a second conversation, also waiting
+    ref = PlatformRef(platform="console", channel="console", user="console:alice")
+    await app.hub.handle(
+        CommandInvoked(delivery_key="stop-list", ref=ref, author=chat.person("alice"), name="stop")
+    )
+    await app.hub.settled()
+    assert "You have 2 active conversations here" in chat.out.getvalue()
+    assert "[Stop " in chat.out.getvalue()  # a Stop button for each
+    await press(f"stop:{first.id}")
+    assert (await app.store.info(first.id)).status.lifecycle is Lifecycle.CANCELLED
+    assert len(await app.store.active(platform="console")) == 1

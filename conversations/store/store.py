@@ -209,6 +209,18 @@ class Store:
             row = (await session.execute(stmt.limit(1))).scalar_one_or_none()
             return MessageLink(row.conversation_id, row.request_id) if row else None
 
+    async def find(self, conversation_id: str) -> ConversationInfo | None:
+        """One conversation, or None if there is no such conversation."""
+        async with self._sessions() as session:
+            row = await session.get(ConversationRow, conversation_id)
+            return info_of(row) if row else None
+
+    async def request_conversation(self, request_id: str) -> str | None:
+        """The conversation a pending request belongs to, if the request exists."""
+        async with self._sessions() as session:
+            row = await session.get(RequestRow, request_id)
+            return row.conversation_id if row else None
+
     async def request_state(self, request_id: str) -> RequestState | None:
         """The state of a pending request, or None if there is no such request."""
         async with self._sessions() as session:
