@@ -159,7 +159,9 @@ class Deliverer:
                 action = first.model_copy(update={"text": "\n".join(lines)})
         else:
             action = first.model_copy(update={"text": "\n".join(texts)})
-        ok, sent_id = await self._send(notes, notes[0], action)
+        ok, sent_id = await self._send(
+            notes, notes[0], action, mergeable=isinstance(action, UpdateMessage)
+        )
         if ok:
             self._last_note[conversation_id] = self._clock()
             if self._mode == "status":
@@ -172,8 +174,16 @@ class Deliverer:
         rows: Sequence[PendingSend],
         head: PendingSend,
         action: PostReply | UpdateMessage | None = None,
+        *,
+        mergeable: bool = False,
     ) -> tuple[bool, str | None]:
-        """Send one action for ``rows``; ``(False, None)`` means retry later."""
+        """Send one action for ``rows``; ``(False, None)`` means retry later.
+
+        A ``mergeable`` status edit refused for rate limits is not waited for: its
+        lines stay in the status text and go out with the next edit, so a status
+        edit never holds back the messages after it (Slack answers ``chat.update``
+        with 429 and ``Retry-After``: docs.slack.dev/apis/web-api/rate-limits).
+        """
         outbound = action or head.action
         sender = self._senders.get(outbound.ref.platform)
         if sender is None:
@@ -181,6 +191,12 @@ class Deliverer:
             return True, None
         try:
             message_id = await sender.send(outbound, idempotency_key=f"tb-{head.id}")
+        except RateLimited as exc:
+            if mergeable:
+                log.info("status edit rate-limited for %s s; merged into the next", exc.retry_after)
+                await self._store.mark_sent([r.id for r in rows], None)
+                return True, None
+            return await self._failed(head, exc), None
         except DeliveryError as exc:
             return await self._failed(head, exc), None
         self._faults.hit("after_platform_accept")
