@@ -129,11 +129,11 @@ class Deliverer:
                 notes.append(row)
                 continue
             if notes and not await self._send_notes(conversation_id, notes):
-                return 1.0
+                return self._retry_delay(notes[0])
             notes = []
             ok, _ = await self._send([row], row)
             if not ok:
-                return 1.0
+                return self._retry_delay(row)
             self._status.pop(conversation_id, None)
         if not notes:
             return None
@@ -142,6 +142,10 @@ class Deliverer:
             return wait
         await self._send_notes(conversation_id, notes)
         return None
+
+    def _retry_delay(self, row: PendingSend) -> float:
+        """Seconds until ``row`` may be tried again."""
+        return max(self._retry_at.get(row.id, self._clock() + 1.0) - self._clock(), 0.0)
 
     async def _send_notes(self, conversation_id: str, notes: list[PendingSend]) -> bool:
         texts = [n.action.text for n in notes if isinstance(n.action, PostReply)]
