@@ -17,11 +17,15 @@ class Sender(Protocol):
 
     platform: str
 
-    async def send(self, action: OutboundAction, *, idempotency_key: str) -> str | None:
+    async def send(
+        self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
+    ) -> str | None:
         """Perform ``action``; return the new message's platform id for a post, else None.
 
         ``idempotency_key`` (the outbox id) lets the platform drop a redelivery
-        (Discord ``nonce``, Slack message ``metadata``). Raises
+        (Discord ``nonce``, Slack message ``metadata``). ``maybe_sent`` is True for
+        a row an earlier process may have sent before it died: the adapter looks
+        for it before sending again. Raises
         :class:`conversations.errors.DeliveryError` when the platform refused.
         """
         ...

@@ -64,6 +64,7 @@ class Deliverer:
         self._status: dict[str, tuple[str, list[str]]] = {}
         self._lock = asyncio.Lock()
         self._retry_at: dict[int, float] = {}
+        self._suspect_up_to: int | None = None
         self._attempts: defaultdict[int, int] = defaultdict(int)
 
     def add_sender(self, sender: Sender) -> None:
@@ -107,6 +108,8 @@ class Deliverer:
     async def deliver_once(self, *, flush_notes: bool = False) -> float | None:
         """One pass over the outbox; returns seconds until held notes fall due, if any."""
         async with self._lock:
+            if self._suspect_up_to is None:  # rows from before this process may be half-sent
+                self._suspect_up_to = await self._store.last_outbox_id()
             rows = await self._store.pending_sends()
             by_conversation: dict[str, list[PendingSend]] = defaultdict(list)
             for row in rows:
@@ -194,7 +197,11 @@ class Deliverer:
             await self._store.mark_failed(head.id, "no adapter for this platform", final=True)
             return True, None
         try:
-            message_id = await sender.send(outbound, idempotency_key=f"tb-{head.id}")
+            message_id = await sender.send(
+                outbound,
+                idempotency_key=f"tb-{head.id}",
+                maybe_sent=head.id <= (self._suspect_up_to or 0),
+            )
         except RateLimited as exc:
             if mergeable:
                 log.info("status edit rate-limited for %s s; merged into the next", exc.retry_after)

@@ -25,7 +25,9 @@ class RecordingSender:
         self.refuse_updates = False
         self.refuse_next: int = 0
 
-    async def send(self, action: OutboundAction, *, idempotency_key: str) -> str | None:
+    async def send(
+        self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
+    ) -> str | None:
         if isinstance(action, UpdateMessage) and self.refuse_updates:
             raise RateLimited("ratelimited", retry_after=30)
         if self.refuse_next:

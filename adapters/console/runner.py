@@ -87,8 +87,12 @@ class ConsoleAdapter:
 
     # --- Sender ------------------------------------------------------------------
 
-    async def send(self, action: OutboundAction, *, idempotency_key: str) -> str | None:
+    async def send(
+        self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
+    ) -> str | None:
         """Print ``action``; return the new message id (as str) for a :class:`PostReply`.
+
+        ``maybe_sent`` needs no lookup here: every printed key is in the state file.
 
         A send with an ``idempotency_key`` already printed (in this process, or in an
         earlier one with the same state file) prints nothing and returns what the

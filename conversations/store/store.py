@@ -422,6 +422,11 @@ class Store:
                 for r in rows
             ]
 
+    async def last_outbox_id(self) -> int:
+        """The id of the newest outbox row, 0 for an empty outbox."""
+        async with self._sessions() as session:
+            return int(await session.scalar(select(func.max(OutboxRow.id))) or 0)
+
     async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
         """Rows delivered (several when notes were merged into one message)."""
         async with self._write() as session:
