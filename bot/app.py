@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
 
+from pydantic import SecretStr
+
 from adapters.console import ConsoleAdapter
+from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.settings import Settings
 from conversations import migrate
 from conversations.access import AccessPolicy
@@ -133,20 +138,17 @@ async def build(
         tool_policy=settings.tool_policy(),
         faults=faults,
     )
-    hub = Hub(
-        store=store,
-        engine=engine,
-        deliverer=deliverer,
-        settings=HubSettings(
-            workspace_root=settings.workspace_root.resolve(),
-            access=AccessPolicy(approvers=frozenset(settings.approvers)),
-            approve_reactions=frozenset(settings.approve_reactions),
-            reject_reactions=frozenset(settings.reject_reactions),
-            stop_reactions=frozenset(settings.stop_reactions),
-            stop_command=settings.stop_command,
-            **({"instance": settings.instance} if settings.instance else {}),
-        ),
+    hub_settings = HubSettings(
+        workspace_root=settings.workspace_root.resolve(),
+        access=AccessPolicy(approvers=frozenset(settings.approvers)),
+        approve_reactions=frozenset(settings.approve_reactions),
+        reject_reactions=frozenset(settings.reject_reactions),
+        stop_reactions=frozenset(settings.stop_reactions),
+        stop_command=settings.stop_command,
     )
+    if settings.instance:
+        hub_settings = dataclasses.replace(hub_settings, instance=settings.instance)
+    hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings)
     sweeper = Sweeper(store=store, engine=engine, expire=hub.expire, clock=wall_clock)
     return App(store=store, engine=engine, hub=hub, deliverer=deliverer, sweeper=sweeper)
 
@@ -179,3 +181,57 @@ async def run_console(
         return await console.run(app.hub, settled=app.hub.settled)
     finally:
         await app.close()
+
+
+def platform_adapters(settings: Settings) -> list[SlackAdapter]:
+    """Every platform adapter that has credentials in ``settings``."""
+    adapters: list[SlackAdapter] = []
+    if settings.slack_bot_token is not None:
+        if settings.slack_app_token is None and settings.slack_signing_secret is None:
+            raise ValueError(
+                "SLACK_BOT_TOKEN is set: also set SLACK_APP_TOKEN (Socket Mode) or "
+                "SLACK_SIGNING_SECRET (HTTP mode)"
+            )
+        adapters.append(
+            SlackAdapter(
+                SlackConfig(
+                    bot_token=settings.slack_bot_token.get_secret_value(),
+                    app_token=_secret(settings.slack_app_token),
+                    signing_secret=_secret(settings.slack_signing_secret),
+                    api_url=settings.slack_api_url,
+                    host=settings.slack_host,
+                    port=settings.slack_port,
+                    stop_command=settings.stop_command,
+                    allow_bots=settings.allow_bots,
+                    bot_thread_cap=settings.bot_thread_cap,
+                    file_threshold=settings.file_threshold,
+                )
+            )
+        )
+    return adapters
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+async def run_platforms(settings: Settings, adapters: list[SlackAdapter]) -> int:
+    """Run the platform adapters until SIGINT or SIGTERM; returns the exit code (0)."""
+    app = await build(settings)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        for adapter in adapters:
+            app.add_sender(adapter)
+        await app.start()
+        for adapter in adapters:
+            await adapter.start(app.hub)
+            print(f"threadbot: connected to {adapter.platform}", flush=True)
+        await stopping.wait()
+    finally:
+        for adapter in adapters:
+            await adapter.close()
+        await app.close()
+    return 0

@@ -18,7 +18,7 @@ import sys
 from pydantic import ValidationError
 
 from adapters.console import ConsoleError
-from bot.app import run_console
+from bot.app import platform_adapters, run_console, run_platforms
 from bot.settings import Settings
 from conversations import migrate
 from conversations.store.store import create_engine
@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "db":
         return asyncio.run(_upgrade(settings))
     try:
+        adapters = platform_adapters(settings) if args.command == "run" else []
+        if adapters:
+            return asyncio.run(run_platforms(settings, adapters))
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130

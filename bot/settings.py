@@ -51,6 +51,24 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url")
     )
+    slack_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "slack_bot_token")
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "slack_app_token")
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "slack_signing_secret"),
+    )
+    slack_api_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_API_URL", "slack_api_url")
+    )
+    slack_host: str = "0.0.0.0"
+    slack_port: int = Field(default=3000, ge=0, le=65535)
+    allow_bots: bool = False
+    bot_thread_cap: int = Field(default=5, ge=0)
+    file_threshold: int = Field(default=12_000, gt=0)
     model: str = DEFAULT_MODEL
     max_tokens: int = Field(default=4096, gt=0)
     max_turns: int = Field(default=30, gt=0)
@@ -128,6 +146,11 @@ class Settings(BaseSettings):
     def _valid_policy(cls, value: dict[str, Any]) -> dict[str, Any]:
         ToolPolicy.from_toml_table(value)
         return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _trailing_slash(cls, value: str | None) -> str | None:
+        return value if value is None or value.endswith("/") else value + "/"
 
     def tool_policy(self) -> ToolPolicy:
         """The tool policy of the ``[policy]`` table (the shipped default when empty)."""

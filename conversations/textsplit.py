@@ -154,7 +154,7 @@ def _usable(fence: _Fence | None, limit: int) -> _Fence | None:
     if len(fence.opener) + len(fence.closer) <= limit // 2:
         return fence
     bare = _Fence(fence.ticks, "")
-    return bare if len(bare.opener) + len(bare.closer) < limit // 2 else None
+    return bare if len(bare.opener) + len(bare.closer) <= limit // 2 else None
 
 
 def _cut(text: str, pos: int, budget: int, fences: _FenceMap, limit: int) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from conversations.adapter import InboundSink
 from conversations.errors import DeliveryError
 from conversations.events import (
     AddReaction,
+    ButtonPressed,
     CommandInvoked,
     InboundEvent,
     MessagePosted,
@@ -219,7 +220,7 @@ class ConsoleAdapter:
                 message_id = int(ref.message or 0)
                 root = message_id if ref.thread is None else int(ref.thread)
                 self._state.add_message(message_id, root, author=author.name, key=None)
-            case ReactionChanged() | CommandInvoked():
+            case ReactionChanged() | CommandInvoked() | ButtonPressed():
                 self._state.use_counter()
             case _:
                 assert_never(event)

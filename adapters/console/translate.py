@@ -35,6 +35,7 @@ from conversations.emoji import normalize, to_unicode
 from conversations.events import (
     Author,
     Button,
+    ButtonPressed,
     CommandInvoked,
     InboundEvent,
     MessagePosted,
@@ -308,6 +309,8 @@ def echo(event: InboundEvent, roots: Mapping[int, int]) -> list[str]:
             if ref.thread is None:
                 return [f"{name}: {command}"]
             return [f"  ↳{ref.thread} {name}: {command}"]
+        case ButtonPressed():  # the console has no buttons; shown if a test sends one
+            return [f"{name} pressed {event.action}"]
         case _:
             assert_never(event)
 

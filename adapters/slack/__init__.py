@@ -1,0 +1,1 @@
+"""The Slack adapter: pure translators (``translate``, ``outbound``) and their runner."""

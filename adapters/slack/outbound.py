@@ -1,0 +1,222 @@
+"""Pure renderers for outbound Slack calls: a neutral action in, Web API calls out.
+
+:func:`render` turns an :data:`~conversations.events.OutboundAction` into the
+:class:`ApiCall` list the runner sends in order (method name and JSON arguments,
+as ``AsyncWebClient.api_call(method, json=args)`` takes them); no I/O here.
+
+Slack's limits that shape the calls:
+
+- message ``text`` should stay under about 4,000 characters; longer text is
+  truncated or split by Slack itself
+  (https://docs.slack.dev/reference/methods/chat.postMessage), so a
+  long reply is split by :func:`~conversations.textsplit.split_text` into several
+  messages of at most ``max_text`` (3,900) characters, code blocks kept whole;
+- a section block's text is at most 3,000 characters
+  (https://docs.slack.dev/reference/block-kit/blocks/section-block);
+- an actions block holds at most 25 elements
+  (https://docs.slack.dev/reference/block-kit/blocks/actions-block), and a
+  button's label at most 75 characters
+  (https://docs.slack.dev/reference/block-kit/block-elements/button-element).
+
+Text is escaped as Slack asks (``&``, ``<``, ``>`` as HTML entities,
+https://docs.slack.dev/messaging/formatting-message-text#escaping), except in
+Slack's own control sequences (``<@U123>``, ``<#C123>``, ``<!here>``,
+``<https://...|label>``), so mentions and links keep working.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from conversations.emoji import normalize
+from conversations.events import (
+    AddReaction,
+    Button,
+    OutboundAction,
+    PostReply,
+    UpdateMessage,
+)
+from conversations.textsplit import split_text
+
+OUTBOX_EVENT_TYPE = "threadbot_outbox"
+"""``metadata.event_type`` of every message the outbox posts.
+
+The runner finds a half-sent outbox row by this and ``event_payload.key`` in the
+thread's replies (``conversations.replies`` with ``include_all_metadata``)
+(https://docs.slack.dev/messaging/message-metadata).
+"""
+
+MAX_BUTTONS_PER_BLOCK = 25
+MAX_BUTTON_LABEL = 75
+TRUNCATED = "\n…"
+"""Appended to an update whose text had to be cut (``chat.update`` cannot split)."""
+
+_CONTROL = re.compile(r"<(?:[@#!][^<>\s|]+|(?:https?://|mailto:)[^<>\s|]+)(?:\|[^<>]*)?>")
+_ENTITY = re.compile(r"&(?:amp|lt|gt);")
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One Slack Web API call: ``method`` (``chat.postMessage``) and its JSON ``args``."""
+
+    method: str
+    args: dict[str, Any]
+
+
+def render(
+    action: OutboundAction,
+    *,
+    idempotency_key: str,
+    max_text: int = 3900,
+    max_section: int = 3000,
+) -> list[ApiCall]:
+    """The Web API calls that perform ``action``, in the order to send them.
+
+    - :class:`PostReply`: one ``chat.postMessage`` per chunk of at most
+      ``max_text`` characters (``channel``, ``thread_ts`` when ``ref.thread``,
+      ``text``, ``blocks`` of mrkdwn sections of at most ``max_section``
+      characters, ``metadata`` ``{"event_type": "threadbot_outbox",
+      "event_payload": {"key": idempotency_key, "part": n}}`` with ``n`` from 0,
+      ``unfurl_links`` False). The buttons go in an ``actions`` block of the last
+      message, ``action_id`` and ``value`` both the button's action. With
+      ``ephemeral_to``: ``chat.postEphemeral`` with ``user`` and no metadata
+      (https://docs.slack.dev/reference/methods/chat.postEphemeral). The seeded
+      ``reactions`` are not rendered here: see :func:`seed_reactions`.
+    - :class:`UpdateMessage`: one ``chat.update`` (``channel``, ``ts``, ``text``,
+      ``blocks``) (https://docs.slack.dev/reference/methods/chat.update); ``blocks``
+      is always sent, so buttons left out are removed. Text past ``max_text`` is
+      cut at a boundary and ends with ``…``.
+    - :class:`AddReaction`: one ``reactions.add`` (``channel``, ``timestamp``,
+      ``name``) (https://docs.slack.dev/reference/methods/reactions.add).
+
+    Raises ``ValueError`` when ``max_text`` or ``max_section`` is below 20, or an
+    update or reaction has no ``ref.message``.
+    """
+    match action:
+        case PostReply():
+            return _post(action, idempotency_key, max_text, max_section)
+        case UpdateMessage():
+            return [_update(action, max_text, max_section)]
+        case AddReaction():
+            ts = _message_ts(action.ref.message, "reaction")
+            return [_reaction(action.ref.channel, ts, action.emoji)]
+        case _:
+            assert_never(action)
+
+
+def seed_reactions(action: PostReply, channel: str, ts: str) -> list[ApiCall]:
+    """``reactions.add`` calls for the reactions ``action`` seeds on its posted message.
+
+    ``channel`` and ``ts`` identify the posted message (the last part of a split
+    reply, which carries the buttons), known once ``chat.postMessage`` answered.
+    Names are normalized and each is added once. An ephemeral reply takes no
+    reactions, so it gives ``[]``.
+    """
+    if action.ephemeral_to:
+        return []
+    names = dict.fromkeys(normalize(emoji) for emoji in action.reactions)
+    return [_reaction(channel, ts, name) for name in names if name]
+
+
+def escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` for Slack, keeping control sequences and entities.
+
+    ``a < b & <@U123>`` becomes ``a &lt; b &amp; <@U123>``; text that already holds
+    ``&amp;``, ``&lt;`` or ``&gt;`` keeps it.
+    """
+    parts: list[str] = []
+    last = 0
+    for match in _CONTROL.finditer(text):
+        parts.append(_escape_plain(text[last : match.start()]))
+        parts.append(match.group(0))
+        last = match.end()
+    parts.append(_escape_plain(text[last:]))
+    return "".join(parts)
+
+
+def _escape_plain(text: str) -> str:
+    pieces = _ENTITY.split(text)
+    entities = _ENTITY.findall(text)
+    escaped = [p.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for p in pieces]
+    out = escaped[0]
+    for entity, piece in zip(entities, escaped[1:], strict=True):
+        out += entity + piece
+    return out
+
+
+def _post(action: PostReply, key: str, max_text: int, max_section: int) -> list[ApiCall]:
+    chunks = split_text(escape(action.text), max_text) or [""]
+    calls: list[ApiCall] = []
+    for part, chunk in enumerate(chunks):
+        buttons = action.buttons if part == len(chunks) - 1 else ()
+        args: dict[str, Any] = {"channel": action.ref.channel}
+        if action.ref.thread:
+            args["thread_ts"] = action.ref.thread
+        args["text"] = chunk
+        args["blocks"] = _blocks(chunk, buttons, max_section)
+        if action.ephemeral_to:
+            args["user"] = action.ephemeral_to
+            calls.append(ApiCall("chat.postEphemeral", args))
+            continue
+        args["metadata"] = {
+            "event_type": OUTBOX_EVENT_TYPE,
+            "event_payload": {"key": key, "part": part},
+        }
+        args["unfurl_links"] = False
+        calls.append(ApiCall("chat.postMessage", args))
+    return calls
+
+
+def _update(action: UpdateMessage, max_text: int, max_section: int) -> ApiCall:
+    ts = _message_ts(action.ref.message, "update")
+    text = escape(action.text)
+    chunks = split_text(text, max_text)
+    if len(chunks) > 1:
+        text = split_text(text, max_text - len(TRUNCATED))[0] + TRUNCATED
+    args: dict[str, Any] = {
+        "channel": action.ref.channel,
+        "ts": ts,
+        "text": text,
+        "blocks": _blocks(text, action.buttons, max_section),
+    }
+    return ApiCall("chat.update", args)
+
+
+def _reaction(channel: str, ts: str, emoji: str) -> ApiCall:
+    return ApiCall("reactions.add", {"channel": channel, "timestamp": ts, "name": normalize(emoji)})
+
+
+def _blocks(text: str, buttons: tuple[Button, ...], max_section: int) -> list[dict[str, Any]]:
+    """Mrkdwn sections for ``text`` (blank pieces skipped), then the buttons' actions blocks."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": piece}}
+        for piece in split_text(text, max_section)
+        if piece.strip()
+    ]
+    for start in range(0, len(buttons), MAX_BUTTONS_PER_BLOCK):
+        group = buttons[start : start + MAX_BUTTONS_PER_BLOCK]
+        blocks.append({"type": "actions", "elements": [_button(b) for b in group]})
+    return blocks
+
+
+def _button(button: Button) -> dict[str, Any]:
+    label = button.label
+    if len(label) > MAX_BUTTON_LABEL:
+        label = label[: MAX_BUTTON_LABEL - 1] + "…"
+    element: dict[str, Any] = {
+        "type": "button",
+        "action_id": button.action,
+        "value": button.action,
+        "text": {"type": "plain_text", "text": label, "emoji": True},
+    }
+    if button.style != "default":
+        element["style"] = button.style
+    return element
+
+
+def _message_ts(ts: str | None, what: str) -> str:
+    if not ts:
+        raise ValueError(f"a Slack {what} needs ref.message (the message ts)")
+    return ts

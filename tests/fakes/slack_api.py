@@ -1,0 +1,740 @@
+"""A local fake of the Slack Web API, for running the real slack-sdk / slack-bolt in tests.
+
+``FakeSlackApi`` serves ``GET|POST /api/{method}`` on ``127.0.0.1`` (a free port) and
+answers with the response shapes documented at https://docs.slack.dev/reference/methods.
+Point the real client at it (``api.base_url`` ends in ``/api/``; slack-sdk 3.48 adds a
+missing trailing slash itself, and any other path answers 404 with a hint)::
+
+    async with FakeSlackApi() as api:
+        client = AsyncWebClient(base_url=api.base_url, token="xoxb-test")
+        await client.chat_postMessage(channel="C0PROJ0001", thread_ts=root, text="Hi")
+        assert api.posted_texts("C0PROJ0001") == ["Hi"]
+
+Arguments are taken from the query string and from a form-encoded or JSON body, the
+way Slack accepts them (slack-sdk sends many methods' arguments as query parameters
+even on ``POST``, and some methods as ``GET``). Every call is recorded in
+``api.calls`` (:class:`RecordedCall`), whatever was answered.
+
+Methods: ``auth.test``, ``bots.info``, ``users.info``, ``chat.postMessage``,
+``chat.postEphemeral``, ``chat.update``, ``reactions.add``, ``conversations.replies``,
+``files.getUploadURLExternal`` + the upload ``POST`` + ``files.completeUploadExternal``
+(what ``AsyncWebClient.files_upload_v2`` does) and ``apps.connections.open`` (the
+Socket Mode URL: ``FakeSlackApi(socket_url=...)`` or ``api.socket_url = ...``). Others
+answer ``{"ok": false, "error": "unknown_method"}``.
+
+Tokens are checked the way Slack does: none at all answers ``not_authed``; an app
+token (``xapp-``) is required by ``apps.connections.open`` and refused elsewhere (but
+``auth.test``) with ``not_allowed_token_type``. The upload ``POST`` itself is not an API
+call: it is not in ``api.calls``; ``api.files`` holds what was uploaded.
+
+Messages posted (and shared files) are kept per channel, so a test asserts what a
+person would see: ``api.thread(channel, thread_ts)``, ``api.posted_texts(channel)``.
+Seed messages the bot did not write (the user's mention that opens a thread) with
+``api.add_message(...)``.
+
+Failures on demand, consumed in the order they were asked for, per method:
+``api.rate_limit(method, times=N, retry_after=30)`` (HTTP 429, ``Retry-After``, body
+``{"ok": false, "error": "ratelimited"}``: what slack-sdk's
+``AsyncRateLimitErrorRetryHandler`` retries on) and
+``api.fail(method, error="channel_not_found", times=1)``. slack-sdk's handler sleeps
+``Retry-After`` plus up to one random second, so keep ``retry_after=0`` in tests.
+
+:func:`sign` makes the ``X-Slack-Request-Timestamp`` / ``X-Slack-Signature`` headers
+for posting a (fixture) body to a bolt app with a test signing secret.
+
+Every recorded call (and every entry of ``FakeSocketModeServer.log``) carries ``seq``,
+from one counter shared by both fakes, so a test can tell which happened first.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from collections import defaultdict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_request import FileField
+from multidict import CIMultiDict
+
+# Defaults from /work/shared/fixtures/identities.json (the fixtures' fake workspace).
+TEAM_ID = "T0AGT00001"
+TEAM_NAME = "Fake Workspace"
+TEAM_DOMAIN = "fakeworkspace"
+APP_ID = "A0AGT00001"
+BOT_USER_ID = "U0AGTBOT01"
+BOT_ID = "B0AGTBOT01"
+BOT_NAME = "threadbot"
+HUMAN_USERS: Mapping[str, str] = {"U0ALICE001": "alice", "U0BOB00001": "bob"}
+OTHER_APP = {"user": "U0OTHBOT01", "bot_id": "B0OTHBOT01", "app_id": "A0OTHAPP01"}
+
+JsonDict = dict[str, Any]
+
+_sequence = itertools.count(1)
+
+
+def next_seq() -> int:
+    """The next number of the order shared by the Slack fakes' records."""
+    return next(_sequence)
+
+
+def sign(body: str | bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
+    """Slack request-signing headers for ``body`` (v0, HMAC-SHA256 of ``v0:{ts}:{body}``).
+
+    ``timestamp`` defaults to now: bolt refuses requests more than five minutes old.
+    """
+    ts = int(time.time()) if timestamp is None else timestamp
+    raw = body.encode() if isinstance(body, str) else body
+    base = b"v0:" + str(ts).encode() + b":" + raw
+    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": f"v0={digest}"}
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One Web API call as the fake received it, and what it answered.
+
+    ``args`` merges query parameters and the body (form or JSON); the values of
+    ``metadata``, ``blocks``, ``attachments`` and ``files`` are decoded when they were
+    sent as JSON strings; other form values stay strings (booleans arrive as "1"/"0").
+    ``time`` is ``time.monotonic()`` on arrival; ``seq`` orders it against every other
+    record of the Slack fakes.
+    """
+
+    method: str
+    args: JsonDict
+    headers: CIMultiDict[str]
+    time: float
+    seq: int
+    http_method: str = "POST"
+    status: int = 200
+    response: JsonDict = field(default_factory=dict)
+
+    @property
+    def token(self) -> str | None:
+        """The token sent, from ``Authorization: Bearer`` or a ``token`` argument."""
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            return auth[len("Bearer ") :]
+        token = self.args.get("token")
+        return token if isinstance(token, str) else None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and bool(self.response.get("ok"))
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file uploaded through the ``files_upload_v2`` steps."""
+
+    id: str
+    filename: str
+    length: int
+    content: bytes | None = None
+    title: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+    initial_comment: str | None = None
+
+
+@dataclass
+class _Injection:
+    status: int
+    body: JsonDict
+    headers: dict[str, str]
+    times: int
+
+
+_JSON_FIELDS = ("metadata", "blocks", "attachments", "files")
+
+
+class FakeSlackApi:
+    """A local Slack Web API server; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        team_id: str = TEAM_ID,
+        team: str = TEAM_NAME,
+        team_domain: str = TEAM_DOMAIN,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+        app_id: str = APP_ID,
+        bot_name: str = BOT_NAME,
+        enterprise_id: str | None = None,
+        users: Mapping[str, str] | None = None,
+        socket_url: str | None = None,
+        ts_start: int = 1717171800,
+    ) -> None:
+        self.team_id = team_id
+        self.team = team
+        self.team_domain = team_domain
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.app_id = app_id
+        self.bot_name = bot_name
+        self.enterprise_id = enterprise_id
+        self.socket_url = socket_url
+        self.calls: list[RecordedCall] = []
+        self.ephemerals: list[JsonDict] = []
+        self.files: dict[str, UploadedFile] = {}
+        self.reactions: list[tuple[str, str, str]] = []
+        """``(channel, ts, name)`` of every reaction added, in order."""
+        self.users: dict[str, JsonDict] = {}
+        for user_id, name in (HUMAN_USERS if users is None else users).items():
+            self.add_user(user_id, name)
+        self.add_user(bot_user_id, bot_name, is_bot=True)
+        self._ts_start = ts_start
+        self._ts_counter = itertools.count(1)
+        self._file_counter = itertools.count(1)
+        self._messages: dict[str, list[JsonDict]] = defaultdict(list)
+        self._posted: dict[str, list[str]] = defaultdict(list)
+        self._injections: dict[str, deque[_Injection]] = defaultdict(deque)
+        self._runner: web.AppRunner | None = None
+        self._root = ""
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def root_url(self) -> str:
+        """``http://127.0.0.1:PORT`` once started."""
+        if not self._root:
+            raise RuntimeError("FakeSlackApi is not started")
+        return self._root
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` for slack-sdk clients, ending in ``/api/``."""
+        return f"{self.root_url}/api/"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
+        app.router.add_route("*", "/{tail:.*}", _not_found)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self._root = f"http://{host}:{port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeSlackApi:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- test controls -----------------------------------------------------------
+
+    def rate_limit(self, method: str, *, times: int = 1, retry_after: int = 30) -> None:
+        """Answer the next ``times`` calls of ``method`` with HTTP 429 ``ratelimited``."""
+        self._injections[method].append(
+            _Injection(
+                status=429,
+                body={"ok": False, "error": "ratelimited"},
+                headers={"Retry-After": str(retry_after)},
+                times=times,
+            )
+        )
+
+    def fail(
+        self, method: str, error: str = "channel_not_found", *, times: int = 1, status: int = 200
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": ...}``.
+
+        Slack answers API errors with HTTP 200; pass ``status`` (e.g. 500) for others.
+        """
+        self._injections[method].append(
+            _Injection(status=status, body={"ok": False, "error": error}, headers={}, times=times)
+        )
+
+    def add_user(
+        self,
+        user_id: str,
+        name: str,
+        *,
+        real_name: str | None = None,
+        display_name: str | None = None,
+        is_bot: bool = False,
+    ) -> JsonDict:
+        """Make ``users.info`` know a user; returns its ``user`` object."""
+        real = real_name if real_name is not None else name.capitalize()
+        display = display_name if display_name is not None else name
+        user: JsonDict = {
+            "id": user_id,
+            "team_id": self.team_id,
+            "name": name,
+            "deleted": False,
+            "real_name": real,
+            "tz": "Europe/Paris",
+            "tz_label": "Central European Summer Time",
+            "tz_offset": 7200,
+            "profile": {
+                "real_name": real,
+                "display_name": display,
+                "real_name_normalized": real,
+                "display_name_normalized": display,
+                "team": self.team_id,
+            },
+            "is_admin": False,
+            "is_owner": False,
+            "is_bot": is_bot,
+            "is_app_user": False,
+            "updated": 1717171700,
+        }
+        if is_bot:
+            user["profile"]["bot_id"] = self.bot_id
+        self.users[user_id] = user
+        return user
+
+    def add_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = "U0ALICE001",
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        **extra: Any,
+    ) -> JsonDict:
+        """Store a message someone else wrote (e.g. the mention that starts a thread)."""
+        message: JsonDict = {
+            "type": "message",
+            "user": user,
+            "text": text,
+            "ts": ts or self.next_ts(),
+            "team": self.team_id,
+            **extra,
+        }
+        if thread_ts is not None and thread_ts != message["ts"]:
+            message["thread_ts"] = thread_ts
+        self._store(channel, message)
+        return copy.deepcopy(message)
+
+    def next_ts(self) -> str:
+        """A fresh message ts, increasing: ``1717171800.000100``, ``1717171801.000200``..."""
+        n = next(self._ts_counter)
+        return f"{self._ts_start + n - 1}.{(n * 100) % 1_000_000:06d}"
+
+    # -- what a person would see -------------------------------------------------
+
+    def messages(self, channel: str) -> list[JsonDict]:
+        """Every message of ``channel`` (any thread), oldest first."""
+        return [copy.deepcopy(m) for m in sorted(self._messages[channel], key=_ts_key)]
+
+    def thread(self, channel: str, thread_ts: str) -> list[JsonDict]:
+        """The parent message (if known) and its replies, oldest first."""
+        return [
+            copy.deepcopy(m)
+            for m in sorted(self._messages[channel], key=_ts_key)
+            if m["ts"] == thread_ts or m.get("thread_ts") == thread_ts
+        ]
+
+    def message(self, channel: str, ts: str) -> JsonDict | None:
+        """The message ``ts`` of ``channel`` as it is now (after updates), if any."""
+        found = self._find(channel, ts)
+        return copy.deepcopy(found) if found is not None else None
+
+    def posted_texts(self, channel: str, thread_ts: str | None = None) -> list[str]:
+        """Current texts of the messages posted through ``chat.postMessage``, in order.
+
+        With ``thread_ts``, only those posted in that thread (or as its parent).
+        """
+        texts = []
+        for ts in self._posted[channel]:
+            message = self._find(channel, ts)
+            if message is None:
+                continue
+            if thread_ts is None or thread_ts in (message["ts"], message.get("thread_ts")):
+                texts.append(str(message.get("text", "")))
+        return texts
+
+    def calls_of(self, method: str) -> list[RecordedCall]:
+        """The recorded calls of one method, in order."""
+        return [call for call in self.calls if call.method == method]
+
+    # -- HTTP --------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.StreamResponse:
+        arrived, seq = time.monotonic(), next_seq()
+        method = request.match_info["method"]
+        args = await _parse_args(request)
+        headers = CIMultiDict(request.headers)
+        status, body, extra_headers = self._answer(method, args, headers, args.get("token"))
+        self.calls.append(
+            RecordedCall(
+                method=method,
+                args=args,
+                headers=headers,
+                time=arrived,
+                seq=seq,
+                http_method=request.method,
+                status=status,
+                response=body,
+            )
+        )
+        return web.json_response(body, status=status, headers=extra_headers)
+
+    def _answer(
+        self, method: str, args: JsonDict, headers: CIMultiDict[str], arg_token: Any
+    ) -> tuple[int, JsonDict, dict[str, str]]:
+        queue = self._injections.get(method)
+        if queue:
+            injection = queue[0]
+            injection.times -= 1
+            if injection.times <= 0:
+                queue.popleft()
+            return injection.status, dict(injection.body), dict(injection.headers)
+        handler = _HANDLERS.get(method)
+        if handler is None:
+            return 200, {"ok": False, "error": "unknown_method"}, {}
+        auth = headers.get("Authorization", "")
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else arg_token
+        if not isinstance(token, str) or not token:
+            return 200, {"ok": False, "error": "not_authed"}, {}
+        is_app_token = token.startswith("xapp-")
+        if method == "apps.connections.open" and not is_app_token:
+            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}
+        if is_app_token and method not in ("apps.connections.open", "auth.test"):
+            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}
+        return 200, handler(self, args), {}
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file_id"]
+        content = await request.read()
+        known = self.files.get(file_id)
+        if known is None:
+            return web.Response(status=404, text="file not found", content_type="text/plain")
+        self.files[file_id] = UploadedFile(
+            id=file_id, filename=known.filename, length=len(content), content=content
+        )
+        # files.slack.com answers the upload with a short plain-text body.
+        return web.Response(text=f"OK - {len(content)}", content_type="text/plain")
+
+    # -- state -------------------------------------------------------------------
+
+    def _find(self, channel: str, ts: str) -> JsonDict | None:
+        for message in self._messages[channel]:
+            if message["ts"] == ts:
+                return message
+        return None
+
+    def _store(self, channel: str, message: JsonDict) -> None:
+        thread_ts = message.get("thread_ts")
+        if thread_ts is not None and thread_ts != message["ts"]:
+            parent = self._find(channel, thread_ts)
+            if parent is not None:
+                message.setdefault("parent_user_id", parent.get("user"))
+                parent["thread_ts"] = thread_ts
+                parent["reply_count"] = parent.get("reply_count", 0) + 1
+                reply_users = parent.setdefault("reply_users", [])
+                if message.get("user") not in reply_users:
+                    reply_users.append(message.get("user"))
+                parent["reply_users_count"] = len(reply_users)
+                parent["latest_reply"] = message["ts"]
+        self._messages[channel].append(message)
+
+    def _bot_message(self, text: str, ts: str) -> JsonDict:
+        return {
+            "type": "message",
+            "text": text,
+            "user": self.bot_user_id,
+            "ts": ts,
+            "bot_id": self.bot_id,
+            "app_id": self.app_id,
+            "team": self.team_id,
+            "bot_profile": {
+                "id": self.bot_id,
+                "app_id": self.app_id,
+                "user_id": self.bot_user_id,
+                "name": self.bot_name,
+                "deleted": False,
+                "updated": 1717171700,
+                "team_id": self.team_id,
+                "icons": _ICONS,
+            },
+        }
+
+    # -- methods -----------------------------------------------------------------
+
+    def _auth_test(self, args: JsonDict) -> JsonDict:
+        body: JsonDict = {
+            "ok": True,
+            "url": f"https://{self.team_domain}.slack.com/",
+            "team": self.team,
+            "user": self.bot_name,
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+        if self.enterprise_id is not None:
+            body["enterprise_id"] = self.enterprise_id
+        return body
+
+    def _bots_info(self, args: JsonDict) -> JsonDict:
+        bot_id = args.get("bot")
+        if bot_id == self.bot_id:
+            app_id, user_id, name = self.app_id, self.bot_user_id, self.bot_name
+        elif bot_id == OTHER_APP["bot_id"]:
+            app_id, user_id, name = OTHER_APP["app_id"], OTHER_APP["user"], "other-app"
+        else:
+            return {"ok": False, "error": "bot_not_found"}
+        return {
+            "ok": True,
+            "bot": {
+                "id": bot_id,
+                "deleted": False,
+                "name": name,
+                "updated": 1717171700,
+                "app_id": app_id,
+                "user_id": user_id,
+                "icons": _ICONS,
+            },
+        }
+
+    def _users_info(self, args: JsonDict) -> JsonDict:
+        user = self.users.get(str(args.get("user", "")))
+        if user is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": copy.deepcopy(user)}
+
+    def _chat_post_message(self, args: JsonDict) -> JsonDict:
+        channel = args.get("channel")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not (args.get("text") or args.get("blocks") or args.get("attachments")):
+            return {"ok": False, "error": "no_text"}
+        ts = self.next_ts()
+        message = self._bot_message(str(args.get("text") or ""), ts)
+        for key in ("blocks", "attachments", "metadata"):
+            if args.get(key):
+                message[key] = copy.deepcopy(args[key])
+        thread_ts = args.get("thread_ts")
+        if thread_ts:
+            message["thread_ts"] = str(thread_ts)
+        self._store(str(channel), message)
+        self._posted[str(channel)].append(ts)
+        return {"ok": True, "channel": channel, "ts": ts, "message": copy.deepcopy(message)}
+
+    def _chat_post_ephemeral(self, args: JsonDict) -> JsonDict:
+        channel, user = args.get("channel"), args.get("user")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not user:
+            return {"ok": False, "error": "user_not_found"}
+        if not (args.get("text") or args.get("blocks") or args.get("attachments")):
+            return {"ok": False, "error": "no_text"}
+        ts = self.next_ts()
+        ephemeral: JsonDict = {
+            "channel": channel,
+            "user": user,
+            "text": args.get("text") or "",
+            "ts": ts,
+        }
+        for key in ("blocks", "attachments", "thread_ts"):
+            if args.get(key):
+                ephemeral[key] = copy.deepcopy(args[key])
+        self.ephemerals.append(ephemeral)
+        return {"ok": True, "message_ts": ts}
+
+    def _chat_update(self, args: JsonDict) -> JsonDict:
+        channel, ts = str(args.get("channel", "")), str(args.get("ts", ""))
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        message = self._find(channel, ts)
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if message.get("user") != self.bot_user_id:
+            return {"ok": False, "error": "cant_update_message"}
+        if "text" in args:
+            message["text"] = str(args["text"] or "")
+        for key in ("blocks", "attachments", "metadata"):
+            if key in args:
+                message[key] = copy.deepcopy(args[key])
+        message["edited"] = {"user": self.bot_user_id, "ts": self.next_ts()}
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": message.get("text", ""),
+            "message": copy.deepcopy(message),
+        }
+
+    def _reactions_add(self, args: JsonDict) -> JsonDict:
+        channel, ts = str(args.get("channel", "")), str(args.get("timestamp", ""))
+        name = str(args.get("name", "")).strip(":")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not name:
+            return {"ok": False, "error": "invalid_name"}
+        if (channel, ts, name) in self.reactions:
+            return {"ok": False, "error": "already_reacted"}
+        self.reactions.append((channel, ts, name))
+        message = self._find(channel, ts)
+        if message is not None:
+            reactions = message.setdefault("reactions", [])
+            for reaction in reactions:
+                if reaction["name"] == name:
+                    reaction["users"].append(self.bot_user_id)
+                    reaction["count"] += 1
+                    break
+            else:
+                reactions.append({"name": name, "users": [self.bot_user_id], "count": 1})
+        return {"ok": True}
+
+    def _conversations_replies(self, args: JsonDict) -> JsonDict:
+        channel, ts = str(args.get("channel", "")), str(args.get("ts", ""))
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        messages = self.thread(channel, ts)
+        if not messages:
+            return {"ok": False, "error": "thread_not_found"}
+        return {
+            "ok": True,
+            "messages": messages,
+            "has_more": False,
+            "response_metadata": {"next_cursor": ""},
+        }
+
+    def _files_get_upload_url_external(self, args: JsonDict) -> JsonDict:
+        filename, length = args.get("filename"), args.get("length")
+        if not filename or length is None:
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F0UPLOAD{next(self._file_counter):03d}"
+        self.files[file_id] = UploadedFile(id=file_id, filename=str(filename), length=int(length))
+        return {
+            "ok": True,
+            "upload_url": f"{self.root_url}/upload/v1/{file_id}",
+            "file_id": file_id,
+        }
+
+    def _files_complete_upload_external(self, args: JsonDict) -> JsonDict:
+        entries = args.get("files")
+        if not isinstance(entries, list) or not entries:
+            return {"ok": False, "error": "invalid_arguments"}
+        channel = args.get("channel_id") or args.get("channels")
+        thread_ts = args.get("thread_ts")
+        comment = args.get("initial_comment")
+        shown: list[JsonDict] = []
+        for entry in entries:
+            uploaded = self.files.get(str(entry.get("id")))
+            if uploaded is None or uploaded.content is None:
+                return {"ok": False, "error": "file_not_found"}
+            title = entry.get("title") or uploaded.filename
+            uploaded = UploadedFile(
+                id=uploaded.id,
+                filename=uploaded.filename,
+                length=uploaded.length,
+                content=uploaded.content,
+                title=title,
+                channel=str(channel) if channel else None,
+                thread_ts=str(thread_ts) if thread_ts else None,
+                initial_comment=str(comment) if comment else None,
+            )
+            self.files[uploaded.id] = uploaded
+            shown.append(
+                {
+                    "id": uploaded.id,
+                    "created": 1717171800,
+                    "timestamp": 1717171800,
+                    "name": uploaded.filename,
+                    "title": title,
+                    "user": self.bot_user_id,
+                    "size": len(uploaded.content or b""),
+                    "is_external": False,
+                    "url_private": f"{self.root_url}/files/{uploaded.id}/{uploaded.filename}",
+                }
+            )
+        if channel:
+            for one in str(channel).split(","):
+                message = self._bot_message(str(comment or ""), self.next_ts())
+                message["files"] = copy.deepcopy(shown)
+                message["upload"] = True
+                if thread_ts:
+                    message["thread_ts"] = str(thread_ts)
+                self._store(one, message)
+        return {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shown]}
+
+    def _apps_connections_open(self, args: JsonDict) -> JsonDict:
+        if not self.socket_url:
+            return {"ok": False, "error": "socket_url_not_set_in_fake"}
+        return {"ok": True, "url": self.socket_url}
+
+
+_ICONS = {
+    "image_36": "https://a.slack-edge.com/80588/img/plugins/app/bot_36.png",
+    "image_48": "https://a.slack-edge.com/80588/img/plugins/app/bot_48.png",
+    "image_72": "https://a.slack-edge.com/80588/img/plugins/app/service_72.png",
+}
+
+_HANDLERS = {
+    "auth.test": FakeSlackApi._auth_test,
+    "bots.info": FakeSlackApi._bots_info,
+    "users.info": FakeSlackApi._users_info,
+    "chat.postMessage": FakeSlackApi._chat_post_message,
+    "chat.postEphemeral": FakeSlackApi._chat_post_ephemeral,
+    "chat.update": FakeSlackApi._chat_update,
+    "reactions.add": FakeSlackApi._reactions_add,
+    "conversations.replies": FakeSlackApi._conversations_replies,
+    "files.getUploadURLExternal": FakeSlackApi._files_get_upload_url_external,
+    "files.completeUploadExternal": FakeSlackApi._files_complete_upload_external,
+    "apps.connections.open": FakeSlackApi._apps_connections_open,
+}
+
+
+async def _parse_args(request: web.Request) -> JsonDict:
+    args: JsonDict = dict(request.query)
+    if request.content_type == "application/json":
+        raw = await request.text()
+        if raw.strip():
+            body = json.loads(raw)
+            if isinstance(body, dict):
+                args.update(body)
+    elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        form = await request.post()
+        for key, field_value in form.items():
+            if isinstance(field_value, str):
+                args[key] = field_value
+            elif isinstance(field_value, FileField):
+                args[key] = field_value.filename  # legacy multipart upload: the name only
+            else:
+                args[key] = bytes(field_value)
+    for key in _JSON_FIELDS:
+        value = args.get(key)
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            try:
+                args[key] = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+    return args
+
+
+async def _not_found(request: web.Request) -> web.StreamResponse:
+    # urljoin drops the last path segment of a base_url without a trailing slash.
+    hint = f"no such path {request.path!r}: is the client's base_url api.base_url (.../api/)?"
+    return web.json_response({"ok": False, "error": "not_found", "hint": hint}, status=404)
+
+
+def _ts_key(message: Mapping[str, Any]) -> tuple[int, int]:
+    seconds, _, micros = str(message["ts"]).partition(".")
+    return int(seconds), int(micros or 0)

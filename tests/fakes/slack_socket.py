@@ -1,0 +1,291 @@
+"""A local Slack Socket Mode server, for running slack-sdk's aiohttp ``SocketModeClient``
+(and bolt's ``AsyncSocketModeHandler``) in tests.
+
+It plays the protocol of https://docs.slack.dev/apis/events-api/using-socket-mode/ the
+way ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` expects it:
+
+* the client asks ``apps.connections.open`` (the :class:`FakeSlackApi`) for a URL, so
+  wire them: ``FakeSlackApi(socket_url=server.url)`` or ``api.socket_url = server.url``;
+* on connect the server speaks first: ``{"type": "hello", "num_connections",
+  "debug_info", "connection_info": {"app_id"}}``;
+* ``await server.send_envelope(type, payload, ...)`` sends ``{"envelope_id", "type",
+  "payload", "accepts_response_payload", "retry_attempt", "retry_reason"}`` to the
+  newest open connection and returns the envelope id; ``await server.ack(envelope_id)``
+  waits for the client's ``{"envelope_id", "payload"?}`` and returns it;
+* ``await server.send_disconnect(reason)`` asks the client to reconnect (it calls
+  ``apps.connections.open`` again);
+* the client's pings are answered (aiohttp autoping); a client closing is logged.
+
+``server.log`` records, in order, ``connect`` / ``hello`` / ``send`` / ``ack`` /
+``message`` / ``disconnect`` (the server asked) / ``closed`` (a connection ended) as
+:class:`LogEntry`; ``seq`` comes from the counter shared with ``FakeSlackApi.calls``,
+so ``entry.seq < call.seq`` means the ack arrived before that Web API call.
+
+Usage::
+
+    async with FakeSocketModeServer() as server, FakeSlackApi(socket_url=server.url) as api:
+        client = SocketModeClient(app_token="xapp-test",
+                                  web_client=AsyncWebClient(base_url=api.base_url))
+        client.socket_mode_request_listeners.append(on_request)
+        await client.connect()
+        envelope_id = await server.send_envelope("events_api", event_body)
+        assert (await server.ack(envelope_id))["envelope_id"] == envelope_id
+        await client.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from .slack_api import APP_ID, next_seq
+
+EnvelopeType = Literal["events_api", "interactive", "slash_commands"]
+LogKind = Literal["connect", "hello", "send", "ack", "message", "disconnect", "closed"]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One thing that happened on the socket; ``data`` is the JSON frame, if any."""
+
+    kind: LogKind
+    seq: int
+    time: float
+    connection: int
+    envelope_id: str | None = None
+    data: Mapping[str, Any] | None = None
+
+
+class FakeSocketModeServer:
+    """A local Socket Mode websocket server; see the module docstring."""
+
+    def __init__(self, *, app_id: str = APP_ID, host_name: str = "applink-fake-1") -> None:
+        self.app_id = app_id
+        self.host_name = host_name
+        self.log: list[LogEntry] = []
+        self.acks: dict[str, dict[str, Any]] = {}
+        """The first ack received for each envelope id."""
+        self.messages: list[Any] = []
+        """Frames from the client that were not acks (or not JSON)."""
+        self.connections_made = 0
+        self._open: dict[int, web.WebSocketResponse] = {}
+        self._ack_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._connected = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._root = ""
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The ``ws://`` URL for ``apps.connections.open`` to hand out."""
+        if not self._root:
+            raise RuntimeError("FakeSocketModeServer is not started")
+        return f"{self._root}/link/?ticket=fake-ticket&app_id={self.app_id}"
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/link/", self._link)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self._root = f"ws://{host}:{port}"
+
+    async def stop(self) -> None:
+        self._stopping = True  # a client told to go away must not get back in
+        await self.close_connections()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        for waiter in self._ack_waiters.values():
+            if not waiter.done():
+                waiter.cancel()
+
+    async def __aenter__(self) -> FakeSocketModeServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- driving the client ------------------------------------------------------
+
+    async def wait_connected(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Wait until a client is connected (and has been sent its ``hello``)."""
+        await asyncio.wait_for(self._connected.wait(), timeout)
+
+    async def send_envelope(
+        self,
+        type: EnvelopeType,
+        payload: Mapping[str, Any],
+        *,
+        retry_attempt: int = 0,
+        retry_reason: str = "",
+        accepts_response_payload: bool = False,
+        envelope_id: str | None = None,
+        timeout: float = 5.0,  # noqa: ASYNC109
+    ) -> str:
+        """Send one envelope to the newest connection; returns its envelope id."""
+        envelope: dict[str, Any] = {
+            "envelope_id": envelope_id or str(uuid.uuid4()),
+            "type": type,
+            "payload": dict(payload),
+            "accepts_response_payload": accepts_response_payload,
+            "retry_attempt": retry_attempt,
+            "retry_reason": retry_reason,
+        }
+        return await self.send_raw_envelope(envelope, timeout=timeout)
+
+    async def send_raw_envelope(
+        self,
+        envelope: Mapping[str, Any],
+        *,
+        timeout: float = 5.0,  # noqa: ASYNC109
+    ) -> str:
+        """Send a whole envelope as given (e.g. a fixture's ``payload``); returns its id."""
+        envelope_id = str(envelope["envelope_id"])
+        self._ack_waiters.setdefault(envelope_id, asyncio.get_running_loop().create_future())
+        number, ws = await self._newest(timeout)
+        self._record("send", number, envelope_id, dict(envelope))
+        await ws.send_str(json.dumps(envelope))
+        return envelope_id
+
+    async def ack(self, envelope_id: str, timeout: float = 5.0) -> dict[str, Any]:  # noqa: ASYNC109
+        """Wait for the client's ack of ``envelope_id`` and return it."""
+        waiter = self._ack_waiters.get(envelope_id)
+        if waiter is None:
+            raise KeyError(f"no envelope {envelope_id!r} was sent")
+        return await asyncio.wait_for(asyncio.shield(waiter), timeout)
+
+    async def send_disconnect(
+        self,
+        reason: str = "refresh_requested",
+        *,
+        timeout: float = 5.0,  # noqa: ASYNC109
+    ) -> None:
+        """Send ``{"type": "disconnect", "reason": ...}``: the client opens a new connection."""
+        frame = {"type": "disconnect", "reason": reason, "debug_info": {"host": self.host_name}}
+        number, ws = await self._newest(timeout)
+        self._record("disconnect", number, None, frame)
+        await ws.send_str(json.dumps(frame))
+
+    async def close_connections(self, code: int = WSCloseCode.GOING_AWAY) -> None:
+        """Close every open connection from the server side."""
+        for ws in list(self._open.values()):
+            await ws.close(code=code, message=b"server closing")
+
+    def index(self, kind: LogKind, envelope_id: str | None = None) -> int:
+        """Position in ``log`` of the first entry of ``kind`` (for ``envelope_id``)."""
+        for i, entry in enumerate(self.log):
+            if entry.kind == kind and (envelope_id is None or entry.envelope_id == envelope_id):
+                return i
+        raise LookupError(f"no {kind} entry for {envelope_id!r}")
+
+    def entry(self, kind: LogKind, envelope_id: str | None = None) -> LogEntry:
+        """The first log entry of ``kind`` (for ``envelope_id``)."""
+        return self.log[self.index(kind, envelope_id)]
+
+    # -- websocket ---------------------------------------------------------------
+
+    async def _newest(self, wait: float) -> tuple[int, web.WebSocketResponse]:
+        deadline = time.monotonic() + wait
+        while True:
+            live = [(n, ws) for n, ws in self._open.items() if not ws.closed]
+            if live:
+                return max(live, key=lambda item: item[0])
+            if time.monotonic() >= deadline:
+                raise TimeoutError("no Socket Mode client is connected")
+            await asyncio.sleep(0.01)
+
+    def _record(
+        self,
+        kind: LogKind,
+        connection: int,
+        envelope_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.log.append(
+            LogEntry(
+                kind=kind,
+                seq=next_seq(),
+                time=time.monotonic(),
+                connection=connection,
+                envelope_id=envelope_id,
+                data=data,
+            )
+        )
+
+    async def _link(self, request: web.Request) -> web.StreamResponse:
+        if self._stopping:
+            raise web.HTTPServiceUnavailable()
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.connections_made += 1
+        number = self.connections_made
+        self._record("connect", number)
+        hello = {
+            "type": "hello",
+            "num_connections": len(self._open) + 1,
+            "debug_info": {
+                "host": self.host_name,
+                "build_number": 1,
+                "approximate_connection_time": 18060,
+            },
+            "connection_info": {"app_id": self.app_id},
+        }
+        try:
+            await ws.send_str(json.dumps(hello))
+            self._record("hello", number, None, hello)
+            self._open[number] = ws
+            self._connected.set()
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    self._received(number, message.data)
+                elif message.type == WSMsgType.BINARY:
+                    self.messages.append(message.data)
+                    self._record("message", number)
+        except ConnectionError:
+            pass
+        finally:
+            self._open.pop(number, None)
+            if not self._open:
+                self._connected.clear()
+            self._record("closed", number)
+        return ws
+
+    def _received(self, connection: int, raw: str) -> None:
+        try:
+            frame = json.loads(raw)
+        except json.JSONDecodeError:
+            frame = None
+        if isinstance(frame, dict) and "envelope_id" in frame:
+            envelope_id = str(frame["envelope_id"])
+            self._record("ack", connection, envelope_id, frame)
+            self.acks.setdefault(envelope_id, frame)
+            waiter = self._ack_waiters.setdefault(
+                envelope_id, asyncio.get_running_loop().create_future()
+            )
+            if not waiter.done():
+                waiter.set_result(frame)
+            return
+        self.messages.append(frame if frame is not None else raw)
+        self._record("message", connection, None, frame if isinstance(frame, dict) else None)
