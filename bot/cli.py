@@ -1,9 +1,8 @@
 """threadbot: run an LLM agent from team chat (commands: run, console, db upgrade).
 
-``threadbot run`` starts every adapter that has credentials, and the console
-when none has (Slack and Discord adapters are not part of this release yet, so
-today that is always the console). Exit codes: 0 on a clean end, 2 on a usage
-or settings error.
+``threadbot run`` starts every adapter that has credentials (Slack with
+``SLACK_BOT_TOKEN``), and the console when none has. Exit codes: 0 on a clean
+end, 2 on a usage or settings error, 130 after Ctrl-C in the console.
 """
 
 from __future__ import annotations
