@@ -12,11 +12,10 @@ People who may not decide or stop are told so in the thread, and nothing changes
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
@@ -33,6 +32,7 @@ from conversations.events import (
     PostReply,
     ReactionChanged,
 )
+from conversations.lease import Leases
 from conversations.outbox import Deliverer
 from conversations.queue import ConversationQueue, Job
 from conversations.store import ConversationInfo, Outgoing, Store
@@ -75,41 +75,8 @@ class Hub:
         self._engine = engine
         self._deliverer = deliverer
         self._settings = settings
-        self._queue = ConversationQueue(around=self._leased)
-
-    async def _leased(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Run ``work`` holding the conversation's lease (one process runs it at a time)."""
-        owner, ttl = self._settings.instance, self._settings.lease_ttl
-        while True:
-            dead = await self._dead_holder(conversation_id)
-            if await self._store.acquire_lease(conversation_id, owner, ttl=ttl, dead=dead):
-                break
-            await asyncio.sleep(min(1.0, ttl / 3))  # another live process runs it
-        renew = asyncio.create_task(self._renew(conversation_id, owner, ttl))
-        try:
-            await work()
-        finally:
-            renew.cancel()
-            await asyncio.shield(self._store.release_lease(conversation_id, owner))
-
-    async def _dead_holder(self, conversation_id: str) -> str | None:
-        """The lease holder if it is a process of this host that no longer exists."""
-        holder = await self._store.lease_owner(conversation_id)
-        host, _, pid = (holder or "").rpartition(":")
-        if host != socket.gethostname() or not pid.isdigit():
-            return None
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return holder
-        except PermissionError:
-            return None
-        return None
-
-    async def _renew(self, conversation_id: str, owner: str, ttl: float) -> None:
-        while True:
-            await asyncio.sleep(ttl / 3)
-            await self._store.acquire_lease(conversation_id, owner, ttl=ttl)
+        self._leases = Leases(store=store, owner=settings.instance, ttl=settings.lease_ttl)
+        self._queue = ConversationQueue(around=self._leases.hold)
 
     async def handle(self, event: InboundEvent) -> None:
         """Take one inbound event; returns once recorded and queued, not when its run ends."""
