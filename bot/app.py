@@ -83,6 +83,7 @@ class App:
         self._tasks.append(asyncio.create_task(self.sweeper.run(), name="sweeper"))
         self.deliverer.wake()
         await self.hub.resume_running()
+        await self.hub.resume_unhandled()
 
     async def close(self) -> None:
         """Stop work and close the database (in-flight runs resume at the next start)."""
@@ -172,6 +173,7 @@ async def run_console(
         user=settings.console_user,
         state_file=settings.console_state,
         stop_command=settings.stop_command,
+        wait_between_lines={"auto": None, "yes": True, "no": False}[settings.console_wait],
         banner=banner + " Type a request; /help lists the commands.",
     )
     app = await build(settings, model=chosen)

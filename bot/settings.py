@@ -88,6 +88,7 @@ class Settings(BaseSettings):
     progress_interval: float = Field(default=3.0, ge=0)
     console_user: str = "you"
     console_state: Path = Path(".threadbot/console.jsonl")
+    console_wait: Literal["auto", "yes", "no"] = "auto"
     model_script: Path | None = None
     log_level: str = "WARNING"
     request_ttl: float = Field(default=24 * 3600.0, gt=0)

@@ -31,6 +31,7 @@ from conversations.events import (
     PlatformRef,
     PostReply,
     ReactionChanged,
+    inbound_adapter,
 )
 from conversations.lease import Leases
 from conversations.outbox import Deliverer
@@ -134,12 +135,14 @@ class Hub:
     async def _message(self, event: MessagePosted) -> None:
         conversation = await self._store.find_by_thread(event.ref)
         if conversation is not None:
-            if not await self._store.record_delivery(event.delivery_key, conversation.id):
+            stop = event.text.strip().lower() == self._settings.stop_word
+            kept = None if stop else inbound_adapter.dump_python(event, mode="json")
+            if not await self._store.record_delivery(event.delivery_key, conversation.id, kept):
                 return
-            if event.text.strip().lower() == self._settings.stop_word:
+            if stop:
                 await self._stop(conversation, event.author, event.ref)
                 return
-            self._submit_reply(conversation.id, Reply(text=event.text, author=_person(event)))
+            self._submit_reply(conversation.id, self._reply_of(event, conversation))
             return
         if not event.mentions_bot:
             return
@@ -153,14 +156,41 @@ class Hub:
             requester=_person(event),
             workspace_root=self._settings.workspace_root,
             position=self._engine.workflow.start,
+            event=inbound_adapter.dump_python(event, mode="json"),
         )
-        if conversation_id is None:
-            return
-        start = Start(text=event.text, author=_person(event))
+        if conversation_id is not None:
+            self._submit_start(conversation_id, event)
+
+    def _submit_start(self, conversation_id: str, event: MessagePosted) -> None:
+        start = Start(text=event.text, author=_person(event), delivery_key=event.delivery_key)
         self._queue.submit(
             conversation_id,
             Job(lambda: self._engine.start(conversation_id, start, self._inbox(conversation_id))),
         )
+
+    def _reply_of(self, event: MessagePosted, conversation: ConversationInfo) -> Reply:
+        return Reply(
+            text=event.text,
+            author=_person(event),
+            may_continue=self._settings.access.may_decide(event.author, conversation.requester),
+            delivery_key=event.delivery_key,
+        )
+
+    async def resume_unhandled(self) -> int:
+        """Queue again the messages a crash left unjournaled; returns how many."""
+        unhandled = await self._store.unhandled()
+        for _key, conversation_id, data in unhandled:
+            event = inbound_adapter.validate_python(data)
+            if not isinstance(event, MessagePosted):
+                continue
+            conversation = await self._store.find(conversation_id)
+            if conversation is None:
+                continue
+            if event.ref.thread is None:  # the mention that opened the conversation
+                self._submit_start(conversation_id, event)
+            else:
+                self._submit_reply(conversation_id, self._reply_of(event, conversation))
+        return len(unhandled)
 
     def _submit_reply(self, conversation_id: str, reply: Reply) -> None:
         self._queue.submit(

@@ -117,43 +117,52 @@ class Engine:
         """Begin a run with a new request; from an ended run, the history is kept."""
         snap = await self._journal.load(conversation_id)
         if snap.status.active:
-            await self.reply(
-                conversation_id, Reply(text=request.text, author=request.author), inbox
-            )
+            await self.reply(conversation_id, Reply(**request.model_dump()), inbox)
             return
-        position = (
-            self._workflow.next(snap.position, Transition.NEW_MESSAGE)
-            if snap.journal
-            else self._workflow.start
-        )
         await self._journal.commit(
             conversation_id,
             Change(
                 entries=(UserText(author=request.author, text=request.text, role="request"),),
                 status=lifecycle.RUNNING,
-                position=position,
+                position=self._next_position(snap, request),
+                handled=_keys(request),
             ),
         )
         await self.run(conversation_id, inbox)
+
+    def _next_position(self, snap: ConversationSnapshot, request: Start) -> str:
+        """Where a new request starts: a stopped run, or someone else's retry, re-plans."""
+        if not snap.journal:
+            return self._workflow.start
+        if snap.status.lifecycle is Lifecycle.FAILED and request.may_continue:
+            return snap.position  # carry on from where it failed
+        if snap.status.lifecycle in (Lifecycle.CANCELLED, Lifecycle.FAILED):
+            return self._workflow.start  # no approval outlives a stop
+        return self._workflow.next(snap.position, Transition.NEW_MESSAGE)
 
     async def reply(self, conversation_id: str, reply: Reply, inbox: Inbox | None = None) -> None:
         """A message in the thread: answers a question, revises a plan, or is a note."""
         snap = await self._journal.load(conversation_id)
         if not snap.status.active:
-            await self.start(conversation_id, Start(text=reply.text, author=reply.author), inbox)
+            await self.start(conversation_id, Start(**reply.model_dump()), inbox)
             return
         request = snap.open_requests[-1] if snap.open_requests else None
         if request is None or request.kind in (RequestKind.TOOL_APPROVAL, RequestKind.RETRY):
-            note = UserText(author=reply.author, text=reply.text, role="note")
-            await self._journal.commit(conversation_id, Change(entries=(note,)))
+            await self._note(conversation_id, reply)
             return
         change = answer_change(snap, request, reply, self._workflow)
         try:
-            await self._journal.commit(conversation_id, change)
-        except RequestConflict:
-            log.info("conversation %s: request %s closed meanwhile", conversation_id, request.id)
+            await self._journal.commit(
+                conversation_id, change.model_copy(update={"handled": _keys(reply)})
+            )
+        except RequestConflict:  # decided meanwhile: the words are kept as a note
+            await self._note(conversation_id, reply)
             return
         await self.run(conversation_id, inbox)
+
+    async def _note(self, conversation_id: str, reply: Reply) -> None:
+        note = UserText(author=reply.author, text=reply.text, role="note")
+        await self._journal.commit(conversation_id, Change(entries=(note,), handled=_keys(reply)))
 
     async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
         """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
@@ -302,7 +311,8 @@ class Engine:
         if not replies:
             return snap
         notes = tuple(UserText(author=r.author, text=r.text, role="note") for r in replies)
-        await self._journal.commit(conversation_id, Change(entries=notes))
+        keys = tuple(k for r in replies for k in _keys(r))
+        await self._journal.commit(conversation_id, Change(entries=notes, handled=keys))
         return await self._journal.load(conversation_id)
 
     async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
@@ -399,3 +409,7 @@ class Engine:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _keys(message: Start | Reply) -> tuple[str, ...]:
+    return (message.delivery_key,) if message.delivery_key else ()

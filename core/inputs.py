@@ -17,19 +17,28 @@ from core.journal import Person
 
 
 class Start(BaseModel):
-    """A request that starts a run: the mention, or a new message after the end."""
+    """A request that starts a run: the mention, or a new message after the end.
+
+    ``may_continue``: the author may carry on a failed run where it stopped (the
+    requester or an approver); anyone else's message starts over at the plan.
+    ``delivery_key`` names the inbound message, marked handled once journaled.
+    """
 
     model_config = ConfigDict(frozen=True)
     text: str
     author: Person
+    may_continue: bool = False
+    delivery_key: str | None = None
 
 
 class Reply(BaseModel):
-    """A message in the conversation's thread."""
+    """A message in the conversation's thread (fields as in :class:`Start`)."""
 
     model_config = ConfigDict(frozen=True)
     text: str
     author: Person
+    may_continue: bool = False
+    delivery_key: str | None = None
 
 
 class Decision(BaseModel):

@@ -289,6 +289,10 @@ class Change(BaseModel):
     position: str | None = None
     plan_version: int | None = None
     events: tuple[RunEvent, ...] = ()
+    handled: tuple[str, ...] = ()
+    """Delivery keys of inbound messages whose effect this change records; the
+    store marks them handled in the same transaction (a crash before it leaves
+    them to be handled again at start)."""
     guard_pending: tuple[str, ...] = ()
     """Compare-and-set on tool calls: when any of these records is no longer
     ``pending_approval``, the store raises :class:`core.errors.RequestConflict`."""

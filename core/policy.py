@@ -19,23 +19,35 @@ Command patterns match wherever a command starts: at the beginning, after
 ``;``, ``&``, ``|``, ``(``, ``{``, a backtick, a quote, a newline or ``-exec``,
 and after wrappers such as ``env``, ``xargs``, ``timeout 10``, ``VAR=x`` or
 ``then``. Quotes and backslashes are also read as the shell joins them
-(``'r'm -rf`` is ``rm -rf``). This errs towards asking: ``echo "x; curl"``
-asks too. It is a guard, not a sandbox: a script, an alias or ``$CMD`` is not
-seen through.
+(``'r'm -rf`` is ``rm -rf``). A pattern matches as a text prefix of such a start
+and, failing that, structurally, on the command's words (:mod:`core.commands`):
+its options anywhere and in any spelling (``rm -rf`` in ``rm -f -r d``,
+``rm -vrf d``; ``chmod -R`` in ``chmod 777 -R .``), its further words after any
+options (``git push`` in ``git -C . push``). This errs towards asking:
+``echo "x; curl"`` and ``echo "rm -rf"`` ask too. It is a guard, not a sandbox:
+a script, an alias or ``$CMD`` is not seen through.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
-import re
-from collections.abc import Iterator, Mapping
+import shlex
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from core.commands import (
+    chain_parts,
+    command_starts,
+    command_words,
+    parse_pattern,
+    program_name,
+    squash,
+)
 from core.tools.command import RunCommand
 from core.tools.control import CONTROL_TOOLS
 
@@ -51,9 +63,10 @@ _ASK_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runs as root", ("sudo",)),
     ("reaches another machine", ("ssh", "scp")),
     ("writes raw data to files or disks", ("dd ",)),
+    ("deletes the files it finds", ("find -delete",)),
     ("formats a file system", ("mkfs",)),
-    ("changes permissions of a whole tree", ("chmod -R",)),
-    ("changes owners of a whole tree", ("chown -R",)),
+    ("changes permissions of a whole tree", ("chmod -R", "chmod --recursive")),
+    ("changes owners of a whole tree", ("chown -R", "chown --recursive")),
     ("publishes a package", ("npm publish",)),
     (
         "installs packages from the network",
@@ -66,18 +79,6 @@ _ASK_WHY = {pattern: why for why, patterns in _ASK_GROUPS for pattern in pattern
 
 DEFAULT_ASK_COMMANDS: tuple[str, ...] = tuple(_ASK_WHY)
 """Destructive or outward-reaching command prefixes that ask by default."""
-
-_SEPARATORS = r"[;&|(){}`\n\r]|(?<![\w-])-(?:exec|execdir|ok|okdir)(?![\w-])"
-_CHAIN = re.compile(_SEPARATORS)
-_CHAIN_OR_QUOTE = re.compile(_SEPARATORS + r"|[\"']")
-_WRAPPERS = (
-    "then|do|else|elif|if|while|until|time|nohup|exec|command|builtin|env|xargs|nice|ionice|"
-    "stdbuf|timeout|watch|setsid|unbuffer|strace|chroot|doas|sudo|su|runuser|eval"
-)
-_LEAD = re.compile(
-    rf"(?:[!{{}}()]|(?:{_WRAPPERS})(?=\s|$)|-\S*|\d\S*|[A-Za-z_]\w*=\S*|\S*/(?=\S))\s*"
-)
-_MAX_STRIPS = 32
 
 
 class Decision(StrEnum):
@@ -111,10 +112,18 @@ class Rule(BaseModel):
     ``*`` crosses ``/``) to the normalized relative ``path`` argument; a rule with a
     pattern matches only when that argument is a string that matches (both, when
     both are given). A ``deny`` or ``ask`` rule matches generously: the prefix at
-    any command start, the glob case-insensitively and, for an absolute path, on any
-    trailing part of it. An ``allow`` rule matches strictly: every command of a
-    chain (``a && b``) starts with the prefix, the glob matches the relative path.
-    ``reason`` is shown when the rule matches; empty means a generated one.
+    any command start or found structurally (``make deploy`` in ``make -C app
+    deploy``, see :mod:`core.commands`), the glob case-insensitively and, for an
+    absolute path, on any trailing part of it. An ``allow`` rule matches strictly:
+    every command of a chain (``a && b``) starts with the prefix, the glob matches
+    the relative path. ``reason`` is shown when the rule matches; empty means a
+    generated one.
+
+    A rule names one tool: ``tool = "write_file"`` with a ``path_glob`` does not
+    cover ``edit_file`` (give it its own rule, or use ``tool = "*"``, which covers
+    every tool with a ``path`` argument). A rule that could never match is refused
+    (:class:`ValueError`): a ``command_prefix`` on a tool other than ``run_command``
+    or ``"*"``, a ``path_glob`` on ``run_command``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -131,6 +140,20 @@ class Rule(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("must not be empty")
         return value
+
+    @model_validator(mode="after")
+    def _can_match(self) -> Rule:
+        if self.command_prefix is not None and self.tool not in ("*", RUN_COMMAND):
+            raise ValueError(
+                f'`command_prefix` applies only to `{RUN_COMMAND}` or "*": '
+                f"`{self.tool}` has no `command` argument, so this rule could never match"
+            )
+        if self.path_glob is not None and self.tool == RUN_COMMAND:
+            raise ValueError(
+                f"`path_glob` never matches `{RUN_COMMAND}` (it has no `path` argument): "
+                'use `command_prefix`, or name a file tool or "*"'
+            )
+        return self
 
     def matches(self, tool_name: str, arguments: Mapping[str, Any]) -> bool:
         """Whether the rule applies to a call of ``tool_name`` with ``arguments``."""
@@ -200,13 +223,12 @@ class ToolPolicy(BaseModel):
                 return _verdict(rule.decision, reason, f"rules[{index}] {rule.label()}")
         command = arguments.get("command")
         if tool_name == RUN_COMMAND and isinstance(command, str):
-            wanted = tuple(_wanted(pattern) for pattern in self.ask_commands)
-            starts = [start for start in _command_starts(command) if start.startswith(wanted)]
-            for pattern, want in zip(self.ask_commands, wanted, strict=True):
-                if any(start.startswith(want) for start in starts):
-                    why = _ASK_WHY.get(pattern, "is on the policy's ask list")
-                    reason = f"`{pattern.strip()}` {why}: the policy asks first"
-                    return _verdict(Decision.ASK, reason, f"ask_commands {pattern!r}")
+            asked = _asked(command, self.ask_commands)
+            if asked is not None:
+                pattern, shown = asked
+                why = _ASK_WHY.get(pattern, "is on the policy's ask list")
+                reason = f"`{shown}` {why}: the policy asks first"
+                return _verdict(Decision.ASK, reason, f"ask_commands {pattern!r}")
         return self._default(read_only=read_only, plan_approved=plan_approved)
 
     def _default(self, *, read_only: bool, plan_approved: bool) -> Verdict:
@@ -221,14 +243,18 @@ class ToolPolicy(BaseModel):
         return _verdict(Decision.DENY, reason, "plan_not_approved")
 
     @classmethod
-    def from_toml_table(cls, data: Mapping[str, Any]) -> ToolPolicy:
+    def from_toml_table(
+        cls, data: Mapping[str, Any], known_tools: Collection[str] | None = None
+    ) -> ToolPolicy:
         """The policy of a settings ``[policy]`` table (pass the inner table).
 
         Keys: ``rules`` (``[[policy.rules]]`` tables with ``tool``, ``decision``,
         ``command_prefix``?, ``path_glob``?, ``reason``?), ``ask_commands``? (replaces
-        the default list), ``mutating_needs_plan``?. Raises :class:`ValueError` naming
-        the rule for a missing ``tool`` or ``decision``, an unknown decision, an unknown
-        key or a wrong type.
+        the default list), ``mutating_needs_plan``?. ``known_tools``, when given, are
+        the names a rule's ``tool`` may take (besides ``"*"``). Raises
+        :class:`ValueError` naming the rule for a missing ``tool`` or ``decision``, an
+        unknown decision, an unknown tool, a pattern the tool cannot match (see
+        :class:`Rule`), an unknown key or a wrong type.
         """
         if not isinstance(data, Mapping):
             raise ValueError("policy must be a table")
@@ -237,7 +263,10 @@ class ToolPolicy(BaseModel):
             raise ValueError("policy.rules must be an array of tables ([[policy.rules]])")
         if not isinstance(data.get("ask_commands", []), list | tuple):
             raise ValueError("policy.ask_commands must be a list of strings")
-        rules = tuple(_rule_from_table(index, table) for index, table in enumerate(raw_rules))
+        known = None if known_tools is None else frozenset(known_tools)
+        rules = tuple(
+            _rule_from_table(index, table, known) for index, table in enumerate(raw_rules)
+        )
         try:
             return cls.model_validate({**data, "rules": rules})
         except ValidationError as exc:
@@ -275,45 +304,50 @@ def summarize_call(tool_name: str, arguments: Mapping[str, Any], limit: int = 80
 
 
 def _prefix_matches(command: str, prefix: str, *, strict: bool) -> bool:
-    """Strict: every command of the chain starts with ``prefix``. Else: any command start."""
+    """Strict: every command of the chain starts with ``prefix``. Else: any command start,
+    or the prefix found structurally in any simple command."""
     want = _wanted(prefix)
     if strict:
-        text = command.replace("\\\n", " ")
-        starts = [_squash(part) for part in _CHAIN.split(text)]
-        starts = [start for start in starts if start]
+        starts = chain_parts(command)
         return bool(starts) and all(start.startswith(want) for start in starts)
-    return any(start.startswith(want) for start in _command_starts(command))
+    if any(start.startswith(want) for start in command_starts(command)):
+        return True
+    return _found(command, (prefix,)) is not None
+
+
+def _asked(command: str, patterns: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first ask pattern that matches ``command`` and how it shows in the reason.
+
+    Text prefixes first (``rm -rf`` shows as itself), then structurally (``rm -f -r``
+    shows as the words found), so every text match keeps its pattern and reason.
+    """
+    wanted = tuple(_wanted(pattern) for pattern in patterns)
+    starts = [start for start in command_starts(command) if start.startswith(wanted)]
+    for pattern, want in zip(patterns, wanted, strict=True):
+        if any(start.startswith(want) for start in starts):
+            return pattern, pattern.strip()
+    return _found(command, patterns)
+
+
+def _found(command: str, patterns: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first pattern found structurally in ``command``, with the words that matched."""
+    by_program: dict[str, list[tuple[str, ...]]] = {}
+    for words in command_words(command):
+        by_program.setdefault(program_name(words[0]), []).append(words)
+    for pattern in patterns:
+        shape = parse_pattern(pattern)
+        if shape is None:
+            continue
+        for words in by_program.get(shape.program, ()):
+            found = shape.find(words)
+            if found is not None:
+                return pattern, _shorten(shlex.join(found).replace("`", "ˋ"), 60)
+    return None
 
 
 def _wanted(prefix: str) -> str:
     """``prefix`` as command starts are written: squashed, a trailing space kept (``dd ``)."""
-    return _squash(prefix) + (" " if prefix[-1:].isspace() else "")
-
-
-def _command_starts(command: str) -> Iterator[str]:
-    """Every text that could be where a command starts, whitespace squashed (generous)."""
-    text = command.replace("\\\n", " ").replace("\\", "")
-    yield _squash(text)
-    for splitter, source in (
-        (_CHAIN, text.replace('"', "").replace("'", "")),
-        (_CHAIN_OR_QUOTE, text),
-    ):
-        for part in splitter.split(source):
-            yield from _unwrapped(part)
-
-
-def _unwrapped(part: str) -> Iterator[str]:
-    """``part`` and what is left after each leading wrapper, option, assignment or
-    directory (``/usr/bin/curl`` -> ``curl``)."""
-    rest = _squash(part)
-    for _ in range(_MAX_STRIPS):
-        if not rest:
-            return
-        yield rest
-        lead = _LEAD.match(rest)
-        if lead is None or not lead.end():
-            return
-        rest = rest[lead.end() :]
+    return squash(prefix) + (" " if prefix[-1:].isspace() else "")
 
 
 def _glob_matches(path: str, glob: str, *, strict: bool) -> bool:
@@ -335,7 +369,7 @@ def _verdict(decision: Decision, reason: str, rule: str) -> Verdict:
     return Verdict(decision=decision, reason=reason, rule=rule)
 
 
-def _rule_from_table(index: int, table: object) -> Rule:
+def _rule_from_table(index: int, table: object, known: frozenset[str] | None) -> Rule:
     where = f"policy.rules[{index}]"
     if not isinstance(table, Mapping):
         raise ValueError(f"{where} must be a table")
@@ -347,6 +381,9 @@ def _rule_from_table(index: int, table: object) -> Rule:
         raise ValueError(
             f"{where} has an unknown decision {table['decision']!r}: use allow, deny or ask"
         )
+    tool = table["tool"]
+    if known is not None and isinstance(tool, str) and tool.strip() and tool not in known | {"*"}:
+        raise ValueError(f"{where}: no tool called {tool!r}; known: {', '.join(sorted(known))}")
     try:
         return Rule.model_validate(table)
     except ValidationError as exc:
@@ -354,18 +391,17 @@ def _rule_from_table(index: int, table: object) -> Rule:
 
 
 def _errors(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in error['loc']) or 'table'}: {error['msg']}"
-        for error in exc.errors()
-    )
+    return "; ".join(_error(error["loc"], error["msg"]) for error in exc.errors())
 
 
-def _squash(text: str) -> str:
-    return " ".join(text.split())
+def _error(loc: tuple[int | str, ...], message: str) -> str:
+    """``tool: must not be empty``; a whole-table error without a location."""
+    message = message.removeprefix("Value error, ")
+    return f"{'.'.join(str(part) for part in loc)}: {message}" if loc else message
 
 
 def _one_line(text: str) -> str:
-    return " ⏎ ".join(_squash(line) for line in text.strip().splitlines())
+    return " ⏎ ".join(squash(line) for line in text.strip().splitlines())
 
 
 def _show(value: object) -> str:

@@ -46,7 +46,7 @@ def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert "database at revision 0002" in result.stdout
+    assert "database at revision 0003" in result.stdout
 
     import sqlite3
 

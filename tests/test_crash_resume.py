@@ -9,6 +9,7 @@ side effect ran twice and nothing was lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -60,7 +61,7 @@ class Bot:
             timeout=60,
         )
 
-    def start(self, lines: str) -> subprocess.Popen[str]:
+    def start(self, lines: str, *, wait: str = "auto") -> subprocess.Popen[str]:
         """A process whose input stays open (so it does not exit at the end of it)."""
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot", "console"],
@@ -69,7 +70,7 @@ class Bot:
             stderr=subprocess.PIPE,
             text=True,
             cwd=self.dir,
-            env=self.env(),
+            env=self.env() | {"THREADBOT_CONSOLE_WAIT": wait},
         )
         assert proc.stdin is not None
         proc.stdin.write(lines)
@@ -250,3 +251,43 @@ def test_an_unknown_fault_point_is_a_settings_error(tmp_path: Path) -> None:
     result = Bot(tmp_path, THREE_TOOLS).run("hi\n", fault="after_lunch")
     assert result.returncode == 2
     assert "unknown fault point 'after_lunch'" in result.stderr
+
+
+def test_a_note_sent_while_a_command_runs_survives_a_crash(tmp_path: Path) -> None:
+    bot = Bot(
+        tmp_path,
+        [
+            plan("Run a long job"),
+            {"calls": [command("echo $$ > started; sleep 20")]},
+            finish("Noted your message."),
+        ],
+    )
+    proc = bot.start("run the job\n", wait="no")
+    try:
+        bot.wait_until("select 1 from outbox where request_id is not null and state = 'sent'")
+        assert proc.stdin is not None
+        proc.stdin.write("+✅ 2\n")
+        proc.stdin.flush()
+        bot.wait_until("select 1 from tool_calls where name='run_command' and state='running'")
+        proc.stdin.write(">1 please also check the logs\n")
+        proc.stdin.flush()
+        bot.wait_until("select 1 from deliveries where event is not null and handled_at is null")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    workspace = bot.workspace()
+    deadline = time.monotonic() + 10
+    while not (workspace / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(int((workspace / "started").read_text()), signal.SIGKILL)
+
+    second = bot.run()
+    assert second.returncode == 0, second.stderr
+    notes = bot.query("select body from journal where kind = 'user_text'")
+    assert any("please also check the logs" in body for (body,) in notes)
+    assert bot.query(
+        "select count(*) from deliveries where handled_at is null and event is not null"
+    ) == [(0,)]
+    assert "✅ Noted your message." in second.stdout

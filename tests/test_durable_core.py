@@ -584,3 +584,45 @@ async def test_buttons_decide_like_reactions_and_stop_from_the_list(make_app) ->
     await press(f"stop:{first.id}")
     assert (await app.store.info(first.id)).status.lifecycle is Lifecycle.CANCELLED
     assert len(await app.store.active(platform="console")) == 1
+
+
+async def test_no_approval_outlives_a_stop(make_app) -> None:
+    gate = asyncio.Event()
+    blocked = ScriptedTurn(gate=gate, text="never")
+    chat, model = await approved_chat(make_app, [blocked, plan()], settle=False)
+    await asyncio.wait_for(blocked.started.wait(), 5)
+    await chat.stop()
+    await chat.app.hub.settled()
+
+    await chat.reply("carry on", by="mallory")
+
+    offered = {t.name for t in model.requests[-1].tools}
+    assert "write_file" not in offered and "run_command" not in offered  # planning again
+    assert str((await chat.snapshot()).status) == "waiting(plan_approval)"
+
+
+async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make_app) -> None:
+    from core.errors import ModelError
+
+    failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
+    chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back at it."), plan()])
+    assert "⚠️ The model API is overloaded" in chat.out.getvalue()
+
+    await chat.reply("retry")  # alice asked: the approved plan goes on
+    assert "run_command" in {t.name for t in model.requests[-1].tools}
+    assert "✅ Back at it." in chat.out.getvalue()
+
+    snap = await chat.snapshot()
+    assert snap.position == "answered"
+
+
+async def test_someone_else_retrying_a_failed_run_starts_over_at_the_plan(make_app) -> None:
+    from core.errors import ModelError
+
+    failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
+    chat, model = await approved_chat(make_app, [failing, plan()])
+
+    await chat.reply("retry", by="bob")
+
+    assert "run_command" not in {t.name for t in model.requests[-1].tools}
+    assert str((await chat.snapshot()).status) == "waiting(plan_approval)"

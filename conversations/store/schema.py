@@ -57,6 +57,9 @@ class DeliveryRow(Base):
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     conversation_id: Mapped[str | None] = mapped_column(String(32))
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
+    event: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    """The inbound event, kept until its effect is journaled (then ``handled_at``)."""
+    handled_at: Mapped[datetime | None]
 
 
 class JournalRow(Base):

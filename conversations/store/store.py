@@ -131,14 +131,16 @@ class Store:
         requester: Person,
         workspace_root: Path,
         position: str,
+        event: dict[str, Any] | None = None,
     ) -> str | None:
         """Record a delivery and create a conversation bound to ``binding.thread``.
 
-        Returns the new id, or None when the delivery was seen before.
+        Returns the new id, or None when the delivery was seen before. ``event`` is
+        kept until a change marks the delivery handled (:meth:`unhandled`).
         """
         conversation_id = _new_id()
         async with self._write() as session:
-            if not await self._add_delivery(session, delivery_key, conversation_id):
+            if not await self._add_delivery(session, delivery_key, conversation_id, event):
                 return None
             session.add(
                 ConversationRow(
@@ -156,10 +158,30 @@ class Store:
             )
         return conversation_id
 
-    async def record_delivery(self, delivery_key: str, conversation_id: str | None = None) -> bool:
-        """Record an inbound delivery; False when the key was seen before."""
+    async def record_delivery(
+        self,
+        delivery_key: str,
+        conversation_id: str | None = None,
+        event: dict[str, Any] | None = None,
+    ) -> bool:
+        """Record an inbound delivery; False when the key was seen before.
+
+        With ``event``, the delivery stays unhandled until a change names its key in
+        ``Change.handled``: at start, :meth:`unhandled` hands it back.
+        """
         async with self._write() as session:
-            return await self._add_delivery(session, delivery_key, conversation_id)
+            return await self._add_delivery(session, delivery_key, conversation_id, event)
+
+    async def unhandled(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(key, conversation id, event)`` of kept deliveries not yet handled, oldest first."""
+        stmt = (
+            select(DeliveryRow)
+            .where(DeliveryRow.event.is_not(None), DeliveryRow.handled_at.is_(None))
+            .order_by(DeliveryRow.received_at)
+        )
+        async with self._sessions() as session:
+            rows = (await session.execute(stmt)).scalars()
+            return [(r.key, r.conversation_id or "", r.event) for r in rows if r.event]
 
     async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
         """The conversation bound to ``ref``'s thread, if any."""
@@ -374,6 +396,12 @@ class Store:
         async with self._write() as session:
             row = await _conversation(session, conversation_id)
             await _check_pending(session, change.guard_pending)
+            if change.handled:
+                await session.execute(
+                    update(DeliveryRow)
+                    .where(DeliveryRow.key.in_(change.handled))
+                    .values(handled_at=utcnow())
+                )
             seqs = await self._append(session, conversation_id, change.entries)
             for record in change.tool_calls:
                 await session.merge(tool_row(conversation_id, record))
@@ -455,11 +483,15 @@ class Store:
         return _WriteTransaction(self._sessions, self._write_lock)
 
     async def _add_delivery(
-        self, session: AsyncSession, key: str, conversation_id: str | None
+        self,
+        session: AsyncSession,
+        key: str,
+        conversation_id: str | None,
+        event: dict[str, Any] | None = None,
     ) -> bool:
         if await session.get(DeliveryRow, key) is not None:
             return False
-        session.add(DeliveryRow(key=key, conversation_id=conversation_id))
+        session.add(DeliveryRow(key=key, conversation_id=conversation_id, event=event))
         try:
             await session.flush()
         except IntegrityError:
