@@ -124,10 +124,12 @@ async def build(
         clock=clock,
     )
     deliverer_ref.append(deliverer)
+    tools = toolbox or default_toolbox()
+    tool_policy = settings.tool_policy(known_tools={t.spec.name for t in tools})
     engine = Engine(
         journal=store,
         model=model or model_for(settings),
-        toolbox=toolbox or default_toolbox(),
+        toolbox=tools,
         workflow=default_workflow(),
         settings=EngineSettings(
             max_turns=settings.max_turns,
@@ -136,7 +138,7 @@ async def build(
             output_limit=settings.output_limit,
             request_ttl=settings.request_ttl,
         ),
-        tool_policy=settings.tool_policy(),
+        tool_policy=tool_policy,
         faults=faults,
     )
     hub_settings = HubSettings(
@@ -178,9 +180,14 @@ async def run_console(
     )
     app = await build(settings, model=chosen)
     app.add_sender(console)
+    main = asyncio.current_task()
+    if main is not None:  # SIGTERM (a service manager) ends the work like Ctrl-C
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     await app.start()
     try:
         return await console.run(app.hub, settled=app.hub.settled)
+    except asyncio.CancelledError:
+        return 143  # 128 + SIGTERM; running commands were killed, runs resume at next start
     finally:
         await app.close()
 

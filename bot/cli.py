@@ -14,7 +14,9 @@ import logging
 import os
 import sys
 
+from alembic.util.exc import CommandError
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
 from bot.app import platform_adapters, run_console, run_platforms
@@ -39,6 +41,9 @@ async def _upgrade(settings: Settings) -> int:
     try:
         await migrate.upgrade(engine)
         revision = await migrate.current_revision(engine)
+    except (CommandError, SQLAlchemyError) as exc:
+        print(f"threadbot: cannot upgrade the database: {exc}", file=sys.stderr)
+        return 2
     finally:
         await engine.dispose()
     print(f"database at revision {revision}")
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130
-    except (ConsoleError, OSError, ValueError) as exc:
+    except (ConsoleError, OSError, ValueError, CommandError, SQLAlchemyError) as exc:
         print(f"threadbot: {exc}", file=sys.stderr)
         return 2
 

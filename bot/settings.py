@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -125,6 +125,34 @@ class Settings(BaseSettings):
             raise ValueError("must be one word, without spaces, colons or slashes")
         return value
 
+    @field_validator("stop_command")
+    @classmethod
+    def _not_a_console_command(cls, value: str) -> str:
+        if value in ("help", "quit", "as", "decide"):
+            raise ValueError(f"/{value} is already a command of its own")
+        return value
+
+    @field_validator("approve_reactions", "reject_reactions", "stop_reactions")
+    @classmethod
+    def _some_reactions(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("give at least one reaction")
+        return value
+
+    @model_validator(mode="after")
+    def _reactions_mean_one_thing(self) -> Settings:
+        sets = {
+            "approve_reactions": set(self.approve_reactions),
+            "reject_reactions": set(self.reject_reactions),
+            "stop_reactions": set(self.stop_reactions),
+        }
+        names = list(sets)
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                if both := sets[first] & sets[second]:
+                    raise ValueError(f"{sorted(both)} in both {first} and {second}")
+        return self
+
     @field_validator("database_url")
     @classmethod
     def _async_database(cls, value: str) -> str:
@@ -153,9 +181,12 @@ class Settings(BaseSettings):
     def _trailing_slash(cls, value: str | None) -> str | None:
         return value if value is None or value.endswith("/") else value + "/"
 
-    def tool_policy(self) -> ToolPolicy:
-        """The tool policy of the ``[policy]`` table (the shipped default when empty)."""
-        return ToolPolicy.from_toml_table(self.policy)
+    def tool_policy(self, known_tools: Collection[str] | None = None) -> ToolPolicy:
+        """The tool policy of the ``[policy]`` table (the shipped default when empty).
+
+        Raises ``ValueError`` for a rule about a tool not in ``known_tools``.
+        """
+        return ToolPolicy.from_toml_table(self.policy, known_tools=known_tools)
 
     @classmethod
     def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:

@@ -255,6 +255,8 @@ class Hub:
         outcome = await self._engine.decide(conversation.id, decision)
         if outcome is DecideOutcome.ALREADY_DECIDED:
             await self._notice(conversation, f"This was already decided, {who.name}.")
+        elif outcome is DecideOutcome.NO_SUCH_CALL:
+            await self._notice(conversation, f"That request has no call {call}, {who.name}.")
         elif outcome is DecideOutcome.DECIDED:
             self._submit_run(conversation.id)
 
@@ -289,13 +291,13 @@ class Hub:
                 workspace=event.ref.workspace,
                 channel=event.ref.channel,
             )
-            if c.requester.id == event.author.id
+            if self._settings.access.may_stop(event.author, c.requester)
         ]
         if len(active) == 1:
             await self._stop(active[0], event.author, event.ref)
         elif not active:
             await self._reply(
-                event.ref, "You have nothing running here to stop.", to=event.author.id
+                event.ref, "Nothing you may stop is running here.", to=event.author.id
             )
         else:
             threads = ", ".join(c.binding.thread or "?" for c in active)

@@ -210,6 +210,9 @@ class Deliverer:
             return await self._failed(head, exc), None
         except DeliveryError as exc:
             return await self._failed(head, exc), None
+        except Exception as exc:  # an adapter's bug must not stop every delivery
+            log.exception("sending outbox row %s failed unexpectedly", head.id)
+            return await self._failed(head, DeliveryError(repr(exc))), None
         self._faults.hit("after_platform_accept")
         await self._store.mark_sent([r.id for r in rows], message_id)
         self._retry_at.pop(head.id, None)

@@ -178,6 +178,11 @@ class Engine:
             return DecideOutcome.ALREADY_DECIDED
         if request.state is not RequestState.OPEN or request.kind is RequestKind.QUESTION:
             return DecideOutcome.NOT_OPEN  # a question is answered in words, not reactions
+        if request.expires_at is not None and _now() >= request.expires_at:
+            await self.expire(conversation_id, request.id)  # the sweeper had not come by yet
+            return DecideOutcome.NOT_OPEN
+        if decision.call is not None and not 1 <= decision.call <= len(request.tool_use_ids):
+            return DecideOutcome.NO_SUCH_CALL
         change = decision_change(snap, request, decision, self._workflow, self._settings)
         if change is None:
             return DecideOutcome.ALREADY_DECIDED

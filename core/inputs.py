@@ -59,3 +59,4 @@ class DecideOutcome(StrEnum):
     DECIDED = "decided"
     ALREADY_DECIDED = "already_decided"
     NOT_OPEN = "not_open"
+    NO_SUCH_CALL = "no_such_call"

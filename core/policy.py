@@ -78,7 +78,8 @@ _ASK_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _ASK_WHY = {pattern: why for why, patterns in _ASK_GROUPS for pattern in patterns}
 
 DEFAULT_ASK_COMMANDS: tuple[str, ...] = tuple(_ASK_WHY)
-"""Destructive or outward-reaching command prefixes that ask by default."""
+"""Destructive or outward-reaching command patterns that ask by default (as prefixes,
+and structurally: see the module docstring)."""
 
 
 class Decision(StrEnum):
@@ -383,7 +384,8 @@ def _rule_from_table(index: int, table: object, known: frozenset[str] | None) ->
         )
     tool = table["tool"]
     if known is not None and isinstance(tool, str) and tool.strip() and tool not in known | {"*"}:
-        raise ValueError(f"{where}: no tool called {tool!r}; known: {', '.join(sorted(known))}")
+        names = ", ".join(sorted(known)) or "none"
+        raise ValueError(f"{where}: no tool called {tool!r}; known: {names}")
     try:
         return Rule.model_validate(table)
     except ValidationError as exc:

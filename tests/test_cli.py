@@ -145,3 +145,109 @@ def test_bytes_that_are_not_utf8_do_not_break_the_console(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert "📋 Plan (v1)" in result.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("THREADBOT_APPROVE_REACTIONS", "x,white_check_mark", "in both approve_reactions"),
+        ("THREADBOT_APPROVE_REACTIONS", "", "at least one reaction"),
+        ("THREADBOT_STOP_COMMAND", "help", "already a command"),
+    ],
+)
+def test_reaction_and_command_settings_must_mean_one_thing(tmp_path, variable, value, said) -> None:
+    result = _run(tmp_path, {variable: value})
+    assert result.returncode == 2
+    assert said in result.stderr
+
+
+def test_a_policy_rule_for_a_tool_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "threadbot.toml").write_text(
+        '[[policy.rules]]\ntool = "run_comand"\ndecision = "deny"\n'
+    )
+    result = _run(tmp_path, {})
+    assert result.returncode == 2
+    assert "no tool called 'run_comand'" in result.stderr
+
+
+def test_db_upgrade_of_a_file_that_is_no_database_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "x.db").write_text("this is not a database\n" * 100)
+    env = _env(tmp_path) | {"THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "db", "upgrade"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "cannot upgrade the database" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_sigterm_kills_the_running_command_and_exits(tmp_path: Path) -> None:
+    import json
+    import signal
+    import sqlite3
+    import time
+
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"calls": [{"name": "propose_plan", "input": {"steps": ["wait"]}}]},
+                {
+                    "calls": [
+                        {
+                            "name": "run_command",
+                            "input": {"command": "echo $$ > pid; sleep 30; touch late"},
+                        }
+                    ]
+                },
+            ]
+        )
+    )
+    env = _env(tmp_path) | {"THREADBOT_MODEL_SCRIPT": str(script), "THREADBOT_CONSOLE_WAIT": "no"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "run"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write("wait a bit\n")
+    proc.stdin.flush()
+    db = tmp_path / ".threadbot" / "threadbot.db"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with sqlite3.connect(db) as conn:
+                sent = conn.execute(
+                    "select 1 from outbox where request_id is not null and state = 'sent'"
+                ).fetchall()
+        except sqlite3.OperationalError:
+            sent = []
+        if sent:
+            break
+        time.sleep(0.1)
+    proc.stdin.write("+✅ 2\n")
+    proc.stdin.flush()
+    pid_files = list((tmp_path / ".threadbot" / "workspaces").glob("*/pid"))
+    deadline = time.monotonic() + 20
+    while not pid_files and time.monotonic() < deadline:
+        time.sleep(0.1)
+        pid_files = list((tmp_path / ".threadbot" / "workspaces").glob("*/pid"))
+    assert pid_files, proc.stdout
+    pid = int(pid_files[0].read_text())
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143
+    assert (
+        not Path(f"/proc/{pid}").exists()
+        or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    )
+    assert not (pid_files[0].parent / "late").exists()

@@ -144,6 +144,90 @@ def test_a_pattern_that_is_not_at_a_command_start_does_not_ask(command: str) -> 
     assert run(default_policy(), command).decision is Decision.ALLOW
 
 
+@pytest.mark.parametrize(
+    ("command", "pattern", "shown"),
+    [
+        ("rm -f -r d", "rm -rf", "rm -f -r"),
+        ("rm -vrf d", "rm -rf", "rm -vrf"),
+        ("rm -r -f d", "rm -r", "rm -r"),
+        ("rm -Rf d", "rm -R", "rm -R"),
+        ("rm -v -R d", "rm -R", "rm -R"),
+        ("rm --recursive --force d", "rm --recursive", "rm --recursive"),
+        ("rm --force --recur d", "rm --recursive", "rm --recur"),
+        ("git -C . push", "git push", "git -C . push"),
+        ("git -c x=y push origin", "git push", "git -c x=y push"),
+        ("git --git-dir=.git push", "git push", "git --git-dir=.git push"),
+        ('cd x && git -C "my dir" push', "git push", "git -C 'my dir' push"),
+        ("echo $(git -C . push)", "git push", "git -C . push"),
+        ("find . -delete", "find -delete", "find -delete"),
+        ("find . -name '*.o' -delete", "find -delete", "find -delete"),
+        ("find . -exec echo {} \\; -delete", "find -delete", "find -delete"),
+        ("find . -exec rm -rf {} +", "rm -rf", "rm -rf"),
+        ("find . -exec rm -f -r {} +", "rm -rf", "rm -f -r"),
+        ("chmod 777 -R .", "chmod -R", "chmod -R"),
+        ("chmod -v 644 -R .", "chmod -R", "chmod -R"),
+        ("chmod --recursive 777 .", "chmod --recursive", "chmod --recursive"),
+        ("chown -R u .", "chown -R", "chown -R"),
+        ("chown u: . --recursive", "chown --recursive", "chown --recursive"),
+        ("timeout -s KILL 10 rm -f -r x", "rm -rf", "rm -f -r"),
+        ("xargs -0 /bin/rm -f -r", "rm -rf", "/bin/rm -f -r"),
+        ("pip --quiet install x", "pip install", "pip --quiet install"),
+        ("python3.11 -m pip install x", "python -m pip install", "python3.11 -m pip install"),
+        ("curl -sS http://x", "curl", "curl"),
+        ("wget http://x", "wget", "wget"),
+    ],
+)
+def test_a_destructive_command_asks_in_any_spelling_of_its_options(
+    command: str, pattern: str, shown: str
+) -> None:
+    verdict = run(default_policy(), command)
+    assert verdict.decision is Decision.ASK
+    assert verdict.rule == f"ask_commands {pattern!r}"
+    assert verdict.reason.startswith(f"`{shown}` ")
+    assert verdict.reason.endswith(": the policy asks first")
+
+
+def test_a_structural_match_has_a_readable_reason() -> None:
+    verdict = run(default_policy(), "rm -f -r build")
+    assert verdict.reason == "`rm -f -r` deletes files recursively: the policy asks first"
+    verdict = run(default_policy(), "git -C app push origin main", plan_approved=False)
+    assert verdict.decision is Decision.ASK
+    assert (
+        verdict.reason == "`git -C app push` publishes commits to a remote: the policy asks first"
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep -r docker .",
+        "git log --grep=push",
+        "git status",
+        "ls -R",
+        "ls -R | grep -r x",
+        "rm x && ls -R",
+        "rm -i old.txt",
+        'git commit -m "fix push"',
+        "git pull --rebase",
+        "find . -maxdepth 1 -ls",
+        "find . -name x -type d",
+        "chmod 644 README.md",
+    ],
+)
+def test_a_harmless_command_with_similar_words_does_not_ask(command: str) -> None:
+    assert run(default_policy(), command).decision is Decision.ALLOW
+
+
+def test_a_custom_pattern_is_also_found_after_options() -> None:
+    policy = ToolPolicy(ask_commands=("terraform apply",))
+    verdict = run(policy, "terraform -chdir=infra apply -auto-approve")
+    assert verdict.decision is Decision.ASK
+    assert verdict.reason == (
+        "`terraform -chdir=infra apply` is on the policy's ask list: the policy asks first"
+    )
+    assert run(policy, "terraform -chdir=infra plan").decision is Decision.ALLOW
+
+
 @pytest.mark.parametrize("name", sorted(CONTROL_TOOLS))
 def test_control_tools_are_always_allowed(name: str) -> None:
     deny_all = ToolPolicy(rules=(Rule(tool="*", decision=Decision.DENY),))
@@ -183,6 +267,19 @@ def test_a_prefix_rule_denies_its_command_even_inside_a_chain() -> None:
     assert run(policy, "make test").decision is Decision.ALLOW
 
 
+def test_a_deny_rule_finds_its_command_after_options_but_an_allow_rule_does_not() -> None:
+    deny = ToolPolicy(
+        rules=(Rule(tool="run_command", command_prefix="make deploy", decision=Decision.DENY),)
+    )
+    assert run(deny, "make -C app deploy").decision is Decision.DENY
+    assert run(deny, "make -C app test").decision is Decision.ALLOW
+    allow = ToolPolicy(
+        rules=(Rule(tool="run_command", command_prefix="git push", decision=Decision.ALLOW),)
+    )
+    verdict = run(allow, "git -C . push")
+    assert (verdict.decision, verdict.rule) == (Decision.ASK, "ask_commands 'git push'")
+
+
 def test_a_glob_rule_asks_for_matching_paths_in_any_spelling() -> None:
     policy = ToolPolicy(
         rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Decision.ASK),)
@@ -218,6 +315,37 @@ def test_a_star_rule_applies_to_every_tool_but_control_tools() -> None:
         )
         assert verdict.decision is Decision.ASK
         assert verdict.reason == "the policy asks before every tool"
+
+
+def test_a_glob_rule_names_one_tool_and_a_star_rule_every_tool_with_a_path() -> None:
+    only_write = ToolPolicy(
+        rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Decision.DENY),)
+    )
+    every = ToolPolicy(rules=(Rule(tool="*", path_glob="secrets/**", decision=Decision.DENY),))
+    for policy, edit_decision in ((only_write, Decision.ALLOW), (every, Decision.DENY)):
+        assert write(policy, "secrets/a").decision is Decision.DENY
+        edit = policy.check(
+            tool_name="edit_file",
+            read_only=False,
+            arguments={"path": "secrets/a", "old": "x", "new": "y"},
+            plan_approved=True,
+        )
+        assert edit.decision is edit_decision
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (
+            {"tool": "write_file", "command_prefix": "rm"},
+            "`command_prefix` applies only to `run_command`",
+        ),
+        ({"tool": "run_command", "path_glob": "*.env"}, "`path_glob` never matches `run_command`"),
+    ],
+)
+def test_a_rule_that_could_never_match_is_refused(rule: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Rule.model_validate({**rule, "decision": "deny"})
 
 
 def test_a_pattern_rule_needs_its_argument() -> None:
@@ -295,11 +423,47 @@ def test_an_empty_table_is_the_default_policy() -> None:
         ({"mutating_needs_plan": "maybe"}, "mutating_needs_plan"),
         ({"ask_commands": ["curl", ""]}, "patterns must not be empty"),
         ({"rule": []}, "rule"),
+        (
+            {"rules": [{"tool": "write_file", "decision": "deny", "command_prefix": "rm"}]},
+            'policy.rules[0]: `command_prefix` applies only to `run_command` or "*": '
+            "`write_file` has no `command` argument, so this rule could never match",
+        ),
+        (
+            {"rules": [{"tool": "run_command", "decision": "ask", "path_glob": "*.env"}]},
+            "policy.rules[0]: `path_glob` never matches `run_command`",
+        ),
     ],
 )
 def test_a_bad_table_names_what_is_wrong(table: Mapping[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         ToolPolicy.from_toml_table(table)
+
+
+KNOWN_TOOLS = ("list_files", "read_file", "write_file", "edit_file", "run_command")
+
+
+def test_a_rule_for_an_unknown_tool_is_refused_when_the_tools_are_known() -> None:
+    table = {"rules": [{"tool": "run_comand", "decision": "deny", "command_prefix": "make"}]}
+    with pytest.raises(ValueError) as caught:
+        ToolPolicy.from_toml_table(table, known_tools=KNOWN_TOOLS)
+    assert str(caught.value) == (
+        "policy.rules[0]: no tool called 'run_comand'; "
+        "known: edit_file, list_files, read_file, run_command, write_file"
+    )
+
+
+def test_known_and_star_tools_load_and_without_known_tools_any_name_does() -> None:
+    rules = [
+        {"tool": "*", "decision": "ask", "path_glob": "secrets/**"},
+        {"tool": "edit_file", "decision": "deny", "path_glob": "*.lock"},
+        {"tool": "run_command", "decision": "deny", "command_prefix": "make deploy"},
+    ]
+    policy = ToolPolicy.from_toml_table({"rules": rules}, known_tools=KNOWN_TOOLS)
+    assert [rule.tool for rule in policy.rules] == ["*", "edit_file", "run_command"]
+    lenient = ToolPolicy.from_toml_table({"rules": [{"tool": "my_tool", "decision": "ask"}]})
+    assert lenient.rules == (Rule(tool="my_tool", decision=Decision.ASK),)
+    tables = tomllib.loads(TOML_EXAMPLE)["policy"]
+    assert ToolPolicy.from_toml_table(tables, KNOWN_TOOLS) == ToolPolicy.from_toml_table(tables)
 
 
 # --- purity -----------------------------------------------------------------------

@@ -13,8 +13,12 @@ Outbound: :meth:`SlackAdapter.send` renders a neutral action into Web API calls
 (:mod:`adapters.slack.outbound`). Posts go through slack-sdk's rate-limit retry
 handler; ``chat.update`` does not wait: a 429 becomes
 :class:`conversations.errors.RateLimited` and the deliverer merges the edit into
-the next one. A message that may have been posted before a crash is looked up
-by its outbox key in the thread's ``metadata`` before it is posted again.
+the next one. A message that may have been posted already (before a crash, or
+by an attempt that failed part-way or lost Slack's answer) is looked up by its
+outbox key in the thread's ``metadata`` (a file by its name), and only its
+missing parts are posted. A dropped connection or a timeout is a transient
+:class:`DeliveryError`; the bot's reactions are seeded after the post, and a
+failure to seed one is logged, never a reason to post the message again.
 """
 
 from __future__ import annotations
@@ -27,15 +31,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.outbound import ApiCall, render, seed_reactions
+from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from conversations.adapter import InboundSink
 from conversations.errors import DeliveryError, RateLimited
@@ -60,15 +65,20 @@ PERMANENT_ERRORS = frozenset(
 )
 
 
+_UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, SlackClientError)
+"""What slack-sdk raises when Slack did not answer (``SlackApiError`` is caught before)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SlackConfig:
     """How to reach Slack.
 
     ``api_url`` overrides the Web API base (GovSlack, proxies, tests; it must end
     with ``/``). ``app_token`` selects Socket Mode; otherwise HTTP on ``host:port``
-    with ``signing_secret``. ``file_threshold``: characters past which a message is
-    uploaded as a file instead. ``bot_thread_cap``: other bots' messages taken per
-    thread when ``allow_bots`` (stops bot-to-bot loops).
+    with ``signing_secret``. ``file_threshold``: characters past which a reply with
+    no buttons or reactions (an answer) is uploaded as a file instead.
+    ``bot_thread_cap``: other bots' messages taken per thread when ``allow_bots``
+    (stops bot-to-bot loops).
     """
 
     bot_token: str
@@ -108,6 +118,9 @@ class SlackAdapter:
         self._hub: InboundSink | None = None
         self._bot_messages: Counter[tuple[str, str]] = Counter()
         self._socket: AsyncSocketModeHandler | None = None
+        self._unsure: set[str] = set()
+        """Keys of posts that failed after a part went out, or with no answer: looked up
+        before they are posted again."""
         self._runner: web.AppRunner | None = None
         self._register()
 
@@ -213,7 +226,8 @@ class SlackAdapter:
 
         Raises :class:`RateLimited` for a ``chat.update`` refused with 429, and
         :class:`DeliveryError` (``permanent`` for errors that a retry cannot fix)
-        when Slack refused.
+        when Slack refused or could not be reached (a dropped connection, a
+        timeout: transient).
         """
         try:
             if isinstance(action, PostReply):
@@ -224,46 +238,116 @@ class SlackAdapter:
             return None
         except SlackApiError as exc:
             raise _delivery_error(exc, action) from exc
+        except _UNREACHABLE as exc:
+            raise DeliveryError(f"Slack could not be reached for {action.kind}: {exc!r}") from exc
 
     async def _post(self, action: PostReply, key: str, maybe_sent: bool) -> str | None:
-        if maybe_sent and (found := await self._already_posted(action, key)) is not None:
-            return found
-        if len(action.text) > self._config.file_threshold and not action.ephemeral_to:
-            return await self._upload(action)
-        ts: str | None = None
-        for call in render(action, idempotency_key=key):
-            response = await self._call(self.client, call)
-            ts = str(response.get("ts") or response.get("message_ts") or "") or ts
-        if ts and not action.ephemeral_to:
-            for call in seed_reactions(action, action.ref.channel, ts):
-                await self._call(self.client, call, ignore=("already_reacted",))
+        """Post ``action`` (its parts, or a file), each part once, then seed its reactions.
+
+        A post that failed after a part went out, or whose fate is unknown (no
+        answer, a 5xx), is looked up like a ``maybe_sent`` one when it is tried
+        again, so no part is posted twice and none is left out.
+        """
+        if action.ephemeral_to:  # nothing to find it by later, and no reactions
+            ts: str | None = None
+            for call in render(action, idempotency_key=key):
+                response = await self._call(self.client, call)
+                ts = str(response.get("message_ts") or response.get("ts") or "") or ts
+            return ts
+        posted: dict[int, str] = {}
+        if maybe_sent or key in self._unsure:
+            posted = await self._already_posted(action, key)
+        sent_any = False
+        ts = None
+        try:
+            if self._as_file(action):
+                if not posted:
+                    sent_any = True  # an upload that failed late may be shared all the same
+                    await self._upload(action, key)
+                self._unsure.discard(key)
+                return None
+            for part, call in enumerate(render(action, idempotency_key=key)):
+                if part in posted:
+                    ts = posted[part]
+                    continue
+                response = await self._call(self.client, call)
+                sent_any = True
+                ts = str(response.get("ts") or "") or ts
+        except SlackApiError as exc:
+            if sent_any or posted or exc.response.status_code >= 500:
+                self._unsure.add(key)
+            raise
+        except _UNREACHABLE:
+            self._unsure.add(key)
+            raise
+        self._unsure.discard(key)
+        if ts:
+            await self._seed_reactions(action, ts)
         return ts
 
-    async def _upload(self, action: PostReply) -> str | None:
+    def _as_file(self, action: PostReply) -> bool:
+        """Whether ``action`` goes up as a file: a long reply that asks for nothing.
+
+        A message with buttons or seeded reactions (a plan, a tool approval) is
+        posted as messages whatever its length: a file would drop its buttons, and
+        a reaction could not find it.
+        """
+        plain = not (action.buttons or action.reactions or action.ephemeral_to)
+        return plain and len(action.text) > self._config.file_threshold
+
+    async def _seed_reactions(self, action: PostReply, ts: str) -> None:
+        """Add the bot's reactions to its new message ``ts``; a failure is only logged.
+
+        The message is posted: raising here would post it again on the retry, and
+        people can react (or press the buttons) without the seeds.
+        """
+        for call in seed_reactions(action, action.ref.channel, ts):
+            try:
+                await self._call(self.client, call, ignore=("already_reacted",))
+            except _UNREACHABLE as exc:  # SlackApiError included
+                log.warning("could not add :%s: to %s: %s", call.args.get("name"), ts, exc)
+
+    async def _upload(self, action: PostReply, key: str) -> None:
+        """Upload the text as a file in the thread, named after ``key`` to find it again."""
         first_line = action.text.strip().splitlines()[0][:200] if action.text.strip() else ""
         await self.client.files_upload_v2(
             channel=action.ref.channel,
             thread_ts=action.ref.thread,
             content=action.text,
-            filename="threadbot-answer.md",
+            filename=_answer_file(key),
             title="threadbot answer",
-            initial_comment=f"{first_line}\n(the whole answer is in the attached file)",
+            initial_comment=escape(f"{first_line}\n(the whole answer is in the attached file)"),
         )
-        return None
 
-    async def _already_posted(self, action: PostReply, key: str) -> str | None:
-        """The ts of a message already carrying ``key`` in its metadata, if any."""
-        if action.ref.thread is None or action.ephemeral_to:
-            return None
-        replies = await self.client.conversations_replies(
-            channel=action.ref.channel, ts=action.ref.thread, include_all_metadata=True, limit=200
-        )
-        found = [
-            str(m["ts"])
-            for m in replies.get("messages") or []
-            if ((m.get("metadata") or {}).get("event_payload") or {}).get("key") == key
-        ]
-        return found[-1] if found else None
+    async def _already_posted(self, action: PostReply, key: str) -> dict[int, str]:
+        """``{part: ts}`` of the parts of ``key`` already in the thread (a file: part 0).
+
+        Parts are found by ``metadata.event_payload`` (``key`` and ``part``), a file
+        by its name. When Slack will not tell (say the thread is gone), nothing is
+        found: a message posted twice is better than one never posted.
+        """
+        if action.ref.thread is None:
+            return {}
+        try:
+            replies = await self.client.conversations_replies(
+                channel=action.ref.channel,
+                ts=action.ref.thread,
+                include_all_metadata=True,
+                limit=200,
+            )
+        except SlackApiError as exc:
+            log.warning("could not look for %s in thread %s: %s", key, action.ref.thread, exc)
+            return {}
+        found: dict[int, str] = {}
+        for message in replies.get("messages") or []:
+            payload = (message.get("metadata") or {}).get("event_payload") or {}
+            files = message.get("files") or []
+            if payload.get("key") == key:
+                part = payload.get("part", 0)
+                found[int(part) if str(part).isdigit() else 0] = str(message["ts"])
+            elif any(f.get("name") == _answer_file(key) for f in files if isinstance(f, dict)):
+                found[0] = str(message["ts"])
+        return found
 
     async def _call(
         self, client: AsyncWebClient, call: ApiCall, ignore: tuple[str, ...] = ()
@@ -277,11 +361,24 @@ class SlackAdapter:
         return dict(response.data) if isinstance(response.data, dict) else {}
 
 
+def _answer_file(key: str) -> str:
+    """The name of the file a long answer goes up as: unique per outbox row."""
+    return f"threadbot-answer-{key}.md"
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    """Seconds from the ``Retry-After`` header (whole seconds at Slack), 1 if unreadable."""
+    try:
+        return max(float(exc.response.headers.get("Retry-After") or 1), 0.0)
+    except (TypeError, ValueError):
+        return 1.0
+
+
 def _delivery_error(exc: SlackApiError, action: OutboundAction) -> DeliveryError:
     status = exc.response.status_code
     error = str(exc.response.get("error") or exc)
     if status == 429:
-        retry_after = float(exc.response.headers.get("Retry-After", 1) or 1)
+        retry_after = _retry_after(exc)
         return RateLimited(f"Slack rate-limited {action.kind}: {error}", retry_after=retry_after)
     permanent = error in PERMANENT_ERRORS or isinstance(action, AddReaction)
     return DeliveryError(f"Slack refused {action.kind}: {error}", permanent=permanent)
