@@ -80,9 +80,10 @@ class Hub:
         self._queue = ConversationQueue(around=self._leases.hold)
 
     async def handle(self, event: InboundEvent) -> None:
-        """Take one inbound event; returns once recorded and queued, not when its run ends."""
-        if event.author.is_bot:
-            return
+        """Take one inbound event; returns once recorded and queued, not when its run ends.
+
+        Adapters decide whether other bots' messages reach the hub (``allow_bots``).
+        """
         match event:
             case MessagePosted():
                 await self._message(event)

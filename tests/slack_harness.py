@@ -383,6 +383,8 @@ async def slack_workspace(
                 port=0,
                 stop_command=settings.stop_command,
                 file_threshold=settings.file_threshold,
+                allow_bots=settings.allow_bots,
+                bot_thread_cap=settings.bot_thread_cap,
             )
         )
         app.add_sender(adapter)

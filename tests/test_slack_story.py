@@ -630,3 +630,67 @@ async def test_a_long_answer_uploaded_before_a_crash_is_not_uploaded_again(setti
         assert uploaded.content == answer.text.encode()
         assert uploaded.initial_comment is not None
         assert uploaded.initial_comment.startswith("✅ a &lt; b &amp; c\n")  # escaped as text
+
+
+# --- other bots, and the stop-sign reaction ----------------------------------------
+
+OTHER_BOT_USER = "U0OTHBOT01"
+
+
+def from_other_bot(body: dict) -> dict:
+    body["event"]["bot_id"] = "B0OTHBOT01"
+    body["event"]["bot_profile"] = {"app_id": "A0OTHAPP01"}
+    return body
+
+
+async def test_another_bots_mention_is_ignored_by_default(settings) -> None:
+    model = ScriptedModel([plan()])
+    async with slack_workspace(settings, model) as ws:
+        said = f"<@{BOT_USER_ID}> deploy everything"
+        ts = str(ws.api.add_message(CHANNEL, said, user=OTHER_BOT_USER)["ts"])
+        await ws.deliver("events_api", from_other_bot(ws.mention_body(ts, said, by=OTHER_BOT_USER)))
+        await ws.settle()
+
+        assert await ws.conversation_ids() == []
+        assert model.requests == []
+
+
+async def test_allowed_bots_are_capped_per_thread(settings) -> None:
+    settings.allow_bots = True
+    settings.bot_thread_cap = 2
+    model = ScriptedModel([plan(), plan(), plan()])
+    async with slack_workspace(settings, model) as ws:
+        said = f"<@{BOT_USER_ID}> check the build"
+        root = str(ws.api.add_message(CHANNEL, said, user=OTHER_BOT_USER)["ts"])
+        await ws.deliver(
+            "events_api", from_other_bot(ws.mention_body(root, said, by=OTHER_BOT_USER))
+        )
+        await ws.settle()
+        for n in range(3):  # the other bot keeps answering the plan: a loop in the making
+            text = f"revise it, round {n}"
+            ts = str(ws.api.add_message(CHANNEL, text, user=OTHER_BOT_USER, thread_ts=root)["ts"])
+            body = ws.message_body(ts, text, by=OTHER_BOT_USER, thread=root)
+            await ws.deliver("events_api", from_other_bot(body))
+            await ws.settle()
+
+        assert len(await ws.conversation_ids()) == 1
+        assert len(model.requests) == 2  # the mention and one reply: the cap is two per thread
+
+
+async def test_a_stop_sign_on_a_bot_message_stops_the_run(settings) -> None:
+    gate = asyncio.Event()
+    first = plan()
+    blocked = ScriptedTurn(gate=gate, calls=[ScriptedCall("list_files", {})])
+    async with slack_workspace(settings, ScriptedModel([first, blocked])) as ws:
+        root = await ws.mention("tidy up")
+        plan_message = ws.post(root, "Plan (v1)")
+        await ws.deliver("events_api", ws.reaction_body(plan_message["ts"]))
+        await asyncio.wait_for(blocked.started.wait(), WAIT)
+
+        await ws.deliver("events_api", ws.reaction_body(plan_message["ts"], "octagonal_sign"))
+        gate.set()
+        await ws.settle()
+
+        snap = await ws.snapshot(root)
+        assert snap.status.lifecycle is Lifecycle.CANCELLED
+        assert any("⏹ Stopped by" in text for text in ws.api.posted_texts(CHANNEL, root))
