@@ -251,3 +251,35 @@ def test_sigterm_kills_the_running_command_and_exits(tmp_path: Path) -> None:
         or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
     )
     assert not (pid_files[0].parent / "late").exists()
+
+
+async def test_threadbot_run_connects_to_slack_when_a_token_is_set(tmp_path: Path) -> None:
+    import asyncio
+    import signal
+
+    from tests.fakes.slack_api import FakeSlackApi
+
+    async with FakeSlackApi() as api:
+        env = _env(tmp_path) | {
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "test-secret",
+            "SLACK_API_URL": api.base_url,
+            "THREADBOT_SLACK_HOST": "127.0.0.1",
+            "THREADBOT_SLACK_PORT": "0",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line.decode().strip() == "threadbot: connected to slack"
+        assert [c.method for c in api.calls][:1] == ["auth.test"]
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
