@@ -42,11 +42,12 @@ import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
+
+from tests.fakes.local import LocalServer
 
 Block = dict[str, Any]
 """A content block of the Messages API, e.g. ``{"type": "text", "text": "Hi"}``."""
@@ -138,7 +139,7 @@ class RecordedRequest:
         return self.headers.get("x-api-key") or bearer.removeprefix("Bearer ") or None
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(LocalServer):
     """The fake API. Start it with ``async with`` (or :meth:`start` / :meth:`stop`)."""
 
     def __init__(self, script: Iterable[Scripted] = ()) -> None:
@@ -174,18 +175,6 @@ class FakeAnthropicServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def __aenter__(self) -> FakeAnthropicServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         number = len(self.requests) + 1

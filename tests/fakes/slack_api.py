@@ -57,12 +57,13 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 from aiohttp.web_request import FileField
 from multidict import CIMultiDict
+
+from tests.fakes.local import LocalServer
 
 # Defaults from /work/shared/fixtures/identities.json (the fixtures' fake workspace).
 TEAM_ID = "T0AGT00001"
@@ -156,7 +157,7 @@ class _Injection:
 _JSON_FIELDS = ("metadata", "blocks", "attachments", "files")
 
 
-class FakeSlackApi:
+class FakeSlackApi(LocalServer):
     """A local Slack Web API server; see the module docstring."""
 
     def __init__(
@@ -230,18 +231,6 @@ class FakeSlackApi:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def __aenter__(self) -> FakeSlackApi:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- test controls -----------------------------------------------------------
 

@@ -41,11 +41,11 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from .local import LocalServer
 from .slack_api import APP_ID, next_seq
 
 EnvelopeType = Literal["events_api", "interactive", "slash_commands"]
@@ -64,7 +64,7 @@ class LogEntry:
     data: Mapping[str, Any] | None = None
 
 
-class FakeSocketModeServer:
+class FakeSocketModeServer(LocalServer):
     """A local Socket Mode websocket server; see the module docstring."""
 
     def __init__(self, *, app_id: str = APP_ID, host_name: str = "applink-fake-1") -> None:
@@ -114,18 +114,6 @@ class FakeSocketModeServer:
         for waiter in self._ack_waiters.values():
             if not waiter.done():
                 waiter.cancel()
-
-    async def __aenter__(self) -> FakeSocketModeServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- driving the client ------------------------------------------------------
 
