@@ -67,6 +67,9 @@ class MessagePosted(BaseModel):
     author: Author
     text: str
     mentions_bot: bool = False
+    unreadable: bool = False
+    """The platform withheld the text (Discord without the Message Content intent):
+    the hub tells the thread instead of taking an empty answer."""
 
 
 class ReactionChanged(BaseModel):

@@ -43,6 +43,12 @@ from core.journal import Person, RequestState
 
 log = logging.getLogger(__name__)
 
+UNREADABLE = (
+    "I can't read messages here: the bot's Message Content intent is off. An admin "
+    "can turn it on (Discord Developer Portal -> Bot -> Privileged Gateway Intents); "
+    "until then, mention me or use the buttons."
+)
+
 DEFAULT_APPROVE = frozenset({"white_check_mark", "heavy_check_mark", "+1", "ballot_box_with_check"})
 DEFAULT_REJECT = frozenset({"x", "-1", "heavy_multiplication_x"})
 DEFAULT_STOP = frozenset({"octagonal_sign", "black_square_for_stop"})
@@ -135,6 +141,9 @@ class Hub:
 
     async def _message(self, event: MessagePosted) -> None:
         conversation = await self._store.find_by_thread(event.ref)
+        if conversation is not None and event.unreadable:
+            await self._notice(conversation, UNREADABLE)
+            return
         if conversation is not None:
             stop = event.text.strip().lower() == self._settings.stop_word
             kept = None if stop else inbound_adapter.dump_python(event, mode="json")

@@ -626,3 +626,27 @@ async def test_someone_else_retrying_a_failed_run_starts_over_at_the_plan(make_a
 
     assert "run_command" not in {t.name for t in model.requests[-1].tools}
     assert str((await chat.snapshot()).status) == "waiting(plan_approval)"
+
+
+async def test_a_reply_the_platform_withheld_is_no_answer(make_app) -> None:
+    from conversations.events import MessagePosted
+
+    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})])])
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("go")
+    await app.hub.handle(
+        MessagePosted(
+            delivery_key="withheld",
+            ref=chat._ref("w1"),
+            author=chat.person("alice"),
+            text="",
+            unreadable=True,
+        )
+    )
+    await app.hub.settled()
+
+    assert "Message Content intent is off" in chat.said()[-1]
+    assert len(model.requests) == 1
+    assert str((await chat.snapshot()).status) == "waiting(question)"
