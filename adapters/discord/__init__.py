@@ -1,0 +1,1 @@
+"""The Discord adapter: pure translators (``translate``, ``outbound``) for gateway payloads."""
