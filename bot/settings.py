@@ -80,6 +80,7 @@ class Settings(BaseSettings):
         "heavy_check_mark",
         "ballot_box_with_check",
         "+1",
+        "repeat",
     ]
     reject_reactions: CommaList = ["x", "heavy_multiplication_x", "-1"]
     stop_reactions: CommaList = ["octagonal_sign", "black_square_for_stop"]

@@ -49,7 +49,9 @@ UNREADABLE = (
     "until then, mention me or use the buttons."
 )
 
-DEFAULT_APPROVE = frozenset({"white_check_mark", "heavy_check_mark", "+1", "ballot_box_with_check"})
+DEFAULT_APPROVE = frozenset(
+    {"white_check_mark", "heavy_check_mark", "+1", "ballot_box_with_check", "repeat"}
+)
 DEFAULT_REJECT = frozenset({"x", "-1", "heavy_multiplication_x"})
 DEFAULT_STOP = frozenset({"octagonal_sign", "black_square_for_stop"})
 

@@ -14,6 +14,7 @@ from conversations.events import Button, PlatformRef, PostReply
 from conversations.store import Outgoing
 from core.run_events import (
     Answered,
+    ContinueAsked,
     Expired,
     PlanProposed,
     ProgressNote,
@@ -55,8 +56,19 @@ def render_event(
             text = f"✅ {event.text}\n— {format_stats(event.stats)}"
             return [Outgoing(PostReply(ref=binding, text=text))]
         case RunFailed():
-            text = f"⚠️ {event.error}\nReply in this thread to try again from where it stopped."
-            return [Outgoing(PostReply(ref=binding, text=text))]
+            return [_failure(binding, event, settings)]
+        case ContinueAsked():
+            text = (
+                f"⏸ I've used {event.turns} model turns on this without finishing. React "
+                f":{settings.approve_emoji}: or press Continue to go on, "
+                f":{settings.reject_emoji}: to stop here."
+            )
+            buttons = (
+                Button(label="Continue", action=f"approve:{event.request_id}", style="primary"),
+                Button(label="Stop here", action=f"reject:{event.request_id}", style="danger"),
+            )
+            action = PostReply(ref=binding, text=text, buttons=buttons)
+            return [Outgoing(action, request_id=event.request_id)]
         case Stopped():
             return [Outgoing(PostReply(ref=binding, text=stop_text(event)))]
         case ToolApprovalRequested():
@@ -141,6 +153,19 @@ def _tool_approval(
         buttons=tuple(buttons),
         reactions=(settings.approve_emoji, settings.reject_emoji),
     )
+    return Outgoing(action, request_id=event.request_id)
+
+
+def _failure(binding: PlatformRef, event: RunFailed, settings: RenderSettings) -> Outgoing:
+    if event.request_id is None:
+        text = f"⚠️ {event.error}\nReply in this thread to start again."
+        return Outgoing(PostReply(ref=binding, text=text))
+    text = (
+        f"⚠️ {event.error}\nReact :repeat: or :{settings.approve_emoji}:, press Retry, "
+        'or reply "retry" to continue from where it stopped.'
+    )
+    retry = Button(label="Retry", action=f"approve:{event.request_id}", style="primary")
+    action = PostReply(ref=binding, text=text, buttons=(retry,))
     return Outgoing(action, request_id=event.request_id)
 
 

@@ -21,13 +21,14 @@ from core.journal import (
     RequestKind,
     RequestResolution,
     RequestState,
+    StopEntry,
     ToolCallRecord,
     ToolResultEntry,
     ToolState,
     UserText,
 )
 from core.lifecycle import WaitKind
-from core.run_events import QuestionAsked
+from core.run_events import QuestionAsked, Stopped
 from core.workflow import Transition, Workflow
 
 if TYPE_CHECKING:
@@ -122,6 +123,13 @@ def decision_change(
             resolve=resolve,
             status=lifecycle.RUNNING,
             position=workflow.next(snap.position, Transition.PLAN_APPROVED),
+        )
+    if not decision.approved:  # "stop here" on a turn cap or a failed model call
+        return Change(
+            entries=(record, StopEntry(by=decision.by)),
+            resolve=resolve,
+            status=lifecycle.CANCELLED,
+            events=(Stopped(by_name=decision.by.name),),
         )
     return Change(
         entries=(record, *_result(request, f"{decision.by.name} {verdict} this.")),

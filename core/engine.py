@@ -14,12 +14,14 @@ conversation's task. Every change is one :meth:`core.journal.Journal.commit`.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from core import lifecycle, policy
+from core.control_changes import request_times
 from core.decisions import answer_change, decision_change
 from core.errors import ModelError, RequestConflict
 from core.faults import NO_FAULTS, Faults
@@ -32,6 +34,7 @@ from core.journal import (
     Journal,
     JournalRecord,
     ModelUsage,
+    PendingRequest,
     Person,
     RequestKind,
     RequestResolution,
@@ -40,9 +43,18 @@ from core.journal import (
     ToolCall,
     UserText,
 )
-from core.lifecycle import Lifecycle
+from core.lifecycle import Lifecycle, WaitKind
 from core.model import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
-from core.run_events import Answered, Expired, ProgressNote, Reminder, RunFailed, RunStats, Stopped
+from core.run_events import (
+    Answered,
+    ContinueAsked,
+    Expired,
+    ProgressNote,
+    Reminder,
+    RunFailed,
+    RunStats,
+    Stopped,
+)
 from core.stats import request_stats
 from core.tool_runner import ToolRunner, TurnOutcome
 from core.tools.base import Toolbox
@@ -147,7 +159,10 @@ class Engine:
             await self.start(conversation_id, Start(**reply.model_dump()), inbox)
             return
         request = snap.open_requests[-1] if snap.open_requests else None
-        if request is None or request.kind in (RequestKind.TOOL_APPROVAL, RequestKind.RETRY):
+        if request is not None and request.kind in (RequestKind.RETRY, RequestKind.CONTINUE):
+            await self._go_on(conversation_id, request, reply, inbox)
+            return
+        if request is None or request.kind is RequestKind.TOOL_APPROVAL:
             await self._note(conversation_id, reply)
             return
         change = answer_change(snap, request, reply, self._workflow)
@@ -156,6 +171,34 @@ class Engine:
                 conversation_id, change.model_copy(update={"handled": _keys(reply)})
             )
         except RequestConflict:  # decided meanwhile: the words are kept as a note
+            await self._note(conversation_id, reply)
+            return
+        await self.run(conversation_id, inbox)
+
+    async def _go_on(
+        self, conversation_id: str, request: PendingRequest, reply: Reply, inbox: Inbox | None
+    ) -> None:
+        """A reply to "retry?" / "go on?": the requester or an approver goes on."""
+        if not reply.may_continue:
+            await self._note(conversation_id, reply)
+            return
+        note = UserText(author=reply.author, text=reply.text, role="note")
+        change = Change(
+            entries=(note,),
+            resolve=(
+                RequestResolution(
+                    request_id=request.id,
+                    state=RequestState.DECIDED,
+                    decision="go on",
+                    by=reply.author,
+                ),
+            ),
+            status=lifecycle.RUNNING,
+            handled=_keys(reply),
+        )
+        try:
+            await self._journal.commit(conversation_id, change)
+        except RequestConflict:
             await self._note(conversation_id, reply)
             return
         await self.run(conversation_id, inbox)
@@ -300,14 +343,11 @@ class Engine:
             try:
                 turn = await self._model_turn(snap)
             except ModelError as exc:
-                await self._fail(conversation_id, str(exc))
+                await self._wait_or_fail(conversation_id, exc)
                 return
             if await self._after_turn(conversation_id, snap, turn) is TurnOutcome.DONE:
                 return
-        await self._fail(
-            conversation_id,
-            f"I stopped after {self._settings.max_turns} model turns without finishing.",
-        )
+        await self._ask_to_continue(conversation_id)
 
     async def _take_notes(
         self, conversation_id: str, snap: ConversationSnapshot, inbox: Inbox | None
@@ -397,6 +437,44 @@ class Engine:
     async def _stats(self, conversation_id: str) -> RunStats:
         snap = await self._journal.load(conversation_id)
         return request_stats(snap.journal)
+
+    async def _wait_or_fail(self, conversation_id: str, exc: ModelError) -> None:
+        """A model failure that a retry may mend waits for a person; others fail."""
+        if not exc.retryable:
+            await self._fail(conversation_id, str(exc))
+            return
+        request = self._request(RequestKind.RETRY, str(exc))
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                open_request=request,
+                status=lifecycle.waiting(WaitKind.RETRY),
+                events=(RunFailed(error=str(exc), request_id=request.id),),
+            ),
+        )
+
+    async def _ask_to_continue(self, conversation_id: str) -> None:
+        """The turn cap is reached: ask whether to go on (DESIGN.md: ``waiting(continue)``)."""
+        turns = self._settings.max_turns
+        request = self._request(RequestKind.CONTINUE, f"{turns} model turns used; go on?")
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                open_request=request,
+                status=lifecycle.waiting(WaitKind.CONTINUE),
+                events=(ContinueAsked(request_id=request.id, turns=turns),),
+            ),
+        )
+
+    def _request(self, kind: RequestKind, prompt: str) -> PendingRequest:
+        expires_at, remind_at = request_times(self._settings)
+        return PendingRequest(
+            id=uuid.uuid4().hex[:12],
+            kind=kind,
+            prompt=prompt,
+            expires_at=expires_at,
+            remind_at=remind_at,
+        )
 
     async def _fail(self, conversation_id: str, error: str) -> None:
         snap = await self._journal.load(conversation_id)

@@ -102,11 +102,26 @@ class Answered(BaseModel):
 
 
 class RunFailed(BaseModel):
-    """The run could not go on; ``error`` is safe to show to people."""
+    """The run could not go on; ``error`` is safe to show to people.
+
+    With ``request_id`` the run waits (``waiting(retry)``): a decision on that
+    request, or a reply from the requester or an approver, goes on from where it
+    stopped. Without it the run ended ``failed``.
+    """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["failed"] = "failed"
     error: str
+    request_id: str | None = None
+
+
+class ContinueAsked(BaseModel):
+    """The run reached its turn cap: go on (approve) or stop here (reject)?"""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["continue"] = "continue"
+    request_id: str
+    turns: int
 
 
 class Stopped(BaseModel):
@@ -128,6 +143,7 @@ RunEvent = Annotated[
     | Expired
     | Answered
     | RunFailed
+    | ContinueAsked
     | Stopped,
     Field(discriminator="kind"),
 ]

@@ -616,16 +616,39 @@ async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make
     assert snap.position == "answered"
 
 
-async def test_someone_else_retrying_a_failed_run_starts_over_at_the_plan(make_app) -> None:
+async def test_someone_elses_reply_to_a_failed_call_is_a_note_not_a_retry(make_app) -> None:
     from core.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
-    chat, model = await approved_chat(make_app, [failing, plan()])
+    chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back.")])
+    asked = len(model.requests)
 
     await chat.reply("retry", by="bob")
 
-    assert "run_command" not in {t.name for t in model.requests[-1].tools}
-    assert str((await chat.snapshot()).status) == "waiting(plan_approval)"
+    assert len(model.requests) == asked
+    assert str((await chat.snapshot()).status) == "waiting(retry)"
+    await chat.react(chat.bot_message("⚠️"), "repeat")  # 🔁 from the requester
+    await chat.app.hub.settled()
+    assert "✅ Back." in chat.out.getvalue()
+
+
+async def test_the_turn_cap_asks_to_go_on_and_stop_here_ends_it(settings, make_app) -> None:
+    settings.max_turns = 2
+    looping = [ScriptedTurn(calls=[ScriptedCall("list_files", {})]) for _ in range(4)]
+    chat, model = await approved_chat(make_app, [*looping, ScriptedTurn(text="Finally.")])
+
+    assert str((await chat.snapshot()).status) == "waiting(continue)"
+    assert "⏸ I've used 2 model turns on this without finishing." in chat.out.getvalue()
+    await chat.react(chat.bot_message("⏸"))  # go on: two more turns, then the cap again
+    await chat.app.hub.settled()
+    assert str((await chat.snapshot()).status) == "waiting(continue)"
+    await chat.react(chat.bot_message("⏸"), "x")
+    await chat.app.hub.settled()
+
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    assert chat.said()[-1] == "⏹ Stopped by alice."
+    assert check_tool_results(model.requests[-1].messages) is None
 
 
 async def test_a_reply_the_platform_withheld_is_no_answer(make_app) -> None:
