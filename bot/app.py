@@ -19,6 +19,7 @@ from typing import TextIO
 from pydantic import SecretStr
 
 from adapters.console import ConsoleAdapter
+from adapters.discord.runner import DiscordAdapter, DiscordConfig
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.settings import Settings
 from conversations import migrate
@@ -192,9 +193,15 @@ async def run_console(
         await app.close()
 
 
-def platform_adapters(settings: Settings) -> list[SlackAdapter]:
-    """Every platform adapter that has credentials in ``settings``."""
-    adapters: list[SlackAdapter] = []
+PlatformAdapter = SlackAdapter | DiscordAdapter
+
+
+def platform_adapters(settings: Settings) -> list[PlatformAdapter]:
+    """Every platform adapter that has credentials in ``settings``.
+
+    Raises ``ValueError`` for a Slack token without a way to receive events.
+    """
+    adapters: list[PlatformAdapter] = []
     if settings.slack_bot_token is not None:
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
             raise ValueError(
@@ -217,6 +224,21 @@ def platform_adapters(settings: Settings) -> list[SlackAdapter]:
                 )
             )
         )
+    if settings.discord_token is not None:
+        adapters.append(
+            DiscordAdapter(
+                DiscordConfig(
+                    token=settings.discord_token.get_secret_value(),
+                    api_url=settings.discord_api_url,
+                    gateway_url=settings.discord_gateway_url,
+                    guilds=tuple(settings.discord_guilds),
+                    stop_command=settings.stop_command,
+                    allow_bots=settings.allow_bots,
+                    bot_thread_cap=settings.bot_thread_cap,
+                    file_threshold=settings.file_threshold,
+                )
+            )
+        )
     return adapters
 
 
@@ -224,7 +246,7 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
-async def run_platforms(settings: Settings, adapters: list[SlackAdapter]) -> int:
+async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> int:
     """Run the platform adapters until SIGINT or SIGTERM; returns the exit code (0)."""
     app = await build(settings)
     stopping = asyncio.Event()

@@ -1,7 +1,8 @@
 """threadbot: run an LLM agent from team chat (commands: run, console, db upgrade).
 
 ``threadbot run`` starts every adapter that has credentials (Slack with
-``SLACK_BOT_TOKEN``), and the console when none has. Exit codes: 0 on a clean
+``SLACK_BOT_TOKEN``, Discord with ``DISCORD_TOKEN``), and the console when none
+has. Exit codes: 0 on a clean
 end, 2 on a usage or settings error, 130 after Ctrl-C in the console.
 """
 
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
+from adapters.discord.runner import DiscordStartError
 from bot.app import platform_adapters, run_console, run_platforms
 from bot.settings import Settings
 from conversations import migrate
@@ -83,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130
-    except (ConsoleError, OSError, ValueError, CommandError, SQLAlchemyError) as exc:
+    except (
+        ConsoleError,
+        DiscordStartError,
+        OSError,
+        ValueError,
+        CommandError,
+        SQLAlchemyError,
+    ) as exc:
         print(f"threadbot: {exc}", file=sys.stderr)
         return 2
 

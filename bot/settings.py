@@ -64,6 +64,16 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(
         default=None, validation_alias=AliasChoices("SLACK_API_URL", "slack_api_url")
     )
+    discord_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("DISCORD_TOKEN", "discord_token")
+    )
+    discord_api_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DISCORD_API_URL", "discord_api_url")
+    )
+    discord_gateway_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DISCORD_GATEWAY_URL", "discord_gateway_url")
+    )
+    discord_guilds: CommaList = []
     slack_host: str = "0.0.0.0"
     slack_port: int = Field(default=3000, ge=0, le=65535)
     allow_bots: bool = False
@@ -99,7 +109,12 @@ class Settings(BaseSettings):
     policy: dict[str, Any] = {}
 
     @field_validator(
-        "approvers", "approve_reactions", "reject_reactions", "stop_reactions", mode="before"
+        "approvers",
+        "approve_reactions",
+        "reject_reactions",
+        "stop_reactions",
+        "discord_guilds",
+        mode="before",
     )
     @classmethod
     def _split(cls, value: object) -> object:

@@ -272,3 +272,35 @@ async def test_threadbot_run_connects_to_slack_when_a_token_is_set(tmp_path: Pat
         assert [c.method for c in api.calls][:1] == ["auth.test"]
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_threadbot_run_connects_to_discord_when_a_token_is_set(tmp_path: Path) -> None:
+    import asyncio
+    import signal
+
+    from tests.fakes.discord_api import FakeDiscord
+
+    async with FakeDiscord(token="test-discord-token") as fake:
+        env = _env(tmp_path) | {
+            "DISCORD_TOKEN": "test-discord-token",
+            "DISCORD_API_URL": fake.api_url,
+            "DISCORD_GATEWAY_URL": fake.gateway_url,
+            "THREADBOT_DISCORD_GUILDS": "1198205278617731073",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line.decode().strip() == "threadbot: connected to discord"
+        assert fake.identify is not None
+        assert fake.commands.get("1198205278617731073")  # /stop registered in the guild
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0

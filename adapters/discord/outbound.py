@@ -9,8 +9,9 @@ its rate-limit buckets.
 Where a message goes: on Discord a thread is a channel, so a reply, an edit or a
 reaction goes to ``ref.thread`` when the ref has one and to ``ref.channel``
 otherwise. Outside a guild (``ref.workspace == ""``: a DM) there are no
-threads, so it goes to ``ref.channel`` and a reply points at ``ref.thread`` (the
-DM message that opened the conversation) with a ``message_reference``.
+threads, so it goes to ``ref.channel``. The runner binds a DM conversation to the
+DM channel itself (``thread == channel``), and then no ``message_reference`` is
+added; a DM ref whose thread is an opening message gets one pointing at it.
 
 Discord's limits that shape the calls:
 
@@ -207,7 +208,8 @@ def _post(action: PostReply, key: str, max_text: int) -> list[RestCall]:
             "allowed_mentions": _no_mentions(),
             "flags": SUPPRESS_EMBEDS,
         }
-        if part == 0 and not action.ref.workspace and action.ref.thread:
+        opener = action.ref.thread if action.ref.thread != action.ref.channel else None
+        if part == 0 and not action.ref.workspace and opener:  # a DM bound to its channel: none
             body["message_reference"] = {
                 "message_id": action.ref.thread,
                 "fail_if_not_exists": False,
