@@ -256,18 +256,7 @@ async def test_threadbot_run_connects_to_slack_when_a_token_is_set(tmp_path: Pat
             "THREADBOT_SLACK_HOST": "127.0.0.1",
             "THREADBOT_SLACK_PORT": "0",
         }
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
-            "run",
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        proc, line = await _start_run(tmp_path, env)
         assert line.decode().strip() == "threadbot: connected to slack"
         assert [c.method for c in api.calls][:1] == ["auth.test"]
         proc.send_signal(signal.SIGTERM)
@@ -287,20 +276,27 @@ async def test_threadbot_run_connects_to_discord_when_a_token_is_set(tmp_path: P
             "DISCORD_GATEWAY_URL": fake.gateway_url,
             "THREADBOT_DISCORD_GUILDS": "1198205278617731073",
         }
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
-            "run",
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        proc, line = await _start_run(tmp_path, env)
         assert line.decode().strip() == "threadbot: connected to discord"
         assert fake.identify is not None
         assert fake.commands.get("1198205278617731073")  # /stop registered in the guild
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def _start_run(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-untyped-def]
+    """``threadbot run`` as a process; returns it and the first line it printed."""
+    import asyncio
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "run",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    return proc, await asyncio.wait_for(proc.stdout.readline(), 30)

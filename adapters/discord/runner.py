@@ -38,7 +38,6 @@ import contextlib
 import io
 import json
 import logging
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -49,6 +48,7 @@ import discord.gateway
 import discord.http
 import yarl
 
+from adapters.common import BotCap, hand_over
 from adapters.discord.outbound import RestCall, render, seed_reactions, thread_name
 from adapters.discord.translate import (
     BotIdentity,
@@ -171,7 +171,7 @@ class DiscordAdapter:
         self._worker: asyncio.Task[None] | None = None
         self._connection: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
-        self._bot_messages: Counter[str] = Counter()
+        self._bots = BotCap(config.bot_thread_cap)
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -428,19 +428,11 @@ class DiscordAdapter:
             await self.client.http.request(route)
 
     async def _deliver(self, event: InboundEvent) -> None:
-        if self._hub is None:
-            return
-        try:
-            await self._hub.handle(event)
-        except Exception:
-            log.exception("the hub could not take %s", event.delivery_key)
+        await hand_over(self._hub, event)
 
     def _within_bot_cap(self, event: MessagePosted) -> bool:
-        if not event.author.is_bot:
-            return True
-        key = event.ref.thread or event.ref.message or event.ref.channel  # a mention: its thread
-        self._bot_messages[key] += 1
-        return self._bot_messages[key] <= self._config.bot_thread_cap
+        thread = event.ref.thread or event.ref.message or event.ref.channel  # a mention: its thread
+        return self._bots.allows(event, thread)
 
     # --- outbound ------------------------------------------------------------------
 

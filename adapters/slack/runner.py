@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +39,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common import BotCap, hand_over
 from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from conversations.adapter import InboundSink
@@ -116,7 +116,7 @@ class SlackAdapter:
         )
         self.me: BotIdentity | None = None
         self._hub: InboundSink | None = None
-        self._bot_messages: Counter[tuple[str, str]] = Counter()
+        self._bots = BotCap(config.bot_thread_cap)
         self._socket: AsyncSocketModeHandler | None = None
         self._unsure: set[str] = set()
         """Keys of posts that failed after a part went out, or with no answer: looked up
@@ -203,19 +203,10 @@ class SlackAdapter:
             await self._deliver(event)
 
     async def _deliver(self, event: InboundEvent) -> None:
-        if self._hub is None:
-            return
-        try:
-            await self._hub.handle(event)
-        except Exception:
-            log.exception("the hub could not take %s", event.delivery_key)
+        await hand_over(self._hub, event)
 
     def _within_bot_cap(self, event: InboundEvent) -> bool:
-        if not event.author.is_bot:
-            return True
-        key = (event.ref.channel, event.ref.thread or event.ref.message or "")
-        self._bot_messages[key] += 1
-        return self._bot_messages[key] <= self._config.bot_thread_cap
+        return self._bots.allows(event, (event.ref.channel, event.ref.thread or event.ref.message))
 
     # --- outbound ------------------------------------------------------------------
 
