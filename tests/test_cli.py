@@ -132,8 +132,9 @@ def test_a_restart_goes_on_in_the_same_threads(tmp_path: Path) -> None:
 
 
 def test_a_custom_stop_command(tmp_path: Path) -> None:
-    result = _run(tmp_path, {"THREADBOT_STOP_COMMAND": "halt"}, "tidy up\n/halt 1\n")
+    result = _run(tmp_path, {"THREADBOT_STOP_COMMAND": "halt"}, "tidy up\n/help\n/halt 1\n")
     assert result.returncode == 0, result.stderr
+    assert "/halt [N]" in result.stdout and "/stop [N]" not in result.stdout
     assert "⏹ Stopped by you." in result.stdout
 
 

@@ -199,7 +199,7 @@ class ConsoleAdapter:
                 self._print(f"* you are now {name}")
                 return False
             case translate.ShowHelp():
-                self._print(*translate.HELP)
+                self._print(*translate.help_lines(self._stop_command))
                 return False
             case translate.Invalid(message=message):
                 self._print(f"! {message}")

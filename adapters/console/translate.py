@@ -43,6 +43,18 @@ from conversations.events import (
     ReactionChanged,
 )
 
+
+def help_lines(stop_command: str = "stop") -> tuple[str, ...]:
+    """:data:`HELP` with the configured name of the stop command."""
+    if stop_command == "stop":
+        return HELP
+    stop = f"/{stop_command} [N]".ljust(16)
+    return tuple(
+        f"{stop}stop the work (in the thread of message N)" if line.startswith("/stop") else line
+        for line in HELP
+    )
+
+
 PLATFORM = "console"
 CHANNEL = "console"
 HELP = (
@@ -50,7 +62,7 @@ HELP = (
     ">N text         reply in the thread of message N",
     "+EMOJI N        react to message N (✅, white_check_mark or :x:); -EMOJI N removes it",
     "+EMOJI N.K      decide call K of approval request N",
-    "/stop [N]       stop the work (in the thread of message N)",
+    "/stop [N]       stop the work (in the thread of message N; the name can be configured)",
     "/as NAME        speak as NAME from now on",
     "/help           this list",
     "/quit           leave (end of input does the same)",
