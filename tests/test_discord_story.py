@@ -99,6 +99,8 @@ class Guild:
                 gateway_url=self.fake.gateway_url,
                 guilds=(GUILD_ID,),
                 file_threshold=self.settings.file_threshold,
+                allow_bots=self.settings.allow_bots,
+                bot_thread_cap=self.settings.bot_thread_cap,
             )
         )
         self.app.add_sender(self.adapter)
@@ -156,10 +158,10 @@ class Guild:
         await self.dispatch("MESSAGE_CREATE", d, **kw)
         return str(d["id"])
 
-    async def reply(self, thread: str, text: str, *, by: str = ALICE) -> str:
+    async def reply(self, thread: str, text: str, *, by: str = ALICE, bot: bool = False) -> str:
         d = fixture("message_create_in_thread")
         d.update(id=self.fake.snowflake(), channel_id=thread, content=text, guild_id=GUILD_ID)
-        d["author"]["id"] = by
+        d["author"].update(id=by, bot=bot)
         await self.dispatch("MESSAGE_CREATE", d)
         return str(d["id"])
 
@@ -550,3 +552,18 @@ async def test_a_direct_message_is_a_conversation_in_its_channel(settings) -> No
         assert conversation is not None
         snap = await g.hub_app.store.load(conversation.id)
         assert snap.status.lifecycle is Lifecycle.DONE
+
+
+async def test_allowed_bots_are_capped_per_thread(settings) -> None:
+    settings.allow_bots = True
+    settings.bot_thread_cap = 2
+    other_bot = "1081153998028931077"
+    model = ScriptedModel([plan(), plan(), plan(), plan()])
+    async with discord_guild(settings, model) as guild:
+        d = guild.mention_d("check the build", by=other_bot, bot=True)
+        await guild.dispatch("MESSAGE_CREATE", d)
+        thread = str(d["id"])
+        for n in range(3):  # the other bot keeps answering: a loop in the making
+            await guild.reply(thread, f"revise it, round {n}", by=other_bot, bot=True)
+
+        assert len(model.requests) == 2  # the mention and one reply: two per thread
