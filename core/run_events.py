@@ -13,10 +13,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class RunStats(BaseModel):
-    """Totals of a run for the answer's footer: counts, seconds and tokens."""
+class _Frozen(BaseModel):
+    """Run events and their parts are immutable values."""
 
     model_config = ConfigDict(frozen=True)
+
+
+class RunStats(_Frozen):
+    """Totals of a run for the answer's footer: counts, seconds and tokens."""
 
     tool_calls: int = 0
     seconds: float = 0.0
@@ -25,20 +29,18 @@ class RunStats(BaseModel):
     cache_read_tokens: int = 0
 
 
-class ProgressNote(BaseModel):
+class ProgressNote(_Frozen):
     """A progress note: a batch of tool calls, model text, or ``report_progress``."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["progress"] = "progress"
     text: str
     step: str | None = None
     """Where the model says it is, e.g. ``"step 2 of 3"``."""
 
 
-class PlanProposed(BaseModel):
+class PlanProposed(_Frozen):
     """A plan version waits for approval; reactions on its message decide it."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["plan_proposed"] = "plan_proposed"
     request_id: str
     version: int
@@ -46,62 +48,56 @@ class PlanProposed(BaseModel):
     tools: tuple[str, ...] = ()
 
 
-class QuestionAsked(BaseModel):
+class QuestionAsked(_Frozen):
     """A clarification question; any person in the thread may answer."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["question"] = "question"
     request_id: str
     question: str
     options: tuple[str, ...] = ()
 
 
-class GatedCall(BaseModel):
+class GatedCall(_Frozen):
     """One call of a tool approval request: its number (from 1), tool and summary."""
 
-    model_config = ConfigDict(frozen=True)
     number: int
     tool: str
     summary: str
     reason: str
 
 
-class ToolApprovalRequested(BaseModel):
+class ToolApprovalRequested(_Frozen):
     """The gated calls of one model turn wait for a person; one message, a button each."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["tool_approval"] = "tool_approval"
     request_id: str
     calls: tuple[GatedCall, ...]
 
 
-class Reminder(BaseModel):
+class Reminder(_Frozen):
     """A pending request is half-way to expiry."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["reminder"] = "reminder"
     request_id: str
     prompt: str
 
 
-class Expired(BaseModel):
+class Expired(_Frozen):
     """A pending request expired; the conversation ended."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["expired"] = "expired"
     request_id: str
 
 
-class Answered(BaseModel):
+class Answered(_Frozen):
     """The final answer of a run, with its totals."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["answered"] = "answered"
     text: str
     stats: RunStats
 
 
-class RunFailed(BaseModel):
+class RunFailed(_Frozen):
     """The run could not go on; ``error`` is safe to show to people.
 
     With ``request_id`` the run waits (``waiting(retry)``): a decision on that
@@ -109,25 +105,22 @@ class RunFailed(BaseModel):
     stopped. Without it the run ended ``failed``.
     """
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["failed"] = "failed"
     error: str
     request_id: str | None = None
 
 
-class ContinueAsked(BaseModel):
+class ContinueAsked(_Frozen):
     """The run reached its turn cap: go on (approve) or stop here (reject)?"""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["continue"] = "continue"
     request_id: str
     turns: int
 
 
-class Stopped(BaseModel):
+class Stopped(_Frozen):
     """A person stopped the run; nothing is posted after this."""
 
-    model_config = ConfigDict(frozen=True)
     kind: Literal["stopped"] = "stopped"
     by_name: str
     cancelled_calls: int = 0

@@ -355,13 +355,6 @@ class ToolRunner:
             records.append(record.model_copy(update={"state": state}))
         return Closing(tuple(results), tuple(records), cancelled, interrupted)
 
-    def complete_control(
-        self, snap: ConversationSnapshot, tool_use_id: str | None
-    ) -> tuple[ToolCallRecord, ...]:
-        """The ``done`` record of a control call whose result a person just gave."""
-        record = snap.tool_calls.get(tool_use_id) if tool_use_id else None
-        return (record.model_copy(update={"state": ToolState.DONE}),) if record else ()
-
     def _read_only(self, name: str) -> bool:
         tool = self._toolbox.get(name)
         return tool.read_only if tool else True

@@ -18,16 +18,23 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_piped_hello_shows_the_demo_plan_and_exits_0(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "run"],
-        input="hello\n",
+def _run(
+    tmp_path: Path, env: dict[str, str], stdin: str = "hi\n", *command: str
+) -> subprocess.CompletedProcess[str]:
+    """``threadbot COMMAND`` (``run`` by default) as a process, in ``tmp_path``."""
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *(command or ("run",))],
+        input=stdin,
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_env(tmp_path),
+        env=_env(tmp_path) | env,
         timeout=60,
     )
+
+
+def test_piped_hello_shows_the_demo_plan_and_exits_0(tmp_path: Path) -> None:
+    result = _run(tmp_path, {}, "hello\n")
     assert result.returncode == 0, result.stderr
     assert "built-in demo model" in result.stdout
     assert "[1] you: hello" in result.stdout
@@ -36,15 +43,8 @@ def test_piped_hello_shows_the_demo_plan_and_exits_0(tmp_path: Path) -> None:
 
 
 def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
-    env = _env(tmp_path) | {"THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "db", "upgrade"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-    )
+    env = {"THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
+    result = _run(tmp_path, env, "", "db", "upgrade")
     assert result.returncode == 0, result.stderr
     assert "database at revision 0003" in result.stdout
 
@@ -66,32 +66,9 @@ def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
 
 
 def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
-    env = _env(tmp_path) | {"THREADBOT_PROGRESS_MODE": "loud"}
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "run"],
-        input="",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-    )
+    result = _run(tmp_path, {"THREADBOT_PROGRESS_MODE": "loud"}, "")
     assert result.returncode == 2
     assert "progress_mode" in result.stderr
-
-
-def _run(
-    tmp_path: Path, env: dict[str, str], stdin: str = "hi\n"
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bot", "run"],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_env(tmp_path) | env,
-        timeout=60,
-    )
 
 
 @pytest.mark.parametrize(
@@ -162,15 +139,8 @@ def test_a_policy_rule_for_a_tool_that_does_not_exist_is_an_error(tmp_path: Path
 
 def test_db_upgrade_of_a_file_that_is_no_database_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "x.db").write_text("this is not a database\n" * 100)
-    env = _env(tmp_path) | {"THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "db", "upgrade"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-    )
+    env = {"THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
+    result = _run(tmp_path, env, "", "db", "upgrade")
     assert result.returncode == 2
     assert "cannot upgrade the database" in result.stderr
     assert "Traceback" not in result.stderr

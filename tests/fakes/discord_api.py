@@ -359,13 +359,6 @@ class FakeDiscord(LocalServer):
     # -- lifecycle ---------------------------------------------------------------
 
     @property
-    def root_url(self) -> str:
-        """``http://127.0.0.1:PORT`` once started."""
-        if not self._root:
-            raise RuntimeError("FakeDiscord is not started")
-        return self._root
-
-    @property
     def api_url(self) -> str:
         """The value for ``discord.http.Route.BASE``: ``http://127.0.0.1:PORT/api/v10``."""
         return self.root_url + API_PREFIX

@@ -8,7 +8,19 @@ from typing import Self
 
 
 class LocalServer(ABC):
-    """Base: ``async with Fake(...) as fake`` starts the server and stops it after."""
+    """Base: ``async with Fake(...) as fake`` starts the server and stops it after.
+
+    A fake sets ``_root`` (``http://127.0.0.1:PORT``) when it has started.
+    """
+
+    _root: str = ""
+
+    @property
+    def root_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (or ``ws://``) once started."""
+        if not self._root:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._root
 
     @abstractmethod
     async def start(self) -> None:

@@ -205,13 +205,6 @@ class FakeSlackApi(LocalServer):
     # -- lifecycle ---------------------------------------------------------------
 
     @property
-    def root_url(self) -> str:
-        """``http://127.0.0.1:PORT`` once started."""
-        if not self._root:
-            raise RuntimeError("FakeSlackApi is not started")
-        return self._root
-
-    @property
     def base_url(self) -> str:
         """The ``base_url`` for slack-sdk clients, ending in ``/api/``."""
         return f"{self.root_url}/api/"

@@ -88,9 +88,7 @@ class FakeSocketModeServer(LocalServer):
     @property
     def url(self) -> str:
         """The ``ws://`` URL for ``apps.connections.open`` to hand out."""
-        if not self._root:
-            raise RuntimeError("FakeSocketModeServer is not started")
-        return f"{self._root}/link/?ticket=fake-ticket&app_id={self.app_id}"
+        return f"{self.root_url}/link/?ticket=fake-ticket&app_id={self.app_id}"
 
     @property
     def open_connections(self) -> int:
