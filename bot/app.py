@@ -9,24 +9,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import signal
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TextIO
 
-from pydantic import SecretStr
-
-from adapters.console import ConsoleAdapter
-from adapters.discord.runner import DiscordAdapter, DiscordConfig
-from adapters.slack.runner import SlackAdapter, SlackConfig
+from bot.errors import GaveUp
 from bot.settings import Settings
+from bot.supervise import Backoff, Factory, supervised
 from conversations import migrate
 from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.hub import Hub, HubSettings
-from conversations.outbox import Deliverer
+from conversations.membership import Membership
+from conversations.outbox import Clock, Deliverer
 from conversations.render import render_event
 from conversations.store import Store
 from conversations.store.store import create_engine
@@ -41,6 +38,8 @@ from core.tools.command import RunCommand
 from core.tools.control import control_tools
 from core.tools.workspace import EditFile, ListFiles, ReadFile, WriteFile
 from core.workflow import default_workflow
+
+log = logging.getLogger(__name__)
 
 
 def default_toolbox() -> Toolbox:
@@ -65,35 +64,104 @@ def model_for(settings: Settings) -> Model:
 
 @dataclass
 class App:
-    """A built threadbot: start the deliverer, feed the hub, close when done."""
+    """A built threadbot: its background work, the hub to feed, a graceful shutdown.
+
+    :meth:`start` runs the background tasks (deliverer, sweeper, lease renewal, and
+    what :meth:`supervise` adds, such as platform connections) in one
+    ``asyncio.TaskGroup``, each under :func:`bot.supervise.supervised`; a task that
+    gives up sets :attr:`failure` and :meth:`wait_failed` returns it.
+    """
 
     store: Store
     engine: Engine
     hub: Hub
     deliverer: Deliverer
     sweeper: Sweeper
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    backoff: Backoff = field(default_factory=Backoff)
+    shutdown_grace: float = 20.0
+    """Seconds for running steps to reach their next commit, then at most again for delivery."""
+    failure: GaveUp | None = None
+    _background: dict[str, Factory] = field(default_factory=dict)
+    _group: asyncio.TaskGroup | None = None
+    _supervisor: asyncio.Task[None] | None = None
+    _failed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self._background.update(
+            {
+                "deliverer": self.deliverer.run,
+                "sweeper": self.sweeper.run,
+                "lease renewal": self.hub.leases.keep_renewed,
+            }
+        )
 
     def add_sender(self, sender: Sender) -> None:
         """Deliver outbox rows of ``sender.platform`` through ``sender``."""
         self.deliverer.add_sender(sender)
 
+    def add_membership(self, membership: Membership) -> None:
+        """Resolve the group approvers of ``membership.platform`` through ``membership``."""
+        self.hub.add_membership(membership)
+
+    def supervise(self, name: str, factory: Factory) -> None:
+        """Run ``factory`` as a supervised background task (now, or from :meth:`start`)."""
+        self._background[name] = factory
+        if self._group is not None:
+            self._group.create_task(supervised(name, factory, self.backoff), name=name)
+
     async def start(self) -> None:
-        """Start the deliverer and the sweeper, and resume runs a crash left ``running``."""
-        self._tasks.append(asyncio.create_task(self.deliverer.run(), name="deliverer"))
-        self._tasks.append(asyncio.create_task(self.sweeper.run(), name="sweeper"))
+        """Start the background work, and resume runs a crash left ``running``."""
+        started = asyncio.Event()
+        self._supervisor = asyncio.create_task(self._run_background(started), name="background")
+        await started.wait()
         self.deliverer.wake()
         await self.hub.resume_running()
         await self.hub.resume_unhandled()
 
+    async def _run_background(self, started: asyncio.Event) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                for name, factory in self._background.items():
+                    group.create_task(supervised(name, factory, self.backoff), name=name)
+                started.set()
+                await asyncio.Event().wait()  # until close() cancels the group
+        except* GaveUp as gave_up:
+            failure = gave_up.exceptions[0]
+            assert isinstance(failure, GaveUp)
+            self.failure = failure
+            self._failed.set()
+        finally:
+            self._group = None
+            started.set()
+
+    async def wait_failed(self) -> GaveUp:
+        """Return the failure once a background task has given up (waits until then)."""
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
+
+    async def shutdown(self) -> None:
+        """Stop gracefully: runs reach their next commit, pending messages go out.
+
+        Runs get ``shutdown_grace`` seconds to finish the step they are in (then
+        they are cancelled, a running command killed and recorded
+        ``interrupted``), and the deliverer as long again for what is pending;
+        leases are released as runs end. What is left resumes at the next start.
+        """
+        await self.hub.shutdown()
+        try:
+            await asyncio.wait_for(self.deliverer.drain(), self.shutdown_grace)
+        except TimeoutError:
+            log.warning("shutting down with messages still pending; they go out at the next start")
+
     async def close(self) -> None:
         """Stop work and close the database (in-flight runs resume at the next start)."""
         await self.hub.close()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._supervisor
         await self.store.close()
 
 
@@ -101,7 +169,7 @@ async def build(
     settings: Settings,
     *,
     model: Model | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Clock | Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], datetime] = utc_now,
     toolbox: Toolbox | None = None,
 ) -> App:
@@ -122,6 +190,7 @@ async def build(
         senders={},
         progress_mode=settings.progress_mode,
         note_interval=settings.progress_interval,
+        concurrency=settings.delivery_concurrency,
         clock=clock,
     )
     deliverer_ref.append(deliverer)
@@ -144,125 +213,24 @@ async def build(
     )
     hub_settings = HubSettings(
         workspace_root=settings.workspace_root.resolve(),
-        access=AccessPolicy(approvers=frozenset(settings.approvers)),
+        access=AccessPolicy(approvers=settings.approvers),
         approve_reactions=frozenset(settings.approve_reactions),
         reject_reactions=frozenset(settings.reject_reactions),
         stop_reactions=frozenset(settings.stop_reactions),
         stop_command=settings.stop_command,
+        lease_ttl=settings.lease_ttl,
+        shutdown_grace=settings.shutdown_grace,
     )
     if settings.instance:
         hub_settings = dataclasses.replace(hub_settings, instance=settings.instance)
     hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings)
     sweeper = Sweeper(store=store, engine=engine, expire=hub.expire, clock=wall_clock)
-    return App(store=store, engine=engine, hub=hub, deliverer=deliverer, sweeper=sweeper)
-
-
-async def run_console(
-    settings: Settings,
-    *,
-    input: TextIO | None = None,
-    output: TextIO | None = None,
-    model: Model | None = None,
-) -> int:
-    """Run the console adapter until end of input; returns the exit code (0)."""
-    chosen = model or model_for(settings)
-    if isinstance(chosen, DemoModel):
-        banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
-    else:
-        banner = f"threadbot: using the model {chosen.name}."
-    console = ConsoleAdapter(
-        input=input,
-        output=output,
-        user=settings.console_user,
-        state_file=settings.console_state,
-        stop_command=settings.stop_command,
-        wait_between_lines={"auto": None, "yes": True, "no": False}[settings.console_wait],
-        banner=banner + " Type a request; /help lists the commands.",
+    return App(
+        store=store,
+        engine=engine,
+        hub=hub,
+        deliverer=deliverer,
+        sweeper=sweeper,
+        backoff=Backoff(limit=settings.restart_limit, window=settings.restart_window),
+        shutdown_grace=settings.shutdown_grace,
     )
-    app = await build(settings, model=chosen)
-    app.add_sender(console)
-    main = asyncio.current_task()
-    if main is not None:  # SIGTERM (a service manager) ends the work like Ctrl-C
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
-    await app.start()
-    try:
-        return await console.run(app.hub, settled=app.hub.settled)
-    except asyncio.CancelledError:
-        return 143  # 128 + SIGTERM; running commands were killed, runs resume at next start
-    finally:
-        await app.close()
-
-
-PlatformAdapter = SlackAdapter | DiscordAdapter
-
-
-def platform_adapters(settings: Settings) -> list[PlatformAdapter]:
-    """Every platform adapter that has credentials in ``settings``.
-
-    Raises ``ValueError`` for a Slack token without a way to receive events.
-    """
-    adapters: list[PlatformAdapter] = []
-    if settings.slack_bot_token is not None:
-        if settings.slack_app_token is None and settings.slack_signing_secret is None:
-            raise ValueError(
-                "SLACK_BOT_TOKEN is set: also set SLACK_APP_TOKEN (Socket Mode) or "
-                "SLACK_SIGNING_SECRET (HTTP mode)"
-            )
-        adapters.append(
-            SlackAdapter(
-                SlackConfig(
-                    bot_token=settings.slack_bot_token.get_secret_value(),
-                    app_token=_secret(settings.slack_app_token),
-                    signing_secret=_secret(settings.slack_signing_secret),
-                    api_url=settings.slack_api_url,
-                    host=settings.slack_host,
-                    port=settings.slack_port,
-                    stop_command=settings.stop_command,
-                    allow_bots=settings.allow_bots,
-                    bot_thread_cap=settings.bot_thread_cap,
-                    file_threshold=settings.file_threshold,
-                )
-            )
-        )
-    if settings.discord_token is not None:
-        adapters.append(
-            DiscordAdapter(
-                DiscordConfig(
-                    token=settings.discord_token.get_secret_value(),
-                    api_url=settings.discord_api_url,
-                    gateway_url=settings.discord_gateway_url,
-                    guilds=tuple(settings.discord_guilds),
-                    stop_command=settings.stop_command,
-                    allow_bots=settings.allow_bots,
-                    bot_thread_cap=settings.bot_thread_cap,
-                    file_threshold=settings.file_threshold,
-                )
-            )
-        )
-    return adapters
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
-async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> int:
-    """Run the platform adapters until SIGINT or SIGTERM; returns the exit code (0)."""
-    app = await build(settings)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-    try:
-        for adapter in adapters:
-            app.add_sender(adapter)
-        await app.start()
-        for adapter in adapters:
-            await adapter.start(app.hub)
-            print(f"threadbot: connected to {adapter.platform}", flush=True)
-        await stopping.wait()
-    finally:
-        for adapter in adapters:
-            await adapter.close()
-        await app.close()
-    return 0

@@ -3,7 +3,8 @@
 ``threadbot run`` starts every adapter that has credentials (Slack with
 ``SLACK_BOT_TOKEN``, Discord with ``DISCORD_TOKEN``), and the console when none
 has. Exit codes: 0 on a clean
-end, 2 on a usage or settings error, 130 after Ctrl-C in the console.
+end (SIGTERM or Ctrl-C included: a graceful shutdown), 1 when a supervised
+background task gave up, 2 on a usage or settings error, 130 after a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
-from adapters.discord.runner import DiscordStartError
-from bot.app import platform_adapters, run_console, run_platforms
+from bot.app import default_toolbox
+from bot.errors import StartFailed
+from bot.serve import platform_adapters, run_console, run_platforms
 from bot.settings import Settings
+from bot.settings_errors import explain
 from conversations import migrate
+from conversations.logcontext import ConversationFilter
 from conversations.store.store import create_engine
 
 
@@ -52,6 +56,25 @@ async def _upgrade(settings: Settings) -> int:
     return 0
 
 
+def _settings() -> Settings | None:
+    """The settings, or None after telling on stderr what is wrong with them."""
+    try:
+        toml_file = Settings.toml_file()
+        settings = Settings()
+        settings.tool_policy(known_tools={t.spec.name for t in default_toolbox()})
+    except ValidationError as exc:
+        lines = explain(exc, fields=Settings.model_fields, environ=os.environ, toml_file=toml_file)
+        print(
+            "threadbot: bad settings:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr
+        )
+        return None
+    except ValueError as exc:  # a TOML file that does not parse, a missing THREADBOT_CONFIG
+        where = f"{toml_file}: " if "policy" in str(exc) else ""
+        print(f"threadbot: bad settings:\n  {where}{exc}", file=sys.stderr)
+        return None
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadbot`` console script."""
     args = _parser().parse_args(argv)
@@ -61,21 +84,17 @@ def main(argv: list[str] | None = None) -> int:
             f"threadbot: unknown settings: {', '.join(unknown)} (see the README)", file=sys.stderr
         )
         return 2
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"threadbot: bad settings:\n{exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # a TOML file that does not parse, a missing THREADBOT_CONFIG
-        print(f"threadbot: bad settings: {exc}", file=sys.stderr)
+    settings = _settings()
+    if settings is None:
         return 2
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(ConversationFilter())
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(conversation)s]: %(message)s")
     )
+    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     if args.command == "db":
         return asyncio.run(_upgrade(settings))
     try:
@@ -87,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (
         ConsoleError,
-        DiscordStartError,
+        StartFailed,
         OSError,
         ValueError,
         CommandError,

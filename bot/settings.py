@@ -17,7 +17,14 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -27,6 +34,7 @@ from pydantic_settings import (
 )
 from sqlalchemy.engine import make_url
 
+from conversations.access import parse_approver, platform_problem
 from core.faults import Faults
 from core.policy import ToolPolicy
 
@@ -106,6 +114,18 @@ class Settings(BaseSettings):
     fault: str = ""
     instance: str = ""
     """Lease owner name; empty means ``host:pid`` (see ``HubSettings.instance``)."""
+    lease_ttl: float = Field(default=60.0, gt=0)
+    """Seconds another instance waits before it takes over a conversation whose lease
+    was not renewed (renewed every third of it)."""
+    shutdown_grace: float = Field(default=20.0, ge=0)
+    """Seconds a SIGTERM lets running steps reach their next commit, and then again
+    at most for delivering what is pending."""
+    delivery_concurrency: int = Field(default=8, gt=0)
+    """Conversations whose messages are delivered at once (each in its own order)."""
+    restart_limit: int = Field(default=5, ge=0)
+    """Restarts of a failing background task within ``restart_window`` before the
+    bot gives up and exits non-zero."""
+    restart_window: float = Field(default=300.0, gt=0)
     policy: dict[str, Any] = {}
 
     @field_validator(
@@ -125,6 +145,22 @@ class Settings(BaseSettings):
 
                 return json.loads(text)
             return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers_by_id(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Each entry parses; with a Slack or Discord token, names are refused (issue 9).
+
+        Display names prove nothing on Slack or Discord; names are ids only in the
+        console (see :mod:`conversations.access` for the forms).
+        """
+        platform = any(info.data.get(k) is not None for k in ("slack_bot_token", "discord_token"))
+        for entry in value:
+            parse_approver(entry)  # ValueError for a malformed entry, with any adapter
+            problem = platform_problem(entry) if platform else None
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("log_level")
@@ -178,6 +214,13 @@ class Settings(BaseSettings):
             raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from exc
         if not getattr(dialect, "is_async", False):
             raise ValueError("use an async driver, e.g. sqlite+aiosqlite:///path/to/threadbot.db")
+        try:
+            dialect.import_dbapi()
+        except ImportError as exc:
+            raise ValueError(
+                f"its driver is not installed ({exc.name or exc}); install it into "
+                "threadbot's environment, or use sqlite+aiosqlite:///path/to/threadbot.db"
+            ) from exc
         return value
 
     @field_validator("fault")
@@ -211,6 +254,18 @@ class Settings(BaseSettings):
         return sorted(k for k in environ if k.startswith("THREADBOT_") and k not in known)
 
     @classmethod
+    def toml_file(cls) -> Path:
+        """The TOML file settings are read from: ``THREADBOT_CONFIG``, else ``threadbot.toml``.
+
+        Raises ``ValueError`` when ``THREADBOT_CONFIG`` names no file.
+        """
+        named = os.environ.get("THREADBOT_CONFIG")
+        toml_file = Path(named or "threadbot.toml")
+        if named and not toml_file.is_file():
+            raise ValueError(f"THREADBOT_CONFIG names {named}, which is not a file")
+        return toml_file
+
+    @classmethod
     def settings_customise_sources(
         cls,
         settings_cls: type[BaseSettings],
@@ -220,10 +275,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Init arguments, then the environment, then the TOML file."""
-        named = os.environ.get("THREADBOT_CONFIG")
-        toml_file = Path(named or "threadbot.toml")
-        if named and not toml_file.is_file():
-            raise ValueError(f"THREADBOT_CONFIG names {named}, which is not a file")
+        toml_file = cls.toml_file()
         return (
             init_settings,
             env_settings,

@@ -3,8 +3,9 @@
 The tree::
 
     ConversationsError
-    └── DeliveryError      a platform refused or failed an outbound action
-        └── RateLimited    the platform asked us to wait ``retry_after`` seconds
+    ├── DeliveryError      a platform refused or failed an outbound action
+    │   └── RateLimited    the platform asked us to wait ``retry_after`` seconds
+    └── LookupFailed       a platform could not say who is in a group or role
 """
 
 from __future__ import annotations
@@ -28,3 +29,10 @@ class RateLimited(DeliveryError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class LookupFailed(ConversationsError):
+    """The platform could not say who is in a group (refused, unreachable, malformed).
+
+    The message says which call failed and why; the person is refused.
+    """

@@ -12,14 +12,16 @@ People who may not decide or stop are told so in the thread, and nothing changes
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
 
+from conversations import logcontext
 from conversations.access import AccessPolicy
 from conversations.events import (
     Author,
@@ -33,11 +35,14 @@ from conversations.events import (
     ReactionChanged,
     inbound_adapter,
 )
-from conversations.lease import Leases
+from conversations.membership import Membership
 from conversations.outbox import Deliverer
 from conversations.queue import ConversationQueue, Job
+from conversations.render import refusal
 from conversations.store import ConversationInfo, Outgoing, Store
+from conversations.store.leases import Leases
 from core.engine import Engine
+from core.errors import LeaseLost
 from core.inputs import DecideOutcome, Decision, Reply, Start
 from core.journal import Person, RequestState
 
@@ -72,6 +77,8 @@ class HubSettings:
     the leases of a dead process at once; elsewhere they lapse after ``lease_ttl``."""
     lease_ttl: float = 60.0
     """Seconds a lease lasts without renewal (renewed every third of it while running)."""
+    shutdown_grace: float = 20.0
+    """Seconds a shutdown lets running steps reach their next commit before cancelling them."""
 
 
 class Hub:
@@ -84,8 +91,10 @@ class Hub:
         self._engine = engine
         self._deliverer = deliverer
         self._settings = settings
-        self._leases = Leases(store=store, owner=settings.instance, ttl=settings.lease_ttl)
-        self._queue = ConversationQueue(around=self._leases.hold)
+        self.leases = Leases(store=store, owner=settings.instance, ttl=settings.lease_ttl)
+        """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
+        self._queue = ConversationQueue(around=self._hold)
+        self._shutting_down = False
 
     async def handle(self, event: InboundEvent) -> None:
         """Take one inbound event; returns once recorded and queued, not when its run ends.
@@ -103,6 +112,14 @@ class Hub:
                 await self._button(event)
             case _:
                 assert_never(event)
+
+    def working(self) -> int:
+        """How many conversations have a run going or queued in this process."""
+        return self._queue.busy_count()
+
+    def add_membership(self, membership: Membership) -> None:
+        """Ask ``membership`` whether a person is in a group approver of its platform."""
+        self._settings.access.add_membership(membership)
 
     async def settled(self) -> None:
         """Return when every run has ended or waits for a person and the outbox is empty."""
@@ -139,6 +156,47 @@ class Hub:
         """Cancel running work (a later start resumes it from the store)."""
         await self._queue.close()
 
+    async def shutdown(self) -> None:
+        """Stop taking work: runs end at their next commit, or are cut after the grace.
+
+        Events still arriving are recorded (the inbox keeps them) but start
+        nothing; each run finishes the step it is in and ends there, leaving its
+        conversation ``running`` for the next start. After ``shutdown_grace``
+        seconds the runs still going are cancelled: a running command is killed
+        and recorded ``interrupted``. Leases are released as each job ends.
+        """
+        self._shutting_down = True
+        self._engine.suspend()
+        self._queue.pause()
+        try:
+            await asyncio.wait_for(self._queue.idle(), self._settings.shutdown_grace)
+        except TimeoutError:
+            log.warning(
+                "runs still going after %s s of shutdown; cancelling them",
+                self._settings.shutdown_grace,
+            )
+            await self._queue.close()
+
+    async def _hold(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run one job of the conversation under its lease (the queue's ``around``)."""
+        logcontext.conversation.set(conversation_id)  # this task runs only this job
+        try:
+            async with self.leases.held(conversation_id):
+                try:
+                    await work()
+                except asyncio.CancelledError:
+                    if self._shutting_down:
+                        await asyncio.shield(self._interrupted(conversation_id))
+                    raise
+        except LeaseLost as exc:
+            log.warning("%s; the run ended here", exc)
+
+    async def _interrupted(self, conversation_id: str) -> None:
+        try:
+            await self._engine.interrupt(conversation_id, "the bot was shutting down")
+        except LeaseLost as exc:
+            log.warning("%s", exc)
+
     # --- messages ------------------------------------------------------------------
 
     async def _message(self, event: MessagePosted) -> None:
@@ -154,7 +212,7 @@ class Hub:
             if stop:
                 await self._stop(conversation, event.author, event.ref)
                 return
-            self._submit_reply(conversation.id, self._reply_of(event, conversation))
+            self._submit_reply(conversation.id, await self._reply_of(event, conversation))
             return
         if not event.mentions_bot:
             return
@@ -180,11 +238,14 @@ class Hub:
             Job(lambda: self._engine.start(conversation_id, start, self._inbox(conversation_id))),
         )
 
-    def _reply_of(self, event: MessagePosted, conversation: ConversationInfo) -> Reply:
+    async def _reply_of(self, event: MessagePosted, conversation: ConversationInfo) -> Reply:
+        may_continue = await self._settings.access.may_decide(
+            event.author, conversation.requester, conversation.binding
+        )
         return Reply(
             text=event.text,
             author=_person(event),
-            may_continue=self._settings.access.may_decide(event.author, conversation.requester),
+            may_continue=may_continue,
             delivery_key=event.delivery_key,
         )
 
@@ -201,7 +262,7 @@ class Hub:
             if event.ref.thread is None:  # the mention that opened the conversation
                 self._submit_start(conversation_id, event)
             else:
-                self._submit_reply(conversation_id, self._reply_of(event, conversation))
+                self._submit_reply(conversation_id, await self._reply_of(event, conversation))
         return len(unhandled)
 
     def _submit_reply(self, conversation_id: str, reply: Reply) -> None:
@@ -226,8 +287,9 @@ class Hub:
         )
         if link is None:
             # The platform may report a reaction before the deliverer has stored the
-            # id of the message it just sent; look again once that pass is over.
-            await self._deliverer.pass_over()
+            # id of the message it just sent (or sent before a crash); look again
+            # once that is done.
+            await self._deliverer.pass_over(platform=event.ref.platform, channel=event.ref.channel)
             link = await self._store.find_by_message(
                 event.ref.platform, event.ref.channel, event.ref.message
             )
@@ -258,10 +320,10 @@ class Hub:
             return
         if state is not RequestState.OPEN and state is not RequestState.DECIDED:
             return
-        if not self._settings.access.may_decide(who, conversation.requester):
-            await self._notice(
-                conversation, f"Only the requester or an approver can decide this, {who.name}."
-            )
+        if not await self._settings.access.may_decide(
+            who, conversation.requester, conversation.binding
+        ):
+            await self._notice(conversation, refusal("decide", who.name))
             return
         decision = Decision(request_id=request_id, approved=approve, by=_person_of(who), call=call)
         outcome = await self._engine.decide(conversation.id, decision)
@@ -303,7 +365,7 @@ class Hub:
                 workspace=event.ref.workspace,
                 channel=event.ref.channel,
             )
-            if self._settings.access.may_stop(event.author, c.requester)
+            if await self._settings.access.may_stop(event.author, c.requester, c.binding)
         ]
         if len(active) == 1:
             await self._stop(active[0], event.author, event.ref)
@@ -347,10 +409,10 @@ class Hub:
         await self._decide(conversation, link.request_id, approve, event.author, int(number))
 
     async def _stop(self, conversation: ConversationInfo, who: Author, ref: PlatformRef) -> None:
-        if not self._settings.access.may_stop(who, conversation.requester):
-            await self._notice(
-                conversation, f"Only the requester or an approver can stop this, {who.name}."
-            )
+        if not await self._settings.access.may_stop(
+            who, conversation.requester, conversation.binding
+        ):
+            await self._notice(conversation, refusal("stop", who.name))
             return
         await self._queue.stop(conversation.id)
         if not await self._engine.stop(conversation.id, who.name, who.id):

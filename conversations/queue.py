@@ -45,9 +45,20 @@ class ConversationQueue:
         self._current: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        self._paused = False
 
     def submit(self, conversation_id: str, job: Job) -> None:
-        """Queue ``job``; starts the conversation's worker if none runs."""
+        """Queue ``job``; starts the conversation's worker if none runs.
+
+        After :meth:`pause` the job is dropped: every input is kept in the store
+        (the inbox, a ``running`` lifecycle, an open request) and queued again by
+        the next start.
+        """
+        if self._paused:
+            log.debug(
+                "conversation %s: the queue is paused, job left for the next start", conversation_id
+            )
+            return
         self._jobs.setdefault(conversation_id, deque()).append(job)
         if conversation_id not in self._workers:
             self._idle.clear()
@@ -68,6 +79,10 @@ class ConversationQueue:
         """True while the conversation has a job running or queued."""
         return conversation_id in self._workers
 
+    def busy_count(self) -> int:
+        """How many conversations have a job running or queued."""
+        return len(self._workers)
+
     def busy_any(self) -> bool:
         """True while any conversation has a job running or queued."""
         return bool(self._workers)
@@ -80,6 +95,11 @@ class ConversationQueue:
             current.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await current
+
+    def pause(self) -> None:
+        """Start no new job from now on (shutting down); the jobs running go on."""
+        self._paused = True
+        self._jobs.clear()
 
     async def idle(self) -> None:
         """Return once no conversation has a job running or queued."""
@@ -102,7 +122,7 @@ class ConversationQueue:
 
     async def _work(self, conversation_id: str) -> None:
         try:
-            while jobs := self._jobs.get(conversation_id):
+            while not self._paused and (jobs := self._jobs.get(conversation_id)):
                 job = jobs.popleft()
                 work = self._wrapped(conversation_id, job)
                 task = asyncio.create_task(_guarded(work, conversation_id))

@@ -3,23 +3,34 @@
 Pure functions, no I/O: :func:`render_event` turns one run event of a
 conversation bound to ``binding`` into outbox rows. Wording follows UX.md: few
 messages, each with one job, everything in the thread.
+
+A request's message (plan, tool approval, go on?, retry?) is an outbox row with
+the request's id, and its first line is ``title — hint``: the hint (after
+:data:`HINT`) says how to decide. When the request closes
+(:class:`~core.run_events.RequestClosed`), a row of purpose :data:`CLOSED` with
+the same request id holds the outcome line; the deliverer, in order after the
+request's message, turns it into the edit with :func:`closed_message`: the outcome
+line first, then the message without its hint and without buttons.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Literal, assert_never
 
-from conversations.events import Button, PlatformRef, PostReply
+from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from core.run_events import (
     Answered,
+    CallOutcome,
     ContinueAsked,
     Expired,
     PlanProposed,
     ProgressNote,
     QuestionAsked,
+    Refused,
     Reminder,
+    RequestClosed,
     RunEvent,
     RunFailed,
     RunStats,
@@ -29,6 +40,10 @@ from core.run_events import (
 
 APPROVE = "white_check_mark"
 REJECT = "x"
+HINT = " — "
+"""Between a request message's title and its hint, on its first line (the hint has none)."""
+CLOSED = "closed"
+"""``purpose`` of the outbox row that edits a closed request's message (a milestone, not a note)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,17 +73,7 @@ def render_event(
         case RunFailed():
             return [_failure(binding, event, settings)]
         case ContinueAsked():
-            text = (
-                f"⏸ I've used {event.turns} model turns on this without finishing. React "
-                f":{settings.approve_emoji}: or press Continue to go on, "
-                f":{settings.reject_emoji}: to stop here."
-            )
-            buttons = (
-                Button(label="Continue", action=f"approve:{event.request_id}", style="primary"),
-                Button(label="Stop here", action=f"reject:{event.request_id}", style="danger"),
-            )
-            action = PostReply(ref=binding, text=text, buttons=buttons)
-            return [Outgoing(action, request_id=event.request_id)]
+            return [_continue(binding, event, settings)]
         case Stopped():
             return [Outgoing(PostReply(ref=binding, text=stop_text(event)))]
         case ToolApprovalRequested():
@@ -79,8 +84,18 @@ def render_event(
         case Expired():
             text = "⌛ This request expired; mention me again to continue."
             return [Outgoing(PostReply(ref=binding, text=text))]
+        case Refused():
+            return [Outgoing(PostReply(ref=binding, text=refusal(event.action, event.by_name)))]
+        case RequestClosed():
+            action = UpdateMessage(ref=binding, text=outcome_line(event))
+            return [Outgoing(action, purpose=CLOSED, request_id=event.request_id)]
         case _:
             assert_never(event)
+
+
+def refusal(action: Literal["decide", "stop"], name: str) -> str:
+    """``Only the requester or an approver can decide this, bob.`` (or ``stop this``)."""
+    return f"Only the requester or an approver can {action} this, {name}."
 
 
 def stop_text(event: Stopped) -> str:
@@ -105,7 +120,7 @@ def format_stats(stats: RunStats) -> str:
 
 def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:
     lines = [
-        f"📋 Plan (v{event.version}) — reply here to change it, or react "
+        f"📋 Plan (v{event.version}){HINT}reply here to change it, or react "
         f":{settings.approve_emoji}: to approve / :{settings.reject_emoji}: to reject"
     ]
     lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]
@@ -126,10 +141,12 @@ def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -
 def _tool_approval(
     binding: PlatformRef, event: ToolApprovalRequested, settings: RenderSettings
 ) -> Outgoing:
+    several = len(event.calls) > 1
     lines = [
-        f"🔐 May I run {'this' if len(event.calls) == 1 else 'these'}? React "
-        f":{settings.approve_emoji}: to allow, :{settings.reject_emoji}: to deny "
-        + ("(every call still undecided), or use the buttons" if len(event.calls) > 1 else "")
+        f"🔐 May I run {'these' if several else 'this'}?{HINT}react "
+        f":{settings.approve_emoji}: to allow, :{settings.reject_emoji}: to deny"
+        + (" every call still undecided" if several else "")
+        + ", or use the buttons"
     ]
     lines += [f"{c.number}. {c.summary} — {c.reason}" for c in event.calls]
     buttons: list[Button] = []
@@ -160,12 +177,30 @@ def _failure(binding: PlatformRef, event: RunFailed, settings: RenderSettings) -
     if event.request_id is None:
         text = f"⚠️ {event.error}\nReply in this thread to start again."
         return Outgoing(PostReply(ref=binding, text=text))
-    text = (
-        f"⚠️ {event.error}\nReact :repeat: or :{settings.approve_emoji}:, press Retry, "
-        'or reply "retry" to continue from where it stopped.'
+    first, *rest = event.error.split("\n")
+    text = "\n".join(
+        [
+            f"⚠️ {first}{HINT}react :repeat: or :{settings.approve_emoji}:, press Retry, "
+            'or reply "retry" to continue from where it stopped.',
+            *rest,
+        ]
     )
     retry = Button(label="Retry", action=f"approve:{event.request_id}", style="primary")
     action = PostReply(ref=binding, text=text, buttons=(retry,))
+    return Outgoing(action, request_id=event.request_id)
+
+
+def _continue(binding: PlatformRef, event: ContinueAsked, settings: RenderSettings) -> Outgoing:
+    text = (
+        f"⏸ I've used {event.turns} model turns on this without finishing{HINT}react "
+        f":{settings.approve_emoji}: or press Continue to go on, "
+        f":{settings.reject_emoji}: to stop here."
+    )
+    buttons = (
+        Button(label="Continue", action=f"approve:{event.request_id}", style="primary"),
+        Button(label="Stop here", action=f"reject:{event.request_id}", style="danger"),
+    )
+    action = PostReply(ref=binding, text=text, buttons=buttons)
     return Outgoing(action, request_id=event.request_id)
 
 
@@ -175,6 +210,98 @@ def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:
         text += "\n" + "  ".join(f"{n}) {o}" for n, o in enumerate(event.options, start=1))
     text += "\n(reply in this thread)"
     return Outgoing(PostReply(ref=binding, text=text), request_id=event.request_id)
+
+
+# --- closed requests ------------------------------------------------------------
+
+_VERDICTS = {
+    ("plan", "approved"): "✅ Approved",
+    ("plan", "rejected"): "❌ Rejected",
+    ("plan", "revised"): "✏️ Change asked",
+    ("continue", "approved"): "▶️ Continued",
+    ("continue", "rejected"): "⏹ Stopped here",
+    ("retry", "approved"): "🔁 Retried",
+    ("retry", "rejected"): "⏹ Not retried, stopped",
+}
+"""Words of a decision ``(request, outcome)`` before ``by <name>``."""
+
+
+def outcome_line(event: RequestClosed) -> str:
+    """The first line of a closed request's message: what became of it, and who.
+
+    A plan: ``✅ Approved by alice (plan v2)``, ``❌ Rejected by bob (plan v1)``,
+    ``✏️ Change asked by bob (plan v1)``, ``↻ Replaced by plan v3``. Go on?:
+    ``▶️ Continued by alice`` or ``⏹ Stopped here by alice``; retry?: ``🔁 Retried by
+    alice`` or ``⏹ Not retried, stopped by alice``. A tool approval: ``✅ Allowed by
+    alice`` (``❌ Denied by ...``) when one person gave every call the same verdict,
+    else each call: ``✅ call 1 allowed by alice · ❌ call 2 denied by bob``. Any
+    request: ``⏹ Stopped by alice``, ``⌛ Expired``, followed for a tool approval by
+    the calls decided before (``· ✅ call 1 allowed by alice · call 2 not decided``).
+    Names are the display names the thread shows.
+    """
+    by = event.by_name or "someone"
+    match event.outcome:
+        case "stopped":
+            line = f"⏹ Stopped by {by}"
+        case "expired":
+            line = "⌛ Expired"
+        case "replaced":
+            return f"↻ Replaced by plan v{event.replaced_by}"
+        case "decided":
+            line = _decided_calls(event.calls)
+        case _:
+            line = f"{_VERDICTS.get((event.request, event.outcome), '☑️ Decided')} by {by}"
+    if event.plan_version is not None:
+        line += f" (plan v{event.plan_version})"
+    if event.outcome in ("stopped", "expired") and any(
+        c.outcome != "undecided" for c in event.calls
+    ):
+        line += " · " + " · ".join(_call_outcome(c) for c in event.calls)
+    return line
+
+
+def closed_message(original: PostReply, closing: UpdateMessage, message_id: str) -> UpdateMessage:
+    """The edit of a closed request's message ``message_id``: outcome first, no hint, no buttons.
+
+    ``original`` is the request's message as posted, ``closing`` the row written
+    for :class:`~core.run_events.RequestClosed` (its text is :func:`outcome_line`).
+    The text is the outcome line, then the original text with the hint cut from its
+    first line (``📋 Plan (v1) — reply here ...`` becomes ``📋 Plan (v1)``); the
+    buttons are removed (``buttons=()``). The seeded reactions stay: a reaction
+    after the close is answered as too late.
+
+    A long message posted in parts stores only its last part's id (the part with
+    the buttons): that part becomes this whole text, which the adapter cuts to one
+    message (Slack 3,900, Discord 2,000 characters, ending in ``…``); the outcome
+    line, first, survives the cut, and the earlier parts stay as they were.
+    """
+    first, newline, rest = original.text.partition("\n")
+    title = first.rsplit(HINT, 1)[0]
+    text = f"{closing.text}\n{title}{newline}{rest}"
+    ref = original.ref.model_copy(update={"message": message_id})
+    return UpdateMessage(ref=ref, text=text, buttons=())
+
+
+def _decided_calls(calls: tuple[CallOutcome, ...]) -> str:
+    """``✅ Allowed by alice`` for one verdict by one person, else each call's outcome."""
+    verdicts = {(c.outcome, c.by_name) for c in calls}
+    if len(verdicts) == 1:
+        outcome, name = verdicts.pop()
+        if outcome != "undecided":
+            return f"{'✅ Allowed' if outcome == 'allowed' else '❌ Denied'} by {name or 'someone'}"
+    return " · ".join(_call_outcome(c) for c in calls)
+
+
+def _call_outcome(call: CallOutcome) -> str:
+    match call.outcome:
+        case "allowed":
+            return f"✅ call {call.number} allowed by {call.by_name or 'someone'}"
+        case "denied":
+            return f"❌ call {call.number} denied by {call.by_name or 'someone'}"
+        case "undecided":
+            return f"call {call.number} not decided"
+        case _:
+            assert_never(call.outcome)
 
 
 def _calls(n: int) -> str:

@@ -29,6 +29,7 @@ API's own explanation, never the key or the request.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -38,6 +39,8 @@ from anthropic.types import MessageParam, ToolParam
 
 from core.errors import ModelError, ModelOverloaded
 from core.model import ModelEvent, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+
+log = logging.getLogger(__name__)
 
 _OVERLOADED_TYPES = frozenset({"overloaded_error", "rate_limit_error"})
 _RETRYABLE_TYPES = frozenset({"api_error", "timeout_error"})
@@ -83,13 +86,16 @@ class AnthropicModel:
                         yield TextDelta(text=event.delta.text)
                 message = await stream.get_final_message()
         except anthropic.APIError as exc:
-            raise _model_error(exc) from exc
+            raise self._logged(_model_error(exc), exc) from exc
         except httpx2.TimeoutException as exc:  # the SDK does not wrap errors read mid-stream
-            raise ModelError("The model API timed out", retryable=True) from exc
+            error = ModelError("The model API timed out", retryable=True)
+            raise self._logged(error, exc) from exc
         except httpx2.TransportError as exc:
-            raise ModelError("The connection to the model API broke off", retryable=True) from exc
+            error = ModelError("The connection to the model API broke off", retryable=True)
+            raise self._logged(error, exc) from exc
         if message.stop_reason is None:
-            raise ModelError("The model API response ended early", retryable=True)
+            error = ModelError("The model API response ended early", retryable=True)
+            raise self._logged(error, None)
 
         for block in message.content:
             if block.type == "tool_use":
@@ -106,6 +112,20 @@ class AnthropicModel:
             stop_reason=message.stop_reason,
             content=tuple(b.model_dump(mode="json", exclude_none=True) for b in message.content),
         )
+
+    def _logged(self, error: ModelError, cause: BaseException | None) -> ModelError:
+        """Log ``error`` at WARNING with its cause: status, error type, endpoint host."""
+        status = getattr(cause, "status_code", None)
+        kind = getattr(cause, "type", None) or (type(cause).__name__ if cause else "no stop reason")
+        log.warning(
+            "model %s at %s failed: %s (HTTP %s, %s)",
+            self.name,
+            self._client.base_url.host,
+            error,
+            status if status is not None else "-",
+            kind,
+        )
+        return error
 
     async def aclose(self) -> None:
         """Close the client's HTTP connections (the client is unusable afterwards)."""

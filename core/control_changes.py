@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from core import lifecycle
+from core.closing import request_closed
 from core.errors import ToolError
 from core.journal import (
     Change,
@@ -79,6 +80,11 @@ def _plan(
     version = snap.plan_version + 1
     request_id = uuid.uuid4().hex[:12]
     expires_at, remind_at = request_times(settings)
+    plans = [
+        r
+        for r in snap.requests
+        if r.kind is RequestKind.PLAN_APPROVAL and r.state is not RequestState.SUPERSEDED
+    ]
     older = tuple(
         RequestResolution(
             request_id=r.id,
@@ -87,8 +93,13 @@ def _plan(
             by=r.decided_by,
             only_if_open=False,
         )
-        for r in snap.requests
-        if r.kind is RequestKind.PLAN_APPROVAL and r.state is not RequestState.SUPERSEDED
+        for r in plans
+    )
+    replaced = tuple(  # a decided plan's message shows its decision already
+        event
+        for r in plans
+        if r.state is RequestState.OPEN
+        for event in request_closed(snap, r, "replaced", replaced_by=version)
     )
     return Change(
         resolve=older,
@@ -106,6 +117,7 @@ def _plan(
         position=workflow.next(snap.position, Transition.PLAN_PROPOSED),
         plan_version=version,
         events=(
+            *replaced,
             PlanProposed(
                 request_id=request_id, version=version, steps=tuple(steps), tools=tuple(tools)
             ),

@@ -8,9 +8,10 @@ arriving together the store applies one and refuses the other with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from core import lifecycle
+from core.closing import request_closed
 from core.control_changes import request_times
 from core.inputs import Decision, Reply
 from core.journal import (
@@ -61,6 +62,7 @@ def answer_change(
             ),
             status=lifecycle.RUNNING,
             position=workflow.next(snap.position, Transition.PLAN_REJECTED),
+            events=request_closed(snap, request, "revised", by=by),
         )
     return Change(
         entries=(
@@ -90,13 +92,14 @@ def decision_change(
     """
     if request.kind is RequestKind.TOOL_APPROVAL:
         return _tool_decision(snap, request, decision)
-    verdict = "approved" if decision.approved else "rejected"
+    verdict: Literal["approved", "rejected"] = "approved" if decision.approved else "rejected"
     resolve = (
         RequestResolution(
             request_id=request.id, state=RequestState.DECIDED, decision=verdict, by=decision.by
         ),
     )
     record = DecisionEntry(request_id=request.id, decision=verdict, by=decision.by)
+    closed = request_closed(snap, request, verdict, by=decision.by)
     if request.kind is RequestKind.PLAN_APPROVAL and not decision.approved:
         expires_at, remind_at = request_times(settings)
         question = PendingRequest(
@@ -113,7 +116,7 @@ def decision_change(
             resolve=resolve,
             open_request=question,
             status=lifecycle.waiting(WaitKind.QUESTION),
-            events=(QuestionAsked(request_id=question.id, question=question.prompt),),
+            events=(*closed, QuestionAsked(request_id=question.id, question=question.prompt)),
         )
     if request.kind is RequestKind.PLAN_APPROVAL:
         text = f"Plan v{request.plan_version} was approved by {decision.by.name}. Carry it out now."
@@ -123,19 +126,21 @@ def decision_change(
             resolve=resolve,
             status=lifecycle.RUNNING,
             position=workflow.next(snap.position, Transition.PLAN_APPROVED),
+            events=closed,
         )
     if not decision.approved:  # "stop here" on a turn cap or a failed model call
         return Change(
             entries=(record, StopEntry(by=decision.by)),
             resolve=resolve,
             status=lifecycle.CANCELLED,
-            events=(Stopped(by_name=decision.by.name),),
+            events=(*closed, Stopped(by_name=decision.by.name)),
         )
     return Change(
         entries=(record, *_result(request, f"{decision.by.name} {verdict} this.")),
         tool_calls=complete_control(snap, request.tool_use_id),
         resolve=resolve,
         status=lifecycle.RUNNING,
+        events=closed,
     )
 
 
@@ -169,8 +174,12 @@ def _tool_decision(
     label = verdict if decision.call is None else f"{verdict} call {decision.call}"
     settled = len(targets) == len(pending)
     waiting = snap.status == lifecycle.waiting(WaitKind.TOOL_APPROVAL)
+    entry = DecisionEntry(request_id=request.id, decision=label, by=decision.by, call=decision.call)
+    closed = (
+        request_closed(snap, request, "decided", decided=records, decision=entry) if settled else ()
+    )
     return Change(
-        entries=(DecisionEntry(request_id=request.id, decision=label, by=decision.by), *results),
+        entries=(entry, *results),
         tool_calls=tuple(records),
         guard_pending=tuple(targets),
         resolve=(
@@ -181,6 +190,7 @@ def _tool_decision(
         if settled
         else (),
         status=lifecycle.RUNNING if settled and waiting else None,
+        events=closed,
     )
 
 

@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core import lifecycle, policy
+from core.closing import request_closed, requests_closed
 from core.control_changes import request_times
 from core.decisions import answer_change, decision_change
-from core.errors import ModelError, RequestConflict
+from core.errors import LeaseLost, ModelError, RequestConflict
 from core.faults import NO_FAULTS, Faults
 from core.history import build_messages
 from core.inputs import DecideOutcome, Decision, Reply, Start
@@ -41,6 +42,7 @@ from core.journal import (
     RequestState,
     StopEntry,
     ToolCall,
+    ToolResultEntry,
     UserText,
 )
 from core.lifecycle import Lifecycle, WaitKind
@@ -50,7 +52,9 @@ from core.run_events import (
     ContinueAsked,
     Expired,
     ProgressNote,
+    Refused,
     Reminder,
+    RunEvent,
     RunFailed,
     RunStats,
     Stopped,
@@ -110,18 +114,46 @@ class Engine:
         self._workflow = workflow
         self._settings = settings or EngineSettings()
         self._faults = faults
+        self._suspended = False
         self._tools = ToolRunner(
             journal=journal,
             toolbox=toolbox,
             settings=self._settings,
             tool_policy=tool_policy or policy.default_policy(),
             faults=faults,
+            suspended=lambda: self._suspended,
         )
 
     @property
     def workflow(self) -> Workflow:
         """The workflow new conversations start in."""
         return self._workflow
+
+    def suspend(self) -> None:
+        """Start no new step: each run ends after the step it is in (the process stops).
+
+        A model call or tool call in flight finishes and commits its result; the
+        run then returns, leaving the conversation ``running``, so the next start
+        goes on from the store (:meth:`run`). There is no way back: build a new
+        engine to run again.
+        """
+        self._suspended = True
+
+    async def interrupt(self, conversation_id: str, reason: str) -> int:
+        """Record the calls still running as ``interrupted`` after their run was cancelled.
+
+        For a shutdown that could not wait for a command (the caller cancelled the
+        run's task, which killed the command): each running call gets its one
+        result saying ``reason``, and the conversation stays ``running``; the next
+        start goes on and the model reads the results. Returns how many calls.
+        """
+        snap = await self._journal.load(conversation_id)
+        closing = self._tools.interrupt_running(snap, reason)
+        if closing.records:
+            await self._journal.commit(
+                conversation_id, Change(entries=closing.results, tool_calls=closing.records)
+            )
+        return len(closing.records)
 
     # --- inputs ------------------------------------------------------------------
 
@@ -160,7 +192,7 @@ class Engine:
             return
         request = snap.open_requests[-1] if snap.open_requests else None
         if request is not None and request.kind in (RequestKind.RETRY, RequestKind.CONTINUE):
-            await self._go_on(conversation_id, request, reply, inbox)
+            await self._go_on(conversation_id, snap, request, reply, inbox)
             return
         if request is None or request.kind is RequestKind.TOOL_APPROVAL:
             await self._note(conversation_id, reply)
@@ -176,11 +208,21 @@ class Engine:
         await self.run(conversation_id, inbox)
 
     async def _go_on(
-        self, conversation_id: str, request: PendingRequest, reply: Reply, inbox: Inbox | None
+        self,
+        conversation_id: str,
+        snap: ConversationSnapshot,
+        request: PendingRequest,
+        reply: Reply,
+        inbox: Inbox | None,
     ) -> None:
-        """A reply to "retry?" / "go on?": the requester or an approver goes on."""
+        """A reply to "retry?" / "go on?": the requester or an approver goes on.
+
+        Anyone else's reply is kept as a note and answered in the thread with the
+        words a reaction of theirs gets (:class:`Refused`); the request stays open.
+        """
         if not reply.may_continue:
-            await self._note(conversation_id, reply)
+            refused = Refused(action="decide", by_name=reply.author.name)
+            await self._note(conversation_id, reply, events=(refused,))
             return
         note = UserText(author=reply.author, text=reply.text, role="note")
         change = Change(
@@ -195,6 +237,7 @@ class Engine:
             ),
             status=lifecycle.RUNNING,
             handled=_keys(reply),
+            events=request_closed(snap, request, "approved", by=reply.author),
         )
         try:
             await self._journal.commit(conversation_id, change)
@@ -203,9 +246,13 @@ class Engine:
             return
         await self.run(conversation_id, inbox)
 
-    async def _note(self, conversation_id: str, reply: Reply) -> None:
+    async def _note(
+        self, conversation_id: str, reply: Reply, events: tuple[RunEvent, ...] = ()
+    ) -> None:
         note = UserText(author=reply.author, text=reply.text, role="note")
-        await self._journal.commit(conversation_id, Change(entries=(note,), handled=_keys(reply)))
+        await self._journal.commit(
+            conversation_id, Change(entries=(note,), handled=_keys(reply), events=events)
+        )
 
     async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
         """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
@@ -257,6 +304,7 @@ class Engine:
                 ),
                 status=lifecycle.CANCELLED,
                 events=(
+                    *requests_closed(snap, snap.open_requests, "stopped", by=by),
                     Stopped(
                         by_name=by_name,
                         cancelled_calls=closing.cancelled,
@@ -301,7 +349,10 @@ class Engine:
                         for r in snap.open_requests
                     ),
                     status=lifecycle.CANCELLED,
-                    events=(Expired(request_id=request_id),),
+                    events=(
+                        *requests_closed(snap, snap.open_requests, "expired"),
+                        Expired(request_id=request_id),
+                    ),
                 ),
             )
         except RequestConflict:
@@ -316,9 +367,13 @@ class Engine:
         A failure inside threadbot (not the model's: those end the run with their
         own message) ends the run ``failed`` with a message in the thread, so a
         conversation is never left ``running`` with no one working on it.
+        :class:`core.errors.LeaseLost` is raised as is: another process runs the
+        conversation now, and this one must write nothing more.
         """
         try:
             await self._turns(conversation_id, inbox)
+        except LeaseLost:
+            raise  # another process runs the conversation now: write nothing more
         except Exception as exc:
             log.exception("conversation %s: the run failed", conversation_id)
             try:
@@ -328,6 +383,8 @@ class Engine:
 
     async def _turns(self, conversation_id: str, inbox: Inbox | None) -> None:
         for _turn in range(self._settings.max_turns):
+            if self._suspended:
+                return
             snap = await self._journal.load(conversation_id)
             if snap.status.lifecycle is not Lifecycle.RUNNING:
                 return
@@ -340,6 +397,8 @@ class Engine:
             if snap.status.lifecycle is not Lifecycle.RUNNING:
                 return
             snap = await self._take_notes(conversation_id, snap, inbox)
+            if self._suspended:
+                return
             try:
                 turn = await self._model_turn(snap)
             except ModelError as exc:
@@ -423,12 +482,13 @@ class Engine:
             )
             return TurnOutcome.DONE
         records, denials = self._tools.admit(turn, snap.last_seq + 1, snap, self._workflow)
+        notes = (ProgressNote(text=turn.text),) if turn.text else ()
         await self._journal.commit(
             conversation_id,
             Change(
                 entries=(turn, *denials),
                 tool_calls=records,
-                events=(ProgressNote(text=turn.text),) if turn.text else (),
+                events=(*notes, *_denial_notes(turn, denials)),
             ),
         )
         self._faults.hit("after_model_response")
@@ -492,6 +552,20 @@ class Engine:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _denial_notes(
+    turn: AssistantTurn, denials: Sequence[ToolResultEntry]
+) -> tuple[ProgressNote, ...]:
+    """A progress note per call refused at once (the policy, or a tool not offered)."""
+    calls = {call.id: call for call in turn.tool_calls}
+    return tuple(
+        ProgressNote(
+            text=f"{policy.summarize_call(call.name, call.input)} was not run: {denial.content}"
+        )
+        for denial in denials
+        if (call := calls.get(denial.tool_use_id)) is not None
+    )
 
 
 def _keys(message: Start | Reply) -> tuple[str, ...]:

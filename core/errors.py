@@ -8,7 +8,9 @@ The tree::
     ├── ToolError         a tool could not do what was asked (bad input, path outside
     │                     the workspace, timeout); becomes an error tool result
     ├── ConversationNotFound
-    └── RequestConflict   a pending request was decided or closed meanwhile
+    ├── RequestConflict   a pending request was decided or closed meanwhile
+    └── LeaseLost         a run's commit was refused: another process runs the
+                          conversation now (fencing); nothing was written
 
 Control flow (a plan to approve, a question to answer, a stop) is not an
 exception: a run ends by returning, and a stop is a cancelled task.
@@ -46,4 +48,14 @@ class RequestConflict(CoreError):
 
     The store raises it from ``Journal.commit`` and applies nothing of the change;
     it is how compare-and-set decisions tell the second decider "already decided".
+    """
+
+
+class LeaseLost(CoreError):
+    """The journal refused a run's commit: this process no longer holds the conversation.
+
+    Raised by ``Journal.commit`` for a commit made under a lease that another
+    process has taken over since (it was paused or cut off past the lease's
+    expiry). Nothing of the change was written; the run must end at once, without
+    writing anything else (the other process carries the conversation on).
     """

@@ -97,13 +97,18 @@ class ToolResultEntry(BaseModel):
 
 
 class DecisionEntry(BaseModel):
-    """A person decided a pending request (for the record; the model sees the result)."""
+    """A person decided a pending request (for the record; the model sees the result).
+
+    ``call``: for a tool approval decided call by call, the call's number (from 1);
+    None when the decision was about every call still undecided (or no calls).
+    """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["decision"] = "decision"
     request_id: str
     decision: str
     by: Person
+    call: int | None = None
 
 
 class StopEntry(BaseModel):

@@ -271,7 +271,7 @@ class ToolPolicy(BaseModel):
         try:
             return cls.model_validate({**data, "rules": rules})
         except ValidationError as exc:
-            raise ValueError(f"policy: {_errors(exc)}") from exc
+            raise ValueError(_errors(exc, "policy")) from exc
 
 
 def default_policy() -> ToolPolicy:
@@ -375,31 +375,32 @@ def _rule_from_table(index: int, table: object, known: frozenset[str] | None) ->
     if not isinstance(table, Mapping):
         raise ValueError(f"{where} must be a table")
     if "tool" not in table:
-        raise ValueError(f'{where} has no `tool`: give a tool name or "*"')
+        raise ValueError(f'{where}.tool: missing; give a tool name or "*"')
     if "decision" not in table:
-        raise ValueError(f"{where} has no `decision`: use allow, deny or ask")
+        raise ValueError(f"{where}.decision: missing; use allow, deny or ask")
     if table["decision"] not in tuple(Decision):
         raise ValueError(
-            f"{where} has an unknown decision {table['decision']!r}: use allow, deny or ask"
+            f"{where}.decision: unknown decision {table['decision']!r}; use allow, deny or ask"
         )
     tool = table["tool"]
     if known is not None and isinstance(tool, str) and tool.strip() and tool not in known | {"*"}:
         names = ", ".join(sorted(known)) or "none"
-        raise ValueError(f"{where}: no tool called {tool!r}; known: {names}")
+        raise ValueError(f"{where}.tool: no tool called {tool!r}; known: {names}")
     try:
         return Rule.model_validate(table)
     except ValidationError as exc:
-        raise ValueError(f"{where}: {_errors(exc)}") from exc
+        raise ValueError(_errors(exc, where)) from exc
 
 
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(_error(error["loc"], error["msg"]) for error in exc.errors())
+def _errors(exc: ValidationError, where: str) -> str:
+    return "; ".join(_error(where, error["loc"], error["msg"]) for error in exc.errors())
 
 
-def _error(loc: tuple[int | str, ...], message: str) -> str:
-    """``tool: must not be empty``; a whole-table error without a location."""
+def _error(where: str, loc: tuple[int | str, ...], message: str) -> str:
+    """``policy.rules[1].tool: must not be empty``; a whole-table error at ``where``."""
     message = message.removeprefix("Value error, ")
-    return f"{'.'.join(str(part) for part in loc)}: {message}" if loc else message
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    return f"{where}{path}: {message}"
 
 
 def _one_line(text: str) -> str:

@@ -3,7 +3,8 @@
 The hub renders each into chat actions (``conversations.render``). Milestones
 (plan, question, approval request, answer, failure, stop) are always their own
 reply; progress notes are batched or shown in one status reply (DESIGN.md,
-"Progress notes").
+"Progress notes"). A closed request (:class:`RequestClosed`) is no new reply: it
+edits the request's own message.
 """
 
 from __future__ import annotations
@@ -127,6 +128,61 @@ class Stopped(_Frozen):
     interrupted_calls: int = 0
 
 
+class Refused(_Frozen):
+    """Someone who may not ``action`` (decide or stop) tried; the thread is told, nothing changed.
+
+    The engine emits it for a bystander's reply to a retry or go-on request (the
+    hub answers reactions and buttons with the same words itself).
+    """
+
+    kind: Literal["refused"] = "refused"
+    action: Literal["decide", "stop"]
+    by_name: str
+
+
+class CallOutcome(_Frozen):
+    """How one call of a tool approval ended: its number (from 1), verdict and who gave it.
+
+    ``undecided``: nobody decided the call before the request was stopped or expired
+    (``by_name`` is None then).
+    """
+
+    number: int
+    outcome: Literal["allowed", "denied", "undecided"]
+    by_name: str | None = None
+
+
+class RequestClosed(_Frozen):
+    """A request whose message asks for a decision was closed: that message is edited.
+
+    Emitted in the change that resolves the request, so the edit is written with
+    the resolution (``conversations.render``). Requests with such a message are
+    ``request``: a plan, a tool approval, a go-on (turn cap) or a retry request; a
+    question invites a reply, not a decision, and its message is left as it is.
+
+    ``outcome``:
+
+    - ``approved`` / ``rejected``: ``by_name`` decided (for go-on and retry: go on
+      or stop here);
+    - ``revised``: ``by_name`` replied to the plan with a change to make;
+    - ``replaced``: plan version ``replaced_by`` took the open plan's place;
+    - ``decided``: every call of a tool approval was decided, as ``calls`` say;
+    - ``stopped``: ``by_name`` stopped the run; ``expired``: it waited too long.
+
+    ``plan_version`` is the plan's version; ``calls`` (tool approvals only) how
+    each call stands, also when the request was stopped or expired.
+    """
+
+    kind: Literal["request_closed"] = "request_closed"
+    request_id: str
+    request: Literal["plan", "tool_approval", "continue", "retry"]
+    outcome: Literal["approved", "rejected", "revised", "replaced", "decided", "stopped", "expired"]
+    by_name: str | None = None
+    plan_version: int | None = None
+    replaced_by: int | None = None
+    calls: tuple[CallOutcome, ...] = ()
+
+
 RunEvent = Annotated[
     ProgressNote
     | PlanProposed
@@ -137,6 +193,8 @@ RunEvent = Annotated[
     | Answered
     | RunFailed
     | ContinueAsked
-    | Stopped,
+    | Stopped
+    | Refused
+    | RequestClosed,
     Field(discriminator="kind"),
 ]

@@ -8,7 +8,9 @@ a turn resumed after a crash and a turn resumed after a person's decision take
 the same path (DESIGN.md, "Durability and exactly-once"):
 
 - a call with a result is never run again;
-- ``approved`` calls run; consecutive read-only ones run concurrently;
+- ``approved`` calls run; consecutive read-only ones run concurrently; the policy
+  is checked again just before each one runs, and a ``deny`` now (new settings, a
+  restart with other rules) ends it ``denied`` with the reason as its result;
 - a call found ``running`` (the process died while it ran) is run again if it is
   read-only, and becomes ``unknown`` if it mutates: the model is told to check;
 - ``pending_approval`` calls share one tool approval request; the allowed calls
@@ -58,11 +60,16 @@ log = logging.getLogger(__name__)
 
 
 class TurnOutcome(StrEnum):
-    """After a turn's tools: call the model again, wait for a person, or the run is done."""
+    """After a turn's tools: call the model again, wait for a person, or the run is done.
+
+    ``SUSPENDED``: the process is shutting down; the run ends here and goes on from
+    the store at the next start (the conversation stays ``running``).
+    """
 
     CONTINUE = "continue"
     WAIT = "wait"
     DONE = "done"
+    SUSPENDED = "suspended"
 
 
 @dataclass(frozen=True)
@@ -86,12 +93,15 @@ class ToolRunner:
         settings: EngineSettings,
         tool_policy: policy.ToolPolicy,
         faults: Faults = NO_FAULTS,
+        suspended: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``suspended()`` True means: start no new tool call (the process is stopping)."""
         self._journal = journal
         self._toolbox = toolbox
         self._settings = settings
         self._policy = tool_policy
         self._faults = faults
+        self._suspended = suspended
 
     # --- a new turn --------------------------------------------------------------
 
@@ -163,7 +173,10 @@ class ToolRunner:
                 continue
             runnable = [r for r in records if _runnable(r)]
             if runnable:
-                await self._run_batch(conversation_id, snap, runnable)
+                if self._suspended():
+                    return TurnOutcome.SUSPENDED
+                mutating = workflow.position(snap.position).mutating
+                await self._run_batch(conversation_id, snap, runnable, plan_approved=mutating)
                 continue
             if gated:
                 if await self._wait_for_approval(conversation_id, gated):
@@ -176,7 +189,12 @@ class ToolRunner:
             return await self._control(conversation_id, snap, control, workflow, stats)
 
     async def _run_batch(
-        self, conversation_id: str, snap: ConversationSnapshot, runnable: Sequence[ToolCallRecord]
+        self,
+        conversation_id: str,
+        snap: ConversationSnapshot,
+        runnable: Sequence[ToolCallRecord],
+        *,
+        plan_approved: bool,
     ) -> None:
         first = runnable[0]
         if first.state is ToolState.RUNNING and not first.read_only:
@@ -195,13 +213,29 @@ class ToolRunner:
                 if not record.read_only:
                     break
                 batch.append(record)
-        await asyncio.gather(*(self._run_call(conversation_id, snap, r) for r in batch))
+        calls = [
+            asyncio.ensure_future(self._run_call(conversation_id, snap, r, plan_approved))
+            for r in batch
+        ]
+        try:
+            await asyncio.gather(*calls)
+        except BaseException:  # a refused commit or a stop: no call outlives its batch
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
+            raise
 
     async def _run_call(
-        self, conversation_id: str, snap: ConversationSnapshot, record: ToolCallRecord
+        self,
+        conversation_id: str,
+        snap: ConversationSnapshot,
+        record: ToolCallRecord,
+        plan_approved: bool,
     ) -> None:
         tool = self._toolbox.get(record.name)
         assert tool is not None  # admitted calls name known tools
+        if await self._denied_now(conversation_id, record, plan_approved):
+            return
         await self._journal.commit(
             conversation_id,
             Change(tool_calls=(record.model_copy(update={"state": ToolState.RUNNING}),)),
@@ -229,6 +263,35 @@ class ToolRunner:
             conversation_id, record, output, step=step if isinstance(step, str) else None
         )
         self._faults.hit("after_tool_result")
+
+    async def _denied_now(
+        self, conversation_id: str, record: ToolCallRecord, plan_approved: bool
+    ) -> bool:
+        """Check the policy again as the call is about to run; a ``deny`` ends it ``denied``.
+
+        The policy may have changed since the call was admitted or approved (new
+        settings, a restart with other rules). Only ``deny`` stops it here: an
+        ``ask`` was answered already (a person approved the call, or the policy
+        allowed it when the turn came), and asking again would reopen a decided
+        request. The model reads the reason in the call's result.
+        """
+        verdict = self._policy.check(
+            tool_name=record.name,
+            read_only=record.read_only,
+            arguments=record.input,
+            plan_approved=plan_approved,
+        )
+        if verdict.decision is not policy.Decision.DENY:
+            return False
+        log.info("%s: %s denied before it ran (%s)", conversation_id, record.name, verdict.rule)
+        summary = policy.summarize_call(record.name, record.input)
+        output = ToolOutput(
+            content=f"Denied by policy before it ran: {verdict.reason}",
+            note=f"{summary} was not run: {verdict.reason}",
+            is_error=True,
+        )
+        await self._finish_call(conversation_id, record, output, state=ToolState.DENIED)
+        return True
 
     async def _finish_call(
         self,
@@ -354,6 +417,26 @@ class ToolRunner:
             results.append(ToolResultEntry(tool_use_id=call.id, content=text, is_error=True))
             records.append(record.model_copy(update={"state": state}))
         return Closing(tuple(results), tuple(records), cancelled, interrupted)
+
+    def interrupt_running(self, snap: ConversationSnapshot, reason: str) -> Closing:
+        """An ``interrupted`` result and record for every call that was running.
+
+        For a process that stops while a command runs (``reason`` says why): the
+        conversation stays ``running``, and the next start goes on with the model
+        reading these results. Calls not yet started are left to run then.
+        """
+        results: list[ToolResultEntry] = []
+        records: list[ToolCallRecord] = []
+        for call, record in _all_open(snap, self._read_only):
+            if record.state is not ToolState.RUNNING or call.name in CONTROL_TOOLS:
+                continue
+            text = (
+                f"Interrupted while it ran: {reason}. Its effects may be partial; check "
+                "the workspace before retrying it."
+            )
+            results.append(ToolResultEntry(tool_use_id=call.id, content=text, is_error=True))
+            records.append(record.model_copy(update={"state": ToolState.INTERRUPTED}))
+        return Closing(tuple(results), tuple(records), 0, len(records))
 
     def _read_only(self, name: str) -> bool:
         tool = self._toolbox.get(name)

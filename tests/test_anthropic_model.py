@@ -214,6 +214,22 @@ async def test_overload_and_server_errors_are_retryable(
     assert len(server.requests) == 1
 
 
+async def test_a_failure_is_logged_with_its_status_type_and_host(
+    server: FakeAnthropicServer, model_for: MakeModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.add(ApiError.overloaded())
+
+    with caplog.at_level("WARNING", logger="core.anthropic_model"), pytest.raises(ModelError):
+        await collect(model_for(server, max_retries=0), ask())
+
+    (record,) = [r for r in caplog.records if r.name == "core.anthropic_model"]
+    assert record.levelname == "WARNING"
+    message = record.getMessage()
+    assert "at 127.0.0.1 failed: The model API is overloaded" in message
+    assert "(HTTP 529, overloaded_error)" in message
+    assert "test-key" not in message
+
+
 async def test_bad_request_is_not_retryable(
     server: FakeAnthropicServer, model_for: MakeModel
 ) -> None:

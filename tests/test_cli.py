@@ -46,7 +46,9 @@ def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
     env = {"THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
     result = _run(tmp_path, env, "", "db", "upgrade")
     assert result.returncode == 0, result.stderr
-    assert "database at revision 0003" in result.stdout
+    versions = ROOT / "conversations" / "migrations" / "versions"
+    head = max(p.name[:4] for p in versions.glob("[0-9]*.py"))
+    assert f"database at revision {head}" in result.stdout
 
     import sqlite3
 
@@ -65,20 +67,51 @@ def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
     assert mode == "wal"
 
 
-def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
-    result = _run(tmp_path, {"THREADBOT_PROGRESS_MODE": "loud"}, "")
+def test_bad_settings_name_the_variable_the_reason_and_the_allowed_values(
+    tmp_path: Path,
+) -> None:
+    url = "mysql+aiomysql://bot:hunter2@db.internal/threadbot"
+    env = {"THREADBOT_PROGRESS_MODE": "loud", "THREADBOT_DATABASE_URL": url}
+    result = _run(tmp_path, env, "")
     assert result.returncode == 2
-    assert "progress_mode" in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "threadbot: bad settings:"
+    assert "  THREADBOT_PROGRESS_MODE ('loud'): must be one of 'replies' or 'status'" in lines
+    assert any(
+        line.startswith("  THREADBOT_DATABASE_URL ('mysql+aiomysql://bot:***@db.internal/")
+        and "its driver is not installed (aiomysql)" in line
+        for line in lines
+    ), lines
+    assert "hunter2" not in result.stderr
+    assert "pydantic" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_bad_key_in_threadbot_toml_is_named_by_its_dotted_path(tmp_path: Path) -> None:
+    (tmp_path / "threadbot.toml").write_text(
+        "max_turns = 0\n"
+        "[policy]\n"
+        '[[policy.rules]]\ntool = "run_command"\ndecision = "ask"\n'
+        '[[policy.rules]]\ntool = "run_comand"\ndecision = "deny"\n'
+    )
+    result = _run(tmp_path, {}, "")
+    assert result.returncode == 2
+    assert "  threadbot.toml: max_turns (0): must be greater than 0" in result.stderr
+    (tmp_path / "threadbot.toml").write_text(
+        '[policy]\n[[policy.rules]]\ntool = "run_comand"\ndecision = "deny"\n'
+    )
+    result = _run(tmp_path, {}, "")
+    assert result.returncode == 2
+    assert "  threadbot.toml: policy.rules[0].tool: no tool called 'run_comand'" in result.stderr
 
 
 @pytest.mark.parametrize(
     ("variable", "value", "said"),
     [
         ("THREADBOT_APROVERS", "alice", "unknown settings: THREADBOT_APROVERS"),
-        ("THREADBOT_LOG_LEVEL", "LOUD", "log_level"),
+        ("THREADBOT_LOG_LEVEL", "LOUD", "THREADBOT_LOG_LEVEL ('LOUD'): use DEBUG, INFO"),
         ("THREADBOT_DATABASE_URL", "sqlite:///x.db", "use an async driver"),
         ("THREADBOT_CONFIG", "/nonexistent.toml", "not a file"),
-        ("THREADBOT_STOP_COMMAND", "", "stop_command"),
+        ("THREADBOT_STOP_COMMAND", "", "THREADBOT_STOP_COMMAND (''): must be one word"),
         ("THREADBOT_FAULT", "after_lunch", "unknown fault point"),
         ("THREADBOT_APPROVE_REACTIONS", "x,white_check_mark", "in both approve_reactions"),
         ("THREADBOT_APPROVE_REACTIONS", "", "at least one reaction"),
@@ -146,29 +179,27 @@ def test_db_upgrade_of_a_file_that_is_no_database_is_a_clear_error(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
-def test_sigterm_kills_the_running_command_and_exits(tmp_path: Path) -> None:
+def _console_with_a_long_command(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """The console running ``sleep 30`` after an approved plan; the process and the pid file."""
     import json
-    import signal
     import sqlite3
     import time
 
     script = tmp_path / "script.json"
+    command = {"command": "echo $$ > pid; sleep 30; touch late"}
     script.write_text(
         json.dumps(
             [
                 {"calls": [{"name": "propose_plan", "input": {"steps": ["wait"]}}]},
-                {
-                    "calls": [
-                        {
-                            "name": "run_command",
-                            "input": {"command": "echo $$ > pid; sleep 30; touch late"},
-                        }
-                    ]
-                },
+                {"calls": [{"name": "run_command", "input": command}]},
             ]
         )
     )
-    env = _env(tmp_path) | {"THREADBOT_MODEL_SCRIPT": str(script), "THREADBOT_CONSOLE_WAIT": "no"}
+    env = _env(tmp_path) | {
+        "THREADBOT_MODEL_SCRIPT": str(script),
+        "THREADBOT_CONSOLE_WAIT": "no",
+        "THREADBOT_SHUTDOWN_GRACE": "0.5",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "run"],
         stdin=subprocess.PIPE,
@@ -202,15 +233,53 @@ def test_sigterm_kills_the_running_command_and_exits(tmp_path: Path) -> None:
         time.sleep(0.1)
         pid_files = list((tmp_path / ".threadbot" / "workspaces").glob("*/pid"))
     assert pid_files, proc.stdout
-    pid = int(pid_files[0].read_text())
+    return proc, pid_files[0]
 
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=20) == 143
+
+def _assert_interrupted(tmp_path: Path, pid_file: Path) -> None:
+    """The command's process is gone, it never finished, and its call is ``interrupted``."""
+    import sqlite3
+
+    pid = int(pid_file.read_text())
     assert (
         not Path(f"/proc/{pid}").exists()
         or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
     )
-    assert not (pid_files[0].parent / "late").exists()
+    assert not (pid_file.parent / "late").exists()
+    with sqlite3.connect(tmp_path / ".threadbot" / "threadbot.db") as conn:
+        states = conn.execute("select state from tool_calls where name = 'run_command'")
+        assert states.fetchall() == [("interrupted",)]
+
+
+def test_sigterm_kills_the_running_command_after_the_grace_and_exits_0(tmp_path: Path) -> None:
+    import signal
+
+    proc, pid_file = _console_with_a_long_command(tmp_path)
+
+    proc.send_signal(signal.SIGTERM)
+
+    assert proc.wait(timeout=20) == 0
+    _assert_interrupted(tmp_path, pid_file)
+
+
+def test_quit_while_a_run_works_says_it_waits_and_ctrl_c_leaves_cleanly(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    proc, pid_file = _console_with_a_long_command(tmp_path)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("/quit\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + 20
+    line = ""
+    while "still working" not in line and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+    assert "1 conversation is still working" in line and "Press Ctrl-C to leave now" in line
+
+    proc.send_signal(signal.SIGINT)
+
+    assert proc.wait(timeout=20) == 0
+    _assert_interrupted(tmp_path, pid_file)
 
 
 async def test_threadbot_run_connects_to_slack_when_a_token_is_set(tmp_path: Path) -> None:
@@ -232,6 +301,32 @@ async def test_threadbot_run_connects_to_slack_when_a_token_is_set(tmp_path: Pat
         assert [c.method for c in api.calls][:1] == ["auth.test"]
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_a_refused_slack_token_is_a_start_error_naming_slack(tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.fakes.slack_api import FakeSlackApi
+
+    async with FakeSlackApi() as api:
+        api.fail("auth.test", "invalid_auth")
+        env = _env(tmp_path) | {
+            "SLACK_BOT_TOKEN": "xoxb-revoked",
+            "SLACK_SIGNING_SECRET": "test-secret",
+            "SLACK_API_URL": api.base_url,
+            "THREADBOT_SLACK_HOST": "127.0.0.1",
+            "THREADBOT_SLACK_PORT": "0",
+        }
+        proc, line = await _start_run(tmp_path, env)
+        assert line == b""  # never connected
+        assert await asyncio.wait_for(proc.wait(), 30) == 2
+        assert proc.stderr is not None
+        stderr = (await proc.stderr.read()).decode()
+    assert any(
+        line.startswith("threadbot: could not start slack: ") for line in stderr.splitlines()
+    )
+    assert "invalid_auth" in stderr and "Traceback" not in stderr
+    assert "xoxb-revoked" not in stderr
 
 
 async def test_threadbot_run_connects_to_discord_when_a_token_is_set(tmp_path: Path) -> None:

@@ -231,10 +231,11 @@ def test_a_crash_after_the_platform_accepted_a_message_posts_no_second_one(tmp_p
 
     second = bot.run("+✅ 2\n")
     assert second.returncode == 0, second.stderr
-    assert "📋 Plan (v1)" not in second.stdout  # the redelivery was recognised
-    assert bot.query("select platform_message_id from outbox where request_id is not null") == [
-        ("2",)
-    ]
+    assert "threadbot: 📋 Plan (v1)" not in second.stdout  # the redelivery was recognised
+    assert "[2] ↳1 threadbot (edited): ✅ Approved by" in second.stdout  # edited, not reposted
+    assert bot.query(
+        "select purpose, platform_message_id from outbox where request_id is not null"
+    ) == [("milestone", "2"), ("closed", "2")]
     assert "✅ Hello!" in second.stdout  # and the approval found the plan message
 
 

@@ -271,9 +271,13 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
             ("POST", f"/channels/{thread}/messages"),  # the plan
             ("PUT", f"/channels/{thread}/messages/{plan_id}/reactions/✅/@me"),
             ("PUT", f"/channels/{thread}/messages/{plan_id}/reactions/❌/@me"),
+            ("PATCH", f"/channels/{thread}/messages/{plan_id}"),  # the plan shows the approval
             ("POST", f"/channels/{thread}/messages"),  # the question
             ("POST", f"/channels/{thread}/messages"),  # the answer
         ]
+        decided = g.fake.messages[plan_id]  # as Discord holds it now
+        assert decided["content"].startswith("✅ Approved by Alice (plan v1)\n📋 Plan (v1)\n")
+        assert buttons(decided) == {}
         created = g.calls()[0]
         assert created.json["name"] == "please fix the flaky login test"
         posts = [c for c in g.calls() if c.method == "POST"][1:]

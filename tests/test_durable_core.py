@@ -362,6 +362,11 @@ async def test_a_denied_call_never_runs_and_the_model_is_told_why(
     result = model.requests[-1].messages[-1]["content"][0]
     assert result["is_error"] and result["content"] == "Denied by policy: deploys go through CI"
     assert snap.status.lifecycle is Lifecycle.DONE
+    assert any(
+        line.startswith("⏳ `make deploy; touch ")
+        and line.endswith("` was not run: Denied by policy: deploys go through CI")
+        for line in chat.said()
+    )
 
 
 async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> None:
@@ -439,14 +444,15 @@ async def test_a_lease_held_by_another_instance_holds_the_run_back(make_app) -> 
     await app.start()
     await chat.mention("go")
     conversation_id = (await chat.snapshot()).id
-    assert await app.store.acquire_lease(conversation_id, "other-instance", ttl=60)
+    other = await app.store.acquire_lease(conversation_id, "other-instance", ttl=60)
+    assert other is not None
 
     await chat.reply("this one", settle=False)
     await asyncio.sleep(0.3)
     assert len(model.requests) == 1  # the other instance holds the conversation
-    assert not await app.store.acquire_lease(conversation_id, "third-instance", ttl=60)
+    assert await app.store.acquire_lease(conversation_id, "third-instance", ttl=60) is None
 
-    await app.store.release_lease(conversation_id, "other-instance")
+    assert await app.store.release_lease(other)
     await app.hub.settled()
     assert len(model.requests) == 2
     assert (await chat.snapshot()).status.lifecycle is Lifecycle.DONE
@@ -638,7 +644,7 @@ async def test_the_turn_cap_asks_to_go_on_and_stop_here_ends_it(settings, make_a
     chat, model = await approved_chat(make_app, [*looping, ScriptedTurn(text="Finally.")])
 
     assert str((await chat.snapshot()).status) == "waiting(continue)"
-    assert "⏸ I've used 2 model turns on this without finishing." in chat.out.getvalue()
+    assert "⏸ I've used 2 model turns on this without finishing — react" in chat.out.getvalue()
     await chat.react(chat.bot_message("⏸"))  # go on: two more turns, then the cap again
     await chat.app.hub.settled()
     assert str((await chat.snapshot()).status) == "waiting(continue)"

@@ -403,10 +403,10 @@ def test_an_empty_table_is_the_default_policy() -> None:
     [
         (
             {"rules": [{"tool": "x", "decision": "block"}]},
-            "policy.rules[0] has an unknown decision",
+            "policy.rules[0].decision: unknown decision",
         ),
-        ({"rules": [{"decision": "deny"}]}, "policy.rules[0] has no `tool`"),
-        ({"rules": [{"tool": "x"}]}, "policy.rules[0] has no `decision`"),
+        ({"rules": [{"decision": "deny"}]}, "policy.rules[0].tool: missing"),
+        ({"rules": [{"tool": "x"}]}, "policy.rules[0].decision: missing"),
         (
             {"rules": [{"tool": "x", "decision": "deny"}, {"tool": "x", "decision": "maybe"}]},
             "policy.rules[1]",
@@ -447,7 +447,7 @@ def test_a_rule_for_an_unknown_tool_is_refused_when_the_tools_are_known() -> Non
     with pytest.raises(ValueError) as caught:
         ToolPolicy.from_toml_table(table, known_tools=KNOWN_TOOLS)
     assert str(caught.value) == (
-        "policy.rules[0]: no tool called 'run_comand'; "
+        "policy.rules[0].tool: no tool called 'run_comand'; "
         "known: edit_file, list_files, read_file, run_command, write_file"
     )
 

@@ -5,23 +5,22 @@ Alice mentions the bot in C0PROJ0001; the bot answers in the thread with a plan
 reaction (HTTP) or the Approve button (Socket Mode); the model asks a question,
 she answers in the thread, the final answer comes. Around that story: the ack
 before the model, duplicates and retries, the bot's own echoes, a person who
-may not approve, ``/stop`` and the stop word, a rate-limited status line, and a
-long answer. Each test asserts what the fake Slack received and what the store
-holds (:mod:`tests.slack_harness` speaks for the people).
+may not approve, ``/stop`` and the stop word, and a long answer (rate limits and
+the status line under them: ``tests/test_delivery_slack.py``). Each test asserts
+what the fake Slack received and what the store holds (:mod:`tests.slack_harness`
+speaks for the people).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import aiohttp
 import pytest
 
 from adapters.slack.outbound import escape, render
-from conversations.errors import RateLimited
-from conversations.events import PlatformRef, PostReply, UpdateMessage
+from conversations.events import PlatformRef, PostReply
 from core.journal import RequestState
 from core.lifecycle import Lifecycle
 from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
@@ -61,9 +60,13 @@ def story() -> ScriptedModel:
 
 
 def where(call) -> tuple[str, str, str | None]:
-    """``(method, channel, thread_ts or the reacted message ts)`` of a recorded call."""
+    """``(method, channel, thread_ts or the reacted or edited message ts)`` of a recorded call."""
     args = call.args
-    return call.method, args.get("channel"), args.get("thread_ts") or args.get("timestamp")
+    return (
+        call.method,
+        args.get("channel"),
+        args.get("thread_ts") or args.get("timestamp") or args.get("ts"),
+    )
 
 
 def answered(text: str) -> str:
@@ -136,9 +139,14 @@ async def test_the_story_over_http(settings) -> None:
             ("chat.postMessage", CHANNEL, root),  # the plan
             ("reactions.add", CHANNEL, plan_message["ts"]),
             ("reactions.add", CHANNEL, plan_message["ts"]),
+            ("chat.update", CHANNEL, plan_message["ts"]),  # the plan shows who approved it
             ("chat.postMessage", CHANNEL, root),  # the question
             ("chat.postMessage", CHANNEL, root),  # the answer
         ]
+        decided = ws.api.message(CHANNEL, plan_message["ts"])
+        assert decided is not None
+        assert decided["text"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
+        assert plan_buttons(decided) == {}
         assert [c.response["ts"] for c in ws.calls("chat.postMessage")] == [
             plan_message["ts"],
             ask["ts"],
@@ -176,6 +184,7 @@ async def test_the_story_over_socket_mode_approved_by_the_button(settings) -> No
             ("chat.postMessage", CHANNEL, root),
             ("reactions.add", CHANNEL, plan_message["ts"]),
             ("reactions.add", CHANNEL, plan_message["ts"]),
+            ("chat.update", CHANNEL, plan_message["ts"]),  # Approved by Alice, no buttons
             ("chat.postMessage", CHANNEL, root),
             ("chat.postMessage", CHANNEL, root),
         ]
@@ -286,8 +295,14 @@ async def test_duplicates_retries_echoes_and_outsiders_change_nothing(settings, 
         await ws.deliver("events_api", approval, retry=1)
         await ws.settle()
         assert len(model.requests) == 2
-        finals = [t for t in ws.api.posted_texts(CHANNEL, root) if t.startswith("✅")]
+        finals = [
+            m["text"]
+            for m in ws.posts(root)
+            if m["ts"] != plan_message["ts"] and m["text"].startswith("✅")
+        ]
         assert [answered(t) for t in finals] == ["Done once."]
+        [edit] = ws.calls("chat.update")  # one decision, one edit of the plan
+        assert edit.args["text"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n")
         assert (await ws.snapshot(root)).status.lifecycle is Lifecycle.DONE
         assert "already decided" not in " ".join(ws.api.posted_texts(CHANNEL))
 
@@ -368,56 +383,6 @@ async def test_the_word_stop_in_the_thread_stops_the_run(settings) -> None:
         assert texts[-1] == f"⏹ Stopped by <@{ALICE}>."
         assert not any("never shown" in t for t in texts)
         assert (await ws.snapshot(root)).status.lifecycle is Lifecycle.CANCELLED
-
-
-# --- 6: a rate-limited status line does not hold back the answer ----------------------
-
-
-def progress(n: int, gate: asyncio.Event | None = None) -> ScriptedTurn:
-    note = {"step": f"step {n} of 3", "note": f"working on part {n}"}
-    return ScriptedTurn(calls=[ScriptedCall("report_progress", note)], gate=gate)
-
-
-async def test_a_rate_limited_status_edit_does_not_hold_back_the_answer(settings) -> None:
-    settings.progress_mode = "status"
-    second, third = asyncio.Event(), asyncio.Event()
-    model = ScriptedModel(
-        [plan(), progress(1), progress(2, second), progress(3, third), finish("All done.")]
-    )
-    started = time.monotonic()
-    async with slack_workspace(settings, model) as ws:
-        ws.api.rate_limit("chat.update", times=100, retry_after=30)
-        root = await ws.mention("please fix the flaky login test")
-        await ws.deliver("events_api", ws.reaction_body(ws.post(root, "📋")["ts"]))
-        await wait_for(lambda: any("part 1" in t for t in ws.api.posted_texts(CHANNEL)))
-        status = ws.post(root, "⏳ step 1 of 3")
-        second.set()  # each note after the first edits the status line: refused
-        await wait_for(lambda: len(ws.api.calls_of("chat.update")) == 1)
-        third.set()
-        await ws.settle()
-
-        updates = ws.api.calls_of("chat.update")
-        answer = ws.calls("chat.postMessage")[-1]
-        assert answer.args["text"].startswith("✅ All done.")
-        assert where(answer) == ("chat.postMessage", CHANNEL, root)
-        assert [u.status for u in updates] == [429, 429]  # notes 2 and 3, both refused
-        assert all(u.args["ts"] == status["ts"] for u in updates)
-        assert "part 3" in updates[-1].args["text"]
-        assert max(u.seq for u in updates) < answer.seq
-        assert (await ws.snapshot(root)).status.lifecycle is Lifecycle.DONE
-        # Slack still refuses edits: the adapter says so at once, without waiting.
-        with pytest.raises(RateLimited) as refused:
-            await ws.adapter.send(
-                UpdateMessage(
-                    ref=PlatformRef(
-                        platform="slack", workspace=TEAM_ID, channel=CHANNEL, message=status["ts"]
-                    ),
-                    text="late",
-                ),
-                idempotency_key="probe",
-            )
-        assert refused.value.retry_after == 30
-    assert time.monotonic() - started < 10  # not one Retry-After of 30 s was waited
 
 
 # --- 7: a long answer -----------------------------------------------------------------
@@ -506,6 +471,7 @@ async def test_a_long_answer_past_the_file_threshold_goes_up_as_a_file(settings)
         root = await approved_answer(ws)
 
         assert [c.method for c in ws.calls()][3:] == [
+            "chat.update",  # the plan shows who approved it
             "files.getUploadURLExternal",
             "files.completeUploadExternal",
         ]
@@ -561,7 +527,7 @@ async def test_a_post_whose_answer_was_lost_is_found_not_posted_again(
     settings, monkeypatch
 ) -> None:
     async with slack_workspace(settings, story()) as ws:
-        real = ws.adapter.client.api_call
+        real = ws.adapter.post_client.api_call
         lost: list[str] = []
 
         async def answer_lost(method, **kwargs):
@@ -571,7 +537,7 @@ async def test_a_post_whose_answer_was_lost_is_found_not_posted_again(
                 raise aiohttp.ClientConnectionError("connection reset by peer")
             return response
 
-        monkeypatch.setattr(ws.adapter.client, "api_call", answer_lost)
+        monkeypatch.setattr(ws.adapter.post_client, "api_call", answer_lost)
         root = await ws.mention("please fix the flaky login test")
         await wait_for(lambda: len(ws.api.reactions) == 2)
         await ws.settle()

@@ -158,15 +158,23 @@ class ConsoleAdapter:
 
     # --- input -------------------------------------------------------------------
 
-    async def run(self, hub: InboundSink, *, settled: Settled | None = None) -> int:
+    async def run(
+        self,
+        hub: InboundSink,
+        *,
+        settled: Settled | None = None,
+        working: Callable[[], int] | None = None,
+    ) -> int:
         """Read lines until ``/quit`` or end of input, handing events to ``hub``.
 
         Prints the person's messages with their ids, ``! ...`` for a line that
         cannot be sent (nothing is sent then). At the end awaits ``settled()`` (the
         hub's "every run finished or waits for a person, every message delivered")
-        and returns 0, the exit status. Errors raised by ``hub.handle`` propagate, and
-        so does :class:`StateFileError` when the state file cannot be written to
-        (the line was printed, not handed to the hub).
+        and returns 0, the exit status; when ``working()`` (conversations with a
+        run going) is not 0 after ``/quit`` (or at the end of a terminal's input),
+        it says that it waits and how to leave at once. Errors raised by
+        ``hub.handle`` propagate, and so does :class:`StateFileError` when the
+        state file cannot be written to (the line was printed, not handed to the hub).
         """
         interactive = self._isatty(self._input)
         wait = (not interactive) if self._wait is None else self._wait
@@ -175,17 +183,21 @@ class ConsoleAdapter:
             self._print(self._banner)
         elif interactive:
             self._print(f"{self._bot_name} console: type a message to start; /help for commands")
+        quitting = False
         while True:
             line = await reader.readline()
             if not line:
                 break
             parsed = translate.parse_line(line, self._context())
             if isinstance(parsed, translate.Quit):
+                quitting = True
                 break
             sent = await self._apply(parsed, hub)
             if sent and wait and settled is not None:
                 await settled()
         if settled is not None:
+            if (quitting or interactive) and working is not None and (busy := working()):
+                self._print(_waiting(busy))
             await settled()
         return 0
 
@@ -292,3 +304,12 @@ class _LineReader:
 def _resolve(future: asyncio.Future[str], line: str) -> None:
     if not future.done():
         future.set_result(line)
+
+
+def _waiting(busy: int) -> str:
+    conversations = "1 conversation is" if busy == 1 else f"{busy} conversations are"
+    return (
+        f"* {conversations} still working: waiting until each finishes or waits for "
+        "a person. Press Ctrl-C to leave now (runs stop after their current step and "
+        "go on at the next start)."
+    )

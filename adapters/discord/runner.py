@@ -22,6 +22,12 @@ used. Frames are taken one at a time, in gateway order, by one worker task:
 
 The hub drops duplicates (a gateway RESUME replays dispatches) by delivery key.
 
+Bad input never ends the connection: a dispatch that discord.py's own parsers
+cannot read is logged with its event name and skipped
+(:mod:`adapters.discord.gateway_guard`), a frame that is not JSON is skipped, and
+the translators drop and log a payload they cannot read (ids must be snowflakes
+before they reach a REST path).
+
 Outbound: :meth:`DiscordAdapter.send` renders a neutral action into REST calls
 (:mod:`adapters.discord.outbound`) and sends them through ``client.http.request``,
 so discord.py's rate-limit buckets apply (it sleeps on a 429 and retries). Every
@@ -49,7 +55,10 @@ import discord.http
 import yarl
 
 from adapters.common import BotCap, hand_over
+from adapters.discord.gateway_guard import guard_parsers
 from adapters.discord.outbound import RestCall, render, seed_reactions, thread_name
+from adapters.discord.payload import mappings, snowflake
+from adapters.discord.payload import token as interaction_token
 from adapters.discord.translate import (
     BotIdentity,
     bot_role_ids,
@@ -161,6 +170,7 @@ class DiscordAdapter:
         self._saved: tuple[str, yarl.URL] | None = None
         self.client = discord.Client(intents=intents(), enable_debug_events=True)
         self.client.event(self.on_socket_raw_receive)
+        guard_parsers(self.client)  # a dispatch discord.py cannot parse is skipped, not fatal
         self.me: BotIdentity | None = None
         self.thread_ids: set[str] = set()
         self.processed_seq = 0
@@ -172,6 +182,7 @@ class DiscordAdapter:
         self._connection: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._bots = BotCap(config.bot_thread_cap)
+        self._closing = False
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -209,8 +220,33 @@ class DiscordAdapter:
             raise DiscordStartError("Discord sent no READY in time")
         await self._register_commands()
 
+    async def stop_receiving(self) -> None:
+        """A shutdown begins. Discord does not send a gateway event again, so the
+        connection stays open: what arrives now is recorded by the hub (its inbox)
+        and handled at the next start, and sending goes on."""
+
+    async def keep_connected(self) -> None:
+        """Wait on the gateway connection; raise when it ends (the app restarts this).
+
+        discord.py resumes and reconnects by itself; when its ``Client.start``
+        gives up (it raised), this raises the same error, and the supervised
+        restart clears the client's state and connects again. Returns when the
+        adapter is closing.
+        """
+        task = self._connection
+        if task is None or task.done():
+            if self._closing or self._hub is None:
+                return
+            self.client.clear()
+            task = self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
+            task.add_done_callback(_log_end)
+        await asyncio.shield(task)
+        if not self._closing:
+            raise ConnectionError("the Discord gateway connection ended")
+
     async def close(self) -> None:
         """Disconnect, stop taking frames, and restore discord.py's URLs."""
+        self._closing = True
         with contextlib.suppress(Exception):
             await self.client.close()
         for task in (self._connection, self._worker):
@@ -269,7 +305,8 @@ class DiscordAdapter:
         """discord.py's debug event: one gateway frame, as text (decompressed)."""
         try:
             frame = json.loads(raw) if isinstance(raw, str | bytes) else raw
-        except ValueError:
+        except (ValueError, RecursionError):
+            log.warning("skipped a gateway frame that is not JSON")
             return
         if isinstance(frame, dict) and frame.get("op") == 0:
             self._frames.put_nowait(frame)
@@ -304,8 +341,8 @@ class DiscordAdapter:
         match name:
             case "GUILD_CREATE":
                 self._bot_roles |= bot_role_ids(d, me)
-                for thread in d.get("threads") or []:
-                    if isinstance(thread, Mapping) and (tid := thread_id_of(thread)):
+                for thread in mappings(d, "threads"):
+                    if tid := thread_id_of(thread):
                         self.thread_ids.add(tid)
             case "THREAD_CREATE":
                 if (tid := thread_id_of(d)) is not None:
@@ -394,8 +431,9 @@ class DiscordAdapter:
 
     async def _defer(self, d: Mapping[str, Any]) -> None:
         """Answer the interaction at once (Discord wants it within 3 s)."""
-        interaction, token = d.get("id"), d.get("token")
-        if not (isinstance(interaction, str) and isinstance(token, str)):
+        interaction, token = snowflake(d, "id"), interaction_token(d, "token")
+        if interaction is None or token is None:
+            log.warning("could not answer an interaction without a valid id and token")
             return
         body: dict[str, Any] = (
             {"type": _DEFERRED_UPDATE}
@@ -415,8 +453,8 @@ class DiscordAdapter:
 
     async def _close_deferred(self, d: Mapping[str, Any]) -> None:
         """Delete a command's deferred "thinking..." response: the hub answers in the thread."""
-        token, application = d.get("token"), d.get("application_id")
-        if not (isinstance(token, str) and isinstance(application, str)):
+        token, application = interaction_token(d, "token"), snowflake(d, "application_id")
+        if token is None or application is None:
             return
         route = discord.http.Route(
             "DELETE",

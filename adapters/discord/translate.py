@@ -29,26 +29,41 @@ replays missed dispatches):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Container, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from conversations.emoji import normalize
-from conversations.events import (
-    Author,
-    ButtonPressed,
-    CommandInvoked,
-    MessagePosted,
-    PlatformRef,
-    ReactionChanged,
+from adapters.discord.identity import BotIdentity
+from adapters.discord.interactions import THREAD_TYPES, interaction_event
+from adapters.discord.mentions import mentioned_roles, mentions_bot, without_mentions
+from adapters.discord.payload import (
+    bad_snowflake,
+    display_name,
+    dropped,
+    integer,
+    items,
+    label,
+    mapping,
+    mappings,
+    snowflake,
+    text,
 )
+from conversations.emoji import normalize
+from conversations.events import Author, MessagePosted, PlatformRef, ReactionChanged
+
+__all__ = [
+    "PLATFORM",
+    "THREAD_TYPES",
+    "BotIdentity",
+    "bot_role_ids",
+    "content_missing",
+    "interaction_event",
+    "message_event",
+    "opened_in_thread",
+    "reaction_event",
+    "thread_id_of",
+]
 
 PLATFORM = "discord"
-
-THREAD_TYPES = frozenset({10, 11, 12})
-"""Channel types of threads: announcement, public and private thread
-(https://discord.com/developers/docs/resources/channel#channel-object-channel-types)."""
 
 _MESSAGE_TYPES = frozenset({0, 19})
 """DEFAULT and REPLY: what a person types; every other type is a system message
@@ -57,39 +72,7 @@ _MESSAGE_TYPES = frozenset({0, 19})
 _EPHEMERAL = 1 << 6
 """Message flag EPHEMERAL (https://discord.com/developers/docs/resources/message#message-object-message-flags)."""
 
-_BUTTON = 2
-"""Component type of a button (https://discord.com/developers/docs/components/reference#component-object-component-types)."""
-_SUBCOMMAND_TYPES = frozenset({1, 2})
-"""Option types SUB_COMMAND and SUB_COMMAND_GROUP
-(https://discord.com/developers/docs/interactions/application-commands#application-command-object-application-command-option-type)."""
-
-
-@dataclass(frozen=True)
-class BotIdentity:
-    """Who the bot is, to recognise its own events and its mentions.
-
-    ``user_id`` is the bot user's id (``READY.d.user.id``) and ``application_id``
-    the application's (``READY.d.application.id``); for a bot they are usually,
-    not necessarily, equal
-    (https://discord.com/developers/docs/events/gateway-events#ready).
-    """
-
-    user_id: str
-    application_id: str
-
-    @classmethod
-    def from_ready(cls, d: Mapping[str, Any]) -> BotIdentity:
-        """The identity in a READY dispatch's ``d``; ``ValueError`` if it names no user.
-
-        ``application_id`` falls back to ``user_id`` when READY carries no
-        ``application.id``.
-        """
-        user_id = _text(_mapping(d, "user"), "id")
-        if not user_id:
-            raise ValueError("READY carries no user.id")
-        return cls(
-            user_id=user_id, application_id=_text(_mapping(d, "application"), "id") or user_id
-        )
+_MESSAGE = "MESSAGE_CREATE"
 
 
 def message_event(
@@ -112,14 +95,15 @@ def message_event(
       channel is a thread: listed in ``thread_ids`` (the runner keeps the ids of
       THREAD_CREATE, see :func:`thread_id_of`) or ``channel_type`` 10/11/12. A DM
       has no threads: ``thread`` is None.
-    - ``mentions_bot``: the bot's user is in ``mentions``, or one of
-      ``bot_roles`` (the bot's managed role in the guild, see
-      :func:`bot_role_ids`; a client may insert the role when someone picks the
-      bot's name) is in ``mention_roles``, or it is a DM (a DM starts a
-      conversation). The content is not searched, since it is empty without the
-      Message Content intent.
+    - ``mentions_bot``: the bot is mentioned by Discord's own account of the
+      message: its user in ``mentions``, or one of ``bot_roles`` (the bot's
+      managed role in the guild, see :func:`bot_role_ids`; a client may insert
+      the role when someone picks the bot's name) in ``mention_roles``, unless
+      the content names it only inside code or quotes
+      (:func:`adapters.discord.mentions.mentions_bot`); or it is a DM (a DM
+      starts a conversation).
     - ``text``: ``content`` without ``<@BOT>``, ``<@!BOT>`` and ``<@&ROLE>`` of a
-      bot role (with one space after each), stripped.
+      bot role (with one space after each) outside code and quotes, stripped.
     - ``author``: ``Author(author.id, member.nick or author.global_name or
       author.username)``, ``is_bot`` for another bot.
     - ``unreadable``: :func:`content_missing`.
@@ -129,29 +113,25 @@ def message_event(
     user, ephemeral messages, every message type but DEFAULT (0) and REPLY (19)
     (thread created, pins, joins, command responses ...), and payloads missing
     ``id``, ``channel_id``, ``author.id``, ``type`` or a string ``content``.
+    Each is logged (:func:`adapters.discord.payload.dropped`); never raises.
     """
     if not isinstance(d, Mapping):
-        return None
-    author = _mapping(d, "author")
-    author_id = _text(author, "id")
-    message_id = _text(d, "id")
-    channel = _text(d, "channel_id")
+        return dropped(_MESSAGE, None, f"the payload is {label(d)}", malformed=True)
+    message_id = snowflake(d, "id")
+    key = f"discord:message:{message_id}" if message_id else None
+    skip = _skipped_message(d, me, allow_bots)
+    if skip is not None:
+        return dropped(_MESSAGE, key, skip[0], malformed=skip[1])
+    author = mapping(d, "author")
+    author_id, channel = snowflake(author, "id"), snowflake(d, "channel_id")
     content = d.get("content")
-    if not (author_id and message_id and channel) or not isinstance(content, str):
-        return None
-    if _int(d, "type") not in _MESSAGE_TYPES or (_int(d, "flags") or 0) & _EPHEMERAL:
-        return None
-    if author_id == me.user_id or d.get("webhook_id") is not None or author.get("system") is True:
-        return None
-    is_bot = author.get("bot") is True
-    if is_bot and not allow_bots:
-        return None
-    guild = _text(d, "guild_id") or ""
-    roles = [r for r in _list(d, "mention_roles") if isinstance(r, str) and r in bot_roles]
-    mentioned = any(_text(u, "id") == me.user_id for u in _mappings(d, "mentions"))
-    in_thread = bool(guild) and (channel in thread_ids or _int(d, "channel_type") in THREAD_TYPES)
+    assert key and author_id and channel and isinstance(content, str)  # _skipped_message
+    guild = snowflake(d, "guild_id") or ""
+    roles = mentioned_roles(d, bot_roles)
+    threaded = channel in thread_ids or integer(d, "channel_type") in THREAD_TYPES
+    in_thread = bool(guild) and threaded
     return MessagePosted(
-        delivery_key=f"discord:message:{message_id}",
+        delivery_key=key,
         ref=PlatformRef(
             platform=PLATFORM,
             workspace=guild,
@@ -161,12 +141,40 @@ def message_event(
             user=author_id,
         ),
         author=Author(
-            id=author_id, name=_display_name(author, _mapping(d, "member")), is_bot=is_bot
+            id=author_id,
+            name=display_name(author, mapping(d, "member")),
+            is_bot=author.get("bot") is True,
         ),
-        text=_without_mentions(content, me.user_id, roles).strip(),
-        mentions_bot=mentioned or bool(roles) or not guild,
+        text=without_mentions(content, me.user_id, roles).strip(),
+        mentions_bot=not guild or mentions_bot(d, me.user_id, bot_roles),
         unreadable=content_missing(d, me),
     )
+
+
+def _skipped_message(
+    d: Mapping[str, Any], me: BotIdentity, allow_bots: bool
+) -> tuple[str, bool] | None:
+    """Why MESSAGE_CREATE ``d`` gives no event and whether it is malformed, or None."""
+    author = mapping(d, "author")
+    author_id = snowflake(author, "id")
+    if not (author_id and snowflake(d, "id") and snowflake(d, "channel_id")):
+        return "no id, channel_id or author.id (snowflakes)", True
+    if bad_snowflake(d, "guild_id"):
+        return "guild_id is not a snowflake", True
+    if not isinstance(d.get("content"), str):
+        return "content is not a string", True
+    kind = integer(d, "type")
+    if kind not in _MESSAGE_TYPES:
+        return f"message type {label(d.get('type'))} is not a person's message", kind is None
+    if (integer(d, "flags") or 0) & _EPHEMERAL:
+        return "an ephemeral message", False
+    if author_id == me.user_id:
+        return "the bot's own message", False
+    if d.get("webhook_id") is not None or author.get("system") is True:
+        return "a webhook or system message", False
+    if author.get("bot") is True and not allow_bots:
+        return "another bot's message", False
+    return None
 
 
 def content_missing(d: Mapping[str, Any], me: BotIdentity) -> bool:
@@ -185,16 +193,16 @@ def content_missing(d: Mapping[str, Any], me: BotIdentity) -> bool:
     """
     if not isinstance(d, Mapping):
         return False
-    author_id = _text(_mapping(d, "author"), "id")
-    if not _text(d, "guild_id") or author_id is None or author_id == me.user_id:
+    author_id = text(mapping(d, "author"), "id")
+    if not text(d, "guild_id") or author_id is None or author_id == me.user_id:
         return False
-    if any(_text(u, "id") == me.user_id for u in _mappings(d, "mentions")):
+    if any(text(u, "id") == me.user_id for u in mappings(d, "mentions")):
         return False
     content = d.get("content")
     if isinstance(content, str) and content.strip():
         return False
     fields = ("attachments", "embeds", "components", "sticker_items", "message_snapshots")
-    return not any(_list(d, field) for field in fields) and not d.get("poll")
+    return not any(items(d, field) for field in fields) and not d.get("poll")
 
 
 def reaction_event(
@@ -220,32 +228,37 @@ def reaction_event(
     ``global_name`` or ``username`` when the dispatch has a member (adds in a
     guild), else just the user id (removes and DMs carry no member).
 
-    None for the bot's own reactions (``user_id == me.user_id``, for example the
-    ones it seeds on its plan) and payloads missing a field or an emoji name.
+    None, logged (:func:`adapters.discord.payload.dropped`), for the bot's own
+    reactions (``user_id == me.user_id``, for example the ones it seeds on its
+    plan) and payloads missing a field or an emoji name; never raises.
     """
+    kind = "MESSAGE_REACTION_ADD" if added else "MESSAGE_REACTION_REMOVE"
     if not isinstance(d, Mapping):
-        return None
-    user = _text(d, "user_id")
-    channel = _text(d, "channel_id")
-    message = _text(d, "message_id")
-    emoji = _mapping(d, "emoji")
-    custom_id = _text(emoji, "id")
-    name = normalize(_text(emoji, "name") or "")
-    if not (user and channel and message) or user == me.user_id or not name:
-        return None
+        return dropped(kind, None, f"the payload is {label(d)}", malformed=True)
+    user = snowflake(d, "user_id")
+    channel = snowflake(d, "channel_id")
+    message = snowflake(d, "message_id")
+    emoji = mapping(d, "emoji")
+    custom_id = snowflake(emoji, "id")
+    name = normalize(text(emoji, "name") or "")
     change = "add" if added else "remove"
-    member = _mapping(d, "member")
-    person = _mapping(member, "user")
+    key = f"discord:reaction:{change}:{channel}:{message}:{user}:{custom_id or name}"
+    if not (user and channel and message and name) or bad_snowflake(d, "guild_id"):
+        return dropped(kind, None, "no user_id, channel_id, message_id or emoji", malformed=True)
+    if user == me.user_id:
+        return dropped(kind, key, "the bot's own reaction")
+    member = mapping(d, "member")
+    person = mapping(member, "user")
     author = (
-        Author(id=user, name=_display_name(person, member), is_bot=person.get("bot") is True)
-        if _text(person, "id") == user
-        else Author(id=user, name=_text(member, "nick") or user)
+        Author(id=user, name=display_name(person, member), is_bot=person.get("bot") is True)
+        if text(person, "id") == user
+        else Author(id=user, name=text(member, "nick") or user)
     )
     return ReactionChanged(
-        delivery_key=f"discord:reaction:{change}:{channel}:{message}:{user}:{custom_id or name}",
+        delivery_key=key,
         ref=PlatformRef(
             platform=PLATFORM,
-            workspace=_text(d, "guild_id") or "",
+            workspace=snowflake(d, "guild_id") or "",
             channel=channel,
             thread=channel if channel in thread_ids else None,
             message=message,
@@ -257,71 +270,6 @@ def reaction_event(
     )
 
 
-def interaction_event(
-    d: Mapping[str, Any], me: BotIdentity
-) -> CommandInvoked | ButtonPressed | None:
-    """Translate an INTERACTION_CREATE ``d`` into a command or a button press, or None.
-
-    ``d`` is an interaction object
-    (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object).
-    The invoking user is ``member.user`` in a guild and ``user`` in a DM;
-    ``ref`` has workspace ``guild_id`` (``""`` in a DM), channel ``channel_id``
-    (else ``channel.id``) and ``thread`` = the channel when the partial
-    ``channel`` says it is a thread (``type`` 10, 11 or 12).
-
-    - APPLICATION_COMMAND (2): :class:`CommandInvoked` with ``name`` = ``data.name``
-      and ``args`` = the subcommand names and option values in order, joined by
-      spaces (``/threadbot stop 123`` gives name ``threadbot``, args
-      ``stop 123``); a user or message command without options gives its
-      ``data.target_id``.
-    - MESSAGE_COMPONENT (3) from a button (``data.component_type`` 2):
-      :class:`ButtonPressed` with ``action`` = ``data.custom_id`` and
-      ``ref.message`` = ``message.id``.
-
-    None for PING, autocomplete, modal submits, select menus, the bot itself
-    and payloads missing a field. The runner must still answer or defer every
-    interaction within 3 s, whatever this returns
-    (https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction).
-    """
-    if not isinstance(d, Mapping):
-        return None
-    interaction = _text(d, "id")
-    member = _mapping(d, "member")
-    person = _mapping(member, "user") or _mapping(d, "user")
-    user = _text(person, "id")
-    box = _mapping(d, "channel")
-    channel = _text(d, "channel_id") or _text(box, "id")
-    data = _mapping(d, "data")
-    if not (interaction and user and channel) or user == me.user_id:
-        return None
-    ref = PlatformRef(
-        platform=PLATFORM,
-        workspace=_text(d, "guild_id") or "",
-        channel=channel,
-        thread=channel if _int(box, "type") in THREAD_TYPES else None,
-        user=user,
-    )
-    author = Author(id=user, name=_display_name(person, member), is_bot=person.get("bot") is True)
-    key = f"discord:interaction:{interaction}"
-    match _int(d, "type"):
-        case 2:  # APPLICATION_COMMAND
-            name = _text(data, "name")
-            if not name:
-                return None
-            args = " ".join(_option_words(_mappings(data, "options")))
-            args = args or _text(data, "target_id") or ""
-            return CommandInvoked(delivery_key=key, ref=ref, author=author, name=name, args=args)
-        case 3:  # MESSAGE_COMPONENT
-            action = _text(data, "custom_id")
-            message = _text(_mapping(d, "message"), "id")
-            if not (action and message) or _int(data, "component_type") != _BUTTON:
-                return None
-            ref = ref.model_copy(update={"message": message})
-            return ButtonPressed(delivery_key=key, ref=ref, author=author, action=action)
-        case _:
-            return None
-
-
 def thread_id_of(d: Mapping[str, Any]) -> str | None:
     """The thread's id in a THREAD_CREATE ``d``, or None if it is not a thread.
 
@@ -331,8 +279,8 @@ def thread_id_of(d: Mapping[str, Any]) -> str | None:
     """
     if not isinstance(d, Mapping):
         return None
-    kind = _int(d, "type")
-    return _text(d, "id") if kind is None or kind in THREAD_TYPES else None
+    kind = integer(d, "type")
+    return snowflake(d, "id") if kind is None or kind in THREAD_TYPES else None
 
 
 def bot_role_ids(guild: Mapping[str, Any], me: BotIdentity) -> frozenset[str]:
@@ -340,13 +288,15 @@ def bot_role_ids(guild: Mapping[str, Any], me: BotIdentity) -> frozenset[str]:
 
     Discord gives a bot a role named after it, tagged ``tags.bot_id``
     (https://discord.com/developers/docs/topics/permissions#role-object-role-tags-structure);
-    pass them to :func:`message_event` as ``bot_roles``.
+    pass them to :func:`message_event` as ``bot_roles``. Empty for a malformed guild.
     """
+    if not isinstance(guild, Mapping):
+        return frozenset()
     return frozenset(
         role_id
-        for role in _mappings(guild, "roles")
-        if _text(_mapping(role, "tags"), "bot_id") == me.user_id
-        and (role_id := _text(role, "id")) is not None
+        for role in mappings(guild, "roles")
+        if text(mapping(role, "tags"), "bot_id") == me.user_id
+        and (role_id := snowflake(role, "id")) is not None
     )
 
 
@@ -364,68 +314,3 @@ def opened_in_thread(event: MessagePosted, thread_id: str) -> MessagePosted:
     if event.ref.thread is not None or not event.ref.workspace:
         return event
     return event.model_copy(update={"ref": event.ref.model_copy(update={"channel": thread_id})})
-
-
-# --- helpers ---------------------------------------------------------------------
-
-
-def _option_words(options: list[Mapping[str, Any]]) -> list[str]:
-    """Subcommand names and option values, depth first, as text."""
-    words: list[str] = []
-    for option in options:
-        if _int(option, "type") in _SUBCOMMAND_TYPES:
-            words.append(_text(option, "name") or "")
-            words.extend(_option_words(_mappings(option, "options")))
-            continue
-        value = option.get("value")
-        if isinstance(value, bool):
-            words.append("true" if value else "false")
-        elif isinstance(value, str | int | float):
-            words.append(str(value))
-    return [word for word in words if word]
-
-
-def _without_mentions(content: str, user_id: str, roles: list[str]) -> str:
-    """``content`` without the bot's user mentions and the given role mentions."""
-    targets = [rf"@!?{re.escape(user_id)}"] + [rf"@&{re.escape(role)}" for role in roles]
-    return re.sub(rf"<(?:{'|'.join(targets)})>[ \t]?", "", content)
-
-
-def _display_name(user: Mapping[str, Any], member: Mapping[str, Any]) -> str:
-    """A member's nickname, else the user's global display name, username or id."""
-    return (
-        _text(member, "nick")
-        or _text(user, "global_name")
-        or _text(user, "username")
-        or _text(user, "id")
-        or "?"
-    )
-
-
-def _text(mapping: Mapping[str, Any], key: str) -> str | None:
-    """``mapping[key]`` if it is a non-empty string, else None."""
-    value = mapping.get(key)
-    return value if isinstance(value, str) and value else None
-
-
-def _int(mapping: Mapping[str, Any], key: str) -> int | None:
-    """``mapping[key]`` if it is an integer (not a bool), else None."""
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _mapping(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """``mapping[key]`` if it is a mapping, else an empty one."""
-    value = mapping.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(mapping: Mapping[str, Any], key: str) -> list[Any]:
-    """``mapping[key]`` if it is a list, else an empty one."""
-    value = mapping.get(key)
-    return value if isinstance(value, list) else []
-
-
-def _mappings(mapping: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    """The mappings in the list ``mapping[key]``."""
-    return [item for item in _list(mapping, key) if isinstance(item, Mapping)]

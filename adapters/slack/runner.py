@@ -7,18 +7,34 @@ listener acknowledges first (Slack wants the ack within 3 s:
 https://docs.slack.dev/apis/events-api/#responding), then hands the translated
 event to the hub, which only records and queues it. Duplicates and Slack's
 retries (``X-Slack-Retry-Num``, ``retry_attempt``) are dropped by the hub's
-delivery keys, in the store, across restarts.
+delivery keys, in the store, across restarts. A malformed delivery never reaches
+bolt (:mod:`adapters.slack.envelopes`): over HTTP it gets 400 and a log line, over
+Socket Mode it is logged, acked and skipped (:mod:`adapters.slack.socket_mode`).
 
 Outbound: :meth:`SlackAdapter.send` renders a neutral action into Web API calls
-(:mod:`adapters.slack.outbound`). Posts go through slack-sdk's rate-limit retry
-handler; ``chat.update`` does not wait: a 429 becomes
-:class:`conversations.errors.RateLimited` and the deliverer merges the edit into
-the next one. A message that may have been posted already (before a crash, or
-by an attempt that failed part-way or lost Slack's answer) is looked up by its
-outbox key in the thread's ``metadata`` (a file by its name), and only its
-missing parts are posted. A dropped connection or a timeout is a transient
-:class:`DeliveryError`; the bot's reactions are seeded after the post, and a
-failure to seed one is logged, never a reason to post the message again.
+(:mod:`adapters.slack.outbound`). No call it makes to change something (post,
+update, reaction, file upload) goes through slack-sdk's rate-limit retry handler:
+a 429 becomes :class:`conversations.errors.RateLimited` with the ``Retry-After``
+seconds at once (https://docs.slack.dev/apis/web-api/rate-limits). The deliverer
+owns those waits, per conversation: a conversation waiting out a rate limit gives
+its worker slot to others, the wait is visible and interruptible (a shutdown),
+and status edits refused meanwhile are merged into one later edit. Sleeping
+inside ``send`` instead (``AsyncRateLimitErrorRetryHandler``) would hide the
+wait, hold a worker, and give up after its retries as if it were a failure.
+Edits and reactions (:attr:`SlackAdapter.edit_client`) keep slack-sdk's default
+retry of a dropped connection: doing them twice changes nothing. Posts and
+uploads (:attr:`SlackAdapter.post_client`) have no retry at all: a connection
+reset after Slack took a post would post it twice, so a lost answer is left to
+the look-up below and the deliverer's retry. Bolt and the look-ups
+(``auth.test``, ``conversations.replies``) keep the rate-limit handler on
+:attr:`SlackAdapter.client`.
+
+A message that may have been posted already (before a crash, or by an attempt
+that failed part-way or lost Slack's answer) is looked up by its outbox key in
+the thread's ``metadata`` (a file by its name), and only its missing parts are
+posted. A dropped connection or a timeout is a transient :class:`DeliveryError`;
+the bot's reactions are seeded after the post, and a failure to seed one is
+logged, never a reason to post the message again.
 """
 
 from __future__ import annotations
@@ -32,19 +48,22 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common import BotCap, hand_over
+from adapters.slack.envelopes import Malformed, read_http_body
 from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
+from adapters.slack.socket_mode import GuardedSocketModeHandler
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from conversations.adapter import InboundSink
 from conversations.errors import DeliveryError, RateLimited
-from conversations.events import AddReaction, InboundEvent, OutboundAction, PostReply, UpdateMessage
+from conversations.events import AddReaction, InboundEvent, OutboundAction, PostReply
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +126,13 @@ class SlackAdapter:
             base_url=base_url,
             retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
         )
-        # chat.update goes without the retry handler: a 429 is merged, not waited for
-        self._edits = AsyncWebClient(token=config.bot_token, base_url=base_url)
+        """Bolt's client and the look-ups': waits out a 429 itself (up to three times)."""
+        self.edit_client = AsyncWebClient(token=config.bot_token, base_url=base_url)
+        """:meth:`send`'s edits and reactions: a 429 is raised; a dropped connection retried."""
+        self.post_client = AsyncWebClient(
+            token=config.bot_token, base_url=base_url, retry_handlers=[]
+        )
+        """:meth:`send`'s posts and uploads: nothing retried inside (a post is not idempotent)."""
         self.app = AsyncApp(
             client=self.client,
             signing_secret=config.signing_secret or "socket-mode-needs-no-secret",
@@ -122,6 +146,7 @@ class SlackAdapter:
         """Keys of posts that failed after a part went out, or with no answer: looked up
         before they are posted again."""
         self._runner: web.AppRunner | None = None
+        self._receiving = True
         self._register()
 
     # --- lifecycle -----------------------------------------------------------------
@@ -131,7 +156,7 @@ class SlackAdapter:
         self._hub = hub
         self.me = await self._identity()
         if self._config.app_token:
-            self._socket = AsyncSocketModeHandler(self.app, self._config.app_token)
+            self._socket = GuardedSocketModeHandler(self.app, self._config.app_token)
             await self._socket.connect_async()  # type: ignore[no-untyped-call]
             return
         server = web.Application()
@@ -151,12 +176,55 @@ class SlackAdapter:
                 return int(server.sockets[0].getsockname()[1])
         return None
 
-    async def close(self) -> None:
-        """Stop receiving and close the HTTP sessions."""
+    async def stop_receiving(self) -> None:
+        """Take no more events (a shutdown): Slack retries them, or sends them elsewhere.
+
+        Socket Mode: the connection is closed, so Slack delivers to another
+        connection of the app. HTTP: the server stops listening, and Slack retries
+        an event it got no answer for (https://docs.slack.dev/apis/events-api/#retries).
+        Sending goes on.
+        """
+        self._receiving = False
         if self._socket is not None:
             await self._socket.close_async()  # type: ignore[no-untyped-call]
+            self._socket = None
         if self._runner is not None:
             await self._runner.cleanup()
+            self._runner = None
+
+    async def keep_connected(self, *, check_every: float = 20.0, patience: int = 3) -> None:
+        """Watch the Socket Mode connection; raise when it stays down (the app restarts this).
+
+        slack-sdk reconnects a dropped or stale session itself; this watchdog
+        covers the case where that keeps failing: after ``patience`` checks
+        ``check_every`` seconds apart that find no live session, it raises
+        ``ConnectionError``, and the supervised restart connects afresh. In HTTP
+        mode there is no connection to keep, and it returns at once.
+        """
+        if self._config.app_token is None:
+            return
+        if self._socket is None and self._receiving:
+            self._socket = GuardedSocketModeHandler(self.app, self._config.app_token)
+            await self._socket.connect_async()  # type: ignore[no-untyped-call]
+        down = 0
+        while self._socket is not None:
+            await asyncio.sleep(check_every)
+            if self._socket is None or await self._socket.client.is_connected():
+                down = 0
+                continue
+            down += 1
+            if down >= patience:
+                socket, self._socket = self._socket, None
+                with contextlib.suppress(Exception):
+                    await socket.close_async()  # type: ignore[no-untyped-call]
+                raise ConnectionError(
+                    f"the Slack Socket Mode connection has been down for "
+                    f"{check_every * patience:g} s"
+                )
+
+    async def close(self) -> None:
+        """Stop receiving and close the HTTP sessions."""
+        await self.stop_receiving()
 
     async def _identity(self) -> BotIdentity:
         auth = await self.client.auth_test()
@@ -174,8 +242,26 @@ class SlackAdapter:
         )
 
     async def _http(self, request: web.Request) -> web.Response:
-        response = await self.app.async_dispatch(await to_bolt_request(request))
-        return await to_aiohttp_response(response)
+        """One HTTP request from Slack, through bolt; a malformed body gets 400, not 500.
+
+        The body is checked before bolt sees it (:func:`read_http_body`: bolt
+        raises or answers 500 on bodies of the wrong shape), so the check comes
+        before bolt's signature check too: malformed bodies, signed or not, get
+        400 and a log line; a well-formed one with a bad signature gets bolt's 401.
+        """
+        raw = await request.read()
+        body = read_http_body(raw, request.content_type)
+        if isinstance(body, Malformed):
+            return _refused(body, request, len(raw))
+        try:
+            bolt_request = AsyncBoltRequest(
+                body=body,
+                query=request.query_string,
+                headers=request.headers,  # type: ignore[arg-type]  # a mapping bolt copies
+            )
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+            return _refused(Malformed(f"bolt could not read it: {exc!r}"), request, len(raw))
+        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
     # --- inbound -------------------------------------------------------------------
 
@@ -215,17 +301,16 @@ class SlackAdapter:
     ) -> str | None:
         """Perform ``action``; the ts of the (last) new message for a post, else None.
 
-        Raises :class:`RateLimited` for a ``chat.update`` refused with 429, and
-        :class:`DeliveryError` (``permanent`` for errors that a retry cannot fix)
-        when Slack refused or could not be reached (a dropped connection, a
-        timeout: transient).
+        Raises :class:`RateLimited` (with ``Retry-After``) for any call refused with
+        429, at once, and :class:`DeliveryError` (``permanent`` for errors that a
+        retry cannot fix) when Slack refused or could not be reached (a dropped
+        connection, a timeout: transient).
         """
         try:
             if isinstance(action, PostReply):
                 return await self._post(action, idempotency_key, maybe_sent)
-            client = self._edits if isinstance(action, UpdateMessage) else self.client
             for call in render(action, idempotency_key=idempotency_key):
-                await self._call(client, call, ignore=("already_reacted",))
+                await self._call(call, ignore=("already_reacted",))
             return None
         except SlackApiError as exc:
             raise _delivery_error(exc, action) from exc
@@ -242,7 +327,7 @@ class SlackAdapter:
         if action.ephemeral_to:  # nothing to find it by later, and no reactions
             ts: str | None = None
             for call in render(action, idempotency_key=key):
-                response = await self._call(self.client, call)
+                response = await self._call(call)
                 ts = str(response.get("message_ts") or response.get("ts") or "") or ts
             return ts
         posted: dict[int, str] = {}
@@ -261,7 +346,7 @@ class SlackAdapter:
                 if part in posted:
                     ts = posted[part]
                     continue
-                response = await self._call(self.client, call)
+                response = await self._call(call)
                 sent_any = True
                 ts = str(response.get("ts") or "") or ts
         except SlackApiError as exc:
@@ -294,14 +379,14 @@ class SlackAdapter:
         """
         for call in seed_reactions(action, action.ref.channel, ts):
             try:
-                await self._call(self.client, call, ignore=("already_reacted",))
+                await self._call(call, ignore=("already_reacted",))
             except _UNREACHABLE as exc:  # SlackApiError included
                 log.warning("could not add :%s: to %s: %s", call.args.get("name"), ts, exc)
 
     async def _upload(self, action: PostReply, key: str) -> None:
         """Upload the text as a file in the thread, named after ``key`` to find it again."""
         first_line = action.text.strip().splitlines()[0][:200] if action.text.strip() else ""
-        await self.client.files_upload_v2(
+        await self.post_client.files_upload_v2(
             channel=action.ref.channel,
             thread_ts=action.ref.thread,
             content=action.text,
@@ -340,9 +425,13 @@ class SlackAdapter:
                 found[0] = str(message["ts"])
         return found
 
-    async def _call(
-        self, client: AsyncWebClient, call: ApiCall, ignore: tuple[str, ...] = ()
-    ) -> dict[str, Any]:
+    async def _call(self, call: ApiCall, ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Make one change (a post through :attr:`post_client`, else :attr:`edit_client`).
+
+        Errors named in ``ignore`` answer ``{}``; others raise ``SlackApiError``.
+        """
+        posting = call.method in ("chat.postMessage", "chat.postEphemeral")
+        client = self.post_client if posting else self.edit_client
         try:
             response = await client.api_call(call.method, json=call.args)
         except SlackApiError as exc:
@@ -350,6 +439,17 @@ class SlackAdapter:
                 return {}
             raise
         return dict(response.data) if isinstance(response.data, dict) else {}
+
+
+def _refused(malformed: Malformed, request: web.Request, size: int) -> web.Response:
+    """Answer 400 to a malformed request body, with one log line (no traceback)."""
+    log.warning(
+        "Slack HTTP: refused a malformed %s body of %d bytes with 400: %s",
+        request.content_type,
+        size,
+        malformed.reason,
+    )
+    return web.Response(status=400, text=f"malformed request: {malformed.reason}\n")
 
 
 def _answer_file(key: str) -> str:

@@ -16,6 +16,11 @@ Delivery keys, which the hub records to drop duplicates:
 - a slash command: ``slack:command:{trigger_id}``;
 - a button: ``slack:action:{trigger_id}`` (``action_ts`` when there is no trigger).
 
+A payload that gives no event is logged with its payload type and delivery key
+(or ``no key``): at DEBUG when it is left out on purpose (the bot's echo, an
+edit), at WARNING when it is malformed. No translator raises, whatever the
+payload holds.
+
 Slack escapes ``&``, ``<`` and ``>`` in message text as HTML entities
 (https://docs.slack.dev/messaging/formatting-message-text#escaping); inbound text
 is unescaped, so the conversation sees what the person typed. Mentions and links
@@ -24,11 +29,12 @@ stay in Slack's ``<@U123>`` / ``<https://...|label>`` syntax.
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Never
 
+from adapters.slack.mentions import mentions_bot, without_mentions
 from conversations.emoji import normalize
 from conversations.events import (
     Author,
@@ -40,10 +46,15 @@ from conversations.events import (
     ReactionChanged,
 )
 
+log = logging.getLogger(__name__)
+
 PLATFORM = "slack"
 
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 """Message subtypes a person posts (https://docs.slack.dev/reference/events/message)."""
+
+_LABEL_LIMIT = 80
+"""Characters of a payload's own value kept in a log line (a fuzzer sends megabytes)."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +95,12 @@ def inbound_event(
     - ``app_mention`` (https://docs.slack.dev/reference/events/app_mention): a
       :class:`MessagePosted` with ``mentions_bot=True``;
     - ``message`` with no subtype, ``thread_broadcast`` or ``file_share``
-      (https://docs.slack.dev/reference/events/message): a :class:`MessagePosted`
-      that mentions the bot when its text holds ``<@me.user_id>`` or it is a DM
-      (``channel_type`` ``im``). The bot's mention is removed from the text;
+      (https://docs.slack.dev/reference/events/message): a :class:`MessagePosted`.
+      Either mentions the bot when its rich-text blocks hold the bot's user
+      outside code and quotes (its text when it has no rich text:
+      :func:`adapters.slack.mentions.mentions_bot`), or it is a DM
+      (``channel_type`` ``im``). The bot's mention is removed from the text
+      outside code and quotes;
     - ``reaction_added`` / ``reaction_removed`` on a message
       (https://docs.slack.dev/reference/events/reaction_added): a
       :class:`ReactionChanged` with the normalized emoji name.
@@ -100,21 +114,23 @@ def inbound_event(
     missing a field they need (user, text, ts, channel). Never raises on a
     malformed body.
     """
-    if body.get("type") != "event_callback":
-        return None
+    if not isinstance(body, Mapping):
+        return _dropped(f"body {_label(body)}", None, "not an object", malformed=True)
     event = body.get("event")
-    if not isinstance(event, Mapping):
-        return None
+    kind = _event_kind(body)
+    event_key = f"slack:event:{body['event_id']}" if _text(body, "event_id") else None
+    if body.get("type") != "event_callback" or not isinstance(event, Mapping):
+        return _dropped(kind, event_key, "not an event callback")
     team = _text(body, "team_id") or me.team_id
     if not team:
-        return None
+        return _dropped(kind, event_key, "no team_id", malformed=True)
     match event.get("type"):
         case "app_mention" | "message":
-            return _message(event, team, me, allow_bots)
+            return _message(event, team, me, allow_bots, kind)
         case "reaction_added" | "reaction_removed":
             return _reaction(event, _text(body, "event_id"), team, me)
         case _:
-            return None
+            return _dropped(kind, event_key, "an event the conversations do not take")
 
 
 def command_event(form: Mapping[str, Any], me: BotIdentity) -> CommandInvoked | None:
@@ -125,21 +141,23 @@ def command_event(form: Mapping[str, Any], me: BotIdentity) -> CommandInvoked | 
     (https://docs.slack.dev/interactivity/implementing-slash-commands). ``name`` is
     ``command`` without its slash, ``args`` is ``text``. Slack sends no thread with
     a slash command, even one typed in a thread, so ``ref.thread`` is None and the
-    hub must work out which conversation of the channel is meant.
+    hub must work out which conversation of the channel is meant. None (logged)
+    for a malformed form; never raises.
     """
+    if not isinstance(form, Mapping):
+        return _dropped(f"slash command {_label(form)}", None, "not an object", malformed=True)
     command = _text(form, "command")
     channel = _text(form, "channel_id")
     user = _text(form, "user_id")
     trigger = _text(form, "trigger_id")
     team = _text(form, "team_id") or me.team_id
-    if not (command and channel and user and trigger and team):
-        return None
-    name = command.removeprefix("/")
-    if not name:
-        return None
+    key = f"slack:command:{trigger}" if trigger else None
+    name = (command or "").removeprefix("/")
+    if not (name and channel and user and trigger and team):
+        return _dropped("slash command", key, "a field is missing", malformed=True)
     args = form.get("text")
     return CommandInvoked(
-        delivery_key=f"slack:command:{trigger}",
+        delivery_key=f"slack:command:{trigger}",  # trigger is set: checked above
         ref=PlatformRef(platform=PLATFORM, workspace=team, channel=channel, user=user),
         author=_person(user),
         name=name,
@@ -156,30 +174,37 @@ def action_event(payload: Mapping[str, Any], me: BotIdentity) -> ButtonPressed |
     ``action`` is the action's ``value``, else its ``action_id``; ``ref.message`` is
     ``container.message_ts``, ``ref.thread`` the message's ``thread_ts`` (else the
     container's), ``ref.channel`` is ``channel.id`` (else ``container.channel_id``).
-    None for other payload types, the bot's own clicks and missing fields.
+    None (logged) for other payload types, the bot's own clicks and missing
+    fields; never raises.
     """
+    if not isinstance(payload, Mapping):
+        return _dropped(f"interaction {_label(payload)}", None, "not an object", malformed=True)
+    kind = f"interaction {_label(payload.get('type'))}"
+    trigger = _text(payload, "trigger_id")
     if payload.get("type") != "block_actions":
-        return None
+        return _dropped(kind, f"slack:action:{trigger}" if trigger else None, "not a button")
     actions = payload.get("actions")
     first = actions[0] if isinstance(actions, list) and actions else None
     user = _text(_mapping(payload, "user"), "id")
-    if not isinstance(first, Mapping) or not user or user == me.user_id:
-        return None
+    first = first if isinstance(first, Mapping) else {}
+    key = trigger or _text(first, "action_ts")
+    delivery_key = f"slack:action:{key}" if key else None
+    if user is not None and user == me.user_id:
+        return _dropped(kind, delivery_key, "the bot's own click")
     action = _text(first, "value") or _text(first, "action_id")
     container = _mapping(payload, "container")
     channel = _text(_mapping(payload, "channel"), "id") or _text(container, "channel_id")
     message_ts = _text(container, "message_ts")
-    key = _text(payload, "trigger_id") or _text(first, "action_ts")
     team = (
         _text(_mapping(payload, "team"), "id")
         or _text(_mapping(payload, "user"), "team_id")
         or me.team_id
     )
-    if not (action and channel and message_ts and key and team):
-        return None
+    if not (user and action and channel and message_ts and delivery_key and team):
+        return _dropped(kind, delivery_key, "a field is missing", malformed=True)
     thread = _text(_mapping(payload, "message"), "thread_ts") or _text(container, "thread_ts")
     return ButtonPressed(
-        delivery_key=f"slack:action:{key}",
+        delivery_key=delivery_key,
         ref=PlatformRef(
             platform=PLATFORM,
             workspace=team,
@@ -199,31 +224,23 @@ def unescape(text: str) -> str:
 
 
 def _message(
-    event: Mapping[str, Any], team: str, me: BotIdentity, allow_bots: bool
+    event: Mapping[str, Any], team: str, me: BotIdentity, allow_bots: bool, kind: str
 ) -> MessagePosted | None:
+    channel, ts = _text(event, "channel"), _text(event, "ts")
+    key = f"slack:{team}:{channel}:{ts}" if channel and ts else None
     subtype = event.get("subtype")
     is_bot = bool(_text(event, "bot_id")) or subtype == "bot_message"
-    if subtype is not None and subtype not in _USER_SUBTYPES and subtype != "bot_message":
-        return None
+    if subtype is not None and not (subtype == "bot_message" or _is_user_subtype(subtype)):
+        return _dropped(kind, key, "a subtype that is not a new message")
     if event.get("hidden") or _is_me(event, me) or (is_bot and not allow_bots):
-        return None
+        return _dropped(kind, key, "hidden, the bot's own, or another bot's")
     person = _text(event, "user")
     user = person or (_text(event, "bot_id") if is_bot else None)
-    channel = _text(event, "channel")
-    ts = _text(event, "ts")
     text = event.get("text")
-    if not (user and channel and ts) or not isinstance(text, str):
-        return None
-    mention = re.compile(rf"<@{re.escape(me.user_id)}(?:\|[^>]*)?>[ \t]?") if me.user_id else None
-    mentions_bot = (
-        event.get("type") == "app_mention"
-        or event.get("channel_type") == "im"
-        or (mention is not None and mention.search(text) is not None)
-    )
-    if mention is not None:
-        text = mention.sub("", text)
+    if not (user and key) or not isinstance(text, str):
+        return _dropped(kind, key, "no user, channel, ts or text", malformed=True)
     return MessagePosted(
-        delivery_key=f"slack:{team}:{channel}:{ts}",
+        delivery_key=key,
         ref=PlatformRef(
             platform=PLATFORM,
             workspace=team,
@@ -233,25 +250,33 @@ def _message(
             user=user,
         ),
         author=_bot(event, person, user) if is_bot else _person(user),
-        text=unescape(text).strip(),
-        mentions_bot=mentions_bot,
+        text=unescape(without_mentions(text, me.user_id)).strip(),
+        mentions_bot=event.get("channel_type") == "im" or mentions_bot(event, me.user_id),
     )
+
+
+def _is_user_subtype(subtype: object) -> bool:
+    return isinstance(subtype, str) and subtype in _USER_SUBTYPES
 
 
 def _reaction(
     event: Mapping[str, Any], event_id: str | None, team: str, me: BotIdentity
 ) -> ReactionChanged | None:
+    kind = _label(event.get("type"))
+    key = f"slack:event:{event_id}" if event_id else None
     user = _text(event, "user")
     item = _mapping(event, "item")
     channel = _text(item, "channel")
     ts = _text(item, "ts")
     emoji = normalize(_text(event, "reaction") or "")
-    if item.get("type") != "message" or not (user and channel and ts and emoji and event_id):
-        return None
+    if item.get("type") != "message":
+        return _dropped(kind, key, "a reaction to something other than a message")
+    if not (user and channel and ts and emoji and key):
+        return _dropped(kind, key, "no user, item, reaction or event_id", malformed=True)
     if user == me.user_id:
-        return None
+        return _dropped(kind, key, "the bot's own reaction")
     return ReactionChanged(
-        delivery_key=f"slack:event:{event_id}",
+        delivery_key=key,
         ref=PlatformRef(platform=PLATFORM, workspace=team, channel=channel, message=ts, user=user),
         author=_person(user),
         emoji=emoji,
@@ -305,3 +330,32 @@ def _mapping(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """``mapping[key]`` if it is a mapping, else an empty one."""
     value = mapping.get(key)
     return value if isinstance(value, Mapping) else {}
+
+
+def _event_kind(body: Mapping[str, Any]) -> str:
+    """An Events API body's payload type for a log line: ``message/message_changed``."""
+    event = body.get("event")
+    if not isinstance(event, Mapping):
+        return f"body {_label(body.get('type'))}"
+    subtype = event.get("subtype")
+    kind = _label(event.get("type"))
+    return kind if subtype is None else f"{kind}/{_label(subtype)}"
+
+
+def _label(value: object) -> str:
+    """``value`` for a log line: a string cut to a few dozen characters, else its type."""
+    if isinstance(value, str):
+        return value if len(value) <= _LABEL_LIMIT else f"{value[:_LABEL_LIMIT]}..."
+    return f"<{type(value).__name__}>"
+
+
+def _dropped(kind: str, key: str | None, why: str, *, malformed: bool = False) -> Never | None:  # noqa: RUF020
+    """Log a payload that gives no event; returns None, for ``return _dropped(...)``.
+
+    ``kind`` is its payload type, ``key`` its delivery key when it has one.
+    Malformed payloads are logged at WARNING, the ones left out on purpose at
+    DEBUG. (``Never | None`` is None to a reader; mypy accepts ``return`` of it.)
+    """
+    level = logging.WARNING if malformed else logging.DEBUG
+    log.log(level, "dropped Slack %s %s: %s", kind, _label(key) if key else "no key", why)
+    return None

@@ -10,7 +10,16 @@ from conversations.store.store import (
     MessageLink,
     Outgoing,
     PendingSend,
+    RequestMessage,
     Store,
 )
 
-__all__ = ["ConversationInfo", "DueRequest", "MessageLink", "Outgoing", "PendingSend", "Store"]
+__all__ = [
+    "ConversationInfo",
+    "DueRequest",
+    "MessageLink",
+    "Outgoing",
+    "PendingSend",
+    "RequestMessage",
+    "Store",
+]

@@ -45,6 +45,18 @@ class PendingSend:
     conversation_id: str
     purpose: str
     action: OutboundAction
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RequestMessage:
+    """A request's own message as the outbox holds it: the action posted, its row's
+    ``state`` (``pending``, ``sent``, ``failed``) and the platform message id stored
+    when it was sent (of its last part, when it was split)."""
+
+    action: OutboundAction
+    state: str
+    message_id: str | None
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,9 @@ class ConversationRow(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     """Process that may run the conversation until ``lease_until`` (one run per conversation)."""
     lease_until: Mapped[datetime | None]
+    lease_epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Goes up each time the lease is taken from free, expired or dead (never on renewal):
+    a run's commits name the epoch they were started under (fencing)."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -120,7 +123,10 @@ class OutboxRow(Base):
     """An outbound chat action, written with the change that caused it, sent at least once."""
 
     __tablename__ = "outbox"
-    __table_args__ = (Index("ix_outbox_message", "platform", "channel", "platform_message_id"),)
+    __table_args__ = (
+        Index("ix_outbox_message", "platform", "channel", "platform_message_id"),
+        Index("ix_outbox_pending", "state", "conversation_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,16 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from conversations.events import PlatformRef, outbound_adapter
+from conversations.events import PlatformRef, PostReply, outbound_adapter
+from conversations.store import leases
+from conversations.store.leases import Lease
 from conversations.store.records import (
     ConversationInfo,
     DueRequest,
     MessageLink,
     Outgoing,
     PendingSend,
+    RequestMessage,
     apply_status,
     as_utc,
     binding_of,
@@ -55,7 +58,7 @@ from conversations.store.schema import (
     UsageRow,
     utcnow,
 )
-from core.errors import ConversationNotFound, RequestConflict
+from core.errors import ConversationNotFound, LeaseLost, RequestConflict
 from core.journal import (
     AssistantTurn,
     Change,
@@ -259,7 +262,7 @@ class Store:
         async with self._sessions() as session:
             return list((await session.execute(stmt)).scalars())
 
-    # --- leases ----------------------------------------------------------------
+    # --- leases (fenced: conversations/store/leases.py) --------------------------
 
     async def acquire_lease(
         self,
@@ -269,44 +272,42 @@ class Store:
         ttl: float,
         now: datetime | None = None,
         dead: str | None = None,
-    ) -> bool:
-        """Take or renew the right to run a conversation for ``ttl`` seconds.
+    ) -> Lease | None:
+        """Take the right to run a conversation for ``ttl`` seconds, with a new epoch.
 
-        True when ``owner`` holds the lease afterwards: it was free, expired,
-        already ``owner``'s, or held by ``dead`` (an owner the caller knows is gone).
-        One process at a time runs a conversation.
+        Succeeds when the lease is free, expired, already ``owner``'s, or held by
+        ``dead`` (an owner the caller knows is gone); None otherwise.
         """
         now = now or utcnow()
-        takeable = (
-            ConversationRow.lease_owner.is_(None)
-            | (ConversationRow.lease_owner == owner)
-            | (ConversationRow.lease_until < now)
-        )
-        if dead is not None:
-            takeable = takeable | (ConversationRow.lease_owner == dead)
-        stmt = (
-            update(ConversationRow)
-            .where(ConversationRow.id == conversation_id, takeable)
-            .values(lease_owner=owner, lease_until=now + timedelta(seconds=ttl))
-        )
         async with self._write() as session:
-            result = await session.execute(stmt)
-            return bool(getattr(result, "rowcount", 0))
+            return await leases.acquire(
+                session,
+                conversation_id,
+                owner,
+                until=now + timedelta(seconds=ttl),
+                now=now,
+                dead=dead,
+            )
+
+    async def renew_leases(
+        self, held: Collection[Lease], *, ttl: float, now: datetime | None = None
+    ) -> set[str]:
+        """Extend ``held`` (one owner's) by ``ttl`` seconds, epoch unchanged; the ids kept."""
+        if not held:
+            return set()
+        until = (now or utcnow()) + timedelta(seconds=ttl)
+        async with self._write() as session:
+            return await leases.renew(session, held, until=until)
 
     async def lease_owner(self, conversation_id: str) -> str | None:
         """Who holds the conversation's lease now (expired or not), if anyone."""
         async with self._sessions() as session:
-            row = await session.get(ConversationRow, conversation_id)
-            return row.lease_owner if row else None
+            return await leases.holder(session, conversation_id)
 
-    async def release_lease(self, conversation_id: str, owner: str) -> None:
-        """Give the lease up if ``owner`` holds it."""
+    async def release_lease(self, lease: Lease) -> bool:
+        """Give ``lease`` up; False when it was no longer held (taken over meanwhile)."""
         async with self._write() as session:
-            await session.execute(
-                update(ConversationRow)
-                .where(ConversationRow.id == conversation_id, ConversationRow.lease_owner == owner)
-                .values(lease_owner=None, lease_until=None)
-            )
+            return await leases.release(session, lease)
 
     # --- reminders and expiry ---------------------------------------------------
 
@@ -390,10 +391,19 @@ class Store:
         """Apply ``change`` and write its events to the outbox, in one transaction.
 
         Raises :class:`RequestConflict` (and applies nothing) when a compare-and-set
-        resolution finds its request no longer open.
+        resolution finds its request no longer open. A commit made while holding the
+        conversation's lease (a run's, see :mod:`conversations.store.leases`) is
+        fenced: it raises :class:`LeaseLost` (and applies nothing) when another
+        process has taken the lease over since (its ``lease_epoch`` went up).
         """
         wrote_outbox = False
+        lease = leases.current_lease(conversation_id)
         async with self._write() as session:
+            if lease is not None and not await leases.still_held(session, lease, now=utcnow()):
+                raise LeaseLost(
+                    f"conversation {conversation_id}: this process ({lease.owner}, epoch "
+                    f"{lease.epoch}) no longer holds its lease; nothing was written"
+                )
             row = await _conversation(session, conversation_id)
             await _check_pending(session, change.guard_pending)
             if change.handled:
@@ -435,20 +445,107 @@ class Store:
         if items:
             self.on_outbox()
 
-    async def pending_sends(self, limit: int = 100) -> list[PendingSend]:
-        """Outbox rows not yet delivered, oldest first."""
-        stmt = select(OutboxRow).where(OutboxRow.state == "pending").order_by(OutboxRow.id)
+    async def pending_conversations(self, limit: int) -> list[tuple[str, bool]]:
+        """Conversations with pending outbox rows: ``(id, whether a non-note row is pending)``.
+
+        At most ``limit``, the conversation whose oldest pending row is oldest first
+        (``ix_outbox_pending`` serves it). The flag tells the deliverer that notes
+        held back for their interval are to be flushed before a milestone.
+        """
+        others = func.count(OutboxRow.id).filter(OutboxRow.purpose != "note")
+        stmt = (
+            select(OutboxRow.conversation_id, others)
+            .where(OutboxRow.state == "pending")
+            .group_by(OutboxRow.conversation_id)
+            .order_by(func.min(OutboxRow.id))
+            .limit(limit)
+        )
         async with self._sessions() as session:
-            rows = (await session.execute(stmt.limit(limit))).scalars()
+            return [(str(cid), bool(count)) for cid, count in (await session.execute(stmt)).all()]
+
+    async def pending_rows(
+        self, conversation_id: str, *, after: int = 0, limit: int = 100
+    ) -> list[PendingSend]:
+        """Pending rows of one conversation with an id above ``after``, oldest first."""
+        stmt = (
+            select(OutboxRow)
+            .where(
+                OutboxRow.state == "pending",
+                OutboxRow.conversation_id == conversation_id,
+                OutboxRow.id > after,
+            )
+            .order_by(OutboxRow.id)
+            .limit(limit)
+        )
+        async with self._sessions() as session:
             return [
                 PendingSend(
                     id=r.id,
                     conversation_id=r.conversation_id,
                     purpose=r.purpose,
                     action=outbound_adapter.validate_python(r.action),
+                    request_id=r.request_id,
                 )
-                for r in rows
+                for r in (await session.execute(stmt)).scalars()
             ]
+
+    async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
+        """The message a request was posted as: its conversation's first row with
+        ``request_id`` that posts a reply (later rows with the id edit it). None if none.
+        """
+        stmt = (
+            select(OutboxRow)
+            .where(OutboxRow.conversation_id == conversation_id, OutboxRow.request_id == request_id)
+            .order_by(OutboxRow.id)
+        )
+        async with self._sessions() as session:
+            for row in (await session.execute(stmt)).scalars():
+                action = outbound_adapter.validate_python(row.action)
+                if isinstance(action, PostReply):
+                    return RequestMessage(action, row.state, row.platform_message_id)
+        return None
+
+    async def settle_unsent(self, ids: Sequence[int], reason: str) -> None:
+        """Rows with nothing to send (an edit of a message never delivered): ``dropped``.
+
+        Only pending rows change; ``reason`` is kept in ``last_error``.
+        """
+        async with self._write() as session:
+            await session.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
+                .values(state="dropped", last_error=reason[:2000])
+            )
+
+    async def has_pending_milestone(self, conversation_id: str, *, after: int) -> bool:
+        """Whether a pending row other than a note, with an id above ``after``, waits."""
+        stmt = select(OutboxRow.id).where(
+            OutboxRow.state == "pending",
+            OutboxRow.conversation_id == conversation_id,
+            OutboxRow.id > after,
+            OutboxRow.purpose != "note",
+        )
+        async with self._sessions() as session:
+            return (await session.scalar(stmt.limit(1))) is not None
+
+    async def has_pending_in(self, platform: str, channel: str, *, up_to: int) -> bool:
+        """Whether a pending row of ``platform``'s ``channel`` with an id up to ``up_to`` waits."""
+        stmt = select(OutboxRow.id).where(
+            OutboxRow.state == "pending",
+            OutboxRow.platform == platform,
+            OutboxRow.channel == channel,
+            OutboxRow.id <= up_to,
+        )
+        async with self._sessions() as session:
+            return (await session.scalar(stmt.limit(1))) is not None
+
+    async def still_pending(self, ids: Collection[int]) -> set[int]:
+        """Which of ``ids`` are still pending (not sent, failed, or dropped by a stop)."""
+        if not ids:
+            return set()
+        stmt = select(OutboxRow.id).where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
+        async with self._sessions() as session:
+            return set((await session.execute(stmt)).scalars())
 
     async def last_outbox_id(self) -> int:
         """The id of the newest outbox row, 0 for an empty outbox."""
@@ -456,26 +553,57 @@ class Store:
             return int(await session.scalar(select(func.max(OutboxRow.id))) or 0)
 
     async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
-        """Rows delivered (several when notes were merged into one message)."""
+        """Rows delivered (several when notes were merged into one message).
+
+        Only pending rows change: a note dropped by a stop meanwhile stays dropped.
+        """
         async with self._write() as session:
             await session.execute(
                 update(OutboxRow)
-                .where(OutboxRow.id.in_(ids))
+                .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
                 .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
             )
 
-    async def mark_failed(self, send_id: int, error: str, *, final: bool) -> None:
-        """Count a failed attempt; a ``final`` failure stops retrying the row."""
+    async def record_failure(self, send_id: int, error: str) -> int:
+        """Count a failed attempt of a row and keep its error; returns the attempts so far.
+
+        A rate limit is not a failed attempt: the deliverer does not call this for one.
+        """
         async with self._write() as session:
             await session.execute(
                 update(OutboxRow)
                 .where(OutboxRow.id == send_id)
-                .values(
-                    attempts=OutboxRow.attempts + 1,
-                    last_error=error[:2000],
-                    state="failed" if final else "pending",
-                )
+                .values(attempts=OutboxRow.attempts + 1, last_error=error[:2000])
             )
+            attempts = await session.scalar(
+                select(OutboxRow.attempts).where(OutboxRow.id == send_id)
+            )
+            return int(attempts or 0)
+
+    async def fail_for_good(
+        self,
+        conversation_id: str,
+        ids: Sequence[int],
+        error: str,
+        report: Outgoing | None = None,
+    ) -> bool:
+        """Stop retrying ``ids`` and write ``report`` (a row telling the thread), in one go.
+
+        Only pending rows change; the report is written only when one did, so a
+        row failed twice (two processes) is reported once. Returns whether any did.
+        """
+        async with self._write() as session:
+            result = await session.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
+                .values(state="failed", last_error=error[:2000])
+            )
+            changed = bool(getattr(result, "rowcount", 0))
+            if changed and report is not None:
+                session.add(outbox_row(conversation_id, report))
+        if changed and report is not None:
+            self.on_outbox()
+        return changed
 
     # --- internals -------------------------------------------------------------
 
@@ -604,6 +732,7 @@ __all__ = [
     "Outgoing",
     "PendingSend",
     "Renderer",
+    "RequestMessage",
     "Store",
     "create_engine",
 ]

@@ -4,7 +4,7 @@
 
 * the REST API under ``/api/v10`` (``fake.api_url``), with the response shapes of
   https://discord.com/developers/docs/resources/ (user, application, message, channel,
-  webhook) and /interactions/receiving-and-responding;
+  webhook, guild member) and /interactions/receiving-and-responding;
 * the gateway websocket at ``/gateway`` (``fake.gateway_url``): plain JSON text frames,
   ``HELLO`` -> ``IDENTIFY`` -> ``READY`` + ``GUILD_CREATE``, heartbeats (op 1 -> op 11),
   dispatches ``{"op": 0, "t", "s", "d"}``, ``RESUME`` -> replayed dispatches + ``RESUMED``
@@ -55,6 +55,11 @@ first message; content over 2000 characters is refused (50035), an empty message
 within ``interaction_timeout`` (3 s) of its dispatch, once (10062, 40060); the bot edits
 only its own messages (50005); an archived thread refuses edits and reactions (50083).
 
+Guild members (``GET /guilds/{guild}/members/{user}``, /resources/guild#get-guild-member):
+everyone in ``HUMAN_USERS`` and the bot, with the fixtures' roles; add people with
+``fake.add_member(user_id, username, nick=..., roles=...)`` and change roles with
+``fake.set_roles(user_id, roles)``. A user who is no member answers 404 ``10007``.
+
 Failures on demand: ``fake.archive(thread_id)``, ``fake.rate_limit(path_prefix,
 retry_after)`` and ``fake.fail(path_prefix, status, code, message)``.
 """
@@ -72,7 +77,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -236,7 +241,8 @@ class Interaction:
 
     @property
     def token(self) -> str:
-        return str(self.data["token"])
+        """The interaction's token; ``""`` (matching none) if a test dispatched none."""
+        return str(self.data.get("token", ""))
 
 
 class ApiError(Exception):
@@ -477,6 +483,27 @@ class FakeDiscord(LocalServer):
         self.messages[str(stored["id"])] = stored
         return stored
 
+    def add_member(
+        self,
+        user_id: str,
+        username: str,
+        *,
+        global_name: str | None = None,
+        nick: str | None = None,
+        roles: Iterable[str] = (),
+    ) -> JsonDict:
+        """Make ``user_id`` a guild member (a copy of its member object, ``user`` inside)."""
+        user = _user(user_id, username, global_name)
+        self._users[user_id] = user
+        member = _member(user, list(roles), "2024-01-25T09:00:00.000000+00:00")
+        member["nick"] = nick
+        self._members[user_id] = member
+        return copy.deepcopy(member)
+
+    def set_roles(self, user_id: str, roles: Iterable[str]) -> None:
+        """Give the member ``user_id`` exactly ``roles`` (role ids), from now on."""
+        self._members[user_id]["roles"] = list(roles)
+
     def posted(self, channel_id: str | int) -> list[JsonDict]:
         """The messages the bot created in ``channel_id``, oldest first."""
         return [
@@ -673,6 +700,15 @@ class FakeDiscord(LocalServer):
     async def _get_gateway_bot(self, call: RecordedCall, p: dict[str, str]) -> Reply:
         limit = {"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1}
         return 200, {"url": self.gateway_url, "shards": 1, "session_start_limit": limit}
+
+    async def _get_member(self, call: RecordedCall, p: dict[str, str]) -> Reply:
+        """Get Guild Member (/resources/guild#get-guild-member): 404 10004 / 10007 if unknown."""
+        if p["guild_id"] != self.guild_id:
+            raise _unknown("Guild", 10004)
+        member = self._members.get(p["user_id"])
+        if member is None:
+            raise _unknown("Member", 10007)
+        return 200, copy.deepcopy(member)
 
     async def _get_channel(self, call: RecordedCall, p: dict[str, str]) -> Reply:
         return 200, copy.deepcopy(self._channel(p["channel_id"]))
@@ -1074,13 +1110,13 @@ class FakeDiscord(LocalServer):
     def _interaction_message(
         self, interaction: Interaction, body: JsonDict, files: list[UploadedFile], flags: int
     ) -> JsonDict:
-        d = interaction.data
-        channel_id = str(d.get("channel_id") or d.get("channel", {}).get("id") or "")
+        d = interaction.data  # as dispatched: read defensively, a test may send it malformed
+        channel_id = str(d.get("channel_id") or _field(d, "channel", "id") or "")
         msg_type = MSG_TYPE_CHAT_INPUT_COMMAND if d.get("type") == 2 else MSG_TYPE_DEFAULT
         message = self._new_message(channel_id, body, files, flags=flags, msg_type=msg_type)
         message["webhook_id"] = self.application_id
         message["application_id"] = self.application_id
-        user = d.get("member", {}).get("user") or d.get("user") or {}
+        user = _field(d, "member", "user") or d.get("user") or {}
         message["interaction_metadata"] = {
             "id": interaction.id,
             "type": d.get("type"),
@@ -1195,20 +1231,11 @@ class FakeDiscord(LocalServer):
         joined = "2024-01-25T09:00:00.000000+00:00"
         for user_id, user in self._users.items():
             is_bot = user_id == self.bot_user_id
-            self._members[user_id] = {
-                "user": copy.deepcopy(user),
-                "nick": None,
-                "avatar": None,
-                "banner": None,
-                "roles": [BOT_ROLE_ID] if is_bot else [TEAM_ROLE_ID],
-                "joined_at": "2024-01-25T09:05:00.000000+00:00" if is_bot else joined,
-                "premium_since": None,
-                "deaf": False,
-                "mute": False,
-                "flags": 0,
-                "pending": False,
-                "communication_disabled_until": None,
-            }
+            self._members[user_id] = _member(
+                user,
+                [BOT_ROLE_ID] if is_bot else [TEAM_ROLE_ID],
+                "2024-01-25T09:05:00.000000+00:00" if is_bot else joined,
+            )
 
     def _guild_create(self, intents: int) -> JsonDict:
         # Without GUILD_PRESENCES Discord sends only the bot's own member here;
@@ -1322,8 +1349,9 @@ class FakeDiscord(LocalServer):
         elif name == "INTERACTION_CREATE" and "id" in d:
             self.interactions[str(d["id"])] = Interaction(copy.deepcopy(d), time.monotonic())
             partial = d.get("channel")
-            if isinstance(partial, dict) and str(partial.get("id")) not in self.channels:
-                self.add_channel(partial)
+            if isinstance(partial, dict) and "id" in partial:
+                if str(partial["id"]) not in self.channels:
+                    self.add_channel(partial)
             target = d.get("message")
             if isinstance(target, dict) and "id" in target:
                 self.messages.setdefault(str(target["id"]), copy.deepcopy(target))
@@ -1529,6 +1557,12 @@ class FakeDiscord(LocalServer):
 # -- module helpers ------------------------------------------------------------------
 
 
+def _field(d: Mapping[str, Any], outer: str, inner: str) -> Any:
+    """``d[outer][inner]`` when ``d[outer]`` is an object, else None."""
+    value = d.get(outer)
+    return value.get(inner) if isinstance(value, dict) else None
+
+
 def _user(user_id: str, username: str, global_name: str | None) -> JsonDict:
     return {
         "id": user_id,
@@ -1539,6 +1573,24 @@ def _user(user_id: str, username: str, global_name: str | None) -> JsonDict:
         "avatar_decoration_data": None,
         "public_flags": 0,
         "primary_guild": None,
+    }
+
+
+def _member(user: JsonDict, roles: list[str], joined_at: str) -> JsonDict:
+    """A guild member object (/resources/guild#guild-member-object) for ``user``."""
+    return {
+        "user": copy.deepcopy(user),
+        "nick": None,
+        "avatar": None,
+        "banner": None,
+        "roles": roles,
+        "joined_at": joined_at,
+        "premium_since": None,
+        "deaf": False,
+        "mute": False,
+        "flags": 0,
+        "pending": False,
+        "communication_disabled_until": None,
     }
 
 
@@ -1628,6 +1680,7 @@ _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("GET", "/applications/@me", FakeDiscord._get_application),
     ("GET", "/gateway", FakeDiscord._get_gateway),
     ("GET", "/gateway/bot", FakeDiscord._get_gateway_bot),
+    ("GET", "/guilds/{guild_id}/members/{user_id}", FakeDiscord._get_member),
     ("GET", _C, FakeDiscord._get_channel),
     ("PATCH", _C, FakeDiscord._patch_channel),
     ("GET", _C + "/messages", FakeDiscord._list_messages),

@@ -17,6 +17,8 @@ even on ``POST``, and some methods as ``GET``). Every call is recorded in
 
 Methods: ``auth.test``, ``bots.info``, ``users.info``, ``chat.postMessage``,
 ``chat.postEphemeral``, ``chat.update``, ``reactions.add``, ``conversations.replies``,
+``usergroups.users.list`` (the members of ``api.groups``, set with
+``api.set_group(group_id, members)``; an unknown group answers ``no_such_subteam``),
 ``files.getUploadURLExternal`` + the upload ``POST`` + ``files.completeUploadExternal``
 (what ``AsyncWebClient.files_upload_v2`` does) and ``apps.connections.open`` (the
 Socket Mode URL: ``FakeSlackApi(socket_url=...)`` or ``api.socket_url = ...``). Others
@@ -36,8 +38,15 @@ Failures on demand, consumed in the order they were asked for, per method:
 ``api.rate_limit(method, times=N, retry_after=30)`` (HTTP 429, ``Retry-After``, body
 ``{"ok": false, "error": "ratelimited"}``: what slack-sdk's
 ``AsyncRateLimitErrorRetryHandler`` retries on) and
-``api.fail(method, error="channel_not_found", times=1)``. slack-sdk's handler sleeps
-``Retry-After`` plus up to one random second, so keep ``retry_after=0`` in tests.
+``api.fail(method, error="channel_not_found", times=1)``; with ``channel=...`` only
+calls for that channel use them up (Slack limits ``chat.postMessage`` per channel:
+https://docs.slack.dev/apis/web-api/rate-limits). slack-sdk's handler sleeps
+``Retry-After`` plus up to one random second, so keep ``retry_after=0`` for clients
+that have it. ``api.rate_limit_window(methods, seconds=45)`` answers every call of
+``methods`` with 429 until ``seconds`` have passed on the fake's ``clock`` (an
+injectable ``now()`` callable, ``time.monotonic`` by default, so a test can share a
+scaled or virtual clock with the bot); ``Retry-After`` is the time left, in whole
+seconds, unless ``retry_after`` is given.
 
 :func:`sign` makes the ``X-Slack-Request-Timestamp`` / ``X-Slack-Signature`` headers
 for posting a (fixture) body to a bolt app with a test signing secret.
@@ -53,9 +62,10 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import time
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +162,15 @@ class _Injection:
     body: JsonDict
     headers: dict[str, str]
     times: int
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
+class _Window:
+    methods: frozenset[str]
+    until: float
+    retry_after: float | None
+    channel: str | None
 
 
 _JSON_FIELDS = ("metadata", "blocks", "attachments", "files")
@@ -174,6 +193,7 @@ class FakeSlackApi(LocalServer):
         users: Mapping[str, str] | None = None,
         socket_url: str | None = None,
         ts_start: int = 1717171800,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.team_id = team_id
         self.team = team
@@ -190,6 +210,8 @@ class FakeSlackApi(LocalServer):
         self.reactions: list[tuple[str, str, str]] = []
         """``(channel, ts, name)`` of every reaction added, in order."""
         self.users: dict[str, JsonDict] = {}
+        self.groups: dict[str, list[str]] = {}
+        """User groups (``S...`` id -> member user ids) for ``usergroups.users.list``."""
         for user_id, name in (HUMAN_USERS if users is None else users).items():
             self.add_user(user_id, name)
         self.add_user(bot_user_id, bot_name, is_bot=True)
@@ -199,6 +221,9 @@ class FakeSlackApi(LocalServer):
         self._messages: dict[str, list[JsonDict]] = defaultdict(list)
         self._posted: dict[str, list[str]] = defaultdict(list)
         self._injections: dict[str, deque[_Injection]] = defaultdict(deque)
+        self._windows: list[_Window] = []
+        self.clock = clock
+        """Seconds, for rate-limit windows; share it with the bot to scale time in a test."""
         self._runner: web.AppRunner | None = None
         self._root = ""
 
@@ -227,26 +252,59 @@ class FakeSlackApi(LocalServer):
 
     # -- test controls -----------------------------------------------------------
 
-    def rate_limit(self, method: str, *, times: int = 1, retry_after: int = 30) -> None:
-        """Answer the next ``times`` calls of ``method`` with HTTP 429 ``ratelimited``."""
+    def rate_limit(
+        self, method: str, *, times: int = 1, retry_after: int = 30, channel: str | None = None
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with HTTP 429 ``ratelimited``.
+
+        With ``channel``, only calls for that channel are refused (and count).
+        """
         self._injections[method].append(
             _Injection(
                 status=429,
                 body={"ok": False, "error": "ratelimited"},
                 headers={"Retry-After": str(retry_after)},
                 times=times,
+                channel=channel,
             )
         )
 
+    def rate_limit_window(
+        self,
+        methods: str | Iterable[str],
+        *,
+        seconds: float,
+        retry_after: float | None = None,
+        channel: str | None = None,
+    ) -> None:
+        """Refuse every call of ``methods`` with 429 for ``seconds`` of :attr:`clock` from now.
+
+        ``Retry-After`` is ``retry_after``, or the whole seconds left in the window.
+        """
+        names = frozenset([methods] if isinstance(methods, str) else methods)
+        self._windows.append(_Window(names, self.clock() + seconds, retry_after, channel))
+
     def fail(
-        self, method: str, error: str = "channel_not_found", *, times: int = 1, status: int = 200
+        self,
+        method: str,
+        error: str = "channel_not_found",
+        *,
+        times: int = 1,
+        status: int = 200,
+        channel: str | None = None,
     ) -> None:
         """Answer the next ``times`` calls of ``method`` with ``{"ok": false, "error": ...}``.
 
         Slack answers API errors with HTTP 200; pass ``status`` (e.g. 500) for others.
         """
         self._injections[method].append(
-            _Injection(status=status, body={"ok": False, "error": error}, headers={}, times=times)
+            _Injection(
+                status=status,
+                body={"ok": False, "error": error},
+                headers={},
+                times=times,
+                channel=channel,
+            )
         )
 
     def add_user(
@@ -287,6 +345,10 @@ class FakeSlackApi(LocalServer):
             user["profile"]["bot_id"] = self.bot_id
         self.users[user_id] = user
         return user
+
+    def set_group(self, group_id: str, members: Iterable[str]) -> None:
+        """Make the user group ``group_id`` have exactly ``members`` (user ids), from now on."""
+        self.groups[group_id] = list(members)
 
     def add_message(
         self,
@@ -379,13 +441,10 @@ class FakeSlackApi(LocalServer):
     def _answer(
         self, method: str, args: JsonDict, headers: CIMultiDict[str], arg_token: Any
     ) -> tuple[int, JsonDict, dict[str, str]]:
-        queue = self._injections.get(method)
-        if queue:
-            injection = queue[0]
-            injection.times -= 1
-            if injection.times <= 0:
-                queue.popleft()
-            return injection.status, dict(injection.body), dict(injection.headers)
+        channel = str(args.get("channel") or args.get("channel_id") or "")
+        refused = self._refusal(method, channel)
+        if refused is not None:
+            return refused
         handler = _HANDLERS.get(method)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
@@ -411,6 +470,26 @@ class FakeSlackApi(LocalServer):
         )
         # files.slack.com answers the upload with a short plain-text body.
         return web.Response(text=f"OK - {len(content)}", content_type="text/plain")
+
+    def _refusal(self, method: str, channel: str) -> tuple[int, JsonDict, dict[str, str]] | None:
+        """A window's 429, or the first injection for ``method`` that applies to ``channel``."""
+        now = self.clock()
+        self._windows = [w for w in self._windows if w.until > now]
+        for window in self._windows:
+            if method in window.methods and window.channel in (None, channel):
+                wait = window.retry_after
+                retry_after = math.ceil(window.until - now) if wait is None else wait
+                headers = {"Retry-After": f"{retry_after:g}"}
+                return 429, {"ok": False, "error": "ratelimited"}, headers
+        queue = self._injections.get(method) or deque()
+        for injection in queue:
+            if injection.channel not in (None, channel):
+                continue
+            injection.times -= 1
+            if injection.times <= 0:
+                queue.remove(injection)
+            return injection.status, dict(injection.body), dict(injection.headers)
+        return None
 
     # -- state -------------------------------------------------------------------
 
@@ -657,6 +736,13 @@ class FakeSlackApi(LocalServer):
                 self._store(one, message)
         return {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shown]}
 
+    def _usergroups_users_list(self, args: JsonDict) -> JsonDict:
+        """https://docs.slack.dev/reference/methods/usergroups.users.list"""
+        members = self.groups.get(str(args.get("usergroup", "")))
+        if members is None:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": list(members)}
+
     def _apps_connections_open(self, args: JsonDict) -> JsonDict:
         if not self.socket_url:
             return {"ok": False, "error": "socket_url_not_set_in_fake"}
@@ -681,6 +767,7 @@ _HANDLERS = {
     "files.getUploadURLExternal": FakeSlackApi._files_get_upload_url_external,
     "files.completeUploadExternal": FakeSlackApi._files_complete_upload_external,
     "apps.connections.open": FakeSlackApi._apps_connections_open,
+    "usergroups.users.list": FakeSlackApi._usergroups_users_list,
 }
 
 

@@ -12,6 +12,9 @@ way ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` expects it:
   "payload", "accepts_response_payload", "retry_attempt", "retry_reason"}`` to the
   newest open connection and returns the envelope id; ``await server.ack(envelope_id)``
   waits for the client's ``{"envelope_id", "payload"?}`` and returns it;
+* ``await server.send_text(raw)`` sends any text frame as given (not JSON, an envelope
+  with no id, a payload of the wrong type ...), to see the client skip what it cannot
+  read; it is logged as ``send`` with no envelope id;
 * ``await server.send_disconnect(reason)`` asks the client to reconnect (it calls
   ``apps.connections.open`` again);
 * the client's pings are answered (aiohttp autoping); a client closing is logged.
@@ -154,6 +157,24 @@ class FakeSocketModeServer(LocalServer):
         self._record("send", number, envelope_id, dict(envelope))
         await ws.send_str(json.dumps(envelope))
         return envelope_id
+
+    async def send_text(self, raw: str, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Send ``raw`` as one text frame to the newest connection, whatever it holds.
+
+        Logged as ``send`` with no envelope id; ``data`` is the frame when it is a
+        JSON object. If it holds an ``envelope_id``, :meth:`ack` can wait for it.
+        """
+        try:
+            frame = json.loads(raw)
+        except json.JSONDecodeError:
+            frame = None
+        frame = frame if isinstance(frame, dict) else None
+        envelope_id = frame.get("envelope_id") if frame is not None else None
+        if isinstance(envelope_id, str):
+            self._ack_waiters.setdefault(envelope_id, asyncio.get_running_loop().create_future())
+        number, ws = await self._newest(timeout)
+        self._record("send", number, None, frame)
+        await ws.send_str(raw)
 
     async def ack(self, envelope_id: str, timeout: float = 5.0) -> dict[str, Any]:  # noqa: ASYNC109
         """Wait for the client's ack of ``envelope_id`` and return it."""

@@ -1,0 +1,81 @@
+"""Slack user groups as approvers: who is in ``group:S0123ABCD``.
+
+Members come from ``usergroups.users.list``
+(https://docs.slack.dev/reference/methods/usergroups.users.list: a list of user
+ids, Tier 2, the ``usergroups:read`` scope; ``team_id`` only matters for an org
+token). ``include_disabled`` is not sent, so a disabled group lets nobody in.
+A group's members are kept :data:`conversations.membership.DEFAULT_TTL` seconds,
+so a person removed from the group may decide until then, and a group of
+approvers costs one call per few minutes, not one per decision.
+
+An error (``missing_scope`` when the app was not reinstalled after the scope was
+added, ``no_such_subteam``, ``plan_upgrade_required`` on a free workspace) or no
+answer raises :class:`conversations.errors.LookupFailed`: the person is
+refused, and nothing is kept, so the next decision asks again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from conversations.errors import LookupFailed
+from conversations.membership import DEFAULT_TTL, TtlCache
+
+_UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, SlackClientError)
+
+_HINTS = {
+    "missing_scope": "add the usergroups:read scope to the app and reinstall it",
+    "plan_upgrade_required": "user groups need a paid Slack plan",
+    "no_such_subteam": "no user group has this id in the workspace",
+}
+
+
+class SlackDirectory:
+    """A :class:`conversations.membership.Membership` for Slack user groups.
+
+    ``client`` is the adapter's look-up client (slack-sdk waits out a 429 itself);
+    ``ttl`` seconds of ``clock()`` is how long a group's member list is kept.
+    """
+
+    platform = "slack"
+    group_kind = "group"
+
+    def __init__(
+        self,
+        *,
+        client: AsyncWebClient,
+        ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._members: TtlCache[tuple[str, str], frozenset[str]] = TtlCache(ttl=ttl, clock=clock)
+
+    async def is_member(self, *, workspace: str, user: str, group: str) -> bool:
+        """Whether Slack user ``user`` is in the user group ``group`` of team ``workspace``.
+
+        Raises :class:`LookupFailed` when Slack refuses or does not answer.
+        """
+        members = await self._members.get((workspace, group), lambda: self._list(workspace, group))
+        return user in members
+
+    async def _list(self, workspace: str, group: str) -> frozenset[str]:
+        call = f"usergroups.users.list for {group}"
+        try:
+            response = await self._client.usergroups_users_list(
+                usergroup=group, team_id=workspace or None
+            )
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", "an error"))
+            hint = f" ({_HINTS[error]})" if error in _HINTS else ""
+            raise LookupFailed(f"{call}: Slack answered {error}{hint}") from exc
+        except _UNREACHABLE as exc:
+            raise LookupFailed(f"{call}: Slack did not answer ({exc!r})") from exc
+        users = response.get("users")
+        if not isinstance(users, list):
+            raise LookupFailed(f"{call}: the answer has no list of users")
+        return frozenset(u for u in users if isinstance(u, str))

@@ -1,0 +1,39 @@
+"""Failures raised by ``bot``.
+
+The tree::
+
+    BotError
+    ├── GaveUp        a supervised background task kept failing; the process ends
+    └── StartFailed   a platform adapter could not start (a refused token, ...)
+"""
+
+from __future__ import annotations
+
+
+class BotError(Exception):
+    """Base of every failure raised by ``bot``."""
+
+
+class GaveUp(BotError):
+    """A supervised task failed more than its restart limit allows within the window.
+
+    ``name`` is the task's name, ``restarts`` how many restarts it had within
+    ``window`` seconds; the last failure is the ``__cause__``.
+    """
+
+    def __init__(self, name: str, *, restarts: int, window: float, error: BaseException) -> None:
+        super().__init__(
+            f"the {name} task failed {restarts + 1} times within {window:g} s; "
+            f"giving up. Last error: {error!r}"
+        )
+        self.name = name
+        self.restarts = restarts
+        self.window = window
+
+
+class StartFailed(BotError):
+    """A platform adapter could not start; the message names the platform and why."""
+
+    def __init__(self, platform: str, reason: BaseException) -> None:
+        super().__init__(f"could not start {platform}: {reason}")
+        self.platform = platform

@@ -1,0 +1,133 @@
+"""Settings errors as a person can act on them: where the value came from, why, what fits.
+
+pydantic's own report (``1 validation error for Settings ... [type=int_parsing,
+input_value='abc', ...]``) names a model field and a pydantic error type. A
+person set an environment variable or a key of ``threadbot.toml``, so each error
+is told as one line naming that place, the reason and the values allowed::
+
+    THREADBOT_MAX_TURNS ('abc'): must be a whole number
+    threadbot.toml: progress_mode ('x'): must be one of 'replies', 'status'
+    threadbot.toml: policy.rules[1].tool: no tool called 'nope'; known: ...
+
+Values of secret settings (tokens, keys) are never shown. Error types follow
+https://docs.pydantic.dev/latest/errors/validation_errors/.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, SecretStr, ValidationError
+from pydantic_core import ErrorDetails
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+_REASONS: Mapping[str, str] = {
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a table",
+    "missing": "is required",
+    "json_invalid": "is not valid JSON",
+    "url_parsing": "is not a URL",
+}
+
+
+def explain(
+    exc: ValidationError,
+    *,
+    fields: Mapping[str, Any],
+    environ: Mapping[str, str],
+    toml_file: Path,
+) -> list[str]:
+    """One line per error of ``exc`` (a ``Settings`` validation error).
+
+    ``fields`` is ``Settings.model_fields``; ``environ`` the environment the settings
+    were read from; ``toml_file`` the TOML file they may have come from instead.
+    """
+    return [_line(error, fields, environ, toml_file) for error in exc.errors(include_url=False)]
+
+
+def _line(
+    error: ErrorDetails, fields: Mapping[str, Any], environ: Mapping[str, str], toml_file: Path
+) -> str:
+    loc = tuple(error["loc"])
+    name = str(loc[0]) if loc else ""
+    reason = _reason(error, fields)
+    if error["type"] == "extra_forbidden":
+        return f"{toml_file}: {_dotted(loc)}: not a setting threadbot knows{_suggest(name, fields)}"
+    variable = _variable(name, fields.get(name), environ)
+    secret = _is_secret(fields.get(name))
+    if variable is not None:
+        place = variable if secret else f"{variable} ({_shown(name, environ[variable])})"
+        return f"{place}: {reason}"
+    if reason.startswith((f"{name}.", f"{name}[", f"{name}:")):
+        return f"{toml_file}: {reason}"  # the reason names its own dotted path
+    shown = "" if secret or len(loc) > 1 else f" ({_shown(name, error.get('input'))})"
+    return f"{toml_file}: {_dotted(loc)}{shown}: {reason}"
+
+
+def _shown(name: str, value: object) -> str:
+    """``value`` as it may be shown: a database URL without its password."""
+    if name == "database_url" and isinstance(value, str):
+        try:
+            value = make_url(value).render_as_string(hide_password=True)
+        except ArgumentError:
+            value = "(not a URL)"
+    return repr(value)
+
+
+def _reason(error: ErrorDetails, fields: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind in _REASONS:
+        return _REASONS[kind]
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '')}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        word = {
+            "greater_than": "greater than",
+            "greater_than_equal": "at least",
+            "less_than": "less than",
+            "less_than_equal": "at most",
+        }[kind]
+        bound = next(iter(ctx.values()), "")
+        return f"must be {word} {bound}"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")
+
+
+def _variable(name: str, field: Any, environ: Mapping[str, str]) -> str | None:
+    """The environment variable that set ``name``, if one did."""
+    candidates = [f"THREADBOT_{name.upper()}"]
+    alias = getattr(field, "validation_alias", None)
+    if isinstance(alias, AliasChoices):
+        candidates += [c for c in alias.choices if isinstance(c, str) and c.isupper()]
+    return next((c for c in candidates if c in environ), None)
+
+
+def _is_secret(field: Any) -> bool:
+    annotation = getattr(field, "annotation", None)
+    return annotation is not None and SecretStr in getattr(annotation, "__args__", (annotation,))
+
+
+def _dotted(loc: Sequence[int | str]) -> str:
+    """``("policy", "rules", 1, "tool")`` -> ``policy.rules[1].tool``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _suggest(name: str, fields: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(fields), n=1)
+    return f" (did you mean {close[0]}?)" if close else " (see the README's Settings table)"

@@ -1,0 +1,179 @@
+"""One delivery attempt: an outbound action for some outbox rows, through its sender.
+
+:meth:`Attempts.send` gives an :data:`Outcome`:
+
+- :class:`Sent`: the platform took the action; the rows are marked sent with the
+  platform message id (an edit's: the edited message), so a reaction on that
+  message finds its conversation.
+- :class:`Refused` with ``rate_limited``: the platform answered 429 and asked us to
+  wait ``Retry-After`` (https://docs.slack.dev/apis/web-api/rate-limits,
+  https://discord.com/developers/docs/topics/rate-limits). That is no failure: the
+  row's ``attempts`` column does not change and it is tried again after the wait,
+  however often that happens.
+- :class:`Refused` otherwise: one failed attempt of the head row is counted in the
+  store; it is ``final`` after ``max_attempts`` or at once when the error is
+  permanent, else it may be tried again after an exponential backoff (2, 4, 8...
+  seconds, at most 60).
+
+A row that fails for good is reported once in its thread (:meth:`Attempts.give_up`):
+a new outbox row of purpose :data:`REPORT`, whose own failure is only logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from conversations.adapter import Sender
+from conversations.errors import DeliveryError, RateLimited
+from conversations.events import AddReaction, OutboundAction, PostReply, UpdateMessage
+from conversations.outbox._clock import Clock
+from conversations.store import Outgoing, PendingSend, Store
+from core.faults import Faults
+
+log = logging.getLogger("conversations.outbox")
+
+NOTE = "note"
+"""``purpose`` of a progress note row (merged, held back for the note interval)."""
+REPORT = "report"
+"""``purpose`` of the row that tells a thread a message could not be delivered."""
+MAX_BACKOFF = 60.0
+"""Seconds, the longest wait between two failed attempts of a row."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The platform took the action; ``message_id`` is the new message's id, if any."""
+
+    message_id: str | None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The platform did not take the action.
+
+    ``until``: the clock time (seconds) to try again at; ``rate_limited``: a 429,
+    not counted; ``final``: failed for good (attempts used up, or permanent).
+    """
+
+    error: str
+    until: float
+    rate_limited: bool = False
+    final: bool = False
+
+
+Outcome = Sent | Refused
+
+
+class Attempts:
+    """Sends actions for outbox rows and records each outcome in the store.
+
+    ``suspect_up_to``: rows up to this id may have been sent by an earlier process
+    (or an attempt cut short), so the sender is told ``maybe_sent`` and looks first.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        senders: Mapping[str, Sender],
+        clock: Clock,
+        faults: Faults,
+        max_attempts: int,
+    ) -> None:
+        self._store = store
+        self.senders = dict(senders)
+        self._clock = clock
+        self._faults = faults
+        self._max_attempts = max(1, max_attempts)
+        self.suspect_up_to = 0
+        self._in_flight: set[asyncio.Event] = set()
+
+    async def send(self, rows: Sequence[PendingSend], action: OutboundAction) -> Outcome:
+        """Perform ``action`` for ``rows`` (``rows[0]`` gives the idempotency key).
+
+        Raises only what the store raises; every failure of the sender, even an
+        adapter's own bug, is an outcome.
+        """
+        head = rows[0]
+        sender = self.senders.get(action.ref.platform)
+        if sender is None:
+            return Refused(f"no adapter for {action.ref.platform}", self._clock.now(), final=True)
+        done = asyncio.Event()
+        self._in_flight.add(done)
+        try:
+            try:
+                message_id = await sender.send(
+                    action,
+                    idempotency_key=f"tb-{head.id}",
+                    maybe_sent=head.id <= self.suspect_up_to,
+                )
+            except RateLimited as exc:
+                log.info("outbox row %s rate-limited for %s s: %s", head.id, exc.retry_after, exc)
+                return Refused(str(exc), self._clock.now() + exc.retry_after, rate_limited=True)
+            except DeliveryError as exc:
+                return await self._failed(head, exc)
+            except Exception as exc:  # an adapter's bug must not stop every delivery
+                log.exception("sending outbox row %s failed unexpectedly", head.id)
+                return await self._failed(head, DeliveryError(repr(exc)))
+            self._faults.hit("after_platform_accept")
+            if isinstance(action, UpdateMessage):  # the rows are shown in the edited message
+                message_id = action.ref.message
+            await self._store.mark_sent([r.id for r in rows], message_id)
+            return Sent(message_id)
+        finally:
+            done.set()
+            self._in_flight.discard(done)
+
+    async def settled(self) -> None:
+        """Return once every send in flight now has its outcome (and its message id) stored."""
+        for done in list(self._in_flight):
+            await done.wait()
+
+    async def give_up(
+        self, rows: Sequence[PendingSend], action: OutboundAction, error: str
+    ) -> None:
+        """Mark ``rows`` failed for good and report it once in their thread.
+
+        A failed report (``purpose`` :data:`REPORT`) is only logged, never reported.
+        """
+        head = rows[0]
+        ids = [r.id for r in rows]
+        report: Outgoing | None = None
+        if head.purpose == REPORT:
+            log.error("could not tell thread %s about a failure: %s", action.ref.thread, error)
+        else:
+            log.warning("outbox rows %s failed for good: %s", ids, error)
+            thread = action.ref.model_copy(update={"message": None, "user": None})
+            report = Outgoing(PostReply(ref=thread, text=report_text(action, error)), REPORT)
+        await self._store.fail_for_good(head.conversation_id, ids, error, report)
+
+    async def _failed(self, head: PendingSend, exc: DeliveryError) -> Refused:
+        attempts = await self._store.record_failure(head.id, str(exc))
+        final = exc.permanent or attempts >= self._max_attempts
+        log.warning("delivery of outbox row %s failed (attempt %s): %s", head.id, attempts, exc)
+        backoff = min(2.0**attempts, MAX_BACKOFF)
+        return Refused(str(exc), self._clock.now() + backoff, final=final)
+
+
+def report_text(action: OutboundAction, error: str) -> str:
+    """``⚠️ I could not post a message here ("📋 Plan (v1) …"): <error>``, one short line."""
+    reason = " ".join(error.split())[:300]
+    match action:
+        case PostReply():
+            what = f"post a message here (“{_excerpt(action.text)}”)"
+        case UpdateMessage():
+            what = f"update a message here (“{_excerpt(action.text)}”)"
+        case AddReaction():
+            what = f"add the :{action.emoji}: reaction here"
+        case _:
+            assert_never(action)
+    return f"⚠️ I could not {what}: {reason}"
+
+
+def _excerpt(text: str, size: int = 80) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= size else line[: size - 1] + "…"

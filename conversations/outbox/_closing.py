@@ -1,0 +1,51 @@
+"""The edit that shows a closed request on its own message (rows of purpose ``closed``).
+
+A :class:`core.run_events.RequestClosed` is written as an outbox row of purpose
+:data:`conversations.render.CLOSED`, with the request's id and an
+:class:`~conversations.events.UpdateMessage` that holds only the outcome line.
+It is delivered in order like any milestone, so the request's own message (an
+earlier row of the conversation) has been sent, or given up, by then. Its turn
+come, :func:`closing_edit` finds that message (the first row with the request's
+id: its action, and the platform message id stored when it was sent) and builds
+the edit with :func:`conversations.render.closed_message`.
+
+A message never delivered (failed for good, or sent without an id) has nothing to
+edit: the row is settled ``dropped`` with the reason, and logged; nothing is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from conversations.events import PostReply, UpdateMessage
+from conversations.render import closed_message
+from conversations.store import PendingSend, Store
+
+log = logging.getLogger("conversations.outbox")
+
+
+async def closing_edit(store: Store, row: PendingSend) -> UpdateMessage | None:
+    """The edit to send for the closing row ``row``, or None when there is nothing to edit.
+
+    None settles ``row`` (``dropped``, the reason in ``last_error``) and logs why.
+    Raises only what the store raises.
+    """
+    reason = await _edit_or_reason(store, row)
+    if isinstance(reason, UpdateMessage):
+        return reason
+    log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
+    await store.settle_unsent([row.id], reason)
+    return None
+
+
+async def _edit_or_reason(store: Store, row: PendingSend) -> UpdateMessage | str:
+    """The edit for ``row``, or why there is none."""
+    if row.request_id is None or not isinstance(row.action, UpdateMessage):
+        return "not an edit of a request's message"
+    original = await store.request_message(row.conversation_id, row.request_id)
+    if original is None:
+        return f"request {row.request_id} has no message"
+    if original.state != "sent" or original.message_id is None:
+        return f"the message of request {row.request_id} was not delivered ({original.state})"
+    assert isinstance(original.action, PostReply)  # request_message finds posts only
+    return closed_message(original.action, row.action, original.message_id)

@@ -1,0 +1,247 @@
+"""A conversation's worker: sends its pending rows in order until none is left or it must wait.
+
+A worker reads its conversation's pending rows in bounded batches, oldest first,
+sends what it can, and ends with either nothing left (None) or a
+:class:`Deferral`: when the dispatcher should start a worker for it again. A held
+note, a rate limit or a backoff never keeps a worker slot: the worker ends and the
+conversation waits in the dispatcher.
+
+:class:`RepliesWorker` is the ``replies`` progress mode: consecutive notes merge
+into one reply (at most :data:`NOTE_REPLY_CHARS`), at most one note reply per
+``note_interval``; a milestone after them flushes them at once. The ``status``
+mode's worker is in :mod:`conversations.outbox._status`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from conversations import logcontext
+from conversations.events import OutboundAction, PostReply
+from conversations.outbox._attempt import NOTE, Attempts, Outcome, Refused, Sent
+from conversations.outbox._board import StatusBoard
+from conversations.outbox._clock import Clock
+from conversations.outbox._closing import closing_edit
+from conversations.render import CLOSED
+from conversations.store import PendingSend, Store
+
+NOTE_REPLY_CHARS = 3_500
+"""Characters of merged notes in one reply: one Slack message (3,900 at most per
+part, :mod:`adapters.slack.outbound`), never a file upload."""
+
+
+@dataclass(frozen=True)
+class Deferral:
+    """When a conversation is to be taken up again: at ``until`` (clock seconds), or sooner.
+
+    ``on_milestone``: as soon as a row other than a note is pending (held notes
+    are flushed before it; a rate-limited status edit does not hold it back).
+    ``on_drain``: as soon as a drain asks (notes held for their interval).
+    """
+
+    until: float
+    on_milestone: bool = False
+    on_drain: bool = False
+
+    def ready(self, now: float, *, milestone: bool, draining: bool) -> bool:
+        """Whether the conversation may be taken up now."""
+        return (
+            now >= self.until or (self.on_milestone and milestone) or (self.on_drain and draining)
+        )
+
+    def or_sooner(self, other: Deferral | None) -> Deferral:
+        """Ready when either is (the earlier time, either trigger)."""
+        if other is None:
+            return self
+        return Deferral(
+            until=min(self.until, other.until),
+            on_milestone=self.on_milestone or other.on_milestone,
+            on_drain=self.on_drain or other.on_drain,
+        )
+
+
+Next = Deferral | Literal["again", "done"]
+"""What a worker's step leads to: wait, take another step, or stop (nothing pending)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every worker shares: the store, the attempts, the clock and the settings."""
+
+    store: Store
+    attempts: Attempts
+    clock: Clock
+    note_interval: float
+    draining: Callable[[], bool]
+    batch: int = 100
+
+
+@dataclass
+class ConversationState:
+    """What the deliverer remembers of a conversation between its workers.
+
+    ``last_note``: clock seconds of the last note reply or status edit;
+    ``pinned``: ids of merged notes whose send failed without a known fate, sent
+    again as exactly that group (same idempotency key, same text);
+    ``board``: the status replies (``status`` mode).
+    """
+
+    last_note: float = -math.inf
+    pinned: tuple[int, ...] = ()
+    board: StatusBoard = field(default_factory=StatusBoard)
+
+    def idle(self, now: float, interval: float) -> bool:
+        """Whether forgetting this state changes nothing."""
+        return not self.pinned and self.board.idle() and now >= self.last_note + interval
+
+
+class ConversationWorker:
+    """Delivers one conversation's rows: the shared reading and sending, per mode a step."""
+
+    def __init__(self, ctx: Context, conversation_id: str, state: ConversationState) -> None:
+        self.ctx = ctx
+        self.conversation_id = conversation_id
+        self.state = state
+
+    async def run(self) -> Deferral | None:
+        """Take steps until nothing is pending (None) or the conversation must wait."""
+        logcontext.conversation.set(self.conversation_id)  # the worker is a task of its own
+        while True:
+            step = await self.step()
+            if step == "done":
+                return None
+            if isinstance(step, Deferral):
+                return step
+
+    async def step(self) -> Next:
+        """Send one thing, or say why not."""
+        raise NotImplementedError
+
+    async def read(self) -> tuple[list[PendingSend], bool]:
+        """Up to ``batch`` pending rows not waiting in a status reply, oldest first.
+
+        The flag says more may follow. Rows waiting in a status reply are paged
+        over, so however many wait, the rows after them are read.
+        """
+        covered = self.state.board.covered()
+        rows: list[PendingSend] = []
+        after = 0
+        while True:
+            page = await self.ctx.store.pending_rows(
+                self.conversation_id, after=after, limit=self.ctx.batch
+            )
+            rows += [row for row in page if row.id not in covered]
+            if len(page) < self.ctx.batch:
+                return rows, False
+            if len(rows) >= self.ctx.batch:
+                return rows, True
+            after = page[-1].id
+
+    async def milestone_follows(
+        self, rows: Sequence[PendingSend], notes: Sequence[PendingSend], more: bool
+    ) -> bool:
+        """Whether a row other than a note is pending after the leading ``notes``."""
+        if len(notes) < len(rows):
+            return True
+        return more and await self.ctx.store.has_pending_milestone(
+            self.conversation_id, after=rows[-1].id
+        )
+
+    def notes_due(self) -> bool:
+        """Whether a note reply may go now: a drain, or the interval has passed."""
+        return (
+            self.ctx.draining()
+            or self.ctx.clock.now() >= self.state.last_note + self.ctx.note_interval
+        )
+
+    def hold_notes(self) -> Deferral:
+        """Notes wait for their interval; a milestone or a drain flushes them sooner."""
+        until = self.state.last_note + self.ctx.note_interval
+        return Deferral(until=until, on_milestone=True, on_drain=True)
+
+    async def deliver(self, rows: Sequence[PendingSend], action: OutboundAction) -> Outcome:
+        """Send ``action`` for ``rows``; a final refusal is given up (and reported) here."""
+        outcome = await self.ctx.attempts.send(rows, action)
+        if isinstance(outcome, Refused) and outcome.final:
+            await self.ctx.attempts.give_up(rows, action, outcome.error)
+        return outcome
+
+    async def deliver_milestone(self, row: PendingSend) -> Outcome:
+        """Send ``row``, a row other than a note, alone.
+
+        A closing row (purpose ``closed``) becomes the edit of its request's message
+        (:mod:`conversations.outbox._closing`); with nothing to edit it is settled
+        without a send, and that counts as sent: what follows goes on.
+        """
+        if row.purpose != CLOSED:
+            return await self.deliver([row], row.action)
+        edit = await closing_edit(self.ctx.store, row)
+        if edit is None:
+            return Sent(None)
+        return await self.deliver([row], edit)
+
+    @staticmethod
+    def follow(outcome: Outcome) -> Next:
+        """After a send that keeps the order: go on, or wait (what follows waits too)."""
+        if isinstance(outcome, Sent) or outcome.final:
+            return "again"
+        return Deferral(until=outcome.until)
+
+
+class RepliesWorker(ConversationWorker):
+    """The ``replies`` mode: notes merged into replies, at most one per note interval."""
+
+    async def step(self) -> Next:
+        rows, more = await self.read()
+        if not rows:
+            return "done"
+        notes = leading_notes(rows)
+        if not notes:
+            return self.follow(await self.deliver_milestone(rows[0]))
+        if not (await self.milestone_follows(rows, notes, more) or self.notes_due()):
+            return self.hold_notes()
+        group = self._group(notes)
+        first = group[0].action
+        assert isinstance(first, PostReply)
+        text = "\n".join(_text(note) for note in group)
+        outcome = await self.deliver(group, first.model_copy(update={"text": text}))
+        if isinstance(outcome, Sent) or outcome.final:
+            self.state.pinned = ()
+            self.state.last_note = self.ctx.clock.now()
+        elif not outcome.rate_limited:
+            self.state.pinned = tuple(note.id for note in group)  # its fate is unknown
+        return self.follow(outcome)
+
+    def _group(self, notes: Sequence[PendingSend]) -> list[PendingSend]:
+        """The leading notes that go in one reply: a pinned group, or up to the size."""
+        pinned = set(self.state.pinned)
+        if pinned and notes[0].id in pinned:
+            return [note for note in notes if note.id in pinned]
+        self.state.pinned = ()
+        group: list[PendingSend] = []
+        size = 0
+        for note in notes:
+            size += len(_text(note)) + 1
+            if group and size > NOTE_REPLY_CHARS:
+                break
+            group.append(note)
+        return group
+
+
+def leading_notes(rows: Sequence[PendingSend]) -> list[PendingSend]:
+    """The notes (posted replies of purpose note) before the first other row."""
+    notes: list[PendingSend] = []
+    for row in rows:
+        if row.purpose != NOTE or not isinstance(row.action, PostReply):
+            break
+        notes.append(row)
+    return notes
+
+
+def _text(note: PendingSend) -> str:
+    action = note.action
+    assert isinstance(action, PostReply)
+    return action.text

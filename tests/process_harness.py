@@ -1,0 +1,168 @@
+"""Real ``threadbot run`` processes on Slack (HTTP mode), for shutdown and takeover tests.
+
+:class:`BotProcess` starts ``python -m bot run`` with the Slack adapter pointed at a
+:class:`tests.fakes.slack_api.FakeSlackApi` and the real ``anthropic`` client at a
+:class:`tests.fakes.anthropic_server.FakeAnthropicServer`, on a SQLite file that
+several processes may share. :class:`Channel` speaks to one such process as people
+do in Slack (signed event POSTs built from the fixtures, as
+:class:`tests.slack_harness.Workspace` does in-process) and reads the store with
+``sqlite3``. Tests wait on conditions (:func:`eventually`), never on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
+from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body
+
+ROOT = Path(__file__).resolve().parents[1]
+WAIT = 30.0
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the bot binds it a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def eventually(condition: Callable[[], object], *, seconds: float = WAIT) -> None:
+    """Poll ``condition`` every 50 ms until truthy; fail after ``seconds``."""
+    async with asyncio.timeout(seconds):
+        while not condition():  # noqa: ASYNC110 (the condition reads another process's state)
+            await asyncio.sleep(0.05)
+
+
+class BotProcess:
+    """One ``threadbot run`` process; its stderr is collected while it runs."""
+
+    def __init__(self, tmp_path: Path, api: FakeSlackApi, model_url: str, **settings: str) -> None:
+        self.dir = tmp_path
+        self.db = tmp_path / "threadbot.db"
+        self.port = free_port()
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
+        }
+        env |= {
+            "PYTHONPATH": str(ROOT),
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": api.base_url,
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": model_url,
+            "THREADBOT_SLACK_HOST": "127.0.0.1",
+            "THREADBOT_SLACK_PORT": str(self.port),
+            "THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{self.db}",
+            "THREADBOT_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
+            "THREADBOT_LOG_LEVEL": "WARNING",
+        }
+        self.env = env | {f"THREADBOT_{k.upper()}": v for k, v in settings.items()}
+        self.proc: asyncio.subprocess.Process | None = None
+        self.stderr: list[str] = []
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the process and wait until it says it is connected to Slack."""
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            cwd=self.dir,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        self._reader = asyncio.create_task(self._read_stderr())
+        line = await asyncio.wait_for(self.proc.stdout.readline(), WAIT)
+        assert line.decode().strip() == "threadbot: connected to slack", self.log
+
+    async def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        async for line in self.proc.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    @property
+    def log(self) -> str:
+        """What the process wrote to stderr so far."""
+        return "".join(self.stderr)
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    async def wait(self, seconds: float = WAIT) -> int:
+        """Wait for the process to exit; its exit code."""
+        assert self.proc is not None
+        code = await asyncio.wait_for(self.proc.wait(), seconds)
+        if self._reader is not None:
+            await asyncio.wait_for(self._reader, seconds)
+        return code
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    def query(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows of ``statement`` on the process's database (read with ``sqlite3``)."""
+        with sqlite3.connect(self.db) as db:
+            return db.execute(statement, args).fetchall()
+
+
+class Channel:
+    """People in the Slack channel, talking to one bot process."""
+
+    def __init__(self, api: FakeSlackApi, http: aiohttp.ClientSession) -> None:
+        self.api = api
+        self.http = http
+
+    async def deliver(self, bot: BotProcess, body: dict[str, Any]) -> None:
+        """POST one Events API body to ``bot``, signed, and expect Slack's 200."""
+        raw = json.dumps(body)
+        headers = {"Content-Type": "application/json", **sign(raw, SECRET)}
+        url = f"http://127.0.0.1:{bot.port}/slack/events"
+        async with self.http.post(url, data=raw.encode(), headers=headers) as response:
+            assert response.status == 200, await response.text()
+
+    async def mention(self, bot: BotProcess, text: str) -> str:
+        """Alice mentions the bot at the top of the channel; the message's ts."""
+        said = f"<@{BOT_USER_ID}> {text}"
+        ts = str(self.api.add_message(CHANNEL, said, user=ALICE)["ts"])
+        body = event_body("app_mention")
+        body["event"].update(text=said, user=ALICE, ts=ts, event_ts=ts)
+        body["event"].pop("blocks", None)
+        await self.deliver(bot, body)
+        return ts
+
+    async def react(self, bot: BotProcess, message: str, emoji: str = "white_check_mark") -> None:
+        body = event_body("reaction_added")
+        body["event"].update(user=ALICE, reaction=emoji)
+        body["event"]["item"]["ts"] = message
+        await self.deliver(bot, body)
+
+    def bot_posts(self, thread: str) -> list[dict[str, Any]]:
+        """The bot's messages in ``thread`` as they are now, oldest first."""
+        return [m for m in self.api.thread(CHANNEL, thread) if m.get("user") == BOT_USER_ID]
+
+    def texts(self, thread: str) -> list[str]:
+        return [str(m.get("text", "")) for m in self.bot_posts(thread)]
+
+    def post_with(self, thread: str, marker: str) -> dict[str, Any] | None:
+        found = [m for m in self.bot_posts(thread) if marker in str(m.get("text", ""))]
+        return found[-1] if found else None

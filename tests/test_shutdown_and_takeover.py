@@ -1,0 +1,150 @@
+"""A graceful SIGTERM, and a process that lost its lease while paused, with real processes.
+
+Both run ``threadbot run`` on Slack (HTTP mode) against the local Slack fake, with
+the real ``anthropic`` client against the local Messages API fake, on one SQLite
+file (:mod:`tests.process_harness`):
+
+- SIGTERM while a command runs: after the grace the command is killed and recorded
+  ``interrupted``, the notes held back are delivered, the lease is released and
+  the process exits 0; the next start goes on and the model reads the result.
+- Two processes: A runs a command and is SIGSTOPped past its lease; B takes the
+  conversation over and finishes it; A, continued, has its next commit refused and
+  writes nothing after B's first entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
+from tests.fakes.slack_api import FakeSlackApi
+from tests.process_harness import BotProcess, Channel, eventually
+
+PLAN = [tool_use("toolu_plan", "propose_plan", {"steps": ["Look around", "Run the long job"]})]
+
+
+@pytest.fixture
+async def fakes() -> AsyncIterator[tuple[FakeSlackApi, FakeAnthropicServer, Channel]]:
+    async with FakeSlackApi() as api, FakeAnthropicServer() as model:
+        async with aiohttp.ClientSession() as http:
+            yield api, model, Channel(api, http)
+
+
+def tool_results(request_body: dict) -> list[dict]:
+    """The ``tool_result`` blocks of the last user message of a Messages API request."""
+    last = request_body["messages"][-1]
+    content = last["content"] if isinstance(last["content"], list) else []
+    return [block for block in content if block.get("type") == "tool_result"]
+
+
+async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
+    tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
+) -> None:
+    api, model, channel = fakes
+    model.add(
+        PLAN,
+        [text("Looking around first."), tool_use("toolu_ls", "list_files", {"path": "."})],
+        [
+            text("Now the long job."),
+            tool_use("toolu_job", "run_command", {"command": "touch started; sleep 60"}),
+        ],
+        [text("Picked up after the restart: the job was interrupted.")],
+    )
+    # Notes are held back for a minute, so some are still pending at the SIGTERM.
+    settings = {"shutdown_grace": "1", "progress_interval": "60"}
+    bot = BotProcess(tmp_path, api, model.base_url, **settings)
+    await bot.start()
+    try:
+        thread = await channel.mention(bot, "run the long job")
+        await eventually(lambda: channel.post_with(thread, "Plan (v1)"))
+        plan = channel.post_with(thread, "Plan (v1)")
+        assert plan is not None
+        await channel.react(bot, str(plan["ts"]))
+        await eventually(lambda: list(tmp_path.glob("workspaces/*/started")))
+        assert bot.query("select state from outbox where state = 'pending'")  # notes held back
+
+        bot.signal(signal.SIGTERM)
+        assert await bot.wait() == 0, bot.log
+    finally:
+        await bot.kill()
+
+    assert bot.query("select state from tool_calls where tool_use_id = 'toolu_job'") == [
+        ("interrupted",)
+    ]
+    assert bot.query("select count(*) from outbox where state = 'pending'") == [(0,)]
+    assert bot.query("select lease_owner, lifecycle from conversations") == [(None, "running")]
+    assert any("Now the long job." in t for t in channel.texts(thread))  # flushed at shutdown
+
+    again = BotProcess(tmp_path, api, model.base_url, **settings)
+    await again.start()
+    try:
+        await eventually(lambda: channel.post_with(thread, "Picked up after the restart"))
+        (result,) = tool_results(model.requests[-1].body)
+        assert result["tool_use_id"] == "toolu_job"
+        assert "Interrupted while it ran: the bot was shutting down" in json.dumps(result)
+        assert again.query("select lifecycle from conversations") == [("done",)]
+        again.signal(signal.SIGTERM)
+        assert await again.wait() == 0, again.log
+    finally:
+        await again.kill()
+
+
+async def test_a_process_paused_past_its_lease_writes_nothing_after_the_takeover(
+    tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
+) -> None:
+    api, model, channel = fakes
+    job = "touch started; while [ ! -f go ]; do sleep 0.05; done; echo A-$((40 + 2))"  # prints A-42
+    model.add(
+        PLAN,
+        [tool_use("toolu_job", "run_command", {"command": job})],
+        [text("Checked the workspace; finished by the second instance.")],
+    )
+    settings = {"lease_ttl": "1.5", "progress_interval": "0"}
+    first = BotProcess(tmp_path, api, model.base_url, **settings)
+    second = BotProcess(tmp_path, api, model.base_url, **settings)
+    await first.start()
+    try:
+        thread = await channel.mention(first, "run the job")
+        await eventually(lambda: channel.post_with(thread, "Plan (v1)"))
+        plan = channel.post_with(thread, "Plan (v1)")
+        assert plan is not None
+        await channel.react(first, str(plan["ts"]))
+        await eventually(lambda: list(tmp_path.glob("workspaces/*/started")))
+
+        first.signal(signal.SIGSTOP)  # paused, as by a long GC pause or a partition
+        await second.start()  # resumes the running conversation once A's lease lapses
+        await eventually(lambda: second.query("select lifecycle from conversations") == [("done",)])
+        ((workspace,),) = second.query("select workspace_dir from conversations")
+        await asyncio.to_thread(Path(workspace, "go").write_text, "")  # A may finish now
+        taken_over = second.query("select max(seq) from journal")[0][0]
+
+        first.signal(signal.SIGCONT)
+        await eventually(lambda: "no longer holds its lease" in first.log)
+        for bot in (first, second):
+            bot.signal(signal.SIGTERM)
+            assert await bot.wait() == 0, bot.log
+    finally:
+        await first.kill()
+        await second.kill()
+
+    ((conversation_id,),) = second.query("select id from conversations")
+    refused = [line for line in first.stderr if "no longer holds its lease" in line]
+    assert refused and f"[{conversation_id}]" in refused[0]  # logs name the conversation
+    assert second.query("select max(seq) from journal")[0][0] == taken_over
+    bodies = [body for (body,) in second.query("select body from journal")]
+    assert not any("A-42" in body for body in bodies)  # A's command output
+    assert second.query("select state from tool_calls where tool_use_id = 'toolu_job'") == [
+        ("unknown",)
+    ]
+    results = second.query(
+        "select count(*) from journal where body like '%toolu_job%' and kind = 'tool_result'"
+    )
+    assert results == [(1,)]
+    assert channel.post_with(thread, "finished by the second instance") is not None
