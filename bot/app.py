@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.errors import GaveUp
 from bot.settings import Settings
@@ -92,6 +92,7 @@ class App:
                 "deliverer": self.deliverer.run,
                 "sweeper": self.sweeper.run,
                 "lease renewal": self.hub.leases.keep_renewed,
+                "stop requests": self.hub.stopper.keep_polling,
             }
         )
 
@@ -176,14 +177,14 @@ async def build(
     """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override."""
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     engine_db = create_engine(settings.database_url)
-    await migrate.upgrade(engine_db)
+    faults = Faults(settings.fault)
+    await migrate.upgrade(engine_db, faults=faults)
     deliverer_ref: list[Deliverer] = []
     store = Store(
         engine=engine_db,
         render=render_event,
         on_outbox=lambda: deliverer_ref[0].wake() if deliverer_ref else None,
     )
-    faults = Faults(settings.fault)
     deliverer = Deliverer(
         store=store,
         faults=faults,
@@ -224,7 +225,13 @@ async def build(
     if settings.instance:
         hub_settings = dataclasses.replace(hub_settings, instance=settings.instance)
     hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings)
-    sweeper = Sweeper(store=store, engine=engine, expire=hub.expire, clock=wall_clock)
+    sweeper = Sweeper(
+        store=store,
+        engine=engine,
+        expire=hub.expire,
+        clock=wall_clock,
+        retention=timedelta(days=settings.retention_days),
+    )
     return App(
         store=store,
         engine=engine,

@@ -29,6 +29,7 @@ from bot.settings_errors import explain
 from conversations import migrate
 from conversations.logcontext import ConversationFilter
 from conversations.store.store import create_engine
+from core.faults import Faults
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _upgrade(settings: Settings) -> int:
     engine = create_engine(settings.database_url)
     try:
-        await migrate.upgrade(engine)
+        await migrate.upgrade(engine, faults=Faults(settings.fault))
         revision = await migrate.current_revision(engine)
     except (CommandError, SQLAlchemyError) as exc:
         print(f"threadbot: cannot upgrade the database: {exc}", file=sys.stderr)

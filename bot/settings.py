@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     model_script: Path | None = None
     log_level: str = "WARNING"
     request_ttl: float = Field(default=24 * 3600.0, gt=0)
+    retention_days: float = Field(default=7.0, gt=0, le=36_500)
+    """Days sent outbox rows and handled deliveries are kept before the sweeper prunes
+    them (the journal, tool records and requests stay). Keep it well above the
+    platforms' retry window (Slack retries an event for a few minutes): a delivery
+    key pruned earlier no longer stops a duplicate."""
     fault: str = ""
     instance: str = ""
     """Lease owner name; empty means ``host:pid`` (see ``HubSettings.instance``)."""

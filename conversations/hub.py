@@ -39,6 +39,7 @@ from conversations.membership import Membership
 from conversations.outbox import Deliverer
 from conversations.queue import ConversationQueue, Job
 from conversations.render import refusal
+from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Outgoing, Store
 from conversations.store.leases import Leases
 from core.engine import Engine
@@ -95,6 +96,10 @@ class Hub:
         """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
         self._queue = ConversationQueue(around=self._hold)
         self._shutting_down = False
+        self.stopper = Stopper(
+            store=store, engine=engine, queue=self._queue, leases=self.leases, notice=self._notice
+        )
+        """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
 
     async def handle(self, event: InboundEvent) -> None:
         """Take one inbound event; returns once recorded and queued, not when its run ends.
@@ -414,9 +419,8 @@ class Hub:
         ):
             await self._notice(conversation, refusal("stop", who.name))
             return
-        await self._queue.stop(conversation.id)
-        if not await self._engine.stop(conversation.id, who.name, who.id):
-            await self._notice(conversation, "Nothing is running here.")
+        with logcontext.about(conversation.id):
+            await self.stopper.stop(conversation, _person_of(who))
 
     async def _notice(self, conversation: ConversationInfo, text: str) -> None:
         await self._store.enqueue(

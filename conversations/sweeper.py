@@ -1,9 +1,13 @@
-"""One sweeper for reminders and expiry of pending requests (DESIGN.md).
+"""One sweeper for reminders and expiry of pending requests, and for pruning (DESIGN.md).
 
 It reads the store for requests whose reminder or expiry time has come; no task
 sleeps per request. Its clock is a parameter, so tests move time forward and call
 :meth:`Sweeper.sweep_once`. A reminder is posted once (compare-and-set on
 ``reminded_at``); an expiry goes through the conversation's queue like any input.
+
+The same sweep prunes, at most once per ``prune_every`` of its clock: outbox rows
+settled and deliveries handled longer than ``retention`` ago go, the journal, tool
+records and requests stay (:meth:`conversations.store.Store.prune`).
 """
 
 from __future__ import annotations
@@ -11,14 +15,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from conversations.store import Store
+from conversations.store.retention import Pruned
 from core.engine import Engine
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+
+RETENTION = timedelta(days=7)
+"""How long sent outbox rows and handled deliveries are kept by default."""
+PRUNE_EVERY = timedelta(hours=1)
+"""How often, on the sweeper's clock, pruning runs at most."""
 
 
 def utc_now() -> datetime:
@@ -27,7 +37,12 @@ def utc_now() -> datetime:
 
 
 class Sweeper:
-    """Posts reminders at half a request's lifetime and expires it at the end."""
+    """Posts reminders at half a request's lifetime, expires it at the end, and prunes.
+
+    ``retention``: how long settled outbox rows and handled deliveries are kept;
+    ``prune_every``: the least time between two prunes; both on ``clock``.
+    ``interval``: seconds between two sweeps of :meth:`run`.
+    """
 
     def __init__(
         self,
@@ -37,12 +52,17 @@ class Sweeper:
         expire: Callable[[str, str], Awaitable[None]],
         clock: Clock = utc_now,
         interval: float = 30.0,
+        retention: timedelta = RETENTION,
+        prune_every: timedelta = PRUNE_EVERY,
     ) -> None:
         self._store = store
         self._engine = engine
         self._expire = expire
         self._clock = clock
         self._interval = interval
+        self.retention = retention
+        self._prune_every = prune_every
+        self._pruned_at: datetime | None = None
 
     async def run(self) -> None:
         """Sweep every ``interval`` seconds until cancelled."""
@@ -54,7 +74,9 @@ class Sweeper:
             await asyncio.sleep(self._interval)
 
     async def sweep_once(self) -> int:
-        """Handle every due request now; returns how many were handled."""
+        """Handle every due request now, then prune if it is time; returns how many
+        requests were handled. Raises what the store raises (a failed prune is
+        tried again ``prune_every`` later)."""
         now = self._clock()
         due = await self._store.due_requests(now)
         for request in due:
@@ -62,4 +84,26 @@ class Sweeper:
                 await self._expire(request.conversation_id, request.request_id)
             elif await self._store.mark_reminded(request.request_id, now):
                 await self._engine.remind(request.conversation_id, request.request_id)
+        if self._prune_due(now):
+            self._pruned_at = now
+            await self.prune(now)
         return len(due)
+
+    async def prune(self, now: datetime | None = None) -> Pruned:
+        """Delete what is older than ``retention`` at ``now`` (default: the clock's now).
+
+        Logs how many rows went; returns the counts.
+        """
+        pruned = await self._store.prune((now or self._clock()) - self.retention)
+        if pruned.outbox or pruned.deliveries:
+            log.info(
+                "pruned %s outbox rows and %s deliveries older than %s",
+                pruned.outbox,
+                pruned.deliveries,
+                self.retention,
+            )
+        return pruned
+
+    def _prune_due(self, now: datetime) -> bool:
+        last = self._pruned_at
+        return last is None or not last <= now < last + self._prune_every

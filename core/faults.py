@@ -9,7 +9,9 @@ out-of-memory kill. Points:
 - ``after_model_response``: a model turn (and its tool records) was committed,
   before any of its tools ran;
 - ``after_platform_accept``: an adapter accepted an outbound message, before its
-  platform message id was stored.
+  platform message id was stored;
+- ``after_ddl``: a schema migration ran a DDL statement (``CREATE``, ``ALTER`` or
+  ``DROP``), before its transaction committed (``conversations/migrate.py``).
 
 With no setting, :meth:`Faults.hit` does nothing.
 """
@@ -20,7 +22,9 @@ import os
 import signal
 from collections import Counter
 
-POINTS = frozenset({"after_tool_result", "after_model_response", "after_platform_accept"})
+POINTS = frozenset(
+    {"after_tool_result", "after_model_response", "after_platform_accept", "after_ddl"}
+)
 
 
 class Faults:

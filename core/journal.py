@@ -168,8 +168,23 @@ FINAL_TOOL_STATES = frozenset(
 )
 
 
+class CommandProcess(BaseModel):
+    """The process group a running command leads, named so that it can be found again.
+
+    ``group``: the process group id (the leader's pid); ``started``: the leader's
+    start time in clock ticks since boot; ``boot_id``: the host's boot id. See
+    :mod:`core.tools.processes`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    group: int
+    started: int
+    boot_id: str
+
+
 class ToolCallRecord(BaseModel):
-    """The durable record of one tool call, keyed by ``tool_use_id``."""
+    """The durable record of one tool call, keyed by its conversation and ``tool_use_id``."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -182,6 +197,8 @@ class ToolCallRecord(BaseModel):
     """``seq`` of the assistant turn that asked for the call."""
     index: int
     """Position of the call within its turn, from 0."""
+    process: CommandProcess | None = None
+    """The command's process group while it runs (``run_command``), if it started one."""
 
 
 # --- pending requests -----------------------------------------------------------

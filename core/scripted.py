@@ -8,12 +8,20 @@ blocked") instead of timing.
 :class:`DemoModel` is what ``make run`` uses with no ``ANTHROPIC_API_KEY``: it
 derives its next step from the conversation history alone (plan, look around,
 ask, write, finish), so it behaves the same after a restart.
+
+Tool call ids: a model's ids need only be unique within a conversation (tool
+records are keyed by conversation and ``tool_use_id``, DESIGN.md "Durability and
+exactly-once"). These models number a call by the assistant turns already in the
+request's history and its place in the turn (``toolu_<model>_<turn>_<index>``,
+``<model>`` being ``scripted``, ``script`` or ``demo``), never by a counter of the
+process: a turn never gets the id of an earlier call of its conversation (whose
+record, with its result, would be taken for its own and the call never run),
+also after a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +38,11 @@ from core.model import (
     Usage,
 )
 
-_ids = itertools.count(1)
-
 
 @dataclass(frozen=True)
 class ScriptedCall:
-    """A tool call in a scripted turn; ``id`` defaults to a fresh ``toolu_scripted_N``."""
+    """A tool call in a scripted turn; ``id`` defaults to ``toolu_<model>_<turn>_<index>``
+    (see the module's docstring)."""
 
     name: str
     input: dict[str, Any] = field(default_factory=dict)
@@ -81,19 +88,25 @@ class ScriptedModel:
             await turn.gate.wait()
         if turn.error is not None:
             raise turn.error
-        async for event in _events(self.name, turn.text, turn.calls):
+        async for event in _events(self.name, "scripted", request, turn.text, turn.calls):
             yield event
 
 
+def _turn_number(request: ModelRequest) -> int:
+    """How many assistant turns the request's history holds (0 for the first call)."""
+    return sum(1 for m in request.messages if m["role"] == "assistant")
+
+
 async def _events(
-    model: str, text: str, calls: Sequence[ScriptedCall]
+    model: str, prefix: str, request: ModelRequest, text: str, calls: Sequence[ScriptedCall]
 ) -> AsyncIterator[ModelEvent]:
+    """The stream of one canned turn; a call with no id gets ``toolu_<prefix>_<turn>_<index>``."""
+    turn = _turn_number(request)
     if text:
         yield TextDelta(text=text)
-    for call in calls:
-        yield ToolCallEvent(
-            id=call.id or f"toolu_scripted_{next(_ids)}", name=call.name, input=call.input
-        )
+    for index, call in enumerate(calls):
+        call_id = call.id or f"toolu_{prefix}_{turn}_{index}"
+        yield ToolCallEvent(id=call_id, name=call.name, input=call.input)
     yield Usage(model=model, input_tokens=100, output_tokens=20)
     yield TurnEnd(stop_reason="tool_use" if calls else "end_turn")
 
@@ -118,31 +131,31 @@ class ScriptFileModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the events of the turn after the history's last assistant message."""
-        index = sum(1 for m in request.messages if m["role"] == "assistant")
+        index = _turn_number(request)
         if index >= len(self._turns):
             raise ModelError(f"the model script has no turn {index + 1}", retryable=False)
         turn = self._turns[index]
         calls = [
-            ScriptedCall(
-                name=c["name"],
-                input=c.get("input", {}),
-                id=c.get("id", f"toolu_script_{index}_{n}"),
-            )
-            for n, c in enumerate(turn.get("calls", []))
+            ScriptedCall(name=c["name"], input=c.get("input", {}), id=c.get("id", ""))
+            for c in turn.get("calls", [])
         ]
-        async for event in _events(self.name, turn.get("text", ""), calls):
+        async for event in _events(self.name, "script", request, turn.get("text", ""), calls):
             yield event
 
 
 class DemoModel:
-    """A built-in model that shows the whole flow without an API key."""
+    """A built-in model that shows the whole flow without an API key.
+
+    Its final answer is made from the results its last tools returned, so it
+    never says it wrote a file that a failed, denied or skipped call did not.
+    """
 
     name = "demo"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Choose the next step from the request's history."""
         text, calls = _demo_step(request.messages)
-        async for event in _events(self.name, text, calls):
+        async for event in _events(self.name, "demo", request, text, calls):
             yield event
 
 
@@ -171,12 +184,46 @@ def _demo_step(messages: Sequence[Message]) -> tuple[str, list[ScriptedCall]]:
             ScriptedCall("write_file", {"path": "summary.md", "content": summary}),
             ScriptedCall("run_command", {"command": "wc -c summary.md"}),
         ]
-    answer = (
-        "Done. I wrote summary.md in this conversation's workspace with your request "
-        "and your answer. (This is the built-in demo model: set ANTHROPIC_API_KEY to "
-        "work with Claude.)"
+    return "", [ScriptedCall("finish", {"answer": _final_answer(messages)})]
+
+
+_DEMO_NOTE = " (This is the built-in demo model: set ANTHROPIC_API_KEY to work with Claude.)"
+
+
+def _final_answer(messages: Sequence[Message]) -> str:
+    """What the last turn's ``write_file`` and ``run_command`` results say, and no more."""
+    results = _last_turn_results(messages)
+    written, write_failed = results.get("write_file", ("no result was recorded", True))
+    if write_failed:
+        return f"I could not write summary.md: {written.rstrip('.')}.{_DEMO_NOTE}"
+    did = f"I {written}" if written.startswith("wrote ") else f"write_file said: {written}"
+    checked, check_failed = results.get("run_command", ("no result was recorded", True))
+    _, _, output = checked.partition("\n")
+    check = (
+        f"checking it failed: {' '.join(checked.split())}"
+        if check_failed
+        else f"`wc -c` counts {' '.join(output.split()) or '(nothing)'}"
     )
-    return "", [ScriptedCall("finish", {"answer": answer})]
+    return (
+        f"Done. {did} in this conversation's workspace, with your request and your "
+        f"answer; {check}.{_DEMO_NOTE}"
+    )
+
+
+def _last_turn_results(messages: Sequence[Message]) -> dict[str, tuple[str, bool]]:
+    """``{tool name: (result text, is_error)}`` for the calls of the last assistant turn."""
+    turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if not turns:
+        return {}
+    last = turns[-1]
+    uses = _blocks(messages[last : last + 1], "assistant")
+    answers = _blocks(messages[last + 1 : last + 2], "user")
+    names = {b["id"]: str(b["name"]) for b in uses if b.get("type") == "tool_use"}
+    return {
+        names[b["tool_use_id"]]: (_result_text(b), bool(b.get("is_error")))
+        for b in answers
+        if b.get("type") == "tool_result" and b.get("tool_use_id") in names
+    }
 
 
 def _plan_call(request: str, *, revised: bool = False) -> ScriptedCall:
@@ -215,7 +262,11 @@ def _last_result_text(messages: Sequence[Message]) -> str:
     results = [b for b in _blocks(messages, "user") if b.get("type") == "tool_result"]
     if not results:
         return ""
-    content = results[-1].get("content", "")
+    return _result_text(results[-1])
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content", "")
     return content if isinstance(content, str) else json.dumps(content)
 
 

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING
 
 from core import lifecycle, policy
 from core.control_changes import control_change, request_times
-from core.errors import RequestConflict, ToolError
+from core.errors import LeaseLost, RequestConflict, ToolError
 from core.faults import NO_FAULTS, Faults
 from core.journal import (
     AssistantTurn,
     Change,
+    CommandProcess,
     ConversationSnapshot,
     Journal,
     PendingRequest,
@@ -51,6 +52,7 @@ from core.lifecycle import WaitKind
 from core.run_events import GatedCall, ProgressNote, RunStats, ToolApprovalRequested
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import CONTROL_TOOLS, FINISH, REPORT_PROGRESS, WAITING_CONTROL
+from core.tools.processes import kill_left_behind
 from core.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -196,6 +198,7 @@ class ToolRunner:
         *,
         plan_approved: bool,
     ) -> None:
+        await self._kill_left_behind(runnable)
         first = runnable[0]
         if first.state is ToolState.RUNNING and not first.read_only:
             content = (
@@ -225,6 +228,18 @@ class ToolRunner:
             await asyncio.gather(*calls, return_exceptions=True)
             raise
 
+    async def _kill_left_behind(self, records: Sequence[ToolCallRecord]) -> None:
+        """Kill command groups that calls found ``running`` left behind (a crash).
+
+        Before such a call is re-run or told ``unknown``, a group still running from
+        the earlier process must go, or it would go on changing the workspace. A
+        group of another boot or host, or whose id was reused, is left alone
+        (:func:`core.tools.processes.kill_left_behind`).
+        """
+        for record in records:
+            if record.state is ToolState.RUNNING and record.process is not None:
+                await asyncio.to_thread(kill_left_behind, record.process)
+
     async def _run_call(
         self,
         conversation_id: str,
@@ -236,19 +251,25 @@ class ToolRunner:
         assert tool is not None  # admitted calls name known tools
         if await self._denied_now(conversation_id, record, plan_approved):
             return
-        await self._journal.commit(
-            conversation_id,
-            Change(tool_calls=(record.model_copy(update={"state": ToolState.RUNNING}),)),
-        )
+        running = record.model_copy(update={"state": ToolState.RUNNING})
+        await self._journal.commit(conversation_id, Change(tool_calls=(running,)))
         workspace = Path(snap.workspace)
         await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
+
+        async def started(process: CommandProcess) -> None:
+            with_process = running.model_copy(update={"process": process})
+            await self._journal.commit(conversation_id, Change(tool_calls=(with_process,)))
+
         ctx = ToolContext(
             workspace=workspace,
             command_timeout=self._settings.command_timeout,
             output_limit=self._settings.output_limit,
+            started=started,
         )
         try:
             output = await tool.run(record.input, ctx)
+        except LeaseLost:
+            raise
         except ToolError as exc:
             lines = str(exc).strip().splitlines()
             note = f"{record.name} failed: {lines[0][:200] if lines else 'no reason given'}"

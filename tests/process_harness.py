@@ -21,11 +21,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import aiohttp
 
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
-from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body
+from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0
@@ -136,6 +137,16 @@ class Channel:
         """POST one Events API body to ``bot``, signed, and expect Slack's 200."""
         raw = json.dumps(body)
         headers = {"Content-Type": "application/json", **sign(raw, SECRET)}
+        url = f"http://127.0.0.1:{bot.port}/slack/events"
+        async with self.http.post(url, data=raw.encode(), headers=headers) as response:
+            assert response.status == 200, await response.text()
+
+    async def slash(self, bot: BotProcess, command: str = "/stop", text: str = "") -> None:
+        """Alice types ``command`` in the channel (a signed slash-command form POST)."""
+        form = dict(parse_qsl(fixture("slash_command_stop")["payload"], keep_blank_values=True))
+        form.update(command=command, text=text, user_id=ALICE)
+        raw = urlencode(form)
+        headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(raw, SECRET)}
         url = f"http://127.0.0.1:{bot.port}/slack/events"
         async with self.http.post(url, data=raw.encode(), headers=headers) as response:
             assert response.status == 200, await response.text()

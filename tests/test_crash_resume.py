@@ -13,100 +13,14 @@ import contextlib
 import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.console_process import Bot, command, finish, plan
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class Bot:
-    """Runs bot processes on one database, one model script and one console state."""
-
-    def __init__(self, tmp_path: Path, script: list[dict]) -> None:
-        self.dir = tmp_path
-        self.db = tmp_path / "threadbot.db"
-        self.script = tmp_path / "script.json"
-        self.script.write_text(json.dumps(script))
-        self.workspaces = tmp_path / "workspaces"
-
-    def env(self, fault: str = "") -> dict[str, str]:
-        env = {
-            k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
-        }
-        env.update(
-            PYTHONPATH=str(ROOT),
-            THREADBOT_DATABASE_URL=f"sqlite+aiosqlite:///{self.db}",
-            THREADBOT_WORKSPACE_ROOT=str(self.workspaces),
-            THREADBOT_CONSOLE_STATE=str(self.dir / "console.jsonl"),
-            THREADBOT_MODEL_SCRIPT=str(self.script),
-            THREADBOT_PROGRESS_INTERVAL="0",
-            THREADBOT_CONSOLE_USER="alice",
-            THREADBOT_FAULT=fault,
-        )
-        return env
-
-    def run(self, lines: str = "", *, fault: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bot", "console"],
-            input=lines,
-            capture_output=True,
-            text=True,
-            cwd=self.dir,
-            env=self.env(fault),
-            timeout=60,
-        )
-
-    def start(self, lines: str, *, wait: str = "auto") -> subprocess.Popen[str]:
-        """A process whose input stays open (so it does not exit at the end of it)."""
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "console"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.dir,
-            env=self.env() | {"THREADBOT_CONSOLE_WAIT": wait},
-        )
-        assert proc.stdin is not None
-        proc.stdin.write(lines)
-        proc.stdin.flush()
-        return proc
-
-    def query(self, sql: str) -> list[tuple]:
-        with sqlite3.connect(self.db) as db:
-            return db.execute(sql).fetchall()
-
-    def wait_until(self, sql: str, *, seconds: float = 20) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                if self.db.exists() and self.query(sql):
-                    return
-            except sqlite3.OperationalError:
-                pass  # the schema is still being created
-            time.sleep(0.05)
-        raise AssertionError(f"never true: {sql}")
-
-    def workspace(self) -> Path:
-        (conversation_id,) = self.query("select id from conversations")[0]
-        return self.workspaces / conversation_id
-
-
-def plan(*steps: str) -> dict:
-    return {"calls": [{"name": "propose_plan", "input": {"steps": list(steps)}}]}
-
-
-def command(cmd: str) -> dict:
-    return {"name": "run_command", "input": {"command": cmd}}
-
-
-def finish(answer: str) -> dict:
-    return {"calls": [{"name": "finish", "input": {"answer": answer}}]}
 
 
 THREE_TOOLS = [

@@ -23,6 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from core.tools.processes import group_alive
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.fakes.slack_api import FakeSlackApi
 from tests.process_harness import BotProcess, Channel, eventually
@@ -148,3 +149,44 @@ async def test_a_process_paused_past_its_lease_writes_nothing_after_the_takeover
     )
     assert results == [(1,)]
     assert channel.post_with(thread, "finished by the second instance") is not None
+
+
+async def test_a_stop_sent_to_the_other_instance_stops_the_command_where_it_runs(
+    tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
+) -> None:
+    api, model, channel = fakes
+    model.add(PLAN, [tool_use("toolu_job", "run_command", {"command": "sleep 60"})])
+    runner = BotProcess(tmp_path, api, model.base_url, progress_interval="0")
+    other = BotProcess(tmp_path, api, model.base_url, progress_interval="0")
+    await runner.start()
+    await other.start()
+    try:
+        thread = await channel.mention(runner, "run the job")
+        await eventually(lambda: channel.post_with(thread, "Plan (v1)"))
+        plan = channel.post_with(thread, "Plan (v1)")
+        assert plan is not None
+        await channel.react(runner, str(plan["ts"]))
+        command = "select process_group from tool_calls where tool_use_id = 'toolu_job'"
+        await eventually(lambda: runner.query(command) not in ([], [(None,)]))
+        ((pid,),) = runner.query(command)
+
+        await channel.slash(other, "/stop")  # the instance that does not run it
+
+        await eventually(lambda: channel.post_with(thread, "Stopped by"))
+        await eventually(lambda: not group_alive(pid))
+        assert runner.query("select state from tool_calls where tool_use_id = 'toolu_job'") == [
+            ("interrupted",)
+        ]
+        results = runner.query(
+            "select count(*) from journal where kind = 'tool_result' and body like '%toolu_job%'"
+        )
+        assert results == [(1,)]
+        assert runner.query("select count(*) from stop_requests where handled_at is null") == [(0,)]
+        stopped = [t for t in channel.texts(thread) if "Stopped by" in t]
+        assert len(stopped) == 1, channel.texts(thread)
+        for bot in (runner, other):
+            bot.signal(signal.SIGTERM)
+            assert await bot.wait() == 0, bot.log
+    finally:
+        await runner.kill()
+        await other.kill()

@@ -251,3 +251,35 @@ async def test_a_delivery_key_is_taken_once(store: Store) -> None:
     assert await store.record_delivery("Ev-reply", cid) is False
     racing = await asyncio.gather(*(store.record_delivery("Ev-race", cid) for _ in range(5)))
     assert sorted(racing) == [False, False, False, False, True]
+
+
+# --- stop requests -------------------------------------------------------------------
+
+
+async def test_a_stop_request_is_written_only_while_its_run_is_held(store: Store) -> None:
+    cid = await new_conversation(store)
+    lease = await store.acquire_lease(cid, "host-a:1", ttl=60)
+    assert lease is not None
+
+    assert await store.request_stop(cid, holder="host-a:1", epoch=lease.epoch, by=BOB)
+    assert not await store.request_stop(cid, holder="host-a:1", epoch=lease.epoch + 1, by=BOB)
+    assert [(r.conversation_id, r.by) for r in await store.stop_requests({cid})] == [(cid, BOB)]
+    assert await store.stop_requests({"another"}) == []
+
+    assert await store.release_lease(lease)
+    assert not await store.request_stop(cid, holder="host-a:1", epoch=lease.epoch, by=BOB)
+    assert await store.stop_requests_handled(cid) == 1
+    assert await store.stop_requests({cid}) == []
+
+
+async def test_a_stop_request_whose_holder_is_gone_is_an_orphan(store: Store) -> None:
+    cid = await new_conversation(store)
+    lease = await store.acquire_lease(cid, "host-a:1", ttl=0.2)
+    assert lease is not None
+    assert await store.request_stop(cid, holder="host-a:1", epoch=lease.epoch, by=BOB)
+    assert await store.stop_requests(set(), orphans=True) == []  # its holder is alive
+
+    await asyncio.sleep(0.3)  # the holder died: its lease lapsed
+
+    (orphan,) = await store.stop_requests(set(), orphans=True)
+    assert (orphan.conversation_id, orphan.lease_epoch) == (cid, lease.epoch)

@@ -31,7 +31,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
 from sqlalchemy import and_, or_, select, update
@@ -152,6 +152,33 @@ async def holder(session: AsyncSession, conversation_id: str) -> str | None:
     return (await session.execute(stmt)).scalar_one_or_none()
 
 
+@dataclass(frozen=True)
+class LeaseState:
+    """Who holds a conversation's lease (``owner`` None: nobody), at which epoch, until when."""
+
+    owner: str | None
+    epoch: int
+    until: datetime | None
+
+    def live(self, now: datetime) -> bool:
+        """Whether someone holds it and it has not lapsed."""
+        return self.owner is not None and self.until is not None and _utc(self.until) > now
+
+
+async def state(session: AsyncSession, conversation_id: str) -> LeaseState | None:
+    """The conversation's lease as it is now; None for an unknown conversation."""
+    stmt = select(
+        ConversationRow.lease_owner, ConversationRow.lease_epoch, ConversationRow.lease_until
+    ).where(ConversationRow.id == conversation_id)
+    row = (await session.execute(stmt)).one_or_none()
+    return None if row is None else LeaseState(row[0], int(row[1] or 0), row[2])
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes for what was stored as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 # --- the holder of one process's leases ----------------------------------------------
 
 
@@ -203,6 +230,25 @@ class Leases:
         lease. The lease is released at the end, unless another holder has it by then.
         """
         lease = await self._acquire(conversation_id)
+        self._held[conversation_id] = lease
+        token = _current.set(lease)
+        try:
+            yield lease
+        finally:
+            _current.reset(token)
+            self._held.pop(conversation_id, None)
+            await asyncio.shield(self._store.release_lease(lease))
+
+    @contextlib.asynccontextmanager
+    async def held_now(self, conversation_id: str) -> AsyncIterator[Lease | None]:
+        """Like :meth:`held`, without waiting: yields None when a live process has it."""
+        dead = await self.dead_holder(conversation_id)
+        lease = await self._store.acquire_lease(
+            conversation_id, self.owner, ttl=self.ttl, dead=dead
+        )
+        if lease is None:
+            yield None
+            return
         self._held[conversation_id] = lease
         token = _current.set(lease)
         try:

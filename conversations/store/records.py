@@ -18,6 +18,7 @@ from conversations.store.schema import (
 )
 from core.journal import (
     Change,
+    CommandProcess,
     PendingRequest,
     Person,
     RequestKind,
@@ -136,6 +137,15 @@ def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
         state=ToolState(row.state),
         turn_seq=row.turn_seq,
         index=row.idx,
+        process=(
+            CommandProcess(
+                group=row.process_group, started=row.process_started, boot_id=row.boot_id
+            )
+            if row.process_group is not None
+            and row.process_started is not None
+            and row.boot_id is not None
+            else None
+        ),
     )
 
 
@@ -151,6 +161,9 @@ def tool_row(conversation_id: str, record: ToolCallRecord) -> ToolCallRow:
         turn_seq=record.turn_seq,
         idx=record.index,
         updated_at=utcnow(),
+        process_group=record.process.group if record.process else None,
+        process_started=record.process.started if record.process else None,
+        boot_id=record.process.boot_id if record.process else None,
     )
 
 

@@ -9,7 +9,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -80,12 +91,21 @@ class JournalRow(Base):
 
 
 class ToolCallRow(Base):
-    """The durable record of one tool call, keyed by the model's ``tool_use_id``."""
+    """The durable record of one tool call, keyed by its conversation and ``tool_use_id``.
+
+    A model's ids are unique within one conversation only (the scripted and demo
+    models number them per conversation). ``process_group``, ``process_started``
+    (the group leader's start time, in clock ticks since boot, from
+    ``/proc/<pid>/stat``) and ``boot_id`` name the process group of a running
+    command, so a group that outlived a crash is killed when its run resumes on
+    the same host, and a reused id never is.
+    """
 
     __tablename__ = "tool_calls"
+    __table_args__ = (PrimaryKeyConstraint("conversation_id", "tool_use_id", name="pk_tool_calls"),)
 
-    tool_use_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    tool_use_id: Mapped[str] = mapped_column(String(128))
     name: Mapped[str] = mapped_column(String(128))
     input: Mapped[dict[str, Any]]
     read_only: Mapped[bool]
@@ -93,12 +113,39 @@ class ToolCallRow(Base):
     turn_seq: Mapped[int] = mapped_column(Integer)
     idx: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    process_group: Mapped[int | None] = mapped_column(Integer)
+    process_started: Mapped[int | None] = mapped_column(BigInteger)
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class StopRequestRow(Base):
+    """A stop for a run that another instance runs: the holder of the lease polls for it.
+
+    ``lease_epoch`` names the run it aims at (the holder's lease epoch when the
+    stop was asked); ``handled_at`` is set once the holder stopped it (or found it
+    ended).
+    """
+
+    __tablename__ = "stop_requests"
+    __table_args__ = (Index("ix_stop_requests_open", "handled_at", "conversation_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
+    lease_epoch: Mapped[int] = mapped_column(Integer)
+    requested_by_id: Mapped[str] = mapped_column(String(128))
+    requested_by_name: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    handled_at: Mapped[datetime | None]
 
 
 class RequestRow(Base):
     """A pending request (plan approval, question, ...), decided once."""
 
     __tablename__ = "pending_requests"
+    __table_args__ = (
+        Index("ix_pending_requests_due", "state", "remind_at", "expires_at"),
+        Index("ix_pending_requests_message", "message_platform", "message_channel", "message_id"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
@@ -117,6 +164,10 @@ class RequestRow(Base):
     decided_by_name: Mapped[str | None] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     decided_at: Mapped[datetime | None]
+    message_platform: Mapped[str | None] = mapped_column(String(32))
+    message_channel: Mapped[str | None] = mapped_column(String(64))
+    message_id: Mapped[str | None] = mapped_column(String(64))
+    """The platform message the request was posted as (kept when old outbox rows go)."""
 
 
 class OutboxRow(Base):

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import TypeAdapter
 from sqlalchemy import event, func, select, update
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -28,8 +29,8 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from conversations.events import PlatformRef, PostReply, outbound_adapter
-from conversations.store import leases
-from conversations.store.leases import Lease
+from conversations.store import leases, retention, stops
+from conversations.store.leases import Lease, LeaseState
 from conversations.store.records import (
     ConversationInfo,
     DueRequest,
@@ -48,6 +49,7 @@ from conversations.store.records import (
     tool_record_of,
     tool_row,
 )
+from conversations.store.retention import Pruned
 from conversations.store.schema import (
     ConversationRow,
     DeliveryRow,
@@ -58,6 +60,7 @@ from conversations.store.schema import (
     UsageRow,
     utcnow,
 )
+from conversations.store.stops import StopRequest
 from core.errors import ConversationNotFound, LeaseLost, RequestConflict
 from core.journal import (
     AssistantTurn,
@@ -80,23 +83,62 @@ Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
 """Turns a run event of a conversation bound to a thread into outbox rows."""
 
 
+_BEGIN_MODE = "threadbot_sqlite_begin"
+_BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
+
+BEGIN_IMMEDIATE: Mapping[str, str] = MappingProxyType({_BEGIN_MODE: "IMMEDIATE"})
+"""Execution options for a connection whose transactions will write: on SQLite they
+begin with ``BEGIN IMMEDIATE`` (see :func:`create_engine`); other databases ignore them."""
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """On each new connection: the driver's own transaction handling off, then the pragmas.
+
+    With ``isolation_level = None`` the sqlite3 driver (under aiosqlite) emits no
+    BEGIN of its own; :func:`_sqlite_begin` emits it instead (SQLAlchemy's recipe,
+    https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#serializable-isolation-savepoints-transactional-ddl).
+    The pragmas run here, before any transaction: ``journal_mode`` cannot change
+    inside one (https://www.sqlite.org/pragma.html#pragma_journal_mode) and
+    ``foreign_keys`` is a no-op inside one
+    (https://www.sqlite.org/pragma.html#pragma_foreign_keys).
+    """
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")  # first: turning WAL on may wait for a lock
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
 
 
+def _sqlite_begin(connection: Connection) -> None:
+    """Emit the BEGIN of a SQLAlchemy transaction: ``BEGIN``, or ``BEGIN IMMEDIATE`` for
+    a connection with :data:`BEGIN_IMMEDIATE`. Raises ``ValueError`` for another mode."""
+    mode = connection.get_execution_options().get(_BEGIN_MODE)
+    if mode is not None and mode not in _BEGIN_MODES:
+        raise ValueError(f"{_BEGIN_MODE} must be one of {sorted(_BEGIN_MODES)}, not {mode!r}")
+    connection.exec_driver_sql(f"BEGIN {mode}" if mode else "BEGIN")
+
+
 def create_engine(url: str) -> AsyncEngine:
-    """An async engine for ``url``; for SQLite, makes the file's folder and turns on WAL."""
+    """An async engine for ``url``; for SQLite, makes the file's folder and sets it up.
+
+    SQLite gets WAL (readers go on while one process writes), ``synchronous=NORMAL``,
+    foreign keys, a 10 s ``busy_timeout``, and real transactions: SQLAlchemy emits
+    ``BEGIN`` when a transaction begins, so every statement of it, DDL included,
+    commits or rolls back together (the sqlite3 driver's legacy mode emits BEGIN
+    only before INSERT/UPDATE/DELETE, so each ``CREATE TABLE`` committed on its own:
+    https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#serializable-isolation-savepoints-transactional-ddl).
+    A transaction on a connection with :data:`BEGIN_IMMEDIATE` takes the write lock
+    at ``BEGIN`` (see :class:`_WriteTransaction` for why).
+    """
     parsed = make_url(url)
     engine = create_async_engine(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "begin", _sqlite_begin)
     return engine
 
 
@@ -224,13 +266,23 @@ class Store:
     async def find_by_message(
         self, platform: str, channel: str, message: str
     ) -> MessageLink | None:
-        """What the bot's message ``message`` in ``channel`` is about, if the bot sent it."""
+        """What the bot's message ``message`` in ``channel`` is about, if the bot sent it.
+
+        A request's own message is found through the link on its request, kept for
+        good; any other message (a note, an answer, a notice) through its outbox
+        row, which is pruned after the retention time (:meth:`prune`): a reaction
+        on such a message older than that finds nothing (None), as if the bot had
+        not sent it. None for a message the bot did not send.
+        """
         stmt = select(OutboxRow).where(
             OutboxRow.platform == platform,
             OutboxRow.channel == channel,
             OutboxRow.platform_message_id == message,
         )
         async with self._sessions() as session:
+            link = await retention.request_link(session, platform, channel, message)
+            if link is not None:
+                return link
             row = (await session.execute(stmt.limit(1))).scalar_one_or_none()
             return MessageLink(row.conversation_id, row.request_id) if row else None
 
@@ -308,6 +360,39 @@ class Store:
         """Give ``lease`` up; False when it was no longer held (taken over meanwhile)."""
         async with self._write() as session:
             return await leases.release(session, lease)
+
+    async def lease_state(self, conversation_id: str) -> LeaseState | None:
+        """Who holds the conversation's lease, at which epoch, until when (None: unknown id)."""
+        async with self._sessions() as session:
+            return await leases.state(session, conversation_id)
+
+    # --- stop requests (conversations/store/stops.py) ------------------------------
+
+    async def request_stop(
+        self, conversation_id: str, *, holder: str, epoch: int, by: Person
+    ) -> bool:
+        """Ask ``holder`` to stop the run it holds at ``epoch``; False if it holds it no more."""
+        async with self._write() as session:
+            return await stops.request(
+                session, conversation_id, holder=holder, epoch=epoch, by=by, now=utcnow()
+            )
+
+    async def stop_requests(
+        self, conversation_ids: Collection[str], *, orphans: bool = False
+    ) -> list[StopRequest]:
+        """Open stop requests for ``conversation_ids``; with ``orphans``, also those of
+        conversations whose lease nobody holds now (their holder died or ended)."""
+        async with self._sessions() as session:
+            found = await stops.aimed_at(session, conversation_ids)
+            if orphans:
+                seen = {r.id for r in found}
+                found += [r for r in await stops.orphans(session, utcnow()) if r.id not in seen]
+            return found
+
+    async def stop_requests_handled(self, conversation_id: str) -> int:
+        """Close the conversation's open stop requests (its run was stopped or had ended)."""
+        async with self._write() as session:
+            return await stops.handled(session, conversation_id, utcnow())
 
     # --- reminders and expiry ---------------------------------------------------
 
@@ -405,7 +490,7 @@ class Store:
                     f"{lease.epoch}) no longer holds its lease; nothing was written"
                 )
             row = await _conversation(session, conversation_id)
-            await _check_pending(session, change.guard_pending)
+            await _check_pending(session, conversation_id, change.guard_pending)
             if change.handled:
                 await session.execute(
                     update(DeliveryRow)
@@ -492,6 +577,10 @@ class Store:
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
         """The message a request was posted as: its conversation's first row with
         ``request_id`` that posts a reply (later rows with the id edit it). None if none.
+
+        The message id is the link on the request when its post was sent (then the
+        state is ``sent``), else the row's own. None too once the row is pruned,
+        which happens only after the request closed and its closing edit was settled.
         """
         stmt = (
             select(OutboxRow)
@@ -499,8 +588,11 @@ class Store:
             .order_by(OutboxRow.id)
         )
         async with self._sessions() as session:
+            linked = await retention.request_message_id(session, request_id)
             for row in (await session.execute(stmt)).scalars():
                 action = outbound_adapter.validate_python(row.action)
+                if isinstance(action, PostReply) and linked is not None:
+                    return RequestMessage(action, "sent", linked)
                 if isinstance(action, PostReply):
                     return RequestMessage(action, row.state, row.platform_message_id)
         return None
@@ -556,8 +648,11 @@ class Store:
         """Rows delivered (several when notes were merged into one message).
 
         Only pending rows change: a note dropped by a stop meanwhile stays dropped.
+        A request's own post also links ``platform_message_id`` to its request, in
+        the same transaction (:func:`conversations.store.retention.link_request_posts`).
         """
         async with self._write() as session:
+            await retention.link_request_posts(session, ids, platform_message_id)
             await session.execute(
                 update(OutboxRow)
                 .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
@@ -604,6 +699,17 @@ class Store:
         if changed and report is not None:
             self.on_outbox()
         return changed
+
+    # --- retention (conversations/store/retention.py) ---------------------------
+
+    async def prune(self, before: datetime, *, batch: int = 500) -> Pruned:
+        """Delete settled outbox rows and handled deliveries older than ``before``.
+
+        The journal, tool records and requests stay, and so do pending rows, rows of
+        open requests and unhandled deliveries (:mod:`conversations.store.retention`).
+        At most ``batch`` rows per write transaction. Returns how many rows went.
+        """
+        return await retention.prune(self._write, before, batch=batch)
 
     # --- internals -------------------------------------------------------------
 
@@ -677,7 +783,20 @@ class Store:
 
 
 class _WriteTransaction:
-    """``async with``: take the write lock, open a session, commit or roll back."""
+    """``async with``: take the write lock, open a session, commit or roll back.
+
+    The transaction begins at once, with :data:`BEGIN_IMMEDIATE`: on SQLite it takes
+    the database's write lock at ``BEGIN``, waiting up to ``busy_timeout`` while
+    another process writes. A plain (deferred) ``BEGIN`` would read first and ask
+    for the write lock at the first write; in WAL mode, when another process has
+    committed since the read, that upgrade fails with ``SQLITE_BUSY`` at once,
+    without waiting (https://www.sqlite.org/lang_transaction.html, "Read
+    transactions versus write transactions"; https://www.sqlite.org/wal.html,
+    "Sometimes Queries Return SQLITE_BUSY In WAL Mode"), and several bot
+    processes share one file. Reads elsewhere stay deferred, so they never wait
+    for a writer. Raises ``sqlalchemy.exc.OperationalError`` ("database is locked")
+    when the lock is not had within ``busy_timeout``.
+    """
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], lock: asyncio.Lock) -> None:
         self._sessions = sessions
@@ -687,7 +806,13 @@ class _WriteTransaction:
     async def __aenter__(self) -> AsyncSession:
         await self._lock.acquire()
         self._session = self._sessions()
-        await self._session.begin()
+        try:
+            await self._session.begin()
+            await self._session.connection(execution_options=BEGIN_IMMEDIATE)
+        except BaseException:
+            await self._session.close()
+            self._lock.release()
+            raise
         return self._session
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -713,12 +838,17 @@ async def _conversation(session: AsyncSession, conversation_id: str) -> Conversa
     return row
 
 
-async def _check_pending(session: AsyncSession, tool_use_ids: Sequence[str]) -> None:
+async def _check_pending(
+    session: AsyncSession, conversation_id: str, tool_use_ids: Sequence[str]
+) -> None:
     if not tool_use_ids:
         return
     states = (
         await session.execute(
-            select(ToolCallRow.state).where(ToolCallRow.tool_use_id.in_(tool_use_ids))
+            select(ToolCallRow.state).where(
+                ToolCallRow.conversation_id == conversation_id,
+                ToolCallRow.tool_use_id.in_(tool_use_ids),
+            )
         )
     ).scalars()
     if list(states).count(ToolState.PENDING_APPROVAL.value) != len(set(tool_use_ids)):

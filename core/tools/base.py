@@ -10,11 +10,12 @@ stops it (``run_command`` kills its process group).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.journal import CommandProcess
 from core.model import ToolSpec
 
 
@@ -30,6 +31,9 @@ class ToolContext:
     workspace: Path
     command_timeout: float = 120.0
     output_limit: int = 16_000
+    started: Callable[[CommandProcess], Awaitable[None]] | None = None
+    """Called by ``run_command`` once its process group runs, before it waits for it:
+    the record keeps the group, so a group left behind by a crash is found again."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,6 +32,7 @@ from typing import Any
 from core.errors import ToolError
 from core.model import ToolSpec
 from core.tools.base import ToolContext, ToolOutput
+from core.tools.processes import describe, group_alive, signal_group
 from core.tools.workspace import optional_arg, required_arg
 
 TERM_GRACE = 2.0
@@ -84,6 +85,8 @@ class RunCommand:
         capture = _Capture(ctx.output_limit)
         transport, protocol = await _start(command, ctx.workspace, capture)
         try:
+            if ctx.started is not None and (process := describe(transport.get_pid())):
+                await ctx.started(process)
             code = await _wait_exit(transport, protocol, timeout)
         finally:
             await _run_to_end(_kill_group(transport, protocol))
@@ -219,7 +222,7 @@ async def _wait_exit(
     try:
         await asyncio.wait_for(asyncio.shield(protocol.exited), limit)
     except TimeoutError:
-        _signal_group(transport.get_pid(), signal.SIGTERM)
+        signal_group(transport.get_pid(), signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(protocol.exited), TERM_GRACE)
         return None
@@ -233,43 +236,15 @@ async def _kill_group(transport: asyncio.SubprocessTransport, protocol: _Command
     loop = asyncio.get_running_loop()
     pgid = transport.get_pid()
     deadline = loop.time() + _GONE_LIMIT
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(protocol.exited), _GONE_LIMIT)
-    while await asyncio.to_thread(_group_alive, pgid) and loop.time() < deadline:
-        _signal_group(pgid, signal.SIGKILL)  # again: a process may have forked meanwhile
+    while await asyncio.to_thread(group_alive, pgid) and loop.time() < deadline:
+        signal_group(pgid, signal.SIGKILL)  # again: a process may have forked meanwhile
         await asyncio.sleep(_POLL)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(protocol.output_closed), _DRAIN_LIMIT)
     transport.close()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Send ``sig`` to process group ``pgid``; a group already gone is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while process group ``pgid`` has a member that is not a zombie (reads /proc)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(os.path.join(entry.path, "stat"), encoding="utf-8") as f:
-                    fields = f.read().rpartition(")")[2].split()
-            except OSError:
-                continue  # exited while we looked
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                return True
-    return False
 
 
 async def _run_to_end(cleanup: Coroutine[Any, Any, None]) -> None:
