@@ -9,7 +9,8 @@ message" marker; the markers differ per platform and are passed in (Slack escape
 ``>`` as ``&gt;`` in message text, Discord wants ``> `` and ``>>> `` with a space).
 
 :func:`hidden_spans` gives the spans of ``text`` that are code or quoted, so that a
-caller can tell whether a token (a mention) stands in the plain text. It reads the
+caller can tell whether a token (a mention) stands in the plain text
+(:func:`in_plain_text`), and cut the ones that do (:func:`without_tokens`). It reads the
 markup the way the clients render it, closely enough for that question: an opening
 run of backticks that is never closed is literal text, as the clients show it; code
 inside a quote is hidden either way. It is linear in the length of the text and
@@ -19,7 +20,7 @@ never raises.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 Span = tuple[int, int]
@@ -50,6 +51,39 @@ def is_hidden(spans: Sequence[Span], start: int, end: int) -> bool:
     """Whether ``[start, end)`` overlaps one of ``spans`` (sorted, non-overlapping)."""
     last = bisect.bisect_left(spans, (end,)) - 1  # the last span that starts before ``end``
     return last >= 0 and spans[last][1] > start
+
+
+def occurrences(text: str, tokens: Iterable[str]) -> list[Span]:
+    """The spans of every occurrence of each of ``tokens`` in ``text`` (not overlapping itself)."""
+    found: list[Span] = []
+    for token in tokens:
+        at = text.find(token)
+        while at != -1:
+            found.append((at, at + len(token)))
+            at = text.find(token, at + len(token))
+    return found
+
+
+def in_plain_text(hidden: Sequence[Span], found: Iterable[Span]) -> list[Span]:
+    """The spans of ``found`` (tokens) that overlap none of ``hidden``, sorted."""
+    return sorted(span for span in found if not is_hidden(hidden, *span))
+
+
+def without_tokens(text: str, found: Iterable[Span], quotes: QuoteMarkers) -> str:
+    """``text`` with the ``found`` token spans that stand in its plain text cut out.
+
+    One space or tab right after a cut token goes with it (``"<@B> hi"`` gives
+    ``"hi"``); tokens inside code or quotes (:func:`hidden_spans`) stay, as part of
+    what the person showed or quoted. A span that overlaps one cut already is kept.
+    """
+    kept, at = [], 0
+    for start, end in in_plain_text(hidden_spans(text, quotes), found):
+        if start < at:
+            continue
+        kept.append(text[at:start])
+        at = end + (1 if end < len(text) and text[end] in " \t" else 0)
+    kept.append(text[at:])
+    return "".join(kept)
 
 
 def _code_spans(text: str) -> list[Span]:

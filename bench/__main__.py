@@ -29,7 +29,7 @@ from adapters.console import ConsoleAdapter
 from bot.app import build
 from bot.settings import Settings
 from conversations.events import Author, MessagePosted, PlatformRef, ReactionChanged
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 
 ALICE = Author(id="bench:alice", name="alice")
 

@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from bot.errors import GaveUp
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
-from conversations import migrate
 from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.hub import Hub, HubSettings
@@ -26,13 +25,15 @@ from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
 from conversations.render import render_event
 from conversations.store import Store
-from conversations.store.store import create_engine
+from conversations.store.backends import open_store
 from conversations.sweeper import Sweeper, utc_now
-from core.anthropic_model import anthropic_model_from
-from core.engine import Engine, EngineSettings
+from conversations.texts import PlatformTexts
 from core.faults import Faults
-from core.model import Model
-from core.scripted import DemoModel, ScriptFileModel
+from core.models.base import Model
+from core.models.demo import DemoModel
+from core.models.scripted import ScriptFileModel
+from core.run.engine import Engine
+from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.command import RunCommand
 from core.tools.control import control_tools
@@ -55,6 +56,8 @@ def model_for(settings: Settings) -> Model:
         return ScriptFileModel(str(settings.model_script))
     if settings.anthropic_api_key is None:
         return DemoModel()
+    from core.models.anthropic import anthropic_model_from  # the client only when used
+
     return anthropic_model_from(
         api_key=settings.anthropic_api_key.get_secret_value(),
         base_url=settings.anthropic_base_url,
@@ -65,6 +68,9 @@ def model_for(settings: Settings) -> Model:
 @dataclass
 class App:
     """A built threadbot: its background work, the hub to feed, a graceful shutdown.
+
+    Use it as an async context manager (``async with app:``), or call
+    :meth:`start` and :meth:`close`.
 
     :meth:`start` runs the background tasks (deliverer, sweeper, lease renewal, and
     what :meth:`supervise` adds, such as platform connections) in one
@@ -104,11 +110,28 @@ class App:
         """Resolve the group approvers of ``membership.platform`` through ``membership``."""
         self.hub.add_membership(membership)
 
+    def add_texts(self, texts: PlatformTexts) -> None:
+        """Say ``texts`` (an adapter's help texts) on ``texts.platform``."""
+        self.hub.add_texts(texts)
+
     def supervise(self, name: str, factory: Factory) -> None:
         """Run ``factory`` as a supervised background task (now, or from :meth:`start`)."""
         self._background[name] = factory
         if self._group is not None:
             self._group.create_task(supervised(name, factory, self.backoff), name=name)
+
+    async def __aenter__(self) -> App:
+        """Start (:meth:`start`); the block runs beside the background work."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        """Close (:meth:`close`): background work cancelled, the database closed."""
+        await self.close()
 
     async def start(self) -> None:
         """Start the background work, and resume runs a crash left ``running``."""
@@ -176,17 +199,10 @@ async def build(
 ) -> App:
     """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override."""
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
-    engine_db = create_engine(settings.database_url)
     faults = Faults(settings.fault)
-    await migrate.upgrade(engine_db, faults=faults)
-    deliverer_ref: list[Deliverer] = []
-    store = Store(
-        engine=engine_db,
-        render=render_event,
-        on_outbox=lambda: deliverer_ref[0].wake() if deliverer_ref else None,
-    )
+    store = await open_store(settings.database_url, render=render_event, faults=faults)
     deliverer = Deliverer(
-        store=store,
+        outbox=store.outbox,
         faults=faults,
         senders={},
         progress_mode=settings.progress_mode,
@@ -194,11 +210,11 @@ async def build(
         concurrency=settings.delivery_concurrency,
         clock=clock,
     )
-    deliverer_ref.append(deliverer)
+    store.on_outbox = deliverer.wake
     tools = toolbox or default_toolbox()
     tool_policy = settings.tool_policy(known_tools={t.spec.name for t in tools})
     engine = Engine(
-        journal=store,
+        journal=store.journal,
         model=model or model_for(settings),
         toolbox=tools,
         workflow=default_workflow(),
@@ -226,7 +242,8 @@ async def build(
         hub_settings = dataclasses.replace(hub_settings, instance=settings.instance)
     hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings)
     sweeper = Sweeper(
-        store=store,
+        requests=store.requests,
+        pruning=store.retention,
         engine=engine,
         expire=hub.expire,
         clock=wall_clock,

@@ -10,26 +10,7 @@ background task gave up, 2 on a usage or settings error, 130 after a second Ctrl
 from __future__ import annotations
 
 import argparse
-import asyncio
-import io
-import logging
-import os
 import sys
-
-from alembic.util.exc import CommandError
-from pydantic import ValidationError
-from sqlalchemy.exc import SQLAlchemyError
-
-from adapters.console import ConsoleError
-from bot.app import default_toolbox
-from bot.errors import StartFailed
-from bot.serve import platform_adapters, run_console, run_platforms
-from bot.settings import Settings
-from bot.settings_errors import explain
-from conversations import migrate
-from conversations.logcontext import ConversationFilter
-from conversations.store.store import create_engine
-from core.faults import Faults
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,78 +24,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _upgrade(settings: Settings) -> int:
-    engine = create_engine(settings.database_url)
-    try:
-        await migrate.upgrade(engine, faults=Faults(settings.fault))
-        revision = await migrate.current_revision(engine)
-    except (CommandError, SQLAlchemyError) as exc:
-        print(f"threadbot: cannot upgrade the database: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        await engine.dispose()
-    print(f"database at revision {revision}")
-    return 0
-
-
-def _settings() -> Settings | None:
-    """The settings, or None after telling on stderr what is wrong with them."""
-    try:
-        toml_file = Settings.toml_file()
-        settings = Settings()
-        settings.tool_policy(known_tools={t.spec.name for t in default_toolbox()})
-    except ValidationError as exc:
-        lines = explain(exc, fields=Settings.model_fields, environ=os.environ, toml_file=toml_file)
-        print(
-            "threadbot: bad settings:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr
-        )
-        return None
-    except ValueError as exc:  # a TOML file that does not parse, a missing THREADBOT_CONFIG
-        where = f"{toml_file}: " if "policy" in str(exc) else ""
-        print(f"threadbot: bad settings:\n  {where}{exc}", file=sys.stderr)
-        return None
-    return settings
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``threadbot`` console script."""
+    """Entry point of the ``threadbot`` console script.
+
+    Only :mod:`argparse` is needed to answer ``--help`` or a usage error (exit 2);
+    the rest is imported once a command is to run (:mod:`bot.commands`).
+    """
     args = _parser().parse_args(argv)
-    unknown = Settings.unknown_variables(os.environ)
-    if unknown:
-        print(
-            f"threadbot: unknown settings: {', '.join(unknown)} (see the README)", file=sys.stderr
-        )
-        return 2
-    settings = _settings()
-    if settings is None:
-        return 2
-    if isinstance(sys.stdin, io.TextIOWrapper):
-        sys.stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
-    handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(ConversationFilter())
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(conversation)s]: %(message)s")
-    )
-    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
-    if args.command == "db":
-        return asyncio.run(_upgrade(settings))
-    try:
-        adapters = platform_adapters(settings) if args.command == "run" else []
-        if adapters:
-            return asyncio.run(run_platforms(settings, adapters))
-        return asyncio.run(run_console(settings))
-    except KeyboardInterrupt:
-        return 130
-    except (
-        ConsoleError,
-        StartFailed,
-        OSError,
-        ValueError,
-        CommandError,
-        SQLAlchemyError,
-    ) as exc:
-        print(f"threadbot: {exc}", file=sys.stderr)
-        return 2
+    from bot.commands import run
+
+    return run(args)
 
 
 if __name__ == "__main__":

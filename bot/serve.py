@@ -12,21 +12,18 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TextIO
-
-from pydantic import SecretStr
+from typing import TYPE_CHECKING, Any, TextIO
 
 from adapters.console import ConsoleAdapter
-from adapters.discord.directory import DiscordDirectory
-from adapters.discord.runner import DiscordAdapter, DiscordConfig
-from adapters.slack.directory import SlackDirectory
-from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.app import App, build, model_for
 from bot.errors import StartFailed
+from bot.platforms import directory_for
 from bot.settings import Settings
-from conversations.membership import Membership
-from core.model import Model
-from core.scripted import DemoModel
+from core.models.base import Model
+from core.models.demo import DemoModel
+
+if TYPE_CHECKING:
+    from bot.platforms import PlatformAdapter
 
 
 async def run_console(
@@ -53,12 +50,10 @@ async def run_console(
     )
     app = await build(settings, model=chosen)
     app.add_sender(console)
-    try:
-        await app.start()
+    app.add_texts(console.texts)
+    async with app:
         work = console.run(app.hub, settled=app.hub.settled, working=app.hub.working)
         return await serve(app, work, (signal.SIGINT, signal.SIGTERM))
-    finally:
-        await app.close()
 
 
 async def serve(
@@ -107,66 +102,6 @@ async def serve(
         await asyncio.gather(main, stop, failed, return_exceptions=True)
 
 
-PlatformAdapter = SlackAdapter | DiscordAdapter
-
-
-def platform_adapters(settings: Settings) -> list[PlatformAdapter]:
-    """Every platform adapter that has credentials in ``settings``.
-
-    Raises ``ValueError`` for a Slack token without a way to receive events.
-    """
-    adapters: list[PlatformAdapter] = []
-    if settings.slack_bot_token is not None:
-        if settings.slack_app_token is None and settings.slack_signing_secret is None:
-            raise ValueError(
-                "SLACK_BOT_TOKEN is set: also set SLACK_APP_TOKEN (Socket Mode) or "
-                "SLACK_SIGNING_SECRET (HTTP mode)"
-            )
-        adapters.append(
-            SlackAdapter(
-                SlackConfig(
-                    bot_token=settings.slack_bot_token.get_secret_value(),
-                    app_token=_secret(settings.slack_app_token),
-                    signing_secret=_secret(settings.slack_signing_secret),
-                    api_url=settings.slack_api_url,
-                    host=settings.slack_host,
-                    port=settings.slack_port,
-                    stop_command=settings.stop_command,
-                    allow_bots=settings.allow_bots,
-                    bot_thread_cap=settings.bot_thread_cap,
-                    file_threshold=settings.file_threshold,
-                )
-            )
-        )
-    if settings.discord_token is not None:
-        adapters.append(
-            DiscordAdapter(
-                DiscordConfig(
-                    token=settings.discord_token.get_secret_value(),
-                    api_url=settings.discord_api_url,
-                    gateway_url=settings.discord_gateway_url,
-                    guilds=tuple(settings.discord_guilds),
-                    stop_command=settings.stop_command,
-                    allow_bots=settings.allow_bots,
-                    bot_thread_cap=settings.bot_thread_cap,
-                    file_threshold=settings.file_threshold,
-                )
-            )
-        )
-    return adapters
-
-
-def directory_for(adapter: PlatformAdapter) -> Membership:
-    """The group lookup of ``adapter``'s platform: Slack user groups, Discord roles."""
-    if isinstance(adapter, SlackAdapter):
-        return SlackDirectory(client=adapter.client)
-    return DiscordDirectory(client=adapter.client)
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
 async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> int:
     """Run the platform adapters until SIGINT or SIGTERM; returns the exit code.
 
@@ -189,13 +124,13 @@ async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> 
         await asyncio.Event().wait()  # until a signal or a failure
         return 0
 
-    try:
-        for adapter in adapters:
-            app.add_sender(adapter)
-            app.add_membership(directory_for(adapter))
-        await app.start()
-        return await serve(app, connect(), (signal.SIGINT, signal.SIGTERM), stop_receiving)
-    finally:
-        for adapter in adapters:
-            await adapter.close()
-        await app.close()
+    for adapter in adapters:
+        app.add_sender(adapter)
+        app.add_membership(directory_for(adapter))
+        app.add_texts(adapter.texts)
+    async with app:
+        try:
+            return await serve(app, connect(), (signal.SIGINT, signal.SIGTERM), stop_receiving)
+        finally:
+            for adapter in adapters:
+                await adapter.close()

@@ -33,7 +33,7 @@ from typing import Literal
 from conversations.errors import LookupFailed
 from conversations.events import Author, PlatformRef
 from conversations.membership import Membership
-from core.journal import Person
+from core.people import Person
 
 log = logging.getLogger(__name__)
 

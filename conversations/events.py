@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter
+
+from conversations.actions import ButtonAction, decode, encode
 
 
 class PlatformRef(BaseModel):
@@ -103,9 +105,9 @@ class CommandInvoked(BaseModel):
 class ButtonPressed(BaseModel):
     """A person pressed a button the bot put under ``ref.message``.
 
-    ``action`` is the :attr:`Button.action` of the button: ``approve:<request>``,
-    ``reject:<request>``, ``allow:<request>:<call>``, ``deny:<request>:<call>`` or
-    ``stop:<conversation>``.
+    ``action`` is the value the platform handed back (Slack's ``value``, Discord's
+    ``custom_id``): the :attr:`Button.value` of the button, or a value posted by an
+    older threadbot. The hub reads it with :func:`conversations.actions.decode`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -126,15 +128,36 @@ inbound_adapter: TypeAdapter[InboundEvent] = TypeAdapter(InboundEvent)
 # --- outbound --------------------------------------------------------------------
 
 
+def _action_of(value: object) -> object:
+    """A stored button's action: a value string (:func:`encode`, or an older form) is
+    decoded; anything else is validated as the action itself."""
+    if isinstance(value, str):
+        action = decode(value)
+        if action is None:
+            raise ValueError(f"not a button action: {value!r}")
+        return action
+    return value
+
+
 class Button(BaseModel):
-    """A button under a message; ``action`` is what the hub gets back when pressed."""
+    """A button under a message; pressing it hands :attr:`value` back to the hub.
+
+    ``action`` is what the button does; it is stored (in the outbox) and sent as its
+    :attr:`value`. A string is taken as such a value, in any form ever posted
+    (:func:`conversations.actions.decode`).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     label: str
-    action: str
-    """Stable id, e.g. ``approve:<request id>``; survives restarts."""
+    action: Annotated[ButtonAction, BeforeValidator(_action_of), PlainSerializer(encode)]
     style: Literal["primary", "danger", "default"] = "default"
+
+    @property
+    def value(self) -> str:
+        """What the platform carries for this button and hands back when it is pressed
+        (Slack ``action_id`` and ``value``, Discord ``custom_id``): at most 100 characters."""
+        return encode(self.action)
 
 
 class PostReply(BaseModel):

@@ -2,7 +2,7 @@
 
 The migration scripts live in ``conversations/migrations``; no ``alembic.ini`` is
 needed. An upgrade is all or nothing: every migration it runs goes in one
-transaction, on SQLite too (:func:`conversations.store.store.create_engine` makes
+transaction, on SQLite too (:func:`conversations.store.sql.create_engine` makes
 SQLite's DDL transactional, and ``migrations/env.py`` tells Alembic so), so a
 process killed half-way leaves the database as it was and the next start runs the
 whole upgrade again. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database
@@ -21,7 +21,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from conversations.store.store import BEGIN_IMMEDIATE
+from conversations.store.sql.database import BEGIN_IMMEDIATE
 from core.faults import NO_FAULTS, Faults
 
 _DDL = frozenset({"CREATE", "ALTER", "DROP"})

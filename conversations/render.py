@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
+from conversations.actions import Approve, Reject
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from core.run_events import (
@@ -130,8 +131,8 @@ def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -
         ref=binding,
         text="\n".join(lines),
         buttons=(
-            Button(label="Approve", action=f"approve:{event.request_id}", style="primary"),
-            Button(label="Reject", action=f"reject:{event.request_id}", style="danger"),
+            Button(label="Approve", action=Approve(request=event.request_id), style="primary"),
+            Button(label="Reject", action=Reject(request=event.request_id), style="danger"),
         ),
         reactions=(settings.approve_emoji, settings.reject_emoji),
     )
@@ -152,18 +153,10 @@ def _tool_approval(
     buttons: list[Button] = []
     for c in event.calls:
         suffix = f" {c.number}" if len(event.calls) > 1 else ""
-        buttons.append(
-            Button(
-                label=f"Allow{suffix}",
-                action=f"allow:{event.request_id}:{c.number}",
-                style="primary",
-            )
-        )
-        buttons.append(
-            Button(
-                label=f"Deny{suffix}", action=f"deny:{event.request_id}:{c.number}", style="danger"
-            )
-        )
+        allow = Approve(request=event.request_id, call=c.number)
+        deny = Reject(request=event.request_id, call=c.number)
+        buttons.append(Button(label=f"Allow{suffix}", action=allow, style="primary"))
+        buttons.append(Button(label=f"Deny{suffix}", action=deny, style="danger"))
     action = PostReply(
         ref=binding,
         text="\n".join(lines),
@@ -185,7 +178,7 @@ def _failure(binding: PlatformRef, event: RunFailed, settings: RenderSettings) -
             *rest,
         ]
     )
-    retry = Button(label="Retry", action=f"approve:{event.request_id}", style="primary")
+    retry = Button(label="Retry", action=Approve(request=event.request_id), style="primary")
     action = PostReply(ref=binding, text=text, buttons=(retry,))
     return Outgoing(action, request_id=event.request_id)
 
@@ -197,8 +190,8 @@ def _continue(binding: PlatformRef, event: ContinueAsked, settings: RenderSettin
         f":{settings.reject_emoji}: to stop here."
     )
     buttons = (
-        Button(label="Continue", action=f"approve:{event.request_id}", style="primary"),
-        Button(label="Stop here", action=f"reject:{event.request_id}", style="danger"),
+        Button(label="Continue", action=Approve(request=event.request_id), style="primary"),
+        Button(label="Stop here", action=Reject(request=event.request_id), style="danger"),
     )
     action = PostReply(ref=binding, text=text, buttons=buttons)
     return Outgoing(action, request_id=event.request_id)

@@ -6,9 +6,9 @@ call. :meth:`Stopper.stop` therefore:
 
 - stops the run here when this instance holds the lease (it cancels the job: a
   running command's process group is killed), then closes the conversation
-  (:meth:`core.engine.Engine.stop`: ``Stopped`` once in the thread);
+  (:meth:`core.run.engine.Engine.stop`: ``Stopped`` once in the thread);
 - asks the holder when another live instance holds it: a stop request in the
-  store naming the run (:mod:`conversations.store.stops`), which the holder finds
+  store naming the run (:class:`conversations.store.StopRequests`), which the holder finds
   by :meth:`Stopper.keep_polling` within about a second and carries out as above;
 - otherwise (nobody holds it, the holder died, the run ended meanwhile) takes the
   lease itself, so a paused former holder is fenced out, and closes the
@@ -23,13 +23,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 
 from conversations.queue import ConversationQueue
-from conversations.store import ConversationInfo, Store
+from conversations.store import ConversationInfo, StopRequests, Threads
 from conversations.store.leases import Leases
-from core.engine import Engine
-from core.journal import Person
+from core.context import now
+from core.people import Person
+from core.run.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +42,18 @@ NOTHING_RUNNING = "Nothing is running here."
 class Stopper:
     """Stops conversations for one instance; ``keep_polling`` is its supervised task.
 
-    ``poll_interval``: seconds between two looks for stop requests aimed at the
-    runs this instance holds (one query, only while it holds any); every
-    ``orphan_every`` seconds it also takes up requests whose holder is gone.
+    ``threads`` finds conversations, ``stops`` holds the stop requests, ``leases``
+    is this instance's lease holder. ``poll_interval``: seconds between two looks
+    for stop requests aimed at the runs this instance holds (one query, only while
+    it holds any); every ``orphan_every`` seconds it also takes up requests whose
+    holder is gone.
     """
 
     def __init__(
         self,
         *,
-        store: Store,
+        threads: Threads,
+        stops: StopRequests,
         engine: Engine,
         queue: ConversationQueue,
         leases: Leases,
@@ -58,7 +61,8 @@ class Stopper:
         poll_interval: float = 1.0,
         orphan_every: float = 30.0,
     ) -> None:
-        self._store = store
+        self._threads = threads
+        self._stops = stops
         self._engine = engine
         self._queue = queue
         self._leases = leases
@@ -74,11 +78,10 @@ class Stopper:
                 await self._stop_here(conversation, by)
                 return
             await self._queue.stop(cid)  # what waits here for the lease goes
-            state = await self._store.lease_state(cid)
-            now = datetime.now(UTC)
-            if state is not None and state.live(now) and state.owner != self._leases.owner:
+            state = await self._leases.state(cid)
+            if state is not None and state.live(now()) and state.owner != self._leases.owner:
                 assert state.owner is not None
-                asked = await self._store.request_stop(
+                asked = await self._stops.request_stop(
                     cid, holder=state.owner, epoch=state.epoch, by=by
                 )
                 if asked:
@@ -105,15 +108,15 @@ class Stopper:
         held = self._leases.held_ids
         if not held and not orphans:
             return 0
-        requests = await self._store.stop_requests(held, orphans=orphans)
+        requests = await self._stops.stop_requests(held, orphans=orphans)
         done: set[str] = set()
         for request in requests:
             if request.conversation_id in done:
                 continue
             done.add(request.conversation_id)
-            conversation = await self._store.find(request.conversation_id)
+            conversation = await self._threads.find(request.conversation_id)
             if conversation is None:
-                await self._store.stop_requests_handled(request.conversation_id)
+                await self._stops.stop_requests_handled(request.conversation_id)
             elif request.conversation_id in held:
                 await self._stop_here(conversation, request.by)
             else:
@@ -124,6 +127,6 @@ class Stopper:
         """Cancel the job here (a command is killed), close the run, settle the requests."""
         await self._queue.stop(conversation.id)
         stopped = await self._engine.stop(conversation.id, by.name, by.id)
-        await self._store.stop_requests_handled(conversation.id)
+        await self._stops.stop_requests_handled(conversation.id)
         if not stopped:
             await self._notice(conversation, NOTHING_RUNNING)

@@ -7,7 +7,7 @@ sleeps per request. Its clock is a parameter, so tests move time forward and cal
 
 The same sweep prunes, at most once per ``prune_every`` of its clock: outbox rows
 settled and deliveries handled longer than ``retention`` ago go, the journal, tool
-records and requests stay (:meth:`conversations.store.Store.prune`).
+records and requests stay (:meth:`conversations.store.Retention.prune`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from conversations.store import Store
-from conversations.store.retention import Pruned
-from core.engine import Engine
+from conversations.store import Pruned, Requests, Retention
+from core.context import now
+from core.run.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +32,14 @@ PRUNE_EVERY = timedelta(hours=1)
 
 
 def utc_now() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
+    """The current time, timezone-aware UTC (:func:`core.context.now`)."""
+    return now()
 
 
 class Sweeper:
     """Posts reminders at half a request's lifetime, expires it at the end, and prunes.
 
+    ``requests`` and ``pruning``: the store's interfaces it reads and prunes through;
     ``retention``: how long settled outbox rows and handled deliveries are kept;
     ``prune_every``: the least time between two prunes; both on ``clock``.
     ``interval``: seconds between two sweeps of :meth:`run`.
@@ -47,7 +48,8 @@ class Sweeper:
     def __init__(
         self,
         *,
-        store: Store,
+        requests: Requests,
+        pruning: Retention,
         engine: Engine,
         expire: Callable[[str, str], Awaitable[None]],
         clock: Clock = utc_now,
@@ -55,7 +57,8 @@ class Sweeper:
         retention: timedelta = RETENTION,
         prune_every: timedelta = PRUNE_EVERY,
     ) -> None:
-        self._store = store
+        self._requests = requests
+        self._pruning = pruning
         self._engine = engine
         self._expire = expire
         self._clock = clock
@@ -78,11 +81,11 @@ class Sweeper:
         requests were handled. Raises what the store raises (a failed prune is
         tried again ``prune_every`` later)."""
         now = self._clock()
-        due = await self._store.due_requests(now)
+        due = await self._requests.due_requests(now)
         for request in due:
             if request.expired:
                 await self._expire(request.conversation_id, request.request_id)
-            elif await self._store.mark_reminded(request.request_id, now):
+            elif await self._requests.mark_reminded(request.request_id, now):
                 await self._engine.remind(request.conversation_id, request.request_id)
         if self._prune_due(now):
             self._pruned_at = now
@@ -94,7 +97,7 @@ class Sweeper:
 
         Logs how many rows went; returns the counts.
         """
-        pruned = await self._store.prune((now or self._clock()) - self.retention)
+        pruned = await self._pruning.prune((now or self._clock()) - self.retention)
         if pruned.outbox or pruned.deliveries:
             log.info(
                 "pruned %s outbox rows and %s deliveries older than %s",

@@ -9,8 +9,10 @@ The tree::
     │                     the workspace, timeout); becomes an error tool result
     ├── ConversationNotFound
     ├── RequestConflict   a pending request was decided or closed meanwhile
-    └── LeaseLost         a run's commit was refused: another process runs the
-                          conversation now (fencing); nothing was written
+    ├── LeaseLost         a run's commit was refused: another process runs the
+    │                     conversation now (fencing); nothing was written
+    └── IllegalTransition a tool call's state was asked to move where the table of
+                          :mod:`core.tool_state` does not allow (a bug, not a person's doing)
 
 Control flow (a plan to approve, a question to answer, a stop) is not an
 exception: a run ends by returning, and a stop is a cancelled task.
@@ -58,4 +60,12 @@ class LeaseLost(CoreError):
     process has taken over since (it was paused or cut off past the lease's
     expiry). Nothing of the change was written; the run must end at once, without
     writing anything else (the other process carries the conversation on).
+    """
+
+
+class IllegalTransition(CoreError):
+    """A tool call record was asked to move to a state its current state cannot reach.
+
+    Raised by :func:`core.tool_state.move` before anything is written; the table
+    of allowed moves is in that module's docstring. Always a bug in threadbot.
     """

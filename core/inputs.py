@@ -3,17 +3,19 @@
 The hub turns chat events into these: a mention or a new message in an ended
 conversation's thread is a :class:`Start`; any other message in the thread is a
 :class:`Reply` (an answer, plan feedback, or a note mid-run); a reaction or button
-on a pending request is a :class:`Decision`. Stop is not an input: it jumps the
-queue (:meth:`core.engine.Engine.stop`).
+on a pending request is a :data:`Decision`, :class:`Approve` or :class:`Reject`.
+Stop is not an input: it jumps the queue (:meth:`core.run.engine.Engine.stop`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from enum import StrEnum
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from core.journal import Person
+from core.people import Person
 
 
 class Start(BaseModel):
@@ -41,16 +43,41 @@ class Reply(BaseModel):
     delivery_key: str | None = None
 
 
-class Decision(BaseModel):
-    """A person's approve (``approved``) or reject on the pending request ``request_id``."""
+Inbox = Callable[[], Sequence[Reply]]
+"""Returns (and removes) replies that arrived while the run works; called at turn boundaries."""
+
+
+def delivery_keys(message: Start | Reply) -> tuple[str, ...]:
+    """The delivery key of ``message``, if it has one, for ``Change.handled``."""
+    return (message.delivery_key,) if message.delivery_key else ()
+
+
+class Approve(BaseModel):
+    """``by`` says yes to the pending request ``request_id`` (go on, run the call).
+
+    ``call``: for a tool approval, the call's number (from 1) to decide alone;
+    None decides every call still undecided.
+    """
 
     model_config = ConfigDict(frozen=True)
+    kind: Literal["approve"] = "approve"
     request_id: str
-    approved: bool
     by: Person
     call: int | None = None
-    """For a tool approval: the call's number (from 1) to decide alone; None decides
-    every call still undecided."""
+
+
+class Reject(BaseModel):
+    """``by`` says no to the pending request ``request_id`` (``call`` as in :class:`Approve`)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["reject"] = "reject"
+    request_id: str
+    by: Person
+    call: int | None = None
+
+
+Decision = Annotated[Approve | Reject, Field(discriminator="kind")]
+"""A person's decision on a pending request; ``kind`` tells which."""
 
 
 class DecideOutcome(StrEnum):

@@ -1,14 +1,16 @@
-"""The journal, tool call records and pending requests, and the ``Journal`` protocol.
+"""The journal, tool call records, the snapshot and the ``Journal`` protocol.
 
-Everything a run needs to continue lives here, so that a run which waited for a
-person and a run which crashed resume on the same path (DESIGN.md, "Durability
-and exactly-once"):
+Everything a run needs to continue lives in a :class:`ConversationSnapshot`, so
+that a run which waited for a person and a run which crashed resume on the same
+path (DESIGN.md, "Durability and exactly-once"):
 
 - :data:`Entry`: the append-only journal, ordered per conversation by ``seq``:
   people's messages, model turns, tool results, decisions and stops.
-- :class:`ToolCallRecord`: one durable record per ``tool_use_id`` with its state.
-- :class:`PendingRequest`: what a waiting conversation waits for (a plan version,
-  a question, gated tool calls), decided once by compare-and-set.
+- :class:`ToolCallRecord`: one durable record per ``tool_use_id`` with its state;
+  the state moves only through :mod:`core.tool_state`.
+- :data:`core.requests.shapes.PendingRequest`: what a waiting conversation waits
+  for (a plan version, a question, gated tool calls), decided once by
+  compare-and-set.
 
 A run never writes piecemeal: it hands the store one :class:`Change` at a time,
 which the store applies in a single transaction together with the run events
@@ -21,19 +23,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core import legacy
 from core.lifecycle import Status
+from core.people import Person
+from core.requests.shapes import PendingRequest, RequestState
+from core.requests.verdicts import Verdict
 from core.run_events import RunEvent
-
-
-class Person(BaseModel):
-    """Someone in the conversation: a stable platform user id and a display name."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    name: str
 
 
 class ToolCall(BaseModel):
@@ -99,16 +96,26 @@ class ToolResultEntry(BaseModel):
 class DecisionEntry(BaseModel):
     """A person decided a pending request (for the record; the model sees the result).
 
-    ``call``: for a tool approval decided call by call, the call's number (from 1);
-    None when the decision was about every call still undecided (or no calls).
+    ``verdict``: :class:`~core.requests.verdicts.Approved` or
+    :class:`~core.requests.verdicts.Rejected` for a plan or a go-on request;
+    :class:`~core.requests.verdicts.CallsDecided` for a tool approval, keyed by the
+    ``tool_use_id`` of each call it decided. ``call``: for a tool approval decided
+    call by call, the call's number (from 1); None when the decision was about
+    every call still undecided (or no calls). Entries stored with a ``decision``
+    text are read by :func:`core.legacy.decision_entry`.
     """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["decision"] = "decision"
     request_id: str
-    decision: str
+    verdict: Verdict
     by: Person
     call: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        return legacy.decision_entry(data)
 
 
 class StopEntry(BaseModel):
@@ -199,52 +206,14 @@ class ToolCallRecord(BaseModel):
     """Position of the call within its turn, from 0."""
     process: CommandProcess | None = None
     """The command's process group while it runs (``run_command``), if it started one."""
+    request_id: str | None = None
+    """The request a control call opened (``propose_plan``, ``ask_user``); the request
+    carries the wait, the record stays ``approved`` until the answer is its result."""
 
-
-# --- pending requests -----------------------------------------------------------
-
-
-class RequestKind(StrEnum):
-    """What a pending request asks a person for (mirrors the waiting kinds)."""
-
-    PLAN_APPROVAL = "plan_approval"
-    TOOL_APPROVAL = "tool_approval"
-    QUESTION = "question"
-    CONTINUE = "continue"
-    RETRY = "retry"
-
-
-class RequestState(StrEnum):
-    """A pending request is open until decided once, cancelled, superseded or expired."""
-
-    OPEN = "open"
-    DECIDED = "decided"
-    CANCELLED = "cancelled"
-    SUPERSEDED = "superseded"
-    EXPIRED = "expired"
-
-
-class PendingRequest(BaseModel):
-    """A request waiting for a person.
-
-    ``tool_use_id`` is the control call (``propose_plan``, ``ask_user``) whose result
-    the decision becomes; ``plan_version`` binds a plan approval to its version.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    kind: RequestKind
-    state: RequestState = RequestState.OPEN
-    tool_use_id: str | None = None
-    plan_version: int | None = None
-    prompt: str = ""
-    tool_use_ids: tuple[str, ...] = ()
-    """The gated calls of a tool approval request, in call order."""
-    expires_at: datetime | None = None
-    remind_at: datetime | None = None
-    decision: str | None = None
-    decided_by: Person | None = None
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        return legacy.tool_record(data)
 
 
 # --- snapshot and change ----------------------------------------------------------
@@ -279,13 +248,13 @@ class ConversationSnapshot(BaseModel):
 
 
 class RequestResolution(BaseModel):
-    """Close a pending request with a state and, for a decision, what was decided."""
+    """Close a pending request with a state and, for a decision, the verdict and who gave it."""
 
     model_config = ConfigDict(frozen=True)
 
     request_id: str
     state: RequestState
-    decision: str | None = None
+    verdict: Verdict | None = None
     by: Person | None = None
     only_if_open: bool = True
     """Compare-and-set: when the request is no longer open, the store raises

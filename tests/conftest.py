@@ -10,20 +10,31 @@ import pytest
 
 from bot.app import App, build
 from bot.settings import Settings
-from core.scripted import ScriptedModel
+from core.models.scripted import ScriptedModel
 
 
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Settings on a fresh SQLite file and workspace folder; notes are never held back."""
+    """Settings on a fresh in-memory store and workspace folder; notes are never held back.
+
+    A module whose tests are about SQL (a restart on the same database, SQLite
+    itself) overrides this fixture with :func:`sqlite_settings`.
+    """
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     return Settings(
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'threadbot.db'}",
+        database_url="memory://",
         workspace_root=tmp_path / "workspaces",
         progress_interval=0,
         console_user="alice",
     )
+
+
+@pytest.fixture
+def sqlite_settings(settings: Settings, tmp_path: Path) -> Settings:
+    """The same settings on a fresh SQLite file."""
+    settings.database_url = f"sqlite+aiosqlite:///{tmp_path / 'threadbot.db'}"
+    return settings
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ class Chat:
         self.out = io.StringIO()
         self.console = ConsoleAdapter(input=io.StringIO(""), output=self.out)
         app.add_sender(self.console)
+        app.add_texts(self.console.texts)
         self.thread = ""
         self._root = PlatformRef(platform="console", channel="console")
 
@@ -115,6 +116,6 @@ class Chat:
         return re.findall(r"threadbot(?: \(edited\))?: ([^\n]*)", self.out.getvalue())
 
     async def snapshot(self) -> ConversationSnapshot:
-        conversation = await self.app.store.find_by_thread(self._ref())
+        conversation = await self.app.store.threads.find_by_thread(self._ref())
         assert conversation is not None
-        return await self.app.store.load(conversation.id)
+        return await self.app.store.journal.load(conversation.id)

@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 from alembic.script import ScriptDirectory
 
 from conversations import migrate
-from conversations.store.store import create_engine
+from conversations.store.sql import create_engine
 from core.faults import Faults
 
 NOT_SEEDED = ("alembic_version",)

@@ -23,13 +23,12 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
 import aiohttp
-from sqlalchemy import text as sql
 
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.app import App, build
 from bot.settings import Settings
 from core.journal import ConversationSnapshot
-from core.scripted import ScriptedModel
+from core.models.scripted import ScriptedModel
 from tests.fakes.slack_api import (
     BOT_ID,
     BOT_USER_ID,
@@ -325,24 +324,21 @@ class Workspace:
         return found[-1]
 
     async def conversation_ids(self) -> list[str]:
-        async with self.app.store.engine.connect() as conn:
-            rows = await conn.execute(sql("select id from conversations order by created_at"))
-            return [str(r) for r in rows.scalars().all()]
+        return [c.id for c in await self.app.store.threads.conversations()]
 
     async def outbox(self) -> dict[str, int]:
         """``{platform message id: outbox row id}`` of the rows sent with a message id."""
-        async with self.app.store.engine.connect() as conn:
-            rows = await conn.execute(sql("select platform_message_id, id from outbox"))
-            return {str(ts): int(row_id) for ts, row_id in rows.all() if ts is not None}
+        rows = await self.app.store.outbox.rows()
+        return {r.platform_message_id: r.id for r in rows if r.platform_message_id is not None}
 
     async def snapshot(self, thread: str) -> ConversationSnapshot:
         """The stored conversation bound to ``thread``."""
         from conversations.events import PlatformRef
 
         ref = PlatformRef(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread=thread)
-        conversation = await self.app.store.find_by_thread(ref)
+        conversation = await self.app.store.threads.find_by_thread(ref)
         assert conversation is not None, f"no conversation in thread {thread}"
-        return await self.app.store.load(conversation.id)
+        return await self.app.store.journal.load(conversation.id)
 
 
 _IDENTITY = frozenset({"auth.test", "bots.info", "apps.connections.open"})
@@ -388,6 +384,7 @@ async def slack_workspace(
             )
         )
         app.add_sender(adapter)
+        app.add_texts(adapter.texts)
         await app.start()
         stack.push_async_callback(adapter.close)  # closed before the app and the fakes
         await asyncio.wait_for(adapter.start(app.hub), WAIT)

@@ -6,8 +6,8 @@ import io
 
 from adapters.console import ConsoleAdapter
 from bot.app import build
-from core.anthropic_model import anthropic_model_from
 from core.lifecycle import Lifecycle
+from core.models.anthropic import anthropic_model_from
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 
 
@@ -24,8 +24,8 @@ async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -
         await app.start()
         try:
             assert await console.run(app.hub, settled=app.hub.settled) == 0
-            conversation = (await app.store.active(platform="console"))[0]
-            snap = await app.store.load(conversation.id)
+            conversation = (await app.store.threads.active(platform="console"))[0]
+            snap = await app.store.journal.load(conversation.id)
         finally:
             await app.close()
             await model.aclose()

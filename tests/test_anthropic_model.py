@@ -9,9 +9,9 @@ from typing import Any
 import anthropic
 import pytest
 
-from core.anthropic_model import AnthropicModel, anthropic_model_from
 from core.errors import ModelError, ModelOverloaded
-from core.model import (
+from core.models.anthropic import AnthropicModel, anthropic_model_from
+from core.models.base import (
     ModelEvent,
     ModelRequest,
     TextDelta,
@@ -219,10 +219,10 @@ async def test_a_failure_is_logged_with_its_status_type_and_host(
 ) -> None:
     server.add(ApiError.overloaded())
 
-    with caplog.at_level("WARNING", logger="core.anthropic_model"), pytest.raises(ModelError):
+    with caplog.at_level("WARNING", logger="core.models.anthropic"), pytest.raises(ModelError):
         await collect(model_for(server, max_retries=0), ask())
 
-    (record,) = [r for r in caplog.records if r.name == "core.anthropic_model"]
+    (record,) = [r for r in caplog.records if r.name == "core.models.anthropic"]
     assert record.levelname == "WARNING"
     message = record.getMessage()
     assert "at 127.0.0.1 failed: The model API is overloaded" in message

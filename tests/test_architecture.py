@@ -49,3 +49,184 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     module = tmp_path / "bad.py"
     module.write_text("import sqlalchemy\nfrom conversations.store import Store\n")
     assert {"sqlalchemy", "conversations"} <= imported_roots(module)
+
+
+# --- inside core: no import circle, small modules ------------------------------------
+
+MAX_LINES = 400
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``core/run/engine.py`` -> ``core.run.engine``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def core_imports(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
+    """The core modules ``path`` imports, wherever the import is (``TYPE_CHECKING`` and
+    function bodies too): ``from core.x import y`` counts as ``core.x.y`` when that is a
+    module, else as ``core.x``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                if name in modules:
+                    found.add(name)
+                elif node.module in modules:
+                    found.add(node.module)
+    return found - {module_name(path, root)}
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """``{module: core modules it imports}`` for every module under ``package``."""
+    files = sorted(package.rglob("*.py"))
+    root = package.parent
+    modules = {module_name(path, root) for path in files}
+    return {module_name(path, root): core_imports(path, modules, root) for path in files}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle of ``graph`` (strongly connected parts with more than one
+    module, or a module importing itself), each sorted, found by Tarjan's algorithm."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            part = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                part.append(member)
+                if member == module:
+                    break
+            if len(part) > 1 or module in graph.get(module, ()):
+                found.append(sorted(part))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle_among_core_modules() -> None:
+    assert circles(import_graph(ROOT / "core")) == []
+
+
+def test_the_circle_finder_sees_a_circle(tmp_path: Path) -> None:
+    graph = {"core.a": {"core.b"}, "core.b": {"core.c"}, "core.c": {"core.a"}, "core.d": set()}
+    assert circles(graph) == [["core.a", "core.b", "core.c"]]
+    package = tmp_path / "core"
+    package.mkdir()
+    (package / "a.py").write_text("from core import b\n")
+    (package / "b.py").write_text("def late():\n    from core.a import thing\n")
+    assert circles(import_graph(package)) == [["core.a", "core.b"]]
+
+
+def test_no_core_module_is_past_400_lines() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted((ROOT / "core").rglob("*.py"))
+    }
+    assert {k: n for k, n in sizes.items() if n > MAX_LINES} == {}, "split them by concept"
+
+
+# --- time and ids come from the run context ------------------------------------------
+
+RUN_CONTEXT = ROOT / "core" / "context.py"
+WALL_CLOCK = {
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("time", "time"),
+    ("time", "time_ns"),
+    ("uuid", "uuid1"),
+    ("uuid", "uuid4"),
+}
+
+
+def wall_clock_reads(path: Path) -> list[str]:
+    """``datetime.now``, ``time.time``, ``uuid4`` and kin that ``path`` calls or imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in WALL_CLOCK:
+                found.append(f"{node.value.id}.{node.attr} (line {node.lineno})")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("time", "uuid"):
+            found += [
+                f"from {node.module} import {a.name} (line {node.lineno})"
+                for a in node.names
+                if (node.module, a.name) in WALL_CLOCK
+            ]
+    return found
+
+
+def test_time_and_ids_come_from_the_run_context_module_only() -> None:
+    files = [p for package in FORBIDDEN for p in sorted((ROOT / package).rglob("*.py"))]
+    files += sorted((ROOT / "bot").rglob("*.py"))
+    reads = {
+        str(path.relative_to(ROOT)): wall_clock_reads(path) for path in files if path != RUN_CONTEXT
+    }
+    assert {k: v for k, v in reads.items() if v} == {}
+    assert wall_clock_reads(RUN_CONTEXT)  # the one place that reads them
+
+
+def test_the_clock_checker_sees_a_wall_clock_read(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "import time, uuid\nfrom datetime import datetime\nfrom uuid import uuid4\n"
+        "a = datetime.now()\nb = time.time()\nc = uuid.uuid4()\n"
+    )
+    assert len(wall_clock_reads(module)) == 4
+
+
+# --- one writer of a tool call's state -----------------------------------------------
+
+TOOL_STATE = ROOT / "core" / "tool_state.py"
+
+
+def state_writes(path: Path) -> list[int]:
+    """Lines of ``path`` that set a tool call record's state: ``ToolCallRecord(state=...)``
+    or ``record.model_copy(update={"state": ...})``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        named = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        keywords = {k.arg: k.value for k in node.keywords}
+        if named == "ToolCallRecord" and "state" in keywords:
+            lines.append(node.lineno)
+        update = keywords.get("update")
+        if named == "model_copy" and isinstance(update, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == "state" for k in update.keys):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_tool_state_module_sets_a_tool_calls_state() -> None:
+    writes = {
+        str(path.relative_to(ROOT)): state_writes(path)
+        for path in sorted((ROOT / "core").rglob("*.py"))
+        if path != TOOL_STATE
+    }
+    assert {k: v for k, v in writes.items() if v} == {}
+    assert state_writes(TOOL_STATE)

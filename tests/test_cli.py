@@ -366,3 +366,29 @@ async def _start_run(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-un
     )
     assert proc.stdout is not None
     return proc, await asyncio.wait_for(proc.stdout.readline(), 30)
+
+
+def test_help_answers_without_importing_the_platform_sdks_or_the_model_client(
+    tmp_path: Path,
+) -> None:
+    probe = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0\n"
+        "heavy = ('slack_bolt', 'slack_sdk', 'discord', 'anthropic', 'sqlalchemy', 'alembic')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage: threadbot" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "[]"

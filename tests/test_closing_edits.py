@@ -20,19 +20,15 @@ from conversations.errors import DeliveryError
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import CLOSED, closed_message, outcome_line, render_event
 from core import lifecycle
-from core.control_changes import control_change
-from core.engine import EngineSettings
+from core.context import CountingIds, ManualClock, RunContext
 from core.errors import ModelError
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    PendingRequest,
-    Person,
-    RequestKind,
-    RequestState,
-    ToolCallRecord,
-    ToolState,
-)
+from core.journal import Change, ConversationSnapshot, ToolCallRecord, ToolState
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.people import Person
+from core.requests.common import Opening
+from core.requests.plan_approval import open_plan
+from core.requests.shapes import PendingRequest, PlanApproval, RequestKind, RequestState
+from core.requests.verdicts import Approved
 from core.run_events import (
     CallOutcome,
     GatedCall,
@@ -41,7 +37,6 @@ from core.run_events import (
     RunFailed,
     ToolApprovalRequested,
 )
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.workflow import default_workflow
 from tests import test_outbox
 from tests.platform_threads import on
@@ -163,10 +158,10 @@ async def test_the_edit_goes_out_in_order_to_the_message_the_request_was_posted_
     bench = await make_bench(mode="status")
     cid = await bench.conversation()
     plan = PlanProposed(request_id="r1", version=1, steps=("Clean up",))
-    await bench.store.commit(cid, Change(events=(plan,)))
+    await bench.store.journal.commit(cid, Change(events=(plan,)))
     await bench.note(cid, "working")
     closed = closing(request="plan", outcome="approved", by_name="alice", plan_version=1)
-    await bench.store.commit(cid, Change(events=(closed,)))
+    await bench.store.journal.commit(cid, Change(events=(closed,)))
 
     await bench.drain()
 
@@ -190,9 +185,9 @@ async def test_an_edit_of_a_message_never_delivered_is_settled_without_a_send(
         DeliveryError("channel_not_found", permanent=True), when=test_outbox.says("📋")
     )
     plan = PlanProposed(request_id="r1", version=1, steps=("Clean up",))
-    await bench.store.commit(cid, Change(events=(plan,)))
+    await bench.store.journal.commit(cid, Change(events=(plan,)))
     closed = closing(request="plan", outcome="stopped", by_name="alice", plan_version=1)
-    await bench.store.commit(cid, Change(events=(closed,)))
+    await bench.store.journal.commit(cid, Change(events=(closed,)))
     await bench.answer(cid, "after it")
 
     with caplog.at_level(logging.INFO, logger="conversations.outbox"):
@@ -276,7 +271,7 @@ async def test_a_retry_asked_in_words_shows_on_the_failure_message(settings) -> 
         assert t.posts()[-1].startswith("✅ Back at it.")
         snap = await t.snapshot()
         [retry] = [r for r in snap.requests if r.kind is RequestKind.RETRY]
-        assert (retry.state, retry.decision) == (RequestState.DECIDED, "go on")
+        assert (retry.state, retry.verdict) == (RequestState.DECIDED, Approved())
 
 
 # --- a plan replaced while open -------------------------------------------------------------
@@ -305,13 +300,12 @@ def test_a_new_plan_replaces_an_open_one_and_leaves_a_decided_ones_message_alone
         turn_seq=5,
         index=0,
     )
-    approved = PendingRequest(
-        id="p1", kind=RequestKind.PLAN_APPROVAL, plan_version=1, state=RequestState.DECIDED
-    )
-    still_open = PendingRequest(id="p2", kind=RequestKind.PLAN_APPROVAL, plan_version=2)
+    approved = PlanApproval(id="p1", tool_use_id="tu1", plan_version=1, state=RequestState.DECIDED)
+    still_open = PlanApproval(id="p2", tool_use_id="tu2", plan_version=2)
     snap = snapshot(approved, still_open)
 
-    change = control_change(snap, record, default_workflow(), None, EngineSettings())
+    opening = Opening(context=RunContext(clock=ManualClock(), ids=CountingIds("new")), ttl=60)
+    change = open_plan(snap, record, default_workflow(), opening)
 
     closed = [e for e in change.events if isinstance(e, RequestClosed)]
     assert closed == [

@@ -197,7 +197,10 @@ def test_render_a_bot_message_in_a_thread() -> None:
         "1",
         "threadbot",
         "📋 Plan (v1)\n  1. Run the tests\n\n  2. Fix the fixture",
-        buttons=(Button(label="Approve", action="a"), Button(label="Reject", action="r")),
+        buttons=(
+            Button(label="Approve", action="approve:a"),
+            Button(label="Reject", action="reject:a"),
+        ),
         reactions=("white_check_mark", "x"),
     )
     assert lines == [

@@ -20,8 +20,9 @@ from bot.app import build
 from bot.settings import Settings
 from conversations.access import parse_approver, platform_problem
 from core.errors import ModelError
-from core.journal import RequestState, ToolResultEntry, ToolState, UserText
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.journal import ToolResultEntry, ToolState, UserText
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.requests.shapes import RequestState
 from tests.harness import Chat
 from tests.test_cli import _run
 from tests.test_slack_story import finish, plan
@@ -33,8 +34,9 @@ REFUSED = "Only the requester or an approver can decide this, bob."
 
 @pytest.mark.parametrize(("decision", "runs"), [("deny", False), ("ask", True)])
 async def test_a_rule_added_by_a_restart_while_an_approval_waits(
-    settings: Settings, decision: str, runs: bool
+    sqlite_settings: Settings, decision: str, runs: bool
 ) -> None:
+    settings = sqlite_settings  # a restart on the same database
     command = "rm -rf build && touch ran"  # `rm -rf` asks by default
     model = ScriptedModel(
         [

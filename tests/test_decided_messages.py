@@ -14,12 +14,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text as sql
 
 from bot.app import App
-from core.journal import ConversationSnapshot, RequestKind, RequestState
+from conversations.events import OutboundAction, UpdateMessage
+from core.journal import ConversationSnapshot
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.requests.shapes import RequestKind, RequestState
+from core.requests.verdicts import Approved, Revised
 from tests.platform_threads import Shown, on
 from tests.test_discord_story import _restore_discord_py  # noqa: F401  (restores discord.py)
 from tests.test_slack_story import finish
@@ -43,22 +45,13 @@ def gated_pair() -> ScriptedTurn:
 
 async def closing_rows(app: App) -> list[tuple[str, str, str | None, str]]:
     """``(request id, state, platform message id, outcome line)`` of every edit row."""
-    async with app.store.engine.connect() as conn:
-        rows = await conn.execute(
-            sql(
-                "select request_id, state, platform_message_id, action from outbox "
-                "where purpose = 'closed' order by id"
-            )
-        )
-        return [(r[0], r[1], r[2], _outcome(r[3])) for r in rows.all()]
+    rows = [r for r in await app.store.outbox.rows() if r.purpose == "closed"]
+    return [(str(r.request_id), r.state, r.platform_message_id, _outcome(r.action)) for r in rows]
 
 
-def _outcome(action: object) -> str:
-    import json
-
-    data = json.loads(action) if isinstance(action, str) else action
-    assert isinstance(data, dict) and data["kind"] == "update_message"
-    return str(data["text"])
+def _outcome(action: OutboundAction) -> str:
+    assert isinstance(action, UpdateMessage)
+    return action.text
 
 
 def _plans(snap: ConversationSnapshot) -> list[Any]:
@@ -107,8 +100,8 @@ async def test_a_revised_plan_and_the_approved_version_show_who_decided(platform
 
         snap = await t.snapshot()
         v1, v2 = _plans(snap)
-        assert (v1.state, v1.decision) == (RequestState.SUPERSEDED, "revise")
-        assert (v2.state, v2.decision) == (RequestState.DECIDED, "approved")
+        assert (v1.state, v1.verdict) == (RequestState.SUPERSEDED, Revised())
+        assert (v2.state, v2.verdict) == (RequestState.DECIDED, Approved())
         assert v2.decided_by is not None and v2.decided_by.name == t.name("bob")
         assert await closing_rows(t.app) == [
             (v1.id, "sent", first, f"✏️ Change asked by {t.name('bob')} (plan v1)"),

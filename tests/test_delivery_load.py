@@ -26,9 +26,9 @@ from conversations.render import render_event
 from conversations.store import Outgoing, Store
 from conversations.store.records import outbox_row
 from conversations.store.schema import ConversationRow
-from conversations.store.store import create_engine
-from core.model import ModelEvent, ModelRequest
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from conversations.store.sql import SqlStore, create_engine
+from core.models.base import ModelEvent, ModelRequest
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
 from tests.slack_harness import ALICE, CHANNEL, slack_workspace
@@ -101,9 +101,9 @@ async def test_a_thousand_rows_in_a_thousand_conversations_are_all_delivered(
     async with FakeSlackApi() as api:
         engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'load.db'}")
         await migrate.upgrade(engine)
-        store = Store(engine=engine, render=render_event)
+        store = SqlStore(engine=engine, render=render_event)
         slack = CountingSlack(SlackConfig(bot_token="xoxb-test", api_url=api.base_url))
-        deliverer = Deliverer(store=store, senders={"slack": slack}, concurrency=8)
+        deliverer = Deliverer(outbox=store.outbox, senders={"slack": slack}, concurrency=8)
         store.on_outbox = deliverer.wake
         running = asyncio.create_task(deliverer.run())
         try:

@@ -10,29 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
-from sqlalchemy import text as sql
 
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.app import build
 from bot.settings import Settings
-from conversations import migrate
 from conversations.errors import RateLimited
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Store
-from conversations.store.store import create_engine
-from core.journal import Change, Person
+from conversations.store.memory import MemoryStore
+from core.journal import Change
 from core.lifecycle import Lifecycle
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.people import Person
 from core.run_events import Answered, PlanProposed, ProgressNote, RunStats
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for as _wait_for
 from tests.fakes.clock import VirtualClock
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi, RecordedCall
@@ -61,7 +59,7 @@ class SlackDelivery:
         """A thread in ``channel`` bound to a new conversation: ``(conversation id, root ts)``."""
         root = str(self.api.add_message(channel, f"<@{BOT_USER_ID}> please help")["ts"])
         binding = PlatformRef(platform="slack", workspace=TEAM_ID, channel=channel, thread=root)
-        conversation_id = await self.store.open_conversation(
+        conversation_id = await self.store.threads.open_conversation(
             delivery_key=f"slack:{channel}:{root}",
             binding=binding,
             requester=Person(id="U0ALICE001", name="alice"),
@@ -73,9 +71,8 @@ class SlackDelivery:
 
     async def rows(self) -> list[tuple[str, str, int, str | None]]:
         """``(purpose, state, attempts, platform message id)`` of every outbox row."""
-        async with self.store.engine.connect() as conn:
-            query = sql("select purpose, state, attempts, platform_message_id from outbox")
-            return [tuple(r) for r in (await conn.execute(query)).all()]  # type: ignore[misc]
+        rows = await self.store.outbox.rows()
+        return [(r.purpose, r.state, r.attempts, r.platform_message_id) for r in rows]
 
 
 @contextlib.asynccontextmanager
@@ -83,12 +80,10 @@ async def slack_delivery(tmp_path: Path, **options: object) -> AsyncIterator[Sla
     """The deliverer running (``run()``) with ``options``, and everything closed after."""
     clock = VirtualClock()
     async with FakeSlackApi(clock=clock) as api:
-        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'delivery.db'}")
-        await migrate.upgrade(engine)
-        store = Store(engine=engine, render=render_event)
+        store = MemoryStore(render=render_event)
         adapter = SlackAdapter(SlackConfig(bot_token="xoxb-test", api_url=api.base_url))
         deliverer = Deliverer(
-            store=store,
+            outbox=store.outbox,
             senders={"slack": adapter},
             clock=clock,
             **options,  # type: ignore[arg-type]
@@ -136,9 +131,9 @@ async def test_a_storm_of_429s_loses_nothing_counts_nothing_and_holds_up_no_othe
             ProgressNote(text="ran the suite twice more"),
             answered("Both runs passed."),
         )
-        await slack.store.commit(stormy, Change(events=events))
+        await slack.store.journal.commit(stormy, Change(events=events))
         await wait_for(lambda: any(refused(c) for c in api.calls_of("chat.postMessage")))
-        await slack.store.commit(calm, Change(events=(answered("Unrelated, and done."),)))
+        await slack.store.journal.commit(calm, Change(events=(answered("Unrelated, and done."),)))
         await wait_for(lambda: api.posted_texts(CALM, calm_root) != [])
         assert api.posted_texts(STORMY) == []  # still waiting out its first Retry-After
 
@@ -169,14 +164,14 @@ async def test_held_notes_of_one_thread_never_hold_back_a_plan_in_another(tmp_pa
         api = slack.api
         busy, busy_root = await slack.conversation(CHANNEL)
         planning, planning_root = await slack.conversation(CHANNEL)
-        await slack.store.commit(busy, Change(events=(ProgressNote(text="warming up"),)))
+        await slack.store.journal.commit(busy, Change(events=(ProgressNote(text="warming up"),)))
         await wait_for(lambda: api.posted_texts(CHANNEL, busy_root) == ["⏳ warming up"])
         started = slack.clock.now()
 
         for n in range(150):  # each held back: the last note reply was just now
-            await slack.store.commit(busy, Change(events=(ProgressNote(text=f"note {n}"),)))
+            await slack.store.journal.commit(busy, Change(events=(ProgressNote(text=f"note {n}"),)))
         plan = PlanProposed(request_id="req-plan-1", version=1, steps=("Reproduce", "Fix"))
-        await slack.store.commit(planning, Change(events=(plan,)))
+        await slack.store.journal.commit(planning, Change(events=(plan,)))
         await wait_for(lambda: api.posted_texts(CHANNEL, planning_root) != [])
 
         assert api.posted_texts(CHANNEL, planning_root)[0].startswith("📋 Plan (v1)")
@@ -266,8 +261,7 @@ async def test_the_status_line_through_45_s_of_429s_shows_every_note_and_one_ans
         ]
         assert len(answers) == 1
         assert [m["text"].startswith("✅ All done.") for m in ws.posts(root)].count(True) == 1
-        async with ws.app.store.engine.connect() as conn:
-            states = (await conn.execute(sql("select state, attempts from outbox"))).all()
+        states = [(r.state, r.attempts) for r in await ws.app.store.outbox.rows()]
         assert {tuple(s) for s in states} == {("sent", 0)}
 
 
@@ -279,10 +273,8 @@ def _done(ws: Workspace, root: str):  # type: ignore[no-untyped-def]
 
 
 async def _note_texts(ws: Workspace) -> list[str]:
-    async with ws.app.store.engine.connect() as conn:
-        query = sql("select action from outbox where purpose = 'note' order by id")
-        actions = (await conn.execute(query)).scalars().all()
-    return [str((json.loads(a) if isinstance(a, str) else a)["text"]) for a in actions]
+    rows = [r for r in await ws.app.store.outbox.rows() if r.purpose == "note"]
+    return [str(r.action.text) for r in rows]  # type: ignore[union-attr]
 
 
 # --- the Slack sender raises a 429 at once ----------------------------------------------

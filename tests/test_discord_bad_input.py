@@ -16,7 +16,6 @@ import logging
 from typing import Any
 
 import pytest
-from sqlalchemy import text as sql
 
 from tests.fakes.discord_api import BOT_USER_ID, GUILD_ID, TEXT_CHANNEL_ID
 from tests.test_discord_story import Guild, buttons, discord_guild, story
@@ -25,8 +24,7 @@ BOT = f"<@{BOT_USER_ID}>"
 
 
 async def conversation_count(g: Guild) -> int:
-    async with g.hub_app.store.engine.connect() as conn:
-        return int((await conn.execute(sql("select count(*) from conversations"))).scalar_one())
+    return len(await g.hub_app.store.threads.conversations())
 
 
 def thread_calls(g: Guild) -> list[str]:

@@ -25,17 +25,20 @@ from typing import Any
 import discord.gateway
 import discord.http
 import pytest
+from sqlalchemy import text as sql
 
 from adapters.discord.outbound import MAX_TEXT
 from adapters.discord.runner import DiscordAdapter, DiscordConfig, DiscordStartError
+from adapters.discord.texts import UNREADABLE
 from bot.app import App, build
 from bot.settings import Settings
 from conversations.errors import DeliveryError
 from conversations.events import PlatformRef, PostReply
-from conversations.hub import UNREADABLE
-from core.journal import ConversationSnapshot, RequestState
+from core.journal import ConversationSnapshot
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedModel
+from core.models.scripted import ScriptedModel
+from core.requests.shapes import RequestState
+from core.requests.verdicts import Approved
 from tests.fakes.discord_api import (
     BOT_USER_ID,
     GUILD_ID,
@@ -104,6 +107,7 @@ class Guild:
             )
         )
         self.app.add_sender(self.adapter)
+        self.app.add_texts(self.adapter.texts)
         await self.app.start()
         await asyncio.wait_for(self.adapter.start(self.app.hub), WAIT)
 
@@ -199,9 +203,9 @@ class Guild:
 
     async def snapshot(self, thread: str) -> ConversationSnapshot:
         ref = PlatformRef(platform="discord", workspace=GUILD_ID, channel=thread, thread=thread)
-        conversation = await self.hub_app.store.find_by_thread(ref)
+        conversation = await self.hub_app.store.threads.find_by_thread(ref)
         assert conversation is not None, f"no conversation in thread {thread}"
-        return await self.hub_app.store.load(conversation.id)
+        return await self.hub_app.store.journal.load(conversation.id)
 
 
 @contextlib.asynccontextmanager
@@ -253,8 +257,8 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
         snap = await g.snapshot(thread)
         request = snap.requests[0]
         assert buttons(plan_message) == {
-            "Approve": f"approve:{request.id}",
-            "Reject": f"reject:{request.id}",
+            "Approve": f'tb1:{{"k":"approve","r":"{request.id}"}}',
+            "Reject": f'tb1:{{"k":"reject","r":"{request.id}"}}',
         }
         assert str(snap.status) == "waiting(plan_approval)"
 
@@ -287,7 +291,7 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
         assert all(c.headers["Authorization"] == "Bot fake-token" for c in g.fake.calls)
         snap = await g.snapshot(thread)
         assert snap.status.lifecycle is Lifecycle.DONE
-        assert snap.requests[0].decision == "approved"
+        assert snap.requests[0].verdict == Approved()
         assert snap.requests[0].decided_by is not None
         assert snap.requests[0].decided_by.id == ALICE
         answers = [
@@ -373,7 +377,8 @@ async def test_stop_is_answered_while_the_model_is_still_blocked(settings) -> No
         assert callback.seq < first_post.seq
 
 
-async def test_the_approve_button_works_after_a_restart(settings) -> None:
+async def test_the_approve_button_works_after_a_restart(sqlite_settings) -> None:
+    settings = sqlite_settings  # a restart on the same database
     model = ScriptedModel([plan(), finish("Approved after the restart.")])
     async with discord_guild(settings, model) as g:
         thread = await g.mention()
@@ -392,7 +397,81 @@ async def test_the_approve_button_works_after_a_restart(settings) -> None:
         assert g.fake.interactions[press["id"]].callbacks == [{"type": 6}]
         g.post(thread, "✅ Approved after the restart.")
         snap = await g.snapshot(thread)
-        assert snap.requests[0].decision == "approved"
+        assert snap.requests[0].verdict == Approved()
+        assert snap.status.lifecycle is Lifecycle.DONE
+
+
+async def as_posted_before_the_encoding(g: Guild, plan_message: dict[str, Any]) -> str:
+    """Make the plan's buttons what a threadbot before the button encoding posted and stored:
+    ``approve:<request>`` and ``reject:<request>`` on Discord and in the outbox row. Returns
+    the old Approve value."""
+    request = (await g.snapshot(str(plan_message["channel_id"]))).requests[0].id
+    old = {"Approve": f"approve:{request}", "Reject": f"reject:{request}"}
+    held = g.fake.messages[str(plan_message["id"])]
+    for row in held["components"]:
+        for button in row["components"]:
+            button["custom_id"] = old[button["label"]]
+    engine = g.hub_app.store.engine  # type: ignore[attr-defined]
+    async with engine.begin() as conn:
+        rows = await conn.execute(
+            sql("select id, action from outbox where request_id = :r"), {"r": request}
+        )
+        for row_id, stored in rows.all():
+            action = json.loads(stored) if isinstance(stored, str) else stored
+            for button in action["buttons"]:
+                button["action"] = old[button["label"]]
+            await conn.execute(
+                sql("update outbox set action = :a where id = :i"),
+                {"a": json.dumps(action), "i": row_id},
+            )
+    return old["Approve"]
+
+
+async def test_a_button_posted_before_the_encoding_still_approves_after_an_upgrade(
+    sqlite_settings,
+) -> None:
+    settings = sqlite_settings  # the upgrade: a new threadbot on the same database
+    model = ScriptedModel([plan(), finish("Approved after the upgrade.")])
+    async with discord_guild(settings, model) as g:
+        thread = await g.mention()
+        plan_id = str(g.post(thread, "📋 Plan (v1)")["id"])
+        approve = await as_posted_before_the_encoding(g, g.fake.messages[plan_id])
+        await g.disconnect()
+
+        await g.connect(model)
+        press = g.interaction_d("interaction_create_button", thread)
+        press["message"] = copy.deepcopy(g.fake.messages[plan_id])
+        press["data"] = {"custom_id": approve, "component_type": 2}
+        await g.dispatch("INTERACTION_CREATE", press)
+
+        assert approve.startswith("approve:")
+        assert g.fake.interactions[press["id"]].callbacks == [{"type": 6}]
+        g.post(thread, "✅ Approved after the upgrade.")
+        decided = g.fake.messages[plan_id]  # the edit read the plan from its old outbox row
+        assert decided["content"].startswith("✅ Approved by Alice (plan v1)\n📋 Plan (v1)\n")
+        assert buttons(decided) == {}
+        snap = await g.snapshot(thread)
+        assert snap.requests[0].verdict == Approved()
+        assert snap.status.lifecycle is Lifecycle.DONE
+
+
+async def test_the_fixture_s_namespaced_button_approves_the_plan_it_is_under(settings) -> None:
+    """``threadbot:approve:plan:1``, the button of the captured interaction, decides the plan
+    of the message it was pressed on, as a reaction there does."""
+    model = ScriptedModel([plan(), finish("Approved from the old button.")])
+    async with discord_guild(settings, model) as g:
+        thread = await g.mention()
+        plan_message = g.post(thread, "📋 Plan (v1)")
+
+        press = g.interaction_d("interaction_create_button", thread)
+        press["message"] = copy.deepcopy(plan_message)
+        assert press["data"]["custom_id"] == "threadbot:approve:plan:1"
+        await g.dispatch("INTERACTION_CREATE", press)
+
+        g.post(thread, "✅ Approved from the old button.")
+        snap = await g.snapshot(thread)
+        assert snap.requests[0].verdict == Approved()
+        assert snap.requests[0].decided_by is not None
         assert snap.status.lifecycle is Lifecycle.DONE
 
 
@@ -552,9 +631,9 @@ async def test_a_direct_message_is_a_conversation_in_its_channel(settings) -> No
 
         assert g.posts(dm)[-1].startswith("✅ Done in the DM.")
         ref = PlatformRef(platform="discord", channel=dm, thread=dm)
-        conversation = await g.hub_app.store.find_by_thread(ref)
+        conversation = await g.hub_app.store.threads.find_by_thread(ref)
         assert conversation is not None
-        snap = await g.hub_app.store.load(conversation.id)
+        snap = await g.hub_app.store.journal.load(conversation.id)
         assert snap.status.lifecycle is Lifecycle.DONE
 
 

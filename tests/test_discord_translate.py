@@ -36,6 +36,7 @@ from adapters.discord.translate import (
     reaction_event,
     thread_id_of,
 )
+from conversations.actions import Approve
 from conversations.events import (
     AddReaction,
     Author,
@@ -609,7 +610,8 @@ def test_a_button_the_bot_rendered_comes_back_with_its_action() -> None:
 
     event = interaction_event(payload, ME)
 
-    assert isinstance(event, ButtonPressed) and event.action == "approve:req-42"
+    assert isinstance(event, ButtonPressed) and event.action == button.value
+    assert event.action == 'tb1:{"k":"approve","r":"req-42"}'
 
 
 def test_a_button_outside_a_thread_has_no_thread() -> None:
@@ -728,11 +730,17 @@ def test_an_ephemeral_reply_is_posted_to_the_thread() -> None:
     assert call.path == f"/channels/{THREAD}/messages"
 
 
+APPROVE_REQ_1 = 'tb1:{"k":"approve","r":"req-1"}'
+REJECT_REQ_1 = 'tb1:{"k":"reject","r":"req-1"}'
+STOP_C1 = 'tb1:{"k":"stop","c":"c1"}'
+"""Button values (:func:`conversations.actions.encode`) as Discord carries them."""
+
+
 def test_a_reply_carries_its_buttons_in_action_rows() -> None:
     buttons = (
         Button(label="Approve", action="approve:req-1", style="primary"),
         Button(label="Reject", action="reject:req-1", style="danger"),
-        Button(label="Later", action="later:req-1"),
+        Button(label="Later", action="stop:c1"),
     )
 
     [call] = render(PostReply(ref=IN_THREAD, text="Plan", buttons=buttons), nonce="k")
@@ -742,9 +750,9 @@ def test_a_reply_carries_its_buttons_in_action_rows() -> None:
         {
             "type": 1,
             "components": [
-                {"type": 2, "style": 1, "label": "Approve", "custom_id": "approve:req-1"},
-                {"type": 2, "style": 4, "label": "Reject", "custom_id": "reject:req-1"},
-                {"type": 2, "style": 2, "label": "Later", "custom_id": "later:req-1"},
+                {"type": 2, "style": 1, "label": "Approve", "custom_id": APPROVE_REQ_1},
+                {"type": 2, "style": 4, "label": "Reject", "custom_id": REJECT_REQ_1},
+                {"type": 2, "style": 2, "label": "Later", "custom_id": STOP_C1},
             ],
         }
     ]
@@ -806,17 +814,17 @@ def test_an_empty_reply_posts_nothing_unless_it_has_buttons() -> None:
     assert render(PostReply(ref=IN_THREAD, text=""), nonce="k") == []
     [call] = render(PostReply(ref=IN_THREAD, text="", buttons=(button,)), nonce="k")
     assert call.json is not None and call.json["content"] == ""
-    assert call.json["components"][0]["components"][0]["custom_id"] == "stop:c1"
+    assert call.json["components"][0]["components"][0]["custom_id"] == STOP_C1
 
 
 def test_buttons_fill_rows_of_five_and_at_most_five_rows() -> None:
-    twelve = [Button(label=str(n), action=f"a:{n}") for n in range(12)]
-    thirty = [Button(label=str(n), action=f"a:{n}") for n in range(30)]
+    twelve = [Button(label=str(n), action=f"stop:c{n}") for n in range(12)]
+    thirty = [Button(label=str(n), action=f"stop:c{n}") for n in range(30)]
 
     assert [len(row["components"]) for row in components(twelve)] == [5, 5, 2]
     rows = components(thirty)
     assert [len(row["components"]) for row in rows] == [5] * 5
-    assert rows[-1]["components"][-1]["custom_id"] == "a:24"
+    assert rows[-1]["components"][-1]["custom_id"] == 'tb1:{"k":"stop","c":"c24"}'
     assert components([]) == []
 
 
@@ -830,14 +838,16 @@ def test_buttons_with_a_repeated_action_are_dropped_and_long_labels_cut() -> Non
     [row] = components(buttons)
 
     labels = [b["label"] for b in row["components"]]
-    assert [b["custom_id"] for b in row["components"]] == ["approve:r", "reject:r"]
+    reject = 'tb1:{"k":"reject","r":"r"}'
+    assert [b["custom_id"] for b in row["components"]] == ['tb1:{"k":"approve","r":"r"}', reject]
     assert len(labels[0]) == 80 and labels[0].endswith("…")
-    assert labels[1] == "reject:r"
+    assert labels[1] == reject
 
 
 def test_an_action_too_long_for_a_custom_id_is_refused() -> None:
-    with pytest.raises(ValueError, match="custom_id"):
-        components([Button(label="Go", action="a" * 101)])
+    too_long = Approve.model_construct(request="a" * 101)  # past the model's own limit
+    with pytest.raises(ValueError, match="at most 100 characters"):
+        components([Button(label="Go", action=too_long)])
 
 
 def test_a_text_limit_below_twenty_is_refused() -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from core.journal import RequestState, ToolState
+from core.journal import ToolState
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.requests.shapes import RequestState
+from core.requests.verdicts import Approved
 from tests.fakes.anthropic_server import check_tool_results
 from tests.harness import Chat
 
@@ -189,7 +191,7 @@ async def test_removing_a_reaction_after_the_decision_changes_nothing(make_app) 
     await chat.app.hub.settled()
     snap = await chat.snapshot()
     assert snap.status.lifecycle is Lifecycle.DONE
-    assert snap.requests[0].decision == "approved"
+    assert snap.requests[0].verdict == Approved()
 
 
 async def test_two_replies_at_once_give_one_run_on_the_journal(make_app) -> None:
@@ -371,7 +373,7 @@ async def test_a_denied_call_never_runs_and_the_model_is_told_why(
 
 async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> None:
     from bot.settings import Settings
-    from core.policy import Decision
+    from core.policy.policy import Decision
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "threadbot.toml").write_text(
@@ -400,13 +402,15 @@ async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_ap
     await app.start()
     await chat.mention("look")
     conversation_id = (await chat.snapshot()).id
-    await app.store.commit(conversation_id, Change(status=lifecycle.RUNNING, position="executing"))
+    await app.store.journal.commit(
+        conversation_id, Change(status=lifecycle.RUNNING, position="executing")
+    )
     call = ToolCall(id="toolu_ro", name="list_files", input={})
-    seqs = await app.store.commit(
+    seqs = await app.store.journal.commit(
         conversation_id, Change(entries=(AssistantTurn(tool_calls=(call,)),))
     )
     # what a crash leaves behind: the record says running, no result was stored
-    await app.store.commit(
+    await app.store.journal.commit(
         conversation_id,
         Change(
             tool_calls=(
@@ -444,15 +448,15 @@ async def test_a_lease_held_by_another_instance_holds_the_run_back(make_app) -> 
     await app.start()
     await chat.mention("go")
     conversation_id = (await chat.snapshot()).id
-    other = await app.store.acquire_lease(conversation_id, "other-instance", ttl=60)
+    other = await app.store.leases.acquire_lease(conversation_id, "other-instance", ttl=60)
     assert other is not None
 
     await chat.reply("this one", settle=False)
     await asyncio.sleep(0.3)
     assert len(model.requests) == 1  # the other instance holds the conversation
-    assert await app.store.acquire_lease(conversation_id, "third-instance", ttl=60) is None
+    assert await app.store.leases.acquire_lease(conversation_id, "third-instance", ttl=60) is None
 
-    assert await app.store.release_lease(other)
+    assert await app.store.leases.release_lease(other)
     await app.hub.settled()
     assert len(model.requests) == 2
     assert (await chat.snapshot()).status.lifecycle is Lifecycle.DONE
@@ -475,12 +479,12 @@ async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once
     finished = await asyncio.create_subprocess_exec("true")
     await finished.wait()  # its pid now names no process
     holder = f"{socket.gethostname()}:{finished.pid}"
-    assert await app.store.acquire_lease(conversation_id, holder, ttl=3600)
+    assert await app.store.leases.acquire_lease(conversation_id, holder, ttl=3600)
 
     await chat.reply("this one")  # settles: the lease did not hold it back
 
     assert len(model.requests) == 2
-    assert await app.store.lease_owner(conversation_id) is None
+    assert await app.store.leases.lease_owner(conversation_id) is None
 
 
 class Probe:
@@ -489,7 +493,7 @@ class Probe:
     read_only = True
 
     def __init__(self, name: str, started: dict[str, asyncio.Event], waits_for: str | None) -> None:
-        from core.model import ToolSpec
+        from core.models.base import ToolSpec
 
         self.spec = ToolSpec(name=name, description="probe", input_schema={"type": "object"})
         self._started = started
@@ -588,8 +592,8 @@ async def test_buttons_decide_like_reactions_and_stop_from_the_list(make_app) ->
     assert "You have 2 active conversations here" in chat.out.getvalue()
     assert "[Stop " in chat.out.getvalue()  # a Stop button for each
     await press(f"stop:{first.id}")
-    assert (await app.store.info(first.id)).status.lifecycle is Lifecycle.CANCELLED
-    assert len(await app.store.active(platform="console")) == 1
+    assert (await app.store.threads.info(first.id)).status.lifecycle is Lifecycle.CANCELLED
+    assert len(await app.store.threads.active(platform="console")) == 1
 
 
 async def test_no_approval_outlives_a_stop(make_app) -> None:
@@ -658,11 +662,15 @@ async def test_the_turn_cap_asks_to_go_on_and_stop_here_ends_it(settings, make_a
 
 
 async def test_a_reply_the_platform_withheld_is_no_answer(make_app) -> None:
+    from adapters.discord.texts import UNREADABLE
     from conversations.events import MessagePosted
+    from conversations.texts import PlatformTexts
 
     model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})])])
     app = await make_app(model)
     chat = Chat(app)
+    # The console never withholds a message's text; Discord does, and says so in these words.
+    app.add_texts(PlatformTexts(platform="console", unreadable=UNREADABLE))
     await app.start()
     await chat.mention("go")
     await app.hub.handle(

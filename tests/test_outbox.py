@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text as sql
 
-from conversations import migrate
 from conversations.errors import DeliveryError, RateLimited
 from conversations.events import OutboundAction, PlatformRef, PostReply, UpdateMessage
 from conversations.outbox import STATUS_MAX_CHARS, Deliverer
 from conversations.render import render_event
 from conversations.store import Outgoing, Store
-from conversations.store.store import create_engine
-from core.journal import Change, Person
+from conversations.store.memory import MemoryStore
+from core.journal import Change
+from core.people import Person
 from core.run_events import Answered, ProgressNote, RunStats
 from tests.conftest import wait_for as _wait_for
 from tests.fakes.clock import VirtualClock
@@ -99,7 +98,7 @@ class Bench:
     tmp_path: Path
 
     async def conversation(self, thread: str = "t") -> str:
-        conversation_id = await self.store.open_conversation(
+        conversation_id = await self.store.threads.open_conversation(
             delivery_key=f"k-{thread}",
             binding=PlatformRef(platform="test", channel="c", thread=thread),
             requester=Person(id="u", name="alice"),
@@ -111,19 +110,18 @@ class Bench:
 
     async def note(self, conversation_id: str, *texts: str) -> None:
         events = tuple(ProgressNote(text=t) for t in texts)
-        await self.store.commit(conversation_id, Change(events=events))
+        await self.store.journal.commit(conversation_id, Change(events=events))
 
     async def answer(self, conversation_id: str, text: str) -> None:
         event = Answered(text=text, stats=RunStats())
-        await self.store.commit(conversation_id, Change(events=(event,)))
+        await self.store.journal.commit(conversation_id, Change(events=(event,)))
 
     async def rows(self) -> list[tuple[int, str, str, int, str | None, str]]:
         """``(id, purpose, state, attempts, platform message id, text)`` of every row."""
-        async with self.store.engine.connect() as conn:
-            result = await conn.execute(
-                sql("select id, purpose, state, attempts, platform_message_id, action from outbox")
-            )
-            return [(r[0], r[1], r[2], r[3], r[4], _action_text(r[5])) for r in result.all()]
+        return [
+            (r.id, r.purpose, r.state, r.attempts, r.platform_message_id, _action_text(r.action))
+            for r in await self.store.outbox.rows()
+        ]
 
     async def drain(self) -> None:
         await self.clock.run(self.deliverer.drain())
@@ -133,11 +131,8 @@ async def _equal(value: Awaitable[object], expected: object) -> bool:
     return await value == expected
 
 
-def _action_text(action: object) -> str:
-    import json
-
-    data = json.loads(action) if isinstance(action, str) else action
-    return str(data.get("text", "")) if isinstance(data, dict) else ""
+def _action_text(action: OutboundAction) -> str:
+    return str(getattr(action, "text", ""))
 
 
 @pytest.fixture
@@ -145,13 +140,11 @@ async def make_bench(tmp_path: Path):
     made: list[Bench] = []
 
     async def factory(mode: str = "replies", **options: object) -> Bench:
-        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
-        await migrate.upgrade(engine)
-        store = Store(engine=engine, render=render_event)
+        store = MemoryStore(render=render_event)
         sender = RecordingSender()
         clock = VirtualClock()
         deliverer = Deliverer(
-            store=store,
+            outbox=store.outbox,
             senders={"test": sender},
             progress_mode=mode,  # type: ignore[arg-type]
             note_interval=3.0,
@@ -459,7 +452,7 @@ async def test_a_store_error_ends_run_and_run_goes_on_when_called_again(
 ) -> None:
     bench = await make_bench()
     cid = await bench.conversation()
-    real = bench.store.mark_sent
+    real = bench.store.outbox.mark_sent
     calls = 0
 
     async def broken_once(ids, message_id):
@@ -469,7 +462,7 @@ async def test_a_store_error_ends_run_and_run_goes_on_when_called_again(
             raise OSError("disk I/O error")
         await real(ids, message_id)
 
-    monkeypatch.setattr(bench.store, "mark_sent", broken_once)
+    monkeypatch.setattr(bench.store.outbox, "mark_sent", broken_once)
     await bench.answer(cid, "posted, then the store failed")
 
     with pytest.raises(OSError, match="disk I/O error"):
@@ -510,7 +503,7 @@ async def test_enqueued_notices_go_out_like_run_events(make_bench) -> None:
     bench = await make_bench()
     cid = await bench.conversation()
     notice = PostReply(ref=PlatformRef(platform="test", channel="c", thread="t"), text="notice")
-    await bench.store.enqueue(cid, [Outgoing(notice)])
+    await bench.store.outbox.enqueue(cid, [Outgoing(notice)])
 
     await bench.drain()
 

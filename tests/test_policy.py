@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from core.policy import (
+from core.policy.policy import (
     DEFAULT_ASK_COMMANDS,
     Decision,
     Rule,
     ToolPolicy,
     Verdict,
     default_policy,
-    summarize_call,
 )
+from core.policy.summary import summarize_call
 from core.tools.control import CONTROL_TOOLS
 
 TOML_EXAMPLE = """

@@ -24,21 +24,16 @@ from bot.settings import Settings
 from conversations import migrate
 from conversations.events import Author, MessagePosted, PlatformRef, PostReply, inbound_adapter
 from conversations.render import CLOSED, render_event
-from conversations.store import Outgoing, Store
-from conversations.store.retention import Pruned
-from conversations.store.store import create_engine
+from conversations.store import Outgoing, Pruned, Store
+from conversations.store.sql import SqlStore, create_engine
 from conversations.sweeper import Sweeper
 from core import lifecycle
-from core.journal import (
-    Change,
-    PendingRequest,
-    Person,
-    RequestKind,
-    RequestResolution,
-    RequestState,
-)
+from core.journal import Change, RequestResolution
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.people import Person
+from core.requests.shapes import PlanApproval, RequestState
+from core.requests.verdicts import Approved
 from tests.harness import Chat
 from tests.slack_harness import ALICE as SLACK_ALICE
 from tests.slack_harness import BOT_USER_ID, CHANNEL, slack_workspace
@@ -58,9 +53,21 @@ class Clock:
         return self.now
 
 
+@pytest.fixture
+def settings(sqlite_settings: Settings) -> Settings:
+    """SQLite: pruning is SQL, and these tests read and change its tables."""
+    return sqlite_settings
+
+
 def sweeper_of(app: App, clock: Clock) -> Sweeper:
     """A sweeper of its own on ``app``'s store (the app's own one sweeps on the real clock)."""
-    return Sweeper(store=app.store, engine=app.engine, expire=app.hub.expire, clock=clock)
+    return Sweeper(
+        requests=app.store.requests,
+        pruning=app.store.retention,
+        engine=app.engine,
+        expire=app.hub.expire,
+        clock=clock,
+    )
 
 
 async def rows(engine: Any, query: str) -> list[tuple[Any, ...]]:
@@ -82,7 +89,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
     """A migrated store with no deliverer: rows stay pending until the test settles them."""
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'retention.db'}")
     await migrate.upgrade(engine)
-    store = Store(engine=engine, render=render_event)
+    store = SqlStore(engine=engine, render=render_event)
     yield store
     await store.close()
 
@@ -103,23 +110,23 @@ def kept_event(key: str) -> dict[str, Any]:
 
 async def row_ids(store: Store, cid: str) -> dict[str, int]:
     """``{text: id}`` of the conversation's pending rows."""
-    return {p.action.text: p.id for p in await store.pending_rows(cid)}  # type: ignore[union-attr]
+    return {p.action.text: p.id for p in await store.outbox.pending_rows(cid)}  # type: ignore[union-attr]
 
 
 async def request(store: Store, cid: str, request_id: str, *, closed: bool) -> None:
-    opened = PendingRequest(id=request_id, kind=RequestKind.PLAN_APPROVAL, plan_version=1)
-    await store.commit(cid, Change(open_request=opened))
+    opened = PlanApproval(id=request_id, tool_use_id="toolu_plan", plan_version=1)
+    await store.journal.commit(cid, Change(open_request=opened))
     if closed:
         decided = RequestResolution(
-            request_id=request_id, state=RequestState.DECIDED, decision="approve", by=ALICE
+            request_id=request_id, state=RequestState.DECIDED, verdict=Approved(), by=ALICE
         )
-        await store.commit(cid, Change(resolve=(decided,), status=lifecycle.RUNNING))
+        await store.journal.commit(cid, Change(resolve=(decided,), status=lifecycle.RUNNING))
 
 
 async def test_settled_rows_and_handled_deliveries_go_and_everything_else_stays(
     store: Store,
 ) -> None:
-    cid = await store.open_conversation(
+    cid = await store.threads.open_conversation(
         delivery_key="slack:T1:C1:1.0",
         binding=THREAD,
         requester=ALICE,
@@ -128,13 +135,13 @@ async def test_settled_rows_and_handled_deliveries_go_and_everything_else_stays(
         event=kept_event("slack:T1:C1:1.0"),
     )
     assert cid is not None
-    await store.commit(cid, Change(handled=("slack:T1:C1:1.0",)))  # its effect is journaled
-    assert await store.record_delivery("slack:event:Ev0REACTION")  # kept for dedupe only
-    assert await store.record_delivery("slack:T1:C1:1.5", cid, kept_event("slack:T1:C1:1.5"))
+    await store.journal.commit(cid, Change(handled=("slack:T1:C1:1.0",)))  # its effect is journaled
+    assert await store.inbox.record_delivery("slack:event:Ev0REACTION")  # kept for dedupe only
+    assert await store.inbox.record_delivery("slack:T1:C1:1.5", cid, kept_event("slack:T1:C1:1.5"))
     await request(store, cid, "open", closed=False)
     await request(store, cid, "decided", closed=True)
     await request(store, cid, "edit-waiting", closed=True)
-    await store.enqueue(
+    await store.outbox.enqueue(
         cid,
         [
             posted("note", purpose="note"),
@@ -150,14 +157,14 @@ async def test_settled_rows_and_handled_deliveries_go_and_everything_else_stays(
     )
     ids = await row_ids(store, cid)
     for n, text in enumerate(["note", "plan, open", "plan, decided", "plan, edit waiting"]):
-        await store.mark_sent([ids[text]], f"1.{n + 10}")
-    await store.fail_for_good(cid, [ids["failed"]], "channel_not_found")
-    await store.settle_unsent([ids["dropped"]], "nothing to edit")
-    await store.mark_sent([ids["newest"]], "1.20")
+        await store.outbox.mark_sent([ids[text]], f"1.{n + 10}")
+    await store.outbox.fail_for_good(cid, [ids["failed"]], "channel_not_found")
+    await store.outbox.settle_unsent([ids["dropped"]], "nothing to edit")
+    await store.outbox.mark_sent([ids["newest"]], "1.20")
     before = await kept_forever(store)
 
-    assert await store.prune(datetime.now(UTC) - timedelta(days=1)) == Pruned(0, 0)
-    pruned = await store.prune(datetime.now(UTC) + timedelta(seconds=1), batch=2)
+    assert await store.retention.prune(datetime.now(UTC) - timedelta(days=1)) == Pruned(0, 0)
+    pruned = await store.retention.prune(datetime.now(UTC) + timedelta(seconds=1), batch=2)
 
     assert pruned == Pruned(outbox=4, deliveries=2)
     left = await rows(store.engine, "select action, state from outbox order by id")
@@ -172,7 +179,7 @@ async def test_settled_rows_and_handled_deliveries_go_and_everything_else_stays(
         ("slack:T1:C1:1.5", None)  # unhandled: the durable inbox keeps it
     ]
     assert await kept_forever(store) == before
-    assert await store.record_delivery("slack:event:Ev0REACTION")  # gone with the retention
+    assert await store.inbox.record_delivery("slack:event:Ev0REACTION")  # gone with the retention
 
 
 def action_text(action: Any) -> str:
@@ -185,12 +192,12 @@ def action_text(action: Any) -> str:
 async def test_the_request_post_links_its_message_to_the_request_and_nothing_else_does(
     store: Store,
 ) -> None:
-    cid = await store.open_conversation(
+    cid = await store.threads.open_conversation(
         delivery_key="k", binding=THREAD, requester=ALICE, workspace_root=Path("w"), position="p"
     )
     assert cid is not None
     await request(store, cid, "plan", closed=False)
-    await store.enqueue(
+    await store.outbox.enqueue(
         cid,
         [
             posted("plan", "plan"),
@@ -199,24 +206,26 @@ async def test_the_request_post_links_its_message_to_the_request_and_nothing_els
         ],
     )
     ids = await row_ids(store, cid)
-    await store.mark_sent([ids["plan"]], "1.10")
-    await store.mark_sent([ids["note"]], "1.11")
-    await store.mark_sent([ids["edit of the plan"]], "1.99")  # an edit names another id
+    await store.outbox.mark_sent([ids["plan"]], "1.10")
+    await store.outbox.mark_sent([ids["note"]], "1.11")
+    await store.outbox.mark_sent([ids["edit of the plan"]], "1.99")  # an edit names another id
 
     links = "select message_platform, message_channel, message_id from pending_requests"
     assert await rows(store.engine, links) == [("slack", "C1", "1.10")]
     async with store.engine.begin() as conn:
         await conn.execute(sql("delete from outbox where id = :id"), {"id": ids["plan"]})
 
-    link = await store.find_by_message("slack", "C1", "1.10")
+    link = await store.threads.find_by_message("slack", "C1", "1.10")
     assert link is not None and (link.conversation_id, link.request_id) == (cid, "plan")
-    note = await store.find_by_message("slack", "C1", "1.11")  # a note: through its row
+    note = await store.threads.find_by_message("slack", "C1", "1.11")  # a note: through its row
     assert note is not None and (note.conversation_id, note.request_id) == (cid, None)
-    assert await store.find_by_message("slack", "C2", "1.10") is None
+    assert await store.threads.find_by_message("slack", "C2", "1.10") is None
     async with store.engine.begin() as conn:
         await conn.execute(sql("delete from outbox"))
-    assert await store.find_by_message("slack", "C1", "1.11") is None  # a pruned note: nothing
-    assert await store.find_by_message("slack", "C1", "1.10") is not None
+    assert (
+        await store.threads.find_by_message("slack", "C1", "1.11") is None
+    )  # a pruned note: nothing
+    assert await store.threads.find_by_message("slack", "C1", "1.10") is not None
 
 
 # --- the sweeper, a story in the console -------------------------------------------------
@@ -242,7 +251,7 @@ async def test_old_rows_go_on_the_sweepers_clock_and_old_messages_stay_harmless(
     assert (await chat.snapshot()).status.lifecycle is Lifecycle.DONE
     await chat.mention("and another one")  # left waiting: its plan's request stays open
     waiting = await chat.snapshot()
-    await app.store.record_delivery("console:unhandled", waiting.id, kept_event("x"))
+    await app.store.inbox.record_delivery("console:unhandled", waiting.id, kept_event("x"))
     now = datetime.now(UTC)
     clock = Clock(now + timedelta(days=6, hours=23))
     sweeper = sweeper_of(app, clock)
@@ -381,10 +390,10 @@ async def test_the_migration_copies_a_sent_plans_message_onto_its_request(tmp_pa
         "order by id",
     )
     assert links == [("sent", "slack", "C1", "1.10"), ("unsent", None, None, None)]
-    store = Store(engine=engine, render=render_event)
+    store = SqlStore(engine=engine, render=render_event)
     async with engine.begin() as conn:
         await conn.execute(sql("delete from outbox"))
-    link = await store.find_by_message("slack", "C1", "1.10")
+    link = await store.threads.find_by_message("slack", "C1", "1.10")
     assert link is not None and (link.conversation_id, link.request_id) == ("c1", "sent")
     await store.close()
 

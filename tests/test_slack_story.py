@@ -21,9 +21,10 @@ import pytest
 
 from adapters.slack.outbound import escape, render
 from conversations.events import PlatformRef, PostReply
-from core.journal import RequestState
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.requests.shapes import RequestState
+from core.requests.verdicts import Approved
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID
 from tests.slack_harness import (
@@ -100,8 +101,8 @@ async def assert_plan_posted(ws: Workspace, root: str) -> dict:
     snap = await ws.snapshot(root)
     request = snap.requests[0]
     assert plan_buttons(plan_message) == {
-        "Approve": f"approve:{request.id}",
-        "Reject": f"reject:{request.id}",
+        "Approve": f'tb1:{{"k":"approve","r":"{request.id}"}}',
+        "Reject": f'tb1:{{"k":"reject","r":"{request.id}"}}',
     }
     assert [(*where(r), r.args["name"]) for r in reactions] == [
         ("reactions.add", CHANNEL, plan_message["ts"], "white_check_mark"),
@@ -155,7 +156,7 @@ async def test_the_story_over_http(settings) -> None:
         assert all(c.token == "xoxb-test" for c in ws.calls())
         snap = await ws.snapshot(root)
         assert snap.status.lifecycle is Lifecycle.DONE
-        assert snap.requests[0].decision == "approved"
+        assert snap.requests[0].verdict == Approved()
         assert snap.requests[0].decided_by is not None
         assert snap.requests[0].decided_by.id == ALICE
         answers = [
@@ -204,7 +205,7 @@ async def test_the_story_over_socket_mode_approved_by_the_button(settings) -> No
         assert sorted(ws.socket.acks) == sorted(sent)  # every envelope acked
         snap = await ws.snapshot(root)
         assert snap.status.lifecycle is Lifecycle.DONE
-        assert snap.requests[0].decision == "approved"
+        assert snap.requests[0].verdict == Approved()
 
 
 # --- 3: the ack first -----------------------------------------------------------------
@@ -342,11 +343,12 @@ async def test_stop_with_two_active_conversations_lists_them_with_stop_buttons(
         assert listing.args["user"] == ALICE
         [shown] = ws.api.ephemerals
         assert "2 active conversations" in shown["text"]
-        stop_buttons = [a for a in plan_buttons(shown).values() if a.startswith("stop:")]
-        assert stop_buttons == [f"stop:{ids[first]}", f"stop:{ids[second]}"]
+        stop = 'tb1:{{"k":"stop","c":"{}"}}'.format  # a Stop button's value, by conversation
+        stop_buttons = [a for a in plan_buttons(shown).values() if a.startswith('tb1:{"k":"stop"')]
+        assert stop_buttons == [stop(ids[first]), stop(ids[second])]
         assert ws.api.posted_texts(CHANNEL, first)[-1].startswith("📋")  # nothing stopped yet
 
-        await ws.press(shown, f"stop:{ids[second]}", ephemeral=True)
+        await ws.press(shown, stop(ids[second]), ephemeral=True)
 
         assert ws.api.posted_texts(CHANNEL, second)[-1] == f"⏹ Stopped by <@{ALICE}>."
         assert (await ws.snapshot(second)).status.lifecycle is Lifecycle.CANCELLED

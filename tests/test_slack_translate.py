@@ -481,15 +481,15 @@ def test_a_plan_with_two_buttons_is_one_message_and_its_reactions_come_after() -
                         "elements": [
                             {
                                 "type": "button",
-                                "action_id": "approve:req-1",
-                                "value": "approve:req-1",
+                                "action_id": 'tb1:{"k":"approve","r":"req-1"}',
+                                "value": 'tb1:{"k":"approve","r":"req-1"}',
                                 "text": {"type": "plain_text", "text": "Approve", "emoji": True},
                                 "style": "primary",
                             },
                             {
                                 "type": "button",
-                                "action_id": "reject:req-1",
-                                "value": "reject:req-1",
+                                "action_id": 'tb1:{"k":"reject","r":"req-1"}',
+                                "value": 'tb1:{"k":"reject","r":"req-1"}',
                                 "text": {"type": "plain_text", "text": "Reject", "emoji": True},
                                 "style": "danger",
                             },
@@ -614,8 +614,8 @@ def test_an_update_replaces_text_and_buttons() -> None:
                     "elements": [
                         {
                             "type": "button",
-                            "action_id": "stop:c42",
-                            "value": "stop:c42",
+                            "action_id": 'tb1:{"k":"stop","c":"c42"}',
+                            "value": 'tb1:{"k":"stop","c":"c42"}',
                             "text": {"type": "plain_text", "text": "Stop", "emoji": True},
                             "style": "danger",
                         }

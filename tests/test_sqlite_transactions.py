@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from conversations import migrate
 from conversations.render import render_event
 from conversations.store import Store
-from conversations.store.store import create_engine
+from conversations.store.sql import SqlStore, create_engine
 
 
 @pytest.fixture
@@ -66,10 +66,10 @@ async def test_writers_on_one_file_wait_for_each_other(tmp_path: Path, engine: A
     some would fail at once with SQLITE_BUSY when another store committed between.
     """
     url = f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
-    stores = [Store(engine=create_engine(url), render=render_event) for _ in range(4)]
+    stores = [SqlStore(engine=create_engine(url), render=render_event) for _ in range(4)]
 
     async def deliver(store: Store, name: str) -> list[bool]:
-        return [await store.record_delivery(f"{name}-{n % 20}") for n in range(40)]
+        return [await store.inbox.record_delivery(f"{name}-{n % 20}") for n in range(40)]
 
     try:
         taken = await asyncio.gather(*(deliver(s, f"s{i}") for i, s in enumerate(stores)))

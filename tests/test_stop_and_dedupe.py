@@ -17,7 +17,7 @@ from conversations.events import (
 )
 from core.journal import ToolState
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import check_tool_results
 
@@ -75,8 +75,8 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     pipe.send("+✅ 2")
     await wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
     pid = int(pid_file.read_text())
-    conversation_id = (await app.store.active(platform="console"))[0].id
-    snap = await app.store.load(conversation_id)
+    conversation_id = (await app.store.threads.active(platform="console"))[0].id
+    snap = await app.store.journal.load(conversation_id)
     running = [r for r in snap.tool_calls.values() if r.name == "run_command"]
     assert running[0].state is ToolState.RUNNING  # the stop is handled while it still runs
 
@@ -88,7 +88,7 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     assert await console_run == 0
 
     assert not _alive(pid)
-    snap = await app.store.load(conversation_id)
+    snap = await app.store.journal.load(conversation_id)
     states = {r.name: r.state for r in snap.tool_calls.values()}
     assert states["run_command"] is ToolState.INTERRUPTED
     assert states["write_file"] is ToolState.CANCELLED
@@ -145,8 +145,8 @@ async def test_stop_while_the_model_answers_then_the_next_message_gives_a_valid_
     await app.hub.handle(CommandInvoked(delivery_key="c1", ref=thread, author=alice, name="stop"))
     await app.hub.settled()
     assert out.getvalue().rstrip().endswith("⏹ Stopped by alice.")
-    conversation_id = (await app.store.find_by_thread(thread)).id
-    snap = await app.store.load(conversation_id)
+    conversation_id = (await app.store.threads.find_by_thread(thread)).id
+    snap = await app.store.journal.load(conversation_id)
     assert snap.status.lifecycle is Lifecycle.CANCELLED
     assert "list_files" not in {r.name for r in snap.tool_calls.values()}
 
@@ -162,19 +162,16 @@ async def test_stop_while_the_model_answers_then_the_next_message_gives_a_valid_
 
     assert "✅ Fresh start." in out.getvalue()
     assert check_tool_results(model.requests[-1].messages) is None
-    assert (await app.store.info(conversation_id)).status.lifecycle is Lifecycle.DONE
+    assert (await app.store.threads.info(conversation_id)).status.lifecycle is Lifecycle.DONE
 
 
 async def _plan_message_id(app) -> str:
-    from sqlalchemy import text
-
-    async with app.store.engine.connect() as conn:
-        query = text("select platform_message_id from outbox where request_id is not null")
-        return (await conn.execute(query)).scalar_one()
+    [message_id] = [r.platform_message_id for r in await app.store.outbox.rows() if r.request_id]
+    return message_id
 
 
 async def _conversation_status(app, conversation_id: str, lifecycle: Lifecycle) -> bool:
-    return (await app.store.info(conversation_id)).status.lifecycle is lifecycle
+    return (await app.store.threads.info(conversation_id)).status.lifecycle is lifecycle
 
 
 async def test_the_same_delivery_twice_gives_one_conversation_and_one_plan(make_app) -> None:
@@ -200,6 +197,6 @@ async def test_the_same_delivery_twice_gives_one_conversation_and_one_plan(make_
     await app.hub.handle(mention)
     await app.hub.settled()
 
-    assert len(await app.store.active(platform="console")) == 1
+    assert len(await app.store.threads.active(platform="console")) == 1
     assert out.getvalue().count("📋 Plan") == 1
     assert len(model.requests) == 1

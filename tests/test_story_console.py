@@ -14,7 +14,7 @@ from adapters.console import ConsoleAdapter
 from bot.app import App
 from core.journal import ToolState
 from core.lifecycle import Lifecycle
-from core.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.fakes.anthropic_server import check_tool_results
 
 
@@ -67,10 +67,7 @@ async def run_console(app: App, lines: str, *, user: str = "alice") -> str:
 
 
 async def only_conversation(app: App) -> str:
-    from sqlalchemy import text
-
-    async with app.store.engine.connect() as conn:
-        ids = (await conn.execute(text("select id from conversations"))).scalars().all()
+    ids = [c.id for c in await app.store.threads.conversations()]
     assert len(ids) == 1
     return ids[0]
 
@@ -96,7 +93,7 @@ async def test_mention_plan_approve_question_answer_progress_final(make_app) -> 
     assert "✅ Each test now gets its own session." in transcript
     assert lines[-1].strip().startswith("— 2 tool calls")
 
-    snap = await app.store.load(await only_conversation(app))
+    snap = await app.store.journal.load(await only_conversation(app))
     assert snap.status.lifecycle is Lifecycle.DONE
     assert snap.position == "answered"
     kinds = [r.entry.kind for r in snap.journal]
@@ -120,7 +117,7 @@ async def test_a_reaction_from_someone_not_allowed_does_not_approve(make_app) ->
     transcript = await run_console(app, "fix it\n/as bob\n+✅ 2\n")
 
     assert "Only the requester or an approver can decide this, bob." in transcript
-    snap = await app.store.load(await only_conversation(app))
+    snap = await app.store.journal.load(await only_conversation(app))
     assert str(snap.status) == "waiting(plan_approval)"
     assert len(model.requests) == 1
     assert [r.state.value for r in snap.requests] == ["open"]
@@ -134,7 +131,7 @@ async def test_an_approver_from_settings_may_approve(settings, make_app) -> None
     transcript = await run_console(app, "fix it\n/as bob\n+✅ 2\n")
 
     assert "✅ All done." in transcript
-    snap = await app.store.load(await only_conversation(app))
+    snap = await app.store.journal.load(await only_conversation(app))
     assert snap.status.lifecycle is Lifecycle.DONE
     assert snap.requests[0].decided_by is not None and snap.requests[0].decided_by.name == "bob"
 
@@ -154,7 +151,7 @@ async def test_a_new_message_after_done_starts_the_next_run_with_the_history(mak
     assert finish_result["type"] == "tool_result"
     assert new_message == {"type": "text", "text": "alice: thanks!"}
     assert check_tool_results(follow_up.messages) is None
-    snap = await app.store.load(await only_conversation(app))
+    snap = await app.store.journal.load(await only_conversation(app))
     assert snap.status.lifecycle is Lifecycle.DONE
     assert [r.entry.kind for r in snap.journal].count("user_text") == 3
 
@@ -173,7 +170,7 @@ async def test_rejecting_a_plan_asks_what_to_change_and_the_answer_gives_v2(make
     feedback = model.requests[1].messages[-1]["content"][0]
     assert feedback["type"] == "tool_result"
     assert "do not touch the fixture" in feedback["content"]
-    snap = await app.store.load(await only_conversation(app))
+    snap = await app.store.journal.load(await only_conversation(app))
     assert snap.plan_version == 2 and str(snap.status) == "waiting(plan_approval)"
 
 
@@ -195,7 +192,7 @@ async def test_status_mode_edits_one_progress_reply_in_place(settings, make_app)
 
 
 async def test_the_demo_revises_its_plan_on_feedback_and_writes_what_was_asked(make_app) -> None:
-    from core.scripted import DemoModel
+    from core.models.demo import DemoModel
 
     app = await make_app(DemoModel())  # type: ignore[arg-type]
     transcript = await run_console(
@@ -205,7 +202,7 @@ async def test_the_demo_revises_its_plan_on_feedback_and_writes_what_was_asked(m
     assert "📋 Plan (v2)" in transcript
     assert "1. Take your feedback into account" in transcript
     assert "✅ Done." in transcript
-    snap = await app.store.load(await only_conversation(app))
+    snap = await app.store.journal.load(await only_conversation(app))
     summary = (Path(snap.workspace) / "summary.md").read_text()
     assert "# Request\n\nwrite a report" in summary
     assert "alice answered: short" in summary  # the ❌ on the question was no answer

@@ -8,32 +8,33 @@ given, so the ids are unique per conversation and the same after a restart.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text as sql
 
 from conversations import migrate
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store import Store
-from conversations.store.store import create_engine
+from conversations.store.sql import SqlStore, create_engine
 from core import lifecycle
 from core.errors import RequestConflict
 from core.journal import (
     AssistantTurn,
     Change,
     ConversationSnapshot,
-    Person,
     ToolCall,
     ToolCallRecord,
     ToolResultEntry,
     ToolState,
 )
-from core.model import Model, ModelRequest, ToolCallEvent
-from core.scripted import DemoModel, ScriptedCall, ScriptedModel, ScriptedTurn, ScriptFileModel
+from core.models.base import Model, ModelRequest, ToolCallEvent
+from core.models.demo import DemoModel
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, ScriptFileModel
+from core.people import Person
 from tests.harness import Chat
 
 ALICE = Person(id="console:alice", name="alice")
@@ -105,16 +106,18 @@ async def test_two_conversations_with_the_same_tool_ids_keep_separate_records(
         ]
         assert sorted(results) == sorted(set(results))  # one result per call
         assert {"toolu_same_1", "toolu_same_2", "toolu_same_3"} <= set(results)
-    async with app.store.engine.connect() as connection:
-        rows = await connection.execute(
-            sql("select tool_use_id, count(distinct conversation_id) from tool_calls group by 1")
-        )
-        assert {tool_use_id: n for tool_use_id, n in rows} == {
-            "toolu_scripted_0_0": 2,  # the plans: ids numbered within each conversation
-            "toolu_same_1": 2,
-            "toolu_same_2": 2,
-            "toolu_same_3": 2,
-        }
+    records = [
+        (tool_use_id, conversation.id)
+        for conversation in await app.store.threads.conversations()
+        for tool_use_id in (await app.store.journal.load(conversation.id)).tool_calls
+    ]
+    rows = Counter(tool_use_id for tool_use_id, _ in set(records)).items()  # conversations per id
+    assert {tool_use_id: n for tool_use_id, n in rows} == {
+        "toolu_scripted_0_0": 2,  # the plans: ids numbered within each conversation
+        "toolu_same_1": 2,
+        "toolu_same_2": 2,
+        "toolu_same_3": 2,
+    }
 
 
 async def _other(chat: Chat, thread: str) -> ConversationSnapshot:
@@ -132,13 +135,13 @@ async def _other(chat: Chat, thread: str) -> ConversationSnapshot:
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
     await migrate.upgrade(engine)
-    store = Store(engine=engine, render=render_event)
+    store = SqlStore(engine=engine, render=render_event)
     yield store
     await store.close()
 
 
 async def _conversation(store: Store, thread: str) -> str:
-    conversation_id = await store.open_conversation(
+    conversation_id = await store.threads.open_conversation(
         delivery_key=f"Ev{thread}",
         binding=PlatformRef(platform="slack", workspace="T1", channel="C1", thread=thread),
         requester=ALICE,
@@ -167,20 +170,22 @@ async def test_a_decision_in_one_conversation_leaves_the_same_id_in_another_alon
     first, second = await _conversation(store, "1.0"), await _conversation(store, "2.0")
     for cid, command in ((first, "rm -rf a"), (second, "rm -rf b")):
         call = ToolCall(id="toolu_1", name="run_command", input={"command": command})
-        await store.commit(
+        await store.journal.commit(
             cid,
             Change(entries=(AssistantTurn(tool_calls=(call,)),), tool_calls=(_gated(command),)),
         )
 
-    await store.commit(second, Change(tool_calls=(_gated("rm -rf b", ToolState.APPROVED),)))
+    await store.journal.commit(second, Change(tool_calls=(_gated("rm -rf b", ToolState.APPROVED),)))
 
     waiting = lifecycle.waiting(lifecycle.WaitKind.TOOL_APPROVAL)
-    await store.commit(first, Change(status=waiting, guard_pending=("toolu_1",)))
+    await store.journal.commit(first, Change(status=waiting, guard_pending=("toolu_1",)))
     with pytest.raises(RequestConflict):
-        await store.commit(second, Change(status=waiting, guard_pending=("toolu_1",)))
-    assert (await store.load(first)).tool_calls["toolu_1"].state is ToolState.PENDING_APPROVAL
-    assert (await store.load(first)).tool_calls["toolu_1"].input == {"command": "rm -rf a"}
-    assert (await store.load(second)).tool_calls["toolu_1"].state is ToolState.APPROVED
+        await store.journal.commit(second, Change(status=waiting, guard_pending=("toolu_1",)))
+    assert (await store.journal.load(first)).tool_calls[
+        "toolu_1"
+    ].state is ToolState.PENDING_APPROVAL
+    assert (await store.journal.load(first)).tool_calls["toolu_1"].input == {"command": "rm -rf a"}
+    assert (await store.journal.load(second)).tool_calls["toolu_1"].state is ToolState.APPROVED
 
 
 # --- the scripted models' ids -----------------------------------------------------

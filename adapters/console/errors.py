@@ -1,15 +1,19 @@
-"""Failures raised by the console adapter.
+"""Failures raised by the console adapter, a branch of :class:`adapters.errors.AdapterError`.
 
 The tree::
 
-    ConsoleError
-    └── StateFileError   the console's state file cannot be read, repaired or appended to
+    AdapterError                  adapters.errors
+    └── ConsoleError
+        └── StateFileError        the console's state file cannot be read, repaired or
+                                  appended to
 """
 
 from __future__ import annotations
 
+from adapters.errors import AdapterError
 
-class ConsoleError(Exception):
+
+class ConsoleError(AdapterError):
     """Base of every failure raised by ``adapters.console``."""
 
 

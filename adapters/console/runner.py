@@ -22,6 +22,7 @@ from typing import TextIO, assert_never
 from adapters.console import translate
 from adapters.console.errors import StateFileError
 from adapters.console.state import ConsoleState
+from adapters.console.texts import TEXTS
 from conversations.adapter import InboundSink
 from conversations.errors import DeliveryError
 from conversations.events import (
@@ -62,6 +63,8 @@ class ConsoleAdapter:
     """
 
     platform: str = translate.PLATFORM
+    texts = TEXTS
+    """What the hub says in the console (``bot`` hands it to the hub)."""
 
     def __init__(
         self,

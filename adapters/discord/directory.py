@@ -27,13 +27,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import aiohttp
 import discord
 
+from adapters.discord.rest import UNREACHABLE
 from conversations.errors import LookupFailed
 from conversations.membership import DEFAULT_TTL, TtlCache
-
-_UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
 
 
 class DiscordDirectory:
@@ -74,7 +72,7 @@ class DiscordDirectory:
             return frozenset()  # not a member (10007) or no such guild (10004): no roles
         except discord.HTTPException as exc:
             raise LookupFailed(f"{call}: Discord answered {exc.status} ({exc.text})") from exc
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             raise LookupFailed(f"{call}: Discord did not answer ({exc!r})") from exc
         roles = member.get("roles") if isinstance(member, dict) else None
         if not isinstance(roles, list):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from adapters.discord.payload import mapping, text
+from adapters.discord.errors import MalformedReady
+from adapters.discord.types import ReadyEvent
+from adapters.fields import mapping, text
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,15 @@ class BotIdentity:
     application_id: str
 
     @classmethod
-    def from_ready(cls, d: Mapping[str, Any]) -> BotIdentity:
-        """The identity in a READY dispatch's ``d``; ``ValueError`` if it names no user.
+    def from_ready(cls, d: ReadyEvent) -> BotIdentity:
+        """The identity in a READY dispatch's ``d``.
 
         ``application_id`` falls back to ``user_id`` when READY carries no
-        ``application.id``.
+        ``application.id``. Raises :class:`MalformedReady` (a ``ValueError``) when
+        ``d`` names no user.
         """
-        user_id = text(mapping(d, "user"), "id") if isinstance(d, Mapping) else None
+        user_id = text(mapping(d.get("user")).get("id")) if isinstance(d, Mapping) else None
         if not user_id:
-            raise ValueError("READY carries no user.id")
-        return cls(user_id=user_id, application_id=text(mapping(d, "application"), "id") or user_id)
+            raise MalformedReady("READY carries no user.id")
+        application_id = text(mapping(d.get("application")).get("id"))
+        return cls(user_id=user_id, application_id=application_id or user_id)

@@ -8,23 +8,16 @@ Pure, like :mod:`adapters.discord.translate` (which re-exports
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from adapters.discord.identity import BotIdentity
-from adapters.discord.payload import (
-    bad_snowflake,
-    display_name,
-    dropped,
-    integer,
-    label,
-    mapping,
-    mappings,
-    snowflake,
-    text,
-)
+from adapters.discord.payload import bad_snowflake, display_name, dropped, snowflake
+from adapters.discord.types import CommandOption, Interaction
+from adapters.drops import label
+from adapters.fields import integer, mapping, mappings, text
 from conversations.events import Author, ButtonPressed, CommandInvoked, PlatformRef
 
 PLATFORM = "discord"
+"""``PlatformRef.platform`` of every Discord event."""
 
 THREAD_TYPES = frozenset({10, 11, 12})
 """Channel types of threads: announcement, public and private thread
@@ -39,9 +32,7 @@ _SUBCOMMAND_TYPES = frozenset({1, 2})
 _KIND = "INTERACTION_CREATE"
 
 
-def interaction_event(
-    d: Mapping[str, Any], me: BotIdentity
-) -> CommandInvoked | ButtonPressed | None:
+def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | ButtonPressed | None:
     """Translate an INTERACTION_CREATE ``d`` into a command or a button press, or None.
 
     ``d`` is an interaction object
@@ -62,33 +53,33 @@ def interaction_event(
 
     None for PING, autocomplete, modal submits, select menus, the bot itself
     and payloads missing a field (each logged by
-    :func:`adapters.discord.payload.dropped`). The runner must still answer or
+    :data:`adapters.discord.payload.dropped`). The runner must still answer or
     defer every interaction within 3 s, whatever this returns
     (https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction).
     """
     if not isinstance(d, Mapping):
         return dropped(_KIND, None, f"the payload is {label(d)}", malformed=True)
-    interaction = snowflake(d, "id")
+    interaction = snowflake(d.get("id"))
     key = f"discord:interaction:{interaction}" if interaction else None
-    member = mapping(d, "member")
-    person = mapping(member, "user") or mapping(d, "user")
-    user = snowflake(person, "id")
-    box = mapping(d, "channel")
-    channel = snowflake(d, "channel_id") or snowflake(box, "id")
-    if not (interaction and user and channel) or bad_snowflake(d, "guild_id"):
+    member = mapping(d.get("member"))
+    person = mapping(member.get("user")) or mapping(d.get("user"))
+    user = snowflake(person.get("id"))
+    box = mapping(d.get("channel"))
+    channel = snowflake(d.get("channel_id")) or snowflake(box.get("id"))
+    if not (interaction and user and channel) or bad_snowflake(d.get("guild_id")):
         return dropped(_KIND, key, "no id, user or channel (snowflakes)", malformed=True)
     if user == me.user_id:
         return dropped(_KIND, key, "the bot's own interaction")
     assert key is not None
     ref = PlatformRef(
         platform=PLATFORM,
-        workspace=snowflake(d, "guild_id") or "",
+        workspace=snowflake(d.get("guild_id")) or "",
         channel=channel,
-        thread=channel if integer(box, "type") in THREAD_TYPES else None,
+        thread=channel if integer(box.get("type")) in THREAD_TYPES else None,
         user=user,
     )
     author = Author(id=user, name=display_name(person, member), is_bot=person.get("bot") is True)
-    match integer(d, "type"):
+    match integer(d.get("type")):
         case 2:  # APPLICATION_COMMAND
             return _command(d, key, ref, author)
         case 3:  # MESSAGE_COMPONENT
@@ -97,25 +88,21 @@ def interaction_event(
             return dropped(_KIND, key, f"interaction type {label(other)} is not handled")
 
 
-def _command(
-    d: Mapping[str, Any], key: str, ref: PlatformRef, author: Author
-) -> CommandInvoked | None:
-    data = mapping(d, "data")
-    name = text(data, "name")
+def _command(d: Interaction, key: str, ref: PlatformRef, author: Author) -> CommandInvoked | None:
+    data = mapping(d.get("data"))
+    name = text(data.get("name"))
     if not name:
         return dropped(_KIND, key, "a command without data.name", malformed=True)
-    args = " ".join(_option_words(mappings(data, "options"), depth=0))
-    args = args or text(data, "target_id") or ""
+    args = " ".join(_option_words(mappings(data.get("options")), depth=0))
+    args = args or text(data.get("target_id")) or ""
     return CommandInvoked(delivery_key=key, ref=ref, author=author, name=name, args=args)
 
 
-def _button(
-    d: Mapping[str, Any], key: str, ref: PlatformRef, author: Author
-) -> ButtonPressed | None:
-    data = mapping(d, "data")
-    action = text(data, "custom_id")
-    message = snowflake(mapping(d, "message"), "id")
-    if integer(data, "component_type") != _BUTTON:
+def _button(d: Interaction, key: str, ref: PlatformRef, author: Author) -> ButtonPressed | None:
+    data = mapping(d.get("data"))
+    action = text(data.get("custom_id"))
+    message = snowflake(mapping(d.get("message")).get("id"))
+    if integer(data.get("component_type")) != _BUTTON:
         return dropped(_KIND, key, "a component that is not a button")
     if not (action and message):
         return dropped(_KIND, key, "a button without custom_id or message.id", malformed=True)
@@ -127,14 +114,14 @@ _MAX_DEPTH = 3
 """Options nest at most a group, a subcommand, then values (the application-command docs)."""
 
 
-def _option_words(options: list[Mapping[str, Any]], *, depth: int) -> list[str]:
+def _option_words(options: list[CommandOption], *, depth: int) -> list[str]:
     """Subcommand names and option values, depth first, as text."""
     words: list[str] = []
     for option in options:
-        if integer(option, "type") in _SUBCOMMAND_TYPES:
-            words.append(text(option, "name") or "")
+        if integer(option.get("type")) in _SUBCOMMAND_TYPES:
+            words.append(text(option.get("name")) or "")
             if depth < _MAX_DEPTH:
-                words.extend(_option_words(mappings(option, "options"), depth=depth + 1))
+                words.extend(_option_words(mappings(option.get("options")), depth=depth + 1))
             continue
         value = option.get("value")
         if isinstance(value, bool):

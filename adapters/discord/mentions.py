@@ -18,34 +18,41 @@ the Message Content intent) stands.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Mapping
-from typing import Any
+from collections.abc import Collection, Container
 
-from adapters.discord.payload import items, mappings, text
-from adapters.markup import QuoteMarkers, Span, hidden_spans, is_hidden
+from adapters.discord.types import MessageCreateEvent
+from adapters.fields import items, mappings, text
+from adapters.markup import (
+    QuoteMarkers,
+    Span,
+    hidden_spans,
+    in_plain_text,
+    occurrences,
+    without_tokens,
+)
 
 QUOTES = QuoteMarkers(line=("> ",), rest=(">>> ",))
 """Discord's quote markers: ``> `` quotes its line, ``>>> `` the rest of the message."""
 
 
-def mentions_bot(d: Mapping[str, Any], user_id: str, bot_roles: Container[str]) -> bool:
+def mentions_bot(d: MessageCreateEvent, user_id: str, bot_roles: Container[str]) -> bool:
     """Whether the MESSAGE_CREATE ``d`` mentions the bot (its user or one of ``bot_roles``).
 
     See the module docstring for the rule; ``d`` may be malformed (never raises).
     """
     content = d.get("content")
     content = content if isinstance(content, str) else ""
-    spans = hidden_spans(content, QUOTES)
-    if any(text(user, "id") == user_id for user in mappings(d, "mentions")):
-        if _stands(content, spans, _user_tokens(user_id)):
+    hidden = hidden_spans(content, QUOTES)
+    if any(text(user.get("id")) == user_id for user in mappings(d.get("mentions"))):
+        if _stands(content, hidden, _user_tokens(user_id)):
             return True
     roles = mentioned_roles(d, bot_roles)
-    return any(_stands(content, spans, (f"<@&{role}>",)) for role in roles)
+    return any(_stands(content, hidden, (f"<@&{role}>",)) for role in roles)
 
 
-def mentioned_roles(d: Mapping[str, Any], bot_roles: Container[str]) -> list[str]:
+def mentioned_roles(d: MessageCreateEvent, bot_roles: Container[str]) -> list[str]:
     """The bot's roles that ``d`` lists in ``mention_roles``."""
-    return [r for r in items(d, "mention_roles") if isinstance(r, str) and r in bot_roles]
+    return [r for r in items(d.get("mention_roles")) if isinstance(r, str) and r in bot_roles]
 
 
 def without_mentions(content: str, user_id: str, roles: Collection[str]) -> str:
@@ -54,39 +61,14 @@ def without_mentions(content: str, user_id: str, roles: Collection[str]) -> str:
     Tokens inside code and quotes stay: they are part of what the person quoted.
     """
     tokens = (*_user_tokens(user_id), *(f"<@&{role}>" for role in roles))
-    spans = hidden_spans(content, QUOTES)
-    cuts = sorted(
-        (start, end + _space_after(content, end))
-        for start, end in _occurrences(content, tokens)
-        if not is_hidden(spans, start, end)
-    )
-    kept, at = [], 0
-    for start, end in cuts:
-        kept.append(content[at:start])
-        at = end
-    kept.append(content[at:])
-    return "".join(kept)
+    return without_tokens(content, occurrences(content, tokens), QUOTES)
 
 
 def _user_tokens(user_id: str) -> tuple[str, ...]:
     return (f"<@{user_id}>", f"<@!{user_id}>") if user_id else ()
 
 
-def _stands(content: str, spans: list[Span], tokens: tuple[str, ...]) -> bool:
+def _stands(content: str, hidden: list[Span], tokens: tuple[str, ...]) -> bool:
     """False when ``content`` names a token only where the markup hides it."""
-    found = _occurrences(content, tokens)
-    return not found or any(not is_hidden(spans, start, end) for start, end in found)
-
-
-def _occurrences(content: str, tokens: tuple[str, ...]) -> list[Span]:
-    found: list[Span] = []
-    for token in tokens:
-        at = content.find(token)
-        while at != -1:
-            found.append((at, at + len(token)))
-            at = content.find(token, at + len(token))
-    return found
-
-
-def _space_after(content: str, end: int) -> int:
-    return 1 if end < len(content) and content[end] in " \t" else 0
+    found = occurrences(content, tokens)
+    return not found or bool(in_plain_text(hidden, found))

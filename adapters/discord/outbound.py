@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 from urllib.parse import quote
 
+from adapters.errors import RenderError
+from adapters.limits import cut_label, cut_to_fit
 from conversations.emoji import normalize, to_unicode
 from conversations.events import (
     AddReaction,
@@ -58,8 +60,6 @@ MAX_LABEL = 80
 MAX_CUSTOM_ID = 100
 MAX_THREAD_NAME = 100
 DEFAULT_THREAD_NAME = "threadbot"
-TRUNCATED = "\n…"
-"""Appended to an edit whose text had to be cut (an edit cannot split)."""
 
 
 SUPPRESS_EMBEDS = 1 << 2
@@ -113,7 +113,8 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
     repeated actions are dropped. Raises ``ValueError`` when ``max_text`` is
     below 20, an edit or reaction has no ``ref.message``, a reaction's name has
     no unicode character (a custom emoji needs its id, which a name does not
-    carry), or a button's action is longer than 100 characters.
+    carry), or a button's action is longer than 100 characters (those three as
+    :class:`~adapters.errors.RenderError`, a ``ValueError``).
     """
     match action:
         case PostReply():
@@ -143,16 +144,17 @@ def seed_reactions(action: PostReply, channel: str, message_id: str) -> list[Res
 def components(buttons: Sequence[Button]) -> list[dict[str, Any]]:
     """Action rows (type 1) of buttons (type 2) for ``buttons``, ``[]`` for none.
 
-    ``custom_id`` is the button's action, ``style`` 1 (primary), 4 (danger) or
+    ``custom_id`` is the button's value, ``style`` 1 (primary), 4 (danger) or
     2 (secondary, the default), ``label`` cut to 80 characters. Rows hold 5
     buttons and there are at most 5 rows: buttons past the 25th are dropped, as
     are buttons whose action repeats an earlier one (Discord refuses duplicate
-    ``custom_id`` values). Raises ``ValueError`` for an action longer than 100
-    characters, which cannot be cut without breaking the button.
+    ``custom_id`` values). Raises :class:`~adapters.errors.RenderError` (a
+    ``ValueError``) for an action longer than 100 characters, which cannot be cut
+    without breaking the button.
     """
     unique: dict[str, Button] = {}
     for button in buttons:
-        unique.setdefault(button.action, button)
+        unique.setdefault(button.value, button)
     kept = list(unique.values())[: MAX_BUTTONS_PER_ROW * MAX_ROWS]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(kept), MAX_BUTTONS_PER_ROW):
@@ -222,11 +224,8 @@ def _post(action: PostReply, key: str, max_text: int) -> list[RestCall]:
 
 def _update(action: UpdateMessage, max_text: int) -> RestCall:
     message = _message_id(action.ref, "edit")
-    text = action.text
-    if len(split_text(text, max_text)) > 1:
-        text = split_text(text, max_text - len(TRUNCATED))[0] + TRUNCATED
     body = {
-        "content": text,
+        "content": cut_to_fit(action.text, max_text),  # an edit cannot split
         "components": components(action.buttons),
         "allowed_mentions": _no_mentions(),
     }
@@ -236,7 +235,7 @@ def _update(action: UpdateMessage, max_text: int) -> RestCall:
 def _reaction(channel: str, message: str, emoji: str) -> RestCall:
     character = _character(emoji)
     if character is None:
-        raise ValueError(f"no unicode emoji for {emoji!r}: Discord needs the character")
+        raise RenderError(f"no unicode emoji for {emoji!r}: Discord needs the character")
     encoded = quote(character, safe="")
     return RestCall("PUT", f"/channels/{channel}/messages/{message}/reactions/{encoded}/@me", None)
 
@@ -248,18 +247,15 @@ def _character(emoji: str) -> str | None:
 
 
 def _button(button: Button) -> dict[str, Any]:
-    if not 0 < len(button.action) <= MAX_CUSTOM_ID:
-        raise ValueError(
-            f"a Discord custom_id is 1 to {MAX_CUSTOM_ID} characters, got {button.action!r}"
-        )
-    label = button.label.strip() or button.action
-    if len(label) > MAX_LABEL:
-        label = label[: MAX_LABEL - 1] + "…"
+    value = button.value
+    if not 0 < len(value) <= MAX_CUSTOM_ID:
+        raise RenderError(f"a Discord custom_id is 1 to {MAX_CUSTOM_ID} characters, got {value!r}")
+    label = cut_label(button.label.strip() or value, MAX_LABEL)
     return {
         "type": 2,
         "style": _STYLES[button.style],
         "label": label,
-        "custom_id": button.action,
+        "custom_id": value,
     }
 
 
@@ -277,5 +273,5 @@ def _where(ref: PlatformRef) -> str:
 
 def _message_id(ref: PlatformRef, what: str) -> str:
     if not ref.message:
-        raise ValueError(f"a Discord {what} needs ref.message (the message id)")
+        raise RenderError(f"a Discord {what} needs ref.message (the message id)")
     return ref.message

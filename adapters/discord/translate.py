@@ -3,7 +3,9 @@
 No I/O and no discord.py objects: each function takes the ``d`` of a gateway
 dispatch frame ``{"op": 0, "t": NAME, "s": SEQ, "d": {...}}``
 (https://discord.com/developers/docs/events/gateway-events#receive-events) as a
-parsed JSON mapping, and the bot's own :class:`BotIdentity`, and returns a
+parsed JSON mapping (typed by :mod:`adapters.discord.types`, read through the
+checks of :mod:`adapters.fields` and :mod:`adapters.discord.payload`), and the
+bot's own :class:`BotIdentity`, and returns a
 :mod:`conversations.events` event, or None when the payload is not for the
 conversations (the bot's own echo, another bot, a system message, a malformed
 payload). None of them raises on a malformed payload. Outbound rendering is in
@@ -30,23 +32,14 @@ replays missed dispatches):
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from typing import Any
 
 from adapters.discord.identity import BotIdentity
-from adapters.discord.interactions import THREAD_TYPES, interaction_event
+from adapters.discord.interactions import PLATFORM, THREAD_TYPES, interaction_event
 from adapters.discord.mentions import mentioned_roles, mentions_bot, without_mentions
-from adapters.discord.payload import (
-    bad_snowflake,
-    display_name,
-    dropped,
-    integer,
-    items,
-    label,
-    mapping,
-    mappings,
-    snowflake,
-    text,
-)
+from adapters.discord.payload import bad_snowflake, display_name, dropped, snowflake
+from adapters.discord.types import Channel, GuildCreateEvent, MessageCreateEvent, ReactionEvent
+from adapters.drops import label
+from adapters.fields import integer, items, mapping, mappings, text
 from conversations.emoji import normalize
 from conversations.events import Author, MessagePosted, PlatformRef, ReactionChanged
 
@@ -63,8 +56,6 @@ __all__ = [
     "thread_id_of",
 ]
 
-PLATFORM = "discord"
-
 _MESSAGE_TYPES = frozenset({0, 19})
 """DEFAULT and REPLY: what a person types; every other type is a system message
 (https://discord.com/developers/docs/resources/message#message-object-message-types)."""
@@ -76,7 +67,7 @@ _MESSAGE = "MESSAGE_CREATE"
 
 
 def message_event(
-    d: Mapping[str, Any],
+    d: MessageCreateEvent,
     me: BotIdentity,
     *,
     thread_ids: Container[str],
@@ -113,22 +104,22 @@ def message_event(
     user, ephemeral messages, every message type but DEFAULT (0) and REPLY (19)
     (thread created, pins, joins, command responses ...), and payloads missing
     ``id``, ``channel_id``, ``author.id``, ``type`` or a string ``content``.
-    Each is logged (:func:`adapters.discord.payload.dropped`); never raises.
+    Each is logged (:data:`adapters.discord.payload.dropped`); never raises.
     """
     if not isinstance(d, Mapping):
         return dropped(_MESSAGE, None, f"the payload is {label(d)}", malformed=True)
-    message_id = snowflake(d, "id")
+    message_id = snowflake(d.get("id"))
     key = f"discord:message:{message_id}" if message_id else None
     skip = _skipped_message(d, me, allow_bots)
     if skip is not None:
         return dropped(_MESSAGE, key, skip[0], malformed=skip[1])
-    author = mapping(d, "author")
-    author_id, channel = snowflake(author, "id"), snowflake(d, "channel_id")
+    author = mapping(d.get("author"))
+    author_id, channel = snowflake(author.get("id")), snowflake(d.get("channel_id"))
     content = d.get("content")
     assert key and author_id and channel and isinstance(content, str)  # _skipped_message
-    guild = snowflake(d, "guild_id") or ""
+    guild = snowflake(d.get("guild_id")) or ""
     roles = mentioned_roles(d, bot_roles)
-    threaded = channel in thread_ids or integer(d, "channel_type") in THREAD_TYPES
+    threaded = channel in thread_ids or integer(d.get("channel_type")) in THREAD_TYPES
     in_thread = bool(guild) and threaded
     return MessagePosted(
         delivery_key=key,
@@ -142,7 +133,7 @@ def message_event(
         ),
         author=Author(
             id=author_id,
-            name=display_name(author, mapping(d, "member")),
+            name=display_name(author, mapping(d.get("member"))),
             is_bot=author.get("bot") is True,
         ),
         text=without_mentions(content, me.user_id, roles).strip(),
@@ -152,21 +143,21 @@ def message_event(
 
 
 def _skipped_message(
-    d: Mapping[str, Any], me: BotIdentity, allow_bots: bool
+    d: MessageCreateEvent, me: BotIdentity, allow_bots: bool
 ) -> tuple[str, bool] | None:
     """Why MESSAGE_CREATE ``d`` gives no event and whether it is malformed, or None."""
-    author = mapping(d, "author")
-    author_id = snowflake(author, "id")
-    if not (author_id and snowflake(d, "id") and snowflake(d, "channel_id")):
+    author = mapping(d.get("author"))
+    author_id = snowflake(author.get("id"))
+    if not (author_id and snowflake(d.get("id")) and snowflake(d.get("channel_id"))):
         return "no id, channel_id or author.id (snowflakes)", True
-    if bad_snowflake(d, "guild_id"):
+    if bad_snowflake(d.get("guild_id")):
         return "guild_id is not a snowflake", True
     if not isinstance(d.get("content"), str):
         return "content is not a string", True
-    kind = integer(d, "type")
+    kind = integer(d.get("type"))
     if kind not in _MESSAGE_TYPES:
         return f"message type {label(d.get('type'))} is not a person's message", kind is None
-    if (integer(d, "flags") or 0) & _EPHEMERAL:
+    if (integer(d.get("flags")) or 0) & _EPHEMERAL:
         return "an ephemeral message", False
     if author_id == me.user_id:
         return "the bot's own message", False
@@ -177,7 +168,7 @@ def _skipped_message(
     return None
 
 
-def content_missing(d: Mapping[str, Any], me: BotIdentity) -> bool:
+def content_missing(d: MessageCreateEvent, me: BotIdentity) -> bool:
     """Whether Discord withheld the content of the MESSAGE_CREATE ``d``.
 
     Without the privileged Message Content intent, an app receives empty
@@ -193,20 +184,26 @@ def content_missing(d: Mapping[str, Any], me: BotIdentity) -> bool:
     """
     if not isinstance(d, Mapping):
         return False
-    author_id = text(mapping(d, "author"), "id")
-    if not text(d, "guild_id") or author_id is None or author_id == me.user_id:
+    author_id = text(mapping(d.get("author")).get("id"))
+    if not text(d.get("guild_id")) or author_id is None or author_id == me.user_id:
         return False
-    if any(text(u, "id") == me.user_id for u in mappings(d, "mentions")):
+    if any(text(u.get("id")) == me.user_id for u in mappings(d.get("mentions"))):
         return False
     content = d.get("content")
     if isinstance(content, str) and content.strip():
         return False
-    fields = ("attachments", "embeds", "components", "sticker_items", "message_snapshots")
-    return not any(items(d, field) for field in fields) and not d.get("poll")
+    lists = (
+        d.get("attachments"),
+        d.get("embeds"),
+        d.get("components"),
+        d.get("sticker_items"),
+        d.get("message_snapshots"),
+    )
+    return not any(items(value) for value in lists) and not d.get("poll")
 
 
 def reaction_event(
-    d: Mapping[str, Any],
+    d: ReactionEvent,
     me: BotIdentity,
     *,
     added: bool,
@@ -228,37 +225,37 @@ def reaction_event(
     ``global_name`` or ``username`` when the dispatch has a member (adds in a
     guild), else just the user id (removes and DMs carry no member).
 
-    None, logged (:func:`adapters.discord.payload.dropped`), for the bot's own
+    None, logged (:data:`adapters.discord.payload.dropped`), for the bot's own
     reactions (``user_id == me.user_id``, for example the ones it seeds on its
     plan) and payloads missing a field or an emoji name; never raises.
     """
     kind = "MESSAGE_REACTION_ADD" if added else "MESSAGE_REACTION_REMOVE"
     if not isinstance(d, Mapping):
         return dropped(kind, None, f"the payload is {label(d)}", malformed=True)
-    user = snowflake(d, "user_id")
-    channel = snowflake(d, "channel_id")
-    message = snowflake(d, "message_id")
-    emoji = mapping(d, "emoji")
-    custom_id = snowflake(emoji, "id")
-    name = normalize(text(emoji, "name") or "")
+    user = snowflake(d.get("user_id"))
+    channel = snowflake(d.get("channel_id"))
+    message = snowflake(d.get("message_id"))
+    emoji = mapping(d.get("emoji"))
+    custom_id = snowflake(emoji.get("id"))
+    name = normalize(text(emoji.get("name")) or "")
     change = "add" if added else "remove"
     key = f"discord:reaction:{change}:{channel}:{message}:{user}:{custom_id or name}"
-    if not (user and channel and message and name) or bad_snowflake(d, "guild_id"):
+    if not (user and channel and message and name) or bad_snowflake(d.get("guild_id")):
         return dropped(kind, None, "no user_id, channel_id, message_id or emoji", malformed=True)
     if user == me.user_id:
         return dropped(kind, key, "the bot's own reaction")
-    member = mapping(d, "member")
-    person = mapping(member, "user")
+    member = mapping(d.get("member"))
+    person = mapping(member.get("user"))
     author = (
         Author(id=user, name=display_name(person, member), is_bot=person.get("bot") is True)
-        if text(person, "id") == user
-        else Author(id=user, name=text(member, "nick") or user)
+        if text(person.get("id")) == user
+        else Author(id=user, name=text(member.get("nick")) or user)
     )
     return ReactionChanged(
         delivery_key=key,
         ref=PlatformRef(
             platform=PLATFORM,
-            workspace=snowflake(d, "guild_id") or "",
+            workspace=snowflake(d.get("guild_id")) or "",
             channel=channel,
             thread=channel if channel in thread_ids else None,
             message=message,
@@ -270,8 +267,8 @@ def reaction_event(
     )
 
 
-def thread_id_of(d: Mapping[str, Any]) -> str | None:
-    """The thread's id in a THREAD_CREATE ``d``, or None if it is not a thread.
+def thread_id_of(d: Channel) -> str | None:
+    """The thread's id in a THREAD_CREATE ``d`` (or a GUILD_CREATE thread), None if not a thread.
 
     THREAD_CREATE comes when a thread is created and when the bot is added to an
     existing thread (``newly_created`` tells them apart); both mean the channel
@@ -279,11 +276,11 @@ def thread_id_of(d: Mapping[str, Any]) -> str | None:
     """
     if not isinstance(d, Mapping):
         return None
-    kind = integer(d, "type")
-    return snowflake(d, "id") if kind is None or kind in THREAD_TYPES else None
+    kind = integer(d.get("type"))
+    return snowflake(d.get("id")) if kind is None or kind in THREAD_TYPES else None
 
 
-def bot_role_ids(guild: Mapping[str, Any], me: BotIdentity) -> frozenset[str]:
+def bot_role_ids(guild: GuildCreateEvent, me: BotIdentity) -> frozenset[str]:
     """The ids of the bot's managed roles in a GUILD_CREATE ``d`` (or a guild object).
 
     Discord gives a bot a role named after it, tagged ``tags.bot_id``
@@ -294,9 +291,9 @@ def bot_role_ids(guild: Mapping[str, Any], me: BotIdentity) -> frozenset[str]:
         return frozenset()
     return frozenset(
         role_id
-        for role in mappings(guild, "roles")
-        if text(mapping(role, "tags"), "bot_id") == me.user_id
-        and (role_id := snowflake(role, "id")) is not None
+        for role in mappings(guild.get("roles"))
+        if text(mapping(role.get("tags")).get("bot_id")) == me.user_id
+        and (role_id := snowflake(role.get("id"))) is not None
     )
 
 

@@ -19,14 +19,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import aiohttp
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.web import UNREACHABLE
 from conversations.errors import LookupFailed
 from conversations.membership import DEFAULT_TTL, TtlCache
-
-_UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, SlackClientError)
 
 _HINTS = {
     "missing_scope": "add the usergroups:read scope to the app and reinstall it",
@@ -73,7 +71,7 @@ class SlackDirectory:
             error = str(exc.response.get("error", "an error"))
             hint = f" ({_HINTS[error]})" if error in _HINTS else ""
             raise LookupFailed(f"{call}: Slack answered {error}{hint}") from exc
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             raise LookupFailed(f"{call}: Slack did not answer ({exc!r})") from exc
         users = response.get("users")
         if not isinstance(users, list):

@@ -77,7 +77,7 @@ def read_http_body(raw: bytes, content_type: str | None) -> str | Malformed:
     if not text:
         return Malformed("the body is empty")
     json_body = content_type == "application/json" or text.startswith("{")
-    body = _json_object(text) if json_body else _form(text)
+    body = json_object(text) if json_body else _form(text)
     if isinstance(body, Malformed):
         return body
     problem = body_problem(body)
@@ -87,9 +87,10 @@ def read_http_body(raw: bytes, content_type: str | None) -> str | Malformed:
 def envelope_problem(frame: Mapping[str, Any]) -> str | None:
     """Why a Socket Mode envelope cannot go to bolt, or None when it can.
 
-    ``frame`` is the parsed websocket message: ``envelope_id`` a non-empty string,
-    ``type`` one of :data:`ENVELOPE_TYPES`, ``payload`` an object that passes
-    :func:`body_problem`.
+    ``frame`` is the parsed websocket message; None means it is a
+    :class:`~adapters.slack.types.SocketModeEnvelope` as far as bolt reads one:
+    ``envelope_id`` a non-empty string, ``type`` one of :data:`ENVELOPE_TYPES`,
+    ``payload`` an object that passes :func:`body_problem`.
     """
     envelope_id = frame.get("envelope_id")
     if not isinstance(envelope_id, str) or not envelope_id:
@@ -162,7 +163,11 @@ def _nested_problem(node: Mapping[str, Any], where: str, depth: int) -> str | No
     return None
 
 
-def _json_object(text: str) -> Mapping[str, Any] | Malformed:
+def json_object(text: str) -> Mapping[str, Any] | Malformed:
+    """``text`` parsed as a JSON object, or why it is not one (not JSON, or not an object).
+
+    Too deep a nesting (``RecursionError``) counts as not JSON.
+    """
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -173,7 +178,7 @@ def _json_object(text: str) -> Mapping[str, Any] | Malformed:
 def _form(text: str) -> Mapping[str, Any] | Malformed:
     fields = dict(parse_qsl(text, keep_blank_values=True))
     if "payload" in fields:
-        payload = _json_object(fields["payload"])
+        payload = json_object(fields["payload"])
         if isinstance(payload, Malformed):
             return Malformed(f"the form's payload: {payload.reason.removeprefix('the ')}")
         return payload

@@ -29,16 +29,17 @@ answer depend on which of the two arrived first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
-from adapters.markup import QuoteMarkers, Span, hidden_spans, is_hidden
+from adapters.fields import mapping, mappings
+from adapters.markup import QuoteMarkers, Span, hidden_spans, in_plain_text, without_tokens
+from adapters.slack.types import MessageEvent, RichTextNode
 
 QUOTES = QuoteMarkers(line=("&gt;",), rest=("&gt;&gt;&gt;",))
 """Quote markers in a message's (escaped) mrkdwn ``text``."""
 
 
-def mentions_bot(event: Mapping[str, Any], user_id: str) -> bool:
+def mentions_bot(event: MessageEvent, user_id: str) -> bool:
     """Whether the message ``event`` (``app_mention`` or ``message``) mentions ``user_id``.
 
     Its ``rich_text`` blocks decide when it has any, else its ``text`` (see the
@@ -46,60 +47,41 @@ def mentions_bot(event: Mapping[str, Any], user_id: str) -> bool:
     """
     if not user_id:
         return False
-    blocks = event.get("blocks")
-    rich = [b for b in blocks if _type(b) == "rich_text"] if isinstance(blocks, list) else []
+    rich = [b for b in mappings(event.get("blocks")) if b.get("type") == "rich_text"]
     if rich:
         return any(_is_user(element, user_id) for element in _plain_elements(rich))
-    text = event.get("text")
-    if not isinstance(text, str):
+    content = event.get("text")
+    if not isinstance(content, str):
         return False
-    tokens = _tokens(text, user_id)
-    spans = hidden_spans(text, QUOTES) if tokens else []
-    return any(not is_hidden(spans, start, end) for start, end in tokens)
+    tokens = _tokens(content, user_id)
+    hidden = hidden_spans(content, QUOTES) if tokens else []
+    return bool(in_plain_text(hidden, tokens))
 
 
 def without_mentions(text: str, user_id: str) -> str:
     """``text`` without the bot's mention tokens outside code and quotes (one space after each)."""
     if not user_id:
         return text
-    spans = hidden_spans(text, QUOTES)
-    kept, at = [], 0
-    for start, end in _tokens(text, user_id):
-        if is_hidden(spans, start, end) or start < at:
-            continue
-        kept.append(text[at:start])
-        at = end + (1 if end < len(text) and text[end] in " \t" else 0)
-    kept.append(text[at:])
-    return "".join(kept)
+    return without_tokens(text, _tokens(text, user_id), QUOTES)
 
 
-def _plain_elements(blocks: list[Any]) -> Iterator[Any]:
+def _plain_elements(blocks: list[RichTextNode]) -> Iterator[RichTextNode]:
     """The inline elements of the blocks' sections, outside code blocks and quotes."""
     for block in blocks:
-        for part in _elements(block):
-            if _type(part) == "rich_text_section":
-                yield from _elements(part)
-            elif _type(part) == "rich_text_list":
-                for section in _elements(part):
-                    if _type(section) == "rich_text_section":
-                        yield from _elements(section)
+        for part in mappings(block.get("elements")):
+            if part.get("type") == "rich_text_section":
+                yield from mappings(part.get("elements"))
+            elif part.get("type") == "rich_text_list":
+                for section in mappings(part.get("elements")):
+                    if section.get("type") == "rich_text_section":
+                        yield from mappings(section.get("elements"))
             # rich_text_preformatted and rich_text_quote are skipped: code, quotes
 
 
-def _is_user(element: Any, user_id: str) -> bool:
-    if _type(element) != "user" or element.get("user_id") != user_id:
+def _is_user(element: RichTextNode, user_id: str) -> bool:
+    if element.get("type") != "user" or element.get("user_id") != user_id:
         return False
-    style = element.get("style")
-    return not (isinstance(style, Mapping) and style.get("code") is True)
-
-
-def _elements(node: Any) -> list[Any]:
-    elements = node.get("elements") if isinstance(node, Mapping) else None
-    return elements if isinstance(elements, list) else []
-
-
-def _type(node: Any) -> object:
-    return node.get("type") if isinstance(node, Mapping) else None
+    return mapping(element.get("style")).get("code") is not True
 
 
 def _tokens(text: str, user_id: str) -> list[Span]:

@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, assert_never
 
+from adapters.errors import RenderError
+from adapters.limits import cut_label, cut_to_fit
 from conversations.emoji import normalize
 from conversations.events import (
     AddReaction,
@@ -50,8 +52,6 @@ thread's replies (``conversations.replies`` with ``include_all_metadata``)
 
 MAX_BUTTONS_PER_BLOCK = 25
 MAX_BUTTON_LABEL = 75
-TRUNCATED = "\n…"
-"""Appended to an update whose text had to be cut (``chat.update`` cannot split)."""
 
 _CONTROL = re.compile(r"<(?:[@#!][^<>\s|]+|(?:https?://|mailto:)[^<>\s|]+)(?:\|[^<>]*)?>")
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
@@ -80,7 +80,7 @@ def render(
       characters, ``metadata`` ``{"event_type": "threadbot_outbox",
       "event_payload": {"key": idempotency_key, "part": n}}`` with ``n`` from 0,
       ``unfurl_links`` False). The buttons go in an ``actions`` block of the last
-      message, ``action_id`` and ``value`` both the button's action. With
+      message, ``action_id`` and ``value`` both the button's value. With
       ``ephemeral_to``: ``chat.postEphemeral`` with ``user`` and no metadata
       (https://docs.slack.dev/reference/methods/chat.postEphemeral). The seeded
       ``reactions`` are not rendered here: see :func:`seed_reactions`.
@@ -91,8 +91,9 @@ def render(
     - :class:`AddReaction`: one ``reactions.add`` (``channel``, ``timestamp``,
       ``name``) (https://docs.slack.dev/reference/methods/reactions.add).
 
-    Raises ``ValueError`` when ``max_text`` or ``max_section`` is below 20, or an
-    update or reaction has no ``ref.message``.
+    Raises ``ValueError`` when ``max_text`` or ``max_section`` is below 20, and
+    :class:`~adapters.errors.RenderError` (a ``ValueError``) when an update or a
+    reaction has no ``ref.message``.
     """
     match action:
         case PostReply():
@@ -171,10 +172,7 @@ def _post(action: PostReply, key: str, max_text: int, max_section: int) -> list[
 
 def _update(action: UpdateMessage, max_text: int, max_section: int) -> ApiCall:
     ts = _message_ts(action.ref.message, "update")
-    text = escape(action.text)
-    chunks = split_text(text, max_text)
-    if len(chunks) > 1:
-        text = split_text(text, max_text - len(TRUNCATED))[0] + TRUNCATED
+    text = cut_to_fit(escape(action.text), max_text)  # chat.update cannot split
     args: dict[str, Any] = {
         "channel": action.ref.channel,
         "ts": ts,
@@ -202,13 +200,11 @@ def _blocks(text: str, buttons: tuple[Button, ...], max_section: int) -> list[di
 
 
 def _button(button: Button) -> dict[str, Any]:
-    label = button.label
-    if len(label) > MAX_BUTTON_LABEL:
-        label = label[: MAX_BUTTON_LABEL - 1] + "…"
+    label = cut_label(button.label, MAX_BUTTON_LABEL)
     element: dict[str, Any] = {
         "type": "button",
-        "action_id": button.action,
-        "value": button.action,
+        "action_id": button.value,
+        "value": button.value,
         "text": {"type": "plain_text", "text": label, "emoji": True},
     }
     if button.style != "default":
@@ -218,5 +214,5 @@ def _button(button: Button) -> dict[str, Any]:
 
 def _message_ts(ts: str | None, what: str) -> str:
     if not ts:
-        raise ValueError(f"a Slack {what} needs ref.message (the message ts)")
+        raise RenderError(f"a Slack {what} needs ref.message (the message ts)")
     return ts

@@ -20,15 +20,14 @@ Slack does not redeliver what the bot will never read. Everything else (``hello`
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
-from adapters.slack.envelopes import ENVELOPE_TYPES, envelope_problem
+from adapters.drops import label
+from adapters.slack.envelopes import ENVELOPE_TYPES, Malformed, envelope_problem, json_object
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +40,8 @@ class GuardedSocketModeClient(SocketModeClient):
 
     async def enqueue_message(self, message: str) -> None:
         """Queue ``message`` for slack-sdk, or log and skip it (acking a bad envelope)."""
-        frame = _json_object(message)
-        if frame is None:
+        frame = json_object(message)
+        if isinstance(frame, Malformed):
             log.warning("skipped a Socket Mode frame that is not a JSON object")
             return
         if "envelope_id" not in frame and frame.get("type") not in ENVELOPE_TYPES:
@@ -55,8 +54,8 @@ class GuardedSocketModeClient(SocketModeClient):
         envelope_id = frame.get("envelope_id")
         log.warning(
             "skipped Socket Mode envelope %s of type %s: %s",
-            _label(envelope_id),
-            _label(frame.get("type")),
+            label(envelope_id),
+            label(frame.get("type")),
             problem,
         )
         if isinstance(envelope_id, str) and envelope_id:
@@ -87,17 +86,3 @@ class GuardedSocketModeHandler(AsyncSocketModeHandler):
             ping_interval=_PING_INTERVAL,
         )
         self.client.socket_mode_request_listeners.append(self.handle)  # type: ignore[arg-type]
-
-
-def _json_object(message: str) -> dict[str, Any] | None:
-    try:
-        frame = json.loads(message)
-    except (ValueError, RecursionError):
-        return None
-    return frame if isinstance(frame, dict) else None
-
-
-def _label(value: object) -> str:
-    if isinstance(value, str):
-        return value if len(value) <= 80 else f"{value[:80]}..."
-    return f"<{type(value).__name__}>"

@@ -1,7 +1,8 @@
 """Pure translators for inbound Slack payloads: a payload in, a neutral event out.
 
 No I/O and no slack-bolt or slack-sdk objects: each function takes the payload as
-Slack delivers it (a parsed JSON body or form) and the bot's own
+Slack delivers it (a parsed JSON body or form, typed by :mod:`adapters.slack.types`
+and read through the checks of :mod:`adapters.fields`) and the bot's own
 :class:`BotIdentity`, and returns a :mod:`conversations.events` event, or None
 when the payload is not for the conversations (the bot's own echo, an edit, a
 handshake, a malformed event). Outbound rendering is in
@@ -32,9 +33,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Never
+from typing import cast
 
+from adapters.drops import DropLog, label
+from adapters.fields import mapping, text
 from adapters.slack.mentions import mentions_bot, without_mentions
+from adapters.slack.types import (
+    AuthTest,
+    BlockActions,
+    EventCallback,
+    MessageEvent,
+    ReactionEvent,
+    SlashCommand,
+)
 from conversations.emoji import normalize
 from conversations.events import (
     Author,
@@ -47,14 +58,12 @@ from conversations.events import (
 )
 
 log = logging.getLogger(__name__)
+_dropped = DropLog("Slack", log)
 
 PLATFORM = "slack"
 
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 """Message subtypes a person posts (https://docs.slack.dev/reference/events/message)."""
-
-_LABEL_LIMIT = 80
-"""Characters of a payload's own value kept in a log line (a fuzzer sends megabytes)."""
 
 
 @dataclass(frozen=True)
@@ -73,18 +82,21 @@ class BotIdentity:
     team_id: str
 
     @classmethod
-    def from_auth_test(cls, answer: Mapping[str, Any], *, app_id: str = "") -> BotIdentity:
-        """The identity in an ``auth.test`` answer (``user_id``, ``bot_id``, ``team_id``)."""
+    def from_auth_test(cls, answer: AuthTest, *, app_id: str = "") -> BotIdentity:
+        """The identity in an ``auth.test`` answer (``user_id``, ``bot_id``, ``team_id``).
+
+        A field missing or not a string gives ``""``.
+        """
         return cls(
-            user_id=_text(answer, "user_id") or "",
-            bot_id=_text(answer, "bot_id") or "",
+            user_id=text(answer.get("user_id")) or "",
+            bot_id=text(answer.get("bot_id")) or "",
             app_id=app_id,
-            team_id=_text(answer, "team_id") or "",
+            team_id=text(answer.get("team_id")) or "",
         )
 
 
 def inbound_event(
-    body: Mapping[str, Any], me: BotIdentity, *, allow_bots: bool = False
+    body: EventCallback, me: BotIdentity, *, allow_bots: bool = False
 ) -> InboundEvent | None:
     """Translate an Events API body into a neutral event, or None to ignore it.
 
@@ -115,25 +127,26 @@ def inbound_event(
     malformed body.
     """
     if not isinstance(body, Mapping):
-        return _dropped(f"body {_label(body)}", None, "not an object", malformed=True)
+        return _dropped(f"body {label(body)}", None, "not an object", malformed=True)
     event = body.get("event")
     kind = _event_kind(body)
-    event_key = f"slack:event:{body['event_id']}" if _text(body, "event_id") else None
+    event_id = text(body.get("event_id"))
+    event_key = f"slack:event:{event_id}" if event_id else None
     if body.get("type") != "event_callback" or not isinstance(event, Mapping):
         return _dropped(kind, event_key, "not an event callback")
-    team = _text(body, "team_id") or me.team_id
+    team = text(body.get("team_id")) or me.team_id
     if not team:
         return _dropped(kind, event_key, "no team_id", malformed=True)
-    match event.get("type"):
+    match event.get("type"):  # the event's type tells its shape
         case "app_mention" | "message":
-            return _message(event, team, me, allow_bots, kind)
+            return _message(cast(MessageEvent, event), team, me, allow_bots, kind)
         case "reaction_added" | "reaction_removed":
-            return _reaction(event, _text(body, "event_id"), team, me)
+            return _reaction(cast(ReactionEvent, event), event_id, team, me)
         case _:
             return _dropped(kind, event_key, "an event the conversations do not take")
 
 
-def command_event(form: Mapping[str, Any], me: BotIdentity) -> CommandInvoked | None:
+def command_event(form: SlashCommand, me: BotIdentity) -> CommandInvoked | None:
     """Translate a slash command into :class:`CommandInvoked`, or None if fields are missing.
 
     ``form`` is the form-encoded body parsed into single values, or the ``payload``
@@ -145,12 +158,12 @@ def command_event(form: Mapping[str, Any], me: BotIdentity) -> CommandInvoked | 
     for a malformed form; never raises.
     """
     if not isinstance(form, Mapping):
-        return _dropped(f"slash command {_label(form)}", None, "not an object", malformed=True)
-    command = _text(form, "command")
-    channel = _text(form, "channel_id")
-    user = _text(form, "user_id")
-    trigger = _text(form, "trigger_id")
-    team = _text(form, "team_id") or me.team_id
+        return _dropped(f"slash command {label(form)}", None, "not an object", malformed=True)
+    command = text(form.get("command"))
+    channel = text(form.get("channel_id"))
+    user = text(form.get("user_id"))
+    trigger = text(form.get("trigger_id"))
+    team = text(form.get("team_id")) or me.team_id
     key = f"slack:command:{trigger}" if trigger else None
     name = (command or "").removeprefix("/")
     if not (name and channel and user and trigger and team):
@@ -165,7 +178,7 @@ def command_event(form: Mapping[str, Any], me: BotIdentity) -> CommandInvoked | 
     )
 
 
-def action_event(payload: Mapping[str, Any], me: BotIdentity) -> ButtonPressed | None:
+def action_event(payload: BlockActions, me: BotIdentity) -> ButtonPressed | None:
     """Translate a ``block_actions`` payload into :class:`ButtonPressed` for ``actions[0]``.
 
     ``payload`` is the JSON in the ``payload`` form field of an interactivity
@@ -178,31 +191,32 @@ def action_event(payload: Mapping[str, Any], me: BotIdentity) -> ButtonPressed |
     fields; never raises.
     """
     if not isinstance(payload, Mapping):
-        return _dropped(f"interaction {_label(payload)}", None, "not an object", malformed=True)
-    kind = f"interaction {_label(payload.get('type'))}"
-    trigger = _text(payload, "trigger_id")
+        return _dropped(f"interaction {label(payload)}", None, "not an object", malformed=True)
+    kind = f"interaction {label(payload.get('type'))}"
+    trigger = text(payload.get("trigger_id"))
     if payload.get("type") != "block_actions":
         return _dropped(kind, f"slack:action:{trigger}" if trigger else None, "not a button")
     actions = payload.get("actions")
-    first = actions[0] if isinstance(actions, list) and actions else None
-    user = _text(_mapping(payload, "user"), "id")
-    first = first if isinstance(first, Mapping) else {}
-    key = trigger or _text(first, "action_ts")
+    first = mapping(actions[0] if isinstance(actions, list) and actions else None)
+    user = text(mapping(payload.get("user")).get("id"))
+    key = trigger or text(first.get("action_ts"))
     delivery_key = f"slack:action:{key}" if key else None
     if user is not None and user == me.user_id:
         return _dropped(kind, delivery_key, "the bot's own click")
-    action = _text(first, "value") or _text(first, "action_id")
-    container = _mapping(payload, "container")
-    channel = _text(_mapping(payload, "channel"), "id") or _text(container, "channel_id")
-    message_ts = _text(container, "message_ts")
+    action = text(first.get("value")) or text(first.get("action_id"))
+    container = mapping(payload.get("container"))
+    channel = text(mapping(payload.get("channel")).get("id")) or text(container.get("channel_id"))
+    message_ts = text(container.get("message_ts"))
     team = (
-        _text(_mapping(payload, "team"), "id")
-        or _text(_mapping(payload, "user"), "team_id")
+        text(mapping(payload.get("team")).get("id"))
+        or text(mapping(payload.get("user")).get("team_id"))
         or me.team_id
     )
     if not (user and action and channel and message_ts and delivery_key and team):
         return _dropped(kind, delivery_key, "a field is missing", malformed=True)
-    thread = _text(_mapping(payload, "message"), "thread_ts") or _text(container, "thread_ts")
+    thread = text(mapping(payload.get("message")).get("thread_ts")) or text(
+        container.get("thread_ts")
+    )
     return ButtonPressed(
         delivery_key=delivery_key,
         ref=PlatformRef(
@@ -224,20 +238,20 @@ def unescape(text: str) -> str:
 
 
 def _message(
-    event: Mapping[str, Any], team: str, me: BotIdentity, allow_bots: bool, kind: str
+    event: MessageEvent, team: str, me: BotIdentity, allow_bots: bool, kind: str
 ) -> MessagePosted | None:
-    channel, ts = _text(event, "channel"), _text(event, "ts")
+    channel, ts = text(event.get("channel")), text(event.get("ts"))
     key = f"slack:{team}:{channel}:{ts}" if channel and ts else None
     subtype = event.get("subtype")
-    is_bot = bool(_text(event, "bot_id")) or subtype == "bot_message"
+    is_bot = bool(text(event.get("bot_id"))) or subtype == "bot_message"
     if subtype is not None and not (subtype == "bot_message" or _is_user_subtype(subtype)):
         return _dropped(kind, key, "a subtype that is not a new message")
     if event.get("hidden") or _is_me(event, me) or (is_bot and not allow_bots):
         return _dropped(kind, key, "hidden, the bot's own, or another bot's")
-    person = _text(event, "user")
-    user = person or (_text(event, "bot_id") if is_bot else None)
-    text = event.get("text")
-    if not (user and key) or not isinstance(text, str):
+    person = text(event.get("user"))
+    user = person or (text(event.get("bot_id")) if is_bot else None)
+    content = event.get("text")
+    if not (user and key) or not isinstance(content, str):
         return _dropped(kind, key, "no user, channel, ts or text", malformed=True)
     return MessagePosted(
         delivery_key=key,
@@ -245,12 +259,12 @@ def _message(
             platform=PLATFORM,
             workspace=team,
             channel=channel,
-            thread=_text(event, "thread_ts"),
+            thread=text(event.get("thread_ts")),
             message=ts,
             user=user,
         ),
         author=_bot(event, person, user) if is_bot else _person(user),
-        text=unescape(without_mentions(text, me.user_id)).strip(),
+        text=unescape(without_mentions(content, me.user_id)).strip(),
         mentions_bot=event.get("channel_type") == "im" or mentions_bot(event, me.user_id),
     )
 
@@ -260,15 +274,15 @@ def _is_user_subtype(subtype: object) -> bool:
 
 
 def _reaction(
-    event: Mapping[str, Any], event_id: str | None, team: str, me: BotIdentity
+    event: ReactionEvent, event_id: str | None, team: str, me: BotIdentity
 ) -> ReactionChanged | None:
-    kind = _label(event.get("type"))
+    kind = label(event.get("type"))
     key = f"slack:event:{event_id}" if event_id else None
-    user = _text(event, "user")
-    item = _mapping(event, "item")
-    channel = _text(item, "channel")
-    ts = _text(item, "ts")
-    emoji = normalize(_text(event, "reaction") or "")
+    user = text(event.get("user"))
+    item = mapping(event.get("item"))
+    channel = text(item.get("channel"))
+    ts = text(item.get("ts"))
+    emoji = normalize(text(event.get("reaction")) or "")
     if item.get("type") != "message":
         return _dropped(kind, key, "a reaction to something other than a message")
     if not (user and channel and ts and emoji and key):
@@ -284,19 +298,19 @@ def _reaction(
     )
 
 
-def _is_me(event: Mapping[str, Any], me: BotIdentity) -> bool:
+def _is_me(event: MessageEvent, me: BotIdentity) -> bool:
     """Whether ``event`` (or the message inside an edit) comes from the bot itself.
 
     Slack echoes the bot's own posts as ``message`` events with ``bot_id`` and
     ``user`` set and no subtype, so each identity field is compared
     (https://docs.slack.dev/reference/events/message/bot_message).
     """
-    for candidate in (event, _mapping(event, "message")):
+    for candidate in (event, mapping(event.get("message"))):
         mine = (
-            (_text(candidate, "user"), me.user_id),
-            (_text(candidate, "bot_id"), me.bot_id),
-            (_text(candidate, "app_id"), me.app_id),
-            (_text(_mapping(candidate, "bot_profile"), "app_id"), me.app_id),
+            (text(candidate.get("user")), me.user_id),
+            (text(candidate.get("bot_id")), me.bot_id),
+            (text(candidate.get("app_id")), me.app_id),
+            (text(mapping(candidate.get("bot_profile")).get("app_id")), me.app_id),
         )
         if any(value is not None and value == own for value, own in mine):
             return True
@@ -308,7 +322,7 @@ def _person(user: str) -> Author:
     return Author(id=user, name=f"<@{user}>")
 
 
-def _bot(event: Mapping[str, Any], person: str | None, user: str) -> Author:
+def _bot(event: MessageEvent, person: str | None, user: str) -> Author:
     """Another bot: a bot user renders as a mention; a bare ``bot_id`` by its given name.
 
     A ``bot_message`` from an integration may carry only ``bot_id`` and ``username``
@@ -316,46 +330,15 @@ def _bot(event: Mapping[str, Any], person: str | None, user: str) -> Author:
     """
     if person:
         return Author(id=person, name=f"<@{person}>", is_bot=True)
-    profile = _text(_mapping(event, "bot_profile"), "name")
-    return Author(id=user, name=_text(event, "username") or profile or user, is_bot=True)
+    profile = text(mapping(event.get("bot_profile")).get("name"))
+    return Author(id=user, name=text(event.get("username")) or profile or user, is_bot=True)
 
 
-def _text(mapping: Mapping[str, Any], key: str) -> str | None:
-    """``mapping[key]`` if it is a non-empty string, else None."""
-    value = mapping.get(key)
-    return value if isinstance(value, str) and value else None
-
-
-def _mapping(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """``mapping[key]`` if it is a mapping, else an empty one."""
-    value = mapping.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-def _event_kind(body: Mapping[str, Any]) -> str:
+def _event_kind(body: EventCallback) -> str:
     """An Events API body's payload type for a log line: ``message/message_changed``."""
     event = body.get("event")
     if not isinstance(event, Mapping):
-        return f"body {_label(body.get('type'))}"
+        return f"body {label(body.get('type'))}"
     subtype = event.get("subtype")
-    kind = _label(event.get("type"))
-    return kind if subtype is None else f"{kind}/{_label(subtype)}"
-
-
-def _label(value: object) -> str:
-    """``value`` for a log line: a string cut to a few dozen characters, else its type."""
-    if isinstance(value, str):
-        return value if len(value) <= _LABEL_LIMIT else f"{value[:_LABEL_LIMIT]}..."
-    return f"<{type(value).__name__}>"
-
-
-def _dropped(kind: str, key: str | None, why: str, *, malformed: bool = False) -> Never | None:  # noqa: RUF020
-    """Log a payload that gives no event; returns None, for ``return _dropped(...)``.
-
-    ``kind`` is its payload type, ``key`` its delivery key when it has one.
-    Malformed payloads are logged at WARNING, the ones left out on purpose at
-    DEBUG. (``Never | None`` is None to a reader; mypy accepts ``return`` of it.)
-    """
-    level = logging.WARNING if malformed else logging.DEBUG
-    log.log(level, "dropped Slack %s %s: %s", kind, _label(key) if key else "no key", why)
-    return None
+    kind = label(event.get("type"))
+    return kind if subtype is None else f"{kind}/{label(subtype)}"

@@ -7,7 +7,7 @@ Migrations are transactional on SQLite too. Alembic treats SQLite as a database
 without transactional DDL and then runs the migrations outside any transaction;
 ``transactional_ddl=True`` makes it run them inside one
 (https://alembic.sqlalchemy.org/en/latest/api/runtime.html, ``EnvironmentContext.configure``),
-and the engine from :func:`conversations.store.store.create_engine` makes SQLite
+and the engine from :func:`conversations.store.sql.create_engine` makes SQLite
 really begin one, so a migration killed half-way leaves nothing behind. When
 :func:`conversations.migrate.upgrade` hands in a connection already in its
 transaction, Alembic runs everything in that one.
@@ -19,7 +19,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from conversations.store.schema import Base
-from conversations.store.store import BEGIN_IMMEDIATE, create_engine
+from conversations.store.sql.database import BEGIN_IMMEDIATE, create_engine
 
 target_metadata = Base.metadata
 

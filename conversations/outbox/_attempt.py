@@ -31,7 +31,7 @@ from conversations.adapter import Sender
 from conversations.errors import DeliveryError, RateLimited
 from conversations.events import AddReaction, OutboundAction, PostReply, UpdateMessage
 from conversations.outbox._clock import Clock
-from conversations.store import Outgoing, PendingSend, Store
+from conversations.store import Outbox, Outgoing, PendingSend
 from core.faults import Faults
 
 log = logging.getLogger("conversations.outbox")
@@ -69,7 +69,7 @@ Outcome = Sent | Refused
 
 
 class Attempts:
-    """Sends actions for outbox rows and records each outcome in the store.
+    """Sends actions for outbox rows and records each outcome in the outbox.
 
     ``suspect_up_to``: rows up to this id may have been sent by an earlier process
     (or an attempt cut short), so the sender is told ``maybe_sent`` and looks first.
@@ -78,13 +78,13 @@ class Attempts:
     def __init__(
         self,
         *,
-        store: Store,
+        outbox: Outbox,
         senders: Mapping[str, Sender],
         clock: Clock,
         faults: Faults,
         max_attempts: int,
     ) -> None:
-        self._store = store
+        self._outbox = outbox
         self.senders = dict(senders)
         self._clock = clock
         self._faults = faults
@@ -95,7 +95,7 @@ class Attempts:
     async def send(self, rows: Sequence[PendingSend], action: OutboundAction) -> Outcome:
         """Perform ``action`` for ``rows`` (``rows[0]`` gives the idempotency key).
 
-        Raises only what the store raises; every failure of the sender, even an
+        Raises only what the outbox raises; every failure of the sender, even an
         adapter's own bug, is an outcome.
         """
         head = rows[0]
@@ -122,7 +122,7 @@ class Attempts:
             self._faults.hit("after_platform_accept")
             if isinstance(action, UpdateMessage):  # the rows are shown in the edited message
                 message_id = action.ref.message
-            await self._store.mark_sent([r.id for r in rows], message_id)
+            await self._outbox.mark_sent([r.id for r in rows], message_id)
             return Sent(message_id)
         finally:
             done.set()
@@ -149,10 +149,10 @@ class Attempts:
             log.warning("outbox rows %s failed for good: %s", ids, error)
             thread = action.ref.model_copy(update={"message": None, "user": None})
             report = Outgoing(PostReply(ref=thread, text=report_text(action, error)), REPORT)
-        await self._store.fail_for_good(head.conversation_id, ids, error, report)
+        await self._outbox.fail_for_good(head.conversation_id, ids, error, report)
 
     async def _failed(self, head: PendingSend, exc: DeliveryError) -> Refused:
-        attempts = await self._store.record_failure(head.id, str(exc))
+        attempts = await self._outbox.record_failure(head.id, str(exc))
         final = exc.permanent or attempts >= self._max_attempts
         log.warning("delivery of outbox row %s failed (attempt %s): %s", head.id, attempts, exc)
         backoff = min(2.0**attempts, MAX_BACKOFF)

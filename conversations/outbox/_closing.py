@@ -19,30 +19,30 @@ import logging
 
 from conversations.events import PostReply, UpdateMessage
 from conversations.render import closed_message
-from conversations.store import PendingSend, Store
+from conversations.store import Outbox, PendingSend
 
 log = logging.getLogger("conversations.outbox")
 
 
-async def closing_edit(store: Store, row: PendingSend) -> UpdateMessage | None:
+async def closing_edit(outbox: Outbox, row: PendingSend) -> UpdateMessage | None:
     """The edit to send for the closing row ``row``, or None when there is nothing to edit.
 
     None settles ``row`` (``dropped``, the reason in ``last_error``) and logs why.
-    Raises only what the store raises.
+    Raises only what the outbox raises.
     """
-    reason = await _edit_or_reason(store, row)
+    reason = await _edit_or_reason(outbox, row)
     if isinstance(reason, UpdateMessage):
         return reason
     log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
-    await store.settle_unsent([row.id], reason)
+    await outbox.settle_unsent([row.id], reason)
     return None
 
 
-async def _edit_or_reason(store: Store, row: PendingSend) -> UpdateMessage | str:
+async def _edit_or_reason(outbox: Outbox, row: PendingSend) -> UpdateMessage | str:
     """The edit for ``row``, or why there is none."""
     if row.request_id is None or not isinstance(row.action, UpdateMessage):
         return "not an edit of a request's message"
-    original = await store.request_message(row.conversation_id, row.request_id)
+    original = await outbox.request_message(row.conversation_id, row.request_id)
     if original is None:
         return f"request {row.request_id} has no message"
     if original.state != "sent" or original.message_id is None:

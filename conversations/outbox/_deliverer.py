@@ -8,7 +8,6 @@ import functools
 import logging
 import math
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Literal
@@ -26,7 +25,8 @@ from conversations.outbox._worker import (
     Deferral,
     RepliesWorker,
 )
-from conversations.store import Store
+from conversations.store import Outbox
+from core.context import random_id
 from core.faults import NO_FAULTS, Faults
 
 log = logging.getLogger("conversations.outbox")
@@ -52,7 +52,7 @@ class Deliverer:
     def __init__(
         self,
         *,
-        store: Store,
+        outbox: Outbox,
         senders: Mapping[str, Sender],
         progress_mode: ProgressMode = "replies",
         note_interval: float = 3.0,
@@ -62,17 +62,17 @@ class Deliverer:
         clock: Clock | Callable[[], float] = time.monotonic,
         faults: Faults = NO_FAULTS,
     ) -> None:
-        self._store = store
+        self._outbox = outbox
         self._clock = as_clock(clock)
         self._attempts = Attempts(
-            store=store,
+            outbox=outbox,
             senders=senders,
             clock=self._clock,
             faults=faults,
             max_attempts=max_attempts,
         )
         self._ctx = Context(
-            store=store,
+            outbox=outbox,
             attempts=self._attempts,
             clock=self._clock,
             note_interval=note_interval,
@@ -170,7 +170,7 @@ class Deliverer:
         suspects = self._attempts.suspect_up_to
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(patience):
-                while await self._store.has_pending_in(platform, channel, up_to=suspects):
+                while await self._outbox.has_pending_in(platform, channel, up_to=suspects):
                     self.wake()
                     await self._progress.wait()
 
@@ -183,7 +183,7 @@ class Deliverer:
         if sender is None:
             return
         try:
-            await sender.send(action, idempotency_key=f"tb-now-{uuid.uuid4().hex}")
+            await sender.send(action, idempotency_key=f"tb-now-{random_id()}")
         except DeliveryError as exc:
             log.warning("could not send a notice: %s", exc)
 
@@ -200,7 +200,7 @@ class Deliverer:
     async def _loop(self, *, until_idle: bool) -> None:
         """Start workers for ready conversations until cancelled (or idle, or run() took over)."""
         if not self._suspects_known:
-            self._attempts.suspect_up_to = await self._store.last_outbox_id()
+            self._attempts.suspect_up_to = await self._outbox.last_outbox_id()
             self._suspects_known = True
         while True:
             self._raise_failure()
@@ -239,7 +239,7 @@ class Deliverer:
     async def _look(self, now: float) -> bool:
         """Read the conversations with pending rows into the ready queue; whether any are."""
         limit = self._concurrency * LOOKAHEAD + len(self._deferred) + len(self._workers)
-        pending = await self._store.pending_conversations(limit)
+        pending = await self._outbox.pending_conversations(limit)
         draining = self._draining > 0
         self._ready.clear()
         for conversation_id, milestone in pending:
@@ -311,7 +311,7 @@ class Deliverer:
         self._progress = asyncio.Event()
 
     async def _idle(self) -> bool:
-        return not self._workers and not await self._store.pending_conversations(1)
+        return not self._workers and not await self._outbox.pending_conversations(1)
 
     async def _stop_workers(self) -> None:
         workers = list(self._workers.values())

@@ -83,7 +83,7 @@ class StatusWorker(ConversationWorker):
 
     async def _still_waiting(self, reply: StatusReply) -> bool:
         """Forget the waiting notes that a stop dropped meanwhile; whether any are left."""
-        pending = await self.ctx.store.still_pending([n.id for n in reply.waiting])
+        pending = await self.ctx.outbox.still_pending([n.id for n in reply.waiting])
         reply.waiting = [note for note in reply.waiting if note.id in pending]
         self.state.board.prune()
         return bool(reply.waiting)

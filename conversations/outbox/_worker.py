@@ -26,7 +26,7 @@ from conversations.outbox._board import StatusBoard
 from conversations.outbox._clock import Clock
 from conversations.outbox._closing import closing_edit
 from conversations.render import CLOSED
-from conversations.store import PendingSend, Store
+from conversations.store import Outbox, PendingSend
 
 NOTE_REPLY_CHARS = 3_500
 """Characters of merged notes in one reply: one Slack message (3,900 at most per
@@ -69,9 +69,9 @@ Next = Deferral | Literal["again", "done"]
 
 @dataclass(frozen=True)
 class Context:
-    """What every worker shares: the store, the attempts, the clock and the settings."""
+    """What every worker shares: the outbox, the attempts, the clock and the settings."""
 
-    store: Store
+    outbox: Outbox
     attempts: Attempts
     clock: Clock
     note_interval: float
@@ -130,7 +130,7 @@ class ConversationWorker:
         rows: list[PendingSend] = []
         after = 0
         while True:
-            page = await self.ctx.store.pending_rows(
+            page = await self.ctx.outbox.pending_rows(
                 self.conversation_id, after=after, limit=self.ctx.batch
             )
             rows += [row for row in page if row.id not in covered]
@@ -146,7 +146,7 @@ class ConversationWorker:
         """Whether a row other than a note is pending after the leading ``notes``."""
         if len(notes) < len(rows):
             return True
-        return more and await self.ctx.store.has_pending_milestone(
+        return more and await self.ctx.outbox.has_pending_milestone(
             self.conversation_id, after=rows[-1].id
         )
 
@@ -178,7 +178,7 @@ class ConversationWorker:
         """
         if row.purpose != CLOSED:
             return await self.deliver([row], row.action)
-        edit = await closing_edit(self.ctx.store, row)
+        edit = await closing_edit(self.ctx.outbox, row)
         if edit is None:
             return Sent(None)
         return await self.deliver([row], edit)

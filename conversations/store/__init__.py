@@ -1,25 +1,60 @@
-"""The durable store: SQLAlchemy 2 async tables, the ``Journal`` implementation, the outbox.
+"""The durable store: one interface per consumer over one database, two backends.
 
-SQLite (through aiosqlite, WAL mode) is the embedded default; the schema is
-created and upgraded by Alembic migrations (``conversations/migrations``).
+- :mod:`~conversations.store.interfaces`: the protocols (journal, threads, inbox,
+  outbox, leases, stop requests, requests, retention) and the :class:`Store`
+  that hands them out; who takes which is listed there.
+- :mod:`~conversations.store.records`: the plain records every backend returns.
+- :mod:`~conversations.store.leases`: the holder of one process's leases (fencing).
+- :mod:`~conversations.store.sql`: the SQLAlchemy backend (SQLite by default), its
+  tables in :mod:`~conversations.store.schema`, migrated by Alembic.
+- :mod:`~conversations.store.memory`: the in-memory backend, for fast tests.
+- :mod:`~conversations.store.backends`: :func:`open_store` picks one by URL.
 """
 
-from conversations.store.store import (
+from conversations.store.interfaces import (
+    Inbox,
+    LeaseStore,
+    Outbox,
+    Renderer,
+    Requests,
+    Retention,
+    StopRequests,
+    Store,
+    Threads,
+)
+from conversations.store.records import (
     ConversationInfo,
     DueRequest,
+    Lease,
+    LeaseState,
     MessageLink,
+    OutboxRecord,
     Outgoing,
     PendingSend,
+    Pruned,
     RequestMessage,
-    Store,
+    StopRequest,
 )
 
 __all__ = [
     "ConversationInfo",
     "DueRequest",
+    "Inbox",
+    "Lease",
+    "LeaseState",
+    "LeaseStore",
     "MessageLink",
+    "Outbox",
+    "OutboxRecord",
     "Outgoing",
     "PendingSend",
+    "Pruned",
+    "Renderer",
     "RequestMessage",
+    "Requests",
+    "Retention",
+    "StopRequest",
+    "StopRequests",
     "Store",
+    "Threads",
 ]

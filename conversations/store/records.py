@@ -1,12 +1,15 @@
 """Plain records the store hands out, and conversions between rows and core models.
 
-Everything here is pure: no session, no I/O.
+The records are what every backend returns (:mod:`conversations.store.interfaces`);
+the conversions map the SQL backend's rows. Everything here is pure: no session,
+no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from conversations.events import OutboundAction, PlatformRef, outbound_adapter
 from conversations.store.schema import (
@@ -16,17 +19,12 @@ from conversations.store.schema import (
     ToolCallRow,
     utcnow,
 )
-from core.journal import (
-    Change,
-    CommandProcess,
-    PendingRequest,
-    Person,
-    RequestKind,
-    RequestState,
-    ToolCallRecord,
-    ToolState,
-)
+from core.context import random_id
+from core.journal import Change, CommandProcess, ToolCallRecord, ToolState
 from core.lifecycle import Lifecycle, Status, WaitKind
+from core.people import Person
+from core.requests.shapes import PendingRequest, request_adapter
+from core.requests.verdicts import Verdict, verdict_adapter
 
 
 @dataclass(frozen=True)
@@ -146,6 +144,7 @@ def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
             and row.boot_id is not None
             else None
         ),
+        request_id=row.request_id,
     )
 
 
@@ -164,45 +163,57 @@ def tool_row(conversation_id: str, record: ToolCallRecord) -> ToolCallRow:
         process_group=record.process.group if record.process else None,
         process_started=record.process.started if record.process else None,
         boot_id=record.process.boot_id if record.process else None,
+        request_id=record.request_id,
     )
 
 
 def request_of(row: RequestRow) -> PendingRequest:
-    """A pending request row as a core request."""
+    """A pending request row as a core request (rows from before 0006 included)."""
     decided_by = (
         Person(id=row.decided_by_id, name=row.decided_by_name or row.decided_by_id)
         if row.decided_by_id
         else None
     )
-    return PendingRequest(
-        id=row.id,
-        kind=RequestKind(row.kind),
-        state=RequestState(row.state),
-        tool_use_id=row.tool_use_id,
-        plan_version=row.plan_version,
-        prompt=row.prompt,
-        tool_use_ids=tuple((row.tool_use_ids or {}).get("ids", ())),
-        expires_at=as_utc(row.expires_at),
-        remind_at=as_utc(row.remind_at),
-        decision=row.decision,
-        decided_by=decided_by,
+    return request_adapter.validate_python(
+        {
+            "id": row.id,
+            "kind": row.kind,
+            "state": row.state,
+            "tool_use_id": row.tool_use_id,
+            "plan_version": row.plan_version,
+            "prompt": row.prompt,
+            "tool_use_ids": (row.tool_use_ids or {}).get("ids", ()),
+            "expires_at": as_utc(row.expires_at),
+            "remind_at": as_utc(row.remind_at),
+            "verdict": row.verdict,
+            "decision": row.decision,
+            "decided_by": decided_by,
+        }
     )
 
 
 def request_row(conversation_id: str, request: PendingRequest) -> RequestRow:
     """A new core request as a row."""
+    fields = request_adapter.dump_python(request)
+    ids = fields.get("tool_use_ids") or ()
     return RequestRow(
         id=request.id,
         conversation_id=conversation_id,
         kind=request.kind.value,
         state=request.state.value,
-        tool_use_id=request.tool_use_id,
-        plan_version=request.plan_version,
+        tool_use_id=fields.get("tool_use_id"),
+        plan_version=fields.get("plan_version"),
         prompt=request.prompt,
-        tool_use_ids={"ids": list(request.tool_use_ids)} if request.tool_use_ids else None,
+        tool_use_ids={"ids": list(ids)} if ids else None,
         expires_at=request.expires_at,
         remind_at=request.remind_at,
+        verdict=verdict_json(request.verdict),
     )
+
+
+def verdict_json(verdict: Verdict | None) -> dict[str, Any] | None:
+    """A verdict as stored in a JSON column (None stays None)."""
+    return None if verdict is None else verdict_adapter.dump_python(verdict, mode="json")
 
 
 def as_utc(value: datetime | None) -> datetime | None:
@@ -224,3 +235,68 @@ def outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
         action=outbound_adapter.dump_python(out.action, mode="json"),
         state="pending",
     )
+
+
+# --- records of leases, stop requests, retention and the outbox as stored --------------
+
+
+def new_conversation_id() -> str:
+    """A new conversation id: 32 lowercase hex digits."""
+    return random_id()
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A held lease: the conversation, its owner and the epoch it was acquired at."""
+
+    conversation_id: str
+    owner: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """Who holds a conversation's lease (``owner`` None: nobody), at which epoch, until when."""
+
+    owner: str | None
+    epoch: int
+    until: datetime | None
+
+    def live(self, now: datetime) -> bool:
+        """Whether someone holds it and it has not lapsed."""
+        until = as_utc(self.until)
+        return self.owner is not None and until is not None and until > now
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """An open stop request: its id, the conversation, the run's epoch, who asked."""
+
+    id: int
+    conversation_id: str
+    lease_epoch: int
+    by: Person
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """How many rows one prune deleted: outbox rows and deliveries."""
+
+    outbox: int = 0
+    deliveries: int = 0
+
+
+@dataclass(frozen=True)
+class OutboxRecord:
+    """An outbox row as stored, whatever its state (``pending``, ``sent``, ``failed``,
+    ``dropped``): for operators and tests; the deliverer reads :class:`PendingSend`."""
+
+    id: int
+    conversation_id: str
+    purpose: str
+    action: OutboundAction
+    state: str
+    request_id: str | None = None
+    platform_message_id: str | None = None
+    attempts: int = 0
+    last_error: str | None = None

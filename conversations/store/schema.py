@@ -6,7 +6,7 @@ chat models (``model_dump(mode="json")``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -23,10 +23,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from core.context import now
+
 
 def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
+    """The current time, timezone-aware UTC (:func:`core.context.now`)."""
+    return now()
 
 
 class Base(DeclarativeBase):
@@ -116,6 +118,8 @@ class ToolCallRow(Base):
     process_group: Mapped[int | None] = mapped_column(Integer)
     process_started: Mapped[int | None] = mapped_column(BigInteger)
     boot_id: Mapped[str | None] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    """The request a control call opened (``propose_plan``, ``ask_user``), if any."""
 
 
 class StopRequestRow(Base):
@@ -160,6 +164,9 @@ class RequestRow(Base):
     remind_at: Mapped[datetime | None]
     reminded_at: Mapped[datetime | None]
     decision: Mapped[str | None] = mapped_column(String(32))
+    """The decision as text, in rows decided before 0006 (``core.legacy`` reads it)."""
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    """The verdict (``core.requests.verdicts``, as JSON) of a request decided since 0006."""
     decided_by_id: Mapped[str | None] = mapped_column(String(128))
     decided_by_name: Mapped[str | None] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.journal import CommandProcess
-from core.model import ToolSpec
+from core.models.base import ToolSpec
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ToolError
-from core.model import ToolSpec
+from core.models.base import ToolSpec
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.processes import describe, group_alive, signal_group
 from core.tools.workspace import optional_arg, required_arg

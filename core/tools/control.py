@@ -2,8 +2,9 @@
 
 ``propose_plan`` and ``ask_user`` end the run until a person answers;
 ``finish`` delivers the answer; ``report_progress`` posts a progress note. The
-engine handles their effects; ``run`` only validates the input and shapes the
-result, so the tools fit the same :class:`core.tools.base.Tool` protocol.
+engine does what they mean (:mod:`core.run.control`, :mod:`core.requests`); ``run``
+only validates the input and shapes the result, so the tools fit the same
+:class:`core.tools.base.Tool` protocol.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import ToolError
-from core.model import ToolSpec
+from core.models.base import ToolSpec
 from core.tools.base import ToolContext, ToolOutput
 
 PROPOSE_PLAN = "propose_plan"

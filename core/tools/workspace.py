@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from core.errors import ToolError
-from core.model import ToolSpec
+from core.models.base import ToolSpec
 from core.tools.base import ToolContext, ToolOutput
 
 T = TypeVar("T", str, int, float)

@@ -1,0 +1,83 @@
+"""Answering a Discord interaction in time, before the hub sees it.
+
+Discord wants a first answer to every interaction within 3 s, or the person sees
+"This interaction failed"
+(https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction).
+The runner answers with a deferral at once (:func:`defer`): a button gets
+DEFERRED_UPDATE_MESSAGE (type 6: nothing changes on screen), a command
+DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (type 5) as an ephemeral "thinking...". Once
+the hub has the command, that placeholder is deleted (:func:`close_deferred`): the
+bot answers in the thread instead
+(https://discord.com/developers/docs/interactions/receiving-and-responding#delete-original-interaction-response).
+Neither raises: a failure is logged or ignored, since the event goes to the hub
+either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import discord
+import discord.http
+
+from adapters.discord.payload import snowflake, token
+from adapters.discord.rest import REST_FAILURES
+from adapters.discord.types import Interaction
+
+log = logging.getLogger(__name__)
+
+MESSAGE_COMPONENT = 3
+"""Interaction type of a button press (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-interaction-type)."""
+
+_DEFERRED_MESSAGE = 5
+_DEFERRED_UPDATE = 6
+"""Interaction callback types (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type)."""
+_EPHEMERAL = 1 << 6
+"""Message flag EPHEMERAL: only the person who ran the command sees the deferral."""
+
+
+async def defer(client: discord.Client, d: Interaction) -> None:
+    """Answer the interaction ``d`` at once: ``POST /interactions/{id}/{token}/callback``.
+
+    Logs, and sends nothing, when ``d`` has no valid id (a snowflake) or token.
+    """
+    interaction, secret = snowflake(d.get("id")), token(d.get("token"))
+    if interaction is None or secret is None:
+        log.warning("could not answer an interaction without a valid id and token")
+        return
+    body: dict[str, Any] = (
+        {"type": _DEFERRED_UPDATE}
+        if d.get("type") == MESSAGE_COMPONENT
+        else {"type": _DEFERRED_MESSAGE, "data": {"flags": _EPHEMERAL}}
+    )
+    route = discord.http.Route(
+        "POST",
+        "/interactions/{interaction_id}/{interaction_token}/callback",
+        interaction_id=interaction,
+        interaction_token=secret,
+    )
+    try:
+        await client.http.request(route, json=body)
+    except REST_FAILURES as exc:
+        log.warning("could not answer the interaction %s: %s", interaction, exc)
+
+
+async def close_deferred(client: discord.Client, d: Interaction) -> None:
+    """Delete a command's deferred "thinking..." answer: the hub answers in the thread.
+
+    ``DELETE /webhooks/{application_id}/{token}/messages/@original``; nothing when
+    ``d`` has no valid token or application id, and a failure is ignored.
+    """
+    secret, application = token(d.get("token")), snowflake(d.get("application_id"))
+    if secret is None or application is None:
+        return
+    route = discord.http.Route(
+        "DELETE",
+        "/webhooks/{webhook_id}/{webhook_token}/messages/@original",
+        webhook_id=application,
+        webhook_token=secret,
+    )
+    with contextlib.suppress(*REST_FAILURES):
+        await client.http.request(route)

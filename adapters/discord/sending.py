@@ -1,0 +1,127 @@
+"""The Discord sender: a neutral action in, REST calls sent, the new message's id out.
+
+:meth:`DiscordSender.send` renders the action (:mod:`adapters.discord.outbound`) and
+sends the calls through discord.py's HTTP client (:mod:`adapters.discord.rest`), so
+its rate-limit buckets apply (it sleeps on a 429 and retries). Every posted message
+carries a ``nonce`` derived from the outbox key with ``enforce_nonce``: Discord
+returns the first message for a second post with the same nonce within a few
+minutes (https://discord.com/developers/docs/resources/message#create-message), so
+a redelivery (``maybe_sent``) posts nothing twice. A post to an archived thread
+(error code 50083) unarchives it and tries once more. A long answer that asks for
+nothing goes up as a file (:mod:`adapters.limits`).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any, cast
+
+import discord
+
+from adapters.discord.outbound import RestCall, render, seed_reactions
+from adapters.discord.rest import REST_FAILURES, UNREACHABLE, channel_of, request
+from adapters.discord.types import Message
+from adapters.limits import answer_file_name, file_summary
+from conversations.errors import DeliveryError
+from conversations.events import AddReaction, OutboundAction, PostReply
+
+log = logging.getLogger(__name__)
+
+THREAD_ARCHIVED = 50083
+"""Error code: the thread is archived (https://discord.com/developers/docs/topics/opcodes-and-status-codes#json)."""
+
+
+class DiscordSender:
+    """Sends neutral actions through ``client`` (logged in by the adapter).
+
+    ``file_threshold``: characters past which a reply with no buttons or reactions
+    (an answer) is attached as a file.
+    """
+
+    def __init__(self, *, client: discord.Client, file_threshold: int) -> None:
+        self._client = client
+        self._file_threshold = file_threshold
+
+    async def send(
+        self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
+    ) -> str | None:
+        """Perform ``action``; the id of the (last) new message for a post, else None.
+
+        ``maybe_sent`` needs nothing more: every message goes with a nonce derived
+        from ``idempotency_key`` and ``enforce_nonce``, and Discord returns the
+        message already posted with that nonce instead of posting it again. Raises
+        :class:`DeliveryError` (``permanent`` for a 4xx other than 429, and for any
+        failed reaction) when Discord refused or could not be reached.
+        """
+        try:
+            if isinstance(action, PostReply):
+                return await self._post(action, idempotency_key)
+            for call in render(action, nonce=idempotency_key):
+                await self._call(call)
+            return None
+        except discord.HTTPException as exc:
+            raise _delivery_error(exc, action) from exc
+        except UNREACHABLE as exc:
+            raise DeliveryError(f"Discord could not be reached for {action.kind}: {exc!r}") from exc
+
+    async def _post(self, action: PostReply, key: str) -> str | None:
+        """Post the reply's messages (or its file); the last one's id, from Create Message's
+        answer (a :class:`~adapters.discord.types.Message`)."""
+        if self._as_file(action):
+            call, file = self._file_call(action, key), _answer_file(key, action)
+            message = cast(Message, await self._call(call, file=file))
+            return str(message.get("id")) if message else None
+        last = cast(Message, {})
+        for call in render(action, nonce=key):
+            last = cast(Message, await self._call(call))
+        message_id = str(last.get("id") or "") or None
+        if message_id is not None and action.reactions:
+            channel = str(last.get("channel_id") or "")
+            await self._seed(action, channel, message_id)
+        return message_id
+
+    def _as_file(self, action: PostReply) -> bool:
+        """A long reply that asks for nothing goes up as a file."""
+        plain = not (action.buttons or action.reactions)
+        return plain and len(action.text) > self._file_threshold
+
+    def _file_call(self, action: PostReply, key: str) -> RestCall:
+        """The first message of the reply, cut to its first line, to carry the file."""
+        summary = action.model_copy(update={"text": file_summary(action.text)})
+        [call] = render(summary, nonce=key)[:1]
+        return call
+
+    async def _seed(self, action: PostReply, channel: str, message_id: str) -> None:
+        """Add the bot's reactions to its new message; a failure is only logged."""
+        for call in seed_reactions(action, channel, message_id):
+            try:
+                await self._call(call)
+            except REST_FAILURES as exc:
+                log.warning("could not react on %s: %s", message_id, exc)
+
+    async def _call(self, call: RestCall, *, file: discord.File | None = None) -> dict[str, Any]:
+        """Send one call; a post to an archived thread unarchives it and tries once more."""
+        try:
+            return await request(self._client, call, file)
+        except discord.HTTPException as exc:
+            channel = channel_of(call)
+            if exc.code != THREAD_ARCHIVED or channel is None:
+                raise
+        log.info("thread %s is archived: unarchiving it to post", channel)
+        unarchive = RestCall("PATCH", f"/channels/{channel}", {"archived": False})
+        await request(self._client, unarchive)
+        return await request(self._client, call, file)
+
+
+def _answer_file(key: str, action: PostReply) -> discord.File:
+    return discord.File(io.BytesIO(action.text.encode()), filename=answer_file_name(key))
+
+
+def _delivery_error(exc: discord.HTTPException, action: OutboundAction) -> DeliveryError:
+    status = exc.status
+    permanent = (400 <= status < 500 and status != 429) or isinstance(action, AddReaction)
+    return DeliveryError(
+        f"Discord refused {action.kind}: {status} (code {exc.code}) {exc.text}",
+        permanent=permanent,
+    )

@@ -1,0 +1,242 @@
+"""The Slack sender: a neutral action in, Web API calls made, the new message's ts out.
+
+:meth:`SlackSender.send` renders the action into Web API calls
+(:mod:`adapters.slack.outbound`) and makes them through the clients of
+:mod:`adapters.slack.web`. No call that changes something goes through slack-sdk's
+rate-limit retry handler: a 429 becomes :class:`conversations.errors.RateLimited`
+with the ``Retry-After`` seconds at once
+(https://docs.slack.dev/apis/web-api/rate-limits). The deliverer owns those waits,
+per conversation: a conversation waiting out a rate limit gives its worker slot to
+others, the wait is visible and interruptible (a shutdown), and status edits
+refused meanwhile are merged into one later edit. Sleeping inside ``send`` instead
+would hide the wait, hold a worker, and give up after its retries as if it were a
+failure.
+
+A message that may have been posted already (before a crash, or by an attempt
+that failed part-way or lost Slack's answer) is looked up by its outbox key in the
+thread's ``metadata`` (a file by its name), and only its missing parts are posted.
+A dropped connection or a timeout is a transient :class:`DeliveryError`; the bot's
+reactions are seeded after the post, and a failure to seed one is logged, never a
+reason to post the message again. A long answer that asks for nothing goes up as a
+file (:mod:`adapters.limits`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from slack_sdk.errors import SlackApiError
+
+from adapters.fields import mapping, mappings, text
+from adapters.limits import answer_file_name, file_summary
+from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
+from adapters.slack.types import ConversationsReplies, PostMessageAnswer
+from adapters.slack.web import UNREACHABLE, WebClients
+from conversations.errors import DeliveryError, RateLimited
+from conversations.events import AddReaction, OutboundAction, PostReply
+
+log = logging.getLogger(__name__)
+
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        "invalid_auth",
+        "account_inactive",
+        "msg_too_long",
+        "no_text",
+        "message_not_found",
+        "cant_update_message",
+        "missing_scope",
+        "invalid_blocks",
+    }
+)
+"""Slack error codes a retry cannot fix: the delivery fails for good (the codes of
+https://docs.slack.dev/reference/methods/chat.postMessage#errors and its siblings)."""
+
+_REPLIES_LIMIT = 200
+"""Messages of a thread read when looking for a half-sent post."""
+
+
+class SlackSender:
+    """Sends neutral actions through ``clients``.
+
+    ``file_threshold``: characters past which a reply with no buttons, reactions or
+    ephemeral recipient (an answer) is uploaded as a file instead.
+    """
+
+    def __init__(self, *, clients: WebClients, file_threshold: int) -> None:
+        self._clients = clients
+        self._file_threshold = file_threshold
+        self._unsure: set[str] = set()
+        """Keys of posts that failed after a part went out, or with no answer: looked up
+        before they are posted again."""
+
+    async def send(
+        self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
+    ) -> str | None:
+        """Perform ``action``; the ts of the (last) new message for a post, else None.
+
+        Raises :class:`RateLimited` (with ``Retry-After``) for any call refused with
+        429, at once, and :class:`DeliveryError` (``permanent`` for errors that a
+        retry cannot fix) when Slack refused or could not be reached (a dropped
+        connection, a timeout: transient).
+        """
+        try:
+            if isinstance(action, PostReply):
+                return await self._post(action, idempotency_key, maybe_sent)
+            for call in render(action, idempotency_key=idempotency_key):
+                await self._call(call, ignore=("already_reacted",))
+            return None
+        except SlackApiError as exc:
+            raise _delivery_error(exc, action) from exc
+        except UNREACHABLE as exc:
+            raise DeliveryError(f"Slack could not be reached for {action.kind}: {exc!r}") from exc
+
+    async def _post(self, action: PostReply, key: str, maybe_sent: bool) -> str | None:
+        """Post ``action`` (its parts, or a file), each part once, then seed its reactions.
+
+        A post that failed after a part went out, or whose fate is unknown (no
+        answer, a 5xx), is looked up like a ``maybe_sent`` one when it is tried
+        again, so no part is posted twice and none is left out.
+        """
+        if action.ephemeral_to:  # nothing to find it by later, and no reactions
+            ts: str | None = None
+            for call in render(action, idempotency_key=key):
+                answer = cast(PostMessageAnswer, await self._call(call))
+                ts = str(answer.get("message_ts") or answer.get("ts") or "") or ts
+            return ts
+        posted: dict[int, str] = {}
+        if maybe_sent or key in self._unsure:
+            posted = await self._already_posted(action, key)
+        sent_any = False
+        ts = None
+        try:
+            if self._as_file(action):
+                if not posted:
+                    sent_any = True  # an upload that failed late may be shared all the same
+                    await self._upload(action, key)
+                self._unsure.discard(key)
+                return None
+            for part, call in enumerate(render(action, idempotency_key=key)):
+                if part in posted:
+                    ts = posted[part]
+                    continue
+                answer = cast(PostMessageAnswer, await self._call(call))
+                sent_any = True
+                ts = str(answer.get("ts") or "") or ts
+        except SlackApiError as exc:
+            if sent_any or posted or exc.response.status_code >= 500:
+                self._unsure.add(key)
+            raise
+        except UNREACHABLE:
+            self._unsure.add(key)
+            raise
+        self._unsure.discard(key)
+        if ts:
+            await self._seed_reactions(action, ts)
+        return ts
+
+    def _as_file(self, action: PostReply) -> bool:
+        """Whether ``action`` goes up as a file: a long reply that asks for nothing.
+
+        A message with buttons or seeded reactions (a plan, a tool approval) is
+        posted as messages whatever its length: a file would drop its buttons, and
+        a reaction could not find it.
+        """
+        plain = not (action.buttons or action.reactions or action.ephemeral_to)
+        return plain and len(action.text) > self._file_threshold
+
+    async def _seed_reactions(self, action: PostReply, ts: str) -> None:
+        """Add the bot's reactions to its new message ``ts``; a failure is only logged.
+
+        The message is posted: raising here would post it again on the retry, and
+        people can react (or press the buttons) without the seeds.
+        """
+        for call in seed_reactions(action, action.ref.channel, ts):
+            try:
+                await self._call(call, ignore=("already_reacted",))
+            except UNREACHABLE as exc:  # SlackApiError included
+                log.warning("could not add :%s: to %s: %s", call.args.get("name"), ts, exc)
+
+    async def _upload(self, action: PostReply, key: str) -> None:
+        """Upload the text as a file in the thread, named after ``key`` to find it again."""
+        await self._clients.post_client.files_upload_v2(
+            channel=action.ref.channel,
+            thread_ts=action.ref.thread,
+            content=action.text,
+            filename=answer_file_name(key),
+            title="threadbot answer",
+            initial_comment=escape(file_summary(action.text)),
+        )
+
+    async def _already_posted(self, action: PostReply, key: str) -> dict[int, str]:
+        """``{part: ts}`` of the parts of ``key`` already in the thread (a file: part 0).
+
+        Parts are found by ``metadata.event_payload`` (``key`` and ``part``), a file
+        by its name. When Slack will not tell (say the thread is gone), nothing is
+        found: a message posted twice is better than one never posted.
+        """
+        if action.ref.thread is None:
+            return {}
+        try:
+            response = await self._clients.client.conversations_replies(
+                channel=action.ref.channel,
+                ts=action.ref.thread,
+                include_all_metadata=True,
+                limit=_REPLIES_LIMIT,
+            )
+        except SlackApiError as exc:
+            log.warning("could not look for %s in thread %s: %s", key, action.ref.thread, exc)
+            return {}
+        replies = cast(ConversationsReplies, response.data)
+        found: dict[int, str] = {}
+        for message in replies.get("messages") or []:
+            payload = mapping(mapping(message.get("metadata")).get("event_payload"))
+            names = (text(f.get("name")) for f in mappings(message.get("files")))
+            if payload.get("key") == key:
+                found[_part(payload.get("part"))] = str(message["ts"])
+            elif answer_file_name(key) in names:
+                found[0] = str(message["ts"])
+        return found
+
+    async def _call(self, call: ApiCall, ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Make one change (a post through ``post_client``, else ``edit_client``).
+
+        Errors named in ``ignore`` answer ``{}``; others raise ``SlackApiError``.
+        """
+        posting = call.method in ("chat.postMessage", "chat.postEphemeral")
+        client = self._clients.post_client if posting else self._clients.edit_client
+        try:
+            response = await client.api_call(call.method, json=call.args)
+        except SlackApiError as exc:
+            if exc.response.get("error") in ignore:
+                return {}
+            raise
+        return dict(response.data) if isinstance(response.data, dict) else {}
+
+
+def _part(value: object) -> int:
+    """The part number in a message's metadata; 0 when it is not a whole number."""
+    digits = str(value)
+    return int(digits) if digits.isdigit() else 0
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    """Seconds from the ``Retry-After`` header (whole seconds at Slack), 1 if unreadable."""
+    try:
+        return max(float(exc.response.headers.get("Retry-After") or 1), 0.0)
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _delivery_error(exc: SlackApiError, action: OutboundAction) -> DeliveryError:
+    status = exc.response.status_code
+    error = str(exc.response.get("error") or exc)
+    if status == 429:
+        retry_after = _retry_after(exc)
+        return RateLimited(f"Slack rate-limited {action.kind}: {error}", retry_after=retry_after)
+    permanent = error in PERMANENT_ERRORS or isinstance(action, AddReaction)
+    return DeliveryError(f"Slack refused {action.kind}: {error}", permanent=permanent)

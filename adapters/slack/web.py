@@ -1,0 +1,57 @@
+"""The Slack adapter's Web API clients: three, each with the retries its calls can bear.
+
+slack-sdk's ``AsyncWebClient`` retries what its retry handlers say. The calls the
+adapter makes differ in what a retry costs:
+
+- :attr:`WebClients.client` (bolt's, and the look-ups: ``auth.test``,
+  ``bots.info``, ``conversations.replies``, ``usergroups.users.list``) waits out a
+  429 itself, up to three times (``AsyncRateLimitErrorRetryHandler``): nothing
+  changes by asking again.
+- :attr:`WebClients.edit_client` (edits and reactions) keeps slack-sdk's default
+  retry of a dropped connection, since doing them twice changes nothing, and
+  raises a 429 at once: the deliverer owns rate-limit waits, per conversation
+  (https://docs.slack.dev/apis/web-api/rate-limits).
+- :attr:`WebClients.post_client` (posts and file uploads) retries nothing: a
+  connection reset after Slack took a post would post it twice. A lost answer is
+  left to the look-up by outbox key and the deliverer's retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiohttp
+from slack_sdk.errors import SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, SlackClientError)
+"""What slack-sdk raises when Slack did not answer (catch ``SlackApiError``, a refusal,
+before it: it is a ``SlackClientError`` too)."""
+
+_RATE_LIMIT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class WebClients:
+    """The three clients of one bot token (see the module docstring for which does what)."""
+
+    client: AsyncWebClient
+    edit_client: AsyncWebClient
+    post_client: AsyncWebClient
+
+    @classmethod
+    def for_token(cls, token: str, *, base_url: str | None = None) -> WebClients:
+        """Clients for the bot ``token``; ``base_url`` replaces the Web API base (ends in ``/``)."""
+        base = base_url or AsyncWebClient.BASE_URL
+        return cls(
+            client=AsyncWebClient(
+                token=token,
+                base_url=base,
+                retry_handlers=[
+                    AsyncRateLimitErrorRetryHandler(max_retry_count=_RATE_LIMIT_RETRIES)
+                ],
+            ),
+            edit_client=AsyncWebClient(token=token, base_url=base),
+            post_client=AsyncWebClient(token=token, base_url=base, retry_handlers=[]),
+        )

@@ -1,0 +1,131 @@
+"""Button actions: what a button does, as a tagged union, and the value it carries.
+
+A button's value is the serialised action, never a string to split (STYLE.md). The
+actions are small frozen models joined by ``kind``:
+
+- :class:`Approve` / :class:`Reject`: decide a request (a plan, a go-on or retry
+  question), or one call of a tool approval (``call``, numbered from 1). Without
+  ``request`` they decide the request the pressed message was posted for, as a
+  reaction on it does.
+- :class:`Stop`: stop a conversation (the list ``/stop`` answers with).
+
+:func:`encode` writes ``tb1:`` and the action's JSON with one-letter keys, at most
+:data:`MAX_CHARS` characters: Discord's limit for a component's ``custom_id``
+(https://discord.com/developers/docs/components/reference, "Button": ``custom_id``
+is 1 to 100 characters); Slack allows more (``action_id`` 255, ``value`` 2,000:
+https://docs.slack.dev/reference/block-kit/block-elements/button-element). Ids of
+up to 64 characters (letters, digits, ``_.:-``) fit: the store's request and conversation
+ids are at most that.
+For example::
+
+    tb1:{"k":"approve","r":"8f2c1d9e0a7b"}
+    tb1:{"k":"reject","r":"8f2c1d9e0a7b","n":2}
+    tb1:{"k":"stop","c":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
+
+:func:`decode` is the one reader of a pressed button's value. ``tb1:`` is the
+version: a later encoding takes the next prefix and this reader stays. Buttons
+posted before the encoding existed keep working: ``approve:<request>``,
+``reject:<request>``, ``allow:<request>:<call>``, ``deny:<request>:<call>``,
+``stop:<conversation>`` and ``threadbot:approve:plan:<version>`` (or ``reject``:
+the plan on the pressed message) decode to the same actions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+PREFIX = "tb1:"
+"""The version of the encoding :func:`encode` writes."""
+MAX_CHARS = 100
+"""The longest value a button may carry: Discord's ``custom_id`` limit."""
+MAX_ID = 64
+"""The longest request or conversation id an action holds (so that it fits)."""
+ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
+"""The characters of an id an action holds: none that JSON would escape (so that it fits)."""
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+
+class Approve(_Action):
+    """Yes to ``request`` (None: the request of the pressed message), or to its ``call``."""
+
+    kind: Literal["approve"] = Field("approve", alias="k")
+    request: str | None = Field(None, alias="r", max_length=MAX_ID, pattern=ID_PATTERN)
+    call: int | None = Field(None, alias="n", ge=0, le=999)
+
+
+class Reject(_Action):
+    """No to ``request`` (None: the request of the pressed message), or to its ``call``."""
+
+    kind: Literal["reject"] = Field("reject", alias="k")
+    request: str | None = Field(None, alias="r", max_length=MAX_ID, pattern=ID_PATTERN)
+    call: int | None = Field(None, alias="n", ge=0, le=999)
+
+
+class Stop(_Action):
+    """Stop ``conversation``."""
+
+    kind: Literal["stop"] = Field("stop", alias="k")
+    conversation: str = Field(alias="c", max_length=MAX_ID, pattern=ID_PATTERN)
+
+
+ButtonAction = Annotated[Approve | Reject | Stop, Field(discriminator="kind")]
+"""What a button does."""
+_actions: TypeAdapter[ButtonAction] = TypeAdapter(ButtonAction)
+
+
+def encode(action: ButtonAction) -> str:
+    """The value a button carries for ``action``: ``tb1:`` and its compact JSON.
+
+    At most :data:`MAX_CHARS` characters for any valid action; raises
+    ``ValueError`` otherwise (a guard: the models' limits keep it from happening).
+    """
+    value = PREFIX + _actions.dump_json(action, by_alias=True, exclude_none=True).decode()
+    if len(value) > MAX_CHARS:
+        raise ValueError(f"a button value is at most {MAX_CHARS} characters, got {value!r}")
+    return value
+
+
+def decode(value: str) -> ButtonAction | None:
+    """The action a pressed button's ``value`` carries, in any form ever posted; None
+    for a value no threadbot wrote (or another version's)."""
+    if value.startswith(PREFIX):
+        try:
+            return _actions.validate_json(value[len(PREFIX) :])
+        except ValidationError:
+            return None
+    try:
+        return _legacy(value)
+    except ValidationError:
+        return None
+
+
+def _legacy(value: str) -> ButtonAction | None:
+    """Values posted before :data:`PREFIX`: ``verb:target`` (see the module docstring)."""
+    verb, _, target = value.partition(":")
+    match verb:
+        case "approve" | "reject" if target:
+            return _decision(verb == "approve", request=target)
+        case "allow" | "deny":
+            request, _, number = target.rpartition(":")
+            if not request:
+                return None
+            call = int(number) if number.isdigit() else None
+            return _decision(verb == "allow", request=request, call=call)
+        case "stop" if target:
+            return Stop(conversation=target)
+        case "threadbot":
+            choice, _, about = target.partition(":")
+            if choice in ("approve", "reject") and about.partition(":")[0] == "plan":
+                return _decision(choice == "approve")
+    return None
+
+
+def _decision(
+    approve: bool, *, request: str | None = None, call: int | None = None
+) -> ButtonAction:
+    return Approve(request=request, call=call) if approve else Reject(request=request, call=call)

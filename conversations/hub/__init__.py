@@ -1,0 +1,185 @@
+"""The hub: chat events in, engine inputs out; engine run events become outbox rows.
+
+Each inbound event goes through a short chain of steps, assembled in one place
+(:meth:`Hub._chain`; the steps and what they pass on: :mod:`conversations.hub._chain`):
+
+1. **bind**: what the event is about (its conversation, the request it decides);
+2. **dedupe**: the delivery key is recorded in the store; a duplicate stops here
+   (a mention creates its conversation in the same write);
+3. **authorise**: people who may not decide or stop are told so, nothing changes;
+4. **route**: the engine gets an input through the conversation's queue (start,
+   reply, decision taken at once by compare-and-set, or stop, which jumps the queue).
+
+The hub takes the store's interfaces (:mod:`conversations.store.interfaces`), never a
+backend; platform-specific help texts come from the adapters (:meth:`Hub.add_texts`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from conversations.events import InboundEvent, MessagePosted, PostReply, inbound_adapter
+from conversations.hub import _chain
+from conversations.hub._authorise import Authorise
+from conversations.hub._bind import Bind
+from conversations.hub._chain import Answer, Inbound, Step
+from conversations.hub._dedupe import Dedupe
+from conversations.hub._route import Route
+from conversations.hub._runs import Runs
+from conversations.hub._settings import (
+    DEFAULT_APPROVE,
+    DEFAULT_REJECT,
+    DEFAULT_STOP,
+    HubSettings,
+)
+from conversations.membership import Membership
+from conversations.outbox import Deliverer
+from conversations.stopping import Stopper
+from conversations.store import ConversationInfo, Outgoing, Store
+from conversations.store.leases import Leases
+from conversations.texts import PlatformTexts
+from core.run.engine import Engine
+
+__all__ = ["DEFAULT_APPROVE", "DEFAULT_REJECT", "DEFAULT_STOP", "Hub", "HubSettings"]
+
+log = logging.getLogger(__name__)
+
+
+class Hub:
+    """Routes inbound events to the engine; one instance serves every adapter."""
+
+    def __init__(
+        self, *, store: Store, engine: Engine, deliverer: Deliverer, settings: HubSettings
+    ) -> None:
+        self._store = store
+        self._engine = engine
+        self._deliverer = deliverer
+        self._settings = settings
+        self._texts: dict[str, PlatformTexts] = {}
+        self.leases = Leases(store=store.leases, owner=settings.instance, ttl=settings.lease_ttl)
+        """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
+        self._runs = Runs(engine=engine, leases=self.leases)
+        self.stopper = Stopper(
+            threads=store.threads,
+            stops=store.stops,
+            engine=engine,
+            queue=self._runs.queue,
+            leases=self.leases,
+            notice=self._notice,
+        )
+        """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
+        self._steps = self._chain()
+
+    def _chain(self) -> list[Step]:
+        """The steps every inbound event goes through, in order."""
+        store, settings = self._store, self._settings
+        return [
+            Bind(
+                threads=store.threads,
+                requests=store.requests,
+                settings=settings,
+                texts=self.texts,
+                pass_over=self._deliverer.pass_over,
+            ),
+            Dedupe(
+                inbox=store.inbox,
+                threads=store.threads,
+                workspace_root=settings.workspace_root,
+                position=self._engine.workflow.start,
+            ),
+            Authorise(access=settings.access),
+            Route(
+                engine=self._engine,
+                runs=self._runs,
+                stopper=self.stopper,
+                threads=store.threads,
+                access=settings.access,
+                stop_command=settings.stop_command,
+                notice=self._notice,
+                send_now=self._deliverer.send_now,
+            ),
+        ]
+
+    async def handle(self, event: InboundEvent) -> None:
+        """Take one inbound event; returns once recorded and queued, not when its run ends.
+
+        Adapters decide whether other bots' messages reach the hub (``allow_bots``).
+        """
+        await _chain.run(self._steps, Inbound(event))
+
+    def working(self) -> int:
+        """How many conversations have a run going or queued in this process."""
+        return self._runs.queue.busy_count()
+
+    def add_membership(self, membership: Membership) -> None:
+        """Ask ``membership`` whether a person is in a group approver of its platform."""
+        self._settings.access.add_membership(membership)
+
+    def add_texts(self, texts: PlatformTexts) -> None:
+        """Say ``texts`` on ``texts.platform`` (an adapter's own help texts)."""
+        self._texts[texts.platform] = texts
+
+    def texts(self, platform: str) -> PlatformTexts:
+        """The help texts of ``platform``: its adapter's, else the defaults."""
+        return self._texts.get(platform) or PlatformTexts(platform=platform)
+
+    async def settled(self) -> None:
+        """Return when every run has ended or waits for a person and the outbox is empty."""
+        queue = self._runs.queue
+        while True:
+            await queue.idle()
+            await self._deliverer.drain()
+            if not queue.busy_any():
+                return
+
+    async def resume_running(self) -> list[str]:
+        """Queue a run for every conversation left ``running`` (after a crash or redeploy)."""
+        running = await self._store.threads.running()
+        for conversation_id in running:
+            self._runs.run(conversation_id)
+        return running
+
+    async def resume_unhandled(self) -> int:
+        """Queue again the messages a crash left unjournaled; returns how many."""
+        unhandled = await self._store.inbox.unhandled()
+        for _key, conversation_id, data in unhandled:
+            event = inbound_adapter.validate_python(data)
+            if not isinstance(event, MessagePosted):
+                continue
+            conversation = await self._store.threads.find(conversation_id)
+            if conversation is None:
+                continue
+            if event.ref.thread is None:  # the mention that opened the conversation
+                self._runs.start(conversation_id, event)
+            else:
+                await self._resume_reply(conversation, event)
+        return len(unhandled)
+
+    async def _resume_reply(self, conversation: ConversationInfo, event: MessagePosted) -> None:
+        """A reply journaled by no run yet: authorised and routed as when it came in."""
+        inbound = Inbound(event, Answer(conversation, event), conversation)
+        await _chain.run(self._steps[2:], inbound)  # past bind and dedupe: it was recorded
+
+    async def expire(self, conversation_id: str, request_id: str) -> None:
+        """Expire a request through the conversation's queue (the sweeper calls this)."""
+        self._runs.expire(conversation_id, request_id)
+
+    async def close(self) -> None:
+        """Cancel running work (a later start resumes it from the store)."""
+        await self._runs.queue.close()
+
+    async def shutdown(self) -> None:
+        """Stop taking work: runs end at their next commit, or are cut after the grace.
+
+        Events still arriving are recorded (the inbox keeps them) but start
+        nothing; each run finishes the step it is in and ends there, leaving its
+        conversation ``running`` for the next start. After ``shutdown_grace``
+        seconds the runs still going are cancelled: a running command is killed
+        and recorded ``interrupted``. Leases are released as each job ends.
+        """
+        await self._runs.shutdown(self._settings.shutdown_grace)
+
+    async def _notice(self, conversation: ConversationInfo, text: str) -> None:
+        await self._store.outbox.enqueue(
+            conversation.id, [Outgoing(PostReply(ref=conversation.binding, text=text))]
+        )

@@ -1,0 +1,47 @@
+"""The authorise step: who may stop and decide (:class:`conversations.access.AccessPolicy`).
+
+A stop or a decision by someone who may not becomes a refusal in the thread, and
+nothing changes. A message in a thread is never refused: whether its author may
+decide goes with it (``may_continue``: a requester's or approver's reply to a
+retry or go-on question is an answer, a bystander's is not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from conversations.access import AccessPolicy
+from conversations.events import Author
+from conversations.hub._chain import Answer, Decide, Inbound, Next, Notice, StopRun
+from conversations.render import refusal
+from conversations.store import ConversationInfo
+
+
+class Authorise:
+    """Checks the person behind a stop, a decision or a reply against ``access``."""
+
+    def __init__(self, *, access: AccessPolicy) -> None:
+        self._access = access
+
+    async def __call__(self, inbound: Inbound, next: Next) -> None:
+        """Refuse (as a :class:`Notice`) what the person may not do; then go on."""
+        intent = inbound.intent
+        match intent:
+            case StopRun(conversation=conversation, who=who):
+                if not await self._access.may_stop(
+                    who, conversation.requester, conversation.binding
+                ):
+                    inbound.intent = Notice(conversation, refusal("stop", who.name))
+            case Decide(conversation=conversation, who=who):
+                if not await self.may_decide(who, conversation):
+                    inbound.intent = Notice(conversation, refusal("decide", who.name))
+            case Answer(conversation=conversation, event=event):
+                may = await self.may_decide(event.author, conversation)
+                inbound.intent = dataclasses.replace(intent, may_continue=may)
+            case _:
+                pass
+        await next()
+
+    async def may_decide(self, who: Author, conversation: ConversationInfo) -> bool:
+        """Whether ``who`` may decide the conversation's requests (the requester or an approver)."""
+        return await self._access.may_decide(who, conversation.requester, conversation.binding)

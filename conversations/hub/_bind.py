@@ -1,0 +1,215 @@
+"""The bind step: what an inbound event is about, read from the store without writing.
+
+A message is about the conversation bound to its thread (or, a mention, opens
+one); a reaction and the ``decide`` command about the request of the bot message
+they name; a button about what its action names (:func:`conversations.actions.decode`);
+``/stop`` about its thread's conversation, or the channel's. Events about nothing
+this bot knows stop here, their deliveries unrecorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import assert_never
+
+from conversations.actions import Approve, Reject, Stop, decode
+from conversations.events import (
+    Author,
+    ButtonPressed,
+    CommandInvoked,
+    MessagePosted,
+    PlatformRef,
+    ReactionChanged,
+)
+from conversations.hub._chain import (
+    Answer,
+    Decide,
+    Ignore,
+    Inbound,
+    Intent,
+    Next,
+    Notice,
+    Open,
+    Respond,
+    StopInChannel,
+    StopRun,
+)
+from conversations.hub._settings import HubSettings
+from conversations.store import ConversationInfo, MessageLink, Requests, Threads
+from conversations.texts import PlatformTexts
+from core.requests.shapes import RequestState
+
+log = logging.getLogger("conversations.hub")
+
+PassOver = Callable[..., Awaitable[None]]
+"""``pass_over(platform=..., channel=...)``: returns once the deliverer has stored the id
+of every message it sent in the channel (:meth:`conversations.outbox.Deliverer.pass_over`)."""
+
+
+class Bind:
+    """Finds the conversation, request and intent of each event (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        threads: Threads,
+        requests: Requests,
+        settings: HubSettings,
+        texts: Callable[[str], PlatformTexts],
+        pass_over: PassOver,
+    ) -> None:
+        self._threads = threads
+        self._requests = requests
+        self._settings = settings
+        self._texts = texts
+        self._pass_over = pass_over
+
+    async def __call__(self, inbound: Inbound, next: Next) -> None:
+        """Set ``inbound.intent`` (and, for a message in a thread, its conversation) and
+        go on; stop for an event about nothing this bot knows."""
+        event = inbound.event
+        intent: Intent | None
+        match event:
+            case MessagePosted():
+                inbound.conversation = await self._threads.find_by_thread(event.ref)
+                intent = self._message(event, inbound.conversation)
+            case ReactionChanged():
+                intent = await self._reaction(event)
+            case CommandInvoked():
+                intent = await self._command(event)
+            case ButtonPressed():
+                intent = await self._button(event)
+            case _:
+                assert_never(event)
+        if intent is not None:
+            inbound.intent = intent
+            await next()
+
+    def _message(
+        self, event: MessagePosted, conversation: ConversationInfo | None
+    ) -> Intent | None:
+        if conversation is not None:
+            if event.unreadable:
+                return Notice(conversation, self._texts(event.ref.platform).unreadable)
+            if event.text.strip().lower() == self._settings.stop_word:
+                return StopRun(conversation, event.author)
+            return Answer(conversation, event)
+        if not event.mentions_bot:
+            return None
+        thread = event.ref.thread or event.ref.message
+        if thread is None:
+            log.warning("mention without a message id: %s", event.delivery_key)
+            return None
+        return Open(event, event.ref.in_thread(thread).model_copy(update={"user": None}))
+
+    async def _reaction(self, event: ReactionChanged) -> Intent | None:
+        if not event.added or event.ref.message is None:
+            return None  # a removed reaction changes nothing, before or after a decision
+        link = await self._link(event.ref)
+        if link is None:
+            return None
+        conversation = await self._threads.info(link.conversation_id)
+        settings = self._settings
+        if event.emoji in settings.stop_reactions:
+            return StopRun(conversation, event.author)
+        approve = event.emoji in settings.approve_reactions
+        if link.request_id is None or not (approve or event.emoji in settings.reject_reactions):
+            return Ignore()
+        return await self._decision(conversation, link.request_id, approve, event.author)
+
+    async def _command(self, event: CommandInvoked) -> Intent:
+        if event.name == "decide":
+            return await self._decide_command(event)
+        if event.name != self._settings.stop_command:
+            return Respond(event.ref, f"Unknown command /{event.name}.")
+        ref = event.ref
+        if ref.thread is None and event.args.strip():
+            ref = ref.in_thread(event.args.strip())
+        if ref.thread is None:
+            return StopInChannel(event)
+        conversation = await self._threads.find_by_thread(ref)
+        if conversation is None:
+            return Respond(ref, "There is no conversation in this thread.")
+        return StopRun(conversation, event.author)
+
+    async def _decide_command(self, event: CommandInvoked) -> Intent:
+        """``decide`` with args ``"N.K EMOJI"``: decide call K of the request on message N."""
+        parts = event.args.split()
+        number = parts[0].partition(".")[2] if parts else ""
+        if len(parts) != 2 or not number.isdigit() or event.ref.message is None:
+            return Respond(event.ref, self._texts(event.ref.platform).decide_usage)
+        link = await self._threads.find_by_message(
+            event.ref.platform, event.ref.channel, event.ref.message
+        )
+        if link is None or link.request_id is None:
+            return Respond(event.ref, "That message asks for no decision.")
+        emoji = parts[1]
+        approve = emoji in self._settings.approve_reactions
+        if not approve and emoji not in self._settings.reject_reactions:
+            return Respond(event.ref, f"Use an approve or reject reaction, not {emoji}.")
+        conversation = await self._threads.info(link.conversation_id)
+        return await self._decision(
+            conversation, link.request_id, approve, event.author, int(number)
+        )
+
+    async def _button(self, event: ButtonPressed) -> Intent:
+        """Approve / Reject, Allow / Deny one call, or Stop: the same rules as reactions."""
+        action = decode(event.action)
+        unknown = Ignore(f"button {event.action!r} names nothing this bot knows")
+        match action:
+            case None:
+                return unknown
+            case Stop():
+                conversation = await self._threads.find(action.conversation)
+                if conversation is None:
+                    return Respond(event.ref, "That conversation is gone.", to=event.author.id)
+                return StopRun(conversation, event.author)
+            case Approve() | Reject():
+                request_id = action.request
+                if request_id is None and event.ref.message is not None:
+                    link = await self._link(event.ref)  # the request of the pressed message
+                    request_id = link.request_id if link is not None else None
+                if request_id is None:
+                    return unknown
+                found = await self._requests.request_conversation(request_id)
+                if found is None:
+                    return unknown
+                conversation = await self._threads.info(found)
+                approve = isinstance(action, Approve)
+                return await self._decision(
+                    conversation, request_id, approve, event.author, action.call
+                )
+            case _:
+                assert_never(action)
+
+    async def _decision(
+        self,
+        conversation: ConversationInfo,
+        request_id: str,
+        approve: bool,
+        who: Author,
+        call: int | None = None,
+    ) -> Intent:
+        """A decision on a request still open (or decided: the engine says so), else a
+        notice for a plan replaced meanwhile, or nothing for any other closed request."""
+        state = await self._requests.request_state(request_id)
+        if state is RequestState.SUPERSEDED:
+            return Notice(conversation, "That plan was replaced by a newer version.")
+        if state is not RequestState.OPEN and state is not RequestState.DECIDED:
+            return Ignore()
+        return Decide(conversation, request_id, approve, who, call)
+
+    async def _link(self, ref: PlatformRef) -> MessageLink | None:
+        """What the bot message ``ref.message`` is about.
+
+        The platform may report a reaction before the deliverer has stored the id
+        of the message it just sent (or sent before a crash); look again once that
+        is done.
+        """
+        assert ref.message is not None
+        link = await self._threads.find_by_message(ref.platform, ref.channel, ref.message)
+        if link is None:
+            await self._pass_over(platform=ref.platform, channel=ref.channel)
+            link = await self._threads.find_by_message(ref.platform, ref.channel, ref.message)
+        return link

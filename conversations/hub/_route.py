@@ -1,0 +1,160 @@
+"""The route step, the last: the intent is carried out.
+
+A new conversation's run, a reply and a decision's run go through the
+conversation's queue (:mod:`conversations.hub._runs`); a decision itself is taken
+at once (compare-and-set: the first wins, the second is told it was decided); a
+stop goes to the stopper, which reaches the run wherever it runs; notices go to
+the thread through the outbox; answers where no conversation is bound go straight
+to the adapter.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import assert_never
+
+from conversations import logcontext
+from conversations.access import AccessPolicy
+from conversations.actions import Stop
+from conversations.events import Author, Button, CommandInvoked, PostReply
+from conversations.hub._chain import (
+    Answer,
+    Begin,
+    Decide,
+    Ignore,
+    Inbound,
+    Next,
+    Notice,
+    Open,
+    Respond,
+    StopInChannel,
+    StopRun,
+    person_of,
+)
+from conversations.hub._runs import Runs
+from conversations.stopping import Stopper
+from conversations.store import ConversationInfo, Threads
+from core.inputs import Approve, DecideOutcome, Reject, Reply
+from core.run.engine import Engine
+
+log = logging.getLogger("conversations.hub")
+
+Notify = Callable[[ConversationInfo, str], Awaitable[None]]
+"""Posts a short message in the conversation's thread (through the outbox)."""
+SendNow = Callable[[PostReply], Awaitable[None]]
+"""Sends an action at once, outside the outbox (:meth:`conversations.outbox.Deliverer.send_now`)."""
+
+
+class Route:
+    """Carries out each intent; never calls ``next`` (it ends the chain)."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        runs: Runs,
+        stopper: Stopper,
+        threads: Threads,
+        access: AccessPolicy,
+        stop_command: str,
+        notice: Notify,
+        send_now: SendNow,
+    ) -> None:
+        self._engine = engine
+        self._runs = runs
+        self._stopper = stopper
+        self._threads = threads
+        self._access = access
+        self._stop_command = stop_command
+        self._notice = notice
+        self._send_now = send_now
+
+    async def __call__(self, inbound: Inbound, next: Next) -> None:
+        """Do what ``inbound.intent`` asks."""
+        intent = inbound.intent
+        match intent:
+            case Begin(conversation_id=conversation_id, event=event):
+                self._runs.start(conversation_id, event)
+            case Answer(conversation=conversation, event=event, may_continue=may):
+                reply = Reply(
+                    text=event.text,
+                    author=person_of(event.author),
+                    may_continue=may,
+                    delivery_key=event.delivery_key,
+                )
+                self._runs.reply(conversation.id, reply)
+            case StopRun(conversation=conversation, who=who):
+                await self._stop(conversation, who)
+            case Decide():
+                await self._decide(intent)
+            case StopInChannel(event=event):
+                await self._stop_in_channel(event)
+            case Notice(conversation=conversation, text=text):
+                await self._notice(conversation, text)
+            case Respond():
+                await self._respond(intent)
+            case Ignore(reason=reason):
+                if reason:
+                    log.info("%s", reason)
+            case Open():
+                raise AssertionError("the dedupe step opens the conversation of a mention")
+            case _:
+                assert_never(intent)
+
+    async def _stop(self, conversation: ConversationInfo, who: Author) -> None:
+        with logcontext.about(conversation.id):
+            await self._stopper.stop(conversation, person_of(who))
+
+    async def _decide(self, intent: Decide) -> None:
+        conversation, who = intent.conversation, intent.who
+        verdict = Approve if intent.approve else Reject
+        decision = verdict(request_id=intent.request_id, by=person_of(who), call=intent.call)
+        outcome = await self._engine.decide(conversation.id, decision)
+        if outcome is DecideOutcome.ALREADY_DECIDED:
+            await self._notice(conversation, f"This was already decided, {who.name}.")
+        elif outcome is DecideOutcome.NO_SUCH_CALL:
+            await self._notice(conversation, f"That request has no call {intent.call}, {who.name}.")
+        elif outcome is DecideOutcome.DECIDED:
+            self._runs.run(conversation.id)
+
+    async def _stop_in_channel(self, event: CommandInvoked) -> None:
+        """Stop the one conversation here the person may stop; name them if there are more."""
+        here = await self._threads.active(
+            platform=event.ref.platform, workspace=event.ref.workspace, channel=event.ref.channel
+        )
+        who = event.author
+        active = [c for c in here if await self._access.may_stop(who, c.requester, c.binding)]
+        if len(active) == 1:
+            await self._stop(active[0], who)
+        elif not active:
+            await self._respond(
+                Respond(event.ref, "Nothing you may stop is running here.", to=who.id)
+            )
+        else:
+            threads = ", ".join(c.binding.thread or "?" for c in active)
+            buttons = tuple(
+                Button(
+                    label=f"Stop {c.binding.thread}",
+                    action=Stop(conversation=c.id),
+                    style="danger",
+                )
+                for c in active
+            )
+            text = (
+                f"You have {len(active)} active conversations here (threads {threads}); "
+                f"pick one, or say /{self._stop_command} with the thread."
+            )
+            await self._respond(Respond(event.ref, text, to=who.id, buttons=buttons))
+
+    async def _respond(self, intent: Respond) -> None:
+        """Answer where no conversation is bound (``to``: only that user sees it, where
+        the platform can)."""
+        await self._send_now(
+            PostReply(
+                ref=intent.ref.model_copy(update={"message": None}),
+                text=intent.text,
+                ephemeral_to=intent.to,
+                buttons=intent.buttons,
+            )
+        )

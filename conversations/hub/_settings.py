@@ -1,0 +1,36 @@
+"""The hub's settings: reaction sets, the stop command and word, leases, shutdown."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conversations.access import AccessPolicy
+
+DEFAULT_APPROVE = frozenset(
+    {"white_check_mark", "heavy_check_mark", "+1", "ballot_box_with_check", "repeat"}
+)
+DEFAULT_REJECT = frozenset({"x", "-1", "heavy_multiplication_x"})
+DEFAULT_STOP = frozenset({"octagonal_sign", "black_square_for_stop"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubSettings:
+    """Reaction sets (normalized names), the stop command and word, and where workspaces go."""
+
+    workspace_root: Path
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    approve_reactions: frozenset[str] = DEFAULT_APPROVE
+    reject_reactions: frozenset[str] = DEFAULT_REJECT
+    stop_reactions: frozenset[str] = DEFAULT_STOP
+    stop_command: str = "stop"
+    stop_word: str = "stop"
+    instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    """Lease owner, ``host:pid`` by default: a process on the same host takes over
+    the leases of a dead process at once; elsewhere they lapse after ``lease_ttl``."""
+    lease_ttl: float = 60.0
+    """Seconds a lease lasts without renewal (renewed every third of it while running)."""
+    shutdown_grace: float = 20.0
+    """Seconds a shutdown lets running steps reach their next commit before cancelling them."""

@@ -1,0 +1,392 @@
+"""The store's interfaces: one small protocol per consumer, all over one database.
+
+Who takes which (DESIGN.md, "Inside the packages"):
+
+- ``Journal`` (core's :class:`core.journal.Journal`): a conversation's journal, tool
+  records, requests and status, loaded and committed; the one way state moves.
+  Taken by the engine.
+- :class:`Threads`: conversations and the threads they are bound to, and which
+  conversation a bot message is about. Taken by the hub and the stopper.
+- :class:`Inbox`: inbound deliveries, a dedupe key each, and the durable inbox of
+  messages not yet journaled. Taken by the hub.
+- :class:`Outbox`: outbound rows, written, delivered and settled. Taken by the
+  deliverer (and by the hub, for notices).
+- :class:`LeaseStore`: who runs a conversation (fenced leases). Taken by the
+  leases holder, :class:`conversations.store.leases.Leases`.
+- :class:`StopRequests`: stops for a run that another instance holds. Taken by
+  the stopper.
+- :class:`Requests`: pending requests, their state, reminders and expiry. Taken
+  by the hub and the sweeper.
+- :class:`Retention`: pruning what only served delivery and dedupe. Taken by the
+  sweeper.
+
+A backend implements every interface over one database and hands them out as one
+:class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
+``conversations.store.memory``: plain Python, for fast tests). Both pass the same
+contract suite (``tests/test_store_contract.py``). A consumer names only the
+interfaces it uses, never a backend.
+
+Errors every backend raises the same way: :class:`core.errors.ConversationNotFound`
+(an unknown conversation id where one must exist), :class:`core.errors.RequestConflict`
+(a compare-and-set lost), :class:`core.errors.LeaseLost` (a fenced commit refused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from conversations.events import PlatformRef
+from conversations.store.records import (
+    ConversationInfo,
+    DueRequest,
+    Lease,
+    LeaseState,
+    MessageLink,
+    OutboxRecord,
+    Outgoing,
+    PendingSend,
+    Pruned,
+    RequestMessage,
+    StopRequest,
+)
+from core.journal import Journal
+from core.people import Person
+from core.requests.shapes import RequestState
+from core.run_events import RunEvent
+
+Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
+"""Turns a run event of a conversation bound to a thread into outbox rows; the journal
+writes them in the commit that emits the event."""
+
+
+class Threads(Protocol):
+    """Conversations and their thread bindings, and the bot messages that lead back to them."""
+
+    async def open_conversation(
+        self,
+        *,
+        delivery_key: str,
+        binding: PlatformRef,
+        requester: Person,
+        workspace_root: Path,
+        position: str,
+        event: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Record the delivery ``delivery_key`` and create an ``idle`` conversation bound
+        to ``binding.thread``, with its workspace at ``workspace_root / <id>``.
+
+        Returns the new id (32 hex digits), or None when the delivery was seen before
+        (and nothing is written). ``event`` is kept in the inbox until a change names
+        the key in ``Change.handled`` (see :meth:`Inbox.unhandled`).
+        """
+        ...
+
+    async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
+        """The conversation bound to ``ref``'s ``(platform, workspace, channel, thread)``;
+        None for a top-level ``ref`` or an unbound thread."""
+        ...
+
+    async def find_by_message(
+        self, platform: str, channel: str, message: str
+    ) -> MessageLink | None:
+        """What the bot's message ``message`` in ``channel`` is about, if the bot sent it.
+
+        A request's own message is found through the link on its request, kept for
+        good; any other message through its outbox row, which goes after the
+        retention time (:meth:`Retention.prune`): then, as for a message the bot
+        did not send, None.
+        """
+        ...
+
+    async def find(self, conversation_id: str) -> ConversationInfo | None:
+        """One conversation, or None if there is no such conversation."""
+        ...
+
+    async def info(self, conversation_id: str) -> ConversationInfo:
+        """One conversation; raises :class:`core.errors.ConversationNotFound`."""
+        ...
+
+    async def active(
+        self, *, platform: str, workspace: str | None = None, channel: str | None = None
+    ) -> list[ConversationInfo]:
+        """Conversations ``running`` or ``waiting`` on ``platform``, oldest first,
+        optionally only in one workspace and channel."""
+        ...
+
+    async def running(self) -> list[str]:
+        """Ids of conversations left ``running`` (to resume at start), least recently
+        changed first."""
+        ...
+
+    async def conversations(self) -> list[ConversationInfo]:
+        """Every conversation, oldest first (for operators and tests)."""
+        ...
+
+
+class Inbox(Protocol):
+    """Inbound deliveries: a key is taken once; a kept event waits until it is journaled."""
+
+    async def record_delivery(
+        self,
+        delivery_key: str,
+        conversation_id: str | None = None,
+        event: dict[str, Any] | None = None,
+    ) -> bool:
+        """Take ``delivery_key``; False (and nothing written) when it was taken before.
+
+        Of several concurrent calls with one key exactly one gets True. With
+        ``event`` (a JSON-able dump of the inbound event), the delivery stays
+        unhandled until a change names its key in ``Change.handled``.
+        """
+        ...
+
+    async def unhandled(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(key, conversation id, event)`` of kept deliveries not yet handled, oldest
+        first (a crash left them unjournaled: the hub queues them again at start)."""
+        ...
+
+
+class Outbox(Protocol):
+    """Outbound rows: written with the change that caused them, delivered at least once.
+
+    Row ids grow and are never reused (they are the idempotency keys the platforms
+    dedupe on, ``tb-<id>``). A row is ``pending`` until it is ``sent``, ``failed``
+    for good or ``dropped`` (a note a stop made moot, an edit of a message never
+    delivered); only pending rows change state.
+    """
+
+    async def enqueue(self, conversation_id: str, items: Sequence[Outgoing]) -> None:
+        """Write pending rows that no state change goes with (notices to people)."""
+        ...
+
+    async def pending_conversations(self, limit: int) -> list[tuple[str, bool]]:
+        """Up to ``limit`` conversations with pending rows, the one whose oldest pending
+        row is oldest first: ``(id, whether a row other than a note is pending)``."""
+        ...
+
+    async def pending_rows(
+        self, conversation_id: str, *, after: int = 0, limit: int = 100
+    ) -> list[PendingSend]:
+        """Up to ``limit`` pending rows of one conversation with an id above ``after``,
+        oldest first."""
+        ...
+
+    async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
+        """The message request ``request_id`` was posted as: its conversation's first row
+        with that request id that posts a reply (later ones edit it). The message id
+        is the link kept on the request once its post was sent (state ``sent``), else
+        the row's own. None if there is no such row (never written, or pruned after
+        the request closed and its closing edit settled)."""
+        ...
+
+    async def settle_unsent(self, ids: Sequence[int], reason: str) -> None:
+        """Rows with nothing to send: pending ones become ``dropped``, ``reason`` kept
+        (cut to 2,000 characters)."""
+        ...
+
+    async def has_pending_milestone(self, conversation_id: str, *, after: int) -> bool:
+        """Whether a pending row other than a note, with an id above ``after``, waits."""
+        ...
+
+    async def has_pending_in(self, platform: str, channel: str, *, up_to: int) -> bool:
+        """Whether a pending row of ``platform``'s ``channel`` with an id up to ``up_to``
+        waits."""
+        ...
+
+    async def still_pending(self, ids: Collection[int]) -> set[int]:
+        """Which of ``ids`` are still pending."""
+        ...
+
+    async def last_outbox_id(self) -> int:
+        """The id of the newest row, 0 for an empty outbox."""
+        ...
+
+    async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
+        """Rows delivered as ``platform_message_id`` (several when notes were merged).
+
+        Only pending rows change. A request's own post (purpose ``milestone`` with a
+        request id) also links the message to its request, in the same write, so a
+        reaction finds the request for as long as the request is kept.
+        """
+        ...
+
+    async def record_failure(self, send_id: int, error: str) -> int:
+        """Count one failed attempt of row ``send_id`` and keep ``error`` (cut to 2,000
+        characters); returns the attempts so far (0 for an unknown row)."""
+        ...
+
+    async def fail_for_good(
+        self,
+        conversation_id: str,
+        ids: Sequence[int],
+        error: str,
+        report: Outgoing | None = None,
+    ) -> bool:
+        """Stop retrying ``ids`` (pending ones become ``failed``) and, if any did, write
+        ``report`` in the same write. Returns whether any did: a row failed twice (two
+        processes) is reported once."""
+        ...
+
+    async def rows(self, conversation_id: str | None = None) -> list[OutboxRecord]:
+        """Every row as stored, of one conversation or all, oldest first (for operators
+        and tests; pruned rows are gone)."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """Who may run a conversation: fenced leases (:mod:`conversations.store.leases`).
+
+    Taking a lease from free, expired or dead raises its epoch; renewing keeps it.
+    A commit of the journal made inside :meth:`conversations.store.leases.Leases.held`
+    is refused with :class:`core.errors.LeaseLost` once the epoch moved on.
+    """
+
+    async def acquire_lease(
+        self,
+        conversation_id: str,
+        owner: str,
+        *,
+        ttl: float,
+        now: datetime | None = None,
+        dead: str | None = None,
+    ) -> Lease | None:
+        """Take the lease for ``ttl`` seconds from ``now`` (default: the current time),
+        with the next epoch, when it is free, expired, already ``owner``'s, or held by
+        ``dead`` (an owner the caller knows is gone); None otherwise, or for an
+        unknown conversation."""
+        ...
+
+    async def renew_leases(
+        self, held: Collection[Lease], *, ttl: float, now: datetime | None = None
+    ) -> set[str]:
+        """Extend ``held`` (all of one owner) to ``ttl`` seconds from ``now``, epochs
+        unchanged; returns the ids still held (the others were taken over)."""
+        ...
+
+    async def release_lease(self, lease: Lease) -> bool:
+        """Give ``lease`` up; False when it no longer held (taken over meanwhile)."""
+        ...
+
+    async def lease_owner(self, conversation_id: str) -> str | None:
+        """Who holds the conversation's lease now (expired or not), if anyone."""
+        ...
+
+    async def lease_state(self, conversation_id: str) -> LeaseState | None:
+        """Owner, epoch and expiry of the conversation's lease; None for an unknown id."""
+        ...
+
+
+class StopRequests(Protocol):
+    """Stops for a run that another instance holds (:mod:`conversations.stopping`)."""
+
+    async def request_stop(
+        self, conversation_id: str, *, holder: str, epoch: int, by: Person
+    ) -> bool:
+        """Ask ``holder`` to stop the run it holds at ``epoch``: written only while that
+        lease is live and unexpired, in one step; False when it is not (the caller
+        stops the conversation itself)."""
+        ...
+
+    async def stop_requests(
+        self, conversation_ids: Collection[str], *, orphans: bool = False
+    ) -> list[StopRequest]:
+        """Open stop requests for ``conversation_ids``, oldest first; with ``orphans``,
+        also those of conversations whose lease nobody holds now (free or lapsed)."""
+        ...
+
+    async def stop_requests_handled(self, conversation_id: str) -> int:
+        """Close the conversation's open stop requests; how many there were."""
+        ...
+
+
+class Requests(Protocol):
+    """Pending requests as the hub and the sweeper see them (the engine opens and
+    decides them through the journal)."""
+
+    async def request_state(self, request_id: str) -> RequestState | None:
+        """The state of a request, or None if there is no such request."""
+        ...
+
+    async def request_conversation(self, request_id: str) -> str | None:
+        """The conversation a request belongs to, if the request exists."""
+        ...
+
+    async def due_requests(self, now: datetime) -> list[DueRequest]:
+        """Open requests whose reminder (not yet given) or expiry time is at or before
+        ``now``, oldest first; ``expired`` tells which."""
+        ...
+
+    async def mark_reminded(self, request_id: str, now: datetime) -> bool:
+        """Record the one reminder of a request; False when it was reminded already."""
+        ...
+
+
+class Retention(Protocol):
+    """Pruning rows that only served delivery and dedupe (the journal, tool records,
+    requests and conversations stay for good)."""
+
+    async def prune(self, before: datetime, *, batch: int = 500) -> Pruned:
+        """Delete settled outbox rows and handled deliveries older than ``before``.
+
+        Kept: pending rows; rows of a request still open or with a row still pending;
+        the newest outbox row (ids are never handed out twice); unhandled deliveries.
+        At most ``batch`` rows per write. Returns how many rows went.
+        """
+        ...
+
+
+class Store(Protocol):
+    """One database, handed out as one interface per consumer.
+
+    ``on_outbox`` is called after every write that added outbox rows (the bot sets
+    it to wake the deliverer).
+    """
+
+    on_outbox: Callable[[], None]
+
+    @property
+    def journal(self) -> Journal:
+        """Core's journal: ``load`` and ``commit`` (the engine's interface)."""
+        ...
+
+    @property
+    def threads(self) -> Threads:
+        """Conversations and their threads."""
+        ...
+
+    @property
+    def inbox(self) -> Inbox:
+        """Inbound deliveries."""
+        ...
+
+    @property
+    def outbox(self) -> Outbox:
+        """Outbound rows."""
+        ...
+
+    @property
+    def leases(self) -> LeaseStore:
+        """Fenced leases."""
+        ...
+
+    @property
+    def stops(self) -> StopRequests:
+        """Stop requests."""
+        ...
+
+    @property
+    def requests(self) -> Requests:
+        """Pending requests."""
+        ...
+
+    @property
+    def retention(self) -> Retention:
+        """Pruning."""
+        ...
+
+    async def close(self) -> None:
+        """Release the database (connections); the store is not used after."""
+        ...

@@ -1,0 +1,67 @@
+"""The in-memory store: every interface of :mod:`conversations.store.interfaces` in plain Python.
+
+Nothing is kept past the process: it serves fast tests (and a quick try of the bot,
+``THREADBOT_DATABASE_URL=memory://``). It keeps the SQL store's promises, checked
+by the same contract suite (``tests/test_store_contract.py``): compare-and-set
+decisions (:class:`core.errors.RequestConflict`), fenced lease commits
+(:class:`core.errors.LeaseLost`), a delivery key taken once, outbox ids that grow
+and are never reused, outbox states and order, stop requests and retention. One
+module per interface, all sharing one :class:`~conversations.store.memory._tables.Tables`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from conversations.store.interfaces import Renderer
+from conversations.store.memory._tables import Tables
+from conversations.store.memory.inbox import MemoryInbox
+from conversations.store.memory.journal import MemoryJournal
+from conversations.store.memory.leases import MemoryLeases
+from conversations.store.memory.outbox import MemoryOutbox
+from conversations.store.memory.requests import MemoryRequests
+from conversations.store.memory.retention import MemoryRetention
+from conversations.store.memory.stops import MemoryStopRequests
+from conversations.store.memory.threads import MemoryThreads
+from conversations.store.schema import utcnow
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A :class:`conversations.store.interfaces.Store` in memory.
+
+    ``render`` turns run events into outbox rows; ``on_outbox`` is called after a
+    write that added any; ``clock`` gives the time stored rows carry (timezone-aware
+    UTC).
+    """
+
+    def __init__(
+        self,
+        *,
+        render: Renderer,
+        on_outbox: Callable[[], None] = lambda: None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._tables = Tables(render=render, clock=clock, on_outbox=on_outbox)
+        self.journal = MemoryJournal(self._tables)
+        self.threads = MemoryThreads(self._tables)
+        self.inbox = MemoryInbox(self._tables)
+        self.outbox = MemoryOutbox(self._tables)
+        self.leases = MemoryLeases(self._tables)
+        self.stops = MemoryStopRequests(self._tables)
+        self.requests = MemoryRequests(self._tables)
+        self.retention = MemoryRetention(self._tables)
+
+    @property
+    def on_outbox(self) -> Callable[[], None]:
+        """Called after a write that added outbox rows."""
+        return self._tables.on_outbox
+
+    @on_outbox.setter
+    def on_outbox(self, callback: Callable[[], None]) -> None:
+        self._tables.on_outbox = callback
+
+    async def close(self) -> None:
+        """Nothing to release: the store lives as long as the object."""

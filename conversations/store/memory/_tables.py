@@ -1,0 +1,176 @@
+"""The in-memory store's state: plain Python objects standing in for the SQL tables.
+
+Each interface's module reads and changes these. A method of the in-memory store
+does its checks and its changes with no ``await`` in between, so it is atomic on
+the event loop, as a transaction is in SQL; and it begins with
+:func:`checkpoint`, so a call lets other tasks run, as a database call does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from conversations.events import OutboundAction, PlatformRef
+from conversations.store.interfaces import Renderer
+from conversations.store.records import ConversationInfo, OutboxRecord
+from conversations.store.schema import utcnow
+from core.errors import ConversationNotFound
+from core.journal import JournalRecord, ToolCallRecord
+from core.lifecycle import Status
+from core.people import Person
+from core.requests.shapes import PendingRequest
+
+
+async def checkpoint() -> None:
+    """Let other tasks run, as the await of a database call does."""
+    await asyncio.sleep(0)
+
+
+@dataclass
+class Conversation:
+    """A conversation: its binding, status, journal and tool records, and its lease."""
+
+    id: str
+    binding: PlatformRef
+    requester: Person
+    status: Status
+    position: str
+    workspace_dir: str
+    created_at: datetime
+    updated_at: datetime
+    plan_version: int = 0
+    journal: list[JournalRecord] = field(default_factory=list)
+    tool_calls: dict[str, ToolCallRecord] = field(default_factory=dict)
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+    lease_epoch: int = 0
+
+    def info(self) -> ConversationInfo:
+        """As the hub sees it."""
+        return ConversationInfo(
+            id=self.id, binding=self.binding, requester=self.requester, status=self.status
+        )
+
+
+@dataclass
+class Delivery:
+    """An inbound delivery; ``event`` is kept until ``handled_at``."""
+
+    key: str
+    conversation_id: str | None
+    event: dict[str, Any] | None
+    received_at: datetime
+    handled_at: datetime | None = None
+
+
+@dataclass
+class Request:
+    """A pending request of a conversation, and the message it was posted as."""
+
+    conversation_id: str
+    request: PendingRequest
+    created_at: datetime
+    reminded_at: datetime | None = None
+    decided_at: datetime | None = None
+    message: tuple[str, str, str] | None = None
+    """``(platform, channel, message id)`` of its own post, once sent."""
+
+
+@dataclass
+class OutboxRow:
+    """An outbound row; ``id`` grows and is never reused."""
+
+    id: int
+    conversation_id: str
+    purpose: str
+    action: OutboundAction
+    created_at: datetime
+    request_id: str | None = None
+    state: str = "pending"
+    platform_message_id: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    sent_at: datetime | None = None
+
+    @property
+    def platform(self) -> str:
+        """The platform the action goes to."""
+        return self.action.ref.platform
+
+    @property
+    def channel(self) -> str:
+        """The channel the action goes to."""
+        return self.action.ref.channel
+
+    def record(self) -> OutboxRecord:
+        """As stored."""
+        return OutboxRecord(
+            id=self.id,
+            conversation_id=self.conversation_id,
+            purpose=self.purpose,
+            action=self.action,
+            state=self.state,
+            request_id=self.request_id,
+            platform_message_id=self.platform_message_id,
+            attempts=self.attempts,
+            last_error=self.last_error,
+        )
+
+
+@dataclass
+class StopEntry:
+    """A stop request for the run a holder runs at ``lease_epoch``."""
+
+    id: int
+    conversation_id: str
+    lease_epoch: int
+    by: Person
+    created_at: datetime
+    handled_at: datetime | None = None
+
+
+@dataclass
+class Tables:
+    """Everything the in-memory store holds, and what every interface shares.
+
+    ``clock``: the current time, timezone-aware UTC; ``render``: run events to
+    outbox rows; ``on_outbox``: called after a write that added outbox rows.
+    """
+
+    render: Renderer
+    clock: Callable[[], datetime] = utcnow
+    on_outbox: Callable[[], None] = lambda: None
+    conversations: dict[str, Conversation] = field(default_factory=dict)
+    deliveries: dict[str, Delivery] = field(default_factory=dict)
+    requests: dict[str, Request] = field(default_factory=dict)
+    outbox: dict[int, OutboxRow] = field(default_factory=dict)
+    stops: list[StopEntry] = field(default_factory=list)
+    last_outbox_id: int = 0
+    last_stop_id: int = 0
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        """The conversation; raises :class:`core.errors.ConversationNotFound`."""
+        found = self.conversations.get(conversation_id)
+        if found is None:
+            raise ConversationNotFound(conversation_id)
+        return found
+
+    def add_outbox(
+        self, conversation_id: str, action: OutboundAction, purpose: str, request_id: str | None
+    ) -> OutboxRow:
+        """A new pending row with the next id."""
+        self.last_outbox_id += 1
+        row = OutboxRow(
+            id=self.last_outbox_id,
+            conversation_id=conversation_id,
+            purpose=purpose,
+            action=action,
+            created_at=self.clock(),
+            request_id=request_id,
+        )
+        self.outbox[row.id] = row
+        return row

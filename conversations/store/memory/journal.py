@@ -1,0 +1,156 @@
+"""Core's ``Journal`` in memory: the same checks as the SQL commit, then the same changes.
+
+A commit first checks everything that can refuse it (the lease fence, the
+conversation, the compare-and-sets, the new request's id) and renders its run
+events, then applies all of it with no ``await`` in between: a refused commit
+writes nothing, as a rolled-back transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from conversations.store import leases
+from conversations.store.memory._tables import Conversation, Request, Tables, checkpoint
+from conversations.store.records import Outgoing
+from core.errors import LeaseLost, RequestConflict
+from core.journal import (
+    Change,
+    ConversationSnapshot,
+    JournalRecord,
+    RequestResolution,
+    ToolState,
+)
+from core.people import Person
+from core.requests.shapes import RequestState
+from core.run_events import RunEvent, Stopped
+
+
+class MemoryJournal:
+    """:class:`core.journal.Journal` in memory."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    async def load(self, conversation_id: str) -> ConversationSnapshot:
+        """Everything about one conversation; raises :class:`ConversationNotFound`."""
+        await checkpoint()
+        conversation = self._t.conversation(conversation_id)
+        return ConversationSnapshot(
+            id=conversation.id,
+            requester=conversation.requester,
+            status=conversation.status,
+            position=conversation.position,
+            plan_version=conversation.plan_version,
+            workspace=conversation.workspace_dir,
+            journal=tuple(conversation.journal),
+            tool_calls=dict(conversation.tool_calls),
+            requests=tuple(
+                r.request for r in self._t.requests.values() if r.conversation_id == conversation.id
+            ),
+        )
+
+    async def commit(self, conversation_id: str, change: Change) -> list[int]:
+        """Apply ``change`` and write its events to the outbox, all or nothing.
+
+        Raises :class:`LeaseLost` for a commit under a lease taken over since,
+        :class:`RequestConflict` when a compare-and-set finds its request no longer
+        open or a guarded call decided, :class:`ConversationNotFound`, and
+        ``ValueError`` for a new request whose id is taken; each writes nothing.
+        """
+        await checkpoint()
+        conversation = self._fenced(conversation_id)
+        _check_pending(conversation, change.guard_pending)
+        self._check_resolutions(change.resolve)
+        if change.open_request is not None and change.open_request.id in self._t.requests:
+            raise ValueError(f"request id {change.open_request.id} is taken")
+        rendered = [(e, self._t.render(conversation.binding, e)) for e in change.events]
+        return self._apply(conversation, change, rendered)
+
+    def _fenced(self, conversation_id: str) -> Conversation:
+        lease = leases.current_lease(conversation_id)
+        found = self._t.conversations.get(conversation_id)
+        if lease is not None and (
+            found is None or (found.lease_owner, found.lease_epoch) != (lease.owner, lease.epoch)
+        ):
+            raise LeaseLost(
+                f"conversation {conversation_id}: this process ({lease.owner}, epoch "
+                f"{lease.epoch}) no longer holds its lease; nothing was written"
+            )
+        return self._t.conversation(conversation_id)
+
+    def _check_resolutions(self, resolutions: Sequence[RequestResolution]) -> None:
+        states: dict[str, RequestState] = {}
+        for res in resolutions:
+            found = self._t.requests.get(res.request_id)
+            state = states.get(res.request_id, found.request.state if found else None)
+            if res.only_if_open and state is not RequestState.OPEN:
+                raise RequestConflict(f"request {res.request_id} is no longer open")
+            if found is not None:
+                states[res.request_id] = res.state
+
+    def _apply(
+        self,
+        conversation: Conversation,
+        change: Change,
+        rendered: list[tuple[RunEvent, Sequence[Outgoing]]],
+    ) -> list[int]:
+        t, now = self._t, self._t.clock()
+        for key in change.handled:
+            if key in t.deliveries:
+                t.deliveries[key].handled_at = now
+        last = conversation.journal[-1].seq if conversation.journal else 0
+        seqs = list(range(last + 1, last + 1 + len(change.entries)))
+        for seq, entry in zip(seqs, change.entries, strict=True):
+            conversation.journal.append(JournalRecord(seq=seq, at=now, entry=entry))
+        for record in change.tool_calls:
+            conversation.tool_calls[record.tool_use_id] = record
+        for res in change.resolve:
+            _resolve(t.requests.get(res.request_id), res, now)
+        if change.open_request is not None:
+            opened = change.open_request.model_copy(update={"decided_by": None})  # as SQL keeps it
+            t.requests[opened.id] = Request(conversation.id, opened, created_at=now)
+        if change.status is not None:
+            conversation.status = change.status
+        if change.position is not None:
+            conversation.position = change.position
+        if change.plan_version is not None:
+            conversation.plan_version = change.plan_version
+        conversation.updated_at = now
+        wrote = False
+        for event, outgoing in rendered:
+            if isinstance(event, Stopped):
+                _drop_pending_notes(t, conversation.id)
+            for out in outgoing:
+                t.add_outbox(conversation.id, out.action, out.purpose, out.request_id)
+                wrote = True
+        if wrote:
+            t.on_outbox()
+        return seqs
+
+
+def _check_pending(conversation: Conversation, tool_use_ids: Sequence[str]) -> None:
+    wanted = set(tool_use_ids)
+    calls = conversation.tool_calls
+    pending = [i for i in wanted if i in calls and calls[i].state is ToolState.PENDING_APPROVAL]
+    if len(pending) != len(wanted):
+        raise RequestConflict("a gated tool call was decided meanwhile")
+
+
+def _resolve(found: Request | None, res: RequestResolution, now: datetime) -> None:
+    if found is None:
+        return
+    by = res.by
+    if by is not None and not by.name:
+        by = Person(id=by.id, name=by.id)  # as the SQL store reads a nameless decider back
+    found.request = found.request.model_copy(
+        update={"state": res.state, "verdict": res.verdict, "decided_by": by}
+    )
+    found.decided_at = now
+
+
+def _drop_pending_notes(t: Tables, conversation_id: str) -> None:
+    for row in t.outbox.values():
+        if (row.conversation_id, row.state, row.purpose) == (conversation_id, "pending", "note"):
+            row.state = "dropped"

@@ -1,0 +1,123 @@
+"""Conversations and their thread bindings in memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conversations.events import PlatformRef
+from conversations.store.memory._tables import Conversation, Tables, checkpoint
+from conversations.store.memory.inbox import add_delivery
+from conversations.store.records import ConversationInfo, MessageLink, new_conversation_id
+from core.lifecycle import IDLE, Lifecycle
+from core.people import Person
+
+_ACTIVE = (Lifecycle.RUNNING, Lifecycle.WAITING)
+
+
+class MemoryThreads:
+    """:class:`conversations.store.interfaces.Threads` in memory."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    async def open_conversation(
+        self,
+        *,
+        delivery_key: str,
+        binding: PlatformRef,
+        requester: Person,
+        workspace_root: Path,
+        position: str,
+        event: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Record a delivery and create a conversation bound to ``binding.thread``; None
+        when the delivery was seen before. Raises ``ValueError`` for a bound thread."""
+        await checkpoint()
+        bound = _binding(binding)
+        if delivery_key in self._t.deliveries:
+            return None
+        if any(c.binding == bound for c in self._t.conversations.values()):
+            raise ValueError(f"thread {bound.thread} of {bound.channel} is bound already")
+        conversation_id = new_conversation_id()
+        add_delivery(self._t, delivery_key, conversation_id, event)
+        now = self._t.clock()
+        self._t.conversations[conversation_id] = Conversation(
+            id=conversation_id,
+            binding=bound,
+            requester=requester,
+            status=IDLE,
+            position=position,
+            workspace_dir=str(workspace_root / conversation_id),
+            created_at=now,
+            updated_at=now,
+        )
+        return conversation_id
+
+    async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
+        """The conversation bound to ``ref``'s thread, if any."""
+        await checkpoint()
+        if ref.thread is None:
+            return None
+        bound = _binding(ref)
+        found = next((c for c in self._t.conversations.values() if c.binding == bound), None)
+        return found.info() if found else None
+
+    async def find_by_message(
+        self, platform: str, channel: str, message: str
+    ) -> MessageLink | None:
+        """The request posted as ``message`` (the newest), else its outbox row's conversation."""
+        await checkpoint()
+        posted = (platform, channel, message)
+        for r in reversed(self._t.requests.values()):
+            if r.message == posted:
+                return MessageLink(r.conversation_id, r.request.id)
+        for row in self._t.outbox.values():
+            if (row.platform, row.channel, row.platform_message_id) == posted:
+                return MessageLink(row.conversation_id, row.request_id)
+        return None
+
+    async def find(self, conversation_id: str) -> ConversationInfo | None:
+        """One conversation, or None if there is no such conversation."""
+        await checkpoint()
+        found = self._t.conversations.get(conversation_id)
+        return found.info() if found else None
+
+    async def info(self, conversation_id: str) -> ConversationInfo:
+        """One conversation; raises :class:`core.errors.ConversationNotFound`."""
+        await checkpoint()
+        return self._t.conversation(conversation_id).info()
+
+    async def active(
+        self, *, platform: str, workspace: str | None = None, channel: str | None = None
+    ) -> list[ConversationInfo]:
+        """Conversations running or waiting, oldest first, optionally in one channel."""
+        await checkpoint()
+        return [
+            c.info()
+            for c in self._t.conversations.values()
+            if c.binding.platform == platform
+            and c.status.lifecycle in _ACTIVE
+            and workspace in (None, c.binding.workspace)
+            and channel in (None, c.binding.channel)
+        ]
+
+    async def running(self) -> list[str]:
+        """Ids of conversations left ``running``, least recently changed first."""
+        await checkpoint()
+        running = [
+            c for c in self._t.conversations.values() if c.status.lifecycle is Lifecycle.RUNNING
+        ]
+        return [c.id for c in sorted(running, key=lambda c: c.updated_at)]
+
+    async def conversations(self) -> list[ConversationInfo]:
+        """Every conversation, oldest first."""
+        await checkpoint()
+        return [c.info() for c in self._t.conversations.values()]
+
+
+def _binding(ref: PlatformRef) -> PlatformRef:
+    """The thread part of ``ref``, as a conversation is bound to it."""
+    return PlatformRef(
+        platform=ref.platform, workspace=ref.workspace, channel=ref.channel, thread=ref.thread
+    )

@@ -1,0 +1,78 @@
+"""The SQL store: every interface of :mod:`conversations.store.interfaces` on SQLAlchemy 2.
+
+SQLite (through aiosqlite, WAL mode) is the embedded default; the schema
+(:mod:`conversations.store.schema`) is created and upgraded by Alembic migrations
+(``conversations/migrations``, :mod:`conversations.migrate`). One module per
+interface, all sharing one :class:`~conversations.store.sql.database.Database`
+(its engine, and one write lock and transaction helper):
+
+- ``database``: the engine (SQLite pragmas, ``BEGIN IMMEDIATE``), write transactions
+- ``journal``: core's ``Journal`` (load, commit: the one transaction of a step)
+- ``threads``: conversations and their thread bindings
+- ``inbox``: deliveries (dedupe keys, the durable inbox)
+- ``outbox``: outbound rows
+- ``leases``: fenced leases
+- ``stops``: stop requests
+- ``requests``: pending requests' state, reminders, message links
+- ``retention``: pruning
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from conversations.store.interfaces import Renderer
+from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
+from conversations.store.sql.inbox import SqlInbox
+from conversations.store.sql.journal import SqlJournal
+from conversations.store.sql.leases import SqlLeases
+from conversations.store.sql.outbox import SqlOutbox
+from conversations.store.sql.requests import SqlRequests
+from conversations.store.sql.retention import SqlRetention
+from conversations.store.sql.stops import SqlStopRequests
+from conversations.store.sql.threads import SqlThreads
+
+__all__ = ["BEGIN_IMMEDIATE", "SqlStore", "create_engine"]
+
+
+class SqlStore:
+    """A :class:`conversations.store.interfaces.Store` over the database behind ``engine``.
+
+    The schema must be at the newest revision (:func:`conversations.migrate.upgrade`).
+    ``render`` turns run events into outbox rows; ``on_outbox`` is called after a
+    commit that wrote any. ``engine`` is there for SQL-level tests and tools.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        render: Renderer,
+        on_outbox: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._db = Database(engine)
+        self._db.on_outbox = on_outbox
+        self.engine = engine
+        self.journal = SqlJournal(self._db, render)
+        self.threads = SqlThreads(self._db)
+        self.inbox = SqlInbox(self._db)
+        self.outbox = SqlOutbox(self._db)
+        self.leases = SqlLeases(self._db)
+        self.stops = SqlStopRequests(self._db)
+        self.requests = SqlRequests(self._db)
+        self.retention = SqlRetention(self._db)
+
+    @property
+    def on_outbox(self) -> Callable[[], None]:
+        """Called after a write that added outbox rows committed."""
+        return self._db.on_outbox
+
+    @on_outbox.setter
+    def on_outbox(self, callback: Callable[[], None]) -> None:
+        self._db.on_outbox = callback
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        await self._db.close()

@@ -1,0 +1,159 @@
+"""Fenced leases in SQL: three columns of ``conversations`` (see :mod:`conversations.store.leases`).
+
+``lease_owner``, ``lease_until`` (UTC) and ``lease_epoch``. Each statement is one
+``UPDATE ... WHERE`` that checks and changes the lease at once, so two processes
+never both take it: the epoch goes up on every acquisition, and a fenced commit
+checks ``lease_owner = :owner AND lease_epoch = :epoch`` in its own transaction
+(:func:`still_held`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from conversations.store.records import Lease, LeaseState
+from conversations.store.schema import ConversationRow, utcnow
+from conversations.store.sql.database import Database, changed
+
+
+class SqlLeases:
+    """:class:`conversations.store.interfaces.LeaseStore` on the ``conversations`` table."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def acquire_lease(
+        self,
+        conversation_id: str,
+        owner: str,
+        *,
+        ttl: float,
+        now: datetime | None = None,
+        dead: str | None = None,
+    ) -> Lease | None:
+        """Take the lease for ``ttl`` seconds with a new epoch (see the interface)."""
+        now = now or utcnow()
+        async with self._db.write() as session:
+            return await acquire(
+                session,
+                conversation_id,
+                owner,
+                until=now + timedelta(seconds=ttl),
+                now=now,
+                dead=dead,
+            )
+
+    async def renew_leases(
+        self, held: Collection[Lease], *, ttl: float, now: datetime | None = None
+    ) -> set[str]:
+        """Extend ``held`` (one owner's) by ``ttl`` seconds, epoch unchanged; the ids kept."""
+        if not held:
+            return set()
+        until = (now or utcnow()) + timedelta(seconds=ttl)
+        async with self._db.write() as session:
+            return await renew(session, held, until=until)
+
+    async def release_lease(self, lease: Lease) -> bool:
+        """Give ``lease`` up; False when it was no longer held (taken over meanwhile)."""
+        async with self._db.write() as session:
+            return await release(session, lease)
+
+    async def lease_owner(self, conversation_id: str) -> str | None:
+        """Who holds the conversation's lease now (expired or not), if anyone."""
+        stmt = select(ConversationRow.lease_owner).where(ConversationRow.id == conversation_id)
+        async with self._db.read() as session:
+            return (await session.execute(stmt)).scalar_one_or_none()
+
+    async def lease_state(self, conversation_id: str) -> LeaseState | None:
+        """Who holds the conversation's lease, at which epoch, until when (None: unknown id)."""
+        stmt = select(
+            ConversationRow.lease_owner, ConversationRow.lease_epoch, ConversationRow.lease_until
+        ).where(ConversationRow.id == conversation_id)
+        async with self._db.read() as session:
+            row = (await session.execute(stmt)).one_or_none()
+            return None if row is None else LeaseState(row[0], int(row[1] or 0), row[2])
+
+
+# --- statements (run inside the store's write transactions) ---------------------------
+
+
+async def acquire(
+    session: AsyncSession,
+    conversation_id: str,
+    owner: str,
+    *,
+    until: datetime,
+    now: datetime,
+    dead: str | None,
+) -> Lease | None:
+    """Take the lease if it is free, expired, ``owner``'s own or ``dead``'s; bumps the epoch."""
+    takeable = (
+        ConversationRow.lease_owner.is_(None)
+        | (ConversationRow.lease_owner == owner)
+        | (ConversationRow.lease_until < now)
+    )
+    if dead is not None:
+        takeable = takeable | (ConversationRow.lease_owner == dead)
+    stmt = (
+        update(ConversationRow)
+        .where(ConversationRow.id == conversation_id, takeable)
+        .values(lease_owner=owner, lease_until=until, lease_epoch=ConversationRow.lease_epoch + 1)
+        .returning(ConversationRow.lease_epoch)
+    )
+    epoch = (await session.execute(stmt)).scalar_one_or_none()
+    return None if epoch is None else Lease(conversation_id, owner, int(epoch))
+
+
+async def renew(session: AsyncSession, leases: Collection[Lease], *, until: datetime) -> set[str]:
+    """Extend ``leases`` (all of one owner) to ``until``; returns the ids still held."""
+    if not leases:
+        return set()
+    owner = next(iter(leases)).owner
+    held = or_(
+        *(
+            and_(
+                ConversationRow.id == lease.conversation_id,
+                ConversationRow.lease_epoch == lease.epoch,
+            )
+            for lease in leases
+        )
+    )
+    stmt = (
+        update(ConversationRow)
+        .where(ConversationRow.lease_owner == owner, held)
+        .values(lease_until=until)
+        .returning(ConversationRow.id)
+    )
+    return set((await session.execute(stmt)).scalars())
+
+
+async def still_held(session: AsyncSession, lease: Lease, *, now: datetime) -> bool:
+    """The fence of a job's commit: True (and ``updated_at`` touched) if ``lease`` holds."""
+    stmt = (
+        update(ConversationRow)
+        .where(
+            ConversationRow.id == lease.conversation_id,
+            ConversationRow.lease_owner == lease.owner,
+            ConversationRow.lease_epoch == lease.epoch,
+        )
+        .values(updated_at=now)
+    )
+    return bool(changed(await session.execute(stmt)))
+
+
+async def release(session: AsyncSession, lease: Lease) -> bool:
+    """Give ``lease`` up if it still holds; False when another holder has it now."""
+    stmt = (
+        update(ConversationRow)
+        .where(
+            ConversationRow.id == lease.conversation_id,
+            ConversationRow.lease_owner == lease.owner,
+            ConversationRow.lease_epoch == lease.epoch,
+        )
+        .values(lease_owner=None, lease_until=None)
+    )
+    return bool(changed(await session.execute(stmt)))

@@ -1,0 +1,147 @@
+"""Stop requests in SQL: a stop handled by one instance for a run that another instance runs.
+
+The instance that holds a conversation's lease runs it: only it can cancel the
+model call or kill the command. Another instance that takes a stop (a Slack
+event, a button, ``/stop`` can reach any instance) writes a stop request naming
+the run it aims at (the holder's lease epoch); the holder polls for requests
+aimed at the conversations it holds, about once a second in one query per
+process, stops the run and marks the request handled. Because the request is
+written only while that lease is live (one ``INSERT ... SELECT ... WHERE``
+statement), a run that ended meanwhile is stopped by the asking instance itself
+instead; a request left behind by a holder that died is picked up by any
+instance once the lease has lapsed (:func:`orphaned`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlalchemy import and_, exists, insert, literal, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from conversations.store.records import StopRequest
+from conversations.store.schema import ConversationRow, StopRequestRow, utcnow
+from conversations.store.sql.database import Database, changed
+from core.people import Person
+
+
+class SqlStopRequests:
+    """:class:`conversations.store.interfaces.StopRequests` on the ``stop_requests`` table."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def request_stop(
+        self, conversation_id: str, *, holder: str, epoch: int, by: Person
+    ) -> bool:
+        """Ask ``holder`` to stop the run it holds at ``epoch``; False if it holds it no more."""
+        async with self._db.write() as session:
+            return await request(
+                session, conversation_id, holder=holder, epoch=epoch, by=by, now=utcnow()
+            )
+
+    async def stop_requests(
+        self, conversation_ids: Collection[str], *, orphans: bool = False
+    ) -> list[StopRequest]:
+        """Open stop requests for ``conversation_ids``; with ``orphans``, also those of
+        conversations whose lease nobody holds now (their holder died or ended)."""
+        async with self._db.read() as session:
+            found = await aimed_at(session, conversation_ids)
+            if orphans:
+                seen = {r.id for r in found}
+                found += [r for r in await orphaned(session, utcnow()) if r.id not in seen]
+            return found
+
+    async def stop_requests_handled(self, conversation_id: str) -> int:
+        """Close the conversation's open stop requests (its run was stopped or had ended)."""
+        async with self._db.write() as session:
+            return await handled(session, conversation_id, utcnow())
+
+
+# --- statements -----------------------------------------------------------------------
+
+
+async def request(
+    session: AsyncSession,
+    conversation_id: str,
+    *,
+    holder: str,
+    epoch: int,
+    by: Person,
+    now: datetime,
+) -> bool:
+    """Write a stop request if ``holder`` still holds the lease at ``epoch``, unexpired.
+
+    One statement, so it cannot race the holder's release: False means the run is
+    not held there any more (the caller stops the conversation itself).
+    """
+    held = exists().where(
+        ConversationRow.id == conversation_id,
+        ConversationRow.lease_owner == holder,
+        ConversationRow.lease_epoch == epoch,
+        ConversationRow.lease_until > now,
+    )
+    values = select(
+        literal(conversation_id),
+        literal(epoch),
+        literal(by.id),
+        literal(by.name),
+        literal(now),
+    ).where(held)
+    stmt = insert(StopRequestRow).from_select(
+        ["conversation_id", "lease_epoch", "requested_by_id", "requested_by_name", "created_at"],
+        values,
+    )
+    return bool(changed(await session.execute(stmt)))
+
+
+async def aimed_at(session: AsyncSession, conversation_ids: Collection[str]) -> list[StopRequest]:
+    """Open stop requests for ``conversation_ids`` (the runs this instance holds)."""
+    if not conversation_ids:
+        return []
+    stmt = (
+        select(StopRequestRow)
+        .where(
+            StopRequestRow.handled_at.is_(None),
+            StopRequestRow.conversation_id.in_(conversation_ids),
+        )
+        .order_by(StopRequestRow.id)
+    )
+    return [_request_of(row) for row in (await session.execute(stmt)).scalars()]
+
+
+async def orphaned(session: AsyncSession, now: datetime) -> list[StopRequest]:
+    """Open stop requests whose conversation no instance holds now (free or lapsed lease)."""
+    unheld = or_(ConversationRow.lease_owner.is_(None), ConversationRow.lease_until <= now)
+    stmt = (
+        select(StopRequestRow)
+        .join(ConversationRow, ConversationRow.id == StopRequestRow.conversation_id)
+        .where(StopRequestRow.handled_at.is_(None), unheld)
+        .order_by(StopRequestRow.id)
+    )
+    return [_request_of(row) for row in (await session.execute(stmt)).scalars()]
+
+
+async def handled(session: AsyncSession, conversation_id: str, now: datetime) -> int:
+    """Mark every open stop request of the conversation handled; how many there were."""
+    stmt = (
+        update(StopRequestRow)
+        .where(
+            and_(
+                StopRequestRow.conversation_id == conversation_id,
+                StopRequestRow.handled_at.is_(None),
+            )
+        )
+        .values(handled_at=now)
+    )
+    return changed(await session.execute(stmt))
+
+
+def _request_of(row: StopRequestRow) -> StopRequest:
+    return StopRequest(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        lease_epoch=row.lease_epoch,
+        by=Person(id=row.requested_by_id, name=row.requested_by_name),
+    )

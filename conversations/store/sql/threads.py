@@ -1,0 +1,138 @@
+"""Conversations and their thread bindings in SQL (the ``conversations`` table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from conversations.events import PlatformRef
+from conversations.store.records import (
+    ConversationInfo,
+    MessageLink,
+    info_of,
+    new_conversation_id,
+)
+from conversations.store.schema import ConversationRow, OutboxRow
+from conversations.store.sql.database import Database, conversation_row
+from conversations.store.sql.inbox import add_delivery
+from conversations.store.sql.requests import request_link
+from core.lifecycle import Lifecycle
+from core.people import Person
+
+
+class SqlThreads:
+    """:class:`conversations.store.interfaces.Threads` on the ``conversations`` table."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def open_conversation(
+        self,
+        *,
+        delivery_key: str,
+        binding: PlatformRef,
+        requester: Person,
+        workspace_root: Path,
+        position: str,
+        event: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Record a delivery and create a conversation bound to ``binding.thread``.
+
+        Returns the new id, or None when the delivery was seen before. ``event`` is
+        kept until a change marks the delivery handled.
+        """
+        conversation_id = new_conversation_id()
+        async with self._db.write() as session:
+            if not await add_delivery(session, delivery_key, conversation_id, event):
+                return None
+            session.add(
+                ConversationRow(
+                    id=conversation_id,
+                    platform=binding.platform,
+                    workspace=binding.workspace,
+                    channel=binding.channel,
+                    thread=binding.thread or "",
+                    requester_id=requester.id,
+                    requester_name=requester.name,
+                    lifecycle=Lifecycle.IDLE.value,
+                    position=position,
+                    workspace_dir=str(workspace_root / conversation_id),
+                )
+            )
+        return conversation_id
+
+    async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
+        """The conversation bound to ``ref``'s thread, if any."""
+        if ref.thread is None:
+            return None
+        stmt = select(ConversationRow).where(
+            ConversationRow.platform == ref.platform,
+            ConversationRow.workspace == ref.workspace,
+            ConversationRow.channel == ref.channel,
+            ConversationRow.thread == ref.thread,
+        )
+        async with self._db.read() as session:
+            row = (await session.execute(stmt)).scalar_one_or_none()
+            return info_of(row) if row else None
+
+    async def find_by_message(
+        self, platform: str, channel: str, message: str
+    ) -> MessageLink | None:
+        """What the bot's message ``message`` in ``channel`` is about: the request it was
+        posted for (the link kept on the request), else its outbox row's conversation."""
+        stmt = select(OutboxRow).where(
+            OutboxRow.platform == platform,
+            OutboxRow.channel == channel,
+            OutboxRow.platform_message_id == message,
+        )
+        async with self._db.read() as session:
+            link = await request_link(session, platform, channel, message)
+            if link is not None:
+                return link
+            row = (await session.execute(stmt.limit(1))).scalar_one_or_none()
+            return MessageLink(row.conversation_id, row.request_id) if row else None
+
+    async def find(self, conversation_id: str) -> ConversationInfo | None:
+        """One conversation, or None if there is no such conversation."""
+        async with self._db.read() as session:
+            row = await session.get(ConversationRow, conversation_id)
+            return info_of(row) if row else None
+
+    async def info(self, conversation_id: str) -> ConversationInfo:
+        """One conversation; raises :class:`core.errors.ConversationNotFound`."""
+        async with self._db.read() as session:
+            return info_of(await conversation_row(session, conversation_id))
+
+    async def active(
+        self, *, platform: str, workspace: str | None = None, channel: str | None = None
+    ) -> list[ConversationInfo]:
+        """Conversations running or waiting, oldest first, optionally in one channel."""
+        stmt = select(ConversationRow).where(
+            ConversationRow.platform == platform,
+            ConversationRow.lifecycle.in_([Lifecycle.RUNNING.value, Lifecycle.WAITING.value]),
+        )
+        if workspace is not None:
+            stmt = stmt.where(ConversationRow.workspace == workspace)
+        if channel is not None:
+            stmt = stmt.where(ConversationRow.channel == channel)
+        async with self._db.read() as session:
+            rows = (await session.execute(stmt.order_by(ConversationRow.created_at))).scalars()
+            return [info_of(row) for row in rows]
+
+    async def running(self) -> list[str]:
+        """Ids of conversations left ``running`` (to resume at start), oldest first."""
+        stmt = (
+            select(ConversationRow.id)
+            .where(ConversationRow.lifecycle == Lifecycle.RUNNING.value)
+            .order_by(ConversationRow.updated_at)
+        )
+        async with self._db.read() as session:
+            return list((await session.execute(stmt)).scalars())
+
+    async def conversations(self) -> list[ConversationInfo]:
+        """Every conversation, oldest first."""
+        stmt = select(ConversationRow).order_by(ConversationRow.created_at)
+        async with self._db.read() as session:
+            return [info_of(row) for row in (await session.execute(stmt)).scalars()]

@@ -1,0 +1,176 @@
+"""The :class:`~core.models.base.Model` protocol spoken by the Anthropic Messages API.
+
+One :class:`~core.models.base.ModelRequest` becomes one streaming ``POST /v1/messages``
+(server-sent events, https://docs.anthropic.com/en/api/messages-streaming). The
+events of :mod:`core.models.base` come out in this order:
+
+* a :class:`~core.models.base.TextDelta` for each ``text_delta``, as it arrives;
+* after the final message, a :class:`~core.models.base.ToolCallEvent` for each ``tool_use``
+  block, in content order, with its input parsed to a dict;
+* one :class:`~core.models.base.Usage` (token counts of the call);
+* one :class:`~core.models.base.TurnEnd` with the API's ``stop_reason``.
+
+Other content blocks (``thinking``, server tools) are not turned into events.
+
+Retries are the SDK's: the client retries connection errors, 408, 409, 429 and 5xx
+``max_retries`` times, honouring ``retry-after``. What is still failing afterwards
+becomes a :class:`~core.errors.ModelError` (https://docs.anthropic.com/en/api/errors)::
+
+    429 rate_limit_error, 529 overloaded_error   -> ModelOverloaded (retryable)
+    other 5xx, 408, 409, connection, timeout      -> ModelError(retryable=True)
+    other 4xx (400 invalid_request_error, 401...) -> ModelError(retryable=False)
+
+An ``error`` event in the middle of a stream (HTTP status 200) is classified by its
+``error.type`` the same way; a connection lost mid-stream, or a stream that ends
+without a stop reason, is ``ModelError(retryable=True)``. The SDK does not retry
+those: the caller decides. Messages are safe to show to people: they carry the
+API's own explanation, never the key or the request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import anthropic
+import httpx2
+from anthropic.types import MessageParam, ToolParam
+
+from core.errors import ModelError, ModelOverloaded
+from core.models.base import ModelEvent, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+
+log = logging.getLogger(__name__)
+
+_OVERLOADED_TYPES = frozenset({"overloaded_error", "rate_limit_error"})
+_RETRYABLE_TYPES = frozenset({"api_error", "timeout_error"})
+_RETRYABLE_STATUSES = frozenset({408, 409})
+
+
+class AnthropicModel:
+    """A :class:`~core.models.base.Model` backed by ``anthropic.AsyncAnthropic``.
+
+    ``name`` is the model id sent with every request (e.g. ``"claude-opus-5-5"``).
+    The client owns the connection pool, key, base URL, timeout and retry policy.
+    """
+
+    def __init__(self, *, client: anthropic.AsyncAnthropic, model: str) -> None:
+        self._client = client
+        self.name = model
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the events of one streamed response to ``request``.
+
+        An empty ``system`` and an empty tool list are left out of the request.
+        Raises :class:`~core.errors.ModelOverloaded` or
+        :class:`~core.errors.ModelError` (see the module docstring). Cancelling the
+        consuming task, or closing this generator, closes the HTTP stream.
+        """
+        tools = [
+            cast(
+                ToolParam,
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema},
+            )
+            for t in request.tools
+        ]
+        try:
+            async with self._client.messages.stream(
+                model=self.name,
+                max_tokens=request.max_tokens,
+                system=request.system if request.system else anthropic.omit,
+                messages=cast(list[MessageParam], request.messages),
+                tools=tools if tools else anthropic.omit,
+            ) as stream:
+                async for event in stream:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        yield TextDelta(text=event.delta.text)
+                message = await stream.get_final_message()
+        except anthropic.APIError as exc:
+            raise self._logged(_model_error(exc), exc) from exc
+        except httpx2.TimeoutException as exc:  # the SDK does not wrap errors read mid-stream
+            error = ModelError("The model API timed out", retryable=True)
+            raise self._logged(error, exc) from exc
+        except httpx2.TransportError as exc:
+            error = ModelError("The connection to the model API broke off", retryable=True)
+            raise self._logged(error, exc) from exc
+        if message.stop_reason is None:
+            error = ModelError("The model API response ended early", retryable=True)
+            raise self._logged(error, None)
+
+        for block in message.content:
+            if block.type == "tool_use":
+                yield ToolCallEvent(id=block.id, name=block.name, input=_as_input(block.input))
+        usage = message.usage
+        yield Usage(
+            model=message.model or self.name,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_input_tokens or 0,
+            cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        )
+        yield TurnEnd(
+            stop_reason=message.stop_reason,
+            content=tuple(b.model_dump(mode="json", exclude_none=True) for b in message.content),
+        )
+
+    def _logged(self, error: ModelError, cause: BaseException | None) -> ModelError:
+        """Log ``error`` at WARNING with its cause: status, error type, endpoint host."""
+        status = getattr(cause, "status_code", None)
+        kind = getattr(cause, "type", None) or (type(cause).__name__ if cause else "no stop reason")
+        log.warning(
+            "model %s at %s failed: %s (HTTP %s, %s)",
+            self.name,
+            self._client.base_url.host,
+            error,
+            status if status is not None else "-",
+            kind,
+        )
+        return error
+
+    async def aclose(self) -> None:
+        """Close the client's HTTP connections (the client is unusable afterwards)."""
+        await self._client.close()
+
+
+def anthropic_model_from(
+    api_key: str | None,
+    base_url: str | None,
+    model: str,
+    max_retries: int = 2,
+    timeout: float = 600.0,
+) -> AnthropicModel:
+    """Build an :class:`AnthropicModel` with its own ``AsyncAnthropic`` client.
+
+    ``api_key`` and ``base_url`` fall back to ``ANTHROPIC_API_KEY`` and
+    ``ANTHROPIC_BASE_URL`` when ``None``. ``max_retries`` is the SDK's retry count
+    for connection errors, 408, 409, 429 and 5xx; ``timeout`` is in seconds.
+    """
+    client = anthropic.AsyncAnthropic(
+        api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+    )
+    return AnthropicModel(client=client, model=model)
+
+
+def _as_input(raw: object) -> dict[str, Any]:
+    """A ``tool_use`` input as a dict (the API always sends a JSON object)."""
+    return cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+
+
+def _model_error(exc: anthropic.APIError) -> ModelError:
+    """Translate an SDK failure (after the SDK's own retries) into a core error."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelError("The model API timed out", retryable=True)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelError("Could not reach the model API", retryable=True)
+    if not isinstance(exc, anthropic.APIStatusError):
+        return ModelError("The model API sent a response that could not be read", retryable=False)
+
+    status, kind = exc.status_code, exc.type
+    detail = exc.api_message or f"HTTP {status}"
+    if status in (429, 529) or kind in _OVERLOADED_TYPES:
+        if status == 429 or kind == "rate_limit_error":
+            return ModelOverloaded("The model API is rate-limiting us", retryable=True)
+        return ModelOverloaded("The model API is overloaded", retryable=True)
+    if status >= 500 or status in _RETRYABLE_STATUSES or kind in _RETRYABLE_TYPES:
+        return ModelError(f"The model API failed: {detail}", retryable=True)
+    return ModelError(f"The model API rejected the request: {detail}", retryable=False)

@@ -1,0 +1,145 @@
+"""Models without a network for tests: canned turns, in order or from a file.
+
+:class:`ScriptedModel` plays canned assistant turns in order and records every
+request it was sent; a turn can block on an ``asyncio.Event`` until a test
+releases it, so tests check order ("the stop happened while the model was
+blocked") instead of timing.
+
+The demo model (:mod:`core.models.demo`) streams its steps with
+:func:`canned_events` too.
+
+Tool call ids: a model's ids need only be unique within a conversation (tool
+records are keyed by conversation and ``tool_use_id``, DESIGN.md "Durability and
+exactly-once"). These models number a call by the assistant turns already in the
+request's history and its place in the turn (``toolu_<model>_<turn>_<index>``,
+``<model>`` being ``scripted``, ``script`` or ``demo``), never by a counter of the
+process: a turn never gets the id of an earlier call of its conversation (whose
+record, with its result, would be taken for its own and the call never run),
+also after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import ModelError
+from core.models.base import (
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallEvent,
+    TurnEnd,
+    Usage,
+)
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    """A tool call in a scripted turn; ``id`` defaults to ``toolu_<model>_<turn>_<index>``
+    (see the module's docstring)."""
+
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+
+@dataclass
+class ScriptedTurn:
+    """One canned response: text, tool calls, and an optional gate to wait on first."""
+
+    text: str = ""
+    calls: Sequence[ScriptedCall] = ()
+    gate: asyncio.Event | None = None
+    error: ModelError | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the model starts answering with this turn (before the gate)."""
+
+
+class ScriptedModel:
+    """Answers each request with the next :class:`ScriptedTurn`.
+
+    Raises :class:`ModelError` (not retryable) when the script has run out, and a
+    turn's ``error`` when it has one.
+    """
+
+    def __init__(self, turns: Sequence[ScriptedTurn], *, name: str = "scripted") -> None:
+        self.name = name
+        self._turns = list(turns)
+        self.requests: list[ModelRequest] = []
+
+    def add(self, *turns: ScriptedTurn) -> None:
+        """Append turns to the script."""
+        self._turns.extend(turns)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the next turn's events; waits on its gate first."""
+        self.requests.append(request)
+        if not self._turns:
+            raise ModelError("the scripted model has no turns left", retryable=False)
+        turn = self._turns.pop(0)
+        turn.started.set()
+        if turn.gate is not None:
+            await turn.gate.wait()
+        if turn.error is not None:
+            raise turn.error
+        async for event in canned_events(self.name, "scripted", request, turn.text, turn.calls):
+            yield event
+
+
+def _turn_number(request: ModelRequest) -> int:
+    """How many assistant turns the request's history holds (0 for the first call)."""
+    return sum(1 for m in request.messages if m["role"] == "assistant")
+
+
+async def canned_events(
+    model: str, prefix: str, request: ModelRequest, text: str, calls: Sequence[ScriptedCall]
+) -> AsyncIterator[ModelEvent]:
+    """The stream of one canned turn; a call with no id gets ``toolu_<prefix>_<turn>_<index>``.
+
+    ``model`` names the model in the usage event; ``<turn>`` is the number of
+    assistant turns in ``request``'s history (see the module docstring).
+    """
+    turn = _turn_number(request)
+    if text:
+        yield TextDelta(text=text)
+    for index, call in enumerate(calls):
+        call_id = call.id or f"toolu_{prefix}_{turn}_{index}"
+        yield ToolCallEvent(id=call_id, name=call.name, input=call.input)
+    yield Usage(model=model, input_tokens=100, output_tokens=20)
+    yield TurnEnd(stop_reason="tool_use" if calls else "end_turn")
+
+
+class ScriptFileModel:
+    """Canned turns from a JSON file, chosen by how many turns the history holds.
+
+    The file is a list of turns, ``{"text": str?, "calls": [{"name", "input"?,
+    "id"?}]?}``. The turn answered is the one after the assistant messages already
+    in the request, so the script goes on where it was after a crash and a
+    restart. A call's id defaults to ``toolu_script_<turn>_<index>``. Raises
+    ``ValueError`` for a malformed file and :class:`ModelError` past its end.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.name = "script"
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
+            raise ValueError(f"{path}: a model script is a JSON list of turns")
+        self._turns = data
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the events of the turn after the history's last assistant message."""
+        index = _turn_number(request)
+        if index >= len(self._turns):
+            raise ModelError(f"the model script has no turn {index + 1}", retryable=False)
+        turn = self._turns[index]
+        calls = [
+            ScriptedCall(name=c["name"], input=c.get("input", {}), id=c.get("id", ""))
+            for c in turn.get("calls", [])
+        ]
+        async for event in canned_events(self.name, "script", request, turn.get("text", ""), calls):
+            yield event

@@ -1,0 +1,80 @@
+"""What a person's decision or reply does to the open request: one ``Change``, by kind.
+
+Dispatches on the request's type (``match`` ending in ``assert_never``), so a new
+kind of request is not forgotten here. Every change that closes a request does it
+by compare-and-set (``RequestResolution.only_if_open``, ``Change.guard_pending``):
+of two decisions arriving together the store applies one and refuses the other
+with :class:`core.errors.RequestConflict`, so there is one decision and one
+execution.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from core.inputs import Decision, Reply
+from core.journal import Change, ConversationSnapshot
+from core.requests import go_on, plan_approval, plan_revision, question, tool_approval
+from core.requests.common import Opening
+from core.requests.shapes import (
+    ContinueRequest,
+    PendingRequest,
+    PlanApproval,
+    PlanRevision,
+    Question,
+    RetryRequest,
+    ToolApproval,
+)
+from core.workflow import Workflow
+
+
+def answered_in_words(request: PendingRequest) -> bool:
+    """Whether ``request`` is answered by a reply only (a question), never by a decision."""
+    return isinstance(request, Question | PlanRevision)
+
+
+def decision_change(
+    snap: ConversationSnapshot,
+    request: PendingRequest,
+    decision: Decision,
+    workflow: Workflow,
+    opening: Opening,
+) -> Change | None:
+    """The change ``decision`` makes to the open ``request``.
+
+    None when there is nothing left to decide: the call was decided already, or
+    the request is answered in words (:func:`answered_in_words`).
+    """
+    match request:
+        case PlanApproval():
+            return plan_approval.decide(snap, request, decision, workflow, opening)
+        case ToolApproval():
+            return tool_approval.decide(snap, request, decision)
+        case ContinueRequest() | RetryRequest():
+            return go_on.decide(snap, request, decision)
+        case PlanRevision() | Question():
+            return None
+        case _:
+            assert_never(request)
+
+
+def reply_change(
+    snap: ConversationSnapshot, request: PendingRequest, reply: Reply, workflow: Workflow
+) -> Change | None:
+    """The change a reply in the thread makes to the open ``request``.
+
+    It revises a plan, answers a question, or goes on after a failure or the
+    turn cap; None when it is only a note (a tool approval is decided by
+    reactions and buttons, not words).
+    """
+    match request:
+        case PlanApproval() | PlanRevision():
+            return plan_revision.revise(snap, request, reply, workflow)
+        case Question():
+            return question.answer(snap, request, reply)
+        case ContinueRequest() | RetryRequest():
+            return go_on.reply(snap, request, reply)
+        case ToolApproval():
+            return None
+        case _:
+            assert_never(request)

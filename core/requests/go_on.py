@@ -1,0 +1,115 @@
+"""Go on? The run stopped short (the turn cap, a model failure a retry may mend).
+
+Two kinds of request ask it, each with its own message:
+
+- :class:`~core.requests.shapes.ContinueRequest`: the run used its model turns
+  (``waiting(continue)``, :func:`open_continue`);
+- :class:`~core.requests.shapes.RetryRequest`: the model API failed and trying
+  again may help (``waiting(retry)``, :func:`open_retry`).
+
+A decision (:func:`decide`) goes on (approve) or stops here (reject: the
+conversation ends ``cancelled``). A reply from the requester or an approver goes
+on too (:func:`reply`); anyone else's is kept as a note and refused in the thread.
+Neither request has a control call: the model reads nothing new, the next turn
+simply goes on from the journal.
+"""
+
+from __future__ import annotations
+
+from core import lifecycle
+from core.inputs import Approve, Reject, Reply
+from core.journal import (
+    Change,
+    ConversationSnapshot,
+    DecisionEntry,
+    RequestResolution,
+    StopEntry,
+    UserText,
+)
+from core.requests.closing import request_closed
+from core.requests.common import Opening
+from core.requests.shapes import ContinueRequest, RequestState, RetryRequest
+from core.requests.verdicts import Approved, Rejected
+from core.run_events import ContinueAsked, Refused, RunFailed, Stopped
+
+
+def open_continue(turns: int, opening: Opening) -> Change:
+    """The run used ``turns`` model turns: ask whether to go on."""
+    expires_at, remind_at = opening.times()
+    request = ContinueRequest(
+        id=opening.new_id(),
+        prompt=f"{turns} model turns used; go on?",
+        expires_at=expires_at,
+        remind_at=remind_at,
+    )
+    return Change(
+        open_request=request,
+        status=lifecycle.waiting(request.wait),
+        events=(ContinueAsked(request_id=request.id, turns=turns),),
+    )
+
+
+def open_retry(error: str, opening: Opening) -> Change:
+    """The model call failed with ``error`` (safe to show): ask whether to try again."""
+    expires_at, remind_at = opening.times()
+    request = RetryRequest(
+        id=opening.new_id(), prompt=error, expires_at=expires_at, remind_at=remind_at
+    )
+    return Change(
+        open_request=request,
+        status=lifecycle.waiting(request.wait),
+        events=(RunFailed(error=error, request_id=request.id),),
+    )
+
+
+def decide(
+    snap: ConversationSnapshot,
+    request: ContinueRequest | RetryRequest,
+    decision: Approve | Reject,
+) -> Change:
+    """Go on (approve: the run goes on) or stop here (reject: ``cancelled``)."""
+    by = decision.by
+    verdict = Approved() if isinstance(decision, Approve) else Rejected()
+    resolve = (
+        RequestResolution(
+            request_id=request.id, state=RequestState.DECIDED, verdict=verdict, by=by
+        ),
+    )
+    entry = DecisionEntry(request_id=request.id, verdict=verdict, by=by)
+    closed = request_closed(snap, request, verdict.kind, by=by)
+    if isinstance(verdict, Rejected):
+        return Change(
+            entries=(entry, StopEntry(by=by)),
+            resolve=resolve,
+            status=lifecycle.CANCELLED,
+            events=(*closed, Stopped(by_name=by.name)),
+        )
+    return Change(entries=(entry,), resolve=resolve, status=lifecycle.RUNNING, events=closed)
+
+
+def reply(
+    snap: ConversationSnapshot, request: ContinueRequest | RetryRequest, message: Reply
+) -> Change:
+    """A reply to "go on?": the requester or an approver goes on, in words.
+
+    Anyone else's reply is kept as a note and answered in the thread with the
+    words a reaction of theirs gets (:class:`core.run_events.Refused`); the
+    request stays open.
+    """
+    note = UserText(author=message.author, text=message.text, role="note")
+    if not message.may_continue:
+        refused = Refused(action="decide", by_name=message.author.name)
+        return Change(entries=(note,), events=(refused,))
+    return Change(
+        entries=(note,),
+        resolve=(
+            RequestResolution(
+                request_id=request.id,
+                state=RequestState.DECIDED,
+                verdict=Approved(),
+                by=message.author,
+            ),
+        ),
+        status=lifecycle.RUNNING,
+        events=request_closed(snap, request, "approved", by=message.author),
+    )

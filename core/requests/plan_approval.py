@@ -1,0 +1,116 @@
+"""Plan approval: the model proposes a plan (``propose_plan``); a person approves it.
+
+Opens when the model's ``propose_plan`` call comes up (:func:`open_plan`): the
+plan gets the next version, older plans are superseded (an open one's message
+says it was replaced), and the conversation waits (``waiting(plan_approval)``).
+An approval is bound to that version (:func:`decide`): approved, the call's
+result tells the model to carry the plan out and the workflow moves on;
+rejected, a plan revision asks what should change
+(:mod:`core.requests.plan_revision`). A reply to the open plan revises it at once
+(:func:`core.requests.plan_revision.revise`).
+"""
+
+from __future__ import annotations
+
+from core import lifecycle
+from core.inputs import Approve, Reject
+from core.journal import (
+    Change,
+    ConversationSnapshot,
+    DecisionEntry,
+    RequestResolution,
+    ToolCallRecord,
+)
+from core.requests import plan_revision
+from core.requests.closing import request_closed
+from core.requests.common import Opening
+from core.requests.shapes import PlanApproval, RequestState
+from core.requests.verdicts import Approved, Rejected
+from core.run_events import PlanProposed
+from core.tool_state import answer_control, opened
+from core.tools.control import plan_steps
+from core.workflow import Transition, Workflow
+
+
+def open_plan(
+    snap: ConversationSnapshot, record: ToolCallRecord, workflow: Workflow, opening: Opening
+) -> Change:
+    """Propose the ``propose_plan`` call's plan as the next version.
+
+    Raises :class:`core.errors.ToolError` when its ``steps`` or ``tools`` are malformed.
+    """
+    steps, tools = plan_steps(record.input)
+    version = snap.plan_version + 1
+    plans = [
+        r
+        for r in snap.requests
+        if isinstance(r, PlanApproval) and r.state is not RequestState.SUPERSEDED
+    ]
+    older = tuple(
+        RequestResolution(
+            request_id=r.id,
+            state=RequestState.SUPERSEDED,
+            verdict=r.verdict,
+            by=r.decided_by,
+            only_if_open=False,
+        )
+        for r in plans
+    )
+    replaced = tuple(  # a decided plan's message shows its decision already
+        event
+        for r in plans
+        if r.state is RequestState.OPEN
+        for event in request_closed(snap, r, "replaced", replaced_by=version)
+    )
+    expires_at, remind_at = opening.times()
+    request = PlanApproval(
+        id=opening.new_id(),
+        tool_use_id=record.tool_use_id,
+        plan_version=version,
+        prompt="\n".join(steps),
+        expires_at=expires_at,
+        remind_at=remind_at,
+    )
+    return Change(
+        resolve=older,
+        tool_calls=(opened(record, request.id),),
+        open_request=request,
+        status=lifecycle.waiting(request.wait),
+        position=workflow.next(snap.position, Transition.PLAN_PROPOSED),
+        plan_version=version,
+        events=(
+            *replaced,
+            PlanProposed(
+                request_id=request.id, version=version, steps=tuple(steps), tools=tuple(tools)
+            ),
+        ),
+    )
+
+
+def decide(
+    snap: ConversationSnapshot,
+    request: PlanApproval,
+    decision: Approve | Reject,
+    workflow: Workflow,
+    opening: Opening,
+) -> Change:
+    """Approve plan ``request`` (carry it out now) or reject it (what should change?)."""
+    by = decision.by
+    verdict = Approved() if isinstance(decision, Approve) else Rejected()
+    resolution = RequestResolution(
+        request_id=request.id, state=RequestState.DECIDED, verdict=verdict, by=by
+    )
+    entry = DecisionEntry(request_id=request.id, verdict=verdict, by=by)
+    closed = request_closed(snap, request, verdict.kind, by=by)
+    if isinstance(verdict, Rejected):
+        return plan_revision.open_after_reject(request, entry, resolution, closed, opening)
+    text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
+    answered = answer_control(snap, request.tool_use_id, text)
+    return Change(
+        entries=(entry, *answered.results),
+        tool_calls=answered.records,
+        resolve=(resolution,),
+        status=lifecycle.RUNNING,
+        position=workflow.next(snap.position, Transition.PLAN_APPROVED),
+        events=closed,
+    )

@@ -1,0 +1,61 @@
+"""A question: the model asks the thread (``ask_user``) and waits for an answer in words.
+
+Opens when the model's ``ask_user`` call comes up (:func:`open_question`): the
+conversation waits (``waiting(question)``) and the call's record points at the
+request. Anyone in the thread answers with a reply (:func:`answer`), which
+becomes the call's result; reactions do not decide a question.
+"""
+
+from __future__ import annotations
+
+from core import lifecycle
+from core.errors import ToolError
+from core.inputs import Reply
+from core.journal import Change, ConversationSnapshot, RequestResolution, ToolCallRecord, UserText
+from core.requests.common import Opening
+from core.requests.shapes import Question, RequestState
+from core.requests.verdicts import Answered
+from core.run_events import QuestionAsked
+from core.tool_state import answer_control, opened
+
+
+def open_question(record: ToolCallRecord, opening: Opening) -> Change:
+    """Ask the ``ask_user`` call's question (with its ``options``, if any).
+
+    Raises :class:`ToolError` when ``question`` is missing or blank.
+    """
+    question = record.input.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise ToolError("`question` must be a non-empty string")
+    raw = record.input.get("options") or []
+    options = tuple(str(o) for o in raw) if isinstance(raw, list) else ()
+    expires_at, remind_at = opening.times()
+    request = Question(
+        id=opening.new_id(),
+        tool_use_id=record.tool_use_id,
+        prompt=question.strip(),
+        expires_at=expires_at,
+        remind_at=remind_at,
+    )
+    return Change(
+        tool_calls=(opened(record, request.id),),
+        open_request=request,
+        status=lifecycle.waiting(request.wait),
+        events=(QuestionAsked(request_id=request.id, question=request.prompt, options=options),),
+    )
+
+
+def answer(snap: ConversationSnapshot, request: Question, reply: Reply) -> Change:
+    """``reply`` answers ``request``: the model reads ``<name> answered: <text>``."""
+    by = reply.author
+    answered = answer_control(snap, request.tool_use_id, f"{by.name} answered: {reply.text}")
+    return Change(
+        entries=(UserText(author=by, text=reply.text, role="answer"), *answered.results),
+        tool_calls=answered.records,
+        resolve=(
+            RequestResolution(
+                request_id=request.id, state=RequestState.DECIDED, verdict=Answered(), by=by
+            ),
+        ),
+        status=lifecycle.RUNNING,
+    )

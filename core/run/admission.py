@@ -1,0 +1,90 @@
+"""Admitting a model turn's tool calls: the policy decides each call's first state.
+
+When a turn is committed, each call gets its record (:func:`core.tool_state.admit`):
+``approved``, ``denied`` (a tool the position does not offer, or the policy says
+no; its error result goes in the same commit) or ``pending_approval`` (the policy
+asks a person first, :mod:`core.requests.tool_approval`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.journal import (
+    AssistantTurn,
+    ConversationSnapshot,
+    ToolCall,
+    ToolCallRecord,
+    ToolResultEntry,
+    ToolState,
+)
+from core.policy import policy
+from core.policy.summary import summarize_call
+from core.run_events import ProgressNote
+from core.tool_state import admit, parts
+from core.tools.base import Toolbox
+from core.workflow import Workflow
+
+
+def admit_turn(
+    turn: AssistantTurn,
+    turn_seq: int,
+    snap: ConversationSnapshot,
+    workflow: Workflow,
+    toolbox: Toolbox,
+    tool_policy: policy.ToolPolicy,
+) -> tuple[tuple[ToolCallRecord, ...], tuple[ToolResultEntry, ...]]:
+    """Records for ``turn``'s calls (``turn_seq``: its journal ``seq``) and the denials' results."""
+    position = workflow.position(snap.position)
+    offered = {t.spec.name for t in toolbox.select(position.tools)}
+    admitted = []
+    for index, call in enumerate(turn.tool_calls):
+        state, reason = _first_state(
+            call, toolbox, tool_policy, offered, snap.position, position.mutating
+        )
+        tool = toolbox.get(call.name)
+        admitted.append(
+            admit(
+                call,
+                read_only=tool.read_only if tool else True,
+                state=state,
+                turn_seq=turn_seq,
+                index=index,
+                result=reason if state is ToolState.DENIED else None,
+            )
+        )
+    results, records = parts(admitted)
+    return records, results
+
+
+def denial_notes(
+    turn: AssistantTurn, denials: Sequence[ToolResultEntry]
+) -> tuple[ProgressNote, ...]:
+    """A progress note per call refused at once (the policy, or a tool not offered)."""
+    calls = {call.id: call for call in turn.tool_calls}
+    return tuple(
+        ProgressNote(text=f"{summarize_call(call.name, call.input)} was not run: {denial.content}")
+        for denial in denials
+        if (call := calls.get(denial.tool_use_id)) is not None
+    )
+
+
+def _first_state(
+    call: ToolCall,
+    toolbox: Toolbox,
+    tool_policy: policy.ToolPolicy,
+    offered: set[str],
+    position: str,
+    mutating: bool,
+) -> tuple[ToolState, str]:
+    tool = toolbox.get(call.name)
+    if tool is None or call.name not in offered:
+        return ToolState.DENIED, f"The tool {call.name} is not available at the {position} step."
+    verdict = tool_policy.check(
+        tool_name=call.name, read_only=tool.read_only, arguments=call.input, plan_approved=mutating
+    )
+    if verdict.decision is policy.Decision.DENY:
+        return ToolState.DENIED, f"Denied by policy: {verdict.reason}"
+    if verdict.decision is policy.Decision.ASK:
+        return ToolState.PENDING_APPROVAL, verdict.reason
+    return ToolState.APPROVED, ""

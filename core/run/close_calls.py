@@ -1,0 +1,101 @@
+"""Closing the calls left open when a run ends early: a stop, a failure, an expiry, a shutdown.
+
+Every ``tool_use`` of the journal gets exactly one ``tool_result`` (the Messages
+API rejects anything else), so each call still without one gets a result and a
+final record, made by :func:`core.tool_state.move`: ``interrupted`` if it was
+running (its effects may be partial), ``cancelled`` if it never started,
+``failed`` when the run failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.journal import (
+    AssistantTurn,
+    ConversationSnapshot,
+    ToolCall,
+    ToolCallRecord,
+    ToolResultEntry,
+    ToolState,
+)
+from core.tool_state import Moved, answered_calls, move, parts, unrecorded
+from core.tools.control import CONTROL_TOOLS
+
+
+@dataclass(frozen=True)
+class Closing:
+    """Results and records that close open calls, with counts for the stop message."""
+
+    results: tuple[ToolResultEntry, ...]
+    records: tuple[ToolCallRecord, ...]
+    cancelled: int
+    interrupted: int
+
+
+def close_open_calls(
+    snap: ConversationSnapshot,
+    by_name: str,
+    read_only: Callable[[str], bool],
+    *,
+    failed: bool = False,
+) -> Closing:
+    """One result and a final record for every call of the journal that has no result.
+
+    ``by_name``: who or what stopped the run, as the results say it (``alice``,
+    ``expiry of the request``, ``the failure``); ``failed``: the run failed, every
+    call ends ``failed``. ``read_only(name)`` tells a tool's kind, for a call with
+    no record.
+    """
+    moves: list[Moved] = []
+    cancelled = interrupted = 0
+    for call, record in _all_open(snap, read_only):
+        was_running = record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+        if failed:
+            to, text = ToolState.FAILED, f"Not run: the run ended with {by_name}."
+        elif was_running:
+            to = ToolState.INTERRUPTED
+            text = f"Stopped by {by_name} while it ran; its effects may be partial."
+        else:
+            to, text = ToolState.CANCELLED, f"Stopped by {by_name} before it ran."
+        if call.name not in CONTROL_TOOLS:
+            interrupted += was_running
+            cancelled += not was_running
+        moves.append(move(record, to, result=text))
+    results, records = parts(moves)
+    return Closing(results, records, cancelled, interrupted)
+
+
+def interrupt_running(
+    snap: ConversationSnapshot, reason: str, read_only: Callable[[str], bool]
+) -> Closing:
+    """An ``interrupted`` result and record for every call that was running.
+
+    For a process that stops while a command runs (``reason`` says why): the
+    conversation stays ``running``, and the next start goes on with the model
+    reading these results. Calls not yet started are left to run then.
+    """
+    text = (
+        f"Interrupted while it ran: {reason}. Its effects may be partial; check "
+        "the workspace before retrying it."
+    )
+    results, records = parts(
+        move(record, ToolState.INTERRUPTED, result=text)
+        for call, record in _all_open(snap, read_only)
+        if record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+    )
+    return Closing(results, records, 0, len(records))
+
+
+def _all_open(
+    snap: ConversationSnapshot, read_only: Callable[[str], bool]
+) -> list[tuple[ToolCall, ToolCallRecord]]:
+    answered = answered_calls(snap)
+    return [
+        (call, unrecorded(snap, read_only(call.name), call, rec.seq, index))
+        for rec in snap.journal
+        if isinstance(rec.entry, AssistantTurn)
+        for index, call in enumerate(rec.entry.tool_calls)
+        if call.id not in answered
+    ]

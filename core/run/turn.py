@@ -1,0 +1,239 @@
+"""The turn: a model call, its tool calls, again, until the run ends or waits.
+
+:meth:`RunLoop.run` goes on while the conversation is ``running``: it first
+finishes what the last turn still needs (:class:`core.run.tool_calls.ToolRunner`),
+takes in replies that arrived meanwhile as notes, calls the model, and commits
+its turn with a record per tool call. A turn without tool calls is the answer.
+After ``max_turns`` model calls the run asks whether to go on
+(:mod:`core.requests.go_on`); a model failure a retry may mend asks whether to
+try again, any other failure ends the run ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from core import lifecycle
+from core.errors import LeaseLost, ModelError
+from core.faults import NO_FAULTS, Faults
+from core.inputs import Inbox, delivery_keys
+from core.journal import (
+    AssistantTurn,
+    Change,
+    ConversationSnapshot,
+    Journal,
+    JournalRecord,
+    ModelUsage,
+    ToolCall,
+    UserText,
+)
+from core.lifecycle import Lifecycle
+from core.models.base import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.policy.policy import ToolPolicy
+from core.requests import go_on
+from core.requests.common import Opening
+from core.run.admission import admit_turn, denial_notes
+from core.run.close_calls import close_open_calls
+from core.run.history import build_messages
+from core.run.settings import EngineSettings
+from core.run.stats import request_stats
+from core.run.tool_calls import ToolRunner, TurnOutcome
+from core.run_events import Answered, ProgressNote, RunFailed
+from core.tools.base import Toolbox
+from core.workflow import Transition, Workflow
+
+log = logging.getLogger(__name__)
+
+
+class RunLoop:
+    """Runs a conversation's turns for the engine (:class:`core.run.engine.Engine`).
+
+    ``suspended()`` True means: start no new step (the process is stopping).
+    """
+
+    def __init__(
+        self,
+        *,
+        journal: Journal,
+        model: Model,
+        toolbox: Toolbox,
+        workflow: Workflow,
+        settings: EngineSettings,
+        tool_policy: ToolPolicy,
+        opening: Opening,
+        faults: Faults = NO_FAULTS,
+        suspended: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._journal = journal
+        self._model = model
+        self._toolbox = toolbox
+        self._workflow = workflow
+        self._settings = settings
+        self._policy = tool_policy
+        self._opening = opening
+        self._faults = faults
+        self._suspended = suspended
+        self.tools = ToolRunner(
+            journal=journal,
+            toolbox=toolbox,
+            settings=settings,
+            tool_policy=tool_policy,
+            opening=opening,
+            faults=faults,
+            suspended=suspended,
+        )
+
+    async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
+        """Go on while the conversation is ``running``: model turn, tools, repeat.
+
+        A failure inside threadbot (not the model's: those end the run with their
+        own message) ends the run ``failed`` with a message in the thread, so a
+        conversation is never left ``running`` with no one working on it.
+        :class:`core.errors.LeaseLost` is raised as is: another process runs the
+        conversation now, and this one must write nothing more.
+        """
+        try:
+            await self._turns(conversation_id, inbox)
+        except LeaseLost:
+            raise  # another process runs the conversation now: write nothing more
+        except Exception as exc:
+            log.exception("conversation %s: the run failed", conversation_id)
+            try:
+                await self.fail(conversation_id, f"Something went wrong inside threadbot: {exc}")
+            except Exception:
+                log.exception("conversation %s: could not record the failure", conversation_id)
+
+    async def fail(self, conversation_id: str, error: str) -> None:
+        """End the run ``failed`` with ``error`` (safe to show); every open call gets a result."""
+        snap = await self._journal.load(conversation_id)
+        closing = close_open_calls(snap, "the failure", self.tools.read_only, failed=True)
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                entries=closing.results,
+                tool_calls=closing.records,
+                status=lifecycle.FAILED,
+                events=(RunFailed(error=error),),
+            ),
+        )
+
+    async def _turns(self, conversation_id: str, inbox: Inbox | None) -> None:
+        for _turn in range(self._settings.max_turns):
+            if self._suspended():
+                return
+            snap = await self._journal.load(conversation_id)
+            if snap.status.lifecycle is not Lifecycle.RUNNING:
+                return
+            outcome = await self.tools.continue_turn(conversation_id, workflow=self._workflow)
+            if outcome is not TurnOutcome.CONTINUE:
+                return
+            snap = await self._journal.load(conversation_id)
+            if snap.status.lifecycle is not Lifecycle.RUNNING:
+                return
+            snap = await self._take_notes(conversation_id, snap, inbox)
+            if self._suspended():
+                return
+            try:
+                turn = await self._model_turn(snap)
+            except ModelError as exc:
+                await self._wait_or_fail(conversation_id, exc)
+                return
+            if await self._after_turn(conversation_id, snap, turn) is TurnOutcome.DONE:
+                return
+        change = go_on.open_continue(self._settings.max_turns, self._opening)
+        await self._journal.commit(conversation_id, change)
+
+    async def _take_notes(
+        self, conversation_id: str, snap: ConversationSnapshot, inbox: Inbox | None
+    ) -> ConversationSnapshot:
+        replies = list(inbox()) if inbox else []
+        if not replies:
+            return snap
+        notes = tuple(UserText(author=r.author, text=r.text, role="note") for r in replies)
+        keys = tuple(k for r in replies for k in delivery_keys(r))
+        await self._journal.commit(conversation_id, Change(entries=notes, handled=keys))
+        return await self._journal.load(conversation_id)
+
+    async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
+        position = self._workflow.position(snap.position)
+        tools = self._toolbox.select(position.tools)
+        system = self._settings.system_prompt
+        if position.instructions:
+            system = f"{system}\n{position.instructions.strip()}\n"
+        request = ModelRequest(
+            system=system,
+            messages=build_messages(snap.journal),
+            tools=[t.spec for t in tools],
+            max_tokens=self._settings.max_tokens,
+        )
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        usage = ModelUsage(model=self._model.name, input_tokens=0, output_tokens=0)
+        stop_reason = "end_turn"
+        content: tuple[dict[str, Any], ...] = ()
+        async for event in self._model.stream(request):
+            match event:
+                case TextDelta():
+                    text.append(event.text)
+                case ToolCallEvent():
+                    calls.append(ToolCall(id=event.id, name=event.name, input=event.input))
+                case Usage():
+                    usage = ModelUsage(
+                        model=event.model,
+                        input_tokens=event.input_tokens,
+                        output_tokens=event.output_tokens,
+                        cache_read_tokens=event.cache_read_tokens,
+                        cache_write_tokens=event.cache_write_tokens,
+                    )
+                case TurnEnd():
+                    stop_reason = event.stop_reason
+                    content = event.content
+        return AssistantTurn(
+            text="".join(text).strip(),
+            tool_calls=tuple(calls),
+            stop_reason=stop_reason,
+            model=self._model.name,
+            content=content,
+            usage=usage,
+        )
+
+    async def _after_turn(
+        self, conversation_id: str, snap: ConversationSnapshot, turn: AssistantTurn
+    ) -> TurnOutcome:
+        if not turn.tool_calls:
+            now = self._opening.context.now()
+            answer = turn.text or "(the model gave no answer)"
+            journal = (*snap.journal, JournalRecord(seq=snap.last_seq + 1, at=now, entry=turn))
+            await self._journal.commit(
+                conversation_id,
+                Change(
+                    entries=(turn,),
+                    status=lifecycle.DONE,
+                    position=self._workflow.next(snap.position, Transition.FINISHED),
+                    events=(Answered(text=answer, stats=request_stats(journal, now)),),
+                ),
+            )
+            return TurnOutcome.DONE
+        records, denials = admit_turn(
+            turn, snap.last_seq + 1, snap, self._workflow, self._toolbox, self._policy
+        )
+        notes = (ProgressNote(text=turn.text),) if turn.text else ()
+        await self._journal.commit(
+            conversation_id,
+            Change(
+                entries=(turn, *denials),
+                tool_calls=records,
+                events=(*notes, *denial_notes(turn, denials)),
+            ),
+        )
+        self._faults.hit("after_model_response")
+        return TurnOutcome.CONTINUE
+
+    async def _wait_or_fail(self, conversation_id: str, exc: ModelError) -> None:
+        """A model failure that a retry may mend waits for a person; others fail."""
+        if not exc.retryable:
+            await self.fail(conversation_id, str(exc))
+            return
+        await self._journal.commit(conversation_id, go_on.open_retry(str(exc), self._opening))
