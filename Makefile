@@ -1,9 +1,10 @@
-# threadbot: `make run` starts the bot, `make test` runs the suite.
+# threadbot: `make run` starts the bot, `make test` runs the suite, `make bench` the benchmarks.
 # Both create .venv on first use and install the project into it.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: run test lint bench clean
 
@@ -12,6 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The benchmarks also run DBOS, side by side (the bench extra).
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
 
 run: $(STAMP)
 	$(BIN)/threadbot run
@@ -24,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 clean:

@@ -1,135 +1,171 @@
-"""Throughput of the engine and memory held by waiting conversations.
+"""``python -m bench`` (``make bench``): the six benchmarks of issue 12, each beside its floor.
 
-Runs on a temporary SQLite database with the scripted model and the console
-adapter writing to memory, so it measures threadbot itself (store, hub, engine,
-outbox), not a model or a platform:
+Usage::
 
-1. ``runs``: N conversations, each mention -> plan -> approval -> two read-only
-   tool calls -> answer; reports conversations per second and milliseconds per
-   conversation (wall time, whole story).
-2. ``waiting``: M conversations left waiting for plan approval; reports the Python
-   heap growth per waiting conversation (tracemalloc) and checks that no task is
-   left per waiting conversation (DESIGN.md: a run waiting on a person holds no
-   memory).
+    python -m bench [--only 1,4] [--quick] [--json FILE] [--baseline FILE]
 
-Usage: ``python -m bench [--runs N] [--waiting M]``.
+``--quick`` runs every benchmark at a tiny size (a smoke run: the figures mean
+nothing); ``--json`` writes every figure to ``FILE``; ``--baseline`` reads such a
+file from an earlier run and judges the figures whose target is "within 10% of
+the baseline" (benchmark 6). Each benchmark runs in its own event loop on its own
+temporary SQLite files; what each measures, and its floor, is in its module's
+docstring.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import io
+import json
+import platform
+import sys
 import tempfile
 import time
-import tracemalloc
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from adapters.console import ConsoleAdapter
-from bot.app import build
-from bot.settings import Settings
-from conversations.events import Author, MessagePosted, PlatformRef, ReactionChanged
-from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from bench import (
+    long_conversation,
+    many_conversations,
+    mention_latency,
+    statements,
+    tool_calls,
+    waiting,
+)
+from bench._report import Result, against_baseline, fmt, render
 
-ALICE = Author(id="bench:alice", name="alice")
+Benchmark = Callable[..., Coroutine[Any, Any, Result]]
+
+BENCHMARKS: dict[int, Benchmark] = {
+    1: mention_latency.run,
+    2: tool_calls.run,
+    3: long_conversation.run,
+    4: many_conversations.run,
+    5: statements.run,
+    6: waiting.run,
+}
+
+SIZES: dict[int, dict[str, int]] = {
+    1: {"events": 300, "rounds": 5},
+    2: {"calls": 250, "rounds": 5},
+    3: {"calls": 500, "rounds": 3, "window": 50},
+    4: {"conversations": 1000, "rounds": 3, "delay_ms": 50},
+    5: {"rounds": 3},
+    6: {"many": 2000, "few": 20, "heap_sample": 500, "approvals": 10, "rounds": 5},
+}
+"""The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
+conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting)."""
+
+QUICK: dict[int, dict[str, int]] = {
+    1: {"events": 4, "rounds": 2},
+    2: {"calls": 8, "rounds": 2},
+    3: {"calls": 12, "rounds": 1, "window": 4},
+    4: {"conversations": 4, "rounds": 1, "delay_ms": 5},
+    5: {"rounds": 1},
+    6: {"many": 6, "few": 3, "heap_sample": 3, "approvals": 2, "rounds": 2},
+}
+"""Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
 
 
-def story(n: int) -> list[ScriptedTurn]:
-    turns: list[ScriptedTurn] = []
-    for _ in range(n):
-        turns += [
-            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["look", "answer"]})]),
-            ScriptedTurn(calls=[ScriptedCall("list_files", {}), ScriptedCall("list_files", {})]),
-            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "done"})]),
-        ]
-    return turns
+def machine() -> str:
+    """CPU count, CPU model, Python version and the date (UTC), on one line."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    cpus = os.cpu_count() or 0
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    return f"{cpus} CPUs ({model}), Python {platform.python_version()}, {today}"
 
 
-async def mention(app, key: str) -> None:  # type: ignore[no-untyped-def]
-    ref = PlatformRef(platform="console", channel="bench", message=key, user=ALICE.id)
-    await app.hub.handle(
-        MessagePosted(delivery_key=key, ref=ref, author=ALICE, text="go", mentions_bot=True)
-    )
+def say(line: str) -> None:
+    """Print ``line`` at once (``make bench`` output is often piped)."""
+    print(line, flush=True)
 
 
-async def bench_runs(root: Path, count: int) -> tuple[float, float]:
-    settings = Settings(
-        database_url=f"sqlite+aiosqlite:///{root / 'runs.db'}",
-        workspace_root=root / "ws",
-        progress_interval=0,
-        console_state=root / "runs-console.jsonl",
-    )
-    app = await build(settings, model=ScriptedModel(story(count)))
-    app.add_sender(ConsoleAdapter(input=io.StringIO(""), output=io.StringIO()))
-    await app.start()
+def run_all(
+    numbers: list[int],
+    *,
+    quick: bool = False,
+    baseline: dict[str, float] | None = None,
+    out: Callable[[str], None] = say,
+) -> list[Result]:
+    """Run the benchmarks ``numbers`` in order, printing each result as it comes."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="threadbot-bench-") as tmp:
+        for number in numbers:
+            sizes = (QUICK if quick else SIZES)[number]
+            root = Path(tmp) / str(number)
+            result = asyncio.run(BENCHMARKS[number](root, **sizes))
+            if baseline:
+                against_baseline(result.figures, baseline)
+            render(result, out)
+            results.append(result)
+    return results
+
+
+def summary(results: list[Result], out: Callable[[str], None] = print) -> None:
+    """One line per figure: value, floor, ratio, whether its target is met."""
+    out("")
+    out("figure | value | floor | ratio | target | met")
+    for result in results:
+        for f in result.figures:
+            ratio = f.ratio
+            shown = "" if ratio is None else f"{ratio:.2f}x"
+            met = {True: "yes", False: "NO", None: "-"}[f.met]
+            floor = fmt(f.floor, f.unit) if f.floor is not None else "-"
+            out(
+                f"{result.number}. {f.label} | {fmt(f.value, f.unit)} | {floor} | {shown} | "
+                f"{f.target or '-'} | {met}"
+            )
+
+
+def _load() -> str:
+    import os
+
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments, run the benchmarks, print the figures; 0 when every one ran."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default="", help="comma-separated benchmark numbers (1-6)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument("--baseline", type=Path, help="figures of a baseline run (--json)")
+    args = parser.parse_args(argv)
+    numbers = [int(n) for n in args.only.split(",") if n.strip()] or sorted(BENCHMARKS)
+    unknown = [n for n in numbers if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"no benchmark {unknown}; there are 1-6")
+    baseline = None
+    if args.baseline is not None:
+        data = json.loads(args.baseline.read_text(encoding="utf-8"))
+        baseline = {f["key"]: f["value"] for r in data["results"] for f in r["figures"]}
+    print(f"threadbot benchmarks on {machine()}; load average {_load()}", flush=True)
     started = time.perf_counter()
-    for n in range(count):  # one after another: the model script is in order
-        await mention(app, f"r{n}")
-        await app.hub.settled()
-        plan_id = await _plan_message(app)
-        thread = PlatformRef(platform="console", channel="bench", thread=f"r{n}", message=plan_id)
-        approve = "white_check_mark"
-        await app.hub.handle(
-            ReactionChanged(delivery_key=f"a{n}", ref=thread, author=ALICE, emoji=approve)
-        )
-        await app.hub.settled()
-    elapsed = time.perf_counter() - started
-    await app.close()
-    return count / elapsed, elapsed / count * 1000
-
-
-async def _plan_message(app) -> str | None:  # type: ignore[no-untyped-def]
-    from sqlalchemy import text
-
-    async with app.store.engine.connect() as conn:
-        query = text(
-            "select platform_message_id from outbox where request_id is not null "
-            "order by id desc limit 1"
-        )
-        return (await conn.execute(query)).scalar_one_or_none()
-
-
-async def bench_waiting(root: Path, count: int) -> tuple[float, int]:
-    settings = Settings(
-        database_url=f"sqlite+aiosqlite:///{root / 'waiting.db'}",
-        workspace_root=root / "ws2",
-        progress_interval=0,
-        console_state=root / "waiting-console.jsonl",
-    )
-    turns = [ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["x"]})])] * (count + 1)
-    app = await build(settings, model=ScriptedModel(turns))
-    app.add_sender(ConsoleAdapter(input=io.StringIO(""), output=io.StringIO()))
-    await app.start()
-    await mention(app, "warmup")
-    await app.hub.settled()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    for n in range(count):
-        await mention(app, f"w{n}")
-        await app.hub.settled()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    growth = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-    tasks = len(asyncio.all_tasks())
-    await app.close()
-    return growth / count, tasks
-
-
-def main() -> None:
-    """Run both benchmarks and print one line each."""
-    parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--waiting", type=int, default=200)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        rate, per = asyncio.run(bench_runs(Path(tmp), args.runs))
-        print(f"runs: {args.runs} whole stories, {rate:.1f} conversations/s, {per:.1f} ms each")
-        per_waiting, tasks = asyncio.run(bench_waiting(Path(tmp), args.waiting))
-        print(
-            f"waiting: {args.waiting} conversations waiting for approval, "
-            f"{per_waiting / 1024:.1f} KiB of Python heap each, {tasks} asyncio tasks alive"
-        )
+    results = run_all(numbers, quick=args.quick, baseline=baseline)
+    total = time.perf_counter() - started
+    summary(results)
+    print(f"\nall benchmarks: {total:.0f} s; load average now {_load()}")
+    if args.json is not None:
+        report = {
+            "machine": machine(),
+            "seconds": total,
+            "quick": args.quick,
+            "results": [r.as_dict() for r in results],
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

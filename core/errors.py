@@ -69,3 +69,14 @@ class IllegalTransition(CoreError):
     Raised by :func:`core.tool_state.move` before anything is written; the table
     of allowed moves is in that module's docstring. Always a bug in threadbot.
     """
+
+
+class StaleSnapshot(CoreError):
+    """A commit named a journal position that someone else has taken since.
+
+    Raised by ``Journal.commit`` when called with ``after_seq`` and another writer
+    (a decision made beside a run, another instance) has appended to the
+    conversation's journal since the snapshot the caller holds: the new entries'
+    ``seq`` numbers are taken. Nothing of the change was written; the caller
+    reloads the conversation and commits again (:class:`core.run.live.LiveJournal`).
+    """

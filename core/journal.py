@@ -289,6 +289,16 @@ class Change(BaseModel):
     ``pending_approval``, the store raises :class:`core.errors.RequestConflict`."""
 
 
+class Committed(BaseModel):
+    """What a commit gave a change: the ``seq`` of each new entry, in order, and the time
+    (UTC) the store stamped on them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seqs: tuple[int, ...]
+    at: datetime
+
+
 class Journal(Protocol):
     """Durable state of conversations, as the engine needs it.
 
@@ -300,6 +310,14 @@ class Journal(Protocol):
         """Everything about one conversation, read in one transaction."""
         ...
 
-    async def commit(self, conversation_id: str, change: Change) -> list[int]:
-        """Apply ``change`` atomically; return the ``seq`` given to each new entry."""
+    async def commit(
+        self, conversation_id: str, change: Change, *, after_seq: int | None = None
+    ) -> Committed:
+        """Apply ``change`` atomically; return the ``seq`` given to each new entry and their time.
+
+        ``after_seq``: the ``seq`` of the newest entry the caller knows of; the new
+        entries are numbered from the next one, and :class:`core.errors.StaleSnapshot`
+        is raised (nothing written) when those numbers are taken. None: the store
+        reads the newest ``seq`` itself.
+        """
         ...

@@ -165,13 +165,21 @@ def parts(
 
 
 def open_calls(snap: ConversationSnapshot) -> list[ToolCall]:
-    """Calls of the last assistant turn that have no result yet, in order."""
-    last = next(
-        (r.entry for r in reversed(snap.journal) if isinstance(r.entry, AssistantTurn)), None
-    )
-    if last is None:
+    """Calls of the last assistant turn that have no result yet, in order.
+
+    Reads the journal back to the last assistant turn only (its calls' results come
+    after it), so the cost does not grow with the conversation.
+    """
+    journal = snap.journal
+    for at in range(len(journal) - 1, -1, -1):
+        last = journal[at].entry
+        if isinstance(last, AssistantTurn):
+            break
+    else:
         return []
-    answered = answered_calls(snap)
+    answered = {
+        r.entry.tool_use_id for r in journal[at + 1 :] if isinstance(r.entry, ToolResultEntry)
+    }
     return [c for c in last.tool_calls if c.id not in answered]
 
 

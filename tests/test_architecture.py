@@ -222,11 +222,21 @@ def state_writes(path: Path) -> list[int]:
     return lines
 
 
+REQUEST_STATE_WRITERS = {"core/fold.py": 1}
+"""Modules whose ``model_copy(update={"state": ...})`` sets a pending request's state
+(a :class:`core.requests.shapes.RequestState`), not a tool call's, and how many times:
+the syntactic check cannot tell the two apart."""
+
+
 def test_only_the_tool_state_module_sets_a_tool_calls_state() -> None:
     writes = {
         str(path.relative_to(ROOT)): state_writes(path)
         for path in sorted((ROOT / "core").rglob("*.py"))
         if path != TOOL_STATE
     }
-    assert {k: v for k, v in writes.items() if v} == {}
+    found = {k: v for k, v in writes.items() if v}
+    assert {k: len(v) for k, v in found.items() if k in REQUEST_STATE_WRITERS} == (
+        REQUEST_STATE_WRITERS
+    )
+    assert {k: v for k, v in found.items() if k not in REQUEST_STATE_WRITERS} == {}
     assert state_writes(TOOL_STATE)

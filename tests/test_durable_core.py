@@ -406,9 +406,11 @@ async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_ap
         conversation_id, Change(status=lifecycle.RUNNING, position="executing")
     )
     call = ToolCall(id="toolu_ro", name="list_files", input={})
-    seqs = await app.store.journal.commit(
-        conversation_id, Change(entries=(AssistantTurn(tool_calls=(call,)),))
-    )
+    seqs = (
+        await app.store.journal.commit(
+            conversation_id, Change(entries=(AssistantTurn(tool_calls=(call,)),))
+        )
+    ).seqs
     # what a crash leaves behind: the record says running, no result was stored
     await app.store.journal.commit(
         conversation_id,

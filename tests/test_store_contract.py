@@ -32,10 +32,12 @@ from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from core import lifecycle
-from core.errors import ConversationNotFound, LeaseLost, RequestConflict
+from core.errors import ConversationNotFound, LeaseLost, RequestConflict, StaleSnapshot
+from core.fold import apply_change
 from core.journal import (
     AssistantTurn,
     Change,
+    Committed,
     Journal,
     RequestResolution,
     ToolCall,
@@ -177,7 +179,8 @@ async def test_a_commit_applies_its_whole_change_and_load_reads_it_back(store: S
         cid, Change(tool_calls=(gated(state=ToolState.APPROVED),), entries=(note("ok").entries))
     )
 
-    assert (first, second) == ([1, 2], [3])
+    assert (first.seqs, second.seqs) == ((1, 2), (3,))
+    assert first.at <= second.at and first.at.tzinfo is not None
     snap = await store.journal.load(cid)
     assert (snap.id, snap.requester, str(snap.status)) == (cid, ALICE, "waiting(plan_approval)")
     assert (snap.position, snap.plan_version) == ("approval", 1)
@@ -192,6 +195,59 @@ async def test_a_commit_applies_its_whole_change_and_load_reads_it_back(store: S
     assert (row.purpose, row.request_id, row.state) == ("milestone", "req1", "pending")
     assert isinstance(row.action, PostReply) and row.action.text.startswith("📋 Plan (v1)")
     assert row.action.ref == THREAD
+
+
+async def test_a_change_folded_into_a_snapshot_equals_the_reload(store: Store) -> None:
+    """What a run keeps in memory (``core.fold.apply_change``) is what the store loads."""
+    cid = await new_conversation(store)
+    call = ToolCall(id="toolu_1", name="run_command", input={"command": "make"})
+    changes = [
+        Change(entries=(UserText(author=ALICE, text="fix it"),), status=lifecycle.RUNNING),
+        Change(
+            entries=(AssistantTurn(text="plan", tool_calls=(call,)),),
+            tool_calls=(gated(),),
+            open_request=plan_request(),
+            status=lifecycle.waiting(lifecycle.WaitKind.PLAN_APPROVAL),
+            position="approval",
+            plan_version=1,
+        ),
+        decision(Person(id="U0NONAME01", name=""), "approve"),
+        Change(tool_calls=(gated(state=ToolState.RUNNING),)),
+        Change(entries=(note("done").entries), status=lifecycle.DONE, position="done"),
+    ]
+    snap = await store.journal.load(cid)
+    for change in changes:
+        committed = await store.journal.commit(cid, change, after_seq=snap.last_seq)
+        snap = apply_change(snap, change, committed)
+        assert snap == await store.journal.load(cid)
+    assert snap.requests[0].decided_by == Person(id="U0NONAME01", name="U0NONAME01")
+
+
+async def test_a_commit_after_a_taken_seq_is_stale_and_writes_nothing(store: Store) -> None:
+    cid = await new_conversation(store)
+    await store.inbox.record_delivery("Ev-late", cid, {"kind": "message_posted"})
+    await store.journal.commit(cid, note("first"), after_seq=0)
+    before, outbox = await store.journal.load(cid), await store.outbox.rows(cid)
+
+    with pytest.raises(StaleSnapshot):
+        await store.journal.commit(
+            cid,
+            Change(
+                entries=(note("late").entries),
+                tool_calls=(gated(),),
+                status=lifecycle.DONE,
+                events=(ProgressNote(text="never"),),
+                handled=("Ev-late",),
+            ),
+            after_seq=0,
+        )
+
+    assert await store.journal.load(cid) == before
+    assert await store.outbox.rows(cid) == outbox
+    assert [d[0] for d in await store.inbox.unhandled()] == ["Ev-late"]
+    # without entries nothing is numbered, so nothing is stale
+    await store.journal.commit(cid, Change(tool_calls=(gated(),)), after_seq=0)
+    assert "toolu_1" in (await store.journal.load(cid)).tool_calls
 
 
 async def test_an_unknown_conversation_is_not_found(store: Store) -> None:
@@ -307,6 +363,29 @@ async def test_acquiring_a_lease_raises_its_epoch_and_renewing_keeps_it(store: S
     assert again is not None and again.epoch == 2  # acquired from free: a new epoch
 
 
+async def test_a_busy_process_renews_a_thousand_and_more_leases_at_once(store: Store) -> None:
+    """One owner holding 1,200 leases renews them all (an ``OR`` per lease once broke
+    SQLite's expression depth at about 500); a lease taken over is not renewed."""
+    now = datetime.now(UTC)
+    held = []
+    for n in range(1200):
+        cid = await new_conversation(store, f"Ev-many-{n}", thread=f"{n}.0")
+        lease = await store.leases.acquire_lease(cid, "host-a:1", ttl=60, now=now)
+        assert lease is not None
+        held.append(lease)
+    later = now + timedelta(seconds=61)
+    taken = await store.leases.acquire_lease(
+        held[700].conversation_id, "host-b:2", ttl=60, now=later
+    )
+    assert taken is not None
+
+    kept = await store.leases.renew_leases(held, ttl=120, now=later)
+
+    assert kept == {lease.conversation_id for lease in held} - {taken.conversation_id}
+    state = await store.leases.lease_state(held[1199].conversation_id)
+    assert state is not None and state.live(later + timedelta(seconds=60))
+
+
 async def test_a_live_lease_is_not_taken_but_an_expired_or_dead_one_is(store: Store) -> None:
     cid = await new_conversation(store)
     now = datetime.now(UTC)
@@ -411,7 +490,7 @@ async def test_the_first_of_two_racing_decisions_wins_and_the_second_writes_noth
         return_exceptions=True,
     )
 
-    assert [type(r) for r in results] == [list, RequestConflict]
+    assert [type(r) for r in results] == [Committed, RequestConflict]
     snap = await store.journal.load(cid)
     (request,) = snap.requests
     assert (request.state, request.verdict, request.decided_by) == (

@@ -113,16 +113,18 @@ def info_of(row: ConversationRow) -> ConversationInfo:
     )
 
 
-def apply_status(row: ConversationRow, change: Change) -> None:
-    """Write the status, position and plan version of ``change`` into ``row``."""
+def status_values(change: Change, now: datetime) -> dict[str, Any]:
+    """The ``conversations`` columns ``change`` sets (status, position, plan version),
+    with ``updated_at`` = ``now``."""
+    values: dict[str, Any] = {"updated_at": now}
     if change.status is not None:
-        row.lifecycle = change.status.lifecycle.value
-        row.wait_kind = change.status.wait.value if change.status.wait else None
+        values["lifecycle"] = change.status.lifecycle.value
+        values["wait_kind"] = change.status.wait.value if change.status.wait else None
     if change.position is not None:
-        row.position = change.position
+        values["position"] = change.position
     if change.plan_version is not None:
-        row.plan_version = change.plan_version
-    row.updated_at = utcnow()
+        values["plan_version"] = change.plan_version
+    return values
 
 
 def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
@@ -148,23 +150,23 @@ def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
     )
 
 
-def tool_row(conversation_id: str, record: ToolCallRecord) -> ToolCallRow:
-    """A core tool call record as a row (for ``session.merge``)."""
-    return ToolCallRow(
-        tool_use_id=record.tool_use_id,
-        conversation_id=conversation_id,
-        name=record.name,
-        input=record.input,
-        read_only=record.read_only,
-        state=record.state.value,
-        turn_seq=record.turn_seq,
-        idx=record.index,
-        updated_at=utcnow(),
-        process_group=record.process.group if record.process else None,
-        process_started=record.process.started if record.process else None,
-        boot_id=record.process.boot_id if record.process else None,
-        request_id=record.request_id,
-    )
+def tool_values(conversation_id: str, record: ToolCallRecord) -> dict[str, Any]:
+    """A core tool call record as the column values of its ``tool_calls`` row."""
+    return {
+        "tool_use_id": record.tool_use_id,
+        "conversation_id": conversation_id,
+        "name": record.name,
+        "input": record.input,
+        "read_only": record.read_only,
+        "state": record.state.value,
+        "turn_seq": record.turn_seq,
+        "idx": record.index,
+        "updated_at": utcnow(),
+        "process_group": record.process.group if record.process else None,
+        "process_started": record.process.started if record.process else None,
+        "boot_id": record.process.boot_id if record.process else None,
+        "request_id": record.request_id,
+    }
 
 
 def request_of(row: RequestRow) -> PendingRequest:
@@ -223,18 +225,25 @@ def as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+def outbox_values(conversation_id: str, out: Outgoing) -> dict[str, Any]:
+    """The column values of a new pending outbox row for ``out``."""
+    ref = out.action.ref
+    return {
+        "conversation_id": conversation_id,
+        "request_id": out.request_id,
+        "purpose": out.purpose,
+        "platform": ref.platform,
+        "channel": ref.channel,
+        "action": outbound_adapter.dump_python(out.action, mode="json"),
+        "state": "pending",
+        "attempts": 0,
+        "created_at": utcnow(),
+    }
+
+
 def outbox_row(conversation_id: str, out: Outgoing) -> OutboxRow:
     """A new pending outbox row for ``out``."""
-    ref = out.action.ref
-    return OutboxRow(
-        conversation_id=conversation_id,
-        request_id=out.request_id,
-        purpose=out.purpose,
-        platform=ref.platform,
-        channel=ref.channel,
-        action=outbound_adapter.dump_python(out.action, mode="json"),
-        state="pending",
-    )
+    return OutboxRow(**outbox_values(conversation_id, out))
 
 
 # --- records of leases, stop requests, retention and the outbox as stored --------------

@@ -11,9 +11,15 @@ Calls are made one at a time per conversation by the caller (the hub's queue);
 :meth:`Engine.stop` is the exception and is called after the caller cancelled the
 conversation's task. Every change is one :meth:`core.journal.Journal.commit`;
 the time and new ids come from the engine's run context (:mod:`core.context`).
+Each entry point is one run for the journal: it loads its conversation once and
+keeps it in memory while it goes on (:mod:`core.run.live`).
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from core import lifecycle
 from core.context import WALL, RunContext
@@ -37,11 +43,29 @@ from core.requests.common import Opening
 from core.requests.decide import answered_in_words, decision_change, reply_change
 from core.requests.shapes import RequestState, ToolApproval
 from core.run.close_calls import close_open_calls, interrupt_running
+from core.run.live import LiveJournal
 from core.run.settings import EngineSettings
 from core.run.turn import RunLoop
 from core.run_events import Expired, Reminder, RunEvent, Stopped
 from core.tools.base import Toolbox
 from core.workflow import Transition, Workflow
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_run(
+    method: Callable[Concatenate[Engine, P], Awaitable[R]],
+) -> Callable[Concatenate[Engine, P], Awaitable[R]]:
+    """An entry point is one run: it reads its conversation from the store once, at
+    its first read, and keeps it in memory after that (:mod:`core.run.live`)."""
+
+    @functools.wraps(method)
+    async def entry(self: Engine, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._journal.run():
+            return await method(self, *args, **kwargs)
+
+    return entry
 
 
 class Engine:
@@ -65,14 +89,14 @@ class Engine:
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
     ) -> None:
-        self._journal = journal
+        self._journal = LiveJournal(journal)
         self._workflow = workflow
         self._settings = settings or EngineSettings()
         self._context = context
         self._opening = Opening(context=context, ttl=self._settings.request_ttl)
         self._suspended = False
         self._loop = RunLoop(
-            journal=journal,
+            journal=self._journal,
             model=model,
             toolbox=toolbox,
             workflow=workflow,
@@ -82,6 +106,11 @@ class Engine:
             faults=faults,
             suspended=lambda: self._suspended,
         )
+
+    @property
+    def loads(self) -> int:
+        """How many times a run read a conversation from the store, since the engine was built."""
+        return self._journal.loads
 
     @property
     def workflow(self) -> Workflow:
@@ -98,6 +127,7 @@ class Engine:
         """
         self._suspended = True
 
+    @_one_run
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
         """Go on while the conversation is ``running`` (see :meth:`core.run.turn.RunLoop.run`).
 
@@ -106,6 +136,7 @@ class Engine:
         """
         await self._loop.run(conversation_id, inbox)
 
+    @_one_run
     async def interrupt(self, conversation_id: str, reason: str) -> int:
         """Record the calls still running as ``interrupted`` after their run was cancelled.
 
@@ -124,6 +155,7 @@ class Engine:
 
     # --- inputs ------------------------------------------------------------------
 
+    @_one_run
     async def start(self, conversation_id: str, request: Start, inbox: Inbox | None = None) -> None:
         """Begin a run with a new request; from an ended run, the history is kept."""
         snap = await self._journal.load(conversation_id)
@@ -151,6 +183,7 @@ class Engine:
             return self._workflow.start  # no approval outlives a stop
         return self._workflow.next(snap.position, Transition.NEW_MESSAGE)
 
+    @_one_run
     async def reply(self, conversation_id: str, reply: Reply, inbox: Inbox | None = None) -> None:
         """A message in the thread: answers a question, revises a plan, goes on, or is a note.
 
@@ -184,6 +217,7 @@ class Engine:
             conversation_id, Change(entries=(note,), handled=delivery_keys(reply), events=events)
         )
 
+    @_one_run
     async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
         """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
 
@@ -214,6 +248,7 @@ class Engine:
             return DecideOutcome.ALREADY_DECIDED
         return DecideOutcome.DECIDED
 
+    @_one_run
     async def stop(self, conversation_id: str, by_name: str, by_id: str) -> bool:
         """Close everything open after the caller cancelled the run's task.
 
@@ -251,6 +286,7 @@ class Engine:
             return True
         return False
 
+    @_one_run
     async def remind(self, conversation_id: str, request_id: str) -> None:
         """Post the one reminder of an open request (the sweeper calls this at half-life)."""
         snap = await self._journal.load(conversation_id)
@@ -259,6 +295,7 @@ class Engine:
             event = Reminder(request_id=request.id, prompt=request.prompt)
             await self._journal.commit(conversation_id, Change(events=(event,)))
 
+    @_one_run
     async def expire(self, conversation_id: str, request_id: str) -> bool:
         """End a conversation whose request ``request_id`` waited too long.
 

@@ -14,15 +14,15 @@ from datetime import datetime
 from conversations.store import leases
 from conversations.store.memory._tables import Conversation, Request, Tables, checkpoint
 from conversations.store.records import Outgoing
-from core.errors import LeaseLost, RequestConflict
+from core import fold
+from core.errors import LeaseLost, RequestConflict, StaleSnapshot
 from core.journal import (
     Change,
+    Committed,
     ConversationSnapshot,
-    JournalRecord,
     RequestResolution,
     ToolState,
 )
-from core.people import Person
 from core.requests.shapes import RequestState
 from core.run_events import RunEvent, Stopped
 
@@ -51,16 +51,23 @@ class MemoryJournal:
             ),
         )
 
-    async def commit(self, conversation_id: str, change: Change) -> list[int]:
+    async def commit(
+        self, conversation_id: str, change: Change, *, after_seq: int | None = None
+    ) -> Committed:
         """Apply ``change`` and write its events to the outbox, all or nothing.
 
         Raises :class:`LeaseLost` for a commit under a lease taken over since,
-        :class:`RequestConflict` when a compare-and-set finds its request no longer
-        open or a guarded call decided, :class:`ConversationNotFound`, and
-        ``ValueError`` for a new request whose id is taken; each writes nothing.
+        :class:`StaleSnapshot` when ``after_seq`` is not the newest entry's ``seq``
+        and the change has entries, :class:`RequestConflict` when a compare-and-set
+        finds its request no longer open or a guarded call decided,
+        :class:`ConversationNotFound`, and ``ValueError`` for a new request whose id
+        is taken; each writes nothing.
         """
         await checkpoint()
         conversation = self._fenced(conversation_id)
+        last = conversation.journal[-1].seq if conversation.journal else 0
+        if change.entries and after_seq is not None and after_seq != last:
+            raise StaleSnapshot(f"conversation {conversation_id}: seq {after_seq + 1} is taken")
         _check_pending(conversation, change.guard_pending)
         self._check_resolutions(change.resolve)
         if change.open_request is not None and change.open_request.id in self._t.requests:
@@ -95,21 +102,19 @@ class MemoryJournal:
         conversation: Conversation,
         change: Change,
         rendered: list[tuple[RunEvent, Sequence[Outgoing]]],
-    ) -> list[int]:
+    ) -> Committed:
         t, now = self._t, self._t.clock()
         for key in change.handled:
             if key in t.deliveries:
                 t.deliveries[key].handled_at = now
         last = conversation.journal[-1].seq if conversation.journal else 0
-        seqs = list(range(last + 1, last + 1 + len(change.entries)))
-        for seq, entry in zip(seqs, change.entries, strict=True):
-            conversation.journal.append(JournalRecord(seq=seq, at=now, entry=entry))
-        for record in change.tool_calls:
-            conversation.tool_calls[record.tool_use_id] = record
+        committed = Committed(seqs=tuple(range(last + 1, last + 1 + len(change.entries))), at=now)
+        conversation.journal.extend(fold.records(committed.seqs, change.entries, committed))
+        conversation.tool_calls = fold.upserted(conversation.tool_calls, change.tool_calls)
         for res in change.resolve:
             _resolve(t.requests.get(res.request_id), res, now)
         if change.open_request is not None:
-            opened = change.open_request.model_copy(update={"decided_by": None})  # as SQL keeps it
+            opened = fold.opened(change.open_request)
             t.requests[opened.id] = Request(conversation.id, opened, created_at=now)
         if change.status is not None:
             conversation.status = change.status
@@ -127,7 +132,7 @@ class MemoryJournal:
                 wrote = True
         if wrote:
             t.on_outbox()
-        return seqs
+        return committed
 
 
 def _check_pending(conversation: Conversation, tool_use_ids: Sequence[str]) -> None:
@@ -141,12 +146,7 @@ def _check_pending(conversation: Conversation, tool_use_ids: Sequence[str]) -> N
 def _resolve(found: Request | None, res: RequestResolution, now: datetime) -> None:
     if found is None:
         return
-    by = res.by
-    if by is not None and not by.name:
-        by = Person(id=by.id, name=by.id)  # as the SQL store reads a nameless decider back
-    found.request = found.request.model_copy(
-        update={"state": res.state, "verdict": res.verdict, "decided_by": by}
-    )
+    found.request = fold.resolved(found.request, res)
     found.decided_at = now
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Table, event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -62,7 +62,7 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql(f"BEGIN {mode}" if mode else "BEGIN")
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str, **options: Any) -> AsyncEngine:
     """An async engine for ``url``; for SQLite, makes the file's folder and sets it up.
 
     SQLite gets WAL (readers go on while one process writes), ``synchronous=NORMAL``,
@@ -72,10 +72,11 @@ def create_engine(url: str) -> AsyncEngine:
     only before INSERT/UPDATE/DELETE, so each ``CREATE TABLE`` committed on its own:
     https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#serializable-isolation-savepoints-transactional-ddl).
     A transaction on a connection with :data:`BEGIN_IMMEDIATE` takes the write lock
-    at ``BEGIN`` (see :class:`WriteTransaction` for why).
+    at ``BEGIN`` (see :class:`WriteTransaction` for why). ``options`` go to
+    SQLAlchemy's ``create_async_engine`` (a pool size, for one).
     """
     parsed = make_url(url)
-    engine = create_async_engine(url)
+    engine = create_async_engine(url, **options)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -84,19 +85,67 @@ def create_engine(url: str) -> AsyncEngine:
     return engine
 
 
+def writer_engine(engine: AsyncEngine) -> AsyncEngine:
+    """The engine a process writes through: one connection, its transactions ``BEGIN IMMEDIATE``.
+
+    For a SQLite file, a second engine on the same file whose pool holds one
+    connection: every write of the process goes through it, one transaction at a
+    time, while reads take the other engine's connections and, in WAL mode, never
+    wait for it (https://www.sqlite.org/wal.html). An in-memory SQLite database
+    cannot be opened twice, and a server database has no single-writer rule: there
+    the engine itself is used.
+    """
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        writer = create_engine(
+            url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
+        )
+    else:
+        writer = engine
+    return writer.execution_options(**BEGIN_IMMEDIATE)
+
+
 class Database:
-    """One engine, its sessions, the write lock, and who to tell about new outbox rows.
+    """One engine for reads, one writer connection, the write lock, and who to tell about
+    new outbox rows.
 
     ``read()`` opens a session for reads (deferred: never waits for a writer);
-    ``write()`` one write transaction. ``on_outbox`` is called after a write that
-    added outbox rows committed (the deliverer wakes up).
+    ``write()`` one write transaction on the writer connection
+    (:func:`writer_engine`). ``on_outbox`` is called after a write that added
+    outbox rows committed (the deliverer wakes up).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._writer = writer_engine(engine)
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._write_sessions = async_sessionmaker(self._writer, expire_on_commit=False)
         self._write_lock = asyncio.Lock()
+        self._upserts: dict[tuple[Table, tuple[str, ...]], Any] = {}
         self.on_outbox: Callable[[], None] = lambda: None
+
+    def upsert(self, table: Table, keys: tuple[str, ...]) -> Any:
+        """``INSERT`` into ``table`` that updates every other column of a row whose ``keys``
+        exist (``ON CONFLICT (keys) DO UPDATE``; SQLite and PostgreSQL spell it alike:
+        https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#insert-on-conflict-upsert).
+        Execute it with a list of rows. Raises ``NotImplementedError`` on another database."""
+        cached = self._upserts.get((table, keys))
+        if cached is not None:
+            return cached
+        name = self.engine.dialect.name
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        elif name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+        else:
+            raise NotImplementedError(f"no upsert for the {name} database")
+        stmt = insert(table)
+        columns = [c.name for c in table.columns if c.name not in keys]
+        upsert = stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={c: stmt.excluded[c] for c in columns}
+        )
+        self._upserts[(table, keys)] = upsert
+        return upsert
 
     def read(self) -> AsyncSession:
         """A session for reads: ``async with db.read() as session``."""
@@ -104,10 +153,11 @@ class Database:
 
     def write(self) -> WriteTransaction:
         """One write transaction: ``async with db.write() as session`` commits on a clean exit."""
-        return WriteTransaction(self._sessions, self._write_lock)
+        return WriteTransaction(self._write_sessions, self._write_lock)
 
     async def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection, the writer's too."""
+        await self._writer.dispose()
         await self.engine.dispose()
 
 
@@ -137,7 +187,7 @@ class WriteTransaction:
         self._session = self._sessions()
         try:
             await self._session.begin()
-            await self._session.connection(execution_options=BEGIN_IMMEDIATE)
+            await self._session.connection()  # BEGIN IMMEDIATE: the writer engine's option
         except BaseException:
             await self._session.close()
             self._lock.release()

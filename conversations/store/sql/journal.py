@@ -8,40 +8,46 @@ nor lost for one that did (DESIGN.md, "Durability and exactly-once").
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
 
 from pydantic import TypeAdapter
-from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from conversations.events import PlatformRef
 from conversations.store import leases
 from conversations.store.interfaces import Renderer
 from conversations.store.records import (
-    apply_status,
+    Lease,
     as_utc,
-    binding_of,
-    outbox_row,
+    outbox_values,
     request_of,
     request_row,
     status_of,
+    status_values,
     tool_record_of,
-    tool_row,
+    tool_values,
 )
 from conversations.store.schema import (
+    ConversationRow,
     DeliveryRow,
     JournalRow,
+    OutboxRow,
     RequestRow,
     ToolCallRow,
     UsageRow,
     utcnow,
 )
 from conversations.store.sql.database import Database, conversation_row
-from conversations.store.sql.leases import still_held
 from conversations.store.sql.outbox import drop_pending_notes
 from conversations.store.sql.requests import resolve
-from core.errors import LeaseLost, RequestConflict
+from core.errors import LeaseLost, RequestConflict, StaleSnapshot
 from core.journal import (
     AssistantTurn,
     Change,
+    Committed,
     ConversationSnapshot,
     Entry,
     JournalRecord,
@@ -51,6 +57,13 @@ from core.people import Person
 from core.run_events import Stopped
 
 _entry_adapter: TypeAdapter[Entry] = TypeAdapter(Entry)
+
+CONVERSATIONS = cast(Table, ConversationRow.__table__)
+DELIVERIES = cast(Table, DeliveryRow.__table__)
+JOURNAL = cast(Table, JournalRow.__table__)
+TOOL_CALLS = cast(Table, ToolCallRow.__table__)
+USAGE = cast(Table, UsageRow.__table__)
+OUTBOX = cast(Table, OutboxRow.__table__)
 
 
 class SqlJournal:
@@ -65,13 +78,11 @@ class SqlJournal:
         """Everything about one conversation; raises :class:`ConversationNotFound`."""
         async with self._db.read() as session:
             row = await conversation_row(session, conversation_id)
-            journal = (
-                await session.execute(
-                    select(JournalRow)
-                    .where(JournalRow.conversation_id == conversation_id)
-                    .order_by(JournalRow.seq)
-                )
-            ).scalars()
+            journal = await session.execute(
+                select(JournalRow.seq, JournalRow.created_at, JournalRow.body)
+                .where(JournalRow.conversation_id == conversation_id)
+                .order_by(JournalRow.seq)
+            )
             calls = (
                 await session.execute(
                     select(ToolCallRow).where(ToolCallRow.conversation_id == conversation_id)
@@ -93,99 +104,166 @@ class SqlJournal:
                 workspace=row.workspace_dir,
                 journal=tuple(
                     JournalRecord(
-                        seq=j.seq,
-                        at=as_utc(j.created_at) or j.created_at,
-                        entry=_entry_adapter.validate_python(j.body),
+                        seq=seq, at=as_utc(at) or at, entry=_entry_adapter.validate_python(body)
                     )
-                    for j in journal
+                    for seq, at, body in journal
                 ),
                 tool_calls={c.tool_use_id: tool_record_of(c) for c in calls},
                 requests=tuple(request_of(r) for r in requests),
             )
 
-    async def commit(self, conversation_id: str, change: Change) -> list[int]:
+    async def commit(
+        self, conversation_id: str, change: Change, *, after_seq: int | None = None
+    ) -> Committed:
         """Apply ``change`` and write its events to the outbox, in one transaction.
 
-        Raises :class:`RequestConflict` (and applies nothing) when a compare-and-set
-        resolution finds its request no longer open. A commit made while holding the
-        conversation's lease (a run's, see :mod:`conversations.store.leases`) is
-        fenced: it raises :class:`LeaseLost` (and applies nothing) when another
-        process has taken the lease over since (its ``lease_epoch`` went up).
+        A few SQLAlchemy Core statements: one ``UPDATE`` of the conversation (its
+        status, and the lease fence), one ``INSERT`` per table that gets rows
+        (journal, tool calls as an upsert, usage, outbox), an ``UPDATE`` per
+        resolution. ``after_seq`` numbers the entries; without it the newest
+        ``seq`` is read first.
+
+        Raises :class:`StaleSnapshot` when the entries' ``seq`` numbers are taken,
+        :class:`RequestConflict` when a compare-and-set resolution finds its request
+        no longer open, :class:`ConversationNotFound`; a commit made while holding
+        the conversation's lease (a run's, see :mod:`conversations.store.leases`) is
+        fenced: it raises :class:`LeaseLost` when another process has taken the
+        lease over since (its ``lease_epoch`` went up). Each applies nothing.
         """
         wrote_outbox = False
         lease = leases.current_lease(conversation_id)
         async with self._db.write() as session:
-            if lease is not None and not await still_held(session, lease, now=utcnow()):
-                raise LeaseLost(
-                    f"conversation {conversation_id}: this process ({lease.owner}, epoch "
-                    f"{lease.epoch}) no longer holds its lease; nothing was written"
-                )
-            row = await conversation_row(session, conversation_id)
-            await _check_pending(session, conversation_id, change.guard_pending)
+            conn = await session.connection()  # Core on the connection: no ORM in the way
+            now = utcnow()
+            binding = await _touch(session, conn, conversation_id, change, lease, now)
+            await _check_pending(conn, conversation_id, change.guard_pending)
             if change.handled:
-                await session.execute(
-                    update(DeliveryRow)
-                    .where(DeliveryRow.key.in_(change.handled))
-                    .values(handled_at=utcnow())
+                await conn.execute(
+                    update(DELIVERIES)
+                    .where(DELIVERIES.c.key.in_(change.handled))
+                    .values(handled_at=now)
                 )
-            seqs = await _append(session, conversation_id, change.entries)
-            for record in change.tool_calls:
-                await session.merge(tool_row(conversation_id, record))
+            committed = await _append(conn, conversation_id, change.entries, after_seq, now)
+            if change.tool_calls:
+                await conn.execute(
+                    self._db.upsert(TOOL_CALLS, ("conversation_id", "tool_use_id")),
+                    [tool_values(conversation_id, r) for r in change.tool_calls],
+                )
             for res in change.resolve:
                 await resolve(session, res)
             if change.open_request is not None:
                 session.add(request_row(conversation_id, change.open_request))
-            apply_status(row, change)
-            for entry in change.entries:
-                if isinstance(entry, AssistantTurn) and entry.usage is not None:
-                    session.add(
-                        UsageRow(conversation_id=conversation_id, **entry.usage.model_dump())
-                    )
+            usage = [
+                {"conversation_id": conversation_id, "created_at": now, **e.usage.model_dump()}
+                for e in change.entries
+                if isinstance(e, AssistantTurn) and e.usage is not None
+            ]
+            if usage:
+                await conn.execute(insert(USAGE), usage)
+            outbox: list[dict[str, Any]] = []
             for run_event in change.events:
-                if isinstance(run_event, Stopped):
+                if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
                     await drop_pending_notes(session, conversation_id)
-                for out in self._render(binding_of(row), run_event):
-                    session.add(outbox_row(conversation_id, out))
-                    wrote_outbox = True
+                    for row in outbox:
+                        if row["purpose"] == "note":
+                            row["state"] = "dropped"
+                outbox += [
+                    outbox_values(conversation_id, out) for out in self._render(binding, run_event)
+                ]
+            if outbox:
+                await conn.execute(insert(OUTBOX), outbox)
+                wrote_outbox = True
         if wrote_outbox:
             self._db.on_outbox()
-        return seqs
+        return committed
+
+
+async def _touch(
+    session: AsyncSession,
+    conn: AsyncConnection,
+    conversation_id: str,
+    change: Change,
+    lease: Lease | None,
+    now: datetime,
+) -> PlatformRef:
+    """Write the change's status, position and plan version (and ``updated_at``) in one
+    ``UPDATE``, fenced by ``lease``; return the conversation's thread.
+
+    Raises :class:`LeaseLost` or :class:`ConversationNotFound` when no row matched.
+    """
+    c = CONVERSATIONS.c
+    stmt = update(CONVERSATIONS).where(c.id == conversation_id)
+    if lease is not None:
+        stmt = stmt.where(c.lease_owner == lease.owner, c.lease_epoch == lease.epoch)
+    found = (
+        await conn.execute(
+            stmt.values(status_values(change, now)).returning(
+                c.platform, c.workspace, c.channel, c.thread
+            )
+        )
+    ).first()
+    if found is not None:
+        platform, workspace, channel, thread = found
+        return PlatformRef(
+            platform=platform, workspace=workspace, channel=channel, thread=thread or None
+        )
+    await conversation_row(session, conversation_id)  # raises ConversationNotFound
+    assert lease is not None
+    raise LeaseLost(
+        f"conversation {conversation_id}: this process ({lease.owner}, epoch "
+        f"{lease.epoch}) no longer holds its lease; nothing was written"
+    )
 
 
 async def _append(
-    session: AsyncSession, conversation_id: str, entries: Sequence[Entry]
-) -> list[int]:
-    """Add ``entries`` after the conversation's last ``seq``; their new ``seq`` numbers."""
+    conn: AsyncConnection,
+    conversation_id: str,
+    entries: Sequence[Entry],
+    after_seq: int | None,
+    now: datetime,
+) -> Committed:
+    """Add ``entries`` after ``after_seq`` (read when None), stamped ``now``, in one INSERT."""
     if not entries:
-        return []
-    last = await session.scalar(
-        select(func.max(JournalRow.seq)).where(JournalRow.conversation_id == conversation_id)
-    )
-    seqs = list(range((last or 0) + 1, (last or 0) + 1 + len(entries)))
-    for seq, entry in zip(seqs, entries, strict=True):
-        session.add(
-            JournalRow(
-                conversation_id=conversation_id,
-                seq=seq,
-                kind=entry.kind,
-                body=entry.model_dump(mode="json"),
+        return Committed(seqs=(), at=now)
+    if after_seq is None:
+        after_seq = (
+            await conn.scalar(
+                select(func.max(JOURNAL.c.seq)).where(JOURNAL.c.conversation_id == conversation_id)
             )
+            or 0
         )
-    return seqs
+    seqs = tuple(range(after_seq + 1, after_seq + 1 + len(entries)))
+    rows = [
+        {
+            "conversation_id": conversation_id,
+            "seq": seq,
+            "kind": entry.kind,
+            "body": entry.model_dump(mode="json"),
+            "created_at": now,
+        }
+        for seq, entry in zip(seqs, entries, strict=True)
+    ]
+    try:
+        await conn.execute(insert(JOURNAL), rows)
+    except IntegrityError as exc:
+        raise StaleSnapshot(
+            f"conversation {conversation_id}: seq {seqs[0]} is taken; reload and commit again"
+        ) from exc
+    return Committed(seqs=seqs, at=now)
 
 
 async def _check_pending(
-    session: AsyncSession, conversation_id: str, tool_use_ids: Sequence[str]
+    conn: AsyncConnection, conversation_id: str, tool_use_ids: Sequence[str]
 ) -> None:
     """Compare-and-set on tool records: raise :class:`RequestConflict` unless every one of
     ``tool_use_ids`` is still ``pending_approval``."""
     if not tool_use_ids:
         return
     states = (
-        await session.execute(
-            select(ToolCallRow.state).where(
-                ToolCallRow.conversation_id == conversation_id,
-                ToolCallRow.tool_use_id.in_(tool_use_ids),
+        await conn.execute(
+            select(TOOL_CALLS.c.state).where(
+                TOOL_CALLS.c.conversation_id == conversation_id,
+                TOOL_CALLS.c.tool_use_id.in_(tool_use_ids),
             )
         )
     ).scalars()

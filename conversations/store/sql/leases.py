@@ -3,8 +3,8 @@
 ``lease_owner``, ``lease_until`` (UTC) and ``lease_epoch``. Each statement is one
 ``UPDATE ... WHERE`` that checks and changes the lease at once, so two processes
 never both take it: the epoch goes up on every acquisition, and a fenced commit
-checks ``lease_owner = :owner AND lease_epoch = :epoch`` in its own transaction
-(:func:`still_held`).
+checks ``lease_owner = :owner AND lease_epoch = :epoch`` in the ``UPDATE`` of the
+conversation its transaction makes (``conversations.store.sql.journal``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from conversations.store.records import Lease, LeaseState
@@ -108,41 +108,37 @@ async def acquire(
     return None if epoch is None else Lease(conversation_id, owner, int(epoch))
 
 
+RENEW_BATCH = 1000
+"""Leases renewed per statement: SQLite allows 32,766 parameters per statement
+(https://www.sqlite.org/limits.html, "Maximum Number Of Host Parameters")."""
+
+
 async def renew(session: AsyncSession, leases: Collection[Lease], *, until: datetime) -> set[str]:
-    """Extend ``leases`` (all of one owner) to ``until``; returns the ids still held."""
+    """Extend ``leases`` (all of one owner) to ``until``; returns the ids still held.
+
+    One ``UPDATE ... WHERE (id, lease_epoch) IN (...)`` per :data:`RENEW_BATCH`
+    leases (an ``OR`` per lease grew past SQLite's expression depth of 1,000 with
+    a few hundred held).
+    """
     if not leases:
         return set()
     owner = next(iter(leases)).owner
-    held = or_(
-        *(
-            and_(
-                ConversationRow.id == lease.conversation_id,
-                ConversationRow.lease_epoch == lease.epoch,
+    pairs = [(lease.conversation_id, lease.epoch) for lease in leases]
+    kept: set[str] = set()
+    for start in range(0, len(pairs), RENEW_BATCH):
+        stmt = (
+            update(ConversationRow)
+            .where(
+                ConversationRow.lease_owner == owner,
+                tuple_(ConversationRow.id, ConversationRow.lease_epoch).in_(
+                    pairs[start : start + RENEW_BATCH]
+                ),
             )
-            for lease in leases
+            .values(lease_until=until)
+            .returning(ConversationRow.id)
         )
-    )
-    stmt = (
-        update(ConversationRow)
-        .where(ConversationRow.lease_owner == owner, held)
-        .values(lease_until=until)
-        .returning(ConversationRow.id)
-    )
-    return set((await session.execute(stmt)).scalars())
-
-
-async def still_held(session: AsyncSession, lease: Lease, *, now: datetime) -> bool:
-    """The fence of a job's commit: True (and ``updated_at`` touched) if ``lease`` holds."""
-    stmt = (
-        update(ConversationRow)
-        .where(
-            ConversationRow.id == lease.conversation_id,
-            ConversationRow.lease_owner == lease.owner,
-            ConversationRow.lease_epoch == lease.epoch,
-        )
-        .values(updated_at=now)
-    )
-    return bool(changed(await session.execute(stmt)))
+        kept.update((await session.execute(stmt)).scalars())
+    return kept
 
 
 async def release(session: AsyncSession, lease: Lease) -> bool:

@@ -1,0 +1,78 @@
+"""Benchmark 3: the cost of a tool call late in a long conversation against early in it.
+
+**Figure.** One conversation of ``calls`` model turns of one tool call each, then
+the answer, on the app built by ``bot.app.build`` (temporary SQLite file, its
+migrations and pragmas, default settings but ``max_turns`` above ``calls``), fed
+through its hub with a sender that keeps nothing (:mod:`bench._hub`). The model
+answers at once; the tool (:class:`bench._agent.TickTool`, read-only, so no plan
+or approval is asked for) does nothing but note ``time.perf_counter()`` when it
+runs. The cost of call *k* is the time between the runs of calls *k-1* and *k*:
+everything threadbot does for one turn (model request built from the history,
+the turn committed, the call's running marker and result, its progress note).
+Late cost = mean over calls ``calls-window .. calls`` (450-500 by default).
+
+**Floor.** The same conversation's early cost: mean over calls ``0 .. window``
+(0-50), measured in the same conversation.
+
+**Rounds.** ``rounds`` conversations one after another in the same app; figures
+are the medians of the rounds' late cost, early cost and ratio. Target: late at
+most 1.5x early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from bench._agent import TickTool, TurnModel, ticks_then_finish, toolbox
+from bench._hub import mention, threadbot_on_hub
+from bench._report import Figure, Result, judge, median
+
+TARGET = 1.5
+TIMEOUT = 1800.0
+
+
+async def run(root: Path, *, calls: int = 500, rounds: int = 3, window: int = 50) -> Result:
+    """Measure ``rounds`` conversations of ``calls`` tool calls each (ms per call)."""
+    started = time.perf_counter()
+    window = min(window, calls // 2)
+    ticks: list[float] = []
+    model = TurnModel(ticks_then_finish(calls))
+    early: list[float] = []
+    late: list[float] = []
+    ratios: list[float] = []
+    async with threadbot_on_hub(
+        root / "long", model=model, toolbox=toolbox(TickTool(ticks)), max_turns=calls + 10
+    ) as (app, _sender):
+        for _ in range(rounds):
+            ticks.clear()
+            await mention(app)
+            await asyncio.wait_for(app.hub.settled(), TIMEOUT)
+            if len(ticks) != calls:
+                raise RuntimeError(f"the conversation made {len(ticks)} tool calls, not {calls}")
+            first = (ticks[window] - ticks[0]) / window * 1000
+            last = (ticks[-1] - ticks[-1 - window]) / window * 1000
+            early.append(first)
+            late.append(last)
+            ratios.append(last / first)
+    figure = Figure(
+        key="tool_call_late",
+        label=f"one tool call at calls {calls - window}-{calls}",
+        unit="ms",
+        value=median(late),
+        floor=median(early),
+        floor_label=f"calls 0-{window} of the same conversation",
+        target=f"<= {TARGET:g}x floor",
+        rounds=late,
+        floor_rounds=early,
+        notes=["ratios by round: " + ", ".join(f"{r:.2f}" for r in ratios)],
+    )
+    figure.met = judge(figure.ratio or 0.0, TARGET, "lower")
+    return Result(
+        number=3,
+        title="A tool call late in a long conversation against early in it",
+        sizes=f"{calls} tool calls per conversation, {rounds} conversations",
+        figures=[figure],
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,119 @@
+"""Benchmark 1: a signed Slack mention to the plan's ``chat.postMessage``.
+
+**Figure.** threadbot in Slack HTTP mode (the real bolt app of
+``adapters.slack.runner``, the app built by ``bot.app.build`` on a temporary
+SQLite file with its migrations and pragmas, default settings) with a model that
+proposes a plan at once. One event at a time: the latency of one mention is from
+just before its signed ``app_mention`` POST leaves the client to the arrival at
+the local Slack fake of the ``chat.postMessage`` in the mention's thread whose
+text holds ``Plan (v1)`` (both ``time.monotonic()``, in ms). After each event the
+benchmark waits until threadbot has settled (its reactions on the plan sent, no
+run left), so events never overlap.
+
+**Floor.** A minimal bolt app: ``AsyncApp`` with the same signing secret behind
+an aiohttp server, one ``app_mention`` listener that posts one reply in the
+thread with slack-sdk's ``AsyncWebClient`` to its own Slack fake; no database.
+Same client, same signed bodies, same fake, measured the same way.
+
+**Rounds.** ``rounds`` rounds of ``events / rounds`` mentions each, alternating
+threadbot and the floor (the order swaps every round) after a warm-up of a few
+events each. p50 is the median of the rounds' p50; p99 is over all events of
+the bot (nearest rank). Target: threadbot's p50 at most 3x the floor's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bench._agent import TurnModel, plan_turn, toolbox
+from bench._report import Figure, Result, judge, median, percentile
+from bench._slack import (
+    Deliverer,
+    SlackBot,
+    mention_body,
+    minimal_bolt_app,
+    reply_in_thread,
+    threadbot_on_slack,
+)
+from tests.slack_harness import ALICE, CHANNEL
+
+PLAN = "Plan (v1)"
+TARGET = 3.0
+WARMUP = 5
+TIMEOUT = 60.0
+
+
+async def run(root: Path, *, events: int = 300, rounds: int = 5) -> Result:
+    """Measure ``events`` mentions on threadbot and as many on the floor, in ``rounds``."""
+    started = time.perf_counter()
+    model = TurnModel(lambda _turn: plan_turn())
+
+    async def floor_reply(event: dict[str, Any], client: AsyncWebClient) -> None:
+        await reply_in_thread(event, client, f"📋 {PLAN}: look around, answer")
+
+    async with (
+        aiohttp.ClientSession() as session,
+        threadbot_on_slack(root / "mention", model=model, toolbox=toolbox()) as bot,
+        minimal_bolt_app(floor_reply) as floor,
+    ):
+        client = Deliverer(session)
+        for target in (bot, floor):
+            for _ in range(WARMUP):
+                await _one(client, target)
+        per_round = max(1, events // rounds)
+        samples: dict[str, list[list[float]]] = {"bot": [], "floor": []}
+        for number in range(rounds):
+            order = [("bot", bot), ("floor", floor)]
+            if number % 2:
+                order.reverse()
+            for name, target in order:
+                samples[name].append([await _one(client, target) for _ in range(per_round)])
+    bot_rounds = [median(r) for r in samples["bot"]]
+    floor_rounds = [median(r) for r in samples["floor"]]
+    every_bot = [x for r in samples["bot"] for x in r]
+    every_floor = [x for r in samples["floor"] for x in r]
+    p50 = Figure(
+        key="mention_p50",
+        label="mention -> plan posted, p50",
+        unit="ms",
+        value=median(bot_rounds),
+        floor=median(floor_rounds),
+        floor_label="minimal bolt app replying in the thread",
+        target=f"<= {TARGET:g}x floor",
+        rounds=bot_rounds,
+        floor_rounds=floor_rounds,
+    )
+    p50.met = judge(p50.ratio or 0.0, TARGET, "lower")
+    p99 = Figure(
+        key="mention_p99",
+        label="mention -> plan posted, p99",
+        unit="ms",
+        value=percentile(every_bot, 99),
+        floor=percentile(every_floor, 99),
+        floor_label="the same",
+    )
+    return Result(
+        number=1,
+        title="Signed Slack mention to the plan's chat.postMessage (HTTP mode)",
+        sizes=f"{len(every_bot)} mentions each, {rounds} rounds",
+        figures=[p50, p99],
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def _one(client: Deliverer, target: SlackBot) -> float:
+    """One mention to ``target``: ms from the POST to the plan's arrival at the fake."""
+    ts = str(target.api.add_message(CHANNEL, "please look into it", user=ALICE)["ts"])
+    waiter = target.api.post_in(ts, PLAN)
+    sent = time.monotonic()
+    await client.post(target.url, mention_body(ts))
+    call = await asyncio.wait_for(waiter, TIMEOUT)
+    if target.app is not None:
+        await asyncio.wait_for(target.app.hub.settled(), TIMEOUT)
+    return (call.time - sent) * 1000

@@ -1,0 +1,173 @@
+"""The data path: a run loads its conversation once and keeps it in memory while it goes on.
+
+The story (mention, plan, approval, two tool calls, answer) runs on SQLite; the
+store's journal is wrapped so that every load and commit is recorded against the
+engine entry point (the run) that made it. A run after a person's answer loads
+once and never again within it; a write beside a run (a decision that lands while
+the run's allowed calls work) is caught by the journal's ``seq`` check and the
+run goes on from a reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from bot.settings import Settings
+from core.journal import ToolState
+from core.lifecycle import Lifecycle
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from tests.harness import Chat
+
+ENTRY_POINTS = ("start", "reply", "run", "decide", "stop", "remind", "expire", "interrupt")
+
+
+@pytest.fixture
+def settings(sqlite_settings: Settings) -> Settings:
+    return sqlite_settings
+
+
+@dataclass
+class Run:
+    """One engine entry point call and what it did to the store."""
+
+    name: str
+    loads: int = 0
+    commits: int = 0
+
+
+@dataclass
+class Recorder:
+    """Every run of the engine, in order, with its loads and commits."""
+
+    runs: list[Run] = field(default_factory=list)
+    depth: int = 0
+
+    def named(self, name: str) -> list[Run]:
+        return [r for r in self.runs if r.name == name]
+
+
+def record(app: Any) -> Recorder:
+    """Wrap the engine's entry points and the store journal's load and commit."""
+    recorder = Recorder()
+    journal, engine = app.store.journal, app.engine
+
+    def entry(name: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(method)
+        async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            outer = recorder.depth == 0
+            if outer:
+                recorder.runs.append(Run(name))
+            recorder.depth += 1
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                recorder.depth -= 1
+
+        return wrapped
+
+    def counted(attr: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(method)
+        async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if recorder.depth:  # not the test's own reads
+                run = recorder.runs[-1]
+                setattr(run, attr, getattr(run, attr) + 1)
+            return await method(*args, **kwargs)
+
+        return wrapped
+
+    for name in ENTRY_POINTS:
+        setattr(engine, name, entry(name, getattr(engine, name)))
+    journal.load = counted("loads", journal.load)
+    journal.commit = counted("commits", journal.commit)
+    return recorder
+
+
+def story_model() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Look", "Report"]})]),
+            ScriptedTurn(
+                text="Looking.",
+                calls=[
+                    ScriptedCall("list_files", {}),
+                    ScriptedCall("read_file", {"path": "README.md"}),
+                ],
+            ),
+            ScriptedTurn(text="All done."),
+        ]
+    )
+
+
+async def test_a_story_loads_once_per_run_and_never_within_one(make_app, tmp_path) -> None:
+    app = await make_app(story_model())
+    recorder = record(app)
+    chat = Chat(app)
+    await app.start()
+    (tmp_path / "workspaces").mkdir(exist_ok=True)
+
+    await chat.mention("look around")
+    await chat.react(chat.bot_message("📋 Plan (v1)"))
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert [r.state for r in snap.tool_calls.values()].count(ToolState.DONE) >= 2
+    assert "All done." in chat.out.getvalue()
+    [started] = recorder.named("start")
+    assert (started.loads, started.commits) == (1, 3)  # request, plan turn, plan request
+    [decided] = recorder.named("decide")
+    assert (decided.loads, decided.commits) == (1, 1)
+    [after_answer] = recorder.named("run")
+    # the turn, two running markers, two results, the answer: one load for all of it
+    assert after_answer.loads == 1
+    assert after_answer.commits >= 6
+    assert app.engine.loads == sum(r.loads for r in recorder.runs)
+
+
+async def test_a_decision_landing_beside_a_run_is_caught_and_the_run_goes_on(
+    make_app, tmp_path
+) -> None:
+    """Tool approval decided while the turn's allowed calls run: the decision's entries
+    take the run's next ``seq``; the run's commit is refused as stale, it reloads and
+    its result lands after the decision, numbered in order."""
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Build"]})]),
+            ScriptedTurn(
+                calls=[
+                    ScriptedCall("run_command", {"command": "rm -rf build"}),
+                    ScriptedCall("run_command", {"command": "sleep 1; echo built"}),
+                ]
+            ),
+            ScriptedTurn(text="Built."),
+        ]
+    )
+    app = await make_app(model)
+    recorder = record(app)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("build it")
+    await chat.react(chat.bot_message("📋 Plan (v1)"))
+    for _ in range(300):  # until the approval is posted while the allowed call runs
+        if "🔐 May I run this?" in chat.out.getvalue():
+            break
+        await asyncio.sleep(0.01)
+    assert "ran `sleep" not in chat.out.getvalue()
+    await chat.react(chat.bot_message("🔐 May I run this?"), "x")
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()
+    assert [r.seq for r in snap.journal] == list(range(1, len(snap.journal) + 1))
+    states = {r.input["command"]: r.state for r in snap.tool_calls.values() if "command" in r.input}
+    assert states == {"rm -rf build": ToolState.DENIED, "sleep 1; echo built": ToolState.DONE}
+    kinds = [r.entry.kind for r in snap.journal]
+    assert kinds.index("decision") < max(i for i, k in enumerate(kinds) if k == "tool_result")
+    [run] = [r for r in recorder.runs if r.name == "run" and r.loads > 1] or [None]
+    assert run is not None, "the run never reloaded: the decision did not land beside it"
