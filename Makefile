@@ -31,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --baseline bench/baseline.json
 
 clean:
 	rm -rf $(VENV) .threadbot .pytest_cache .mypy_cache .ruff_cache

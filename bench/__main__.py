@@ -113,18 +113,20 @@ def run_all(
 
 
 def summary(results: list[Result], out: Callable[[str], None] = print) -> None:
-    """One line per figure: value, floor, ratio, whether its target is met."""
+    """One line per figure: the baseline's value, the value, floor, ratio, whether its
+    target is met."""
     out("")
-    out("figure | value | floor | ratio | target | met")
+    out("figure | baseline | value | floor | ratio | target | met")
     for result in results:
         for f in result.figures:
             ratio = f.ratio
             shown = "" if ratio is None else f"{ratio:.2f}x"
             met = {True: "yes", False: "NO", None: "-"}[f.met]
             floor = fmt(f.floor, f.unit) if f.floor is not None else "-"
+            base = fmt(f.baseline, f.unit) if f.baseline is not None else "-"
             out(
-                f"{result.number}. {f.label} | {fmt(f.value, f.unit)} | {floor} | {shown} | "
-                f"{f.target or '-'} | {met}"
+                f"{result.number}. {f.label} | {base} | {fmt(f.value, f.unit)} | {floor} | "
+                f"{shown} | {f.target or '-'} | {met}"
             )
 
 

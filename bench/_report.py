@@ -140,10 +140,12 @@ def render(result: Result, out: Callable[[str], None] = print) -> None:
 
 
 def against_baseline(figures: Sequence[Figure], baseline: dict[str, float]) -> None:
-    """Judge the figures whose target is relative to a baseline run's value (same ``key``):
-    met when at most ``1 + baseline_tolerance`` times the baseline's."""
+    """Put each figure beside a baseline run's value (same ``key``), and judge those whose
+    target is relative to it: met when at most ``1 + baseline_tolerance`` times the
+    baseline's."""
     for figure in figures:
-        if figure.baseline_tolerance is None or figure.key not in baseline:
+        if figure.key not in baseline:
             continue
         figure.baseline = baseline[figure.key]
-        figure.met = figure.value <= figure.baseline * (1 + figure.baseline_tolerance)
+        if figure.baseline_tolerance is not None:
+            figure.met = figure.value <= figure.baseline * (1 + figure.baseline_tolerance)

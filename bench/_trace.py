@@ -1,8 +1,9 @@
 """Every statement SQLite runs, counted where the driver hands it over.
 
-:class:`StatementTrace` wraps ``sqlite3.connect`` while installed, so each
-connection opened meanwhile, by aiosqlite's worker thread, SQLAlchemy or
-``sqlite3`` directly, gets a trace callback
+:class:`StatementTrace` wraps ``sqlite3.connect`` (and ``sqlite3.dbapi2.connect``,
+which SQLAlchemy's pysqlite driver calls: the store's writer thread) while
+installed, so each connection opened meanwhile, by aiosqlite's worker thread,
+SQLAlchemy or ``sqlite3`` directly, gets a trace callback
 (https://docs.python.org/3/library/sqlite3.html#sqlite3.Connection.set_trace_callback).
 SQLite calls it as each statement starts running, with its text: ``BEGIN``,
 ``COMMIT`` and ``PRAGMA`` included. With each statement the trace keeps the
@@ -58,6 +59,8 @@ class StatementTrace:
     @contextlib.contextmanager
     def installed(self) -> Iterator[StatementTrace]:
         """Trace every ``sqlite3`` connection opened inside the block."""
+        import sqlite3.dbapi2
+
         original = sqlite3.connect
 
         def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
@@ -73,10 +76,12 @@ class StatementTrace:
             return conn
 
         sqlite3.connect = connect  # type: ignore[assignment]
+        sqlite3.dbapi2.connect = connect  # type: ignore[assignment]
         try:
             yield self
         finally:
             sqlite3.connect = original
+            sqlite3.dbapi2.connect = original
 
     @contextlib.contextmanager
     def record(self) -> Iterator[list[Statement]]:

@@ -1,6 +1,6 @@
 """Log records carry the conversation they are about.
 
-The hub sets :data:`conversation` around each job of a conversation (its run, a
+The hub sets :data:`conversation` in each conversation's worker (around its jobs: a run, a
 decision, a stop) and the deliverer in each conversation's worker; a handler with
 :class:`ConversationFilter` adds it to every record as ``record.conversation``
 (``-`` outside any conversation), for a format such as

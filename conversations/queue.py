@@ -1,10 +1,18 @@
 """One input at a time per conversation; stop jumps the queue.
 
 Each conversation with work gets a worker task that takes its inputs in order.
+The worker runs its jobs inside one *session* (``session(conversation_id)``, an
+async context manager; the hub holds the conversation's lease there): opened
+before the first job, kept while more jobs of the conversation are queued, closed
+when none is left, when a job fails (the next job opens a new one) and when the
+worker is stopped or cancelled. Tasks the worker starts inherit the context
+variables the session set (the lease that fences commits, the log context).
+
 The job in progress runs in a task of its own, so :meth:`ConversationQueue.stop`
 can cancel it at once (a model call or a tool process ends there) and clear what
-was still queued. Replies that arrive while a run works wait in the queue, where
-the run picks them up as notes at its next turn boundary (:meth:`take_replies`).
+was still queued; the session still closes after the job has ended. Replies that
+arrive while a run works wait in the queue, where the run picks them up as notes
+at its next turn boundary (:meth:`ConversationQueue.take_replies`).
 """
 
 from __future__ import annotations
@@ -15,11 +23,18 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from core.inputs import Reply
 
 log = logging.getLogger(__name__)
+
+Session = Callable[[str], AbstractAsyncContextManager[object]]
+"""``session(conversation_id)``: what a worker holds around the jobs it runs in a row."""
+
+Around = Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
+"""``around(conversation_id, job)``: runs one job, in the job's own task."""
 
 
 @dataclass(frozen=True)
@@ -31,18 +46,23 @@ class Job:
 
 
 class ConversationQueue:
-    """Per-conversation FIFO of jobs with one worker each."""
+    """Per-conversation FIFO of jobs with one worker each.
 
-    def __init__(
-        self,
-        *,
-        around: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None,
-    ) -> None:
-        """``around(conversation_id, job)`` wraps every job (the hub takes the lease there)."""
+    ``session(conversation_id)`` is entered by the conversation's worker before
+    its first job and left once no job of the conversation is queued, or the
+    worker is stopped; a job that raises ends the session with that exception
+    raised inside it (the session may handle it; what it lets through is logged),
+    and the next job opens a new one. ``around(conversation_id, job)`` wraps each
+    job, in the job's task. Both are optional.
+    """
+
+    def __init__(self, *, session: Session | None = None, around: Around | None = None) -> None:
+        """``session`` wraps a worker's jobs in a row (the hub holds the lease there);
+        ``around`` wraps each job (the hub records an interrupted shutdown there)."""
+        self._session = session
         self._around = around
         self._jobs: dict[str, deque[Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
-        self._current: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self._paused = False
@@ -61,10 +81,7 @@ class ConversationQueue:
             return
         self._jobs.setdefault(conversation_id, deque()).append(job)
         if conversation_id not in self._workers:
-            self._idle.clear()
-            self._workers[conversation_id] = asyncio.create_task(
-                self._work(conversation_id), name=f"conversation-{conversation_id}"
-            )
+            self._start(conversation_id)
 
     def take_replies(self, conversation_id: str) -> list[Reply]:
         """Remove and return the replies at the front of the queue (notes for a run)."""
@@ -76,7 +93,7 @@ class ConversationQueue:
         return taken
 
     def busy(self, conversation_id: str) -> bool:
-        """True while the conversation has a job running or queued."""
+        """True while the conversation has a job running or queued (or its session open)."""
         return conversation_id in self._workers
 
     def busy_count(self) -> int:
@@ -88,13 +105,16 @@ class ConversationQueue:
         return bool(self._workers)
 
     async def stop(self, conversation_id: str) -> None:
-        """Drop queued jobs and cancel the running one; returns when it has ended."""
+        """Drop queued jobs and cancel the worker: its running job is cancelled at once,
+        then its session closes (a worker still opening it stops waiting). Returns when
+        the worker has ended; a job submitted meanwhile gets a new worker and session."""
         self._jobs.pop(conversation_id, None)
-        current = self._current.get(conversation_id)
-        if current is not None:
-            current.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await current
+        worker = self._workers.get(conversation_id)
+        if worker is None:
+            return
+        worker.cancel()
+        if worker is not asyncio.current_task():
+            await asyncio.wait({worker})
 
     def pause(self) -> None:
         """Start no new job from now on (shutting down); the jobs running go on."""
@@ -106,45 +126,84 @@ class ConversationQueue:
         await self._idle.wait()
 
     async def close(self) -> None:
-        """Cancel every worker and its job."""
-        for conversation_id in list(self._workers):
-            await self.stop(conversation_id)
+        """Cancel every worker and its job; returns when they have ended."""
+        self._jobs.clear()
         workers = list(self._workers.values())
         for worker in workers:
             worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        if workers:
+            await asyncio.wait(workers)
 
-    def _wrapped(self, conversation_id: str, job: Job) -> Callable[[], Awaitable[None]]:
-        around = self._around
-        if around is None:
-            return job.run
-        return functools.partial(around, conversation_id, job.run)
+    def _start(self, conversation_id: str) -> None:
+        self._idle.clear()
+        worker = asyncio.create_task(
+            self._work(conversation_id), name=f"conversation-{conversation_id}"
+        )
+        self._workers[conversation_id] = worker
+        worker.add_done_callback(functools.partial(self._ended, conversation_id))
+
+    def _ended(self, conversation_id: str, worker: asyncio.Task[None]) -> None:
+        """A worker ended (also when cancelled before it began): start another for the
+        jobs submitted while it was stopping, else forget the conversation."""
+        if self._workers.get(conversation_id) is worker:
+            del self._workers[conversation_id]
+        if not worker.cancelled() and (error := worker.exception()) is not None:
+            log.error("conversation %s: the worker failed", conversation_id, exc_info=error)
+        if conversation_id in self._workers:
+            return
+        if not self._paused and self._jobs.get(conversation_id):
+            self._start(conversation_id)
+            return
+        self._jobs.pop(conversation_id, None)
+        if not self._workers:
+            self._idle.set()
+
+    def _next(self, conversation_id: str) -> Job | None:
+        jobs = self._jobs.get(conversation_id)
+        if self._paused or not jobs:
+            return None
+        return jobs.popleft()
+
+    def _open(self, conversation_id: str) -> AbstractAsyncContextManager[object]:
+        if self._session is None:
+            return contextlib.nullcontext()
+        return self._session(conversation_id)
 
     async def _work(self, conversation_id: str) -> None:
+        while (job := self._next(conversation_id)) is not None:
+            try:
+                async with self._open(conversation_id):
+                    while job is not None:
+                        await self._run(conversation_id, job)
+                        job = self._next(conversation_id)
+            except Exception:
+                log.exception("conversation %s: input failed", conversation_id)
+
+    async def _run(self, conversation_id: str, job: Job) -> None:
+        """Run ``job`` in a task of its own; raises what it raised (in the session)."""
+        run = job.run
+        if self._around is not None:
+            run = functools.partial(self._around, conversation_id, job.run)
+        task = asyncio.create_task(_call(run))
+        await _finished(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+
+
+async def _call(run: Callable[[], Awaitable[None]]) -> None:
+    await run()
+
+
+async def _finished(task: asyncio.Task[None]) -> None:
+    """Wait for ``task`` to end. Cancelled meanwhile (a stop): cancel ``task`` once, still
+    wait for its end (it may record an interruption under the session), then raise."""
+    cancelled = False
+    while not task.done():
         try:
-            while not self._paused and (jobs := self._jobs.get(conversation_id)):
-                job = jobs.popleft()
-                work = self._wrapped(conversation_id, job)
-                task = asyncio.create_task(_guarded(work, conversation_id))
-                self._current[conversation_id] = task
-                try:
-                    await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    if not task.cancelled():
-                        raise
-                finally:
-                    self._current.pop(conversation_id, None)
-        finally:
-            self._jobs.pop(conversation_id, None)
-            self._workers.pop(conversation_id, None)
-            if not self._workers:
-                self._idle.set()
-
-
-async def _guarded(run: Callable[[], Awaitable[None]], conversation_id: str) -> None:
-    try:
-        await run()
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("conversation %s: input failed", conversation_id)
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            if not cancelled:
+                task.cancel()
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError

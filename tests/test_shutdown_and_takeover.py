@@ -51,7 +51,12 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
     api, model, channel = fakes
     model.add(
         PLAN,
-        [text("Looking around first."), tool_use("toolu_ls", "list_files", {"path": "."})],
+        [
+            text("Looking around first."),
+            tool_use(
+                "toolu_ls", "run_command", {"command": "until [ -f go ]; do sleep 0.05; done"}
+            ),
+        ],
         [
             text("Now the long job."),
             tool_use("toolu_job", "run_command", {"command": "touch started; sleep 60"}),
@@ -68,7 +73,13 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
         plan = channel.post_with(thread, "Plan (v1)")
         assert plan is not None
         await channel.react(bot, str(plan["ts"]))
-        await eventually(lambda: list(tmp_path.glob("workspaces/*/started")))
+        # The run waits at its first command until the approval's edit is out: no
+        # milestone comes after the notes, so the notes stay held back.
+        await eventually(lambda: channel.post_with(thread, "Approved by"))
+        await eventually(lambda: list(tmp_path.glob("workspaces/*")))
+        (workspace,) = await asyncio.to_thread(lambda: list(tmp_path.glob("workspaces/*")))
+        await asyncio.to_thread((workspace / "go").touch)
+        await eventually(lambda: (workspace / "started").exists())
         assert bot.query("select state from outbox where state = 'pending'")  # notes held back
 
         bot.signal(signal.SIGTERM)

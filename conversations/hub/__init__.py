@@ -175,7 +175,8 @@ class Hub:
         nothing; each run finishes the step it is in and ends there, leaving its
         conversation ``running`` for the next start. After ``shutdown_grace``
         seconds the runs still going are cancelled: a running command is killed
-        and recorded ``interrupted``. Leases are released as each job ends.
+        and recorded ``interrupted``. A conversation's lease is released when its last
+        queued job has ended.
         """
         await self._runs.shutdown(self._settings.shutdown_grace)
 

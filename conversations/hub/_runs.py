@@ -1,16 +1,22 @@
-"""Runs in this process: one job at a time per conversation, each under its lease.
+"""Runs in this process: one job at a time per conversation, all under its lease.
 
 Inputs for a conversation are handled in order, one after another; only stop jumps
-the queue (:class:`conversations.queue.ConversationQueue`). Each job runs holding
-the conversation's lease (:class:`conversations.store.leases.Leases`), so its
-commits are fenced: a job whose lease was taken over ends at its next commit.
+the queue (:class:`conversations.queue.ConversationQueue`). The conversation's
+worker holds its lease (:class:`conversations.store.leases.Leases`) as the queue's
+session: taken before its first job, kept while more jobs of the conversation are
+queued (a busy conversation pays one acquire and one release, not one per job),
+released when none is left, on a stop and at shutdown. Every job's commits are
+fenced by it: a job whose lease was taken over ends at its next commit
+(:class:`core.errors.LeaseLost`), which ends the session too, so the next job
+takes the lease again rather than run under the lost one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from conversations import logcontext
 from conversations.events import MessagePosted
@@ -30,7 +36,7 @@ class Runs:
     def __init__(self, *, engine: Engine, leases: Leases) -> None:
         self._engine = engine
         self._leases = leases
-        self.queue = ConversationQueue(around=self._hold)
+        self.queue = ConversationQueue(session=self._hold, around=self._job)
         self._shutting_down = False
 
     def start(self, conversation_id: str, event: MessagePosted) -> None:
@@ -83,19 +89,30 @@ class Runs:
     def _inbox(self, conversation_id: str) -> Callable[[], list[Reply]]:
         return lambda: self.queue.take_replies(conversation_id)
 
-    async def _hold(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Run one job of the conversation under its lease (the queue's ``around``)."""
-        logcontext.conversation.set(conversation_id)  # this task runs only this job
+    @contextlib.asynccontextmanager
+    async def _hold(self, conversation_id: str) -> AsyncIterator[None]:
+        """Hold the conversation's lease while its worker runs jobs (the queue's session).
+
+        The worker's task and the jobs it starts carry the lease (fencing) and the
+        conversation's id in the logs. A job's :class:`LeaseLost` ends here: the
+        lease is let go and the next job takes it again.
+        """
+        logcontext.conversation.set(conversation_id)  # this worker runs only this conversation
         try:
             async with self._leases.held(conversation_id):
-                try:
-                    await work()
-                except asyncio.CancelledError:
-                    if self._shutting_down:
-                        await asyncio.shield(self._interrupted(conversation_id))
-                    raise
+                yield
         except LeaseLost as exc:
             log.warning("%s; the run ended here", exc)
+
+    async def _job(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run one job (the queue's ``around``); cut by a shutdown, it first records the
+        interruption, while the worker still holds the lease."""
+        try:
+            await work()
+        except asyncio.CancelledError:
+            if self._shutting_down:
+                await asyncio.shield(self._interrupted(conversation_id))
+            raise
 
     async def _interrupted(self, conversation_id: str) -> None:
         try:

@@ -3,10 +3,12 @@
 A lease is an owner (``host:pid`` or the ``THREADBOT_INSTANCE`` name), an expiry
 (UTC) and an epoch per conversation, kept by a
 :class:`~conversations.store.interfaces.LeaseStore` (in SQL: three columns of
-``conversations``, :mod:`conversations.store.sql.leases`). It is taken before a
-job of the conversation runs, renewed by one task per process
-(:meth:`Leases.keep_renewed`) and released when the job ends; this module is the
-holder, the same for every backend.
+``conversations``, :mod:`conversations.store.sql.leases`). It is taken when the
+conversation's worker starts its first job, kept while more jobs of the
+conversation are queued (:mod:`conversations.hub._runs`), renewed by one task per
+process (:meth:`Leases.keep_renewed`) and released when no job is left, on a stop,
+at shutdown, and after a job found it lost (the next job takes it again); this
+module is the holder, the same for every backend.
 
 Fencing: the epoch goes up every time the lease is *acquired* (from free, from
 an expired holder, from a dead one), never when it is renewed. A job's commits
@@ -45,10 +47,11 @@ _current: ContextVar[Lease | None] = ContextVar("threadbot_lease", default=None)
 
 
 def current_lease(conversation_id: str) -> Lease | None:
-    """The lease the running job holds on ``conversation_id``, if this is such a job.
+    """The lease this task's job holds on ``conversation_id``, if this is such a job.
 
-    Set by :meth:`Leases.held` for the task that runs the job (and tasks it starts);
-    every backend's journal fences the commits made under it.
+    Set by :meth:`Leases.held` for the task that holds it (the conversation's worker)
+    and the tasks it starts (each job); every backend's journal fences the commits
+    made under it.
     """
     lease = _current.get()
     return lease if lease is not None and lease.conversation_id == conversation_id else None
@@ -92,10 +95,7 @@ class Leases:
     @contextlib.asynccontextmanager
     async def held_now(self, conversation_id: str) -> AsyncIterator[Lease | None]:
         """Like :meth:`held`, without waiting: yields None when a live process has it."""
-        dead = await self.dead_holder(conversation_id)
-        lease = await self._store.acquire_lease(
-            conversation_id, self.owner, ttl=self.ttl, dead=dead
-        )
+        lease = await self._try_acquire(conversation_id)
         if lease is None:
             yield None
             return
@@ -134,13 +134,22 @@ class Leases:
 
     async def _acquire(self, conversation_id: str) -> Lease:
         while True:
-            dead = await self.dead_holder(conversation_id)
-            lease = await self._store.acquire_lease(
-                conversation_id, self.owner, ttl=self.ttl, dead=dead
-            )
+            lease = await self._try_acquire(conversation_id)
             if lease is not None:
                 return lease
             await asyncio.sleep(min(1.0, self.ttl / 3))  # another live process runs it
+
+    async def _try_acquire(self, conversation_id: str) -> Lease | None:
+        """Take the lease if it is free, expired or this process's; failing that, if its
+        holder is a dead process of this host. One write in the usual case (no read of
+        the holder first)."""
+        lease = await self._store.acquire_lease(conversation_id, self.owner, ttl=self.ttl)
+        if lease is not None:
+            return lease
+        dead = await self.dead_holder(conversation_id)
+        if dead is None:
+            return None
+        return await self._store.acquire_lease(conversation_id, self.owner, ttl=self.ttl, dead=dead)
 
     async def state(self, conversation_id: str) -> LeaseState | None:
         """Who holds the conversation's lease now, at which epoch, until when (None:

@@ -1,19 +1,20 @@
 """The one database every SQL interface shares: its engine, sessions and write transactions.
 
-Every write is one transaction. Writes of one process are serialised by one lock
-(SQLite has one writer anyway; WAL lets readers go on), and each begins with
-``BEGIN IMMEDIATE`` on SQLite (:class:`WriteTransaction` says why).
+Every write is one transaction, a function of a synchronous session run by the
+process's one writer (:mod:`conversations.store.sql.writer`); writes of one
+process go one at a time (SQLite has one writer anyway; WAL lets readers go on),
+and each begins with ``BEGIN IMMEDIATE`` on SQLite (:class:`Database` says why).
+Reads are async sessions on the engine's pool.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Table, event
+from sqlalchemy import Engine, Table, event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -21,16 +22,27 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.orm import Session
 
 from conversations.store.schema import ConversationRow
+from conversations.store.sql.writer import Transaction, Writer
 from core.errors import ConversationNotFound
 
+T = TypeVar("T")
+
 _BEGIN_MODE = "threadbot_sqlite_begin"
-_BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
+_BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE", "NONE"})
 
 BEGIN_IMMEDIATE: Mapping[str, str] = MappingProxyType({_BEGIN_MODE: "IMMEDIATE"})
 """Execution options for a connection whose transactions will write: on SQLite they
 begin with ``BEGIN IMMEDIATE`` (see :func:`create_engine`); other databases ignore them."""
+
+NO_BEGIN: Mapping[str, str] = MappingProxyType({_BEGIN_MODE: "NONE"})
+"""Execution options for reads of one statement each: on SQLite no ``BEGIN`` is sent,
+so each statement is its own transaction (SQLite's autocommit,
+https://www.sqlite.org/lang_transaction.html, "Implicit versus explicit
+transactions") and a read costs one statement instead of three (``BEGIN``, the
+``SELECT``, ``ROLLBACK``); other databases ignore them."""
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -54,11 +66,14 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _sqlite_begin(connection: Connection) -> None:
-    """Emit the BEGIN of a SQLAlchemy transaction: ``BEGIN``, or ``BEGIN IMMEDIATE`` for
-    a connection with :data:`BEGIN_IMMEDIATE`. Raises ``ValueError`` for another mode."""
+    """Emit the BEGIN of a SQLAlchemy transaction: ``BEGIN``, ``BEGIN IMMEDIATE`` for a
+    connection with :data:`BEGIN_IMMEDIATE`, nothing for one with :data:`NO_BEGIN`.
+    Raises ``ValueError`` for another mode."""
     mode = connection.get_execution_options().get(_BEGIN_MODE)
     if mode is not None and mode not in _BEGIN_MODES:
         raise ValueError(f"{_BEGIN_MODE} must be one of {sorted(_BEGIN_MODES)}, not {mode!r}")
+    if mode == "NONE":
+        return
     connection.exec_driver_sql(f"BEGIN {mode}" if mode else "BEGIN")
 
 
@@ -72,7 +87,7 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
     only before INSERT/UPDATE/DELETE, so each ``CREATE TABLE`` committed on its own:
     https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#serializable-isolation-savepoints-transactional-ddl).
     A transaction on a connection with :data:`BEGIN_IMMEDIATE` takes the write lock
-    at ``BEGIN`` (see :class:`WriteTransaction` for why). ``options`` go to
+    at ``BEGIN`` (see :class:`Database` for why). ``options`` go to
     SQLAlchemy's ``create_async_engine`` (a pool size, for one).
     """
     parsed = make_url(url)
@@ -80,47 +95,47 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-        event.listen(engine.sync_engine, "begin", _sqlite_begin)
+        setup_sqlite(engine.sync_engine)
     return engine
 
 
-def writer_engine(engine: AsyncEngine) -> AsyncEngine:
-    """The engine a process writes through: one connection, its transactions ``BEGIN IMMEDIATE``.
-
-    For a SQLite file, a second engine on the same file whose pool holds one
-    connection: every write of the process goes through it, one transaction at a
-    time, while reads take the other engine's connections and, in WAL mode, never
-    wait for it (https://www.sqlite.org/wal.html). An in-memory SQLite database
-    cannot be opened twice, and a server database has no single-writer rule: there
-    the engine itself is used.
-    """
-    url = engine.url
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        writer = create_engine(
-            url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
-        )
-    else:
-        writer = engine
-    return writer.execution_options(**BEGIN_IMMEDIATE)
+def setup_sqlite(engine: Engine) -> None:
+    """Set SQLite's pragmas on each new connection of ``engine`` (a synchronous engine,
+    or an async engine's ``sync_engine``) and emit ``BEGIN`` ourselves (see
+    :func:`create_engine`)."""
+    event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "begin", _sqlite_begin)
 
 
 class Database:
-    """One engine for reads, one writer connection, the write lock, and who to tell about
-    new outbox rows.
+    """The engine reads go through, the writer every write goes through, and who to tell
+    about new outbox rows.
 
-    ``read()`` opens a session for reads (deferred: never waits for a writer);
-    ``write()`` one write transaction on the writer connection
-    (:func:`writer_engine`). ``on_outbox`` is called after a write that added
-    outbox rows committed (the deliverer wakes up).
+    ``read()`` opens a session for reads of a statement each, ``snapshot()`` one for
+    reads in one transaction (deferred: never waits for a writer);
+    ``write(transaction)`` runs one write transaction, a function of a synchronous
+    :class:`~sqlalchemy.orm.Session`, in the process's one writer
+    (:mod:`conversations.store.sql.writer`: on a SQLite file, one thread with one
+    connection). Every write transaction begins with :data:`BEGIN_IMMEDIATE`: on
+    SQLite it takes the database's write lock at ``BEGIN``, waiting up to
+    ``busy_timeout`` while another process writes. A plain (deferred) ``BEGIN``
+    would read first and ask for the write lock at the first write; in WAL mode,
+    when another process has committed since the read, that upgrade fails with
+    ``SQLITE_BUSY`` at once, without waiting
+    (https://www.sqlite.org/lang_transaction.html, "Read transactions versus write
+    transactions"; https://www.sqlite.org/wal.html, "Sometimes Queries Return
+    SQLITE_BUSY In WAL Mode"), and several bot processes share one file.
+    ``on_outbox`` is called after a write that added outbox rows committed (the
+    deliverer wakes up).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._writer = writer_engine(engine)
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
-        self._write_sessions = async_sessionmaker(self._writer, expire_on_commit=False)
-        self._write_lock = asyncio.Lock()
+        self._sessions = async_sessionmaker(
+            engine.execution_options(**NO_BEGIN), expire_on_commit=False
+        )
+        self._snapshots = async_sessionmaker(engine, expire_on_commit=False)
+        self._writer = Writer(engine, setup_sqlite, BEGIN_IMMEDIATE)
         self._upserts: dict[tuple[Table, tuple[str, ...]], Any] = {}
         self.on_outbox: Callable[[], None] = lambda: None
 
@@ -148,62 +163,37 @@ class Database:
         return upsert
 
     def read(self) -> AsyncSession:
-        """A session for reads: ``async with db.read() as session``."""
+        """A session for reads, each statement on its own (:data:`NO_BEGIN`):
+        ``async with db.read() as session``."""
         return self._sessions()
 
-    def write(self) -> WriteTransaction:
-        """One write transaction: ``async with db.write() as session`` commits on a clean exit."""
-        return WriteTransaction(self._write_sessions, self._write_lock)
+    def snapshot(self) -> AsyncSession:
+        """A session for reads that must agree with each other: one read transaction
+        (deferred ``BEGIN``: it never waits for a writer)."""
+        return self._snapshots()
+
+    async def write(self, transaction: Transaction[T]) -> T:
+        """Run ``transaction(session)`` as one write transaction; its result.
+
+        Committed when it returns, rolled back when it raises (the exception is
+        raised here). Raises ``sqlalchemy.exc.OperationalError`` ("database is
+        locked") when the lock is not had within ``busy_timeout``.
+        """
+        return await self._writer.run(transaction)
 
     async def close(self) -> None:
-        """Close every pooled connection, the writer's too."""
-        await self._writer.dispose()
+        """Close the writer's connection and every pooled one."""
+        await self._writer.close()
         await self.engine.dispose()
 
 
-class WriteTransaction:
-    """``async with``: take the write lock, open a session, commit or roll back.
-
-    The transaction begins at once, with :data:`BEGIN_IMMEDIATE`: on SQLite it takes
-    the database's write lock at ``BEGIN``, waiting up to ``busy_timeout`` while
-    another process writes. A plain (deferred) ``BEGIN`` would read first and ask
-    for the write lock at the first write; in WAL mode, when another process has
-    committed since the read, that upgrade fails with ``SQLITE_BUSY`` at once,
-    without waiting (https://www.sqlite.org/lang_transaction.html, "Read
-    transactions versus write transactions"; https://www.sqlite.org/wal.html,
-    "Sometimes Queries Return SQLITE_BUSY In WAL Mode"), and several bot
-    processes share one file. Reads elsewhere stay deferred, so they never wait
-    for a writer. Raises ``sqlalchemy.exc.OperationalError`` ("database is locked")
-    when the lock is not had within ``busy_timeout``.
-    """
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], lock: asyncio.Lock) -> None:
-        self._sessions = sessions
-        self._lock = lock
-        self._session: AsyncSession | None = None
-
-    async def __aenter__(self) -> AsyncSession:
-        await self._lock.acquire()
-        self._session = self._sessions()
-        try:
-            await self._session.begin()
-            await self._session.connection()  # BEGIN IMMEDIATE: the writer engine's option
-        except BaseException:
-            await self._session.close()
-            self._lock.release()
-            raise
-        return self._session
-
-    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self._session is not None
-        try:
-            if exc_type is None:
-                await self._session.commit()
-            else:
-                await self._session.rollback()
-        finally:
-            await self._session.close()
-            self._lock.release()
+def locked_conversation_row(session: Session, conversation_id: str) -> ConversationRow:
+    """The conversation's row, in a write transaction; raises
+    :class:`core.errors.ConversationNotFound`."""
+    row = session.get(ConversationRow, conversation_id)
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return row
 
 
 async def conversation_row(session: AsyncSession, conversation_id: str) -> ConversationRow:

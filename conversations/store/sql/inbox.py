@@ -2,31 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Table, select
+from sqlalchemy.orm import Session
 
-from conversations.store.schema import DeliveryRow
-from conversations.store.sql.database import Database
+from conversations.store.schema import DeliveryRow, utcnow
+from conversations.store.sql.database import Database, changed
 
 
-async def add_delivery(
-    session: AsyncSession,
+def add_delivery(
+    session: Session,
     key: str,
     conversation_id: str | None,
     event: dict[str, Any] | None = None,
 ) -> bool:
-    """Insert the delivery ``key`` in ``session``'s transaction; False when it exists."""
-    if await session.get(DeliveryRow, key) is not None:
-        return False
-    session.add(DeliveryRow(key=key, conversation_id=conversation_id, event=event))
-    try:
-        await session.flush()
-    except IntegrityError:
-        return False
-    return True
+    """Insert the delivery ``key`` in ``session``'s write transaction; False when it exists.
+
+    One ``INSERT ... ON CONFLICT DO NOTHING``: the key is the primary key, so a
+    duplicate changes no row (https://www.sqlite.org/lang_upsert.html).
+    """
+    table = cast(Table, DeliveryRow.__table__)
+    name = session.get_bind().dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+    stmt = (
+        insert(table)
+        .values(key=key, conversation_id=conversation_id, event=event, received_at=utcnow())
+        .on_conflict_do_nothing(index_elements=["key"])
+    )
+    return changed(session.execute(stmt)) == 1
 
 
 class SqlInbox:
@@ -46,8 +53,9 @@ class SqlInbox:
         With ``event``, the delivery stays unhandled until a change names its key in
         ``Change.handled``: at start, :meth:`unhandled` hands it back.
         """
-        async with self._db.write() as session:
-            return await add_delivery(session, delivery_key, conversation_id, event)
+        return await self._db.write(
+            lambda session: add_delivery(session, delivery_key, conversation_id, event)
+        )
 
     async def unhandled(self) -> list[tuple[str, str, dict[str, Any]]]:
         """``(key, conversation id, event)`` of kept deliveries not yet handled, oldest first."""

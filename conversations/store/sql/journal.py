@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any, cast
 
 from pydantic import TypeAdapter
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
 from conversations.store import leases
@@ -40,7 +41,7 @@ from conversations.store.schema import (
     UsageRow,
     utcnow,
 )
-from conversations.store.sql.database import Database, conversation_row
+from conversations.store.sql.database import Database, conversation_row, locked_conversation_row
 from conversations.store.sql.outbox import drop_pending_notes
 from conversations.store.sql.requests import resolve
 from core.errors import LeaseLost, RequestConflict, StaleSnapshot
@@ -65,6 +66,21 @@ TOOL_CALLS = cast(Table, ToolCallRow.__table__)
 USAGE = cast(Table, UsageRow.__table__)
 OUTBOX = cast(Table, OutboxRow.__table__)
 
+_c = CONVERSATIONS.c
+_TOUCH = (
+    update(CONVERSATIONS)
+    .where(_c.id == bindparam("b_id"))
+    .returning(_c.platform, _c.workspace, _c.channel, _c.thread)
+)
+"""The conversation's ``UPDATE``: its columns to set come with the parameters."""
+_TOUCH_FENCED = _TOUCH.where(
+    _c.lease_owner == bindparam("b_owner"), _c.lease_epoch == bindparam("b_epoch")
+)
+"""The same, fenced by the lease (owner and epoch)."""
+_INSERT_JOURNAL = insert(JOURNAL)
+_INSERT_USAGE = insert(USAGE)
+_INSERT_OUTBOX = insert(OUTBOX)
+
 
 class SqlJournal:
     """:class:`core.journal.Journal` on the ``journal``, ``tool_calls``, ``pending_requests``
@@ -75,8 +91,9 @@ class SqlJournal:
         self._render = render
 
     async def load(self, conversation_id: str) -> ConversationSnapshot:
-        """Everything about one conversation; raises :class:`ConversationNotFound`."""
-        async with self._db.read() as session:
+        """Everything about one conversation, read in one transaction; raises
+        :class:`ConversationNotFound`."""
+        async with self._db.snapshot() as session:
             row = await conversation_row(session, conversation_id)
             journal = await session.execute(
                 select(JournalRow.seq, JournalRow.created_at, JournalRow.body)
@@ -130,57 +147,68 @@ class SqlJournal:
         fenced: it raises :class:`LeaseLost` when another process has taken the
         lease over since (its ``lease_epoch`` went up). Each applies nothing.
         """
-        wrote_outbox = False
-        lease = leases.current_lease(conversation_id)
-        async with self._db.write() as session:
-            conn = await session.connection()  # Core on the connection: no ORM in the way
-            now = utcnow()
-            binding = await _touch(session, conn, conversation_id, change, lease, now)
-            await _check_pending(conn, conversation_id, change.guard_pending)
-            if change.handled:
-                await conn.execute(
-                    update(DELIVERIES)
-                    .where(DELIVERIES.c.key.in_(change.handled))
-                    .values(handled_at=now)
-                )
-            committed = await _append(conn, conversation_id, change.entries, after_seq, now)
-            if change.tool_calls:
-                await conn.execute(
-                    self._db.upsert(TOOL_CALLS, ("conversation_id", "tool_use_id")),
-                    [tool_values(conversation_id, r) for r in change.tool_calls],
-                )
-            for res in change.resolve:
-                await resolve(session, res)
-            if change.open_request is not None:
-                session.add(request_row(conversation_id, change.open_request))
-            usage = [
-                {"conversation_id": conversation_id, "created_at": now, **e.usage.model_dump()}
-                for e in change.entries
-                if isinstance(e, AssistantTurn) and e.usage is not None
-            ]
-            if usage:
-                await conn.execute(insert(USAGE), usage)
-            outbox: list[dict[str, Any]] = []
-            for run_event in change.events:
-                if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
-                    await drop_pending_notes(session, conversation_id)
-                    for row in outbox:
-                        if row["purpose"] == "note":
-                            row["state"] = "dropped"
-                outbox += [
-                    outbox_values(conversation_id, out) for out in self._render(binding, run_event)
-                ]
-            if outbox:
-                await conn.execute(insert(OUTBOX), outbox)
-                wrote_outbox = True
+        lease = leases.current_lease(conversation_id)  # here: the writer thread has no context
+        committed, wrote_outbox = await self._db.write(
+            lambda session: self._commit(session, conversation_id, change, after_seq, lease)
+        )
         if wrote_outbox:
             self._db.on_outbox()
         return committed
 
+    def _commit(
+        self,
+        session: Session,
+        conversation_id: str,
+        change: Change,
+        after_seq: int | None,
+        lease: Lease | None,
+    ) -> tuple[Committed, bool]:
+        """The statements of :meth:`commit`, in its transaction; whether outbox rows went in."""
+        conn = session.connection()  # Core on the connection: no ORM in the way
+        now = utcnow()
+        binding = _touch(session, conn, conversation_id, change, lease, now)
+        _check_pending(conn, conversation_id, change.guard_pending)
+        if change.handled:
+            conn.execute(
+                update(DELIVERIES)
+                .where(DELIVERIES.c.key.in_(change.handled))
+                .values(handled_at=now)
+            )
+        committed = _append(conn, conversation_id, change.entries, after_seq, now)
+        if change.tool_calls:
+            conn.execute(
+                self._db.upsert(TOOL_CALLS, ("conversation_id", "tool_use_id")),
+                [tool_values(conversation_id, r) for r in change.tool_calls],
+            )
+        for res in change.resolve:
+            resolve(session, res)
+        if change.open_request is not None:
+            session.add(request_row(conversation_id, change.open_request))
+        usage = [
+            {"conversation_id": conversation_id, "created_at": now, **e.usage.model_dump()}
+            for e in change.entries
+            if isinstance(e, AssistantTurn) and e.usage is not None
+        ]
+        if usage:
+            conn.execute(_INSERT_USAGE, usage)
+        outbox: list[dict[str, Any]] = []
+        for run_event in change.events:
+            if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
+                drop_pending_notes(session, conversation_id)
+                for row in outbox:
+                    if row["purpose"] == "note":
+                        row["state"] = "dropped"
+            outbox += [
+                outbox_values(conversation_id, out) for out in self._render(binding, run_event)
+            ]
+        if outbox:
+            conn.execute(_INSERT_OUTBOX, outbox)
+        return committed, bool(outbox)
 
-async def _touch(
-    session: AsyncSession,
-    conn: AsyncConnection,
+
+def _touch(
+    session: Session,
+    conn: Connection,
     conversation_id: str,
     change: Change,
     lease: Lease | None,
@@ -191,23 +219,16 @@ async def _touch(
 
     Raises :class:`LeaseLost` or :class:`ConversationNotFound` when no row matched.
     """
-    c = CONVERSATIONS.c
-    stmt = update(CONVERSATIONS).where(c.id == conversation_id)
+    params = {**status_values(change, now), "b_id": conversation_id}
     if lease is not None:
-        stmt = stmt.where(c.lease_owner == lease.owner, c.lease_epoch == lease.epoch)
-    found = (
-        await conn.execute(
-            stmt.values(status_values(change, now)).returning(
-                c.platform, c.workspace, c.channel, c.thread
-            )
-        )
-    ).first()
+        params |= {"b_owner": lease.owner, "b_epoch": lease.epoch}
+    found = conn.execute(_TOUCH_FENCED if lease is not None else _TOUCH, params).first()
     if found is not None:
         platform, workspace, channel, thread = found
         return PlatformRef(
             platform=platform, workspace=workspace, channel=channel, thread=thread or None
         )
-    await conversation_row(session, conversation_id)  # raises ConversationNotFound
+    locked_conversation_row(session, conversation_id)  # raises ConversationNotFound
     assert lease is not None
     raise LeaseLost(
         f"conversation {conversation_id}: this process ({lease.owner}, epoch "
@@ -215,8 +236,8 @@ async def _touch(
     )
 
 
-async def _append(
-    conn: AsyncConnection,
+def _append(
+    conn: Connection,
     conversation_id: str,
     entries: Sequence[Entry],
     after_seq: int | None,
@@ -227,7 +248,7 @@ async def _append(
         return Committed(seqs=(), at=now)
     if after_seq is None:
         after_seq = (
-            await conn.scalar(
+            conn.scalar(
                 select(func.max(JOURNAL.c.seq)).where(JOURNAL.c.conversation_id == conversation_id)
             )
             or 0
@@ -244,7 +265,7 @@ async def _append(
         for seq, entry in zip(seqs, entries, strict=True)
     ]
     try:
-        await conn.execute(insert(JOURNAL), rows)
+        conn.execute(_INSERT_JOURNAL, rows)
     except IntegrityError as exc:
         raise StaleSnapshot(
             f"conversation {conversation_id}: seq {seqs[0]} is taken; reload and commit again"
@@ -252,15 +273,13 @@ async def _append(
     return Committed(seqs=seqs, at=now)
 
 
-async def _check_pending(
-    conn: AsyncConnection, conversation_id: str, tool_use_ids: Sequence[str]
-) -> None:
+def _check_pending(conn: Connection, conversation_id: str, tool_use_ids: Sequence[str]) -> None:
     """Compare-and-set on tool records: raise :class:`RequestConflict` unless every one of
     ``tool_use_ids`` is still ``pending_approval``."""
     if not tool_use_ids:
         return
     states = (
-        await conn.execute(
+        conn.execute(
             select(TOOL_CALLS.c.state).where(
                 TOOL_CALLS.c.conversation_id == conversation_id,
                 TOOL_CALLS.c.tool_use_id.in_(tool_use_ids),

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, tuple_, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from conversations.store.records import Lease, LeaseState
 from conversations.store.schema import ConversationRow, utcnow
@@ -37,15 +37,12 @@ class SqlLeases:
     ) -> Lease | None:
         """Take the lease for ``ttl`` seconds with a new epoch (see the interface)."""
         now = now or utcnow()
-        async with self._db.write() as session:
-            return await acquire(
-                session,
-                conversation_id,
-                owner,
-                until=now + timedelta(seconds=ttl),
-                now=now,
-                dead=dead,
+        until = now + timedelta(seconds=ttl)
+        return await self._db.write(
+            lambda session: acquire(
+                session, conversation_id, owner, until=until, now=now, dead=dead
             )
+        )
 
     async def renew_leases(
         self, held: Collection[Lease], *, ttl: float, now: datetime | None = None
@@ -54,13 +51,11 @@ class SqlLeases:
         if not held:
             return set()
         until = (now or utcnow()) + timedelta(seconds=ttl)
-        async with self._db.write() as session:
-            return await renew(session, held, until=until)
+        return await self._db.write(lambda session: renew(session, held, until=until))
 
     async def release_lease(self, lease: Lease) -> bool:
         """Give ``lease`` up; False when it was no longer held (taken over meanwhile)."""
-        async with self._db.write() as session:
-            return await release(session, lease)
+        return await self._db.write(lambda session: release(session, lease))
 
     async def lease_owner(self, conversation_id: str) -> str | None:
         """Who holds the conversation's lease now (expired or not), if anyone."""
@@ -81,8 +76,8 @@ class SqlLeases:
 # --- statements (run inside the store's write transactions) ---------------------------
 
 
-async def acquire(
-    session: AsyncSession,
+def acquire(
+    session: Session,
     conversation_id: str,
     owner: str,
     *,
@@ -104,7 +99,7 @@ async def acquire(
         .values(lease_owner=owner, lease_until=until, lease_epoch=ConversationRow.lease_epoch + 1)
         .returning(ConversationRow.lease_epoch)
     )
-    epoch = (await session.execute(stmt)).scalar_one_or_none()
+    epoch = (session.execute(stmt)).scalar_one_or_none()
     return None if epoch is None else Lease(conversation_id, owner, int(epoch))
 
 
@@ -113,7 +108,7 @@ RENEW_BATCH = 1000
 (https://www.sqlite.org/limits.html, "Maximum Number Of Host Parameters")."""
 
 
-async def renew(session: AsyncSession, leases: Collection[Lease], *, until: datetime) -> set[str]:
+def renew(session: Session, leases: Collection[Lease], *, until: datetime) -> set[str]:
     """Extend ``leases`` (all of one owner) to ``until``; returns the ids still held.
 
     One ``UPDATE ... WHERE (id, lease_epoch) IN (...)`` per :data:`RENEW_BATCH`
@@ -137,11 +132,11 @@ async def renew(session: AsyncSession, leases: Collection[Lease], *, until: date
             .values(lease_until=until)
             .returning(ConversationRow.id)
         )
-        kept.update((await session.execute(stmt)).scalars())
+        kept.update((session.execute(stmt)).scalars())
     return kept
 
 
-async def release(session: AsyncSession, lease: Lease) -> bool:
+def release(session: Session, lease: Lease) -> bool:
     """Give ``lease`` up if it still holds; False when another holder has it now."""
     stmt = (
         update(ConversationRow)
@@ -152,4 +147,4 @@ async def release(session: AsyncSession, lease: Lease) -> bool:
         )
         .values(lease_owner=None, lease_until=None)
     )
-    return bool(changed(await session.execute(stmt)))
+    return bool(changed(session.execute(stmt)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from conversations.events import PostReply, outbound_adapter
 from conversations.store.records import (
@@ -34,9 +34,11 @@ class SqlOutbox:
 
     async def enqueue(self, conversation_id: str, items: Sequence[Outgoing]) -> None:
         """Write outbox rows that no state change goes with (notices to people)."""
-        async with self._db.write() as session:
-            for out in items:
-                session.add(outbox_row(conversation_id, out))
+
+        def enqueue(session: Session) -> None:
+            session.add_all([outbox_row(conversation_id, out) for out in items])
+
+        await self._db.write(enqueue)
         if items:
             self._db.on_outbox()
 
@@ -103,12 +105,12 @@ class SqlOutbox:
 
     async def settle_unsent(self, ids: Sequence[int], reason: str) -> None:
         """Pending rows of ``ids`` become ``dropped``; ``reason`` is kept in ``last_error``."""
-        async with self._db.write() as session:
-            await session.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
-                .values(state="dropped", last_error=reason[:ERROR_CHARS])
-            )
+        stmt = (
+            update(OutboxRow)
+            .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
+            .values(state="dropped", last_error=reason[:ERROR_CHARS])
+        )
+        await self._db.write(lambda session: session.execute(stmt))
 
     async def has_pending_milestone(self, conversation_id: str, *, after: int) -> bool:
         """Whether a pending row other than a note, with an id above ``after``, waits."""
@@ -148,29 +150,30 @@ class SqlOutbox:
     async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
         """Rows delivered; a request's own post also links the message to its request
         (:func:`conversations.store.sql.requests.link_request_posts`), in one write."""
-        async with self._db.write() as session:
-            await link_request_posts(session, ids, platform_message_id)
-            await session.execute(
+
+        def mark_sent(session: Session) -> None:
+            link_request_posts(session, ids, platform_message_id)
+            session.execute(
                 update(OutboxRow)
                 .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
                 .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
             )
+
+        await self._db.write(mark_sent)
 
     async def record_failure(self, send_id: int, error: str) -> int:
         """Count a failed attempt of a row and keep its error; returns the attempts so far.
 
         A rate limit is not a failed attempt: the deliverer does not call this for one.
         """
-        async with self._db.write() as session:
-            await session.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id == send_id)
-                .values(attempts=OutboxRow.attempts + 1, last_error=error[:ERROR_CHARS])
-            )
-            attempts = await session.scalar(
-                select(OutboxRow.attempts).where(OutboxRow.id == send_id)
-            )
-            return int(attempts or 0)
+        stmt = (
+            update(OutboxRow)
+            .where(OutboxRow.id == send_id)
+            .values(attempts=OutboxRow.attempts + 1, last_error=error[:ERROR_CHARS])
+            .returning(OutboxRow.attempts)
+        )
+        attempts = await self._db.write(lambda session: session.scalar(stmt))
+        return int(attempts or 0)
 
     async def fail_for_good(
         self,
@@ -184,8 +187,9 @@ class SqlOutbox:
         Only pending rows change; the report is written only when one did, so a
         row failed twice (two processes) is reported once. Returns whether any did.
         """
-        async with self._db.write() as session:
-            result = await session.execute(
+
+        def fail(session: Session) -> bool:
+            result = session.execute(
                 update(OutboxRow)
                 .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
                 .values(state="failed", last_error=error[:ERROR_CHARS])
@@ -193,6 +197,9 @@ class SqlOutbox:
             failed = bool(changed(result))
             if failed and report is not None:
                 session.add(outbox_row(conversation_id, report))
+            return failed
+
+        failed = await self._db.write(fail)
         if failed and report is not None:
             self._db.on_outbox()
         return failed
@@ -219,9 +226,9 @@ class SqlOutbox:
             ]
 
 
-async def drop_pending_notes(session: AsyncSession, conversation_id: str) -> None:
+def drop_pending_notes(session: Session, conversation_id: str) -> None:
     """Pending notes of the conversation become ``dropped`` (a stop made them moot)."""
-    await session.execute(
+    session.execute(
         update(OutboxRow)
         .where(
             OutboxRow.conversation_id == conversation_id,

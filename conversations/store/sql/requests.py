@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from conversations.store.records import DueRequest, MessageLink, as_utc, verdict_json
 from conversations.store.schema import OutboxRow, RequestRow, utcnow
@@ -72,13 +73,12 @@ class SqlRequests:
 
     async def mark_reminded(self, request_id: str, now: datetime) -> bool:
         """Record the one reminder of a request; False when it was reminded already."""
-        async with self._db.write() as session:
-            result = await session.execute(
-                update(RequestRow)
-                .where(RequestRow.id == request_id, RequestRow.reminded_at.is_(None))
-                .values(reminded_at=now)
-            )
-            return bool(changed(result))
+        stmt = (
+            update(RequestRow)
+            .where(RequestRow.id == request_id, RequestRow.reminded_at.is_(None))
+            .values(reminded_at=now)
+        )
+        return await self._db.write(lambda session: bool(changed(session.execute(stmt))))
 
 
 def _at_or_before(moment: datetime | None, now: datetime) -> bool:
@@ -89,13 +89,13 @@ def _at_or_before(moment: datetime | None, now: datetime) -> bool:
 # --- statements (run inside the store's write transactions) ---------------------------
 
 
-async def resolve(session: AsyncSession, res: RequestResolution) -> None:
+def resolve(session: Session, res: RequestResolution) -> None:
     """Close request ``res.request_id``; with ``res.only_if_open``, a compare-and-set that
     raises :class:`core.errors.RequestConflict` when the request is no longer open."""
     stmt = update(RequestRow).where(RequestRow.id == res.request_id)
     if res.only_if_open:
         stmt = stmt.where(RequestRow.state == RequestState.OPEN.value)
-    result = await session.execute(
+    result = session.execute(
         stmt.values(
             state=res.state.value,
             verdict=verdict_json(res.verdict),
@@ -108,8 +108,8 @@ async def resolve(session: AsyncSession, res: RequestResolution) -> None:
         raise RequestConflict(f"request {res.request_id} is no longer open")
 
 
-async def link_request_posts(
-    session: AsyncSession, ids: Sequence[int], platform_message_id: str | None
+def link_request_posts(
+    session: Session, ids: Sequence[int], platform_message_id: str | None
 ) -> None:
     """Write ``platform_message_id`` onto the requests whose own post is among ``ids``.
 
@@ -119,7 +119,7 @@ async def link_request_posts(
     """
     if platform_message_id is None or not ids:
         return
-    posts = await session.execute(
+    posts = session.execute(
         select(OutboxRow.request_id, OutboxRow.platform, OutboxRow.channel).where(
             OutboxRow.id.in_(ids),
             OutboxRow.state == "pending",
@@ -128,7 +128,7 @@ async def link_request_posts(
         )
     )
     for request_id, platform, channel in posts.all():
-        await session.execute(
+        session.execute(
             update(RequestRow)
             .where(RequestRow.id == request_id)
             .values(

@@ -31,21 +31,19 @@ lock for long.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 
 from sqlalchemy import and_, delete, func, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import Session, aliased
 
 from conversations.store.records import Pruned
 from conversations.store.schema import DeliveryRow, OutboxRow, RequestRow
 from conversations.store.sql.database import Database
 from core.requests.shapes import RequestState
 
-Write = Callable[[], AbstractAsyncContextManager[AsyncSession]]
-"""Opens one write transaction (the store's): commits on a clean exit."""
-Step = Callable[[AsyncSession, datetime, int], Awaitable[int]]
+Write = Callable[[Callable[[Session], int]], Awaitable[int]]
+"""Runs one write transaction (the store's :meth:`Database.write`): committed when it returns."""
+Step = Callable[[Session, datetime, int], int]
 
 SETTLED = ("sent", "failed", "dropped")
 """Outbox states a row never leaves."""
@@ -84,14 +82,13 @@ async def prune(write: Write, before: datetime, *, batch: int = 500) -> Pruned:
 async def _in_batches(write: Write, step: Step, before: datetime, batch: int) -> int:
     total = 0
     while True:
-        async with write() as session:
-            count = await step(session, before, batch)
+        count = await write(lambda session: step(session, before, batch))
         total += count
         if count < batch:
             return total
 
 
-async def prune_outbox(session: AsyncSession, before: datetime, limit: int) -> int:
+def prune_outbox(session: Session, before: datetime, limit: int) -> int:
     """Delete up to ``limit`` settled outbox rows older than ``before``; returns how many.
 
     Kept: see the module's docstring (pending rows, rows of open requests or of
@@ -116,13 +113,13 @@ async def prune_outbox(session: AsyncSession, before: datetime, limit: int) -> i
         .order_by(OutboxRow.id)
         .limit(limit)
     )
-    ids = list((await session.execute(candidates)).scalars())
+    ids = list(session.execute(candidates).scalars())
     if ids:
-        await session.execute(delete(OutboxRow).where(OutboxRow.id.in_(ids)))
+        session.execute(delete(OutboxRow).where(OutboxRow.id.in_(ids)))
     return len(ids)
 
 
-async def prune_deliveries(session: AsyncSession, before: datetime, limit: int) -> int:
+def prune_deliveries(session: Session, before: datetime, limit: int) -> int:
     """Delete up to ``limit`` deliveries handled (or kept without an event) before ``before``.
 
     Unhandled deliveries are never deleted. Returns how many were.
@@ -137,7 +134,7 @@ async def prune_deliveries(session: AsyncSession, before: datetime, limit: int) 
         )
         .limit(limit)
     )
-    keys = list((await session.execute(candidates)).scalars())
+    keys = list(session.execute(candidates).scalars())
     if keys:
-        await session.execute(delete(DeliveryRow).where(DeliveryRow.key.in_(keys)))
+        session.execute(delete(DeliveryRow).where(DeliveryRow.key.in_(keys)))
     return len(keys)

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from sqlalchemy import and_, exists, insert, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from conversations.store.records import StopRequest
 from conversations.store.schema import ConversationRow, StopRequestRow, utcnow
@@ -36,10 +37,12 @@ class SqlStopRequests:
         self, conversation_id: str, *, holder: str, epoch: int, by: Person
     ) -> bool:
         """Ask ``holder`` to stop the run it holds at ``epoch``; False if it holds it no more."""
-        async with self._db.write() as session:
-            return await request(
-                session, conversation_id, holder=holder, epoch=epoch, by=by, now=utcnow()
+        now = utcnow()
+        return await self._db.write(
+            lambda session: request(
+                session, conversation_id, holder=holder, epoch=epoch, by=by, now=now
             )
+        )
 
     async def stop_requests(
         self, conversation_ids: Collection[str], *, orphans: bool = False
@@ -55,15 +58,15 @@ class SqlStopRequests:
 
     async def stop_requests_handled(self, conversation_id: str) -> int:
         """Close the conversation's open stop requests (its run was stopped or had ended)."""
-        async with self._db.write() as session:
-            return await handled(session, conversation_id, utcnow())
+        now = utcnow()
+        return await self._db.write(lambda session: handled(session, conversation_id, now))
 
 
 # --- statements -----------------------------------------------------------------------
 
 
-async def request(
-    session: AsyncSession,
+def request(
+    session: Session,
     conversation_id: str,
     *,
     holder: str,
@@ -93,7 +96,7 @@ async def request(
         ["conversation_id", "lease_epoch", "requested_by_id", "requested_by_name", "created_at"],
         values,
     )
-    return bool(changed(await session.execute(stmt)))
+    return bool(changed(session.execute(stmt)))
 
 
 async def aimed_at(session: AsyncSession, conversation_ids: Collection[str]) -> list[StopRequest]:
@@ -123,7 +126,7 @@ async def orphaned(session: AsyncSession, now: datetime) -> list[StopRequest]:
     return [_request_of(row) for row in (await session.execute(stmt)).scalars()]
 
 
-async def handled(session: AsyncSession, conversation_id: str, now: datetime) -> int:
+def handled(session: Session, conversation_id: str, now: datetime) -> int:
     """Mark every open stop request of the conversation handled; how many there were."""
     stmt = (
         update(StopRequestRow)
@@ -135,7 +138,7 @@ async def handled(session: AsyncSession, conversation_id: str, now: datetime) ->
         )
         .values(handled_at=now)
     )
-    return changed(await session.execute(stmt))
+    return changed(session.execute(stmt))
 
 
 def _request_of(row: StopRequestRow) -> StopRequest:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
 from conversations.store.records import (
@@ -44,8 +45,9 @@ class SqlThreads:
         kept until a change marks the delivery handled.
         """
         conversation_id = new_conversation_id()
-        async with self._db.write() as session:
-            if not await add_delivery(session, delivery_key, conversation_id, event):
+
+        def open_(session: Session) -> str | None:
+            if not add_delivery(session, delivery_key, conversation_id, event):
                 return None
             session.add(
                 ConversationRow(
@@ -61,7 +63,9 @@ class SqlThreads:
                     workspace_dir=str(workspace_root / conversation_id),
                 )
             )
-        return conversation_id
+            return conversation_id
+
+        return await self._db.write(open_)
 
     async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
         """The conversation bound to ``ref``'s thread, if any."""

@@ -1,0 +1,276 @@
+"""A busy conversation keeps its lease across its jobs (issue 12).
+
+The hub's runs (:class:`conversations.hub._runs.Runs`) over the in-memory store,
+with a lease store that counts its acquisitions and releases: queued jobs of one
+conversation run under one lease, which is let go once the queue is empty, on a
+stop, at shutdown and after a job found it lost (the next job takes it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conversations import logcontext
+from conversations.events import PlatformRef
+from conversations.hub._runs import Runs
+from conversations.queue import Job
+from conversations.render import render_event
+from conversations.store.leases import Leases, current_lease
+from conversations.store.memory import MemoryStore
+from conversations.store.records import Lease
+from core.errors import LeaseLost
+from core.journal import Change, UserText
+from core.people import Person
+from core.run_events import ProgressNote
+
+ALICE = Person(id="U0ALICE001", name="alice")
+OWNER = "host-a:1"
+FAR_FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+class CountingLeases:
+    """The memory store's lease store, counting acquisitions and releases."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.acquired: list[Lease] = []
+        self.released: list[Lease] = []
+
+    async def acquire_lease(self, *args: Any, **kwargs: Any) -> Lease | None:
+        lease = await self._inner.acquire_lease(*args, **kwargs)
+        if lease is not None:
+            self.acquired.append(lease)
+        return lease
+
+    async def release_lease(self, lease: Lease) -> bool:
+        self.released.append(lease)
+        released: bool = await self._inner.release_lease(lease)
+        return released
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class FakeEngine:
+    """What :class:`Runs` calls besides the jobs: shutdown's suspend and interrupt."""
+
+    def __init__(self) -> None:
+        self.interrupts: list[tuple[str, Lease | None]] = []
+
+    def suspend(self) -> None:
+        pass
+
+    async def interrupt(self, conversation_id: str, reason: str) -> None:
+        self.interrupts.append((conversation_id, current_lease(conversation_id)))
+
+
+class Setup:
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.counting = CountingLeases(store.leases)
+        self.leases = Leases(store=self.counting, owner=OWNER, ttl=60)  # type: ignore[arg-type]
+        self.engine = FakeEngine()
+        self.runs = Runs(engine=self.engine, leases=self.leases)  # type: ignore[arg-type]
+        self.queue = self.runs.queue
+
+    async def owner(self, conversation_id: str) -> str | None:
+        state = await self.store.leases.lease_state(conversation_id)
+        assert state is not None
+        return state.owner
+
+
+@pytest.fixture
+async def setup() -> Any:
+    store = MemoryStore(render=render_event)
+    yield Setup(store)
+    await store.close()
+
+
+async def new_conversation(store: MemoryStore, key: str = "Ev1") -> str:
+    binding = PlatformRef(platform="slack", workspace="T1", channel="C1", thread=key)
+    conversation_id = await store.threads.open_conversation(
+        delivery_key=key,
+        binding=binding,
+        requester=ALICE,
+        workspace_root=Path("workspaces"),
+        position="planning",
+    )
+    assert conversation_id is not None
+    return conversation_id
+
+
+def note(text: str) -> Change:
+    return Change(
+        entries=(UserText(author=ALICE, text=text, role="note"),),
+        events=(ProgressNote(text=text),),
+    )
+
+
+def committing(setup: Setup, cid: str, name: str, seen: list[tuple[str, Lease | None, str]]) -> Job:
+    """A job that records the lease it runs under and commits a note (fenced by it)."""
+
+    async def run() -> None:
+        seen.append((name, current_lease(cid), logcontext.conversation.get()))
+        await setup.store.journal.commit(cid, note(name))
+
+    return Job(run)
+
+
+def waiting(cid: str, gate: asyncio.Event, seen: list[Lease | None]) -> Job:
+    async def run() -> None:
+        seen.append(current_lease(cid))
+        await gate.wait()
+
+    return Job(run)
+
+
+async def test_two_queued_jobs_run_under_one_lease_acquisition(setup: Setup) -> None:
+    cid = await new_conversation(setup.store)
+    gate = asyncio.Event()
+    first: list[Lease | None] = []
+    seen: list[tuple[str, Lease | None, str]] = []
+    setup.queue.submit(cid, waiting(cid, gate, first))
+    setup.queue.submit(cid, committing(setup, cid, "second", seen))
+    setup.queue.submit(cid, committing(setup, cid, "third", seen))
+    await asyncio.sleep(0.01)
+    assert cid in setup.leases.held_ids
+
+    gate.set()
+    await setup.queue.idle()
+
+    assert len(setup.counting.acquired) == 1 and len(setup.counting.released) == 1
+    (lease,) = setup.counting.acquired
+    assert first == [lease]
+    assert seen == [("second", lease, cid), ("third", lease, cid)]  # the same epoch, fenced
+    assert len((await setup.store.journal.load(cid)).journal) == 2  # both commits held
+
+
+async def test_the_lease_is_released_once_the_queue_is_empty(setup: Setup) -> None:
+    cid = await new_conversation(setup.store)
+    seen: list[tuple[str, Lease | None, str]] = []
+    setup.queue.submit(cid, committing(setup, cid, "only", seen))
+    await setup.queue.idle()
+
+    assert await setup.owner(cid) is None
+    assert setup.counting.released == setup.counting.acquired
+    assert cid not in setup.leases.held_ids
+
+    setup.queue.submit(cid, committing(setup, cid, "later", seen))  # the next one takes it anew
+    await setup.queue.idle()
+    first, second = setup.counting.acquired
+    assert second.epoch == first.epoch + 1
+    assert [lease for _, lease, _ in seen] == [first, second]
+    assert await setup.owner(cid) is None
+
+
+async def test_a_stop_releases_the_lease_and_the_next_job_takes_a_new_one(setup: Setup) -> None:
+    cid = await new_conversation(setup.store)
+    cancelled = asyncio.Event()
+
+    async def forever() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    seen: list[tuple[str, Lease | None, str]] = []
+    setup.queue.submit(cid, Job(forever))
+    setup.queue.submit(cid, committing(setup, cid, "dropped by the stop", seen))
+    await asyncio.sleep(0.01)
+    assert await setup.owner(cid) == OWNER
+
+    await setup.queue.stop(cid)
+
+    assert cancelled.is_set() and seen == []
+    assert await setup.owner(cid) is None
+    assert setup.counting.released == setup.counting.acquired and len(setup.counting.acquired) == 1
+    assert setup.engine.interrupts == []  # not a shutdown: nothing recorded as interrupted
+
+    setup.queue.submit(cid, committing(setup, cid, "after the stop", seen))
+    await setup.queue.idle()
+    first, second = setup.counting.acquired
+    assert second.epoch == first.epoch + 1
+    assert seen == [("after the stop", second, cid)]
+    assert await setup.owner(cid) is None
+
+
+async def test_a_lost_lease_ends_the_job_and_the_next_job_takes_it_again(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    cid = await new_conversation(setup.store)
+    seen: list[tuple[str, Lease | None, str]] = []
+
+    async def taken_over() -> None:
+        seen.append(("taken over", current_lease(cid), logcontext.conversation.get()))
+        other = await setup.store.leases.acquire_lease(cid, "host-b:2", ttl=60, now=FAR_FUTURE)
+        assert other is not None  # this process was paused past its lease
+        assert await setup.store.leases.release_lease(other)  # and the other one is done
+        await setup.store.journal.commit(cid, note("refused"))  # raises LeaseLost
+        seen.append(("not reached", None, ""))
+
+    setup.queue.submit(cid, Job(taken_over))
+    setup.queue.submit(cid, committing(setup, cid, "next", seen))
+    await setup.queue.idle()
+
+    first, second = setup.counting.acquired
+    assert second.epoch == first.epoch + 2  # the other process's epoch came between
+    assert seen == [("taken over", first, cid), ("next", second, cid)]
+    journal = (await setup.store.journal.load(cid)).journal
+    assert [record.entry.text for record in journal] == ["next"]  # type: ignore[union-attr]
+    assert "no longer holds its lease; nothing was written; the run ended here" in caplog.text
+    assert "input failed" not in caplog.text
+    assert await setup.owner(cid) is None
+
+
+async def test_a_lease_lost_raised_by_a_job_is_not_reused(setup: Setup) -> None:
+    cid = await new_conversation(setup.store)
+    seen: list[tuple[str, Lease | None, str]] = []
+
+    async def lost() -> None:
+        raise LeaseLost("lost it")
+
+    setup.queue.submit(cid, Job(lost))
+    setup.queue.submit(cid, committing(setup, cid, "next", seen))
+    await setup.queue.idle()
+
+    assert len(setup.counting.acquired) == 2 and len(setup.counting.released) == 2
+    assert seen == [("next", setup.counting.acquired[1], cid)]
+
+
+async def test_shutdown_interrupts_the_job_while_the_lease_is_held(setup: Setup) -> None:
+    cid = await new_conversation(setup.store)
+    started: list[Lease | None] = []
+    setup.queue.submit(cid, waiting(cid, asyncio.Event(), started))
+    await asyncio.sleep(0.01)
+
+    await setup.runs.shutdown(0.05)
+
+    (lease,) = setup.counting.acquired
+    assert started == [lease]
+    assert setup.engine.interrupts == [(cid, lease)]  # recorded under the lease
+    assert setup.counting.released == [lease]
+    assert await setup.owner(cid) is None and not setup.queue.busy_any()
+
+
+async def test_shutdown_lets_the_running_job_end_and_releases_the_lease(setup: Setup) -> None:
+    cid = await new_conversation(setup.store)
+    gate = asyncio.Event()
+    started: list[Lease | None] = []
+    setup.queue.submit(cid, waiting(cid, gate, started))
+    setup.queue.submit(cid, waiting(cid, gate, started))  # left for the next start
+    await asyncio.sleep(0.01)
+
+    shutting = asyncio.create_task(setup.runs.shutdown(5))
+    await asyncio.sleep(0.01)
+    gate.set()
+    await shutting
+
+    assert len(started) == 1 and setup.engine.interrupts == []
+    assert setup.counting.released == setup.counting.acquired
+    assert await setup.owner(cid) is None
