@@ -35,33 +35,111 @@ def build_messages(journal: Sequence[JournalRecord]) -> list[Message]:
     """Messages API history for ``journal``: alternating roles, results first.
 
     Returns a list of ``{"role", "content"}`` dicts; the first is a user message
-    whenever the journal starts with a person's words.
+    whenever the journal starts with a person's words. Builds from scratch; a run
+    that calls the model turn after turn uses a :class:`History`, which gives the
+    same messages at the cost of what was added since its last call.
     """
-    results: dict[str, ToolResultEntry] = {}
-    for record in journal:
-        if isinstance(record.entry, ToolResultEntry):
-            results.setdefault(record.entry.tool_use_id, record.entry)
+    return History().build(journal)
 
-    messages: list[Message] = []
-    pending: list[dict[str, Any]] = []
 
-    def flush() -> None:
-        if pending:
-            messages.append({"role": "user", "content": list(pending)})
-            pending.clear()
+class History:
+    """:func:`build_messages` for a journal that grows at its end, built incrementally.
 
-    for record in journal:
-        entry = record.entry
-        if isinstance(entry, UserText):
-            pending.append(user_text_block(entry))
-        elif isinstance(entry, AssistantTurn):
-            flush()
-            messages.append({"role": "assistant", "content": _assistant_content(entry)})
-            pending.extend(
-                _result_block(call.id, results.get(call.id)) for call in entry.tool_calls
-            )
-    flush()
-    return messages
+    Everything up to the newest assistant turn is final once built: the results of
+    a turn's calls come after it and before the next turn (a run gives every open
+    call its result before it calls the model again), so the user message between
+    two turns never changes. :meth:`build` keeps those messages and, on the next
+    call, goes on from where it stopped: each call costs what was journaled since,
+    not the whole conversation. It starts over when the journal is not the one it
+    built from (a different first or last-built entry) or when a result turns up
+    for a call it had already marked as having none.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._messages: list[Message] = []
+        self._built = 0
+        """Journal records consumed into ``_messages`` (up to an assistant turn, included)."""
+        self._first: object = None
+        self._last: object = None
+        self._turn: AssistantTurn | None = None
+        """The newest assistant turn consumed; its results open the next user message."""
+        self._missing: set[str] = set()
+        """Calls of consumed turns given a "no result" block."""
+
+    def build(self, journal: Sequence[JournalRecord]) -> list[Message]:
+        """The messages for ``journal`` (a new list; the message dicts may be shared)."""
+        if not self._continues(journal):
+            self._reset()
+        newer = journal[self._built :]
+        results: dict[str, ToolResultEntry] = {}
+        for record in newer:
+            if isinstance(record.entry, ToolResultEntry):
+                results.setdefault(record.entry.tool_use_id, record.entry)
+        if self._missing & results.keys():  # a late result for a call marked as having none
+            self._reset()
+            return self.build(journal)
+        last = max(
+            (i for i in range(len(newer) - 1, -1, -1) if isinstance(newer[i].entry, AssistantTurn)),
+            default=-1,
+        )
+        pending = self._consume(newer[: last + 1], results)
+        if last >= 0:
+            self._built += last + 1
+            self._last = newer[last].entry
+            if self._first is None:
+                self._first = journal[0].entry
+        tail = [*self._results_of(self._turn, results, mark=False)] if self._turn else pending
+        tail += [
+            user_text_block(r.entry) for r in newer[last + 1 :] if isinstance(r.entry, UserText)
+        ]
+        messages = list(self._messages)
+        if tail:
+            messages.append({"role": "user", "content": tail})
+        return messages
+
+    def _continues(self, journal: Sequence[JournalRecord]) -> bool:
+        if self._built == 0:
+            return True
+        return (
+            len(journal) >= self._built
+            and journal[0].entry is self._first
+            and journal[self._built - 1].entry is self._last
+        )
+
+    def _consume(
+        self, records: Sequence[JournalRecord], results: dict[str, ToolResultEntry]
+    ) -> list[dict[str, Any]]:
+        """Add ``records`` (ending with an assistant turn, or none) to the built messages;
+        the user blocks left over when there is no turn among them."""
+        pending: list[dict[str, Any]] = []
+        for record in records:
+            entry = record.entry
+            if isinstance(entry, UserText):
+                pending.append(user_text_block(entry))
+            elif isinstance(entry, AssistantTurn):
+                before = self._results_of(self._turn, results, mark=True) if self._turn else []
+                if before or pending:
+                    self._messages.append({"role": "user", "content": [*before, *pending]})
+                pending = []
+                self._messages.append({"role": "assistant", "content": _assistant_content(entry)})
+                self._turn = entry
+        return pending
+
+    def _results_of(
+        self, turn: AssistantTurn, results: dict[str, ToolResultEntry], *, mark: bool
+    ) -> list[dict[str, Any]]:
+        """A result block for each call of ``turn``, in its order; ``mark``: remember the
+        calls given a "no result" block (they are now in a built message)."""
+        blocks = []
+        for call in turn.tool_calls:
+            found = results.get(call.id)
+            if found is None and mark:
+                self._missing.add(call.id)
+            blocks.append(_result_block(call.id, found))
+        return blocks
 
 
 def _assistant_content(turn: AssistantTurn) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from core.requests import go_on
 from core.requests.common import Opening
 from core.run.admission import admit_turn, denial_notes
 from core.run.close_calls import close_open_calls
-from core.run.history import build_messages
+from core.run.history import History
 from core.run.settings import EngineSettings
 from core.run.stats import request_stats
 from core.run.tool_calls import ToolRunner, TurnOutcome
@@ -75,6 +75,8 @@ class RunLoop:
         self._opening = opening
         self._faults = faults
         self._suspended = suspended
+        self._histories: dict[str, History] = {}
+        """The message history of each conversation a run is at, built as it grows."""
         self.tools = ToolRunner(
             journal=journal,
             toolbox=toolbox,
@@ -104,6 +106,11 @@ class RunLoop:
                 await self.fail(conversation_id, f"Something went wrong inside threadbot: {exc}")
             except Exception:
                 log.exception("conversation %s: could not record the failure", conversation_id)
+        finally:
+            self._histories.pop(conversation_id, None)  # a waiting conversation holds nothing
+
+    def _history(self, conversation_id: str) -> History:
+        return self._histories.setdefault(conversation_id, History())
 
     async def fail(self, conversation_id: str, error: str) -> None:
         """End the run ``failed`` with ``error`` (safe to show); every open call gets a result."""
@@ -164,7 +171,7 @@ class RunLoop:
             system = f"{system}\n{position.instructions.strip()}\n"
         request = ModelRequest(
             system=system,
-            messages=build_messages(snap.journal),
+            messages=self._history(snap.id).build(snap.journal),
             tools=[t.spec for t in tools],
             max_tokens=self._settings.max_tokens,
         )
