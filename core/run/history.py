@@ -81,9 +81,9 @@ class History:
         if self._missing & results.keys():  # a late result for a call marked as having none
             self._reset()
             return self.build(journal)
-        last = max(
+        last = next(  # the newest assistant turn among the new records, -1 for none
             (i for i in range(len(newer) - 1, -1, -1) if isinstance(newer[i].entry, AssistantTurn)),
-            default=-1,
+            -1,
         )
         pending = self._consume(newer[: last + 1], results)
         if last >= 0:

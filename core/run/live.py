@@ -73,11 +73,13 @@ class LiveJournal:
         if _run.get() is not None:
             yield
             return
-        token = _run.set(_Run())
+        state = _Run()
+        token = _run.set(state)
         try:
             yield
         finally:
             _run.reset(token)
+            state.snapshots.clear()  # a task that copied the run's context keeps nothing
 
     async def load(self, conversation_id: str) -> ConversationSnapshot:
         """The conversation as the run last committed it; from the store at first."""
