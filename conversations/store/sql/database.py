@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import Session
 
 from conversations.store.schema import ConversationRow
-from conversations.store.sql.writer import Transaction, Writer
+from conversations.store.sql.writer import Runner, Transaction, WriteSession
 from core.errors import ConversationNotFound
 
 T = TypeVar("T")
@@ -135,7 +135,15 @@ class Database:
             engine.execution_options(**NO_BEGIN), expire_on_commit=False
         )
         self._snapshots = async_sessionmaker(engine, expire_on_commit=False)
-        self._writer = Writer(engine, setup_sqlite, BEGIN_IMMEDIATE)
+        self._writer = Runner(
+            engine,
+            setup_sqlite,
+            BEGIN_IMMEDIATE,
+            name="store-writer",
+            session_class=WriteSession,
+            whole=True,
+        )
+        self._reader = Runner(engine, setup_sqlite, {}, name="store-reader")
         self._upserts: dict[tuple[Table, tuple[str, ...]], Any] = {}
         self.on_outbox: Callable[[], None] = lambda: None
 
@@ -172,6 +180,13 @@ class Database:
         (deferred ``BEGIN``: it never waits for a writer)."""
         return self._snapshots()
 
+    async def read_in_thread(self, read: Transaction[T], *, snapshot: bool = False) -> T:
+        """Run ``read(session)`` in the reader thread (:mod:`~conversations.store.sql.writer`);
+        its result. ``snapshot``: its statements in one read transaction (deferred
+        ``BEGIN``), else each on its own (:data:`NO_BEGIN`). For the reads on a run's
+        and the deliverer's path; never waits for the writer."""
+        return await self._reader.run(read, {} if snapshot else NO_BEGIN)
+
     async def write(self, transaction: Transaction[T]) -> T:
         """Run ``transaction(session)`` as one write transaction; its result.
 
@@ -182,14 +197,15 @@ class Database:
         return await self._writer.run(transaction)
 
     async def close(self) -> None:
-        """Close the writer's connection and every pooled one."""
+        """Close the writer's and the reader's connections and every pooled one."""
         await self._writer.close()
+        await self._reader.close()
         await self.engine.dispose()
 
 
-def locked_conversation_row(session: Session, conversation_id: str) -> ConversationRow:
-    """The conversation's row, in a write transaction; raises
-    :class:`core.errors.ConversationNotFound`."""
+def conversation_row_sync(session: Session, conversation_id: str) -> ConversationRow:
+    """The conversation's row, in a synchronous session (a write, or a read in the reader
+    thread); raises :class:`core.errors.ConversationNotFound`."""
     row = session.get(ConversationRow, conversation_id)
     if row is None:
         raise ConversationNotFound(conversation_id)

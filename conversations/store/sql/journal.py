@@ -41,7 +41,7 @@ from conversations.store.schema import (
     UsageRow,
     utcnow,
 )
-from conversations.store.sql.database import Database, conversation_row, locked_conversation_row
+from conversations.store.sql.database import Database, conversation_row_sync
 from conversations.store.sql.outbox import drop_pending_notes
 from conversations.store.sql.requests import resolve
 from core.errors import LeaseLost, RequestConflict, StaleSnapshot
@@ -91,43 +91,11 @@ class SqlJournal:
         self._render = render
 
     async def load(self, conversation_id: str) -> ConversationSnapshot:
-        """Everything about one conversation, read in one transaction; raises
-        :class:`ConversationNotFound`."""
-        async with self._db.snapshot() as session:
-            row = await conversation_row(session, conversation_id)
-            journal = await session.execute(
-                select(JournalRow.seq, JournalRow.created_at, JournalRow.body)
-                .where(JournalRow.conversation_id == conversation_id)
-                .order_by(JournalRow.seq)
-            )
-            calls = (
-                await session.execute(
-                    select(ToolCallRow).where(ToolCallRow.conversation_id == conversation_id)
-                )
-            ).scalars()
-            requests = (
-                await session.execute(
-                    select(RequestRow)
-                    .where(RequestRow.conversation_id == conversation_id)
-                    .order_by(RequestRow.created_at)
-                )
-            ).scalars()
-            return ConversationSnapshot(
-                id=row.id,
-                requester=Person(id=row.requester_id, name=row.requester_name),
-                status=status_of(row),
-                position=row.position,
-                plan_version=row.plan_version,
-                workspace=row.workspace_dir,
-                journal=tuple(
-                    JournalRecord(
-                        seq=seq, at=as_utc(at) or at, entry=_entry_adapter.validate_python(body)
-                    )
-                    for seq, at, body in journal
-                ),
-                tool_calls={c.tool_use_id: tool_record_of(c) for c in calls},
-                requests=tuple(request_of(r) for r in requests),
-            )
+        """Everything about one conversation, read in one transaction (in the reader
+        thread); raises :class:`ConversationNotFound`."""
+        return await self._db.read_in_thread(
+            lambda session: _load(session, conversation_id), snapshot=True
+        )
 
     async def commit(
         self, conversation_id: str, change: Change, *, after_seq: int | None = None
@@ -206,6 +174,38 @@ class SqlJournal:
         return committed, bool(outbox)
 
 
+def _load(session: Session, conversation_id: str) -> ConversationSnapshot:
+    """The statements of :meth:`SqlJournal.load`, in its read transaction."""
+    row = conversation_row_sync(session, conversation_id)
+    journal = session.execute(
+        select(JournalRow.seq, JournalRow.created_at, JournalRow.body)
+        .where(JournalRow.conversation_id == conversation_id)
+        .order_by(JournalRow.seq)
+    )
+    calls = session.execute(
+        select(ToolCallRow).where(ToolCallRow.conversation_id == conversation_id)
+    ).scalars()
+    requests = session.execute(
+        select(RequestRow)
+        .where(RequestRow.conversation_id == conversation_id)
+        .order_by(RequestRow.created_at)
+    ).scalars()
+    return ConversationSnapshot(
+        id=row.id,
+        requester=Person(id=row.requester_id, name=row.requester_name),
+        status=status_of(row),
+        position=row.position,
+        plan_version=row.plan_version,
+        workspace=row.workspace_dir,
+        journal=tuple(
+            JournalRecord(seq=seq, at=as_utc(at) or at, entry=_entry_adapter.validate_python(body))
+            for seq, at, body in journal
+        ),
+        tool_calls={c.tool_use_id: tool_record_of(c) for c in calls},
+        requests=tuple(request_of(r) for r in requests),
+    )
+
+
 def _touch(
     session: Session,
     conn: Connection,
@@ -228,7 +228,7 @@ def _touch(
         return PlatformRef(
             platform=platform, workspace=workspace, channel=channel, thread=thread or None
         )
-    locked_conversation_row(session, conversation_id)  # raises ConversationNotFound
+    conversation_row_sync(session, conversation_id)  # raises ConversationNotFound
     assert lease is not None
     raise LeaseLost(
         f"conversation {conversation_id}: this process ({lease.owner}, epoch "

@@ -57,8 +57,8 @@ class SqlOutbox:
             .order_by(func.min(OutboxRow.id))
             .limit(limit)
         )
-        async with self._db.read() as session:
-            return [(str(cid), bool(count)) for cid, count in (await session.execute(stmt)).all()]
+        rows = await self._db.read_in_thread(lambda session: session.execute(stmt).all())
+        return [(str(cid), bool(count)) for cid, count in rows]
 
     async def pending_rows(
         self, conversation_id: str, *, after: int = 0, limit: int = 100
@@ -74,17 +74,17 @@ class SqlOutbox:
             .order_by(OutboxRow.id)
             .limit(limit)
         )
-        async with self._db.read() as session:
-            return [
-                PendingSend(
-                    id=r.id,
-                    conversation_id=r.conversation_id,
-                    purpose=r.purpose,
-                    action=outbound_adapter.validate_python(r.action),
-                    request_id=r.request_id,
-                )
-                for r in (await session.execute(stmt)).scalars()
-            ]
+        rows = await self._db.read_in_thread(lambda session: list(session.scalars(stmt)))
+        return [
+            PendingSend(
+                id=r.id,
+                conversation_id=r.conversation_id,
+                purpose=r.purpose,
+                action=outbound_adapter.validate_python(r.action),
+                request_id=r.request_id,
+            )
+            for r in rows
+        ]
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
         """The message a request was posted as (see the interface); None if none."""

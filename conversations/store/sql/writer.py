@@ -1,4 +1,4 @@
-"""The writer: every write transaction of the process, one at a time, in one thread.
+"""The writer and the reader: the store's transactions as plain functions, run in threads.
 
 Measured on the development machine (``make bench``, benchmark 2): the same
 tool-call transactions ran at about 260 per second through SQLAlchemy Core on
@@ -9,14 +9,16 @@ So on a SQLite file the store writes the way the issue that asked for it allows
 ("a dedicated writer thread on the ``sqlite3`` module"): a write transaction is
 a plain function of a synchronous SQLAlchemy :class:`~sqlalchemy.orm.Session`,
 run whole in one thread that owns the process's one writer connection (pysqlite,
-SQLite's own driver under SQLAlchemy), so it costs one hand-off. Reads stay on
-the async engine's pool and, in WAL mode, never wait for the writer.
+SQLite's own driver under SQLAlchemy), so it costs one hand-off. The reads on a
+run's and the deliverer's path (a conversation's load, the pending outbox rows)
+run the same way in a reader thread with a connection of its own; in WAL mode
+they never wait for the writer. Other reads stay on the async engine's pool.
 
 Elsewhere (a server database, or SQLite ``:memory:``, which a second connection
 cannot open) the same function runs through SQLAlchemy's
 :meth:`~sqlalchemy.ext.asyncio.AsyncSession.run_sync` on the async engine.
 
-A write is not cut in half by a cancellation: the task that asked for it waits
+A write (``whole``) is not cut in half by a cancellation: the task that asked for it waits
 until the transaction has committed or rolled back, and only then sees its
 :class:`asyncio.CancelledError`. So whoever cancels a run and then reads the
 store finds every write the run made, whole, or none of it.
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event
@@ -51,18 +54,23 @@ def _no_synchronization(state: ORMExecuteState) -> None:
         state.update_execution_options(synchronize_session=False)
 
 
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
 Transaction = Callable[[Session], T]
 """A write transaction: called with a session whose transaction has begun; it is
 committed when the function returns and rolled back when it raises."""
 
 
-class Writer:
-    """Runs write transactions one at a time (see the module docstring).
+class Runner:
+    """Runs plain functions of a synchronous session, each in one transaction, in threads
+    of its own (see the module docstring).
 
     ``engine``: the store's async engine (its URL names the database; its pragma
-    and ``BEGIN`` listeners are set again on the writer's own engine by
-    ``setup``, a function of a synchronous engine); ``options``: execution options
-    of every write transaction's connection.
+    and ``BEGIN`` listeners are set again on the runner's own engine by ``setup``,
+    a function of a synchronous engine); ``options``: execution options of every
+    transaction's connection (a call may add its own); ``threads``: how many
+    threads, each with a connection of its own; ``whole``: a cancelled caller
+    waits for its transaction to end before it sees the cancellation (writes).
     """
 
     def __init__(
@@ -70,54 +78,62 @@ class Writer:
         engine: AsyncEngine,
         setup: Callable[[Engine], None],
         options: Mapping[str, Any],
+        *,
+        name: str,
+        threads: int = 1,
+        session_class: type[Session] = Session,
+        whole: bool = False,
     ) -> None:
         self._async_engine = engine
         self._options = dict(options)
+        self._session_class = session_class
+        self._whole = whole
         url = engine.url
-        self._threaded = url.get_backend_name() == "sqlite" and url.database not in (
-            None,
-            "",
-            ":memory:",
-        )
         self._engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
-        if self._threaded:
+        self._binds: dict[tuple[tuple[str, Any], ...], Engine] = {}
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             self._engine = create_sync_engine(
-                url.set(drivername="sqlite+pysqlite"), pool_size=1, max_overflow=0
+                url.set(drivername="sqlite+pysqlite"), pool_size=threads, max_overflow=0
             )
             setup(self._engine)
-            self._engine = self._engine.execution_options(**self._options)
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
+            self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
-    async def run(self, transaction: Transaction[T]) -> T:
-        """Run ``transaction`` in one write transaction; its result, or what it raised.
+    async def run(self, transaction: Transaction[T], options: Mapping[str, Any] = _NONE) -> T:
+        """Run ``transaction`` in one transaction; its result, or what it raised.
 
-        Raises ``sqlalchemy.exc.OperationalError`` ("database is locked") when
-        another process holds SQLite's write lock for longer than ``busy_timeout``.
+        Raises ``sqlalchemy.exc.OperationalError`` ("database is locked") when a
+        write waits for another process's write lock longer than ``busy_timeout``.
         """
+        merged = {**self._options, **options}
         if self._executor is None:
             async with self._lock:
-                return await _whole(asyncio.ensure_future(self._on_async_engine(transaction)))
+                work = asyncio.ensure_future(self._on_async_engine(transaction, merged))
+                return await (_whole(work) if self._whole else work)
         loop = asyncio.get_running_loop()
-        return await _whole(loop.run_in_executor(self._executor, self._in_thread, transaction))
+        future = loop.run_in_executor(self._executor, self._in_thread, transaction, merged)
+        return await (_whole(future) if self._whole else future)
 
-    def _in_thread(self, transaction: Transaction[T]) -> T:
+    def _in_thread(self, transaction: Transaction[T], options: dict[str, Any]) -> T:
         assert self._engine is not None
-        with WriteSession(self._engine, expire_on_commit=False) as session, session.begin():
+        key = tuple(sorted(options.items()))
+        bind = self._binds.get(key)
+        if bind is None:
+            bind = self._binds[key] = self._engine.execution_options(**options)
+        with self._session_class(bind, expire_on_commit=False) as session, session.begin():
             return transaction(session)
 
-    async def _on_async_engine(self, transaction: Transaction[T]) -> T:
+    async def _on_async_engine(self, transaction: Transaction[T], options: dict[str, Any]) -> T:
         async with AsyncSession(
-            self._async_engine, expire_on_commit=False, sync_session_class=WriteSession
+            self._async_engine, expire_on_commit=False, sync_session_class=self._session_class
         ) as session:
             async with session.begin():
-                await session.connection(execution_options=self._options)
+                await session.connection(execution_options=options)
                 return await session.run_sync(transaction)
 
     async def close(self) -> None:
-        """Close the writer connection and end the thread (in it: SQLite connections
-        belong to the thread that opened them)."""
+        """Close the runner's connections and end its threads."""
         if self._executor is None or self._engine is None:
             return
         await asyncio.get_running_loop().run_in_executor(self._executor, self._engine.dispose)
