@@ -87,3 +87,6 @@ class DecideOutcome(StrEnum):
     ALREADY_DECIDED = "already_decided"
     NOT_OPEN = "not_open"
     NO_SUCH_CALL = "no_such_call"
+    EXPIRED = "expired"
+    """The request's time ran out before the sweeper came by: the caller queues its
+    expiry (:meth:`core.run.engine.Engine.expire`) behind the conversation's run."""

@@ -19,11 +19,18 @@ from typing import Any
 import pytest
 
 from bot.settings import Settings
-from core.journal import ToolState
+from conversations.events import PlatformRef
+from conversations.render import render_event
+from conversations.store.memory import MemoryStore
+from core.errors import RequestConflict
+from core.journal import AssistantTurn, Change, ToolCall, ToolResultEntry, ToolState, UserText
 from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.people import Person
+from core.run.live import LiveJournal
 from tests.harness import Chat
 
+ALICE_P = Person(id="alice", name="alice")
 ENTRY_POINTS = ("start", "reply", "run", "decide", "stop", "remind", "expire", "interrupt")
 
 
@@ -171,3 +178,80 @@ async def test_a_decision_landing_beside_a_run_is_caught_and_the_run_goes_on(
     assert kinds.index("decision") < max(i for i, k in enumerate(kinds) if k == "tool_result")
     [run] = [r for r in recorder.runs if r.name == "run" and r.loads > 1] or [None]
     assert run is not None, "the run never reloaded: the decision did not land beside it"
+
+
+async def test_a_late_decision_on_an_expired_approval_waits_for_the_run(
+    make_app, settings: Settings
+) -> None:
+    """The approval's time runs out while the turn's allowed command runs; a ✅ after
+    that expires it behind the run instead of beside it: every call gets one result,
+    and the command's result is not written over a conversation already ended."""
+    settings.request_ttl = 1.0
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Build"]})]),
+            ScriptedTurn(
+                calls=[
+                    ScriptedCall("run_command", {"command": "sleep 2; echo built"}),
+                    ScriptedCall("run_command", {"command": "rm -rf junk"}),
+                ]
+            ),
+            ScriptedTurn(text="Built."),
+        ]
+    )
+    app = await make_app(model)
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("build it")
+    await chat.react(chat.bot_message("📋 Plan (v1)"))
+    for _ in range(300):
+        if "🔐 May I run this?" in chat.out.getvalue():
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(1.2)  # past the approval's time, the command still running
+    await chat.react(chat.bot_message("🔐 May I run this?"))
+    await app.hub.settled()
+
+    snap = await chat.snapshot()
+    results = [r.entry.tool_use_id for r in snap.journal if r.entry.kind == "tool_result"]
+    assert sorted(results) == sorted(set(results)) and len(results) == 3  # plan, build, rm
+    states = {r.input["command"]: r.state for r in snap.tool_calls.values() if "command" in r.input}
+    assert states["sleep 2; echo built"] is ToolState.DONE
+    assert states["rm -rf junk"] is not ToolState.DONE  # never ran
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    said = chat.out.getvalue()
+    assert said.index("ran `sleep 2") < said.index("expired")
+
+
+async def test_a_run_never_gives_a_call_a_second_result_after_a_write_beside_it(
+    tmp_path,
+) -> None:
+    """The journal moved under the run (a stale commit) and the write beside it gave the
+    run's call its result: the run's own result is refused, not renumbered in."""
+    store = MemoryStore(render=render_event)
+    cid = await store.threads.open_conversation(
+        delivery_key="Ev1",
+        binding=PlatformRef(platform="console", workspace="local", channel="c", thread="1"),
+        requester=Person(id="alice", name="alice"),
+        workspace_root=tmp_path,
+        position="executing",
+    )
+    assert cid is not None
+    call = ToolCall(id="toolu_1", name="run_command", input={"command": "make"})
+    await store.journal.commit(cid, Change(entries=(AssistantTurn(tool_calls=(call,)),)))
+    live = LiveJournal(store.journal)
+    result = ToolResultEntry(tool_use_id="toolu_1", content="built")
+
+    with live.run():
+        await live.load(cid)
+        await store.journal.commit(  # beside the run: the call closed by someone else
+            cid, Change(entries=(ToolResultEntry(tool_use_id="toolu_1", content="expired"),))
+        )
+        with pytest.raises(RequestConflict):
+            await live.commit(cid, Change(entries=(result,)))
+        await live.commit(cid, Change(entries=(UserText(author=ALICE_P, text="ok"),)))
+
+    snap = await store.journal.load(cid)
+    contents = [r.entry.content for r in snap.journal if isinstance(r.entry, ToolResultEntry)]
+    assert contents == ["expired"]
+    assert [r.seq for r in snap.journal] == [1, 2, 3]

@@ -92,6 +92,9 @@ async def test_a_decision_after_the_context_clock_passed_expiry_finds_the_reques
     clock.advance(TTL)  # the sweeper has not come by; the engine's clock decides
     outcome = await engine.decide(cid, Approve(request_id="req1", by=ALICE))
 
+    assert outcome is DecideOutcome.EXPIRED
     snap = await store.journal.load(cid)
-    assert outcome is DecideOutcome.NOT_OPEN
+    assert snap.requests[0].state is RequestState.OPEN  # nothing written: the caller queues
+    assert await engine.expire(cid, "req1")  # the expiry, in the conversation's turn
+    snap = await store.journal.load(cid)
     assert snap.requests[0].state is RequestState.EXPIRED

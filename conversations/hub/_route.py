@@ -117,6 +117,8 @@ class Route:
             await self._notice(conversation, f"That request has no call {intent.call}, {who.name}.")
         elif outcome is DecideOutcome.DECIDED:
             self._runs.run(conversation.id)
+        elif outcome is DecideOutcome.EXPIRED:
+            self._runs.expire(conversation.id, intent.request_id)  # after the run, if one works
 
     async def _stop_in_channel(self, event: CommandInvoked) -> None:
         """Stop the one conversation here the person may stop; name them if there are more."""

@@ -221,7 +221,8 @@ class Engine:
     async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
         """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
 
-        Returns ``ALREADY_DECIDED`` when another decision won, ``NOT_OPEN`` when the
+        Returns ``ALREADY_DECIDED`` when another decision won, ``EXPIRED`` when its time
+        ran out (nothing written: the caller queues :meth:`expire`), ``NOT_OPEN`` when the
         request is unknown, superseded, cancelled, expired or answered in words,
         ``NO_SUCH_CALL`` for a call number the request does not have.
         """
@@ -234,8 +235,9 @@ class Engine:
         if request.state is not RequestState.OPEN or answered_in_words(request):
             return DecideOutcome.NOT_OPEN  # a question is answered in words, not reactions
         if request.expires_at is not None and self._context.now() >= request.expires_at:
-            await self.expire(conversation_id, request.id)  # the sweeper had not come by yet
-            return DecideOutcome.NOT_OPEN
+            # The sweeper had not come by yet. Expire it in the conversation's turn, not
+            # here: a run may still hold the conversation, its calls running.
+            return DecideOutcome.EXPIRED
         calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
         if decision.call is not None and not 1 <= decision.call <= len(calls):
             return DecideOutcome.NO_SUCH_CALL

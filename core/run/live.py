@@ -13,7 +13,8 @@ after a person's answer, or after a crash, starts with an empty cache and loads
 from the store. Writes beside a run are few and guarded: a decision on a tool
 approval may land while the turn's allowed calls run (from the hub, or another
 instance). Such a write shows as a :class:`core.errors.StaleSnapshot` (its
-journal entries took our ``seq`` numbers: reload, renumber, commit again) or a
+journal entries took our ``seq`` numbers: reload, renumber, commit again, unless
+the write gave one of our calls its result already) or a
 :class:`core.errors.RequestConflict` (a compare-and-set failed: the cached
 snapshot is dropped and the next read loads). Any other failure of a commit,
 cancellation included, drops the cached snapshot too, since its outcome is not
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from core.errors import StaleSnapshot
+from core.errors import RequestConflict, StaleSnapshot
 from core.fold import apply_change
 from core.journal import (
     AssistantTurn,
@@ -36,6 +37,7 @@ from core.journal import (
     Committed,
     ConversationSnapshot,
     Journal,
+    ToolResultEntry,
 )
 
 RETRIES = 3
@@ -115,6 +117,7 @@ class LiveJournal:
                         )
                     except StaleSnapshot:
                         snap = await self._load(conversation_id)
+                        _check_results(change, snap)
                         change = renumbered(change, last or 0, snap.last_seq)
                         continue
                     if snap is not None:
@@ -132,6 +135,22 @@ class LiveJournal:
     async def _load(self, conversation_id: str) -> ConversationSnapshot:
         self.loads += 1
         return await self._journal.load(conversation_id)
+
+
+def _check_results(change: Change, snap: ConversationSnapshot) -> None:
+    """Raise :class:`~core.errors.RequestConflict` when ``change`` gives a call a result
+    that the journal already holds: the write beside the run closed it (no call ever
+    has two results)."""
+    giving = {e.tool_use_id for e in change.entries if isinstance(e, ToolResultEntry)}
+    if not giving:
+        return
+    answered = giving & {
+        r.entry.tool_use_id for r in snap.journal if isinstance(r.entry, ToolResultEntry)
+    }
+    if answered:
+        raise RequestConflict(
+            f"conversation {snap.id}: {', '.join(sorted(answered))} got a result meanwhile"
+        )
 
 
 def renumbered(change: Change, old_last: int, new_last: int) -> Change:

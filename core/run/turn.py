@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core import lifecycle
-from core.errors import LeaseLost, ModelError
+from core.errors import LeaseLost, ModelError, RequestConflict
 from core.faults import NO_FAULTS, Faults
 from core.inputs import Inbox, delivery_keys
 from core.journal import (
@@ -94,20 +94,38 @@ class RunLoop:
         own message) ends the run ``failed`` with a message in the thread, so a
         conversation is never left ``running`` with no one working on it.
         :class:`core.errors.LeaseLost` is raised as is: another process runs the
-        conversation now, and this one must write nothing more.
+        conversation now, and this one must write nothing more. A
+        :class:`core.errors.RequestConflict` from a write beside the run that ended
+        the conversation (an expiry, a stop) ends the run quietly.
         """
         try:
             await self._turns(conversation_id, inbox)
         except LeaseLost:
             raise  # another process runs the conversation now: write nothing more
+        except RequestConflict as exc:
+            # A write beside the run (an expiry, a stop) closed what the run was about to
+            # close: when that ended the conversation, the run just ends here.
+            if await self._still_active(conversation_id):
+                await self._failed(conversation_id, exc)
+            else:
+                log.info("conversation %s: ended beside the run (%s)", conversation_id, exc)
         except Exception as exc:
-            log.exception("conversation %s: the run failed", conversation_id)
-            try:
-                await self.fail(conversation_id, f"Something went wrong inside threadbot: {exc}")
-            except Exception:
-                log.exception("conversation %s: could not record the failure", conversation_id)
+            await self._failed(conversation_id, exc)
         finally:
             self._histories.pop(conversation_id, None)  # a waiting conversation holds nothing
+
+    async def _still_active(self, conversation_id: str) -> bool:
+        try:
+            return (await self._journal.load(conversation_id)).status.active
+        except Exception:
+            return True  # unknown: record the failure (fail() says so if it cannot)
+
+    async def _failed(self, conversation_id: str, exc: Exception) -> None:
+        log.error("conversation %s: the run failed", conversation_id, exc_info=exc)
+        try:
+            await self.fail(conversation_id, f"Something went wrong inside threadbot: {exc}")
+        except Exception:
+            log.exception("conversation %s: could not record the failure", conversation_id)
 
     def _history(self, conversation_id: str) -> History:
         return self._histories.setdefault(conversation_id, History())
