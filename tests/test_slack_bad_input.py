@@ -115,6 +115,21 @@ async def test_malformed_http_bodies_get_400_and_a_log_line_signed_or_not(
         assert _failures(caplog) == []
 
 
+async def test_an_event_of_a_type_the_bot_does_not_use_gets_200_and_starts_nothing(
+    settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Slack retries an event whose answer is not 2xx; bolt answers 404 to an event no
+    listener takes, so the bot takes every type and drops those it does not use."""
+    async with slack_workspace(settings, story(), transport="http") as ws:
+        for kind in ("channel_created", "team_join", "app_home_opened", "emoji_changed"):
+            body = {"type": "event_callback", "team_id": "T1", "event": {"type": kind}}
+            assert (await ws.deliver("events_api", body)).status == 200, kind
+        assert ws.calls() == [] and await ws.conversation_ids() == []
+        assert _failures(caplog) == []
+        root = await ws.mention("please fix the flaky login test")
+        await assert_plan_posted(ws, root)
+
+
 SOCKET_FRAMES = [
     ("not JSON", "this is not json", None),
     ("a JSON list", "[1, 2, 3]", None),

@@ -231,6 +231,10 @@ class SlackAdapter:
     def _register(self) -> None:
         for name in ("app_mention", "message", "reaction_added", "reaction_removed"):
             self.app.event(name)(self._on_event)
+        # Any other event (a subscription the manifest gained, a new event type) is
+        # taken and dropped: unhandled, bolt would answer 404, and Slack retries an
+        # event whose answer is not 2xx (https://docs.slack.dev/apis/events-api/#retries).
+        self.app.event(re.compile(r".*"))(self._on_other_event)
         self.app.command(re.compile(r"^/.+"))(self._on_command)
         self.app.action(re.compile(r".*"))(self._on_action)
 
@@ -240,6 +244,11 @@ class SlackAdapter:
         event = inbound_event(body, self.me, allow_bots=self._config.allow_bots)
         if event is not None and self._within_bot_cap(event):
             await self._deliver(event)
+
+    async def _on_other_event(self, body: EventCallback) -> None:
+        event = body.get("event")
+        kind = event.get("type") if isinstance(event, dict) else None
+        log.debug("slack: %s events are not used; dropped", kind)
 
     async def _on_command(self, ack: Any, body: SlashCommand) -> None:
         await ack()
