@@ -5,6 +5,7 @@ The tree::
     ConversationsError
     ├── DeliveryError      a platform refused or failed an outbound action
     │   └── RateLimited    the platform asked us to wait ``retry_after`` seconds
+    │       └── NotConnected  the adapter is not connected yet: wait the same way
     └── LookupFailed       a platform could not say who is in a group or role
 """
 
@@ -29,6 +30,12 @@ class RateLimited(DeliveryError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NotConnected(RateLimited):
+    """The adapter cannot send yet (not logged in: the process is starting); like a rate
+    limit, the row waits ``retry_after`` seconds and is tried again, without counting
+    an attempt."""
 
 
 class LookupFailed(ConversationsError):

@@ -118,3 +118,23 @@ async def test_a_real_mention_beside_a_code_block_starts_a_conversation(settings
         snap = await g.snapshot(root)
         said = [r.entry.text for r in snap.journal if r.entry.kind == "user_text"]
         assert said == [f"```\n{BOT} is how you call it\n```\nplease fix the flaky test"]
+
+
+async def test_a_message_before_the_login_waits_instead_of_failing() -> None:
+    """discord.py's HTTP client has no session before its login: a send then is a wait
+    (``NotConnected``, a rate limit that costs no attempt), not a crash counted as one."""
+    import discord
+
+    from adapters.discord.sending import DiscordSender
+    from conversations.errors import NotConnected, RateLimited
+    from conversations.events import PlatformRef, PostReply
+
+    client = discord.Client(intents=discord.Intents.none())
+    sender = DiscordSender(client=client, file_threshold=3_000)
+    ref = PlatformRef(platform="discord", workspace=str(GUILD_ID), channel=str(TEXT_CHANNEL_ID))
+
+    with pytest.raises(NotConnected) as waiting:
+        await sender.send(PostReply(ref=ref, text="hello"), idempotency_key="tb-1")
+
+    assert isinstance(waiting.value, RateLimited) and waiting.value.retry_after > 0
+    await client.close()

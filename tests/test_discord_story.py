@@ -650,3 +650,27 @@ async def test_allowed_bots_are_capped_per_thread(settings) -> None:
             await guild.reply(thread, f"revise it, round {n}", by=other_bot, bot=True)
 
         assert len(model.requests) == 2  # the mention and one reply: two per thread
+
+
+async def test_a_rate_limited_thread_start_holds_up_no_other_conversation(settings) -> None:
+    """Starting a mention's thread may wait out a 429 (discord.py sleeps it); the frames
+    behind it are taken meanwhile: an approval in another thread goes on at once."""
+    async with discord_guild(settings, ScriptedModel([plan(), question(), plan()])) as g:
+        first = await g.mention("the first one")
+        plan_message = g.post(first, "📋 Plan (v1)")
+        second = g.mention_d("the second one")
+        threads = f"/channels/{TEXT_CHANNEL_ID}/messages/{second['id']}/threads"
+        g.fake.rate_limit(threads, retry_after=1.0, method="POST")
+        await g.dispatch("MESSAGE_CREATE", second, settle=False)
+
+        await g.react(first, str(plan_message["id"]), "✅", by=ALICE)
+
+        asked = g.post(first, "❓ Staging or production database?")
+        started = [c for c in g.fake.calls_to("POST", path=threads) if c.status < 300]
+        [question_call] = [
+            c
+            for c in g.fake.calls_to("POST", path=f"/channels/{first}/messages")
+            if c.response and c.response.get("id") == asked["id"]
+        ]
+        assert len(started) == 1 and question_call.seq < started[0].seq  # did not wait for it
+        g.post(str(second["id"]), "📋 Plan (v1)")  # and the second mention got its thread

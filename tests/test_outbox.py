@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conversations.errors import DeliveryError, RateLimited
+from conversations.errors import DeliveryError, NotConnected, RateLimited
 from conversations.events import OutboundAction, PlatformRef, PostReply, UpdateMessage
 from conversations.outbox import STATUS_MAX_CHARS, Deliverer
 from conversations.render import render_event
@@ -275,6 +275,22 @@ async def test_a_rate_limit_does_not_count_an_attempt(make_bench) -> None:
     [(_, _, state, attempts, message_id, _)] = await bench.rows()
     assert (state, attempts, message_id) == ("sent", 0, "m1")
     assert bench.clock.now() >= started + 8 * 30  # every Retry-After was waited out
+
+
+async def test_an_adapter_not_connected_yet_costs_no_attempt(make_bench) -> None:
+    """Restarts deliver what was pending before the platform login is done: those waits
+    used to count as failed attempts, so a few restarts failed rows for good."""
+    bench = await make_bench(max_attempts=2)
+    cid = await bench.conversation()
+    bench.sender.refuse(NotConnected("not logged in yet", retry_after=1.0), times=6)
+    await bench.answer(cid, "After the login.")
+
+    await bench.drain()
+
+    assert bench.sender.texts()[0].startswith("✅ After the login.")
+    [(_, _, state, attempts, _, _)] = await bench.rows()
+    assert (state, attempts) == ("sent", 0)
+    assert not any("could not post" in t for t in bench.sender.texts())
 
 
 async def test_a_row_that_fails_for_good_is_reported_once_and_the_rows_after_it_go_out(

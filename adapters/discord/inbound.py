@@ -104,6 +104,8 @@ class Inbound:
         """The gateway sequence of the last dispatch taken (tests wait on it)."""
         self._bot_roles: frozenset[str] = frozenset()
         self._frames: asyncio.Queue[GatewayDispatch] = asyncio.Queue()
+        self._opening: set[asyncio.Task[None]] = set()
+        """Mentions whose thread is being started (:meth:`_start_in_thread`)."""
         self._bots = BotCap(bot_thread_cap)
 
     def receive(self, raw: Any) -> None:
@@ -117,22 +119,31 @@ class Inbound:
             self._frames.put_nowait(cast(GatewayDispatch, frame))
 
     async def idle(self) -> None:
-        """Return once every frame received so far has been taken."""
+        """Return once every frame received so far has been taken (mentions whose thread
+        is being started included)."""
         await self._frames.join()
+        while self._opening:
+            await asyncio.gather(*self._opening, return_exceptions=True)
 
     async def work(self) -> None:
-        """Take the frames one at a time, forever (the adapter runs it as a task)."""
-        while True:
-            frame = await self._frames.get()
-            try:
-                await self._take(frame)
-            except Exception:
-                log.exception("could not take the gateway dispatch %s", frame.get("t"))
-            finally:
-                seq = frame.get("s")
-                if isinstance(seq, int):
-                    self.processed_seq = seq
-                self._frames.task_done()
+        """Take the frames one at a time, forever (the adapter runs it as a task); when
+        cancelled, the mentions whose thread is being started are cancelled too."""
+        try:
+            while True:
+                frame = await self._frames.get()
+                try:
+                    await self._take(frame)
+                except Exception:
+                    log.exception("could not take the gateway dispatch %s", frame.get("t"))
+                finally:
+                    seq = frame.get("s")
+                    if isinstance(seq, int):
+                        self.processed_seq = seq
+                    self._frames.task_done()
+        finally:
+            for task in list(self._opening):
+                task.cancel()
+            await asyncio.gather(*self._opening, return_exceptions=True)
 
     async def _take(self, frame: GatewayDispatch) -> None:
         name, d = frame.get("t"), frame.get("d")
@@ -200,11 +211,23 @@ class Inbound:
                 return  # a channel message that is not for the bot
             if d.get("channel_type") not in (None, *_GUILD_TEXT_TYPES):
                 return
-            thread = await self._open_thread(event)
-            if thread is None:
-                return
-            event = opened_in_thread(event, thread)
+            # Starting the thread may wait out a rate limit (discord.py sleeps it out):
+            # in a task of its own, so the frames behind it (other conversations,
+            # interactions that must be answered within 3 s) are not held up.
+            task = asyncio.create_task(self._start_in_thread(event))
+            self._opening.add(task)
+            task.add_done_callback(self._opening.discard)
+            return
         await self._deliver(event)
+
+    async def _start_in_thread(self, event: MessagePosted) -> None:
+        """Open the mention's thread, then hand the mention over as posted in it."""
+        try:
+            thread = await self._open_thread(event)
+            if thread is not None:
+                await self._deliver(opened_in_thread(event, thread))
+        except Exception:
+            log.exception("could not take the mention %s", event.ref.message)
 
     async def _open_thread(self, event: MessagePosted) -> str | None:
         """Start a public thread from the mention; its id (the message's), or None.

@@ -23,13 +23,18 @@ from adapters.discord.outbound import RestCall, render, seed_reactions
 from adapters.discord.rest import REST_FAILURES, UNREACHABLE, channel_of, request
 from adapters.discord.types import Message
 from adapters.limits import answer_file_name, file_summary
-from conversations.errors import DeliveryError
+from conversations.errors import DeliveryError, NotConnected
 from conversations.events import AddReaction, OutboundAction, PostReply
 
 log = logging.getLogger(__name__)
 
 THREAD_ARCHIVED = 50083
 """Error code: the thread is archived (https://discord.com/developers/docs/topics/opcodes-and-status-codes#json)."""
+
+
+LOGIN_WAIT = 1.0
+"""Seconds a message waits when the client has not logged in yet (the process starts
+delivering what was pending before the adapter has connected)."""
 
 
 class DiscordSender:
@@ -52,8 +57,14 @@ class DiscordSender:
         from ``idempotency_key`` and ``enforce_nonce``, and Discord returns the
         message already posted with that nonce instead of posting it again. Raises
         :class:`DeliveryError` (``permanent`` for a 4xx other than 429, and for any
-        failed reaction) when Discord refused or could not be reached.
+        failed reaction) when Discord refused or could not be reached, and
+        :class:`NotConnected` before the client has logged in (discord.py's HTTP client
+        has no session until then).
         """
+        if self._client.http.token is None:  # discord.py sends nothing before its login
+            raise NotConnected(
+                f"Discord is not logged in yet; {action.kind} waits", retry_after=LOGIN_WAIT
+            )
         try:
             if isinstance(action, PostReply):
                 return await self._post(action, idempotency_key)
