@@ -5,9 +5,9 @@ tool-call transactions ran at about 260 per second through SQLAlchemy Core on
 aiosqlite and at about 8,800 per second through the ``sqlite3`` module alone. The
 difference is the async layer: aiosqlite hands every cursor operation to its
 thread and back (about thirty hand-offs for a transaction of five statements).
-So on a SQLite file the store writes the way the issue that asked for it allows
-("a dedicated writer thread on the ``sqlite3`` module"): a write transaction is
-a plain function of a synchronous SQLAlchemy :class:`~sqlalchemy.orm.Session`,
+So on a SQLite file the store writes through a dedicated writer thread on the
+``sqlite3`` module: a write transaction is a plain function of a synchronous
+SQLAlchemy :class:`~sqlalchemy.orm.Session`,
 run whole in one thread that owns the process's one writer connection (pysqlite,
 SQLite's own driver under SQLAlchemy), so it costs one hand-off. The reads on a
 run's and the deliverer's path (a conversation's load, the pending outbox rows)
@@ -18,8 +18,8 @@ Elsewhere (a server database, or SQLite ``:memory:``, which a second connection
 cannot open) the same function runs through SQLAlchemy's
 :meth:`~sqlalchemy.ext.asyncio.AsyncSession.run_sync` on the async engine.
 
-A write (``whole``) is not cut in half by a cancellation: the task that asked for it waits
-until the transaction has committed or rolled back, and only then sees its
+A write (``whole``) is not cut in half by a cancellation: the task that asked for
+it waits until the transaction has committed or rolled back, and only then sees its
 :class:`asyncio.CancelledError`. So whoever cancels a run and then reads the
 store finds every write the run made, whole, or none of it.
 """
