@@ -27,7 +27,7 @@ from tests.fakes.discord_api import (
 
 pytestmark = pytest.mark.timeout(20)
 
-FIXTURES = Path("/work/shared/fixtures/discord")
+FIXTURES = Path(__file__).parent / "fixtures" / "discord"
 TOKEN = "fake-bot-token"
 ALICE = 573086210457731075
 ROOT_MESSAGE = 1249999996321923072

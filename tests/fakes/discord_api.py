@@ -91,7 +91,7 @@ from multidict import CIMultiDict
 
 from tests.fakes.local import LocalServer
 
-# Defaults from /work/shared/fixtures/identities.json (the fixtures' fake guild).
+# Defaults from the shared fixtures' identities.json (the fixtures' fake guild).
 GUILD_ID = "1198205278617731073"
 BOT_USER_ID = "1198930054348931074"
 APPLICATION_ID = "1198930054348931074"

@@ -75,7 +75,7 @@ from multidict import CIMultiDict
 
 from tests.fakes.local import LocalServer
 
-# Defaults from /work/shared/fixtures/identities.json (the fixtures' fake workspace).
+# Defaults from the shared fixtures' identities.json (the fixtures' fake workspace).
 TEAM_ID = "T0AGT00001"
 TEAM_NAME = "Fake Workspace"
 TEAM_DOMAIN = "fakeworkspace"
