@@ -161,6 +161,16 @@ class Channel:
         await self.deliver(bot, body)
         return ts
 
+    async def mention_and_approve(self, bot: BotProcess, text: str) -> str:
+        """Alice mentions the bot and, once the plan is posted, approves it with ✅; the
+        thread's ts."""
+        thread = await self.mention(bot, text)
+        await eventually(lambda: self.post_with(thread, "Plan (v1)"))
+        plan = self.post_with(thread, "Plan (v1)")
+        assert plan is not None
+        await self.react(bot, str(plan["ts"]))
+        return thread
+
     async def react(self, bot: BotProcess, message: str, emoji: str = "white_check_mark") -> None:
         body = event_body("reaction_added")
         body["event"].update(user=ALICE, reaction=emoji)

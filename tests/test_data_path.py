@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench._trace import StatementTrace
 from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
@@ -111,8 +112,41 @@ def story_model() -> ScriptedModel:
     )
 
 
+def build_model(*commands: str) -> ScriptedModel:
+    """A plan, then one turn running ``commands``, then the answer "Built."."""
+    return ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Build"]})]),
+            ScriptedTurn(calls=[ScriptedCall("run_command", {"command": c}) for c in commands]),
+            ScriptedTurn(text="Built."),
+        ]
+    )
+
+
+async def until_tool_approval(chat: Chat) -> str:
+    """Mention, approve the plan, and wait for the tool approval it leads to; its id."""
+    await chat.app.start()
+    await chat.mention("build it")
+    await chat.react(chat.bot_message("📋 Plan (v1)"))
+    for _ in range(300):  # the approval is posted while the allowed call runs
+        if "🔐 May I run this?" in chat.out.getvalue():
+            break
+        await asyncio.sleep(0.01)
+    return chat.bot_message("🔐 May I run this?")
+
+
 async def test_a_story_loads_once_per_run_and_never_within_one(make_app, tmp_path) -> None:
+    trace = StatementTrace()
+    with trace.installed():  # every SQLite connection the app opens is traced
+        await _story(make_app, tmp_path, trace)
+    sql = [st.sql.lower() for st in trace.statements]
+    assert any(q.startswith("insert into journal") for q in sql)
+    assert not [q for q in sql if "max(journal.seq)" in q]  # the run knows its next seq
+
+
+async def _story(make_app, tmp_path, trace: StatementTrace) -> None:
     app = await make_app(story_model())
+    trace.recording = True
     recorder = record(app)
     chat = Chat(app)
     await app.start()
@@ -143,30 +177,12 @@ async def test_a_decision_landing_beside_a_run_is_caught_and_the_run_goes_on(
     """Tool approval decided while the turn's allowed calls run: the decision's entries
     take the run's next ``seq``; the run's commit is refused as stale, it reloads and
     its result lands after the decision, numbered in order."""
-    model = ScriptedModel(
-        [
-            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Build"]})]),
-            ScriptedTurn(
-                calls=[
-                    ScriptedCall("run_command", {"command": "rm -rf build"}),
-                    ScriptedCall("run_command", {"command": "sleep 1; echo built"}),
-                ]
-            ),
-            ScriptedTurn(text="Built."),
-        ]
-    )
-    app = await make_app(model)
+    app = await make_app(build_model("rm -rf build", "sleep 1; echo built"))
     recorder = record(app)
     chat = Chat(app)
-    await app.start()
-    await chat.mention("build it")
-    await chat.react(chat.bot_message("📋 Plan (v1)"))
-    for _ in range(300):  # until the approval is posted while the allowed call runs
-        if "🔐 May I run this?" in chat.out.getvalue():
-            break
-        await asyncio.sleep(0.01)
+    approval = await until_tool_approval(chat)
     assert "ran `sleep" not in chat.out.getvalue()
-    await chat.react(chat.bot_message("🔐 May I run this?"), "x")
+    await chat.react(approval, "x")
     await app.hub.settled()
 
     snap = await chat.snapshot()
@@ -187,29 +203,11 @@ async def test_a_late_decision_on_an_expired_approval_waits_for_the_run(
     that expires it behind the run instead of beside it: every call gets one result,
     and the command's result is not written over a conversation already ended."""
     settings.request_ttl = 1.0
-    model = ScriptedModel(
-        [
-            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Build"]})]),
-            ScriptedTurn(
-                calls=[
-                    ScriptedCall("run_command", {"command": "sleep 2; echo built"}),
-                    ScriptedCall("run_command", {"command": "rm -rf junk"}),
-                ]
-            ),
-            ScriptedTurn(text="Built."),
-        ]
-    )
-    app = await make_app(model)
-    chat = Chat(app)
-    await app.start()
-    await chat.mention("build it")
-    await chat.react(chat.bot_message("📋 Plan (v1)"))
-    for _ in range(300):
-        if "🔐 May I run this?" in chat.out.getvalue():
-            break
-        await asyncio.sleep(0.01)
+    chat = Chat(await make_app(build_model("sleep 2; echo built", "rm -rf junk")))
+    approval = await until_tool_approval(chat)
     await asyncio.sleep(1.2)  # past the approval's time, the command still running
-    await chat.react(chat.bot_message("🔐 May I run this?"))
+    await chat.react(approval)
+    app = chat.app
     await app.hub.settled()
 
     snap = await chat.snapshot()

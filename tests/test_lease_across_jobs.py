@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conversations import logcontext
-from conversations.events import PlatformRef
 from conversations.hub._runs import Runs
 from conversations.queue import Job
 from conversations.render import render_event
@@ -27,6 +25,7 @@ from core.errors import LeaseLost
 from core.journal import Change, UserText
 from core.people import Person
 from core.run_events import ProgressNote
+from tests.test_store_contract import new_conversation
 
 ALICE = Person(id="U0ALICE001", name="alice")
 OWNER = "host-a:1"
@@ -89,19 +88,6 @@ async def setup() -> Any:
     store = MemoryStore(render=render_event)
     yield Setup(store)
     await store.close()
-
-
-async def new_conversation(store: MemoryStore, key: str = "Ev1") -> str:
-    binding = PlatformRef(platform="slack", workspace="T1", channel="C1", thread=key)
-    conversation_id = await store.threads.open_conversation(
-        delivery_key=key,
-        binding=binding,
-        requester=ALICE,
-        workspace_root=Path("workspaces"),
-        position="planning",
-    )
-    assert conversation_id is not None
-    return conversation_id
 
 
 def note(text: str) -> Change:

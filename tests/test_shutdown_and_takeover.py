@@ -68,11 +68,7 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
     bot = BotProcess(tmp_path, api, model.base_url, **settings)
     await bot.start()
     try:
-        thread = await channel.mention(bot, "run the long job")
-        await eventually(lambda: channel.post_with(thread, "Plan (v1)"))
-        plan = channel.post_with(thread, "Plan (v1)")
-        assert plan is not None
-        await channel.react(bot, str(plan["ts"]))
+        thread = await channel.mention_and_approve(bot, "run the long job")
         # The run waits at its first command until the approval's edit is out: no
         # milestone comes after the notes, so the notes stay held back.
         await eventually(lambda: channel.post_with(thread, "Approved by"))
@@ -123,11 +119,7 @@ async def test_a_process_paused_past_its_lease_writes_nothing_after_the_takeover
     second = BotProcess(tmp_path, api, model.base_url, **settings)
     await first.start()
     try:
-        thread = await channel.mention(first, "run the job")
-        await eventually(lambda: channel.post_with(thread, "Plan (v1)"))
-        plan = channel.post_with(thread, "Plan (v1)")
-        assert plan is not None
-        await channel.react(first, str(plan["ts"]))
+        thread = await channel.mention_and_approve(first, "run the job")
         await eventually(lambda: list(tmp_path.glob("workspaces/*/started")))
 
         first.signal(signal.SIGSTOP)  # paused, as by a long GC pause or a partition
@@ -172,11 +164,7 @@ async def test_a_stop_sent_to_the_other_instance_stops_the_command_where_it_runs
     await runner.start()
     await other.start()
     try:
-        thread = await channel.mention(runner, "run the job")
-        await eventually(lambda: channel.post_with(thread, "Plan (v1)"))
-        plan = channel.post_with(thread, "Plan (v1)")
-        assert plan is not None
-        await channel.react(runner, str(plan["ts"]))
+        thread = await channel.mention_and_approve(runner, "run the job")
         command = "select process_group from tool_calls where tool_use_id = 'toolu_job'"
         await eventually(lambda: runner.query(command) not in ([], [(None,)]))
         ((pid,),) = runner.query(command)

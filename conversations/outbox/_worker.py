@@ -15,6 +15,7 @@ mode's worker is in :mod:`conversations.outbox._status`.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -98,7 +99,7 @@ class ConversationState:
         return not self.pinned and self.board.idle() and now >= self.last_note + interval
 
 
-class ConversationWorker:
+class ConversationWorker(ABC):
     """Delivers one conversation's rows: the shared reading and sending, per mode a step."""
 
     def __init__(self, ctx: Context, conversation_id: str, state: ConversationState) -> None:
@@ -116,9 +117,9 @@ class ConversationWorker:
             if isinstance(step, Deferral):
                 return step
 
+    @abstractmethod
     async def step(self) -> Next:
-        """Send one thing, or say why not."""
-        raise NotImplementedError
+        """Send one thing, or say why not (each progress mode has its own)."""
 
     async def read(self) -> tuple[list[PendingSend], bool]:
         """Up to ``batch`` pending rows not waiting in a status reply, oldest first.

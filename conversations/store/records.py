@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from conversations.events import OutboundAction, PlatformRef, outbound_adapter
 from conversations.store.schema import (
@@ -85,8 +85,17 @@ class MessageLink:
     request_id: str | None
 
 
-def binding_of(row: ConversationRow) -> PlatformRef:
-    """The thread a conversation row is bound to."""
+class Bound(Protocol):
+    """The binding columns of a conversation, as a row or a ``RETURNING`` row has them."""
+
+    platform: str
+    workspace: str
+    channel: str
+    thread: str
+
+
+def binding_of(row: Bound) -> PlatformRef:
+    """The thread a conversation row (or its binding columns) is bound to."""
     return PlatformRef(
         platform=row.platform,
         workspace=row.workspace,

@@ -99,6 +99,23 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
     return engine
 
 
+def conflict_insert(dialect: str, table: Table) -> Any:
+    """An ``INSERT`` into ``table`` that can say what to do on a conflicting key
+    (``on_conflict_do_nothing``, ``on_conflict_do_update``): SQLAlchemy has it for
+    SQLite and PostgreSQL, with the same API
+    (https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#insert-on-conflict-upsert).
+    Raises ``ValueError`` for another ``dialect``."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table)
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    raise ValueError(f"the store needs SQLite or PostgreSQL, not {dialect}")
+
+
 def setup_sqlite(engine: Engine) -> None:
     """Set SQLite's pragmas on each new connection of ``engine`` (a synchronous engine,
     or an async engine's ``sync_engine``) and emit ``BEGIN`` ourselves (see
@@ -111,8 +128,9 @@ class Database:
     """The engine reads go through, the writer every write goes through, and who to tell
     about new outbox rows.
 
-    ``read()`` opens a session for reads of a statement each, ``snapshot()`` one for
-    reads in one transaction (deferred: never waits for a writer);
+    ``read()`` opens a session for reads of a statement each (never waits for a
+    writer), ``read_in_thread(read)`` runs a read in the reader thread, in one read
+    transaction when asked;
     ``write(transaction)`` runs one write transaction, a function of a synchronous
     :class:`~sqlalchemy.orm.Session`, in the process's one writer
     (:mod:`conversations.store.sql.writer`: on a SQLite file, one thread with one
@@ -134,7 +152,6 @@ class Database:
         self._sessions = async_sessionmaker(
             engine.execution_options(**NO_BEGIN), expire_on_commit=False
         )
-        self._snapshots = async_sessionmaker(engine, expire_on_commit=False)
         self._writer = Runner(
             engine,
             setup_sqlite,
@@ -151,18 +168,11 @@ class Database:
         """``INSERT`` into ``table`` that updates every other column of a row whose ``keys``
         exist (``ON CONFLICT (keys) DO UPDATE``; SQLite and PostgreSQL spell it alike:
         https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#insert-on-conflict-upsert).
-        Execute it with a list of rows. Raises ``NotImplementedError`` on another database."""
+        Execute it with a list of rows. Raises ``ValueError`` on another database."""
         cached = self._upserts.get((table, keys))
         if cached is not None:
             return cached
-        name = self.engine.dialect.name
-        if name == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert
-        elif name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
-        else:
-            raise NotImplementedError(f"no upsert for the {name} database")
-        stmt = insert(table)
+        stmt = conflict_insert(self.engine.dialect.name, table)
         columns = [c.name for c in table.columns if c.name not in keys]
         upsert = stmt.on_conflict_do_update(
             index_elements=list(keys), set_={c: stmt.excluded[c] for c in columns}
@@ -174,11 +184,6 @@ class Database:
         """A session for reads, each statement on its own (:data:`NO_BEGIN`):
         ``async with db.read() as session``."""
         return self._sessions()
-
-    def snapshot(self) -> AsyncSession:
-        """A session for reads that must agree with each other: one read transaction
-        (deferred ``BEGIN``: it never waits for a writer)."""
-        return self._snapshots()
 
     async def read_in_thread(self, read: Transaction[T], *, snapshot: bool = False) -> T:
         """Run ``read(session)`` in the reader thread (:mod:`~conversations.store.sql.writer`);

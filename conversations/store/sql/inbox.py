@@ -8,7 +8,7 @@ from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from conversations.store.schema import DeliveryRow, utcnow
-from conversations.store.sql.database import Database, changed
+from conversations.store.sql.database import Database, changed, conflict_insert
 
 
 def add_delivery(
@@ -23,13 +23,8 @@ def add_delivery(
     duplicate changes no row (https://www.sqlite.org/lang_upsert.html).
     """
     table = cast(Table, DeliveryRow.__table__)
-    name = session.get_bind().dialect.name
-    if name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
     stmt = (
-        insert(table)
+        conflict_insert(session.get_bind().dialect.name, table)
         .values(key=key, conversation_id=conversation_id, event=event, received_at=utcnow())
         .on_conflict_do_nothing(index_elements=["key"])
     )

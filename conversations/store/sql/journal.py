@@ -21,8 +21,10 @@ from conversations.events import PlatformRef
 from conversations.store import leases
 from conversations.store.interfaces import Renderer
 from conversations.store.records import (
+    Bound,
     Lease,
     as_utc,
+    binding_of,
     outbox_values,
     request_of,
     request_row,
@@ -224,10 +226,7 @@ def _touch(
         params |= {"b_owner": lease.owner, "b_epoch": lease.epoch}
     found = conn.execute(_TOUCH_FENCED if lease is not None else _TOUCH, params).first()
     if found is not None:
-        platform, workspace, channel, thread = found
-        return PlatformRef(
-            platform=platform, workspace=workspace, channel=channel, thread=thread or None
-        )
+        return binding_of(cast(Bound, found))
     conversation_row_sync(session, conversation_id)  # raises ConversationNotFound
     assert lease is not None
     raise LeaseLost(
