@@ -75,7 +75,7 @@ class AnthropicModel:
         ]
         try:
             async with self._client.messages.stream(
-                model=self.name,
+                model=request.model or self.name,
                 max_tokens=request.max_tokens,
                 system=request.system if request.system else anthropic.omit,
                 messages=cast(list[MessageParam], request.messages),
@@ -102,7 +102,7 @@ class AnthropicModel:
                 yield ToolCallEvent(id=block.id, name=block.name, input=_as_input(block.input))
         usage = message.usage
         yield Usage(
-            model=message.model or self.name,
+            model=message.model or request.model or self.name,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_input_tokens or 0,

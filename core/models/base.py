@@ -41,6 +41,8 @@ class ModelRequest(BaseModel):
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
+    model: str | None = None
+    """The model id to ask (a channel's setting); None: the model's own default."""
 
 
 class TextDelta(BaseModel):

@@ -8,12 +8,20 @@ and the model read, and the rule that matched, for logs). The engine acts on it.
 Rule order (first that applies wins):
 
 1. control tools (:data:`core.tools.control.CONTROL_TOOLS`): ``allow``;
-2. the explicit :attr:`ToolPolicy.rules`, in order;
-3. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
+2. mutating tools where :attr:`ToolPolicy.mutating_tools` is off: ``deny``;
+3. the explicit rules of the settings layers (:attr:`ToolPolicy.layers`, nearest
+   first: channel, workspace or guild, bot). In each layer the first rule that
+   matches is that layer's word; across layers a ``deny`` from any layer wins,
+   then an ``ask`` from any layer (so a lower layer's ``ask`` beats a channel's
+   ``allow``), then the nearest layer's ``allow``;
+4. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
    pattern (``rm -rf``, ``git push``, ``curl`` ...): ``ask``;
-4. read-only tools: ``allow``;
-5. mutating tools: ``allow`` once the plan is approved, ``deny`` before
+5. read-only tools: ``allow``;
+6. mutating tools: ``allow`` once the plan is approved, ``deny`` before
    (or always ``allow`` when ``mutating_needs_plan`` is off).
+
+A rule may grant the commands it lets through network access (``network =
+true``): the winning ``allow`` or ``ask`` rule's grant is :attr:`Verdict.network`.
 
 Command patterns match wherever a command starts: at the beginning, after
 ``;``, ``&``, ``|``, ``(``, ``{``, a backtick, a quote, a newline or ``-exec``,
@@ -30,24 +38,13 @@ a script, an alias or ``$CMD`` is not seen through.
 
 from __future__ import annotations
 
-import posixpath
-import shlex
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
-from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from core.policy.commands import (
-    chain_parts,
-    command_starts,
-    command_words,
-    parse_pattern,
-    program_name,
-    squash,
-)
-from core.policy.summary import shorten
+from core.policy.matching import asked, glob_matches, prefix_matches
 from core.tools.command import RunCommand
 from core.tools.control import CONTROL_TOOLS
 
@@ -96,7 +93,10 @@ class Verdict(BaseModel):
     ``reason`` is readable, shown to people and the model (e.g. "`rm -rf` deletes
     files recursively: the policy asks first"); ``rule`` names what matched, for
     logs (``control_tool``, ``rules[0] ...``, ``ask_commands 'rm -rf'``,
-    ``read_only``, ``mutating``, ``plan_approved``, ``plan_not_approved``).
+    ``read_only``, ``mutating``, ``plan_approved``, ``plan_not_approved``,
+    ``mutating_tools_off``); a layer's rule is prefixed with the layer's name.
+    ``network``: the call may reach the network (granted by the rule that let it
+    through; never for a ``deny``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -104,6 +104,7 @@ class Verdict(BaseModel):
     decision: Decision
     reason: str
     rule: str
+    network: bool = False
 
 
 class Rule(BaseModel):
@@ -124,7 +125,10 @@ class Rule(BaseModel):
     cover ``edit_file`` (give it its own rule, or use ``tool = "*"``, which covers
     every tool with a ``path`` argument). A rule that could never match is refused
     (:class:`ValueError`): a ``command_prefix`` on a tool other than ``run_command``
-    or ``"*"``, a ``path_glob`` on ``run_command``.
+    or ``"*"``, a ``path_glob`` on ``run_command``, ``network`` on a ``deny``.
+
+    ``network = true`` grants the calls the rule lets through network access (the
+    sandbox reads :attr:`Verdict.network`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -134,6 +138,7 @@ class Rule(BaseModel):
     command_prefix: str | None = None
     path_glob: str | None = None
     reason: str = ""
+    network: bool = False
 
     @field_validator("tool", "command_prefix", "path_glob")
     @classmethod
@@ -154,6 +159,8 @@ class Rule(BaseModel):
                 f"`path_glob` never matches `{RUN_COMMAND}` (it has no `path` argument): "
                 'use `command_prefix`, or name a file tool or "*"'
             )
+        if self.network and self.decision is Decision.DENY:
+            raise ValueError("`network = true` grants nothing on a deny rule")
         return self
 
     def matches(self, tool_name: str, arguments: Mapping[str, Any]) -> bool:
@@ -163,13 +170,13 @@ class Rule(BaseModel):
         strict = self.decision is Decision.ALLOW
         if self.command_prefix is not None:
             command = arguments.get("command")
-            if not isinstance(command, str) or not _prefix_matches(
+            if not isinstance(command, str) or not prefix_matches(
                 command, self.command_prefix, strict=strict
             ):
                 return False
         if self.path_glob is not None:
             path = arguments.get("path")
-            if not isinstance(path, str) or not _glob_matches(path, self.path_glob, strict=strict):
+            if not isinstance(path, str) or not glob_matches(path, self.path_glob, strict=strict):
                 return False
         return True
 
@@ -189,21 +196,37 @@ class Rule(BaseModel):
         """A compact form for logs: ``run_command command_prefix='make deploy' -> deny``."""
         prefix = "" if self.command_prefix is None else f" command_prefix={self.command_prefix!r}"
         glob = "" if self.path_glob is None else f" path_glob={self.path_glob!r}"
-        return f"{self.tool}{prefix}{glob} -> {self.decision}"
+        network = " network" if self.network else ""
+        return f"{self.tool}{prefix}{glob}{network} -> {self.decision}"
+
+
+class RuleLayer(BaseModel):
+    """The explicit rules of one settings layer, and the layer's name for reasons and logs
+    (``bot``, ``slack workspace T0123``, ``slack channel C0456`` ...)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    rules: tuple[Rule, ...] = ()
 
 
 class ToolPolicy(BaseModel):
     """Explicit rules, the ask list for ``run_command``, and the plan gate.
 
-    Build it with :func:`default_policy` or :meth:`from_toml_table`; decide with
-    :meth:`check` (the rule order is in this module's docstring).
+    ``rules`` are the bot's own rules; ``layers`` the rules of nearer settings
+    layers, nearest first (a channel, then its workspace or guild), checked with
+    them (see the module docstring). ``mutating_tools`` off denies every mutating
+    tool (the channel's setting). Build it with :func:`default_policy`,
+    :meth:`from_toml_table` or :meth:`with_layers`; decide with :meth:`check`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     rules: tuple[Rule, ...] = ()
+    layers: tuple[RuleLayer, ...] = ()
     ask_commands: tuple[str, ...] = DEFAULT_ASK_COMMANDS
     mutating_needs_plan: bool = True
+    mutating_tools: bool = True
 
     @field_validator("ask_commands")
     @classmethod
@@ -218,19 +241,50 @@ class ToolPolicy(BaseModel):
         """The verdict on one call; pure: the same input always gives the same verdict."""
         if tool_name in CONTROL_TOOLS:
             return _verdict(Decision.ALLOW, "control tools are always allowed", "control_tool")
-        for index, rule in enumerate(self.rules):
-            if rule.matches(tool_name, arguments):
-                reason = rule.reason or rule.describe()
-                return _verdict(rule.decision, reason, f"rules[{index}] {rule.label()}")
+        if not read_only and not self.mutating_tools:
+            reason = "mutating tools are off in this channel"
+            return _verdict(Decision.DENY, reason, "mutating_tools_off")
+        explicit = self._explicit(tool_name, arguments)
+        if explicit is not None:
+            return explicit
         command = arguments.get("command")
         if tool_name == RUN_COMMAND and isinstance(command, str):
-            asked = _asked(command, self.ask_commands)
-            if asked is not None:
-                pattern, shown = asked
+            found = asked(command, self.ask_commands)
+            if found is not None:
+                pattern, shown = found
                 why = _ASK_WHY.get(pattern, "is on the policy's ask list")
                 reason = f"`{shown}` {why}: the policy asks first"
                 return _verdict(Decision.ASK, reason, f"ask_commands {pattern!r}")
         return self._default(read_only=read_only, plan_approved=plan_approved)
+
+    def _explicit(self, tool_name: str, arguments: Mapping[str, Any]) -> Verdict | None:
+        """The verdict of the layers' explicit rules, or None when no rule matches."""
+        found: list[Verdict] = []
+        bot = RuleLayer(name="bot" if self.layers else "", rules=self.rules)
+        for layer in (*self.layers, bot):
+            for index, rule in enumerate(layer.rules):
+                if rule.matches(tool_name, arguments):
+                    where = f"{layer.name} " if layer.name else ""
+                    label = f"{where}rules[{index}] {rule.label()}"
+                    reason = rule.reason or rule.describe()
+                    if layer.name:
+                        reason = f"{reason} ({layer.name})"
+                    network = rule.network and rule.decision is not Decision.DENY
+                    found.append(
+                        Verdict(decision=rule.decision, reason=reason, rule=label, network=network)
+                    )
+                    break
+        for decision in (Decision.DENY, Decision.ASK, Decision.ALLOW):
+            first = next((v for v in found if v.decision is decision), None)
+            if first is not None:
+                return first
+        return None
+
+    def with_layers(
+        self, layers: Sequence[RuleLayer], *, mutating_tools: bool = True
+    ) -> ToolPolicy:
+        """This policy with the rules of nearer ``layers`` (nearest first) checked too."""
+        return self.model_copy(update={"layers": tuple(layers), "mutating_tools": mutating_tools})
 
     def _default(self, *, read_only: bool, plan_approved: bool) -> Verdict:
         if read_only:
@@ -245,7 +299,11 @@ class ToolPolicy(BaseModel):
 
     @classmethod
     def from_toml_table(
-        cls, data: Mapping[str, Any], known_tools: Collection[str] | None = None
+        cls,
+        data: Mapping[str, Any],
+        known_tools: Collection[str] | None = None,
+        *,
+        where: str = "policy",
     ) -> ToolPolicy:
         """The policy of a settings ``[policy]`` table (pass the inner table).
 
@@ -255,90 +313,32 @@ class ToolPolicy(BaseModel):
         the names a rule's ``tool`` may take (besides ``"*"``). Raises
         :class:`ValueError` naming the rule for a missing ``tool`` or ``decision``, an
         unknown decision, an unknown tool, a pattern the tool cannot match (see
-        :class:`Rule`), an unknown key or a wrong type.
+        :class:`Rule`), an unknown key or a wrong type; the message starts with the
+        table's dotted path (``where``, e.g. ``slack.T0123.channels.C0456.policy``).
         """
         if not isinstance(data, Mapping):
-            raise ValueError("policy must be a table")
+            raise ValueError(f"{where} must be a table")
         raw_rules = data.get("rules", [])
         if not isinstance(raw_rules, list | tuple):
-            raise ValueError("policy.rules must be an array of tables ([[policy.rules]])")
+            raise ValueError(f"{where}.rules must be an array of tables ([[{where}.rules]])")
         if not isinstance(data.get("ask_commands", []), list | tuple):
-            raise ValueError("policy.ask_commands must be a list of strings")
+            raise ValueError(f"{where}.ask_commands must be a list of strings")
+        if "layers" in data or "mutating_tools" in data:
+            raise ValueError(f"{where}: use rules, ask_commands or mutating_needs_plan")
         known = None if known_tools is None else frozenset(known_tools)
         rules = tuple(
-            _rule_from_table(index, table, known) for index, table in enumerate(raw_rules)
+            _rule_from_table(f"{where}.rules[{index}]", table, known)
+            for index, table in enumerate(raw_rules)
         )
         try:
             return cls.model_validate({**data, "rules": rules})
         except ValidationError as exc:
-            raise ValueError(_errors(exc, "policy")) from exc
+            raise ValueError(_errors(exc, where)) from exc
 
 
 def default_policy() -> ToolPolicy:
     """The shipped policy: no explicit rules, the default ask list, the plan gate on."""
     return ToolPolicy()
-
-
-# --- matching ---------------------------------------------------------------------
-
-
-def _prefix_matches(command: str, prefix: str, *, strict: bool) -> bool:
-    """Strict: every command of the chain starts with ``prefix``. Else: any command start,
-    or the prefix found structurally in any simple command."""
-    want = _wanted(prefix)
-    if strict:
-        starts = chain_parts(command)
-        return bool(starts) and all(start.startswith(want) for start in starts)
-    if any(start.startswith(want) for start in command_starts(command)):
-        return True
-    return _found(command, (prefix,)) is not None
-
-
-def _asked(command: str, patterns: tuple[str, ...]) -> tuple[str, str] | None:
-    """The first ask pattern that matches ``command`` and how it shows in the reason.
-
-    Text prefixes first (``rm -rf`` shows as itself), then structurally (``rm -f -r``
-    shows as the words found), so every text match keeps its pattern and reason.
-    """
-    wanted = tuple(_wanted(pattern) for pattern in patterns)
-    starts = [start for start in command_starts(command) if start.startswith(wanted)]
-    for pattern, want in zip(patterns, wanted, strict=True):
-        if any(start.startswith(want) for start in starts):
-            return pattern, pattern.strip()
-    return _found(command, patterns)
-
-
-def _found(command: str, patterns: tuple[str, ...]) -> tuple[str, str] | None:
-    """The first pattern found structurally in ``command``, with the words that matched."""
-    by_program: dict[str, list[tuple[str, ...]]] = {}
-    for words in command_words(command):
-        by_program.setdefault(program_name(words[0]), []).append(words)
-    for pattern in patterns:
-        shape = parse_pattern(pattern)
-        if shape is None:
-            continue
-        for words in by_program.get(shape.program, ()):
-            found = shape.find(words)
-            if found is not None:
-                return pattern, shorten(shlex.join(found).replace("`", "ˋ"), 60)
-    return None
-
-
-def _wanted(prefix: str) -> str:
-    """``prefix`` as command starts are written: squashed, a trailing space kept (``dd ``)."""
-    return squash(prefix) + (" " if prefix[-1:].isspace() else "")
-
-
-def _glob_matches(path: str, glob: str, *, strict: bool) -> bool:
-    """fnmatch ``glob`` on the normalized path (see :class:`Rule` for strict)."""
-    normal = posixpath.normpath(path)
-    if strict:
-        return fnmatchcase(normal, glob)
-    parts = normal.lstrip("/").split("/")
-    candidates = [normal.lstrip("/")]
-    if normal.startswith("/"):
-        candidates += ["/".join(parts[i:]) for i in range(1, len(parts))]
-    return any(fnmatchcase(c.lower(), glob.lower()) for c in candidates)
 
 
 # --- text -------------------------------------------------------------------------
@@ -348,8 +348,7 @@ def _verdict(decision: Decision, reason: str, rule: str) -> Verdict:
     return Verdict(decision=decision, reason=reason, rule=rule)
 
 
-def _rule_from_table(index: int, table: object, known: frozenset[str] | None) -> Rule:
-    where = f"policy.rules[{index}]"
+def _rule_from_table(where: str, table: object, known: frozenset[str] | None) -> Rule:
     if not isinstance(table, Mapping):
         raise ValueError(f"{where} must be a table")
     if "tool" not in table:

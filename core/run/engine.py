@@ -17,6 +17,7 @@ keeps it in memory while it goes on (:mod:`core.run.live`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Concatenate, ParamSpec, TypeVar
@@ -44,7 +45,7 @@ from core.requests.decide import answered_in_words, decision_change, reply_chang
 from core.requests.shapes import RequestState, ToolApproval
 from core.run.close_calls import close_open_calls, interrupt_running
 from core.run.live import LiveJournal
-from core.run.settings import EngineSettings
+from core.run.settings import EngineSettings, RunSettings, SettingsLookup
 from core.run.turn import RunLoop
 from core.run_events import Expired, Reminder, RunEvent, Stopped
 from core.tools.base import Toolbox
@@ -55,15 +56,17 @@ R = TypeVar("R")
 
 
 def _one_run(
-    method: Callable[Concatenate[Engine, P], Awaitable[R]],
-) -> Callable[Concatenate[Engine, P], Awaitable[R]]:
+    method: Callable[Concatenate[Engine, str, P], Awaitable[R]],
+) -> Callable[Concatenate[Engine, str, P], Awaitable[R]]:
     """An entry point is one run: it reads its conversation from the store once, at
-    its first read, and keeps it in memory after that (:mod:`core.run.live`)."""
+    its first read, and keeps it in memory after that (:mod:`core.run.live`); it
+    asks for the conversation's settings once, at its start (:class:`RunSettings`)."""
 
     @functools.wraps(method)
-    async def entry(self: Engine, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with self._journal.run():
-            return await method(self, *args, **kwargs)
+    async def entry(self: Engine, conversation_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        settings = await self._settings.of(conversation_id)
+        with self._journal.run(), self._settings.use(settings):
+            return await method(self, conversation_id, *args, **kwargs)
 
     return entry
 
@@ -72,9 +75,12 @@ class Engine:
     """Runs conversations of one workflow with one model and one toolbox.
 
     ``context`` gives the time and new ids (the wall clock and random ids unless
-    a test sets them). Raises :class:`core.errors.ConversationNotFound` (from the
-    journal) for an unknown conversation id; model failures end the run
-    ``failed`` with a message in the thread rather than raising.
+    a test sets them). ``settings`` (with ``tool_policy``, when given, as its
+    policy) apply to every conversation, unless ``settings_for`` gives a
+    conversation its own (asked once per run; see :mod:`core.run.settings`).
+    Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
+    unknown conversation id; model failures end the run ``failed`` with a message
+    in the thread rather than raising.
     """
 
     def __init__(
@@ -86,14 +92,18 @@ class Engine:
         workflow: Workflow,
         settings: EngineSettings | None = None,
         tool_policy: policy.ToolPolicy | None = None,
+        settings_for: SettingsLookup | None = None,
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
     ) -> None:
         self._journal = LiveJournal(journal)
         self._workflow = workflow
-        self._settings = settings or EngineSettings()
+        default = settings or EngineSettings()
+        if tool_policy is not None:
+            default = dataclasses.replace(default, tool_policy=tool_policy)
+        self._settings = RunSettings(default, settings_for)
         self._context = context
-        self._opening = Opening(context=context, ttl=self._settings.request_ttl)
+        self._opening = Opening(context=context, ttl=lambda: self._settings.get().request_ttl)
         self._suspended = False
         self._loop = RunLoop(
             journal=self._journal,
@@ -101,7 +111,6 @@ class Engine:
             toolbox=toolbox,
             workflow=workflow,
             settings=self._settings,
-            tool_policy=tool_policy or policy.default_policy(),
             opening=self._opening,
             faults=faults,
             suspended=lambda: self._suspended,

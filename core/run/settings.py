@@ -1,8 +1,19 @@
-"""The limits and the system prompt a run works with."""
+"""The limits, the model and the system prompt a run works with, per conversation.
+
+A team may give each channel its own model, instructions, tool rules and limits
+(the bot's settings layers). The engine asks for a conversation's
+:class:`EngineSettings` once per run (:class:`RunSettings`), so core never learns
+where a conversation lives: the caller's lookup does.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+from core.policy.policy import ToolPolicy
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are threadbot, an agent that works for a team from a chat thread. People talk
@@ -13,12 +24,69 @@ and concrete. Work only inside the conversation's workspace with your tools.
 
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
-    """Limits of a run: model calls per run, tokens per response, tool limits (seconds, chars)."""
+    """Settings of a run: model calls per run, tokens per response, tool limits (seconds,
+    chars, MB), request lifetime (seconds), the model, its instructions and the tool policy.
+    """
 
     max_turns: int = 30
     max_tokens: int = 4096
     command_timeout: float = 120.0
+    """Wall-clock seconds a command may run."""
+    command_cpu_seconds: float | None = None
+    """CPU seconds each process of a command may use (``RLIMIT_CPU``); None: no cap."""
+    command_memory_mb: int | None = None
+    """Megabytes of data each process of a command may allocate (``RLIMIT_DATA``); None: no cap."""
     output_limit: int = 16_000
     request_ttl: float = 24 * 3600.0
     """Seconds a pending request waits before it expires (a reminder at half)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    instructions: str = ""
+    """The team's own instructions, sent after the system prompt (a channel's, say)."""
+    model: str | None = None
+    """The model id to ask; None: the model's own default."""
+    tool_policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+    @property
+    def system(self) -> str:
+        """The system prompt with the team's instructions after it."""
+        if not self.instructions.strip():
+            return self.system_prompt
+        return f"{self.system_prompt}\n{self.instructions.strip()}\n"
+
+
+SettingsLookup = Callable[[str], Awaitable[EngineSettings]]
+"""The settings of one conversation, by its id (the bot resolves them from where it lives)."""
+
+
+class RunSettings:
+    """The settings of the run in progress: its conversation's, else ``default``.
+
+    :meth:`use` sets them for the run's task (a context variable, so runs of
+    different conversations at once each see their own); :meth:`get` reads them.
+    """
+
+    def __init__(self, default: EngineSettings, lookup: SettingsLookup | None = None) -> None:
+        self.default = default
+        self._lookup = lookup
+        self._current: contextvars.ContextVar[EngineSettings | None] = contextvars.ContextVar(
+            "run_settings", default=None
+        )
+
+    def get(self) -> EngineSettings:
+        """The current run's settings (``default`` outside a run)."""
+        return self._current.get() or self.default
+
+    async def of(self, conversation_id: str) -> EngineSettings:
+        """The settings of ``conversation_id`` from the lookup (``default`` without one)."""
+        if self._lookup is None:
+            return self.default
+        return await self._lookup(conversation_id)
+
+    @contextlib.contextmanager
+    def use(self, settings: EngineSettings) -> Iterator[None]:
+        """Make ``settings`` the current run's within the block."""
+        token = self._current.set(settings)
+        try:
+            yield
+        finally:
+            self._current.reset(token)

@@ -45,7 +45,7 @@ from core.requests import tool_approval
 from core.requests.common import Opening
 from core.requests.shapes import control_call
 from core.run.control import control_change
-from core.run.settings import EngineSettings
+from core.run.settings import RunSettings
 from core.run.stats import request_stats
 from core.run_events import ProgressNote
 from core.tool_state import move, open_calls, started
@@ -82,8 +82,7 @@ class ToolRunner:
         *,
         journal: Journal,
         toolbox: Toolbox,
-        settings: EngineSettings,
-        tool_policy: policy.ToolPolicy,
+        settings: RunSettings,
         opening: Opening,
         faults: Faults = NO_FAULTS,
         suspended: Callable[[], bool] = lambda: False,
@@ -91,7 +90,6 @@ class ToolRunner:
         self._journal = journal
         self._toolbox = toolbox
         self._settings = settings
-        self._policy = tool_policy
         self._opening = opening
         self._faults = faults
         self._suspended = suspended
@@ -111,7 +109,9 @@ class ToolRunner:
             records = [snap.tool_calls[c.id] for c in open_ if c.id in snap.tool_calls]
             gated = [r for r in records if r.state is ToolState.PENDING_APPROVAL]
             if gated and not tool_approval.is_open_for(snap, gated):
-                change = tool_approval.open_approval(gated, self._policy, self._opening)
+                change = tool_approval.open_approval(
+                    gated, self._settings.get().tool_policy, self._opening
+                )
                 await self._journal.commit(conversation_id, change)
                 continue
             runnable = [r for r in records if _runnable(r)]
@@ -190,6 +190,7 @@ class ToolRunner:
     ) -> None:
         tool = self._toolbox.get(record.name)
         assert tool is not None  # admitted calls name known tools
+        settings = self._settings.get()
         if await self._denied_now(conversation_id, record, plan_approved):
             return
         running = move(record, ToolState.RUNNING).records
@@ -203,8 +204,10 @@ class ToolRunner:
 
         ctx = ToolContext(
             workspace=workspace,
-            command_timeout=self._settings.command_timeout,
-            output_limit=self._settings.output_limit,
+            command_timeout=settings.command_timeout,
+            command_cpu_seconds=settings.command_cpu_seconds,
+            command_memory_mb=settings.command_memory_mb,
+            output_limit=settings.output_limit,
             started=on_start,
         )
         try:
@@ -237,7 +240,7 @@ class ToolRunner:
         allowed it when the turn came), and asking again would reopen a decided
         request. The model reads the reason in the call's result.
         """
-        verdict = self._policy.check(
+        verdict = self._settings.get().tool_policy.check(
             tool_name=record.name,
             read_only=record.read_only,
             arguments=record.input,

@@ -31,13 +31,12 @@ from core.journal import (
 )
 from core.lifecycle import Lifecycle
 from core.models.base import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
-from core.policy.policy import ToolPolicy
 from core.requests import go_on
 from core.requests.common import Opening
 from core.run.admission import admit_turn, denial_notes
 from core.run.close_calls import close_open_calls
 from core.run.history import History
-from core.run.settings import EngineSettings
+from core.run.settings import RunSettings
 from core.run.stats import request_stats
 from core.run.tool_calls import ToolRunner, TurnOutcome
 from core.run_events import Answered, ProgressNote, RunFailed
@@ -60,8 +59,7 @@ class RunLoop:
         model: Model,
         toolbox: Toolbox,
         workflow: Workflow,
-        settings: EngineSettings,
-        tool_policy: ToolPolicy,
+        settings: RunSettings,
         opening: Opening,
         faults: Faults = NO_FAULTS,
         suspended: Callable[[], bool] = lambda: False,
@@ -71,7 +69,6 @@ class RunLoop:
         self._toolbox = toolbox
         self._workflow = workflow
         self._settings = settings
-        self._policy = tool_policy
         self._opening = opening
         self._faults = faults
         self._suspended = suspended
@@ -81,7 +78,6 @@ class RunLoop:
             journal=journal,
             toolbox=toolbox,
             settings=settings,
-            tool_policy=tool_policy,
             opening=opening,
             faults=faults,
             suspended=suspended,
@@ -145,7 +141,7 @@ class RunLoop:
         )
 
     async def _turns(self, conversation_id: str, inbox: Inbox | None) -> None:
-        for _turn in range(self._settings.max_turns):
+        for _turn in range(self._settings.get().max_turns):
             if self._suspended():
                 return
             snap = await self._journal.load(conversation_id)
@@ -167,7 +163,7 @@ class RunLoop:
                 return
             if await self._after_turn(conversation_id, snap, turn) is TurnOutcome.DONE:
                 return
-        change = go_on.open_continue(self._settings.max_turns, self._opening)
+        change = go_on.open_continue(self._settings.get().max_turns, self._opening)
         await self._journal.commit(conversation_id, change)
 
     async def _take_notes(
@@ -184,18 +180,21 @@ class RunLoop:
     async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
         position = self._workflow.position(snap.position)
         tools = self._toolbox.select(position.tools)
-        system = self._settings.system_prompt
+        settings = self._settings.get()
+        system = settings.system
         if position.instructions:
             system = f"{system}\n{position.instructions.strip()}\n"
         request = ModelRequest(
             system=system,
             messages=self._history(snap.id).build(snap.journal),
             tools=[t.spec for t in tools],
-            max_tokens=self._settings.max_tokens,
+            max_tokens=settings.max_tokens,
+            model=settings.model,
         )
         text: list[str] = []
         calls: list[ToolCall] = []
-        usage = ModelUsage(model=self._model.name, input_tokens=0, output_tokens=0)
+        model = settings.model or self._model.name
+        usage = ModelUsage(model=model, input_tokens=0, output_tokens=0)
         stop_reason = "end_turn"
         content: tuple[dict[str, Any], ...] = ()
         async for event in self._model.stream(request):
@@ -219,7 +218,7 @@ class RunLoop:
             text="".join(text).strip(),
             tool_calls=tuple(calls),
             stop_reason=stop_reason,
-            model=self._model.name,
+            model=model,
             content=content,
             usage=usage,
         )
@@ -242,7 +241,12 @@ class RunLoop:
             )
             return TurnOutcome.DONE
         records, denials = admit_turn(
-            turn, snap.last_seq + 1, snap, self._workflow, self._toolbox, self._policy
+            turn,
+            snap.last_seq + 1,
+            snap,
+            self._workflow,
+            self._toolbox,
+            self._settings.get().tool_policy,
         )
         notes = (ProgressNote(text=turn.text),) if turn.text else ()
         await self._journal.commit(

@@ -30,6 +30,10 @@ class ToolContext:
 
     workspace: Path
     command_timeout: float = 120.0
+    command_cpu_seconds: float | None = None
+    """CPU seconds each process of a command may use; None: no cap."""
+    command_memory_mb: int | None = None
+    """Megabytes of data each process of a command may allocate; None: no cap."""
     output_limit: int = 16_000
     started: Callable[[CommandProcess], Awaitable[None]] | None = None
     """Called by ``run_command`` once its process group runs, before it waits for it:
