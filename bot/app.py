@@ -11,15 +11,17 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.errors import GaveUp
+from bot.layers import ConversationSettings
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
 from conversations.access import AccessPolicy
 from conversations.adapter import Sender
+from conversations.events import PlatformRef
 from conversations.hub import Hub, HubSettings
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
@@ -63,6 +65,14 @@ def model_for(settings: Settings) -> Model:
         base_url=settings.anthropic_base_url,
         model=settings.model,
     )
+
+
+def _binding_of(store: Store) -> Callable[[str], Awaitable[PlatformRef | None]]:
+    async def binding(conversation_id: str) -> PlatformRef | None:
+        found = await store.threads.find(conversation_id)
+        return None if found is None else found.binding
+
+    return binding
 
 
 @dataclass
@@ -200,37 +210,37 @@ async def build(
     """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override."""
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     faults = Faults(settings.fault)
+    tools = toolbox or default_toolbox()
+    layers = settings.layers(known_tools={t.spec.name for t in tools})
     store = await open_store(settings.database_url, render=render_event, faults=faults)
+    base = EngineSettings(max_turns=settings.max_turns, max_tokens=settings.max_tokens)
+    places = ConversationSettings(layers, _binding_of(store), base=base)
     deliverer = Deliverer(
         outbox=store.outbox,
         faults=faults,
         senders={},
-        progress_mode=settings.progress_mode,
+        progress_mode_of=places.progress_mode,
         note_interval=settings.progress_interval,
         concurrency=settings.delivery_concurrency,
         clock=clock,
     )
     store.on_outbox = deliverer.wake
-    tools = toolbox or default_toolbox()
-    tool_policy = settings.tool_policy(known_tools={t.spec.name for t in tools})
     engine = Engine(
         journal=store.journal,
         model=model or model_for(settings),
         toolbox=tools,
         workflow=default_workflow(),
-        settings=EngineSettings(
-            max_turns=settings.max_turns,
-            max_tokens=settings.max_tokens,
-            command_timeout=settings.command_timeout,
-            output_limit=settings.output_limit,
-            request_ttl=settings.request_ttl,
-        ),
-        tool_policy=tool_policy,
+        settings=layers.at("", "", "").engine_settings(base),
+        settings_for=places.engine,
         faults=faults,
     )
     hub_settings = HubSettings(
         workspace_root=settings.workspace_root.resolve(),
-        access=AccessPolicy(approvers=settings.approvers),
+        access=AccessPolicy(
+            approvers=settings.approvers,
+            approvers_at=lambda ref: places.channel(ref).approvers,
+        ),
+        channels=places.channel,
         approve_reactions=frozenset(settings.approve_reactions),
         reject_reactions=frozenset(settings.reject_reactions),
         stop_reactions=frozenset(settings.stop_reactions),

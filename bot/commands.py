@@ -93,7 +93,7 @@ def _settings() -> Settings | None:
     try:
         toml_file = Settings.toml_file()
         settings = Settings()
-        settings.tool_policy(known_tools={t.spec.name for t in default_toolbox()})
+        settings.layers(known_tools={t.spec.name for t in default_toolbox()})
     except ValidationError as exc:
         lines = explain(exc, fields=Settings.model_fields, environ=os.environ, toml_file=toml_file)
         print(

@@ -3,7 +3,9 @@
 Precedence, highest first: environment variables (``THREADBOT_*``, plus the
 conventional ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``), then the TOML file
 (``threadbot.toml`` in the working directory, or the path in
-``THREADBOT_CONFIG``), then the defaults below. List settings take a JSON list
+``THREADBOT_CONFIG``), then the defaults below. Workspaces, guilds and channels may
+set some of them again in the TOML file's ``[slack.<team>]`` and
+``[discord.<guild>]`` tables (:mod:`bot.layers`). List settings take a JSON list
 or a comma-separated string in the environment. Built on pydantic-settings:
 https://docs.pydantic.dev/latest/concepts/pydantic_settings/
 """
@@ -34,6 +36,14 @@ from pydantic_settings import (
 )
 from sqlalchemy.engine import make_url
 
+from bot.layers import (
+    LAYERED,
+    DiscordGuild,
+    Layers,
+    SlackTeamId,
+    SlackWorkspace,
+    Snowflake,
+)
 from conversations.access import parse_approver, platform_problem
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
@@ -88,10 +98,24 @@ class Settings(BaseSettings):
     bot_thread_cap: int = Field(default=5, ge=0)
     file_threshold: int = Field(default=12_000, gt=0)
     model: str = DEFAULT_MODEL
+    instructions: str = ""
+    """The team's instructions to the model, sent after threadbot's own system prompt."""
     max_tokens: int = Field(default=4096, gt=0)
     max_turns: int = Field(default=30, gt=0)
     command_timeout: float = Field(default=120.0, gt=0)
+    command_cpu_seconds: float | None = Field(default=None, gt=0)
+    """CPU seconds each process of a command may use (none: no cap)."""
+    command_memory_mb: int | None = Field(default=None, gt=0)
+    """Megabytes of data each process of a command may allocate (none: no cap)."""
     output_limit: int = Field(default=16_000, gt=100)
+    mutating_tools: bool = True
+    """False: no mutating tool (file writes, commands) runs at all."""
+    git_repo: str | None = None
+    """The git repository a conversation's workspace is cloned from (none: an empty one)."""
+    user_runs: int | None = Field(default=None, ge=1)
+    """Conversations one person may have going at once (running or waiting; none: no limit)."""
+    user_mentions_per_hour: int | None = Field(default=None, ge=1)
+    """Conversations one person may start per hour (none: no limit)."""
     approvers: CommaList = []
     approve_reactions: CommaList = [
         "white_check_mark",
@@ -132,6 +156,10 @@ class Settings(BaseSettings):
     bot gives up and exits non-zero."""
     restart_window: float = Field(default=300.0, gt=0)
     policy: dict[str, Any] = {}
+    slack: dict[SlackTeamId, SlackWorkspace] = {}
+    """``[slack.<team_id>]`` tables: a Slack workspace's layer and its channels'."""
+    discord: dict[Snowflake, DiscordGuild] = {}
+    """``[discord.<guild_id>]`` tables: a Discord guild's layer and its channels'."""
 
     @field_validator(
         "approvers",
@@ -185,7 +213,7 @@ class Settings(BaseSettings):
     @field_validator("stop_command")
     @classmethod
     def _not_a_console_command(cls, value: str) -> str:
-        if value in ("help", "quit", "as", "decide"):
+        if value in ("help", "quit", "as", "decide", "settings", "threadbot"):
             raise ValueError(f"/{value} is already a command of its own")
         return value
 
@@ -253,6 +281,27 @@ class Settings(BaseSettings):
         Raises ``ValueError`` for a rule about a tool not in ``known_tools``.
         """
         return ToolPolicy.from_toml_table(self.policy, known_tools=known_tools)
+
+    def layers(self, known_tools: Collection[str] | None = None) -> Layers:
+        """The settings layers (:mod:`bot.layers`), the bot's from these settings.
+
+        Raises ``ValueError`` naming the table for a rule about a tool not in
+        ``known_tools``.
+        """
+        set_by = {}
+        for name in self.model_fields_set & set(LAYERED):
+            variable = f"THREADBOT_{name.upper()}"
+            set_by[name] = variable if variable in os.environ else self.toml_file().name
+        layers = Layers(
+            bot={name: getattr(self, name) for name in LAYERED},
+            set_by=set_by,
+            slack=self.slack,
+            discord=self.discord,
+            bot_policy=self.tool_policy(known_tools),
+            known_tools=known_tools,
+        )
+        layers.check_tools()
+        return layers
 
     @classmethod
     def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:

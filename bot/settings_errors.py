@@ -64,7 +64,10 @@ def _line(
     name = str(loc[0]) if loc else ""
     reason = _reason(error, fields)
     if error["type"] == "extra_forbidden":
-        return f"{toml_file}: {_dotted(loc)}: not a setting threadbot knows{_suggest(name, fields)}"
+        known = fields if len(loc) == 1 else _layer_fields()
+        return (
+            f"{toml_file}: {_dotted(loc)}: not a setting threadbot knows{_suggest(loc[-1], known)}"
+        )
     variable = _variable(name, fields.get(name), environ)
     secret = _is_secret(fields.get(name))
     if variable is not None:
@@ -72,6 +75,9 @@ def _line(
         return f"{place}: {reason}"
     if reason.startswith((f"{name}.", f"{name}[", f"{name}:")):
         return f"{toml_file}: {reason}"  # the reason names its own dotted path
+    last = str(loc[-1]) if loc else ""
+    if len(loc) > 1 and reason.startswith((f"{last}.", f"{last}[")):
+        return f"{toml_file}: {_dotted(loc[:-1])}.{reason}"  # a layer's own path after it
     shown = "" if secret or len(loc) > 1 else f" ({_shown(name, error.get('input'))})"
     return f"{toml_file}: {_dotted(loc)}{shown}: {reason}"
 
@@ -124,10 +130,18 @@ def _dotted(loc: Sequence[int | str]) -> str:
     """``("policy", "rules", 1, "tool")`` -> ``policy.rules[1].tool``."""
     text = ""
     for part in loc:
+        if part == "[key]":  # pydantic's marker for a bad key of a table
+            continue
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
 
 
-def _suggest(name: str, fields: Mapping[str, Any]) -> str:
-    close = difflib.get_close_matches(name, list(fields), n=1)
+def _layer_fields() -> Mapping[str, Any]:
+    from bot.layers import SlackWorkspace
+
+    return SlackWorkspace.model_fields
+
+
+def _suggest(name: object, fields: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(str(name), list(fields), n=1)
     return f" (did you mean {close[0]}?)" if close else " (see the README's Settings table)"

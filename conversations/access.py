@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -117,20 +117,34 @@ class AccessPolicy:
     """Who may decide and stop, from the approver entries and the platforms' group lookups.
 
     ``approvers``: entries as :func:`parse_approver` reads them (raises
-    :class:`ValueError` for a malformed one). ``memberships``: one group lookup per
-    platform (more with :meth:`add_membership`).
+    :class:`ValueError` for a malformed one), everywhere unless ``approvers_at``
+    gives the entries of the conversation's place (a channel's own approvers).
+    ``memberships``: one group lookup per platform (more with :meth:`add_membership`).
     """
 
     def __init__(
         self,
         *,
         approvers: Iterable[str] = (),
+        approvers_at: Callable[[PlatformRef], Iterable[str]] | None = None,
         memberships: Iterable[Membership] = (),
         named_platforms: frozenset[str] = NAMED_PLATFORMS,
     ) -> None:
         self.approvers = tuple(parse_approver(entry) for entry in approvers)
+        self._approvers_at = approvers_at
+        self._parsed: dict[tuple[str, ...], tuple[Approver, ...]] = {}
         self._memberships = {m.platform: m for m in memberships}
         self._named = named_platforms
+
+    def approvers_of(self, where: PlatformRef) -> tuple[Approver, ...]:
+        """The approvers of the conversation at ``where``."""
+        if self._approvers_at is None:
+            return self.approvers
+        entries = tuple(self._approvers_at(where))
+        parsed = self._parsed.get(entries)
+        if parsed is None:
+            parsed = self._parsed[entries] = tuple(parse_approver(e) for e in entries)
+        return parsed
 
     def add_membership(self, membership: Membership) -> None:
         """Resolve group approvers of ``membership.platform`` through ``membership``."""
@@ -146,11 +160,12 @@ class AccessPolicy:
         """
         if who.id == requester.id:
             return True
+        approvers = self.approvers_of(where)
         if where.platform in self._named:
-            return any(a.kind in ("user", "name") and a.value == who.name for a in self.approvers)
-        if any(a.kind == "user" and a.value == who.id for a in self.approvers):
+            return any(a.kind in ("user", "name") and a.value == who.name for a in approvers)
+        if any(a.kind == "user" and a.value == who.id for a in approvers):
             return True
-        return await self._in_a_group(who, where)
+        return await self._in_a_group(who, where, approvers)
 
     async def may_stop(self, who: Author, requester: Person, where: PlatformRef) -> bool:
         """Same people as :meth:`may_decide`."""
@@ -160,11 +175,13 @@ class AccessPolicy:
         """Any person (not a bot) in the thread."""
         return not who.is_bot
 
-    async def _in_a_group(self, who: Author, where: PlatformRef) -> bool:
+    async def _in_a_group(
+        self, who: Author, where: PlatformRef, approvers: tuple[Approver, ...]
+    ) -> bool:
         membership = self._memberships.get(where.platform)
         if membership is None:
             return False
-        for approver in self.approvers:
+        for approver in approvers:
             if approver.kind != membership.group_kind:
                 continue
             if await self._member(membership, who, where, approver.value):

@@ -580,6 +580,35 @@ async def test_active_running_and_every_conversation_in_their_order(store: Store
     assert str(everything[1].status) == "waiting(question)"
 
 
+async def test_a_persons_conversations_are_counted_for_the_limits(store: Store) -> None:
+    before = datetime.now(UTC) - timedelta(minutes=5)
+    first = await new_conversation(store, "Ev1", thread="1.0")
+    second = await new_conversation(store, "Ev2", thread="2.0")
+    await new_conversation(store, "Ev3", thread="3.0", channel="C2")
+    await store.journal.commit(first, Change(status=lifecycle.RUNNING))
+    await store.journal.commit(
+        second, Change(status=lifecycle.waiting(lifecycle.WaitKind.QUESTION))
+    )
+
+    mine = await store.threads.started_by(platform="slack", requester_id=ALICE.id, since=before)
+    assert mine == (2, 3)  # running and waiting; every one opened in the last five minutes
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    assert await store.threads.started_by(platform="slack", requester_id=ALICE.id, since=later) == (
+        2,
+        0,
+    )
+    await store.journal.commit(first, Change(status=lifecycle.DONE))
+    assert (await store.threads.started_by(platform="slack", requester_id=ALICE.id, since=before))[
+        0
+    ] == 1
+    assert await store.threads.started_by(
+        platform="slack", requester_id="U0SOMEONE", since=before
+    ) == (0, 0)
+    assert await store.threads.started_by(
+        platform="discord", requester_id=ALICE.id, since=before
+    ) == (0, 0)
+
+
 async def test_a_bot_message_leads_to_its_request_or_its_conversation(store: Store) -> None:
     cid = await new_conversation(store)
     await store.journal.commit(cid, Change(open_request=plan_request()))

@@ -9,6 +9,7 @@ import contextlib
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,12 +30,8 @@ from core.tools.workspace import (
 SPAWN_AND_WAIT = 'echo started; sleep 600 & echo "$$ $!" > pids.tmp && mv pids.tmp pids; wait'
 
 
-def ctx_for(
-    workspace: Path, *, command_timeout: float = 120.0, output_limit: int = 16_000
-) -> ToolContext:
-    return ToolContext(
-        workspace=workspace, command_timeout=command_timeout, output_limit=output_limit
-    )
+def ctx_for(workspace: Path, **limits: Any) -> ToolContext:
+    return ToolContext(workspace=workspace, **limits)
 
 
 def is_live(pid: int) -> bool:
@@ -273,7 +270,29 @@ async def test_long_output_keeps_head_and_tail(tmp_path: Path) -> None:
     total = sum(len(f"{i}\n") for i in range(1, 100_001))
     assert out.content == (
         f"exit code 0\n1\n2\n3\n4\n5\n\n[... {total - 20} characters cut ...]\n99\n100000\n"
+        "\n[output capped at 20 characters]"
     )
+    assert out.note.endswith("(output capped at 20 characters)")
+
+
+async def test_a_command_past_its_cpu_cap_is_stopped_and_says_so(tmp_path: Path) -> None:
+    ctx = ctx_for(tmp_path, command_cpu_seconds=1)
+    out = await RunCommand().run({"command": "while :; do :; done"}, ctx)
+    assert out.is_error
+    assert out.content.endswith("[stopped at its CPU time cap of 1 s]")
+    child = await RunCommand().run({"command": "sh -c 'while :; do :; done'; echo went on"}, ctx)
+    assert "went on" in child.content
+    assert "(stopped at its CPU time cap of 1 s)" in child.note
+
+
+async def test_an_allocation_past_the_memory_cap_fails_and_says_so(tmp_path: Path) -> None:
+    ctx = ctx_for(tmp_path, command_memory_mb=64)
+    grab = "python3 -c 'x = bytearray(256 * 1024 * 1024)'"
+    out = await RunCommand().run({"command": grab}, ctx)
+    assert out.is_error and "MemoryError" in out.content
+    assert out.content.endswith("[an allocation failed at its memory cap of 64 MB]")
+    small = await RunCommand().run({"command": "python3 -c 'x = bytearray(8 * 1024 * 1024)'"}, ctx)
+    assert not small.is_error, small.content
 
 
 async def test_the_bots_secrets_do_not_reach_the_command(

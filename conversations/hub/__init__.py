@@ -4,6 +4,7 @@ Each inbound event goes through a short chain of steps, assembled in one place
 (:meth:`Hub._chain`; the steps and what they pass on: :mod:`conversations.hub._chain`):
 
 1. **bind**: what the event is about (its conversation, the request it decides);
+   then **limits**: a mention over its channel's per-user limits opens nothing;
 2. **dedupe**: the delivery key is recorded in the store; a duplicate stops here
    (a mention creates its conversation in the same write);
 3. **authorise**: people who may not decide or stop are told so, nothing changes;
@@ -24,6 +25,7 @@ from conversations.hub._authorise import Authorise
 from conversations.hub._bind import Bind
 from conversations.hub._chain import Answer, Inbound, Step
 from conversations.hub._dedupe import Dedupe
+from conversations.hub._limits import Limits
 from conversations.hub._route import Route
 from conversations.hub._runs import Runs
 from conversations.hub._settings import (
@@ -68,11 +70,17 @@ class Hub:
             notice=self._notice,
         )
         """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
+        self._authorise = Authorise(access=settings.access)
         self._steps = self._chain()
 
     def _chain(self) -> list[Step]:
         """The steps every inbound event goes through, in order."""
         store, settings = self._store, self._settings
+        limits: list[Step] = []
+        if settings.channels is not None:
+            limits.append(
+                Limits(threads=store.threads, channels=settings.channels, clock=settings.clock)
+            )
         return [
             Bind(
                 threads=store.threads,
@@ -81,13 +89,14 @@ class Hub:
                 texts=self.texts,
                 pass_over=self._deliverer.pass_over,
             ),
+            *limits,
             Dedupe(
                 inbox=store.inbox,
                 threads=store.threads,
                 workspace_root=settings.workspace_root,
                 position=self._engine.workflow.start,
             ),
-            Authorise(access=settings.access),
+            self._authorise,
             Route(
                 engine=self._engine,
                 runs=self._runs,
@@ -158,7 +167,8 @@ class Hub:
     async def _resume_reply(self, conversation: ConversationInfo, event: MessagePosted) -> None:
         """A reply journaled by no run yet: authorised and routed as when it came in."""
         inbound = Inbound(event, Answer(conversation, event), conversation)
-        await _chain.run(self._steps[2:], inbound)  # past bind and dedupe: it was recorded
+        steps = self._steps[self._steps.index(self._authorise) :]
+        await _chain.run(steps, inbound)  # past bind and dedupe: it was recorded
 
     async def expire(self, conversation_id: str, request_id: str) -> None:
         """Expire a request through the conversation's queue (the sweeper calls this)."""

@@ -121,6 +121,12 @@ class Bind:
     async def _command(self, event: CommandInvoked) -> Intent:
         if event.name == "decide":
             return await self._decide_command(event)
+        if event.name == "settings" or (
+            event.name == "threadbot" and event.args.split()[:1] == ["settings"]
+        ):
+            return self._settings_told(event)
+        if event.name == "threadbot":
+            return Respond(event.ref, "Say /threadbot settings.", to=event.author.id)
         if event.name != self._settings.stop_command:
             return Respond(event.ref, f"Unknown command /{event.name}.")
         ref = event.ref
@@ -132,6 +138,14 @@ class Bind:
         if conversation is None:
             return Respond(ref, "There is no conversation in this thread.")
         return StopRun(conversation, event.author)
+
+    def _settings_told(self, event: CommandInvoked) -> Intent:
+        """``/threadbot settings``: the channel's settings and their layers, to the asker
+        (anyone may ask; no secret is among them)."""
+        channels = self._settings.channels
+        lines = channels(event.ref).explained if channels is not None else ()
+        text = "\n".join(lines) or "This bot has no settings per channel."
+        return Respond(event.ref, f"```\n{text}\n```", to=event.author.id)
 
     async def _decide_command(self, event: CommandInvoked) -> Intent:
         """``decide`` with args ``"N.K EMOJI"``: decide call K of the request on message N."""

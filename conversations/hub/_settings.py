@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from conversations.access import AccessPolicy
+from conversations.channels import ChannelLookup
+from core.context import now
 
 DEFAULT_APPROVE = frozenset(
     {"white_check_mark", "heavy_check_mark", "+1", "ballot_box_with_check", "repeat"}
@@ -34,3 +38,8 @@ class HubSettings:
     """Seconds a lease lasts without renewal (renewed every third of it while running)."""
     shutdown_grace: float = 20.0
     """Seconds a shutdown lets running steps reach their next commit before cancelling them."""
+    channels: ChannelLookup | None = None
+    """Each channel's own settings (approvers, per-user limits, the settings told by
+    ``/threadbot settings``); None: the same everywhere, from ``access``."""
+    clock: Callable[[], datetime] = now
+    """The current time, timezone-aware UTC (for the per-hour limits)."""

@@ -37,10 +37,11 @@ Errors: a worker's unexpected exception (the store raising, say) ends
 ``send`` is a counted failure of that row.
 """
 
+from conversations.channels import ProgressMode
 from conversations.outbox._attempt import NOTE, REPORT
 from conversations.outbox._board import STATUS_MAX_CHARS
 from conversations.outbox._clock import Clock, MonotonicClock
-from conversations.outbox._deliverer import Deliverer, ProgressMode
+from conversations.outbox._deliverer import Deliverer, ModeLookup
 from conversations.outbox._worker import NOTE_REPLY_CHARS
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "STATUS_MAX_CHARS",
     "Clock",
     "Deliverer",
+    "ModeLookup",
     "MonotonicClock",
     "ProgressMode",
 ]

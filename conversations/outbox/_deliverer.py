@@ -9,10 +9,10 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Literal
+from collections.abc import Awaitable, Callable, Mapping
 
 from conversations.adapter import Sender
+from conversations.channels import ProgressMode
 from conversations.errors import DeliveryError
 from conversations.events import PostReply
 from conversations.outbox._attempt import Attempts
@@ -31,7 +31,8 @@ from core.faults import NO_FAULTS, Faults
 
 log = logging.getLogger("conversations.outbox")
 
-ProgressMode = Literal["replies", "status"]
+ModeLookup = Callable[[str], Awaitable[ProgressMode]]
+"""The progress mode of a conversation, by its id (its channel's setting)."""
 
 LOOKAHEAD = 4
 """Conversations read per look at the store, per worker slot: those that do not fit
@@ -41,7 +42,8 @@ start as workers end, without another look (a look costs a scan of pending rows)
 class Deliverer:
     """Delivers every outbox row: one worker per conversation, ``concurrency`` at once.
 
-    ``progress_mode`` and ``note_interval`` (seconds) say how notes are shown;
+    ``progress_mode`` and ``note_interval`` (seconds) say how notes are shown
+    (``progress_mode_of``, when given, says it per conversation: its channel's);
     ``max_attempts``: failed attempts (429s not counted) before a row fails for
     good; ``concurrency``: conversations delivered at once; ``poll_interval``:
     seconds between looks at the store for rows that no :meth:`wake` announced
@@ -55,6 +57,7 @@ class Deliverer:
         outbox: Outbox,
         senders: Mapping[str, Sender],
         progress_mode: ProgressMode = "replies",
+        progress_mode_of: ModeLookup | None = None,
         note_interval: float = 3.0,
         max_attempts: int = 5,
         concurrency: int = 8,
@@ -78,9 +81,8 @@ class Deliverer:
             note_interval=note_interval,
             draining=lambda: self._draining > 0,
         )
-        self._worker_type: type[ConversationWorker] = (
-            StatusWorker if progress_mode == "status" else RepliesWorker
-        )
+        self._progress_mode = progress_mode
+        self._progress_mode_of = progress_mode_of
         self._concurrency = max(1, concurrency)
         self._poll = poll_interval
         self._wakeup = asyncio.Event()
@@ -259,11 +261,20 @@ class Deliverer:
     def _start(self, conversation_id: str) -> None:
         self._deferred.pop(conversation_id, None)
         state = self._states.setdefault(conversation_id, ConversationState())
-        worker = self._worker_type(self._ctx, conversation_id, state)
-        task = asyncio.create_task(worker.run(), name=f"deliver {conversation_id}")
+        task = asyncio.create_task(
+            self._deliver(conversation_id, state), name=f"deliver {conversation_id}"
+        )
         self._workers[conversation_id] = task
         done = functools.partial(self._finished, conversation_id, self._wakes)
         task.add_done_callback(done)
+
+    async def _deliver(self, conversation_id: str, state: ConversationState) -> Deferral | None:
+        """Run a worker of the conversation's progress mode."""
+        mode = self._progress_mode
+        if self._progress_mode_of is not None:
+            mode = await self._progress_mode_of(conversation_id)
+        worker_type: type[ConversationWorker] = StatusWorker if mode == "status" else RepliesWorker
+        return await worker_type(self._ctx, conversation_id, state).run()
 
     def _finished(
         self, conversation_id: str, wakes: int, task: asyncio.Task[Deferral | None]

@@ -116,6 +116,14 @@ class Threads(Protocol):
         optionally only in one workspace and channel."""
         ...
 
+    async def started_by(
+        self, *, platform: str, requester_id: str, since: datetime
+    ) -> tuple[int, int]:
+        """``(active, started)`` of the conversations ``requester_id`` (a platform user id)
+        opened on ``platform``: how many are running or waiting, and how many were
+        opened at or after ``since`` (timezone-aware UTC). For the per-user limits."""
+        ...
+
     async def running(self) -> list[str]:
         """Ids of conversations left ``running`` (to resume at start), least recently
         changed first."""

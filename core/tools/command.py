@@ -14,6 +14,12 @@ The process group never outlives the call:
 
 Output is read as it comes and only ``ctx.output_limit`` characters are kept: the
 head and the tail, with a ``[... N characters cut ...]`` marker between them.
+
+CPU time and memory are capped per process with ``prlimit`` (util-linux):
+``RLIMIT_CPU`` (``ctx.command_cpu_seconds``; the process gets SIGXCPU) and
+``RLIMIT_DATA`` (``ctx.command_memory_mb``; allocations past it fail), not
+``RLIMIT_AS``, which breaks runtimes that reserve address space (Node, the JVM, Go).
+A cap that was hit is said in the tool result.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import codecs
 import contextlib
 import math
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Coroutine, Mapping
@@ -83,7 +90,7 @@ class RunCommand:
             raise ToolError("`command` is empty")
         timeout = _timeout(args, ctx)
         capture = _Capture(ctx.output_limit)
-        transport, protocol = await _start(command, ctx.workspace, capture)
+        transport, protocol = await _start(_capped(command, ctx), ctx.workspace, capture)
         try:
             if ctx.started is not None and (process := describe(transport.get_pid())):
                 await ctx.started(process)
@@ -93,11 +100,53 @@ class RunCommand:
         output = capture.finish()
         if code is None:
             raise ToolError(f"command timed out after {timeout:g} s\n{output}")
+        caps = _caps_hit(code, output, capture, ctx)
+        said = "".join(f"\n[{cap}]" for cap in caps)
         return ToolOutput(
-            content=f"exit code {code}\n{output}",
-            note=f"ran `{_one_line(command)}`: exit {code}",
+            content=f"exit code {code}\n{output}{said}",
+            note=f"ran `{_one_line(command)}`: exit {code}" + "".join(f" ({c})" for c in caps),
             is_error=code != 0,
         )
+
+
+_SIGXCPU_CODES = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+"""How a process killed by SIGXCPU shows: as the shell itself, or as its child."""
+_NO_MEMORY = ("MemoryError", "Cannot allocate memory", "out of memory", "bad_alloc")
+"""What programs commonly print when an allocation fails."""
+
+
+def _capped(command: str, ctx: ToolContext) -> list[str]:
+    """The argv that runs ``command`` under the context's CPU and memory caps.
+
+    Raises :class:`ToolError` when caps are set and ``prlimit`` is not installed.
+    """
+    argv = ["/bin/sh", "-c", command]
+    limits = []
+    if ctx.command_cpu_seconds is not None:
+        soft = max(1, math.ceil(ctx.command_cpu_seconds))
+        limits.append(f"--cpu={soft}:{soft + 1}")  # SIGXCPU at soft, SIGKILL at hard
+    if ctx.command_memory_mb is not None:
+        limits.append(f"--data={ctx.command_memory_mb * 1024 * 1024}")
+    if not limits:
+        return argv
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise ToolError("cannot cap the command's CPU time and memory: prlimit is not installed")
+    return [prlimit, *limits, "--", *argv]
+
+
+def _caps_hit(code: int, output: str, capture: _Capture, ctx: ToolContext) -> list[str]:
+    """The caps the command hit, as said in its result."""
+    hit = []
+    if ctx.command_cpu_seconds is not None and (
+        code in _SIGXCPU_CODES or "CPU time limit exceeded" in output  # a child's, told by sh
+    ):
+        hit.append(f"stopped at its CPU time cap of {ctx.command_cpu_seconds:g} s")
+    if ctx.command_memory_mb is not None and code != 0 and any(s in output for s in _NO_MEMORY):
+        hit.append(f"an allocation failed at its memory cap of {ctx.command_memory_mb} MB")
+    if capture.cut:
+        hit.append(f"output capped at {ctx.output_limit} characters")
+    return hit
 
 
 def _timeout(args: Mapping[str, Any], ctx: ToolContext) -> float:
@@ -138,10 +187,15 @@ class _Capture:
         if text and self._tail_room:
             self._tail = (self._tail + text)[-self._tail_room :]
 
+    @property
+    def cut(self) -> int:
+        """Characters left out so far (between the head and the tail)."""
+        return self._total - len(self._head) - len(self._tail)
+
     def finish(self) -> str:
         """The kept output, with a marker where characters were cut. Call once, at the end."""
         self.feed(b"", final=True)
-        cut = self._total - len(self._head) - len(self._tail)
+        cut = self.cut
         if cut:
             return f"{self._head}\n[... {cut} characters cut ...]\n{self._tail}"
         return self._head + self._tail
@@ -171,13 +225,13 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
 _Started = tuple[asyncio.SubprocessTransport, "_CommandProtocol"]
 
 
-async def _start(command: str, cwd: Path, capture: _Capture) -> _Started:
+async def _start(argv: list[str], cwd: Path, capture: _Capture) -> _Started:
     """Spawn the command; a cancellation meanwhile kills its group before it goes on.
 
     The shell runs before the spawn returns; cancelling asyncio's spawn would kill
     the shell alone and leave whatever it started running.
     """
-    spawn = asyncio.ensure_future(_spawn(command, cwd, capture))
+    spawn = asyncio.ensure_future(_spawn(argv, cwd, capture))
     try:
         return await asyncio.shield(spawn)
     except asyncio.CancelledError:
@@ -191,16 +245,15 @@ async def _kill_spawned(spawn: asyncio.Future[_Started]) -> None:
         await _kill_group(*await spawn)
 
 
-async def _spawn(command: str, cwd: Path, capture: _Capture) -> _Started:
-    """Start ``/bin/sh -c command`` in its own session; raises ToolError when it cannot."""
+async def _spawn(argv: list[str], cwd: Path, capture: _Capture) -> _Started:
+    """Start ``argv`` (``/bin/sh -c command``, maybe under ``prlimit``) in its own session;
+    raises ToolError when it cannot."""
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     env.setdefault("PATH", os.defpath)
     try:
         return await asyncio.get_running_loop().subprocess_exec(
             lambda: _CommandProtocol(capture),
-            "/bin/sh",
-            "-c",
-            command,
+            *argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

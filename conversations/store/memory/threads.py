@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,19 @@ class MemoryThreads:
             and workspace in (None, c.binding.workspace)
             and channel in (None, c.binding.channel)
         ]
+
+    async def started_by(
+        self, *, platform: str, requester_id: str, since: datetime
+    ) -> tuple[int, int]:
+        """``(active, started)`` of ``requester_id``'s conversations on ``platform``."""
+        await checkpoint()
+        mine = [
+            c
+            for c in self._t.conversations.values()
+            if c.binding.platform == platform and c.requester.id == requester_id
+        ]
+        active = sum(1 for c in mine if c.status.lifecycle in _ACTIVE)
+        return active, sum(1 for c in mine if c.created_at >= since)
 
     async def running(self) -> list[str]:
         """Ids of conversations left ``running``, least recently changed first."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
@@ -124,6 +125,19 @@ class SqlThreads:
         async with self._db.read() as session:
             rows = (await session.execute(stmt.order_by(ConversationRow.created_at))).scalars()
             return [info_of(row) for row in rows]
+
+    async def started_by(
+        self, *, platform: str, requester_id: str, since: datetime
+    ) -> tuple[int, int]:
+        """``(active, started)`` of ``requester_id``'s conversations on ``platform``."""
+        row = ConversationRow
+        active = row.lifecycle.in_([Lifecycle.RUNNING.value, Lifecycle.WAITING.value])
+        stmt = select(
+            func.count().filter(active), func.count().filter(row.created_at >= since)
+        ).where(row.platform == platform, row.requester_id == requester_id)
+        async with self._db.read() as session:
+            counts = (await session.execute(stmt)).one()
+        return int(counts[0]), int(counts[1])
 
     async def running(self) -> list[str]:
         """Ids of conversations left ``running`` (to resume at start), oldest first."""

@@ -1,0 +1,440 @@
+"""Settings in layers: defaults, the bot's settings, a workspace or guild, a channel.
+
+A team gives a Slack workspace (its ``team_id``), a Discord guild, or one channel
+of either its own values in ``threadbot.toml``::
+
+    model = "claude-sonnet-5"                 # the bot's settings
+
+    [slack.T0123]                             # a Slack workspace
+    approvers = ["group:S0LEADS"]
+
+    [slack.T0123.channels.C0456]              # one channel of it
+    model = "claude-opus-5-5"
+    instructions = "This channel deploys the web app; say which commit you test."
+    mutating_tools = false
+
+    [[slack.T0123.channels.C0456.policy.rules]]
+    tool = "run_command"
+    command_prefix = "make test"
+    decision = "allow"
+    network = true
+
+    [discord.1198206788567171079.channels.1200000000000000001]
+    progress_mode = "status"
+
+A value comes from the nearest layer that sets it: the channel, then its
+workspace or guild, then the bot's settings (environment or ``threadbot.toml``),
+then the defaults. Tool policy rules are the exception: every layer's rules are
+checked, and a ``deny`` from any layer wins, then an ``ask`` from any layer
+(:mod:`core.policy.policy`). :meth:`Layers.at` resolves a place and says, for each
+value, which layer it came from (``threadbot settings explain``, the in-chat
+``/threadbot settings``).
+
+Slack ids: https://api.slack.com/types/conversation (channel ids start with C, G
+or D) and team ids start with T (E for an Enterprise Grid organisation); Discord
+ids are snowflakes (https://discord.com/developers/docs/reference#snowflakes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+)
+
+from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
+from conversations.channels import ChannelSettings, ProgressMode
+from conversations.events import PlatformRef
+from core.policy.policy import RuleLayer, ToolPolicy
+from core.run.settings import EngineSettings
+
+LAYERED = (
+    "model",
+    "instructions",
+    "approvers",
+    "mutating_tools",
+    "git_repo",
+    "command_timeout",
+    "command_cpu_seconds",
+    "command_memory_mb",
+    "output_limit",
+    "progress_mode",
+    "request_ttl",
+    "user_runs",
+    "user_mentions_per_hour",
+)
+"""The settings a workspace, guild or channel layer may set besides ``policy`` (same
+names, meanings and bounds as the bot's settings of the same names)."""
+
+
+def _approver(entry: str) -> str:
+    parse_approver(entry)  # ValueError for a malformed entry
+    problem = platform_problem(entry)
+    if problem is not None:
+        raise ValueError(problem)
+    return entry
+
+
+PlatformApprover = Annotated[str, AfterValidator(_approver)]
+"""An approver entry by id (a name proves nothing on Slack or Discord)."""
+
+
+class Layer(BaseModel):
+    """What one workspace, guild or channel sets; None (absent) takes the next layer's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    platform: ClassVar[str] = ""
+
+    model: str | None = None
+    instructions: str | None = None
+    approvers: list[PlatformApprover] | None = None
+    policy: dict[str, Any] | None = None
+    """A ``[policy]`` table of this layer: ``rules`` (and ``ask_commands``,
+    ``mutating_needs_plan``), as the bot's own (:meth:`ToolPolicy.from_toml_table`)."""
+    mutating_tools: bool | None = None
+    """False: no mutating tool (file writes, commands) runs here at all."""
+    git_repo: str | None = None
+    command_timeout: float | None = Field(default=None, gt=0)
+    command_cpu_seconds: float | None = Field(default=None, gt=0)
+    command_memory_mb: int | None = Field(default=None, gt=0)
+    output_limit: int | None = Field(default=None, gt=100)
+    progress_mode: ProgressMode | None = None
+    request_ttl: float | None = Field(default=None, gt=0)
+    user_runs: int | None = Field(default=None, ge=1)
+    user_mentions_per_hour: int | None = Field(default=None, ge=1)
+
+    @field_validator("policy")
+    @classmethod
+    def _valid_policy(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            ToolPolicy.from_toml_table(value)
+        return value
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers_of_the_platform(cls, value: list[str] | None) -> list[str] | None:
+        for index, entry in enumerate(value or ()):
+            approver = parse_approver(entry)
+            if cls.platform == "slack" and not (
+                approver.kind == "group"
+                or (approver.kind == "user" and SLACK_USER.fullmatch(approver.value))
+            ):
+                raise ValueError(
+                    f"approvers[{index}]: {entry!r} is not a Slack approver; "
+                    "use U0123ABCD, user:U0123ABCD or group:S0123ABCD"
+                )
+            if cls.platform == "discord" and not (
+                approver.kind in ("user", "role")
+                and entry.strip().startswith(approver.kind)
+                and SNOWFLAKE.fullmatch(approver.value)
+            ):
+                raise ValueError(
+                    f"approvers[{index}]: {entry!r} is not a Discord approver; "
+                    "use user:<number> or role:<number>"
+                )
+        return value
+
+
+class SlackChannel(Layer):
+    """A Slack channel's layer (``[slack.<team_id>.channels.<channel_id>]``)."""
+
+    platform: ClassVar[str] = "slack"
+
+
+class DiscordChannel(Layer):
+    """A Discord channel's layer (``[discord.<guild_id>.channels.<channel_id>]``)."""
+
+    platform: ClassVar[str] = "discord"
+
+
+def _id(pattern: str, what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+SlackTeamId = Annotated[
+    str, _id(r"[TE][A-Z0-9]{2,}", "a Slack team id (T0123ABCD, or E0123ABCD for an organisation)")
+]
+SlackChannelId = Annotated[
+    str, _id(r"[CGD][A-Z0-9]{2,}", "a Slack channel id (C0123ABCD; G or D for private ones)")
+]
+Snowflake = Annotated[str, _id(r"[0-9]{1,20}", "a Discord id (a number, e.g. 1198206788567171079)")]
+
+
+class SlackWorkspace(SlackChannel):
+    """A Slack workspace's layer (``[slack.<team_id>]``) and its channels' layers."""
+
+    channels: dict[SlackChannelId, SlackChannel] = {}
+
+
+class DiscordGuild(DiscordChannel):
+    """A Discord guild's layer (``[discord.<guild_id>]``) and its channels' layers."""
+
+    channels: dict[Snowflake, DiscordChannel] = {}
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """One effective value and the layer it came from (``defaults``, ``bot settings
+    (THREADBOT_MODEL)``, ``slack workspace T0123``, ``slack channel C0456`` ...)."""
+
+    value: Any
+    layer: str
+    nearer: bool = False
+    """Set by a workspace, guild or channel layer (not the bot's settings or defaults)."""
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The settings that apply at one place, each with its layer (see :meth:`Layers.at`)."""
+
+    platform: str
+    workspace: str
+    channel: str
+    values: Mapping[str, Sourced]
+    policy: ToolPolicy
+    """The bot's policy with the nearer layers' rules (channel first) and ``mutating_tools``."""
+    policy_layers: tuple[str, ...]
+    """The layers whose rules are in :attr:`policy`, nearest first."""
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name].value
+
+    def engine_settings(self, base: EngineSettings) -> EngineSettings:
+        """``base`` with this place's model, instructions, policy, caps and request lifetime."""
+        return dataclasses.replace(
+            base,
+            model=self["model"] if self.values["model"].nearer else None,  # else the model's
+            instructions=self["instructions"],
+            tool_policy=self.policy,
+            command_timeout=self["command_timeout"],
+            command_cpu_seconds=self["command_cpu_seconds"],
+            command_memory_mb=self["command_memory_mb"],
+            output_limit=self["output_limit"],
+            request_ttl=self["request_ttl"],
+        )
+
+    @functools.cached_property
+    def channel_settings(self) -> ChannelSettings:
+        """What the hub and the deliverer need of these settings."""
+        return ChannelSettings(
+            approvers=tuple(self["approvers"]),
+            user_runs=self["user_runs"],
+            user_mentions_per_hour=self["user_mentions_per_hour"],
+            progress_mode=self["progress_mode"],
+            explained=tuple(self.explain()),
+        )
+
+    def explain(self) -> list[str]:
+        """One line per setting, ``name = value  (layer)``; no secret is among them
+        (a password in a ``git_repo`` URL is hidden)."""
+        lines = [f"settings for {self.platform} {self.workspace or '-'} {self.channel or '-'}"]
+        for name in LAYERED:
+            sourced = self.values[name]
+            lines.append(f"{name} = {_shown(name, sourced.value)}  ({sourced.layer})")
+        rules = [
+            f"  {rule.label()}  ({layer.name})"
+            for layer in (
+                *self.policy.layers,
+                RuleLayer(name="bot settings", rules=self.policy.rules),
+            )
+            for rule in layer.rules
+        ]
+        lines.append(f"policy rules ({'deny, then ask, from any layer wins'}):")
+        lines += rules or [
+            "  none (the shipped defaults: read-only allowed, the rest after the plan)"
+        ]
+        return lines
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if name == "git_repo" and isinstance(value, str):
+        parts = urlsplit(value)
+        if parts.password:
+            host = parts.hostname or ""
+            value = urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    if name == "instructions" and isinstance(value, str):
+        text = " ".join(value.split())
+        return repr(text if len(text) <= 80 else text[:79] + "…")
+    return repr(value)
+
+
+class ConversationSettings:
+    """The effective settings of each conversation, by its id, from where it lives.
+
+    ``binding``: the conversation's place (its :class:`PlatformRef`), or None for an
+    unknown id; places are kept for the last ``keep`` conversations asked about (a
+    conversation never moves).
+    """
+
+    def __init__(
+        self,
+        layers: Layers,
+        binding: Callable[[str], Awaitable[PlatformRef | None]],
+        *,
+        base: EngineSettings,
+        keep: int = 4096,
+    ) -> None:
+        self._layers = layers
+        self._binding = binding
+        self._base = base
+        self._keep = keep
+        self._places: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+
+    def at(self, ref: PlatformRef) -> Effective:
+        """The settings at ``ref``'s place."""
+        return self._layers.at(ref.platform, ref.workspace, ref.channel)
+
+    def channel(self, ref: PlatformRef) -> ChannelSettings:
+        """The settings of ``ref``'s channel (a :data:`conversations.channels.ChannelLookup`)."""
+        return self.at(ref).channel_settings
+
+    async def of(self, conversation_id: str) -> Effective:
+        """The settings of a conversation; the bot's own for an unknown id."""
+        place = self._places.get(conversation_id)
+        if place is None:
+            ref = await self._binding(conversation_id)
+            place = ("", "", "") if ref is None else (ref.platform, ref.workspace, ref.channel)
+            self._places[conversation_id] = place
+            if len(self._places) > self._keep:
+                self._places.popitem(last=False)
+        else:
+            self._places.move_to_end(conversation_id)
+        return self._layers.at(*place)
+
+    async def engine(self, conversation_id: str) -> EngineSettings:
+        """The engine settings of a conversation (:data:`core.run.settings.SettingsLookup`)."""
+        return (await self.of(conversation_id)).engine_settings(self._base)
+
+    async def progress_mode(self, conversation_id: str) -> ProgressMode:
+        """The progress mode of a conversation (:data:`conversations.outbox.ModeLookup`)."""
+        mode: ProgressMode = (await self.of(conversation_id))["progress_mode"]
+        return mode
+
+
+class Layers:
+    """Resolves the layers of a :class:`bot.settings.Settings` for a place.
+
+    ``bot``: the bot layer's values by name (the settings' fields); ``set_by``: for
+    each name the bot's settings set, where (``THREADBOT_MODEL``, ``threadbot.toml``);
+    names absent there come from the defaults. ``slack`` and ``discord``: the
+    workspace and guild layers by id. ``bot_policy``: the bot's ``[policy]`` as built.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot: Mapping[str, Any],
+        set_by: Mapping[str, str],
+        slack: Mapping[str, SlackWorkspace],
+        discord: Mapping[str, DiscordGuild],
+        bot_policy: ToolPolicy,
+        known_tools: Collection[str] | None = None,
+    ) -> None:
+        self._bot = bot
+        self._set_by = set_by
+        self._workspaces: dict[str, Mapping[str, Layer]] = {"slack": slack, "discord": discord}
+        self._bot_policy = bot_policy
+        self._known = known_tools
+        self._cache: dict[tuple[str, str, str], Effective] = {}
+
+    def check_tools(self) -> None:
+        """Build every layer's policy; raises ``ValueError`` with the table's dotted path
+        for a rule about an unknown tool."""
+        for platform, workspace, channel, layer in self._all():
+            if layer.policy is not None:
+                ToolPolicy.from_toml_table(
+                    layer.policy, self._known, where=_path(platform, workspace, channel, "policy")
+                )
+
+    def at(self, platform: str, workspace: str, channel: str) -> Effective:
+        """The effective settings in ``channel`` of ``workspace`` on ``platform`` (cached)."""
+        key = (platform, workspace, channel)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._resolve(platform, workspace, channel)
+        return found
+
+    def _resolve(self, platform: str, workspace: str, channel: str) -> Effective:
+        chain = self._chain(platform, workspace, channel)
+        values = {}
+        for name in LAYERED:
+            values[name] = next(
+                (
+                    Sourced(getattr(layer, name), label, nearer=True)
+                    for label, layer in chain
+                    if getattr(layer, name) is not None
+                ),
+                Sourced(self._bot[name], self._bot_label(name)),
+            )
+        rule_layers = []
+        policy = self._bot_policy
+        taken: set[str] = set()
+        for label, layer in chain:
+            if layer.policy is None:
+                continue
+            own = ToolPolicy.from_toml_table(layer.policy, self._known)
+            rule_layers.append(RuleLayer(name=label, rules=own.rules))
+            for key in ("ask_commands", "mutating_needs_plan"):
+                if key in layer.policy and key not in taken:  # the nearest layer's
+                    taken.add(key)
+                    policy = policy.model_copy(update={key: getattr(own, key)})
+        policy = policy.with_layers(rule_layers, mutating_tools=values["mutating_tools"].value)
+        return Effective(
+            platform=platform,
+            workspace=workspace,
+            channel=channel,
+            values=values,
+            policy=policy,
+            policy_layers=tuple(layer.name for layer in rule_layers),
+        )
+
+    def _chain(self, platform: str, workspace: str, channel: str) -> list[tuple[str, Layer]]:
+        """The layers above the bot's at a place, nearest first, with their labels."""
+        top = self._workspaces.get(platform, {}).get(workspace)
+        if top is None:
+            return []
+        kind = "guild" if platform == "discord" else "workspace"
+        chain: list[tuple[str, Layer]] = []
+        inner = getattr(top, "channels", {}).get(channel)
+        if inner is not None:
+            chain.append((f"{platform} channel {channel}", inner))
+        chain.append((f"{platform} {kind} {workspace}", top))
+        return chain
+
+    def _bot_label(self, name: str) -> str:
+        where = self._set_by.get(name)
+        return "defaults" if where is None else f"bot settings ({where})"
+
+    def _all(self) -> list[tuple[str, str, str, Layer]]:
+        every = []
+        for platform, workspaces in self._workspaces.items():
+            for workspace, top in workspaces.items():
+                every.append((platform, workspace, "", top))
+                for channel, inner in getattr(top, "channels", {}).items():
+                    every.append((platform, workspace, channel, inner))
+        return every
+
+
+def _path(platform: str, workspace: str, channel: str, key: str) -> str:
+    """``slack.T0123.channels.C0456.policy``, the TOML path of a layer's key."""
+    inner = f".channels.{channel}" if channel else ""
+    return f"{platform}.{workspace}{inner}.{key}"

@@ -1,0 +1,39 @@
+"""What the hub and the deliverer need of a channel's settings.
+
+The bot resolves settings in layers (defaults, the bot's, a workspace or guild, a
+channel: :mod:`bot.layers`); this package sees only the result for one place, by
+its :class:`conversations.events.PlatformRef` (platform, workspace, channel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from conversations.events import PlatformRef
+
+ProgressMode = Literal["replies", "status"]
+"""How progress notes show in a thread: each as a reply, or one status message edited."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelSettings:
+    """One channel's approvers, per-user limits, progress mode and its settings told.
+
+    ``approvers``: entries as :func:`conversations.access.parse_approver` reads them;
+    ``user_runs``: conversations one person may have going (running or waiting) at
+    once; ``user_mentions_per_hour``: conversations one person may start per hour
+    (None: no limit); ``explained``: the lines ``/threadbot settings`` shows (every
+    setting with the layer it came from; no secret).
+    """
+
+    approvers: tuple[str, ...] = ()
+    user_runs: int | None = None
+    user_mentions_per_hour: int | None = None
+    progress_mode: ProgressMode = "replies"
+    explained: tuple[str, ...] = ()
+
+
+ChannelLookup = Callable[[PlatformRef], ChannelSettings]
+"""The settings of the channel at a place (pure and quick: called per event)."""
