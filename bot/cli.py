@@ -1,4 +1,4 @@
-"""threadbot: run an LLM agent from team chat (commands: run, console, db upgrade).
+"""threadbot: run an LLM agent from team chat (commands: run, console, db, settings).
 
 ``threadbot run`` starts every adapter that has credentials (Slack with
 ``SLACK_BOT_TOKEN``, Discord with ``DISCORD_TOKEN``), and the console when none
@@ -21,6 +21,14 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser("upgrade", help="create or upgrade the schema to the newest revision")
+    settings = commands.add_parser("settings", help="what the settings are, and why")
+    settings_commands = settings.add_subparsers(dest="settings_command", required=True)
+    explain = settings_commands.add_parser(
+        "explain", help="the effective settings of a channel, each with the layer it came from"
+    )
+    explain.add_argument("--platform", choices=("slack", "discord", "console"), required=True)
+    explain.add_argument("--team", default="", help="Slack team id or Discord guild id")
+    explain.add_argument("--channel", default="", help="Slack or Discord channel id")
     return parser
 
 

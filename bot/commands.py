@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     if args.command == "db":
         return asyncio.run(_upgrade(settings))
+    if args.command == "settings":
+        layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
+        print("\n".join(layers.at(args.platform, args.team, args.channel).explain()))
+        return 0
     try:
         adapters = platform_adapters(settings) if args.command == "run" else []
         if adapters:

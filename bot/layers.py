@@ -301,7 +301,7 @@ class ConversationSettings:
 
     def at(self, ref: PlatformRef) -> Effective:
         """The settings at ``ref``'s place."""
-        return self._layers.at(ref.platform, ref.workspace, ref.channel)
+        return self._layers.at(ref.platform, ref.workspace, ref.home)
 
     def channel(self, ref: PlatformRef) -> ChannelSettings:
         """The settings of ``ref``'s channel (a :data:`conversations.channels.ChannelLookup`)."""
@@ -312,7 +312,7 @@ class ConversationSettings:
         place = self._places.get(conversation_id)
         if place is None:
             ref = await self._binding(conversation_id)
-            place = ("", "", "") if ref is None else (ref.platform, ref.workspace, ref.channel)
+            place = ("", "", "") if ref is None else (ref.platform, ref.workspace, ref.home)
             self._places[conversation_id] = place
             if len(self._places) > self._keep:
                 self._places.popitem(last=False)

@@ -23,7 +23,9 @@ class PlatformRef(BaseModel):
 
     ``workspace`` is a Slack team or a Discord guild (empty for the console and
     DMs); ``thread`` is None for a top-level message; ``user`` is the platform
-    user id of whoever the event is from.
+    user id of whoever the event is from. ``parent``: where a thread is a channel
+    of its own (Discord), the channel it was started in, when known (a channel's
+    settings apply in its threads); None elsewhere.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -34,6 +36,12 @@ class PlatformRef(BaseModel):
     thread: str | None = None
     message: str | None = None
     user: str | None = None
+    parent: str | None = None
+
+    @property
+    def home(self) -> str:
+        """The channel whose settings apply here: ``parent`` if known, else ``channel``."""
+        return self.parent or self.channel
 
     def in_thread(self, thread: str) -> PlatformRef:
         """The same place, inside ``thread``, about no particular message."""

@@ -331,11 +331,11 @@ class Workspace:
         rows = await self.app.store.outbox.rows()
         return {r.platform_message_id: r.id for r in rows if r.platform_message_id is not None}
 
-    async def snapshot(self, thread: str) -> ConversationSnapshot:
-        """The stored conversation bound to ``thread``."""
+    async def snapshot(self, thread: str, channel: str = CHANNEL) -> ConversationSnapshot:
+        """The stored conversation bound to ``thread`` of ``channel``."""
         from conversations.events import PlatformRef
 
-        ref = PlatformRef(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread=thread)
+        ref = PlatformRef(platform="slack", workspace=TEAM_ID, channel=channel, thread=thread)
         conversation = await self.app.store.threads.find_by_thread(ref)
         assert conversation is not None, f"no conversation in thread {thread}"
         return await self.app.store.journal.load(conversation.id)

@@ -92,6 +92,7 @@ class Bound(Protocol):
     workspace: str
     channel: str
     thread: str
+    parent: str | None
 
 
 def binding_of(row: Bound) -> PlatformRef:
@@ -101,6 +102,7 @@ def binding_of(row: Bound) -> PlatformRef:
         workspace=row.workspace,
         channel=row.channel,
         thread=row.thread or None,
+        parent=row.parent,
     )
 
 

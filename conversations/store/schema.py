@@ -48,6 +48,8 @@ class ConversationRow(Base):
     workspace: Mapped[str] = mapped_column(String(64))
     channel: Mapped[str] = mapped_column(String(64))
     thread: Mapped[str] = mapped_column(String(64))
+    parent: Mapped[str | None] = mapped_column(String(64))
+    """The channel a thread channel was started in (Discord), when known."""
     requester_id: Mapped[str] = mapped_column(String(128))
     requester_name: Mapped[str] = mapped_column(String(256))
     lifecycle: Mapped[str] = mapped_column(String(16))

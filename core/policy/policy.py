@@ -202,7 +202,7 @@ class Rule(BaseModel):
 
 class RuleLayer(BaseModel):
     """The explicit rules of one settings layer, and the layer's name for reasons and logs
-    (``bot``, ``slack workspace T0123``, ``slack channel C0456`` ...)."""
+    (``bot settings``, ``slack workspace T0123``, ``slack channel C0456`` ...)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -260,7 +260,7 @@ class ToolPolicy(BaseModel):
     def _explicit(self, tool_name: str, arguments: Mapping[str, Any]) -> Verdict | None:
         """The verdict of the layers' explicit rules, or None when no rule matches."""
         found: list[Verdict] = []
-        bot = RuleLayer(name="bot" if self.layers else "", rules=self.rules)
+        bot = RuleLayer(name="bot settings" if self.layers else "", rules=self.rules)
         for layer in (*self.layers, bot):
             for index, rule in enumerate(layer.rules):
                 if rule.matches(tool_name, arguments):

@@ -72,7 +72,7 @@ _c = CONVERSATIONS.c
 _TOUCH = (
     update(CONVERSATIONS)
     .where(_c.id == bindparam("b_id"))
-    .returning(_c.platform, _c.workspace, _c.channel, _c.thread)
+    .returning(_c.platform, _c.workspace, _c.channel, _c.thread, _c.parent)
 )
 """The conversation's ``UPDATE``: its columns to set come with the parameters."""
 _TOUCH_FENCED = _TOUCH.where(

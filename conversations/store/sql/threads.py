@@ -57,6 +57,7 @@ class SqlThreads:
                     workspace=binding.workspace,
                     channel=binding.channel,
                     thread=binding.thread or "",
+                    parent=binding.parent,
                     requester_id=requester.id,
                     requester_name=requester.name,
                     lifecycle=Lifecycle.IDLE.value,

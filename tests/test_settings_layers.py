@@ -1,0 +1,365 @@
+"""Settings in layers (issue 13): per workspace, guild and channel, each value traced.
+
+One bot serves two Slack channels with their own model, instructions and
+approvers (through the real bolt app and slack-sdk against the fake Slack); the
+policy across layers (a lower layer's ``deny`` or ``ask`` beats a channel's
+``allow``); a channel with mutating tools off; the per-user limits; ``threadbot
+settings explain``; a bad layer refused at start; the in-chat command without
+secrets. The same on Discord: ``tests/test_settings_layers_discord.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.layers import LAYERED
+from bot.settings import Settings
+from core.journal import AssistantTurn, ToolState
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.policy.policy import Decision
+from core.requests.shapes import RequestState
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
+from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace
+from tests.test_slack_story import plan
+
+OTHER = "C0DOCS00002"
+
+
+def layered(settings: Settings, **changes: Any) -> Settings:
+    """``settings`` with ``changes`` validated as a person's TOML would be."""
+    data = settings.model_dump(exclude_unset=True) | changes
+    return Settings.model_validate(data)
+
+
+def two_channels(settings: Settings) -> Settings:
+    return layered(
+        settings,
+        model="claude-bot-default",
+        slack={
+            TEAM_ID: {
+                "approvers": [BOB],
+                "channels": {
+                    CHANNEL: {
+                        "model": "claude-for-builds",
+                        "instructions": "Builds channel: test before you change anything.",
+                    },
+                    OTHER: {
+                        "model": "claude-for-docs",
+                        "instructions": "Docs channel: only touch files under docs/.",
+                        "approvers": ["U0CAROL001"],
+                    },
+                },
+            }
+        },
+    )
+
+
+async def mention_in(ws: Workspace, channel: str, text: str, *, by: str = ALICE) -> str:
+    """``by`` mentions the bot at the top of ``channel``; returns the message ts."""
+    said = f"<@{BOT_USER_ID}> {text}"
+    ts = str(ws.api.add_message(channel, said, user=by)["ts"])
+    for body in (ws.mention_body(ts, said, by=by), ws.message_body(ts, said, by=by)):
+        body["event"]["channel"] = channel
+        await ws.deliver("events_api", body)
+    await ws.settle()
+    return ts
+
+
+async def react_in(ws: Workspace, channel: str, message: str, *, by: str) -> None:
+    body = ws.reaction_body(message, "white_check_mark", by=by)
+    body["event"]["item"]["channel"] = channel
+    await ws.deliver("events_api", body)
+    await ws.settle()
+
+
+def bot_posts(ws: Workspace, channel: str, thread: str) -> list[dict[str, Any]]:
+    return [m for m in ws.api.thread(channel, thread) if m.get("bot_id")]
+
+
+def posted(ws: Workspace, channel: str, thread: str, marker: str) -> dict[str, Any]:
+    found = [m for m in bot_posts(ws, channel, thread) if marker in str(m.get("text"))]
+    assert found, f"no {marker!r} in {[m.get('text') for m in bot_posts(ws, channel, thread)]}"
+    return found[-1]
+
+
+# --- two channels, one bot ---------------------------------------------------------------
+
+
+async def test_two_channels_get_their_own_model_instructions_and_approvers(settings) -> None:
+    model = ScriptedModel([plan(), plan()])
+    async with slack_workspace(two_channels(settings), model) as ws:
+        builds = await mention_in(ws, CHANNEL, "please fix the build")
+        docs = await mention_in(ws, OTHER, "please fix the docs")
+
+        first, second = model.requests
+        assert first.model == "claude-for-builds"
+        assert "Builds channel: test before you change anything." in first.system
+        assert second.model == "claude-for-docs"
+        assert "Docs channel: only touch files under docs/." in second.system
+        assert "Builds channel" not in second.system
+        snaps = {builds: await ws.snapshot(builds), docs: await ws.snapshot(docs, OTHER)}
+        turns = {
+            ts: [e.entry.model for e in s.journal if isinstance(e.entry, AssistantTurn)]
+            for ts, s in snaps.items()
+        }
+        assert turns == {builds: ["claude-for-builds"], docs: ["claude-for-docs"]}
+
+        # Bob approves in the builds channel (the workspace's approvers) ...
+        await react_in(ws, CHANNEL, posted(ws, CHANNEL, builds, "📋 Plan")["ts"], by=BOB)
+        assert (await ws.snapshot(builds)).requests[0].state is RequestState.DECIDED
+        # ... but not in the docs channel, whose own approvers are Carol alone.
+        await react_in(ws, OTHER, posted(ws, OTHER, docs, "📋 Plan")["ts"], by=BOB)
+        assert (await ws.snapshot(docs, OTHER)).requests[0].state is RequestState.OPEN
+        refusal = bot_posts(ws, OTHER, docs)[-1]["text"]
+        assert refusal.startswith("Only the requester or an approver can decide this"), refusal
+
+
+# --- the policy across layers ------------------------------------------------------------
+
+
+def rule(tool: str, decision: str, **more: Any) -> dict[str, Any]:
+    return {"tool": tool, "decision": decision, **more}
+
+
+def policy_at(settings: Settings, channel: str = CHANNEL) -> Any:
+    return settings.layers().at("slack", TEAM_ID, channel).policy
+
+
+def verdict(policy: Any, command: str) -> Any:
+    return policy.check(
+        tool_name="run_command", read_only=False, arguments={"command": command}, plan_approved=True
+    )
+
+
+def test_a_lower_layers_deny_and_ask_beat_a_channels_allow(settings) -> None:
+    channel_allows = {"policy": {"rules": [rule("run_command", "allow", command_prefix="make")]}}
+    s = layered(
+        settings,
+        policy={"rules": [rule("run_command", "deny", command_prefix="make deploy")]},
+        slack={
+            TEAM_ID: {
+                "policy": {"rules": [rule("run_command", "ask", command_prefix="make release")]},
+                "channels": {CHANNEL: channel_allows},
+            }
+        },
+    )
+    policy = policy_at(s)
+    denied = verdict(policy, "make deploy")
+    assert denied.decision is Decision.DENY and denied.rule.startswith("bot settings rules[0]")
+    asked = verdict(policy, "make release")
+    assert asked.decision is Decision.ASK
+    assert (
+        asked.rule.startswith(f"slack workspace {TEAM_ID}") and "(slack workspace" in asked.reason
+    )
+    allowed = verdict(policy, "make test")
+    assert allowed.decision is Decision.ALLOW and allowed.rule.startswith(
+        f"slack channel {CHANNEL}"
+    )
+    # Elsewhere in the workspace, without the channel's allow: the shipped gate decides.
+    assert verdict(policy_at(s, OTHER), "make test").rule == "plan_approved"
+
+
+def test_a_rule_grants_network_to_what_it_lets_through(settings) -> None:
+    s = layered(
+        settings,
+        slack={
+            TEAM_ID: {
+                "channels": {
+                    CHANNEL: {
+                        "policy": {
+                            "rules": [
+                                rule(
+                                    "run_command",
+                                    "allow",
+                                    command_prefix="pip download",
+                                    network=True,
+                                )
+                            ]
+                        }
+                    }
+                }
+            }
+        },
+    )
+    assert verdict(policy_at(s), "pip download requests").network is True
+    assert verdict(policy_at(s), "ls").network is False
+    with pytest.raises(ValueError, match="grants nothing on a deny"):
+        layered(settings, policy={"rules": [rule("run_command", "deny", network=True)]})
+
+
+async def test_a_channel_with_mutating_tools_off_refuses_them_with_a_note(settings) -> None:
+    write = ScriptedCall("write_file", {"path": "notes.md", "content": "hi"})
+    model = ScriptedModel(
+        [
+            plan(),
+            ScriptedTurn(calls=[write]),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Could not write."})]),
+        ]
+    )
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"mutating_tools": False}}}})
+    async with slack_workspace(s, model) as ws:
+        root = await mention_in(ws, CHANNEL, "write a note")
+        await react_in(ws, CHANNEL, posted(ws, CHANNEL, root, "📋 Plan")["ts"], by=ALICE)
+        note = posted(ws, CHANNEL, root, "was not run")
+        assert "mutating tools are off in this channel" in note["text"]
+        snap = await ws.snapshot(root)
+        (record,) = [r for r in snap.tool_calls.values() if r.name == "write_file"]
+        assert record.state is ToolState.DENIED
+        assert not (Path(snap.workspace) / "notes.md").exists()
+
+
+# --- per-user limits -----------------------------------------------------------------------
+
+
+async def test_over_the_runs_at_once_limit_the_bot_says_so_and_starts_nothing(settings) -> None:
+    model = ScriptedModel([plan(), plan()])
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"user_runs": 2}}}})
+    async with slack_workspace(s, model) as ws:
+        await mention_in(ws, CHANNEL, "first")
+        await mention_in(ws, CHANNEL, "second")
+        third = await mention_in(ws, CHANNEL, "third")
+
+        assert len(model.requests) == 2  # the third started no run
+        assert len(await ws.conversation_ids()) == 2
+        (said,) = [m["text"] for m in bot_posts(ws, CHANNEL, third)]
+        assert "2 at once is the limit here" in said and "started nothing" in said
+        # Bob is not Alice: his own count is zero.
+        model.add(plan())
+        await mention_in(ws, CHANNEL, "mine", by=BOB)
+        assert len(await ws.conversation_ids()) == 3
+
+
+async def test_over_the_mentions_per_hour_limit_the_bot_says_so(settings) -> None:
+    model = ScriptedModel([plan()])
+    s = layered(settings, user_mentions_per_hour=1)
+    async with slack_workspace(s, model) as ws:
+        await mention_in(ws, CHANNEL, "first")
+        second = await mention_in(ws, CHANNEL, "second")
+        (said,) = [m["text"] for m in bot_posts(ws, CHANNEL, second)]
+        assert "1 an hour is the limit here" in said
+        assert len(await ws.conversation_ids()) == 1
+
+
+# --- seeing why ------------------------------------------------------------------------------
+
+
+TOML = """\
+model = "claude-bot-default"
+approvers = ["U0BOSS0001"]
+
+[slack.T0123]
+approvers = ["group:S0LEADS01"]
+progress_mode = "status"
+
+[slack.T0123.channels.C0456]
+model = "claude-for-builds"
+git_repo = "https://threadbot:hunter2secret@git.example.com/team/app.git"
+
+[[slack.T0123.channels.C0456.policy.rules]]
+tool = "run_command"
+command_prefix = "make test"
+decision = "allow"
+"""
+
+
+def threadbot(
+    tmp_path: Path, *args: str, toml: str = TOML, **env: str
+) -> subprocess.CompletedProcess:
+    (tmp_path / "threadbot.toml").write_text(toml)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("THREADBOT_", "SLACK_"))}
+    clean.pop("ANTHROPIC_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=tmp_path,
+        env=clean | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None:
+    done = threadbot(
+        tmp_path,
+        "settings",
+        "explain",
+        "--platform",
+        "slack",
+        "--team",
+        "T0123",
+        "--channel",
+        "C0456",
+        THREADBOT_REQUEST_TTL="600",
+    )
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(" = ")[0]: line for line in done.stdout.splitlines() if " = " in line}
+    assert set(lines) == set(LAYERED)
+    assert lines["model"].endswith("(slack channel C0456)")
+    assert lines["approvers"] == "approvers = ['group:S0LEADS01']  (slack workspace T0123)"
+    assert lines["progress_mode"].endswith("(slack workspace T0123)")
+    assert lines["request_ttl"] == "request_ttl = 600.0  (bot settings (THREADBOT_REQUEST_TTL))"
+    assert lines["output_limit"].endswith("(defaults)")
+    assert "hunter2secret" not in done.stdout and "threadbot:***@" in lines["git_repo"]
+    assert "run_command command_prefix='make test' -> allow  (slack channel C0456)" in done.stdout
+
+    elsewhere = threadbot(tmp_path, "settings", "explain", "--platform", "discord")
+    assert "model = 'claude-bot-default'  (bot settings (threadbot.toml))" in elsewhere.stdout
+    assert "approvers = ['U0BOSS0001']  (bot settings (threadbot.toml))" in elsewhere.stdout
+
+
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        (
+            '[slack.T0123.channels.C0456]\napprovers = ["U0AAA0001", "alice"]\n',
+            "threadbot.toml: slack.T0123.channels.C0456.approvers[1]: 'alice' is a name",
+        ),
+        (
+            '[discord.1198206788567171079]\nprogress_mode = "loud"\n',
+            "threadbot.toml: discord.1198206788567171079.progress_mode: "
+            "must be one of 'replies' or 'status'",
+        ),
+        (
+            "[slack.T0123.channels.general]\nmodel = 'x'\n",
+            "threadbot.toml: slack.T0123.channels.general: 'general' is not a Slack channel id",
+        ),
+        (
+            "[slack.T0123.channels.C0456]\nmodle = 'x'\n",
+            "threadbot.toml: slack.T0123.channels.C0456.modle: not a setting threadbot knows "
+            "(did you mean model?)",
+        ),
+        (
+            "[[slack.T0123.policy.rules]]\ntool = 'nope'\ndecision = 'allow'\n",
+            "slack.T0123.policy.rules[0].tool: no tool called 'nope'",
+        ),
+    ],
+)
+def test_a_bad_layer_stops_the_bot_at_start_with_its_table(
+    tmp_path: Path, toml: str, said: str
+) -> None:
+    done = threadbot(tmp_path, "console", toml=toml)
+    assert done.returncode == 2
+    assert said in done.stderr, done.stderr
+
+
+async def test_the_in_chat_command_shows_the_channel_s_settings_without_secrets(settings) -> None:
+    s = layered(
+        two_channels(settings),
+        git_repo="https://threadbot:hunter2secret@git.example.com/team/app.git",
+    )
+    async with slack_workspace(s, ScriptedModel([])) as ws:
+        await ws.slash("/threadbot", "settings", by=BOB)
+        (said,) = [c for c in ws.calls("chat.postEphemeral")]
+        text = said.args["text"]
+        assert said.args["user"] == BOB and said.args["channel"] == CHANNEL
+        assert "model = 'claude-for-builds'  (slack channel C0PROJ0001)" in text
+        assert f"approvers = ['{BOB}']  (slack workspace {TEAM_ID})" in text
+        for secret in ("hunter2secret", "xoxb-test", "test-signing-secret"):
+            assert secret not in text
+        assert "threadbot:***@git.example.com" in text
