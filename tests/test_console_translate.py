@@ -132,6 +132,21 @@ def test_stop_everything_and_stop_one_thread() -> None:
     )
 
 
+def test_settings_asks_the_hub_for_this_channels_settings() -> None:
+    assert parse_line("/settings", ctx()) == CommandInvoked(
+        delivery_key="console:r7", ref=ref(None, None), author=YOU, name="settings", args=""
+    )
+    assert parse_line("  /settings  ", ctx(next_counter=9)) == CommandInvoked(
+        delivery_key="console:r9", ref=ref(None, None), author=YOU, name="settings"
+    )
+
+
+def test_settings_is_in_the_help_whatever_the_stop_command_is_called() -> None:
+    for lines in (translate.HELP, translate.help_lines("halt")):
+        [line] = [line for line in lines if line.startswith("/settings")]
+        assert "settings" in line.removeprefix("/settings")
+
+
 def test_local_commands() -> None:
     assert parse_line("/as alice", ctx()) == SwitchUser("alice")
     assert parse_line("/help", ctx()) == ShowHelp()
@@ -173,6 +188,7 @@ def test_backslash_sends_the_rest_as_text() -> None:
         ("/as", "/as takes one name"),
         ("/as two words", "/as takes one name"),
         ("/help me", "takes no argument"),
+        ("/settings all", "/settings takes no argument"),
         ("/deploy prod", "unknown command /deploy"),
         ("/", "unknown command /"),
         ("\\", "nothing to send"),
@@ -187,7 +203,8 @@ def test_errors_say_what_is_wrong_and_send_nothing(line: str, says: str) -> None
 
 def test_help_lists_every_command() -> None:
     text = "\n".join(translate.HELP)
-    for form in (">N", "+EMOJI N", "-EMOJI N", "N.K", "/stop", "/as", "/help", "/quit"):
+    forms = (">N", "+EMOJI N", "-EMOJI N", "N.K", "/stop", "/settings", "/as", "/help", "/quit")
+    for form in forms:
         assert form in text
 
 

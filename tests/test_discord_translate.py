@@ -35,6 +35,7 @@ from adapters.discord.translate import (
     opened_in_thread,
     reaction_event,
     thread_id_of,
+    thread_parent_of,
 )
 from conversations.actions import Approve
 from conversations.events import (
@@ -515,7 +516,7 @@ def test_stop_typed_in_the_thread_names_the_thread() -> None:
 
     assert event == CommandInvoked(
         delivery_key="discord:interaction:1250000298311811072",
-        ref=ref(channel=THREAD, thread=THREAD, user=ALICE.id),
+        ref=ref(channel=THREAD, thread=THREAD, user=ALICE.id, parent=PROJ),
         author=ALICE,
         name="stop",
         args="",
@@ -564,6 +565,32 @@ def test_command_options_and_subcommands_become_the_arguments() -> None:
     assert (event.name, event.args) == ("threadbot", f"stop {THREAD} true 30")
 
 
+def settings_interaction(**subcommand: Any) -> dict[str, Any]:
+    """``/threadbot settings`` typed in the thread: the /stop fixture with the subcommand.
+
+    Discord sends a subcommand as an option of type SUB_COMMAND (1) under the
+    command's ``data``
+    (https://discord.com/developers/docs/interactions/application-commands#subcommands-and-subcommand-groups).
+    """
+    payload = d("interaction_create_slash_in_thread")
+    payload["data"].update(name="threadbot")
+    payload["data"]["options"] = [{"name": "settings", "type": 1, **subcommand}]
+    return payload
+
+
+@pytest.mark.parametrize("subcommand", [{}, {"options": []}])
+def test_threadbot_settings_is_the_settings_command(subcommand: dict[str, Any]) -> None:
+    event = interaction_event(settings_interaction(**subcommand), ME)
+
+    assert event == CommandInvoked(
+        delivery_key="discord:interaction:1250000298311811072",
+        ref=ref(channel=THREAD, thread=THREAD, user=ALICE.id, parent=PROJ),
+        author=ALICE,
+        name="threadbot",
+        args="settings",
+    )
+
+
 def test_a_message_command_gives_its_target() -> None:
     payload = d("interaction_create_slash_in_thread")
     payload["data"].update(name="Stop this conversation", type=3, target_id=PLAN)
@@ -595,7 +622,7 @@ def test_the_approve_button_on_the_plan() -> None:
 
     assert event == ButtonPressed(
         delivery_key="discord:interaction:1250000301234567168",
-        ref=ref(channel=THREAD, thread=THREAD, message=PLAN, user=ALICE.id),
+        ref=ref(channel=THREAD, thread=THREAD, message=PLAN, user=ALICE.id, parent=PROJ),
         author=ALICE,
         action="threadbot:approve:plan:1",
     )
@@ -651,6 +678,25 @@ def test_other_or_malformed_interactions_are_ignored(name: str, change: dict[str
 # --- threads ----------------------------------------------------------------------
 
 
+def test_a_thread_s_events_name_the_channel_it_is_in_when_known() -> None:
+    """A thread is a channel of its own: its events carry the channel it was started in
+    (from THREAD_CREATE's ``parent_id``), so that channel's settings apply in it."""
+    parents = {THREAD: str(thread_parent_of(d("thread_create")))}
+    assert parents == {THREAD: PROJ}
+    answer = message_event(d("message_create_in_thread"), ME, thread_ids=THREADS, parents=parents)
+    reaction = reaction_event(
+        d("message_reaction_add_unicode"), ME, added=True, thread_ids=THREADS, parents=parents
+    )
+    mention = message_event(
+        d("message_create_mention_bot"), ME, thread_ids=THREADS, parents=parents
+    )
+    assert answer is not None and (answer.ref.parent, answer.ref.home) == (PROJ, PROJ)
+    assert reaction is not None and reaction.ref.parent == PROJ
+    assert mention is not None and (mention.ref.parent, mention.ref.home) == (None, PROJ)
+    unknown = message_event(d("message_create_in_thread"), ME, thread_ids=THREADS)
+    assert unknown is not None and (unknown.ref.parent, unknown.ref.home) == (None, THREAD)
+
+
 def test_thread_create_gives_the_thread_id() -> None:
     payload = d("thread_create")
 
@@ -680,6 +726,7 @@ def test_the_conversation_opened_on_a_mention_is_found_by_every_later_event() ->
         assert (later.ref.channel, later.ref.thread) == (binding.channel, binding.thread)
     assert reaction is not None and reaction.ref.channel == binding.channel
     assert answer is not None and opened_in_thread(answer, "9") == answer
+    assert opened.ref.parent == PROJ  # the channel whose settings apply in the thread
     direct = opened.model_copy(update={"ref": opened.ref.model_copy(update={"workspace": ""})})
     assert opened_in_thread(direct, "9") == direct
 

@@ -13,6 +13,8 @@ each (``N`` is a message id, ``K`` a call number from 1):
 ``+EMOJI N.K``      decide call ``K`` of approval request ``N``: ``CommandInvoked``
                     ``decide`` with args ``"N.K <emoji name>"``
 ``/stop [N]``       stop the work (in the thread of ``N``)
+``/settings``       show this channel's effective settings: ``CommandInvoked``
+                    ``settings`` (the hub answers only to the one who asked)
 ``/as NAME``        speak as someone else from now on (local)
 ``/help``           list the commands (local)
 ``/quit``           end input, like end of file (local)
@@ -57,12 +59,15 @@ def help_lines(stop_command: str = "stop") -> tuple[str, ...]:
 
 PLATFORM = "console"
 CHANNEL = "console"
+SETTINGS_COMMAND = "settings"
+"""``/settings``: the hub shows the channel's effective settings to whoever asked."""
 HELP = (
     "text            start a new conversation with the bot",
     ">N text         reply in the thread of message N",
     "+EMOJI N        react to message N (✅, white_check_mark or :x:); -EMOJI N removes it",
     "+EMOJI N.K      decide call K of approval request N",
     "/stop [N]       stop the work (in the thread of message N; the name can be configured)",
+    "/settings       show this channel's settings (only to you)",
     "/as NAME        speak as NAME from now on",
     "/help           this list",
     "/quit           leave (end of input does the same)",
@@ -224,7 +229,11 @@ def _command(text: str, ctx: Context) -> Parsed:
         return SwitchUser(arg)
     if name == ctx.stop_command:
         return _stop(arg, ctx)
-    if name in ("help", "quit"):
+    if name == SETTINGS_COMMAND and not arg:
+        ref = _ref(ctx, thread=None, message=None)
+        key = f"{ctx.key_prefix}r{ctx.next_counter}"
+        return CommandInvoked(delivery_key=key, ref=ref, author=ctx.author, name=name)
+    if name in ("help", "quit", SETTINGS_COMMAND):
         return Invalid(f"/{name} takes no argument")
     return Invalid(f"unknown command /{name} (try /help; {_ESCAPE_HINT})")
 

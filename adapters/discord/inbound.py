@@ -47,6 +47,7 @@ from adapters.discord.translate import (
     opened_in_thread,
     reaction_event,
     thread_id_of,
+    thread_parent_of,
 )
 from adapters.discord.types import (
     GatewayDispatch,
@@ -100,6 +101,8 @@ class Inbound:
         self.ready = asyncio.Event()
         """Set at the first READY that names the bot."""
         self.thread_ids: set[str] = set()
+        self.parents: dict[str, str] = {}
+        """The channel each known thread is in (its ``parent_id``)."""
         self.processed_seq = 0
         """The gateway sequence of the last dispatch taken (tests wait on it)."""
         self._bot_roles: frozenset[str] = frozenset()
@@ -159,13 +162,14 @@ class Inbound:
             case "GUILD_CREATE":
                 self._on_guild(d, me)
             case "THREAD_CREATE":
-                if (tid := thread_id_of(d)) is not None:
-                    self.thread_ids.add(tid)
+                self._thread(d)
             case "MESSAGE_CREATE":
                 await self._on_message(d, me)
             case "MESSAGE_REACTION_ADD" | "MESSAGE_REACTION_REMOVE":
                 added = name == "MESSAGE_REACTION_ADD"
-                reaction = reaction_event(d, me, added=added, thread_ids=self.thread_ids)
+                reaction = reaction_event(
+                    d, me, added=added, thread_ids=self.thread_ids, parents=self.parents
+                )
                 if reaction is not None:
                     await self._deliver(_dm_as_thread(reaction))
             case "INTERACTION_CREATE":
@@ -192,14 +196,21 @@ class Inbound:
     def _on_guild(self, d: GuildCreateEvent, me: BotIdentity) -> None:
         self._bot_roles |= bot_role_ids(d, me)
         for thread in mappings(d.get("threads")):
-            if tid := thread_id_of(thread):
-                self.thread_ids.add(tid)
+            self._thread(thread)
+
+    def _thread(self, d: Any) -> None:
+        """Know a thread (THREAD_CREATE, or a GUILD_CREATE thread) and its channel."""
+        if (tid := thread_id_of(d)) is not None:
+            self.thread_ids.add(tid)
+            if (parent := thread_parent_of(d)) is not None:
+                self.parents[tid] = parent
 
     async def _on_message(self, d: MessageCreateEvent, me: BotIdentity) -> None:
         event = message_event(
             d,
             me,
             thread_ids=self.thread_ids,
+            parents=self.parents,
             allow_bots=self._allow_bots,
             bot_roles=self._bot_roles,
         )
@@ -255,6 +266,7 @@ class Inbound:
             return None
         thread_id = str(thread.get("id") or message) if isinstance(thread, dict) else message
         self.thread_ids.add(thread_id)
+        self.parents[thread_id] = event.ref.channel
         return thread_id
 
     async def _on_interaction(self, d: Interaction, me: BotIdentity) -> None:

@@ -40,13 +40,20 @@ def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | Butto
     The invoking user is ``member.user`` in a guild and ``user`` in a DM;
     ``ref`` has workspace ``guild_id`` (``""`` in a DM), channel ``channel_id``
     (else ``channel.id``) and ``thread`` = the channel when the partial
-    ``channel`` says it is a thread (``type`` 10, 11 or 12).
+    ``channel`` says it is a thread (``type`` 10, 11 or 12), ``parent`` its
+    ``parent_id``.
 
     - APPLICATION_COMMAND (2): :class:`CommandInvoked` with ``name`` = ``data.name``
       and ``args`` = the subcommand names and option values in order, joined by
       spaces (``/threadbot stop 123`` gives name ``threadbot``, args
       ``stop 123``); a user or message command without options gives its
-      ``data.target_id``.
+      ``data.target_id``. A subcommand arrives as an option of type SUB_COMMAND
+      (1) under ``data.options``, with its own options nested in it
+      (https://discord.com/developers/docs/interactions/application-commands#subcommands-and-subcommand-groups):
+      ``/threadbot settings`` (``data.name`` ``threadbot``, ``data.options``
+      ``[{"name": "settings", "type": 1}]``, registered by
+      :func:`adapters.discord.runner.commands`) gives
+      ``CommandInvoked(name="threadbot", args="settings")``.
     - MESSAGE_COMPONENT (3) from a button (``data.component_type`` 2):
       :class:`ButtonPressed` with ``action`` = ``data.custom_id`` and
       ``ref.message`` = ``message.id``.
@@ -71,11 +78,13 @@ def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | Butto
     if user == me.user_id:
         return dropped(_KIND, key, "the bot's own interaction")
     assert key is not None
+    in_thread = integer(box.get("type")) in THREAD_TYPES
     ref = PlatformRef(
         platform=PLATFORM,
         workspace=snowflake(d.get("guild_id")) or "",
         channel=channel,
-        thread=channel if integer(box.get("type")) in THREAD_TYPES else None,
+        thread=channel if in_thread else None,
+        parent=snowflake(box.get("parent_id")) if in_thread else None,
         user=user,
     )
     author = Author(id=user, name=display_name(person, member), is_bot=person.get("bot") is True)

@@ -3,8 +3,9 @@
 :class:`DiscordAdapter` owns the connection's lifecycle: it points discord.py at the
 configured URLs, logs in, connects to the gateway with the intents the
 conversations need (guilds, guild and DM messages, Message Content, guild and DM
-reactions), waits for READY, registers ``/stop``, and keeps the connection
-(``keep_connected``) until it closes. The rest is in rooms of its own:
+reactions), waits for READY, registers ``/stop`` and ``/threadbot settings``
+(:func:`commands`), and keeps the connection (``keep_connected``) until it closes.
+The rest is in rooms of its own:
 
 - inbound, every gateway dispatch to the hub: :mod:`adapters.discord.inbound`
   (interactions answered within 3 s by :mod:`adapters.discord.acks`);
@@ -39,7 +40,14 @@ from adapters.discord.texts import TEXTS
 from conversations.adapter import InboundSink
 from conversations.events import OutboundAction
 
-__all__ = ["DiscordAdapter", "DiscordConfig", "DiscordStartError", "intents"]
+__all__ = [
+    "SETTINGS_COMMAND",
+    "DiscordAdapter",
+    "DiscordConfig",
+    "DiscordStartError",
+    "commands",
+    "intents",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +71,9 @@ class DiscordConfig:
     the change applies to every discord.py client in the process, and
     :meth:`DiscordAdapter.close` puts back what was there before.
 
-    ``guilds``: guild ids to register ``/stop`` in (at once); empty registers it
-    globally (Discord may take a while to show a new global command).
+    ``guilds``: guild ids to register the commands (``/stop``, ``/threadbot``) in
+    (at once); empty registers them globally (Discord may take a while to show a
+    new global command).
     ``allow_bots``: take other bots' messages, at most ``bot_thread_cap`` per
     thread (stops bot-to-bot loops). ``file_threshold``: characters past which a
     reply with no buttons or reactions (an answer) is attached as a file.
@@ -80,6 +89,52 @@ class DiscordConfig:
     file_threshold: int = 12_000
     stop_command: str = "stop"
     ready_timeout: float = 30.0
+
+
+SETTINGS_COMMAND = "threadbot"
+"""The command whose ``settings`` subcommand shows the channel's effective settings."""
+
+_CHAT_INPUT = 1
+"""Application command type CHAT_INPUT, a slash command
+(https://discord.com/developers/docs/interactions/application-commands#application-command-object-application-command-types)."""
+_SUB_COMMAND = 1
+"""Option type SUB_COMMAND
+(https://discord.com/developers/docs/interactions/application-commands#application-command-object-application-command-option-type)."""
+
+
+def commands(stop_command: str = "stop") -> list[dict[str, Any]]:
+    """The application commands the runner registers: the stop command and ``/threadbot``.
+
+    ``/threadbot`` has one subcommand, ``settings``: Discord sends it as an option
+    of type SUB_COMMAND under the command
+    (https://discord.com/developers/docs/interactions/application-commands#subcommands-and-subcommand-groups),
+    which :func:`adapters.discord.interactions.interaction_event` turns into
+    ``CommandInvoked(name="threadbot", args="settings")``. Names are unique per
+    command type, so a stop command configured as ``threadbot`` is registered alone.
+    """
+    wanted: list[dict[str, Any]] = [
+        {
+            "name": stop_command,
+            "description": "Stop the bot's conversation in this thread",
+            "type": _CHAT_INPUT,
+        }
+    ]
+    if stop_command != SETTINGS_COMMAND:
+        wanted.append(
+            {
+                "name": SETTINGS_COMMAND,
+                "description": "threadbot's own commands",
+                "type": _CHAT_INPUT,
+                "options": [
+                    {
+                        "name": "settings",
+                        "description": "Show this channel's settings",
+                        "type": _SUB_COMMAND,
+                    }
+                ],
+            }
+        )
+    return wanted
 
 
 def intents() -> discord.Intents:
@@ -219,7 +274,7 @@ class DiscordAdapter:
             raise
 
     async def _register_commands(self) -> None:
-        """Overwrite the app's commands with ``/stop`` (in ``guilds``, else globally).
+        """Overwrite the app's commands with :func:`commands` (in ``guilds``, else globally).
 
         (https://discord.com/developers/docs/interactions/application-commands#bulk-overwrite-global-application-commands);
         a refusal is logged, not raised.
@@ -227,21 +282,16 @@ class DiscordAdapter:
         me = self._inbound.me
         if me is None:
             return
-        commands = [
-            {
-                "name": self._config.stop_command,
-                "description": "Stop the bot's conversation in this thread",
-                "type": 1,
-            }
-        ]
+        wanted = commands(self._config.stop_command)
+        names = ", ".join(f"/{command['name']}" for command in wanted)
         app = me.application_id
         try:
             if not self._config.guilds:
-                await self.client.http.bulk_upsert_global_commands(app, commands)
+                await self.client.http.bulk_upsert_global_commands(app, wanted)
             for guild in self._config.guilds:
-                await self.client.http.bulk_upsert_guild_commands(app, guild, commands)
+                await self.client.http.bulk_upsert_guild_commands(app, guild, wanted)
         except discord.HTTPException as exc:
-            log.warning("could not register /%s: %s", self._config.stop_command, exc)
+            log.warning("could not register %s: %s", names, exc)
 
     # --- inbound -------------------------------------------------------------------
 

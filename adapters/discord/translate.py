@@ -64,6 +64,7 @@ _EPHEMERAL = 1 << 6
 """Message flag EPHEMERAL (https://discord.com/developers/docs/resources/message#message-object-message-flags)."""
 
 _MESSAGE = "MESSAGE_CREATE"
+_NO_PARENTS: Mapping[str, str] = {}
 
 
 def message_event(
@@ -71,6 +72,7 @@ def message_event(
     me: BotIdentity,
     *,
     thread_ids: Container[str],
+    parents: Mapping[str, str] = _NO_PARENTS,
     allow_bots: bool = False,
     bot_roles: Container[str] = (),
 ) -> MessagePosted | None:
@@ -85,7 +87,8 @@ def message_event(
       message ``id``, user ``author.id``. ``thread`` is ``channel_id`` when the
       channel is a thread: listed in ``thread_ids`` (the runner keeps the ids of
       THREAD_CREATE, see :func:`thread_id_of`) or ``channel_type`` 10/11/12. A DM
-      has no threads: ``thread`` is None.
+      has no threads: ``thread`` is None. ``parent``: the thread's channel, from
+      ``parents`` (thread id to the ``parent_id`` the runner saw), when known.
     - ``mentions_bot``: the bot is mentioned by Discord's own account of the
       message: its user in ``mentions``, or one of ``bot_roles`` (the bot's
       managed role in the guild, see :func:`bot_role_ids`; a client may insert
@@ -128,6 +131,7 @@ def message_event(
             workspace=guild,
             channel=channel,
             thread=channel if in_thread else None,
+            parent=parents.get(channel) if in_thread else None,
             message=message_id,
             user=author_id,
         ),
@@ -208,6 +212,7 @@ def reaction_event(
     *,
     added: bool,
     thread_ids: Container[str] = (),
+    parents: Mapping[str, str] = _NO_PARENTS,
 ) -> ReactionChanged | None:
     """Translate MESSAGE_REACTION_ADD (``added``) or _REMOVE ``d`` into :class:`ReactionChanged`.
 
@@ -221,9 +226,10 @@ def reaction_event(
     case kept (https://discord.com/developers/docs/resources/emoji#emoji-object).
     ``ref``: workspace ``guild_id``, channel ``channel_id``, message
     ``message_id``, user ``user_id``; ``thread`` is ``channel_id`` when it is in
-    ``thread_ids``. The author is ``member.user`` named by ``member.nick``,
-    ``global_name`` or ``username`` when the dispatch has a member (adds in a
-    guild), else just the user id (removes and DMs carry no member).
+    ``thread_ids``, ``parent`` its channel from ``parents`` when known. The author
+    is ``member.user`` named by ``member.nick``, ``global_name`` or ``username``
+    when the dispatch has a member (adds in a guild), else just the user id
+    (removes and DMs carry no member).
 
     None, logged (:data:`adapters.discord.payload.dropped`), for the bot's own
     reactions (``user_id == me.user_id``, for example the ones it seeds on its
@@ -258,6 +264,7 @@ def reaction_event(
             workspace=snowflake(d.get("guild_id")) or "",
             channel=channel,
             thread=channel if channel in thread_ids else None,
+            parent=parents.get(channel) if channel in thread_ids else None,
             message=message,
             user=user,
         ),
@@ -265,6 +272,11 @@ def reaction_event(
         emoji=name,
         added=added,
     )
+
+
+def thread_parent_of(d: Channel) -> str | None:
+    """The ``parent_id`` of a thread channel object: the channel the thread is in."""
+    return snowflake(d.get("parent_id")) if isinstance(d, Mapping) else None
 
 
 def thread_id_of(d: Channel) -> str | None:
@@ -306,8 +318,10 @@ def opened_in_thread(event: MessagePosted, thread_id: str) -> MessagePosted:
     comes with ``channel_id`` = the thread. Handing the hub the mention with
     ``ref.channel = thread_id`` (``thread`` still None, ``message`` unchanged)
     binds the conversation to ``(thread_id, thread_id)``, where those events
-    find it. Any other event comes back unchanged.
+    find it; ``parent`` keeps the channel of the mention (its settings apply in
+    the thread). Any other event comes back unchanged.
     """
     if event.ref.thread is not None or not event.ref.workspace:
         return event
-    return event.model_copy(update={"ref": event.ref.model_copy(update={"channel": thread_id})})
+    ref = event.ref.model_copy(update={"channel": thread_id, "parent": event.ref.channel})
+    return event.model_copy(update={"ref": ref})

@@ -235,6 +235,8 @@ class SlackAdapter:
         # taken and dropped: unhandled, bolt would answer 404, and Slack retries an
         # event whose answer is not 2xx (https://docs.slack.dev/apis/events-api/#retries).
         self.app.event(re.compile(r".*"))(self._on_other_event)
+        # Every slash command of the app (the stop command, /threadbot settings) goes
+        # to the hub as a CommandInvoked; the hub answers a name it does not know.
         self.app.command(re.compile(r"^/.+"))(self._on_command)
         self.app.action(re.compile(r".*"))(self._on_action)
 

@@ -152,10 +152,18 @@ def command_event(form: SlashCommand, me: BotIdentity) -> CommandInvoked | None:
     ``form`` is the form-encoded body parsed into single values, or the ``payload``
     of a Socket Mode ``slash_commands`` envelope (the same fields)
     (https://docs.slack.dev/interactivity/implementing-slash-commands). ``name`` is
-    ``command`` without its slash, ``args`` is ``text``. Slack sends no thread with
-    a slash command, even one typed in a thread, so ``ref.thread`` is None and the
-    hub must work out which conversation of the channel is meant. None (logged)
-    for a malformed form; never raises.
+    ``command`` without its slash, ``args`` is ``text``, whatever the command: the
+    stop command gives ``name="stop"`` (or its configured name) and ``/threadbot
+    settings`` gives ``name="threadbot", args="settings"``; the hub answers a name
+    it does not know. Slack sends no thread with a slash command, even one typed in
+    a thread, so ``ref.thread`` is None and the hub must work out which
+    conversation of the channel is meant. None (logged) for a malformed form;
+    never raises.
+
+    Only the commands in ``adapters/slack/manifest.yaml`` reach the app: after a
+    command is added there, the installed app's manifest must be updated and the
+    app reinstalled (Reinstall to Workspace) before Slack shows it
+    (https://api.slack.com/interactivity/slash-commands).
     """
     if not isinstance(form, Mapping):
         return _dropped(f"slash command {label(form)}", None, "not an object", malformed=True)
