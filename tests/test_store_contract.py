@@ -556,6 +556,21 @@ async def test_a_conversation_is_found_by_its_thread_and_its_id(store: Store) ->
     assert await store.threads.find_by_thread(other_team) is None
 
 
+async def test_a_thread_s_parent_channel_is_kept_but_not_needed_to_find_it(store: Store) -> None:
+    in_thread = THREAD.model_copy(update={"platform": "discord", "channel": "9", "thread": "9"})
+    cid = await store.threads.open_conversation(
+        delivery_key="Ev1",
+        binding=in_thread.model_copy(update={"parent": "7"}),
+        requester=ALICE,
+        workspace_root=Path("workspaces"),
+        position="planning",
+    )
+    assert cid is not None
+    assert (await store.threads.info(cid)).binding.parent == "7"
+    found = await store.threads.find_by_thread(in_thread)  # an event without the parent
+    assert found is not None and found.id == cid and found.binding.home == "7"
+
+
 async def test_active_running_and_every_conversation_in_their_order(store: Store) -> None:
     first = await new_conversation(store, "Ev1", thread="1.0")
     second = await new_conversation(store, "Ev2", thread="2.0")

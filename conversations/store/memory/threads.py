@@ -35,10 +35,10 @@ class MemoryThreads:
         """Record a delivery and create a conversation bound to ``binding.thread``; None
         when the delivery was seen before. Raises ``ValueError`` for a bound thread."""
         await checkpoint()
-        bound = _binding(binding)
+        bound = _binding(binding).model_copy(update={"parent": binding.parent})
         if delivery_key in self._t.deliveries:
             return None
-        if any(c.binding == bound for c in self._t.conversations.values()):
+        if any(_binding(c.binding) == _binding(bound) for c in self._t.conversations.values()):
             raise ValueError(f"thread {bound.thread} of {bound.channel} is bound already")
         conversation_id = new_conversation_id()
         add_delivery(self._t, delivery_key, conversation_id, event)
@@ -61,7 +61,9 @@ class MemoryThreads:
         if ref.thread is None:
             return None
         bound = _binding(ref)
-        found = next((c for c in self._t.conversations.values() if c.binding == bound), None)
+        found = next(
+            (c for c in self._t.conversations.values() if _binding(c.binding) == bound), None
+        )
         return found.info() if found else None
 
     async def find_by_message(
@@ -131,7 +133,8 @@ class MemoryThreads:
 
 
 def _binding(ref: PlatformRef) -> PlatformRef:
-    """The thread part of ``ref``, as a conversation is bound to it."""
+    """The thread part of ``ref``, as a conversation is found by it (the parent channel is
+    kept with the conversation, but events need not carry it)."""
     return PlatformRef(
         platform=ref.platform, workspace=ref.workspace, channel=ref.channel, thread=ref.thread
     )
