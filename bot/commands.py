@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_upgrade(settings))
     if args.command == "settings":
         layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
-        print("\n".join(layers.at(args.platform, args.team, args.channel).explain()))
+        effective = layers.at(args.platform, args.team, args.channel)
+        print(f"settings for {args.platform} {args.team or '-'} {args.channel or '-'}")
+        print("\n".join(effective.explain()))
         return 0
     try:
         adapters = platform_adapters(settings) if args.command == "run" else []

@@ -204,14 +204,9 @@ class Sourced:
 class Effective:
     """The settings that apply at one place, each with its layer (see :meth:`Layers.at`)."""
 
-    platform: str
-    workspace: str
-    channel: str
     values: Mapping[str, Sourced]
     policy: ToolPolicy
     """The bot's policy with the nearer layers' rules (channel first) and ``mutating_tools``."""
-    policy_layers: tuple[str, ...]
-    """The layers whose rules are in :attr:`policy`, nearest first."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name].value
@@ -238,13 +233,13 @@ class Effective:
             user_runs=self["user_runs"],
             user_mentions_per_hour=self["user_mentions_per_hour"],
             progress_mode=self["progress_mode"],
-            explained=tuple(self.explain()),
+            explained=("Settings here, each with the layer it came from:", *self.explain()),
         )
 
     def explain(self) -> list[str]:
         """One line per setting, ``name = value  (layer)``; no secret is among them
         (a password in a ``git_repo`` URL is hidden)."""
-        lines = [f"settings for {self.platform} {self.workspace or '-'} {self.channel or '-'}"]
+        lines = []
         for name in LAYERED:
             sourced = self.values[name]
             lines.append(f"{name} = {_shown(name, sourced.value)}  ({sourced.layer})")
@@ -256,7 +251,7 @@ class Effective:
             )
             for rule in layer.rules
         ]
-        lines.append(f"policy rules ({'deny, then ask, from any layer wins'}):")
+        lines.append("policy rules (deny, then ask, from any layer wins):")
         lines += rules or [
             "  none (the shipped defaults: read-only allowed, the rest after the plan)"
         ]
@@ -281,8 +276,9 @@ class ConversationSettings:
     """The effective settings of each conversation, by its id, from where it lives.
 
     ``binding``: the conversation's place (its :class:`PlatformRef`), or None for an
-    unknown id; places are kept for the last ``keep`` conversations asked about (a
-    conversation never moves).
+    unknown id (a store read). Places are kept for the last ``keep`` conversations
+    asked about (a conversation never moves): a few hundred bytes each, bounded, so
+    that conversations waiting on a person hold no memory here beyond them.
     """
 
     def __init__(
@@ -291,13 +287,13 @@ class ConversationSettings:
         binding: Callable[[str], Awaitable[PlatformRef | None]],
         *,
         base: EngineSettings,
-        keep: int = 4096,
+        keep: int = 64,
     ) -> None:
         self._layers = layers
         self._binding = binding
         self._base = base
         self._keep = keep
-        self._places: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+        self._known: OrderedDict[str, Effective] = OrderedDict()
 
     def at(self, ref: PlatformRef) -> Effective:
         """The settings at ``ref``'s place."""
@@ -309,16 +305,16 @@ class ConversationSettings:
 
     async def of(self, conversation_id: str) -> Effective:
         """The settings of a conversation; the bot's own for an unknown id."""
-        place = self._places.get(conversation_id)
-        if place is None:
+        found = self._known.get(conversation_id)
+        if found is None:
             ref = await self._binding(conversation_id)
-            place = ("", "", "") if ref is None else (ref.platform, ref.workspace, ref.home)
-            self._places[conversation_id] = place
-            if len(self._places) > self._keep:
-                self._places.popitem(last=False)
+            found = self._layers.at("", "", "") if ref is None else self.at(ref)
+            self._known[conversation_id] = found  # shared by every conversation of the place
+            if len(self._known) > self._keep:
+                self._known.popitem(last=False)
         else:
-            self._places.move_to_end(conversation_id)
-        return self._layers.at(*place)
+            self._known.move_to_end(conversation_id)
+        return found
 
     async def engine(self, conversation_id: str) -> EngineSettings:
         """The engine settings of a conversation (:data:`core.run.settings.SettingsLookup`)."""
@@ -366,11 +362,22 @@ class Layers:
                 )
 
     def at(self, platform: str, workspace: str, channel: str) -> Effective:
-        """The effective settings in ``channel`` of ``workspace`` on ``platform`` (cached)."""
-        key = (platform, workspace, channel)
+        """The effective settings in ``channel`` of ``workspace`` on ``platform``.
+
+        Cached per layer chain, not per place: every channel without layers of its
+        own shares one :class:`Effective`, so memory grows with the layers, not the
+        channels seen.
+        """
+        top = self._workspaces.get(platform, {}).get(workspace)
+        if top is None:
+            key = (platform, "", "")
+        elif channel in getattr(top, "channels", {}):
+            key = (platform, workspace, channel)
+        else:
+            key = (platform, workspace, "")
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = self._resolve(platform, workspace, channel)
+            found = self._cache[key] = self._resolve(*key)
         return found
 
     def _resolve(self, platform: str, workspace: str, channel: str) -> Effective:
@@ -399,12 +406,8 @@ class Layers:
                     policy = policy.model_copy(update={key: getattr(own, key)})
         policy = policy.with_layers(rule_layers, mutating_tools=values["mutating_tools"].value)
         return Effective(
-            platform=platform,
-            workspace=workspace,
-            channel=channel,
             values=values,
             policy=policy,
-            policy_layers=tuple(layer.name for layer in rule_layers),
         )
 
     def _chain(self, platform: str, workspace: str, channel: str) -> list[tuple[str, Layer]]:

@@ -65,7 +65,7 @@ def _one_run(
     @functools.wraps(method)
     async def entry(self: Engine, conversation_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
         settings = await self._settings.of(conversation_id)
-        with self._journal.run(), self._settings.use(settings):
+        with self._journal.run(), self._settings.use(conversation_id, settings):
             return await method(self, conversation_id, *args, **kwargs)
 
     return entry

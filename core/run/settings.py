@@ -68,24 +68,29 @@ class RunSettings:
     def __init__(self, default: EngineSettings, lookup: SettingsLookup | None = None) -> None:
         self.default = default
         self._lookup = lookup
-        self._current: contextvars.ContextVar[EngineSettings | None] = contextvars.ContextVar(
-            "run_settings", default=None
+        self._current: contextvars.ContextVar[tuple[str, EngineSettings] | None] = (
+            contextvars.ContextVar("run_settings", default=None)
         )
 
     def get(self) -> EngineSettings:
         """The current run's settings (``default`` outside a run)."""
-        return self._current.get() or self.default
+        current = self._current.get()
+        return self.default if current is None else current[1]
 
     async def of(self, conversation_id: str) -> EngineSettings:
-        """The settings of ``conversation_id`` from the lookup (``default`` without one)."""
+        """The settings of ``conversation_id``: the run's own when it is the current run's
+        (an entry point called from another), else from the lookup (``default`` without)."""
+        current = self._current.get()
+        if current is not None and current[0] == conversation_id:
+            return current[1]
         if self._lookup is None:
             return self.default
         return await self._lookup(conversation_id)
 
     @contextlib.contextmanager
-    def use(self, settings: EngineSettings) -> Iterator[None]:
-        """Make ``settings`` the current run's within the block."""
-        token = self._current.set(settings)
+    def use(self, conversation_id: str, settings: EngineSettings) -> Iterator[None]:
+        """Make ``settings`` the current run's (of ``conversation_id``) within the block."""
+        token = self._current.set((conversation_id, settings))
         try:
             yield
         finally:
