@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from bot.errors import GaveUp
 from bot.layers import ConversationSettings
+from bot.sandboxing import confine, fallback_said
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
 from conversations.access import AccessPolicy
@@ -36,6 +37,7 @@ from core.models.demo import DemoModel
 from core.models.scripted import ScriptFileModel
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
+from core.secrets import Redactor
 from core.tools.base import Toolbox
 from core.tools.command import RunCommand
 from core.tools.control import control_tools
@@ -45,10 +47,17 @@ from core.workflow import default_workflow
 log = logging.getLogger(__name__)
 
 
-def default_toolbox() -> Toolbox:
-    """The control tools and the workspace tools."""
+def default_toolbox(run_command: RunCommand | None = None) -> Toolbox:
+    """The control tools and the workspace tools (``run_command`` unconfined by default)."""
     return Toolbox(
-        [*control_tools(), ListFiles(), ReadFile(), WriteFile(), EditFile(), RunCommand()]
+        [
+            *control_tools(),
+            ListFiles(),
+            ReadFile(),
+            WriteFile(),
+            EditFile(),
+            run_command or RunCommand(),
+        ]
     )
 
 
@@ -210,8 +219,15 @@ async def build(
     """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override."""
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     faults = Faults(settings.fault)
-    tools = toolbox or default_toolbox()
-    layers = settings.layers(known_tools={t.spec.name for t in tools})
+    redactor = Redactor(settings.secrets())
+    confinement = await asyncio.to_thread(confine, settings.bwrap)
+    if confinement.problem is not None:
+        log.warning("%s", fallback_said(confinement.problem))
+    tools = toolbox or default_toolbox(confinement.run_command)
+    layers = settings.layers(
+        known_tools={t.spec.name for t in tools},
+        every_command_asks=confinement.every_command_asks,
+    )
     store = await open_store(settings.database_url, render=render_event, faults=faults)
     base = EngineSettings(max_turns=settings.max_turns, max_tokens=settings.max_tokens)
     places = ConversationSettings(layers, _binding_of(store), base=base)
@@ -223,6 +239,7 @@ async def build(
         note_interval=settings.progress_interval,
         concurrency=settings.delivery_concurrency,
         clock=clock,
+        redactor=redactor,
     )
     store.on_outbox = deliverer.wake
     engine = Engine(
@@ -233,6 +250,7 @@ async def build(
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
         faults=faults,
+        redactor=redactor,
     )
     hub_settings = HubSettings(
         workspace_root=settings.workspace_root.resolve(),

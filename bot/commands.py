@@ -29,6 +29,7 @@ from conversations import migrate
 from conversations.logcontext import ConversationFilter
 from conversations.store.sql import create_engine
 from core.faults import Faults
+from core.secrets import RedactingFilter, Redactor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
+    redactor = Redactor(settings.secrets())
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter(redactor))  # no token in a log line
     handler.addFilter(ConversationFilter())
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(conversation)s]: %(message)s")
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         CommandError,
         SQLAlchemyError,
     ) as exc:
-        print(f"threadbot: {exc}", file=sys.stderr)
+        print(f"threadbot: {redactor.redact(str(exc))}", file=sys.stderr)
         return 2
 
 

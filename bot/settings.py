@@ -6,8 +6,9 @@ conventional ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``), then the TOML fi
 ``THREADBOT_CONFIG``), then the defaults below. Workspaces, guilds and channels may
 set some of them again in the TOML file's ``[slack.<team>]`` and
 ``[discord.<guild>]`` tables (:mod:`bot.layers`). List settings take a JSON list
-or a comma-separated string in the environment. Built on pydantic-settings:
-https://docs.pydantic.dev/latest/concepts/pydantic_settings/
+or a comma-separated string in the environment. Secret settings may be read from
+files instead (``THREADBOT_<SETTING>_FILE``, :mod:`bot.secret_files`). Built on
+pydantic-settings: https://docs.pydantic.dev/latest/concepts/pydantic_settings/
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from bot.layers import (
     SlackWorkspace,
     Snowflake,
 )
+from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
@@ -155,11 +157,21 @@ class Settings(BaseSettings):
     """Restarts of a failing background task within ``restart_window`` before the
     bot gives up and exits non-zero."""
     restart_window: float = Field(default=300.0, gt=0)
+    bwrap: str = "bwrap"
+    """The bubblewrap binary commands are sandboxed with (a path, or a name on ``PATH``)."""
     policy: dict[str, Any] = {}
     slack: dict[SlackTeamId, SlackWorkspace] = {}
     """``[slack.<team_id>]`` tables: a Slack workspace's layer and its channels'."""
     discord: dict[Snowflake, DiscordGuild] = {}
     """``[discord.<guild_id>]`` tables: a Discord guild's layer and its channels'."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _secret_file_read(cls, value: object) -> object:
+        """A secret setting's file that gave no value (:mod:`bot.secret_files`) is an error."""
+        if isinstance(value, FileProblem):
+            raise ValueError(value.reason)
+        return value
 
     @field_validator(
         "approvers",
@@ -282,8 +294,11 @@ class Settings(BaseSettings):
         """
         return ToolPolicy.from_toml_table(self.policy, known_tools=known_tools)
 
-    def layers(self, known_tools: Collection[str] | None = None) -> Layers:
-        """The settings layers (:mod:`bot.layers`), the bot's from these settings.
+    def layers(
+        self, known_tools: Collection[str] | None = None, *, every_command_asks: bool = False
+    ) -> Layers:
+        """The settings layers (:mod:`bot.layers`), the bot's from these settings;
+        ``every_command_asks`` where commands cannot be sandboxed.
 
         Raises ``ValueError`` naming the table for a rule about a tool not in
         ``known_tools``.
@@ -297,16 +312,32 @@ class Settings(BaseSettings):
             set_by=set_by,
             slack=self.slack,
             discord=self.discord,
-            bot_policy=self.tool_policy(known_tools),
+            bot_policy=self.tool_policy(known_tools).model_copy(
+                update={"every_command_asks": every_command_asks}
+            ),
             known_tools=known_tools,
         )
         layers.check_tools()
         return layers
 
+    def secrets(self) -> dict[str, str]:
+        """The value of every secret setting that is set, by its variable's name:
+        ``{"SLACK_BOT_TOKEN": "xoxb-...", "ANTHROPIC_API_KEY": "sk-ant-..."}``, wherever
+        it was read from (the environment, a file, the TOML file). For the redactor
+        (:class:`core.secrets.Redactor`); never log or show it."""
+        found: dict[str, str] = {}
+        for name in secret_settings(type(self).model_fields):
+            value = getattr(self, name)
+            if isinstance(value, SecretStr) and value.get_secret_value():
+                found[name.upper()] = value.get_secret_value()
+        return found
+
     @classmethod
     def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:
-        """``THREADBOT_*`` variables that name no setting (most likely typos)."""
+        """``THREADBOT_*`` variables that name no setting (most likely typos); a secret
+        setting's ``THREADBOT_<SETTING>_FILE`` is known."""
         known = {f"THREADBOT_{name.upper()}" for name in cls.model_fields}
+        known |= {file_variable(name) for name in secret_settings(cls.model_fields)}
         return sorted(k for k in environ if k.startswith("THREADBOT_") and k not in known)
 
     @classmethod
@@ -330,10 +361,11 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Init arguments, then the environment, then the TOML file."""
+        """Init arguments, then the secret files, the environment, the TOML file."""
         toml_file = cls.toml_file()
         return (
             init_settings,
+            SecretFiles(settings_cls),
             env_settings,
             TomlConfigSettingsSource(settings_cls, toml_file=toml_file),
         )

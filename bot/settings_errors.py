@@ -25,6 +25,8 @@ from pydantic_core import ErrorDetails
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from bot.secret_files import file_variable
+
 _REASONS: Mapping[str, str] = {
     "int_parsing": "must be a whole number",
     "int_type": "must be a whole number",
@@ -61,7 +63,8 @@ def _line(
     error: ErrorDetails, fields: Mapping[str, Any], environ: Mapping[str, str], toml_file: Path
 ) -> str:
     loc = tuple(error["loc"])
-    name = str(loc[0]) if loc else ""
+    name = _field_name(str(loc[0]), fields) if loc else ""
+    loc = (name, *loc[1:]) if loc else loc
     reason = _reason(error, fields)
     if error["type"] == "extra_forbidden":
         known = fields if len(loc) == 1 else _layer_fields()
@@ -112,9 +115,23 @@ def _reason(error: ErrorDetails, fields: Mapping[str, Any]) -> str:
     return message.removeprefix("Value error, ")
 
 
+def _field_name(key: str, fields: Mapping[str, Any]) -> str:
+    """The setting that ``key`` of an error's location names: pydantic names a setting
+    read through one of its aliases (``SLACK_BOT_TOKEN``) by that alias."""
+    if key in fields:
+        return key
+    for name, field in fields.items():
+        alias = getattr(field, "validation_alias", None)
+        if isinstance(alias, AliasChoices) and key in alias.choices:
+            return name
+    return key
+
+
 def _variable(name: str, field: Any, environ: Mapping[str, str]) -> str | None:
-    """The environment variable that set ``name``, if one did."""
+    """The environment variable that set ``name``, if one did (a secret's file first)."""
     candidates = [f"THREADBOT_{name.upper()}"]
+    if _is_secret(field):
+        candidates.insert(0, file_variable(name))
     alias = getattr(field, "validation_alias", None)
     if isinstance(alias, AliasChoices):
         candidates += [c for c in alias.choices if isinstance(c, str) and c.isupper()]

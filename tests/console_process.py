@@ -21,8 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 class Bot:
     """Runs bot processes on one database, one model script and one console state."""
 
-    def __init__(self, tmp_path: Path, script: list[dict]) -> None:
+    def __init__(
+        self, tmp_path: Path, script: list[dict], env: dict[str, str] | None = None
+    ) -> None:
         self.dir = tmp_path
+        self.extra_env = env or {}
         self.db = tmp_path / "threadbot.db"
         self.script = tmp_path / "script.json"
         self.script.write_text(json.dumps(script))
@@ -42,7 +45,7 @@ class Bot:
             THREADBOT_CONSOLE_USER="alice",
             THREADBOT_FAULT=fault,
         )
-        return env
+        return env | self.extra_env
 
     def run(self, lines: str = "", *, fault: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(

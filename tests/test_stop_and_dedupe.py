@@ -38,6 +38,17 @@ class PipeInput:
         self._writer.close()
 
 
+def _running_marker(marker: str) -> bool:
+    """Whether a live process has ``marker`` in its command line (any PID namespace)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_text():
+                return "Z" not in (entry / "stat").read_text().rpartition(")")[2][:3]
+        except OSError:
+            continue
+    return False
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
@@ -49,13 +60,12 @@ def _alive(pid: int) -> bool:
 async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_cancelled(
     make_app, tmp_path: Path
 ) -> None:
-    pid_file = tmp_path / "command.pid"
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Run the long job"]})]),
             ScriptedTurn(
                 calls=[
-                    ScriptedCall("run_command", {"command": f"echo $$ > {pid_file}; sleep 600"}),
+                    ScriptedCall("run_command", {"command": "sleep 600.4242"}),
                     ScriptedCall("write_file", {"path": "after.txt", "content": "never"}),
                 ]
             ),
@@ -73,12 +83,20 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     pipe.send("run the long job")
     await wait_for(lambda: "📋 Plan (v1)" in out.getvalue())
     pipe.send("+✅ 2")
-    await wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
-    pid = int(pid_file.read_text())
+    await wait_for(lambda: _running_marker("600.4242"))
     conversation_id = (await app.store.threads.active(platform="console"))[0].id
-    snap = await app.store.journal.load(conversation_id)
-    running = [r for r in snap.tool_calls.values() if r.name == "run_command"]
+
+    async def running_calls() -> list:
+        snap = await app.store.journal.load(conversation_id)
+        return [r for r in snap.tool_calls.values() if r.name == "run_command" and r.process]
+
+    for _ in range(500):
+        if running := await running_calls():
+            break
+        await asyncio.sleep(0.01)
     assert running[0].state is ToolState.RUNNING  # the stop is handled while it still runs
+    assert running[0].process is not None
+    pid = running[0].process.group
 
     pipe.send("/stop 1")
     await wait_for(
@@ -88,6 +106,7 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     assert await console_run == 0
 
     assert not _alive(pid)
+    await wait_for(lambda: not _running_marker("600.4242"))  # inside the sandbox too
     snap = await app.store.journal.load(conversation_id)
     states = {r.name: r.state for r in snap.tool_calls.values()}
     assert states["run_command"] is ToolState.INTERRUPTED

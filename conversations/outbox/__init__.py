@@ -31,6 +31,8 @@ never fails it.
   once when permanent, the row fails for good and a short "⚠️ ..." reply says so
   in its thread (once: a failed report is only logged), and the rows after it
   still go out, in order (:mod:`conversations.outbox._attempt`).
+- Every text sent, through any sender, loses the bot's secrets first (``redactor``;
+  :mod:`conversations.outbox._redact` says why there).
 
 Errors: a worker's unexpected exception (the store raising, say) ends
 :meth:`Deliverer.run` with it; run it again to go on. An adapter's own bug in

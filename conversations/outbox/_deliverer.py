@@ -17,6 +17,7 @@ from conversations.errors import DeliveryError
 from conversations.events import PostReply
 from conversations.outbox._attempt import Attempts
 from conversations.outbox._clock import Clock, as_clock, wait_for_event
+from conversations.outbox._redact import redacting
 from conversations.outbox._status import StatusWorker
 from conversations.outbox._worker import (
     Context,
@@ -28,6 +29,7 @@ from conversations.outbox._worker import (
 from conversations.store import Outbox
 from core.context import random_id
 from core.faults import NO_FAULTS, Faults
+from core.secrets import NO_SECRETS, Redactor
 
 log = logging.getLogger("conversations.outbox")
 
@@ -48,7 +50,9 @@ class Deliverer:
     good; ``concurrency``: conversations delivered at once; ``poll_interval``:
     seconds between looks at the store for rows that no :meth:`wake` announced
     (another process wrote them); ``clock``: a :class:`Clock`, or a bare callable
-    of monotonic seconds (then sleeps are real); ``faults``: the crash points.
+    of monotonic seconds (then sleeps are real); ``faults``: the crash points;
+    ``redactor``: the bot's secrets, taken out of every text sent through any sender,
+    given here or added later (:mod:`conversations.outbox._redact` says why there).
     """
 
     def __init__(
@@ -64,12 +68,14 @@ class Deliverer:
         poll_interval: float = 2.0,
         clock: Clock | Callable[[], float] = time.monotonic,
         faults: Faults = NO_FAULTS,
+        redactor: Redactor = NO_SECRETS,
     ) -> None:
         self._outbox = outbox
         self._clock = as_clock(clock)
+        self._redactor = redactor
         self._attempts = Attempts(
             outbox=outbox,
-            senders=senders,
+            senders={p: redacting(s, redactor) for p, s in senders.items()},
             clock=self._clock,
             faults=faults,
             max_attempts=max_attempts,
@@ -102,8 +108,8 @@ class Deliverer:
         self._swept_at = -math.inf
 
     def add_sender(self, sender: Sender) -> None:
-        """Route rows of ``sender.platform`` to ``sender``."""
-        self._attempts.senders[sender.platform] = sender
+        """Route rows of ``sender.platform`` to ``sender`` (what it sends is redacted)."""
+        self._attempts.senders[sender.platform] = redacting(sender, self._redactor)
 
     def wake(self) -> None:
         """Look at the outbox now (the store calls this after a commit that wrote rows)."""

@@ -13,7 +13,9 @@ Rule order (first that applies wins):
    first: channel, workspace or guild, bot). In each layer the first rule that
    matches is that layer's word; across layers a ``deny`` from any layer wins,
    then an ``ask`` from any layer (so a lower layer's ``ask`` beats a channel's
-   ``allow``), then the nearest layer's ``allow``;
+   ``allow``), then the nearest layer's ``allow``; but with
+   :attr:`ToolPolicy.every_command_asks` (no sandbox) a ``run_command`` that no
+   ``deny`` or ``ask`` stops asks a person;
 4. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
    pattern (``rm -rf``, ``git push``, ``curl`` ...): ``ask``;
 5. read-only tools: ``allow``;
@@ -227,6 +229,8 @@ class ToolPolicy(BaseModel):
     ask_commands: tuple[str, ...] = DEFAULT_ASK_COMMANDS
     mutating_needs_plan: bool = True
     mutating_tools: bool = True
+    every_command_asks: bool = False
+    """True where commands cannot be sandboxed: every ``run_command`` asks a person."""
 
     @field_validator("ask_commands")
     @classmethod
@@ -245,6 +249,10 @@ class ToolPolicy(BaseModel):
             reason = "mutating tools are off in this channel"
             return _verdict(Decision.DENY, reason, "mutating_tools_off")
         explicit = self._explicit(tool_name, arguments)
+        if self.every_command_asks and tool_name == RUN_COMMAND:
+            if explicit is None or explicit.decision is Decision.ALLOW:
+                reason = "commands run without a sandbox here: every command asks first"
+                return _verdict(Decision.ASK, reason, "no_sandbox")
         if explicit is not None:
             return explicit
         command = arguments.get("command")
@@ -323,7 +331,7 @@ class ToolPolicy(BaseModel):
             raise ValueError(f"{where}.rules must be an array of tables ([[{where}.rules]])")
         if not isinstance(data.get("ask_commands", []), list | tuple):
             raise ValueError(f"{where}.ask_commands must be a list of strings")
-        if "layers" in data or "mutating_tools" in data:
+        if {"layers", "mutating_tools", "every_command_asks"} & set(data):
             raise ValueError(f"{where}: use rules, ask_commands or mutating_needs_plan")
         known = None if known_tools is None else frozenset(known_tools)
         rules = tuple(

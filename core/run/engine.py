@@ -48,6 +48,7 @@ from core.run.live import LiveJournal
 from core.run.settings import EngineSettings, RunSettings, SettingsLookup
 from core.run.turn import RunLoop
 from core.run_events import Expired, Reminder, RunEvent, Stopped
+from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.workflow import Transition, Workflow
 
@@ -78,6 +79,8 @@ class Engine:
     a test sets them). ``settings`` (with ``tool_policy``, when given, as its
     policy) apply to every conversation, unless ``settings_for`` gives a
     conversation its own (asked once per run; see :mod:`core.run.settings`).
+    ``redactor`` replaces the bot's secrets in every tool result and progress note
+    before it is committed (:mod:`core.secrets`; none by default).
     Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
@@ -95,6 +98,7 @@ class Engine:
         settings_for: SettingsLookup | None = None,
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
+        redactor: Redactor = NO_SECRETS,
     ) -> None:
         self._journal = LiveJournal(journal)
         self._workflow = workflow
@@ -114,6 +118,7 @@ class Engine:
             opening=self._opening,
             faults=faults,
             suspended=lambda: self._suspended,
+            redactor=redactor,
         )
 
     @property

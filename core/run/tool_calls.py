@@ -19,6 +19,9 @@ exactly-once"):
 - the control calls ``propose_plan``, ``ask_user`` and ``finish`` come last.
 
 Every state change is a :func:`core.tool_state.move`, committed with its result.
+Every result and progress note is committed through :meth:`ToolRunner._finish_call`,
+which redacts the bot's secrets from it first (:mod:`core.secrets`): the journal,
+the tool records, the model's next request and the thread never hold a token.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from core.run.control import control_change
 from core.run.settings import RunSettings
 from core.run.stats import request_stats
 from core.run_events import ProgressNote
+from core.secrets import NO_SECRETS, Redactor
 from core.tool_state import move, open_calls, started
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import FINISH, REPORT_PROGRESS, WAITING_CONTROL
@@ -74,7 +78,9 @@ class ToolRunner:
     """Executes turns' tool calls against the journal (used by the engine).
 
     ``opening`` gives new requests their ids and times; ``suspended()`` True
-    means: start no new tool call (the process is stopping).
+    means: start no new tool call (the process is stopping). ``redactor`` takes the
+    bot's secrets out of every result and note before it is committed, and is handed
+    to the tools (``ToolContext.redactor``) for output they stream.
     """
 
     def __init__(
@@ -86,6 +92,7 @@ class ToolRunner:
         opening: Opening,
         faults: Faults = NO_FAULTS,
         suspended: Callable[[], bool] = lambda: False,
+        redactor: Redactor = NO_SECRETS,
     ) -> None:
         self._journal = journal
         self._toolbox = toolbox
@@ -93,6 +100,7 @@ class ToolRunner:
         self._opening = opening
         self._faults = faults
         self._suspended = suspended
+        self._redactor = redactor
 
     def read_only(self, name: str) -> bool:
         """Whether the tool ``name`` is read-only (an unknown tool counts as read-only)."""
@@ -191,7 +199,8 @@ class ToolRunner:
         tool = self._toolbox.get(record.name)
         assert tool is not None  # admitted calls name known tools
         settings = self._settings.get()
-        if await self._denied_now(conversation_id, record, plan_approved):
+        verdict = await self._checked_now(conversation_id, record, plan_approved)
+        if verdict is None:
             return
         running = move(record, ToolState.RUNNING).records
         await self._journal.commit(conversation_id, Change(tool_calls=running))
@@ -208,7 +217,9 @@ class ToolRunner:
             command_cpu_seconds=settings.command_cpu_seconds,
             command_memory_mb=settings.command_memory_mb,
             output_limit=settings.output_limit,
+            network=verdict.network,
             started=on_start,
+            redactor=self._redactor,
         )
         try:
             output = await tool.run(record.input, ctx)
@@ -229,10 +240,11 @@ class ToolRunner:
         )
         self._faults.hit("after_tool_result")
 
-    async def _denied_now(
+    async def _checked_now(
         self, conversation_id: str, record: ToolCallRecord, plan_approved: bool
-    ) -> bool:
-        """Check the policy again as the call is about to run; a ``deny`` ends it ``denied``.
+    ) -> policy.Verdict | None:
+        """Check the policy again as the call is about to run; a ``deny`` ends it ``denied``
+        (None), else the verdict (its network grant goes with the call).
 
         The policy may have changed since the call was admitted or approved (new
         settings, a restart with other rules). Only ``deny`` stops it here: an
@@ -247,7 +259,7 @@ class ToolRunner:
             plan_approved=plan_approved,
         )
         if verdict.decision is not policy.Decision.DENY:
-            return False
+            return verdict
         log.info("%s: %s denied before it ran (%s)", conversation_id, record.name, verdict.rule)
         summary = summarize_call(record.name, record.input)
         output = ToolOutput(
@@ -256,7 +268,7 @@ class ToolRunner:
             is_error=True,
         )
         await self._finish_call(conversation_id, record, output, state=ToolState.DENIED)
-        return True
+        return None
 
     async def _finish_call(
         self,
@@ -268,15 +280,20 @@ class ToolRunner:
         state: ToolState | None = None,
     ) -> None:
         """Commit ``record``'s final state (``state``, else ``done`` or ``failed``) with its
-        result and the output's note."""
+        result and the output's note, both redacted (and the plan step the note is about).
+
+        Every result of a call goes through here: a tool's output, its error, a
+        crash, a denial, a control call's refusal."""
+        redact = self._redactor.redact
         final = state or (ToolState.FAILED if output.is_error else ToolState.DONE)
-        moved = move(record, final, result=output.content)
+        moved = move(record, final, result=redact(output.content))
+        note = ProgressNote(text=redact(output.note), step=redact(step) if step else step)
         await self._journal.commit(
             conversation_id,
             Change(
                 entries=moved.results,
                 tool_calls=moved.records,
-                events=(ProgressNote(text=output.note, step=step),) if output.note else (),
+                events=(note,) if output.note else (),
             ),
         )
 

@@ -40,6 +40,7 @@ from core.run.settings import RunSettings
 from core.run.stats import request_stats
 from core.run.tool_calls import ToolRunner, TurnOutcome
 from core.run_events import Answered, ProgressNote, RunFailed
+from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.workflow import Transition, Workflow
 
@@ -49,7 +50,8 @@ log = logging.getLogger(__name__)
 class RunLoop:
     """Runs a conversation's turns for the engine (:class:`core.run.engine.Engine`).
 
-    ``suspended()`` True means: start no new step (the process is stopping).
+    ``suspended()`` True means: start no new step (the process is stopping);
+    ``redactor`` takes secrets out of tool results and notes (:class:`ToolRunner`).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class RunLoop:
         opening: Opening,
         faults: Faults = NO_FAULTS,
         suspended: Callable[[], bool] = lambda: False,
+        redactor: Redactor = NO_SECRETS,
     ) -> None:
         self._journal = journal
         self._model = model
@@ -81,6 +84,7 @@ class RunLoop:
             opening=opening,
             faults=faults,
             suspended=suspended,
+            redactor=redactor,
         )
 
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from core.journal import CommandProcess
 from core.models.base import ToolSpec
+from core.secrets import NO_SECRETS, Redactor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,9 +36,15 @@ class ToolContext:
     command_memory_mb: int | None = None
     """Megabytes of data each process of a command may allocate; None: no cap."""
     output_limit: int = 16_000
+    network: bool = False
+    """The call may reach the network (a policy rule granted it); sandboxed commands only."""
     started: Callable[[CommandProcess], Awaitable[None]] | None = None
     """Called by ``run_command`` once its process group runs, before it waits for it:
     the record keeps the group, so a group left behind by a crash is found again."""
+    redactor: Redactor = NO_SECRETS
+    """The bot's secrets: output a tool streams goes through ``redactor.stream()``
+    before it is kept or cut, so a token split across chunks (or by the cut) is
+    redacted. The engine redacts every whole result and note again when it commits."""
 
 
 @dataclass(frozen=True, kw_only=True)

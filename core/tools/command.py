@@ -3,6 +3,10 @@
 The command runs as ``/bin/sh -c COMMAND`` in ``ctx.workspace``, in a new session
 (its own process group), with stdin from ``/dev/null``, stderr merged into stdout
 and a small environment (:data:`PASSED_ENV`; the bot's tokens are not passed).
+With a :class:`core.tools.sandbox.Sandbox` (the default where bubblewrap works) it
+runs confined by it, with a network only when ``ctx.network`` (a policy rule's
+grant); without one, ``run_as`` (uid, gid) runs it as another user through
+``setpriv`` (util-linux), for a bot running as root.
 
 The process group never outlives the call:
 
@@ -38,8 +42,10 @@ from typing import Any
 
 from core.errors import ToolError
 from core.models.base import ToolSpec
+from core.secrets import RedactionStream
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.processes import describe, group_alive, signal_group
+from core.tools.sandbox import Launch, Sandbox
 from core.tools.workspace import optional_arg, required_arg
 
 TERM_GRACE = 2.0
@@ -64,6 +70,11 @@ class RunCommand:
     """
 
     read_only = False
+
+    def __init__(self, sandbox: Sandbox | None = None, run_as: tuple[int, int] | None = None):
+        self.sandbox = sandbox
+        self.run_as = run_as
+
     spec = ToolSpec(
         name="run_command",
         description=(
@@ -89,14 +100,29 @@ class RunCommand:
         if not command.strip():
             raise ToolError("`command` is empty")
         timeout = _timeout(args, ctx)
-        capture = _Capture(ctx.output_limit)
-        transport, protocol = await _start(_capped(command, ctx), ctx.workspace, capture)
+        capture = _Capture(ctx.output_limit, ctx.redactor.stream())
+        if self.run_as is not None and self.sandbox is None:
+            await asyncio.to_thread(_hand_over, ctx.workspace, *self.run_as)
+        launch = self._launch(_capped(command, ctx), ctx)
         try:
+            transport, protocol = await _start(launch, ctx.workspace, capture)
+        except BaseException:
+            if launch.network is not None:
+                await _run_to_end(launch.network.close())
+            raise
+        try:
+            if launch.network is not None:
+                try:
+                    await launch.network.attach()
+                except OSError as exc:
+                    raise ToolError(f"cannot give the command its network: {exc}") from exc
             if ctx.started is not None and (process := describe(transport.get_pid())):
                 await ctx.started(process)
             code = await _wait_exit(transport, protocol, timeout)
         finally:
             await _run_to_end(_kill_group(transport, protocol))
+            if launch.network is not None:
+                await _run_to_end(launch.network.close())
         output = capture.finish()
         if code is None:
             raise ToolError(f"command timed out after {timeout:g} s\n{output}")
@@ -107,6 +133,21 @@ class RunCommand:
             note=f"ran `{_one_line(command)}`: exit {code}" + "".join(f" ({c})" for c in caps),
             is_error=code != 0,
         )
+
+    def _launch(self, argv: list[str], ctx: ToolContext) -> Launch:
+        """How to start ``argv``: in the sandbox, as ``run_as``, or as the bot's user."""
+        if self.sandbox is not None:
+            try:
+                return self.sandbox.launch(argv, ctx.workspace, network=ctx.network)
+            except OSError as exc:
+                raise ToolError(str(exc)) from exc
+        env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+        env.setdefault("PATH", os.defpath)
+        if self.run_as is not None:
+            uid, gid = self.run_as
+            prefix = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+            argv = [*prefix, *argv]
+        return Launch(argv=argv, env=env)
 
 
 _SIGXCPU_CODES = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
@@ -149,6 +190,15 @@ def _caps_hit(code: int, output: str, capture: _Capture, ctx: ToolContext) -> li
     return hit
 
 
+def _hand_over(workspace: Path, uid: int, gid: int) -> None:
+    """Make ``workspace`` and everything in it ``uid:gid``'s (the fallback's user writes it)."""
+    os.chown(workspace, uid, gid)
+    for root, dirs, files in os.walk(workspace):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
+
+
 def _timeout(args: Mapping[str, Any], ctx: ToolContext) -> float:
     """Seconds the command may run: ``args["timeout"]`` capped at ``ctx.command_timeout``."""
     asked = optional_arg(args, "timeout", float)
@@ -166,9 +216,14 @@ def _one_line(command: str) -> str:
 
 
 class _Capture:
-    """Decoded output (UTF-8, bad bytes replaced) kept to ``limit`` characters: head + tail."""
+    """Decoded output (UTF-8, bad bytes replaced) kept to ``limit`` characters: head + tail.
 
-    def __init__(self, limit: int) -> None:
+    Secrets are redacted as the output streams in (``redaction``), before the cut, so
+    a token split across two reads, or by the cut, never survives in part.
+    """
+
+    def __init__(self, limit: int, redaction: RedactionStream | None = None) -> None:
+        self._redaction = redaction
         self._head_room = max(0, limit) // 2
         self._tail_room = max(0, limit) - self._head_room
         self._head = ""
@@ -179,6 +234,10 @@ class _Capture:
     def feed(self, data: bytes, *, final: bool = False) -> None:
         """Take the next bytes of output; memory stays within ``limit`` characters."""
         text = self._decoder.decode(data, final)
+        if self._redaction is not None:
+            text = self._redaction.feed(text)
+            if final:
+                text += self._redaction.finish()
         self._total += len(text)
         room = self._head_room - len(self._head)
         if room > 0:
@@ -225,13 +284,13 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
 _Started = tuple[asyncio.SubprocessTransport, "_CommandProtocol"]
 
 
-async def _start(argv: list[str], cwd: Path, capture: _Capture) -> _Started:
+async def _start(launch: Launch, cwd: Path, capture: _Capture) -> _Started:
     """Spawn the command; a cancellation meanwhile kills its group before it goes on.
 
     The shell runs before the spawn returns; cancelling asyncio's spawn would kill
     the shell alone and leave whatever it started running.
     """
-    spawn = asyncio.ensure_future(_spawn(argv, cwd, capture))
+    spawn = asyncio.ensure_future(_spawn(launch, cwd, capture))
     try:
         return await asyncio.shield(spawn)
     except asyncio.CancelledError:
@@ -245,24 +304,26 @@ async def _kill_spawned(spawn: asyncio.Future[_Started]) -> None:
         await _kill_group(*await spawn)
 
 
-async def _spawn(argv: list[str], cwd: Path, capture: _Capture) -> _Started:
-    """Start ``argv`` (``/bin/sh -c command``, maybe under ``prlimit``) in its own session;
-    raises ToolError when it cannot."""
-    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    env.setdefault("PATH", os.defpath)
+async def _spawn(launch: Launch, cwd: Path, capture: _Capture) -> _Started:
+    """Start the launch's argv (``/bin/sh -c command``, maybe under ``prlimit``, maybe in
+    the sandbox) in its own session; raises ToolError when it cannot."""
     try:
         return await asyncio.get_running_loop().subprocess_exec(
             lambda: _CommandProtocol(capture),
-            *argv,
+            *launch.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=cwd,
-            env=env,
+            env=launch.env,
             start_new_session=True,
+            pass_fds=launch.pass_fds,
         )
     except OSError as exc:
         raise ToolError(f"cannot start the command: {exc}") from exc
+    finally:
+        if launch.network is not None:
+            launch.network.close_child_ends()
 
 
 async def _wait_exit(

@@ -1,0 +1,60 @@
+"""The last edge before a platform: every posted or edited text loses the bot's secrets.
+
+Why here, at the deliverer's senders, and not where rows are written: every message
+threadbot shows a person leaves through :meth:`Sender.send`, called by the deliverer
+and by nothing else in ``conversations``: rows rendered from run events, the hub's
+notices, the "could not deliver" reports, and the answers sent at once outside the
+outbox (:meth:`conversations.outbox.Deliverer.send_now`). Some texts exist only at
+delivery: merged progress notes, the status message edited in place, a closed
+request's edit (built from the stored message), a report quoting a platform's error.
+The outbox's write paths (a commit's rendered events, ``enqueue``,
+``fail_for_good``) would see none of those, and ``send_now`` skips the outbox. Tool
+output is redacted earlier as well, where it is stored (:mod:`core.run.tool_calls`).
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from conversations.adapter import Sender
+from conversations.events import AddReaction, OutboundAction, PostReply, UpdateMessage
+from core.secrets import Redactor
+
+
+def redact_action(action: OutboundAction, redactor: Redactor) -> OutboundAction:
+    """``action`` with its text redacted (the same object when nothing changed).
+
+    Button labels and emoji names are threadbot's own words, never redacted.
+    """
+    match action:
+        case PostReply() | UpdateMessage():
+            text = redactor.redact(action.text)
+            return action if text == action.text else action.model_copy(update={"text": text})
+        case AddReaction():
+            return action
+        case _:
+            assert_never(action)
+
+
+class RedactingSender:
+    """A :class:`Sender` that sends through ``inner`` what it is given, redacted."""
+
+    def __init__(self, inner: Sender, redactor: Redactor) -> None:
+        self.inner = inner
+        self.platform = inner.platform
+        self._redactor = redactor
+
+    async def send(
+        self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
+    ) -> str | None:
+        """``inner.send`` of ``action`` redacted (:func:`redact_action`)."""
+        return await self.inner.send(
+            redact_action(action, self._redactor),
+            idempotency_key=idempotency_key,
+            maybe_sent=maybe_sent,
+        )
+
+
+def redacting(sender: Sender, redactor: Redactor) -> Sender:
+    """``sender``, redacting what it sends; as is when ``redactor`` has no secrets."""
+    return RedactingSender(sender, redactor) if redactor else sender
