@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean sandbox-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,16 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-run: $(STAMP)
+run: $(STAMP) sandbox-check
 	$(BIN)/threadbot run
 
-test: $(STAMP)
+test: $(STAMP) sandbox-check
 	$(BIN)/python -m pytest -q
+
+# The agent's commands run under bubblewrap; without it they run unconfined and ask first.
+sandbox-check:
+	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed: commands will not be sandboxed (apt install bubblewrap slirp4netns); its tests skip (and fail under CI=true)"
+	@command -v slirp4netns >/dev/null || echo "note: slirp4netns is not installed: a network granted by a policy rule cannot be given (apt install slirp4netns)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

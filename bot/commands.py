@@ -13,6 +13,7 @@ import io
 import logging
 import os
 import sys
+import tomllib
 
 from alembic.util.exc import CommandError
 from pydantic import ValidationError
@@ -110,7 +111,10 @@ def _settings() -> Settings | None:
         )
         return None
     except ValueError as exc:  # a TOML file that does not parse, a missing THREADBOT_CONFIG
-        where = f"{toml_file}: " if "policy" in str(exc) else ""
+        from_file = isinstance(exc, tomllib.TOMLDecodeError | UnicodeDecodeError)
+        where = (
+            f"{toml_file}: " if from_file or ".policy" in str(exc) or "policy" in str(exc) else ""
+        )
         print(f"threadbot: bad settings:\n  {where}{exc}", file=sys.stderr)
         return None
     return settings

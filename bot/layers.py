@@ -44,21 +44,33 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     field_validator,
 )
 
 from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
 from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
-from core.policy.policy import RuleLayer, ToolPolicy
+from core.policy.policy import DEFAULT_ASK_COMMANDS, RuleLayer, ToolPolicy
 from core.run.settings import EngineSettings
+
+MAX_INSTRUCTIONS = 20_000
+"""Characters of a layer's instructions (they go into every model request)."""
+ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+CommandSeconds = Annotated[float, Field(gt=0, le=24 * 3600, allow_inf_nan=False)]
+"""Seconds of a command's wall-clock or CPU time: at most a day."""
+MemoryMb = Annotated[int, Field(gt=0, le=1024 * 1024)]
+"""Megabytes a command's process may allocate: at most 1 TiB."""
+OutputChars = Annotated[int, Field(gt=100, le=10_000_000)]
+RequestSeconds = Annotated[float, Field(gt=0, le=365 * 24 * 3600, allow_inf_nan=False)]
+"""Seconds a request waits for a person: at most a year."""
+PerUser = Annotated[int, Field(ge=1, le=100_000)]
 
 LAYERED = (
     "model",
@@ -94,11 +106,11 @@ PlatformApprover = Annotated[str, AfterValidator(_approver)]
 class Layer(BaseModel):
     """What one workspace, guild or channel sets; None (absent) takes the next layer's."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)  # TOML has real types
     platform: ClassVar[str] = ""
 
-    model: str | None = None
-    instructions: str | None = None
+    model: ModelId | None = None
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS)
     approvers: list[PlatformApprover] | None = None
     policy: dict[str, Any] | None = None
     """A ``[policy]`` table of this layer: ``rules`` (and ``ask_commands``,
@@ -106,14 +118,14 @@ class Layer(BaseModel):
     mutating_tools: bool | None = None
     """False: no mutating tool (file writes, commands) runs here at all."""
     git_repo: str | None = None
-    command_timeout: float | None = Field(default=None, gt=0)
-    command_cpu_seconds: float | None = Field(default=None, gt=0)
-    command_memory_mb: int | None = Field(default=None, gt=0)
-    output_limit: int | None = Field(default=None, gt=100)
+    command_timeout: CommandSeconds | None = None
+    command_cpu_seconds: CommandSeconds | None = None
+    command_memory_mb: MemoryMb | None = None
+    output_limit: OutputChars | None = None
     progress_mode: ProgressMode | None = None
-    request_ttl: float | None = Field(default=None, gt=0)
-    user_runs: int | None = Field(default=None, ge=1)
-    user_mentions_per_hour: int | None = Field(default=None, ge=1)
+    request_ttl: RequestSeconds | None = None
+    user_runs: PerUser | None = None
+    user_mentions_per_hour: PerUser | None = None
 
     @field_validator("policy")
     @classmethod
@@ -174,7 +186,9 @@ SlackTeamId = Annotated[
 SlackChannelId = Annotated[
     str, _id(r"[CGD][A-Z0-9]{2,}", "a Slack channel id (C0123ABCD; G or D for private ones)")
 ]
-Snowflake = Annotated[str, _id(r"[0-9]{1,20}", "a Discord id (a number, e.g. 1198206788567171079)")]
+Snowflake = Annotated[
+    str, _id(r"[1-9][0-9]{0,19}", "a Discord id (a number, e.g. 1198206788567171079)")
+]
 
 
 class SlackWorkspace(SlackChannel):
@@ -205,6 +219,8 @@ class Effective:
     """The settings that apply at one place, each with its layer (see :meth:`Layers.at`)."""
 
     values: Mapping[str, Sourced]
+    policy_sources: Mapping[str, str]
+    """The layer of the policy's ``ask_commands`` and ``mutating_needs_plan``."""
     policy: ToolPolicy
     """The bot's policy with the nearer layers' rules (channel first) and ``mutating_tools``."""
 
@@ -251,21 +267,32 @@ class Effective:
             )
             for rule in layer.rules
         ]
-        lines.append("policy rules (deny, then ask, from any layer wins):")
-        lines += rules or [
-            "  none (the shipped defaults: read-only allowed, the rest after the plan)"
-        ]
+        asks = self.policy.ask_commands
+        shown = "the default list" if asks == DEFAULT_ASK_COMMANDS else repr(list(asks))
+        lines.append(f"ask_commands = {shown}  ({self.policy_sources['ask_commands']})")
+        needs_plan = self.policy.mutating_needs_plan
+        where = self.policy_sources["mutating_needs_plan"]
+        lines.append(f"mutating_needs_plan = {needs_plan!r}  ({where})")
+        lines.append("policy rules, nearest layer first (a deny from any layer wins, then an ask):")
+        lines += rules or ["  none"]
         return lines
+
+
+def repo_shown(url: str) -> str:
+    """A repository URL as it may be shown: what precedes an ``@`` and the query hidden."""
+    head, at, _ = url.partition("@")
+    if at and "/" not in head.split("//", 1)[-1]:
+        scheme = head.split("//", 1)[0] + "//" if "//" in head else ""
+        url = f"{scheme}***@{url.split('@', 1)[1]}"
+    base, question, _ = url.partition("?")
+    return f"{base}?***" if question else base
 
 
 def _shown(name: str, value: Any) -> str:
     if value is None:
         return "(none)"
     if name == "git_repo" and isinstance(value, str):
-        parts = urlsplit(value)
-        if parts.password:
-            host = parts.hostname or ""
-            value = urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+        value = repo_shown(value)
     if name == "instructions" and isinstance(value, str):
         text = " ".join(value.split())
         return repr(text if len(text) <= 80 else text[:79] + "…")
@@ -394,6 +421,10 @@ class Layers:
             )
         rule_layers = []
         policy = self._bot_policy
+        sources = {
+            key: self._bot_label("policy") if key in policy.model_fields_set else "defaults"
+            for key in ("ask_commands", "mutating_needs_plan")
+        }
         taken: set[str] = set()
         for label, layer in chain:
             if layer.policy is None:
@@ -403,10 +434,12 @@ class Layers:
             for key in ("ask_commands", "mutating_needs_plan"):
                 if key in layer.policy and key not in taken:  # the nearest layer's
                     taken.add(key)
+                    sources[key] = label
                     policy = policy.model_copy(update={key: getattr(own, key)})
         policy = policy.with_layers(rule_layers, mutating_tools=values["mutating_tools"].value)
         return Effective(
             values=values,
+            policy_sources=sources,
             policy=policy,
         )
 

@@ -39,8 +39,15 @@ from sqlalchemy.engine import make_url
 
 from bot.layers import (
     LAYERED,
+    MAX_INSTRUCTIONS,
+    CommandSeconds,
     DiscordGuild,
     Layers,
+    MemoryMb,
+    ModelId,
+    OutputChars,
+    PerUser,
+    RequestSeconds,
     SlackTeamId,
     SlackWorkspace,
     Snowflake,
@@ -99,24 +106,24 @@ class Settings(BaseSettings):
     allow_bots: bool = False
     bot_thread_cap: int = Field(default=5, ge=0)
     file_threshold: int = Field(default=12_000, gt=0)
-    model: str = DEFAULT_MODEL
-    instructions: str = ""
+    model: ModelId = DEFAULT_MODEL
+    instructions: str = Field(default="", max_length=MAX_INSTRUCTIONS)
     """The team's instructions to the model, sent after threadbot's own system prompt."""
     max_tokens: int = Field(default=4096, gt=0)
     max_turns: int = Field(default=30, gt=0)
-    command_timeout: float = Field(default=120.0, gt=0)
-    command_cpu_seconds: float | None = Field(default=None, gt=0)
+    command_timeout: CommandSeconds = 120.0
+    command_cpu_seconds: CommandSeconds | None = None
     """CPU seconds each process of a command may use (none: no cap)."""
-    command_memory_mb: int | None = Field(default=None, gt=0)
+    command_memory_mb: MemoryMb | None = None
     """Megabytes of data each process of a command may allocate (none: no cap)."""
-    output_limit: int = Field(default=16_000, gt=100)
+    output_limit: OutputChars = 16_000
     mutating_tools: bool = True
     """False: no mutating tool (file writes, commands) runs at all."""
     git_repo: str | None = None
     """The git repository a conversation's workspace is cloned from (none: an empty one)."""
-    user_runs: int | None = Field(default=None, ge=1)
+    user_runs: PerUser | None = None
     """Conversations one person may have going at once (running or waiting; none: no limit)."""
-    user_mentions_per_hour: int | None = Field(default=None, ge=1)
+    user_mentions_per_hour: PerUser | None = None
     """Conversations one person may start per hour (none: no limit)."""
     approvers: CommaList = []
     approve_reactions: CommaList = [
@@ -136,7 +143,7 @@ class Settings(BaseSettings):
     console_wait: Literal["auto", "yes", "no"] = "auto"
     model_script: Path | None = None
     log_level: str = "WARNING"
-    request_ttl: float = Field(default=24 * 3600.0, gt=0)
+    request_ttl: RequestSeconds = 24 * 3600.0
     retention_days: float = Field(default=7.0, gt=0, le=36_500)
     """Days sent outbox rows and handled deliveries are kept before the sweeper prunes
     them (the journal, tool records and requests stay). Keep it well above the
@@ -304,7 +311,7 @@ class Settings(BaseSettings):
         ``known_tools``.
         """
         set_by = {}
-        for name in self.model_fields_set & set(LAYERED):
+        for name in self.model_fields_set & {*LAYERED, "policy"}:
             variable = f"THREADBOT_{name.upper()}"
             set_by[name] = variable if variable in os.environ else self.toml_file().name
         layers = Layers(
@@ -336,7 +343,11 @@ class Settings(BaseSettings):
     def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:
         """``THREADBOT_*`` variables that name no setting (most likely typos); a secret
         setting's ``THREADBOT_<SETTING>_FILE`` is known."""
-        known = {f"THREADBOT_{name.upper()}" for name in cls.model_fields}
+        known = {  # a setting read under its own name (SLACK_BOT_TOKEN) is not THREADBOT_*
+            f"THREADBOT_{name.upper()}"
+            for name, field in cls.model_fields.items()
+            if not isinstance(field.validation_alias, AliasChoices)
+        }
         known |= {file_variable(name) for name in secret_settings(cls.model_fields)}
         return sorted(k for k in environ if k.startswith("THREADBOT_") and k not in known)
 

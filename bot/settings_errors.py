@@ -85,8 +85,19 @@ def _line(
     return f"{toml_file}: {_dotted(loc)}{shown}: {reason}"
 
 
+_NOT_SHOWN = frozenset({"slack", "discord", "policy", "instructions"})
+"""Settings whose whole value is too much to show in an error (and may hold a secret)."""
+
+
 def _shown(name: str, value: object) -> str:
-    """``value`` as it may be shown: a database URL without its password."""
+    """``value`` as it may be shown: a database URL without its password, a repository
+    URL without what precedes its ``@``, tables not at all."""
+    if name in _NOT_SHOWN:
+        return "value not shown"
+    if name == "git_repo" and isinstance(value, str):
+        from bot.layers import repo_shown
+
+        return repr(repo_shown(value))
     if name == "database_url" and isinstance(value, str):
         try:
             value = make_url(value).render_as_string(hide_password=True)

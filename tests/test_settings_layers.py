@@ -21,6 +21,7 @@ import pytest
 from bot.layers import LAYERED
 from bot.settings import Settings
 from core.journal import AssistantTurn, ToolState
+from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.policy.policy import Decision
 from core.requests.shapes import RequestState
@@ -207,7 +208,7 @@ async def test_a_channel_with_mutating_tools_off_refuses_them_with_a_note(settin
         root = await mention_in(ws, CHANNEL, "write a note")
         await react_in(ws, CHANNEL, posted(ws, CHANNEL, root, "📋 Plan")["ts"], by=ALICE)
         note = posted(ws, CHANNEL, root, "was not run")
-        assert "mutating tools are off in this channel" in note["text"]
+        assert "mutating tools are off here" in note["text"]
         snap = await ws.snapshot(root)
         (record,) = [r for r in snap.tool_calls.values() if r.name == "write_file"]
         assert record.state is ToolState.DENIED
@@ -233,6 +234,25 @@ async def test_over_the_runs_at_once_limit_the_bot_says_so_and_starts_nothing(se
         model.add(plan())
         await mention_in(ws, CHANNEL, "mine", by=BOB)
         assert len(await ws.conversation_ids()) == 3
+
+
+async def test_a_message_restarting_an_ended_conversation_counts_against_the_limit(
+    settings,
+) -> None:
+    model = ScriptedModel([plan(), plan()])
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"user_runs": 1}}}})
+    async with slack_workspace(s, model) as ws:
+        first = await mention_in(ws, CHANNEL, "first")
+        await ws.slash("/stop", first)
+        assert (await ws.snapshot(first)).status.lifecycle is Lifecycle.CANCELLED
+        await mention_in(ws, CHANNEL, "second")  # waiting for its plan's approval
+
+        await ws.reply(first, "go on with the first after all")
+
+        assert len(model.requests) == 2  # the first did not start again
+        said = bot_posts(ws, CHANNEL, first)[-1]["text"]
+        assert "you have 1 conversation going, and 1 at once is the limit here" in said
+        assert (await ws.snapshot(first)).status.lifecycle is Lifecycle.CANCELLED
 
 
 async def test_over_the_mentions_per_hour_limit_the_bot_says_so(settings) -> None:
@@ -299,13 +319,14 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     lines = {line.split(" = ")[0]: line for line in done.stdout.splitlines() if " = " in line}
-    assert set(lines) == set(LAYERED)
+    assert set(lines) == {*LAYERED, "ask_commands", "mutating_needs_plan"}
     assert lines["model"].endswith("(slack channel C0456)")
     assert lines["approvers"] == "approvers = ['group:S0LEADS01']  (slack workspace T0123)"
     assert lines["progress_mode"].endswith("(slack workspace T0123)")
     assert lines["request_ttl"] == "request_ttl = 600.0  (bot settings (THREADBOT_REQUEST_TTL))"
     assert lines["output_limit"].endswith("(defaults)")
-    assert "hunter2secret" not in done.stdout and "threadbot:***@" in lines["git_repo"]
+    assert "hunter2secret" not in done.stdout and "https://***@git" in lines["git_repo"]
+    assert lines["ask_commands"] == "ask_commands = the default list  (defaults)"
     assert "run_command command_prefix='make test' -> allow  (slack channel C0456)" in done.stdout
 
     elsewhere = threadbot(tmp_path, "settings", "explain", "--platform", "discord")
@@ -338,6 +359,40 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
             "[[slack.T0123.policy.rules]]\ntool = 'nope'\ndecision = 'allow'\n",
             "slack.T0123.policy.rules[0].tool: no tool called 'nope'",
         ),
+        (
+            "[slack.T0123]\nrequest_ttl = inf\n",
+            "threadbot.toml: slack.T0123.request_ttl: Input should be a finite number",
+        ),
+        (
+            "[slack.T0123]\ncommand_cpu_seconds = 1e300\n",
+            "threadbot.toml: slack.T0123.command_cpu_seconds: must be at most 86400",
+        ),
+        (
+            '[slack.T0123.channels.C0456]\nmutating_tools = "no"\n',
+            "threadbot.toml: slack.T0123.channels.C0456.mutating_tools: must be true or false",
+        ),
+        (
+            "[slack.T0123.channels.C0456]\nmodel = '  '\n",
+            "threadbot.toml: slack.T0123.channels.C0456.model: String should have at least 1",
+        ),
+        (
+            "[[slack.T0123.policy.rules]]\ntool = 'write_file'\ndecision = 'allow'\n"
+            "network = true\n",
+            "slack.T0123.policy.rules[0]: `network = true` applies only to `run_command`",
+        ),
+        (
+            "[[slack.T0123.policy.rules]]\ntool = 'run_command'\ndecision = 'allow'\n"
+            "network = 'yes'\n",
+            "slack.T0123.policy.rules[0].network: Input should be a valid boolean",
+        ),
+        (
+            "[slack.T0123]\ngit_repo = 1\n[discord.0]\nmodel = 'x'\n",
+            "threadbot.toml: discord.0: '0' is not a Discord id",
+        ),
+        (
+            "model = 'x'\n[slack.T0123\n",
+            "threadbot.toml: ",
+        ),
     ],
 )
 def test_a_bad_layer_stops_the_bot_at_start_with_its_table(
@@ -362,4 +417,4 @@ async def test_the_in_chat_command_shows_the_channel_s_settings_without_secrets(
         assert f"approvers = ['{BOB}']  (slack workspace {TEAM_ID})" in text
         for secret in ("hunter2secret", "xoxb-test", "test-signing-secret"):
             assert secret not in text
-        assert "threadbot:***@git.example.com" in text
+        assert "***@git.example.com" in text

@@ -209,7 +209,7 @@ async def test_threadbot_settings_in_a_thread_shows_its_channel_s_settings(
         assert lines["output_limit"].endswith("(defaults)")
         for secret in ("fake-token", ask["token"], "hunter2secret"):
             assert secret not in answer
-        assert "threadbot:***@git.example.com" in lines["git_repo"]
+        assert "***@git.example.com" in lines["git_repo"]
 
         # Typed in #builds itself (no thread): #builds' settings, answered there.
         before = len(g.fake.posted(BUILDS))
@@ -238,7 +238,7 @@ async def test_a_channel_with_mutating_tools_off_refuses_them_with_a_note(
         await g.react(thread, plan_of(g, thread), "✅", by=ALICE)
 
         note = g.post(thread, "was not run")["content"]
-        assert "was not run: Denied by policy: mutating tools are off in this channel" in note
+        assert "was not run: Denied by policy: mutating tools are off here" in note
         snap = await g.snapshot(thread)
         assert snap.requests[0].state is RequestState.DECIDED
         (record,) = [r for r in snap.tool_calls.values() if r.name == "write_file"]

@@ -4,7 +4,9 @@ A channel's settings may cap how many conversations one person has going at once
 (running or waiting for a person) and how many one person starts per hour
 (:class:`conversations.channels.ChannelSettings`). A mention over a limit opens no
 conversation: the bot says so in the mention's thread, and the delivery is
-recorded like any other (a redelivery says nothing twice).
+recorded like any other (a redelivery says nothing twice). A message in the thread
+of an ended conversation starts it again, so it counts as a start too: over a
+limit, the bot says so in that thread and the message starts nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from conversations.channels import ChannelLookup
-from conversations.hub._chain import Inbound, Next, Open, Respond
+from conversations.events import Author, PlatformRef
+from conversations.hub._chain import Answer, Inbound, Next, Notice, Open, Respond
 from conversations.store import Threads
 
 HOUR = timedelta(hours=1)
@@ -36,31 +39,37 @@ class Limits:
         """Check an :class:`Open` against its channel's limits; then go on."""
         intent = inbound.intent
         if isinstance(intent, Open):
-            over = await self._over(intent)
+            over = await self._over(intent.binding, intent.event.author)
             if over is not None:
                 inbound.intent = Respond(intent.binding, over)
+        elif isinstance(intent, Answer) and not intent.conversation.status.active:
+            over = await self._over(intent.conversation.binding, intent.event.author)
+            if over is not None:
+                inbound.intent = Notice(intent.conversation, over)
         await next()
 
-    async def _over(self, intent: Open) -> str | None:
-        """What to say when the mention's author is over a limit, else None."""
-        channel = self._channels(intent.binding)
+    async def _over(self, where: PlatformRef, who: Author) -> str | None:
+        """What to say when ``who`` starting a run at ``where`` is over a limit, else None."""
+        channel = self._channels(where)
         runs, per_hour = channel.user_runs, channel.user_mentions_per_hour
         if runs is None and per_hour is None:
             return None
-        who = intent.event.author
         active, started = await self._threads.started_by(
-            platform=intent.binding.platform,
-            requester_id=who.id,
-            since=self._clock() - HOUR,
+            platform=where.platform, requester_id=who.id, since=self._clock() - HOUR
         )
         if runs is not None and active >= runs:
             return (
-                f"{who.name}, you have {active} conversations going, and {runs} at once is "
+                f"{who.name}, you have {_conversations(active)} going, and {runs} at once is "
                 "the limit here: I started nothing. Finish or stop one, then ask again."
             )
         if per_hour is not None and started >= per_hour:
             return (
-                f"{who.name}, you started {started} conversations in the last hour, and "
-                f"{per_hour} an hour is the limit here: I started nothing. Ask again later."
+                f"{who.name}, you started {_conversations(started)} in the last hour, and "
+                f"{per_hour} an hour is the limit here: I started nothing. Ask again once "
+                "the earliest of them is an hour old."
             )
         return None
+
+
+def _conversations(count: int) -> str:
+    return f"{count} conversation" + ("" if count == 1 else "s")

@@ -44,7 +44,14 @@ from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.policy.matching import asked, glob_matches, prefix_matches
 from core.tools.command import RunCommand
@@ -140,7 +147,7 @@ class Rule(BaseModel):
     command_prefix: str | None = None
     path_glob: str | None = None
     reason: str = ""
-    network: bool = False
+    network: StrictBool = False
 
     @field_validator("tool", "command_prefix", "path_glob")
     @classmethod
@@ -163,6 +170,8 @@ class Rule(BaseModel):
             )
         if self.network and self.decision is Decision.DENY:
             raise ValueError("`network = true` grants nothing on a deny rule")
+        if self.network and self.tool not in ("*", RUN_COMMAND):
+            raise ValueError(f'`network = true` applies only to `{RUN_COMMAND}` or "*"')
         return self
 
     def matches(self, tool_name: str, arguments: Mapping[str, Any]) -> bool:
@@ -246,7 +255,7 @@ class ToolPolicy(BaseModel):
         if tool_name in CONTROL_TOOLS:
             return _verdict(Decision.ALLOW, "control tools are always allowed", "control_tool")
         if not read_only and not self.mutating_tools:
-            reason = "mutating tools are off in this channel"
+            reason = "mutating tools are off here (the settings' `mutating_tools`)"
             return _verdict(Decision.DENY, reason, "mutating_tools_off")
         explicit = self._explicit(tool_name, arguments)
         if self.every_command_asks and tool_name == RUN_COMMAND:
