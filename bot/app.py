@@ -42,6 +42,7 @@ from core.tools.base import Toolbox
 from core.tools.command import RunCommand
 from core.tools.control import control_tools
 from core.tools.workspace import EditFile, ListFiles, ReadFile, WriteFile
+from core.tools.workspaces import GitWorkspaces
 from core.workflow import default_workflow
 
 log = logging.getLogger(__name__)
@@ -251,6 +252,7 @@ async def build(
         settings_for=places.engine,
         faults=faults,
         redactor=redactor,
+        workspaces=GitWorkspaces(sandbox=confinement.run_command.sandbox),
     )
     hub_settings = HubSettings(
         workspace_root=settings.workspace_root.resolve(),
@@ -276,6 +278,8 @@ async def build(
         expire=hub.expire,
         clock=wall_clock,
         retention=timedelta(days=settings.retention_days),
+        threads=store.threads,
+        workspace_retention=timedelta(days=settings.workspace_retention_days),
     )
     return App(
         store=store,

@@ -239,6 +239,7 @@ class Effective:
             command_memory_mb=self["command_memory_mb"],
             output_limit=self["output_limit"],
             request_ttl=self["request_ttl"],
+            git_repo=self["git_repo"],
         )
 
     @functools.cached_property

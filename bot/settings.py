@@ -144,6 +144,8 @@ class Settings(BaseSettings):
     model_script: Path | None = None
     log_level: str = "WARNING"
     request_ttl: RequestSeconds = 24 * 3600.0
+    workspace_retention_days: float = Field(default=3.0, gt=0, le=36_500)
+    """Days a conversation's workspace is kept after it ended (done, failed, stopped)."""
     retention_days: float = Field(default=7.0, gt=0, le=36_500)
     """Days sent outbox rows and handled deliveries are kept before the sweeper prunes
     them (the journal, tool records and requests stay). Keep it well above the

@@ -69,7 +69,8 @@ def render_event(
         case QuestionAsked():
             return [_question(binding, event)]
         case Answered():
-            text = f"✅ {event.text}\n— {format_stats(event.stats)}"
+            branch = _branch_line(event.stats)
+            text = f"✅ {event.text}\n{branch}— {format_stats(event.stats)}"
             return [Outgoing(PostReply(ref=binding, text=text))]
         case RunFailed():
             return [_failure(binding, event, settings)]
@@ -108,6 +109,22 @@ def stop_text(event: Stopped) -> str:
         verb = "was" if event.cancelled_calls == 1 else "were"
         parts.append(f"{_calls(event.cancelled_calls)} {verb} cancelled.")
     return " ".join(parts)
+
+
+MAX_FILES_SHOWN = 20
+"""Changed files named in an answer; more are counted."""
+
+
+def _branch_line(stats: RunStats) -> str:
+    """``🌿 threadbot/c1 · changed: a.py, b.py`` and a newline, or "" without a clone."""
+    if stats.branch is None:
+        return ""
+    files = stats.changed_files
+    if not files:
+        return f"🌿 `{stats.branch}` · no files changed\n"
+    shown = ", ".join(f"`{f}`" for f in files[:MAX_FILES_SHOWN])
+    more = f" and {len(files) - MAX_FILES_SHOWN} more" if len(files) > MAX_FILES_SHOWN else ""
+    return f"🌿 `{stats.branch}` · changed: {shown}{more}\n"
 
 
 def format_stats(stats: RunStats) -> str:

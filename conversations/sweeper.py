@@ -7,17 +7,22 @@ sleeps per request. Its clock is a parameter, so tests move time forward and cal
 
 The same sweep prunes, at most once per ``prune_every`` of its clock: outbox rows
 settled and deliveries handled longer than ``retention`` ago go, the journal, tool
-records and requests stay (:meth:`conversations.store.Retention.prune`).
+records and requests stay (:meth:`conversations.store.Retention.prune`); and the
+workspaces of conversations that ended longer than ``workspace_retention`` ago
+are removed (a running or waiting conversation's never: its state is read again
+just before; a conversation started again later gets a new one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 
-from conversations.store import Pruned, Requests, Retention
+from conversations.store import Pruned, Requests, Retention, Threads
 from core.context import now
 from core.run.engine import Engine
 
@@ -29,6 +34,14 @@ RETENTION = timedelta(days=7)
 """How long sent outbox rows and handled deliveries are kept by default."""
 PRUNE_EVERY = timedelta(hours=1)
 """How often, on the sweeper's clock, pruning runs at most."""
+
+
+def _remove_tree(path: Path) -> bool:
+    """Remove ``path`` (a directory) and what is in it; True when it was there."""
+    if not path.is_dir():
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return True
 
 
 def utc_now() -> datetime:
@@ -56,6 +69,8 @@ class Sweeper:
         interval: float = 30.0,
         retention: timedelta = RETENTION,
         prune_every: timedelta = PRUNE_EVERY,
+        threads: Threads | None = None,
+        workspace_retention: timedelta | None = None,
     ) -> None:
         self._requests = requests
         self._pruning = pruning
@@ -66,6 +81,10 @@ class Sweeper:
         self.retention = retention
         self._prune_every = prune_every
         self._pruned_at: datetime | None = None
+        self._threads = threads
+        self.workspace_retention = workspace_retention
+        self._workspaces_swept_to: datetime | None = None
+        """Conversations that ended before this had their workspaces removed already."""
 
     async def run(self) -> None:
         """Sweep every ``interval`` seconds until cancelled."""
@@ -90,7 +109,27 @@ class Sweeper:
         if self._prune_due(now):
             self._pruned_at = now
             await self.prune(now)
+            await self.remove_workspaces(now)
         return len(due)
+
+    async def remove_workspaces(self, now: datetime | None = None) -> list[str]:
+        """Remove the workspaces of conversations ended ``workspace_retention`` before
+        ``now``; returns the ids whose workspace went (none without the setting)."""
+        if self._threads is None or self.workspace_retention is None:
+            return []
+        before = (now or self._clock()) - self.workspace_retention
+        ended = await self._threads.ended_between(self._workspaces_swept_to, before)
+        removed = []
+        for conversation_id, path in ended:
+            info = await self._threads.find(conversation_id)
+            if info is None or info.status.active:
+                continue  # started again meanwhile: its workspace is in use
+            if await asyncio.to_thread(_remove_tree, Path(path)):
+                removed.append(conversation_id)
+        self._workspaces_swept_to = before
+        if removed:
+            log.info("removed %s workspaces of conversations ended before %s", len(removed), before)
+        return removed
 
     async def prune(self, now: datetime | None = None) -> Pruned:
         """Delete what is older than ``retention`` at ``now`` (default: the clock's now).

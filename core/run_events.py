@@ -28,6 +28,10 @@ class RunStats(_Frozen):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    branch: str | None = None
+    """The branch of the conversation's clone, when its workspace is one."""
+    changed_files: tuple[str, ...] = ()
+    """Paths changed on that branch (committed or not), sorted."""
 
 
 class ProgressNote(_Frozen):

@@ -624,6 +624,26 @@ async def test_a_persons_conversations_are_counted_for_the_limits(store: Store) 
     ) == (0, 0)
 
 
+async def test_ended_conversations_are_listed_by_when_they_ended(store: Store) -> None:
+    done = await new_conversation(store, "Ev1", thread="1.0")
+    failed = await new_conversation(store, "Ev2", thread="2.0")
+    waiting = await new_conversation(store, "Ev3", thread="3.0")
+    await new_conversation(store, "Ev4", thread="4.0")  # idle: never ran
+    await store.journal.commit(done, Change(status=lifecycle.DONE))
+    await store.journal.commit(failed, Change(status=lifecycle.FAILED))
+    await store.journal.commit(
+        waiting, Change(status=lifecycle.waiting(lifecycle.WaitKind.QUESTION))
+    )
+    soon = datetime.now(UTC) + timedelta(minutes=5)
+
+    ended = await store.threads.ended_between(None, soon)
+    assert [cid for cid, _ in ended] == [done, failed]
+    assert all(path.endswith(cid) for cid, path in ended)
+    assert await store.threads.ended_between(soon, soon + timedelta(minutes=5)) == []
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    assert await store.threads.ended_between(None, past) == []
+
+
 async def test_a_bot_message_leads_to_its_request_or_its_conversation(store: Store) -> None:
     cid = await new_conversation(store)
     await store.journal.commit(cid, Change(open_request=plan_request()))

@@ -6,19 +6,16 @@ Who takes which (DESIGN.md, "Inside the packages"):
   records, requests and status, loaded and committed; the one way state moves.
   Taken by the engine.
 - :class:`Threads`: conversations and the threads they are bound to, and which
-  conversation a bot message is about. Taken by the hub and the stopper.
+  conversation a bot message is about. Taken by the hub, the stopper and the
+  sweeper (ended conversations' workspaces).
 - :class:`Inbox`: inbound deliveries, a dedupe key each, and the durable inbox of
   messages not yet journaled. Taken by the hub.
 - :class:`Outbox`: outbound rows, written, delivered and settled. Taken by the
   deliverer (and by the hub, for notices).
-- :class:`LeaseStore`: who runs a conversation (fenced leases). Taken by the
-  leases holder, :class:`conversations.store.leases.Leases`.
-- :class:`StopRequests`: stops for a run that another instance holds. Taken by
-  the stopper.
-- :class:`Requests`: pending requests, their state, reminders and expiry. Taken
-  by the hub and the sweeper.
-- :class:`Retention`: pruning what only served delivery and dedupe. Taken by the
-  sweeper.
+- :class:`LeaseStore`: fenced leases. Taken by :class:`conversations.store.leases.Leases`.
+- :class:`StopRequests`: stops for a run another instance holds. Taken by the stopper.
+- :class:`Requests`: pending requests, reminders and expiry. Taken by hub and sweeper.
+- :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -60,6 +57,10 @@ from core.run_events import RunEvent
 Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
 """Turns a run event of a conversation bound to a thread into outbox rows; the journal
 writes them in the commit that emits the event."""
+
+
+Counts = tuple[int, int]
+Ended = list[tuple[str, str]]
 
 
 class Threads(Protocol):
@@ -116,17 +117,18 @@ class Threads(Protocol):
         optionally only in one workspace and channel."""
         ...
 
-    async def started_by(
-        self, *, platform: str, requester_id: str, since: datetime
-    ) -> tuple[int, int]:
-        """``(active, started)`` of the conversations ``requester_id`` (a platform user id)
-        opened on ``platform``: how many are running or waiting, and how many were
-        opened at or after ``since`` (timezone-aware UTC). For the per-user limits."""
+    async def started_by(self, *, platform: str, requester_id: str, since: datetime) -> Counts:
+        """``(active, started)``: of ``requester_id``'s conversations on ``platform``, how
+        many run or wait, and how many opened at or after ``since`` (UTC)."""
+        ...
+
+    async def ended_between(self, after: datetime | None, before: datetime) -> Ended:
+        """``(id, workspace_dir)`` of conversations ended (done, failed, cancelled) in
+        ``[after, before)`` (no ``after``: from the first), oldest first."""
         ...
 
     async def running(self) -> list[str]:
-        """Ids of conversations left ``running`` (to resume at start), least recently
-        changed first."""
+        """Ids of conversations left ``running`` (to resume at start), least recent first."""
         ...
 
     async def conversations(self) -> list[ConversationInfo]:
@@ -178,8 +180,7 @@ class Outbox(Protocol):
     async def pending_rows(
         self, conversation_id: str, *, after: int = 0, limit: int = 100
     ) -> list[PendingSend]:
-        """Up to ``limit`` pending rows of one conversation with an id above ``after``,
-        oldest first."""
+        """Up to ``limit`` pending rows of one conversation, ids above ``after``, oldest first."""
         ...
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
@@ -191,8 +192,7 @@ class Outbox(Protocol):
         ...
 
     async def settle_unsent(self, ids: Sequence[int], reason: str) -> None:
-        """Rows with nothing to send: pending ones become ``dropped``, ``reason`` kept
-        (cut to 2,000 characters)."""
+        """Pending rows with nothing to send become ``dropped``, ``reason`` kept (2,000 chars)."""
         ...
 
     async def has_pending_milestone(self, conversation_id: str, *, after: int) -> bool:

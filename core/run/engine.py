@@ -50,6 +50,7 @@ from core.run.turn import RunLoop
 from core.run_events import Expired, Reminder, RunEvent, Stopped
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
+from core.tools.workspaces import Workspaces
 from core.workflow import Transition, Workflow
 
 P = ParamSpec("P")
@@ -99,6 +100,7 @@ class Engine:
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
         redactor: Redactor = NO_SECRETS,
+        workspaces: Workspaces | None = None,
     ) -> None:
         self._journal = LiveJournal(journal)
         self._workflow = workflow
@@ -119,6 +121,7 @@ class Engine:
             faults=faults,
             suspended=lambda: self._suspended,
             redactor=redactor,
+            workspaces=workspaces,
         )
 
     @property

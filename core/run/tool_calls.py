@@ -50,12 +50,13 @@ from core.requests.shapes import control_call
 from core.run.control import control_change
 from core.run.settings import RunSettings
 from core.run.stats import request_stats
-from core.run_events import ProgressNote
+from core.run_events import ProgressNote, RunStats
 from core.secrets import NO_SECRETS, Redactor
 from core.tool_state import move, open_calls, started
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import FINISH, REPORT_PROGRESS, WAITING_CONTROL
 from core.tools.processes import kill_left_behind
+from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.workflow import Workflow
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class ToolRunner:
         faults: Faults = NO_FAULTS,
         suspended: Callable[[], bool] = lambda: False,
         redactor: Redactor = NO_SECRETS,
+        workspaces: Workspaces | None = None,
     ) -> None:
         self._journal = journal
         self._toolbox = toolbox
@@ -100,6 +102,7 @@ class ToolRunner:
         self._opening = opening
         self._faults = faults
         self._suspended = suspended
+        self._workspaces: Workspaces = workspaces or GitWorkspaces()
         self._redactor = redactor
 
     def read_only(self, name: str) -> bool:
@@ -189,6 +192,20 @@ class ToolRunner:
             if record.state is ToolState.RUNNING and record.process is not None:
                 await asyncio.to_thread(kill_left_behind, record.process)
 
+    async def with_changes(
+        self, conversation_id: str, snap: ConversationSnapshot, stats: RunStats
+    ) -> RunStats:
+        """``stats`` with the branch and changed files of the conversation's clone, if any."""
+        repo = self._settings.get().git_repo
+        try:
+            changes = await self._workspaces.changes(conversation_id, Path(snap.workspace), repo)
+        except ToolError as exc:
+            log.warning("%s: cannot tell what changed in the workspace: %s", conversation_id, exc)
+            return stats
+        if changes is None:
+            return stats
+        return stats.model_copy(update={"branch": changes.branch, "changed_files": changes.files})
+
     async def _run_call(
         self,
         conversation_id: str,
@@ -205,7 +222,14 @@ class ToolRunner:
         running = move(record, ToolState.RUNNING).records
         await self._journal.commit(conversation_id, Change(tool_calls=running))
         workspace = Path(snap.workspace)
-        await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
+        try:
+            await self._workspaces.prepare(conversation_id, workspace, settings.git_repo)
+        except ToolError as exc:  # the clone failed: the call fails, the model is told
+            output = ToolOutput(
+                content=str(exc), note=f"{record.name} failed: {exc}", is_error=True
+            )
+            await self._finish_call(conversation_id, running[0], output)
+            return
 
         async def on_start(process: CommandProcess) -> None:
             with_process = started(running[0], process)
@@ -323,6 +347,8 @@ class ToolRunner:
         if any(control_call(r) == record.tool_use_id for r in snap.open_requests):
             return TurnOutcome.WAIT
         stats = request_stats(snap.journal, self._opening.context.now())
+        if record.name == FINISH:
+            stats = await self.with_changes(conversation_id, snap, stats)
         try:
             change = control_change(snap, record, workflow, stats, self._opening)
         except ToolError as exc:

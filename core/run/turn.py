@@ -42,6 +42,7 @@ from core.run.tool_calls import ToolRunner, TurnOutcome
 from core.run_events import Answered, ProgressNote, RunFailed
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
+from core.tools.workspaces import Workspaces
 from core.workflow import Transition, Workflow
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class RunLoop:
         faults: Faults = NO_FAULTS,
         suspended: Callable[[], bool] = lambda: False,
         redactor: Redactor = NO_SECRETS,
+        workspaces: Workspaces | None = None,
     ) -> None:
         self._journal = journal
         self._model = model
@@ -85,6 +87,7 @@ class RunLoop:
             faults=faults,
             suspended=suspended,
             redactor=redactor,
+            workspaces=workspaces,
         )
 
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
@@ -234,13 +237,16 @@ class RunLoop:
             now = self._opening.context.now()
             answer = turn.text or "(the model gave no answer)"
             journal = (*snap.journal, JournalRecord(seq=snap.last_seq + 1, at=now, entry=turn))
+            stats = await self.tools.with_changes(
+                conversation_id, snap, request_stats(journal, now)
+            )
             await self._journal.commit(
                 conversation_id,
                 Change(
                     entries=(turn,),
                     status=lifecycle.DONE,
                     position=self._workflow.next(snap.position, Transition.FINISHED),
-                    events=(Answered(text=answer, stats=request_stats(journal, now)),),
+                    events=(Answered(text=answer, stats=stats),),
                 ),
             )
             return TurnOutcome.DONE

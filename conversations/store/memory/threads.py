@@ -14,6 +14,7 @@ from core.lifecycle import IDLE, Lifecycle
 from core.people import Person
 
 _ACTIVE = (Lifecycle.RUNNING, Lifecycle.WAITING)
+_ENDED = (Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED)
 
 
 class MemoryThreads:
@@ -117,6 +118,20 @@ class MemoryThreads:
         ]
         active = sum(1 for c in mine if c.status.lifecycle in _ACTIVE)
         return active, sum(1 for c in mine if c.created_at >= since)
+
+    async def ended_between(
+        self, after: datetime | None, before: datetime
+    ) -> list[tuple[str, str]]:
+        """``(id, workspace_dir)`` of conversations ended in ``[after, before)``."""
+        await checkpoint()
+        ended = [
+            c
+            for c in self._t.conversations.values()
+            if c.status.lifecycle in _ENDED
+            and c.updated_at < before
+            and (after is None or c.updated_at >= after)
+        ]
+        return [(c.id, c.workspace_dir) for c in sorted(ended, key=lambda c: c.updated_at)]
 
     async def running(self) -> list[str]:
         """Ids of conversations left ``running``, least recently changed first."""

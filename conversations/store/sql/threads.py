@@ -23,6 +23,8 @@ from conversations.store.sql.requests import request_link
 from core.lifecycle import Lifecycle
 from core.people import Person
 
+_ENDED = (Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED)
+
 
 class SqlThreads:
     """:class:`conversations.store.interfaces.Threads` on the ``conversations`` table."""
@@ -139,6 +141,20 @@ class SqlThreads:
         async with self._db.read() as session:
             counts = (await session.execute(stmt)).one()
         return int(counts[0]), int(counts[1])
+
+    async def ended_between(
+        self, after: datetime | None, before: datetime
+    ) -> list[tuple[str, str]]:
+        """``(id, workspace_dir)`` of conversations ended in ``[after, before)``."""
+        row = ConversationRow
+        stmt = select(row.id, row.workspace_dir).where(
+            row.lifecycle.in_([e.value for e in _ENDED]), row.updated_at < before
+        )
+        if after is not None:
+            stmt = stmt.where(row.updated_at >= after)
+        async with self._db.read() as session:
+            found = await session.execute(stmt.order_by(row.updated_at))
+            return [(str(cid), str(path)) for cid, path in found]
 
     async def running(self) -> list[str]:
         """Ids of conversations left ``running`` (to resume at start), oldest first."""
