@@ -221,7 +221,7 @@ async def build(
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     faults = Faults(settings.fault)
     redactor = Redactor(settings.secrets())
-    confinement = await asyncio.to_thread(confine, settings.bwrap)
+    confinement = await asyncio.to_thread(confine, settings.bwrap, settings.command_env)
     if confinement.problem is not None:
         log.warning("%s", fallback_said(confinement.problem))
     tools = toolbox or default_toolbox(confinement.run_command)

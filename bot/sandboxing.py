@@ -26,11 +26,12 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.tools.command import RunCommand
-from core.tools.sandbox import Probe, Sandbox, probe
+from core.tools.sandbox import DEFAULT_ENV, Probe, Sandbox, probe
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +51,19 @@ class Confinement:
     problem: str | None = None
 
 
-def confine(bwrap: str) -> Confinement:
+def confine(bwrap: str, env: Mapping[str, str] | None = None) -> Confinement:
     """Probe the sandbox of ``bwrap`` (a path, or a name looked up on ``PATH``); fall back
     as the module docstring says when it does not work. The probe runs once per
-    binary in a process (:func:`probed`)."""
+    binary in a process (:func:`probed`). ``env``: variables a command sees besides
+    the sandbox's own ``PATH``, ``LANG`` and ``HOME`` (the settings' ``command_env``)."""
     sandbox, result = probed(bwrap)
     if sandbox is not None and result.ok:
+        if env:
+            sandbox = Sandbox(
+                sandbox.bwrap,
+                network_helper=sandbox.network_helper,
+                env={**DEFAULT_ENV, **env},
+            )
         return Confinement(run_command=RunCommand(sandbox=sandbox), every_command_asks=False)
     problem = "; ".join(result.problems)
     if os.geteuid() == 0:

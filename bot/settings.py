@@ -166,6 +166,9 @@ class Settings(BaseSettings):
     """Restarts of a failing background task within ``restart_window`` before the
     bot gives up and exits non-zero."""
     restart_window: float = Field(default=300.0, gt=0)
+    command_env: dict[str, str] = {}
+    """Variables a sandboxed command sees besides ``PATH``, ``LANG`` and ``HOME`` (not secrets:
+    they are on bwrap's command line)."""
     bwrap: str = "bwrap"
     """The bubblewrap binary commands are sandboxed with (a path, or a name on ``PATH``)."""
     policy: dict[str, Any] = {}
@@ -284,6 +287,24 @@ class Settings(BaseSettings):
     def _known_fault(cls, value: str) -> str:
         Faults(value)
         return value
+
+    @field_validator("command_env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name in ("PATH", "HOME", "USER", "LOGNAME"):
+                raise ValueError(f"{name} is the sandbox's own")
+        return value
+
+    @model_validator(mode="after")
+    def _no_secret_in_command_env(self) -> Settings:
+        secrets = set(self.secrets().values())
+        leaked = sorted(name for name, value in self.command_env.items() if value in secrets)
+        if leaked:
+            raise ValueError(f"command_env {leaked} would hand a token or key to every command")
+        return self
 
     @field_validator("policy")
     @classmethod

@@ -25,6 +25,7 @@ import pytest
 
 from bot.app import build
 from bot.sandboxing import NOBODY, confine, probed
+from bot.settings import Settings
 from core.errors import ToolError
 from core.journal import ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
@@ -345,3 +346,15 @@ async def test_a_bot_without_a_working_sandbox_says_so_and_asks_before_a_command
         assert "`ls` — commands run without a sandbox here: every command asks first" in (
             chat.out.getvalue()  # ... and says why
         )
+
+
+async def test_settings_add_to_a_command_s_environment_but_never_a_secret(
+    sandboxed: RunCommand, settings, tmp_path: Path
+) -> None:
+    settings.command_env = {"PIP_INDEX_URL": "https://pypi.example/simple"}
+    confinement = confine("bwrap", settings.command_env)
+    out = await run(confinement.run_command, "env | sort", tmp_path / "ws")
+    assert "PIP_INDEX_URL=https://pypi.example/simple" in out
+    assert "HOME=/home/threadbot" in out
+    with pytest.raises(ValueError, match="would hand a token or key"):
+        Settings.model_validate({"discord_token": TOKEN, "command_env": {"MY_TOKEN": TOKEN}})

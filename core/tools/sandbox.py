@@ -43,6 +43,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ from pathlib import Path
 SANDBOX_UID = 1000
 """The uid and gid commands run as inside the sandbox (``threadbot``)."""
 SANDBOX_HOME = "/home/threadbot"
+DEFAULT_ENV: Mapping[str, str] = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+"""The environment a sandboxed command gets, besides ``HOME``, ``USER`` and ``LOGNAME``."""
 ETC_ALLOWED = (
     "ssl/certs",
     "ld.so.cache",
@@ -213,7 +216,7 @@ class Sandbox:
     ) -> None:
         self.bwrap = bwrap
         self.network_helper = network_helper
-        base = dict(env or {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
+        base = dict(env or DEFAULT_ENV)
         self.env = base | {"HOME": SANDBOX_HOME, "USER": "threadbot", "LOGNAME": "threadbot"}
         self._etc = state_dir or Path(tempfile.mkdtemp(prefix="threadbot-sandbox-"))
         self._etc.mkdir(parents=True, exist_ok=True)
@@ -294,18 +297,33 @@ def find_sandbox(env: Mapping[str, str] | None = None) -> Sandbox | None:
     return Sandbox(bwrap, network_helper=shutil.which("slirp4netns"), env=env)
 
 
+LEAK_PROBLEM = "the bot's environment is readable"
+"""The problem :func:`probe` reports when a ``/proc/*/environ`` or ``cmdline`` inside holds
+its canary."""
+
+
 @dataclass(frozen=True)
 class Probe:
-    """What :func:`probe` found: ``ok`` when every check passed, else ``problems``."""
+    """What :func:`probe` found: ``ok`` when every check passed, else ``problems``.
+
+    ``ran``: the probe's command ran to its end inside the sandbox, so ``problems``
+    are what it found there (False: bwrap is missing or could not start it).
+    """
 
     ok: bool
     problems: tuple[str, ...] = ()
+    ran: bool = False
+
+    @property
+    def leaked(self) -> bool:
+        """Whether the canary in a process of the bot's user was readable from inside."""
+        return LEAK_PROBLEM in self.problems
 
 
 _PROBE_SCRIPT = f"""\
 read -r canary; printf %s "$canary" > /tmp/canary
 for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat "$f"; echo; done 2>/dev/null \
-  | grep -qFf /tmp/canary && echo "LEAK the bot's environment is readable"
+  | grep -qFf /tmp/canary && echo "LEAK {LEAK_PROBLEM}"
 test -r /proc/self/status || echo "NOPROC no /proc of its own"
 grep -v '^ *lo:' /proc/net/dev | grep -q ':' && echo "NET a network device besides lo"
 test "$(id -u)" = "{SANDBOX_UID}" || echo "UID commands do not run as the sandbox user"
@@ -318,17 +336,19 @@ echo DONE
 def probe(sandbox: Sandbox, workspace: Path, *, timeout: float = 20.0) -> Probe:
     """Run a command in ``sandbox`` and check it is confined (blocking; at start).
 
-    Puts a random canary in this process's environment for the duration, then
-    checks from inside that no ``/proc/*/environ`` or ``cmdline`` holds it, that
-    ``/proc`` is the sandbox's own, that only the loopback device exists (the
-    network namespace), that the command runs as the sandbox user and that the
-    host's ``/etc`` is not there. Never raises: a failure is a :class:`Probe` with
-    the reasons.
+    Starts a stand-in for the bot (:func:`_stand_in`: a process of this user with a
+    random canary in its environment) for the duration, then checks from inside
+    that no ``/proc/*/environ`` or ``cmdline`` holds the canary, that ``/proc`` is
+    the sandbox's own, that only the loopback device exists (the network
+    namespace), that the command runs as the sandbox user and that the host's
+    ``/etc`` is not there. Never raises: a failure is a :class:`Probe` with the
+    reasons.
     """
     canary = "threadbot-probe-" + os.urandom(8).hex()
-    os.environ["THREADBOT_PROBE_CANARY"] = canary
+    stand_in: subprocess.Popen[bytes] | None = None
     try:
         workspace.mkdir(parents=True, exist_ok=True)
+        stand_in = _stand_in(canary)
         launch = sandbox.launch(["/bin/sh", "-c", _PROBE_SCRIPT], workspace)
         done = subprocess.run(
             launch.argv,
@@ -342,10 +362,25 @@ def probe(sandbox: Sandbox, workspace: Path, *, timeout: float = 20.0) -> Probe:
     except (OSError, subprocess.SubprocessError) as exc:
         return Probe(ok=False, problems=(f"bwrap could not run: {exc}",))
     finally:
-        os.environ.pop("THREADBOT_PROBE_CANARY", None)
+        if stand_in is not None:
+            stand_in.kill()
+            stand_in.wait()
     lines = done.stdout.splitlines()
     if done.returncode != 0 or "DONE" not in lines:
         said = (done.stderr or done.stdout).strip().splitlines()
         return Probe(ok=False, problems=(f"bwrap failed: {said[-1] if said else done.returncode}",))
     problems = tuple(line.split(" ", 1)[1] for line in lines if line != "DONE" and " " in line)
-    return Probe(ok=not problems, problems=problems)
+    return Probe(ok=not problems, problems=problems, ran=True)
+
+
+def _stand_in(canary: str) -> subprocess.Popen[bytes]:
+    """A process of the bot's user holding ``canary`` in its environment, as the bot holds
+    its tokens. The bot's own cannot: ``/proc/<pid>/environ`` shows the environment a
+    process started with, not a variable set since (proc(5))."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env={"PATH": os.defpath, "THREADBOT_PROBE_CANARY": canary},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
