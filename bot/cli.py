@@ -1,10 +1,12 @@
-"""threadbot: run an LLM agent from team chat (commands: run, console, db, settings).
+"""threadbot: run an LLM agent from team chat (commands: run, console, db, settings, doctor).
 
 ``threadbot run`` starts every adapter that has credentials (Slack with
 ``SLACK_BOT_TOKEN``, Discord with ``DISCORD_TOKEN``), and the console when none
 has. Exit codes: 0 on a clean
 end (SIGTERM or Ctrl-C included: a graceful shutdown), 1 when a supervised
 background task gave up, 2 on a usage or settings error, 130 after a second Ctrl-C.
+``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
+needed works, 1 when a check failed, 2 on a usage or settings error.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser("upgrade", help="create or upgrade the schema to the newest revision")
+    commands.add_parser(
+        "doctor",
+        help="check the sandbox, the database, the credentials and the workspace root",
+    )
     settings = commands.add_parser("settings", help="what the settings are, and why")
     settings_commands = settings.add_subparsers(dest="settings_command", required=True)
     explain = settings_commands.add_parser(

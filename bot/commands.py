@@ -56,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     if args.command == "db":
         return asyncio.run(_upgrade(settings))
+    if args.command == "doctor":
+        from bot.doctor import doctor
+
+        return asyncio.run(doctor(settings))
     if args.command == "settings":
         layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
         effective = layers.at(args.platform, args.team, args.channel)

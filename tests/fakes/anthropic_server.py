@@ -1,7 +1,11 @@
 """A scripted local fake of the Anthropic Messages API, for tests.
 
 It answers ``POST /v1/messages`` on ``127.0.0.1`` the way the real API does, so the
-real ``anthropic`` client can be pointed at it (``base_url=server.base_url``):
+real ``anthropic`` client can be pointed at it (``base_url=server.base_url``), and
+``GET /v1/models`` (the models of :attr:`FakeAnthropicServer.models`, newest first,
+paged by ``limit``: https://docs.anthropic.com/en/api/models-list), recorded in
+``server.model_lists``. A request without a key answers 401
+``authentication_error``; so does any other key than ``api_key`` when one is given.
 
 * ``"stream": true`` -> server-sent events in the documented order
   (https://docs.anthropic.com/en/api/messages-streaming): ``message_start``, then per
@@ -140,11 +144,19 @@ class RecordedRequest:
 
 
 class FakeAnthropicServer(LocalServer):
-    """The fake API. Start it with ``async with`` (or :meth:`start` / :meth:`stop`)."""
+    """The fake API. Start it with ``async with`` (or :meth:`start` / :meth:`stop`).
 
-    def __init__(self, script: Iterable[Scripted] = ()) -> None:
+    ``api_key``: if set, other keys answer 401 ``authentication_error``.
+    """
+
+    def __init__(self, script: Iterable[Scripted] = (), *, api_key: str | None = None) -> None:
         self._script: deque[Scripted] = deque(script)
+        self.api_key = api_key
         self.requests: list[RecordedRequest] = []
+        self.model_lists: list[RecordedRequest] = []
+        """Every ``GET /v1/models`` (its query as ``body``), valid or not."""
+        self.models: list[str] = ["claude-opus-5-5", "claude-sonnet-5"]
+        """The model ids ``GET /v1/models`` lists, newest first."""
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self.base_url = ""
@@ -163,6 +175,7 @@ class FakeAnthropicServer(LocalServer):
         self._stopping = asyncio.Event()
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -187,10 +200,9 @@ class FakeAnthropicServer(LocalServer):
         )
         if not isinstance(body, dict):
             return _error(ApiError.invalid_request("request body is not a JSON object"), number)
-        if self.requests[-1].api_key is None:
-            return _error(
-                ApiError(401, "authentication_error", "x-api-key header is required"), number
-            )
+        refused = self._refused(self.requests[-1])
+        if refused is not None:
+            return _error(refused, number)
         problem = _check_request(body)
         if problem is not None:
             return _error(ApiError.invalid_request(problem), number)
@@ -210,6 +222,44 @@ class FakeAnthropicServer(LocalServer):
         return web.Response(
             text=json.dumps(message_json), headers=_headers(number, "application/json")
         )
+
+    def _refused(self, request: RecordedRequest) -> ApiError | None:
+        """The 401 for a request without a key, or with another key than :attr:`api_key`."""
+        if request.api_key is None:
+            return ApiError(401, "authentication_error", "x-api-key header is required")
+        if self.api_key is not None and request.api_key != self.api_key:
+            return ApiError(401, "authentication_error", "invalid x-api-key")
+        return None
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """``GET /v1/models``: the first ``limit`` (default 20) of :attr:`models`."""
+        recorded = RecordedRequest(dict(request.query), CIMultiDict(request.headers))
+        self.model_lists.append(recorded)
+        number = len(self.model_lists)
+        refused = self._refused(recorded)
+        if refused is not None:
+            return _error(refused, number)
+        try:
+            limit = int(request.query.get("limit", "20"))
+        except ValueError:
+            return _error(ApiError.invalid_request("limit: Input should be an integer"), number)
+        ids = self.models[: max(1, min(limit, 1000))]
+        data = [
+            {
+                "type": "model",
+                "id": model,
+                "display_name": model,
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+            for model in ids
+        ]
+        page = {
+            "data": data,
+            "has_more": len(ids) < len(self.models),
+            "first_id": ids[0] if ids else None,
+            "last_id": ids[-1] if ids else None,
+        }
+        return web.Response(text=json.dumps(page), headers=_headers(number, "application/json"))
 
 
 def _headers(number: int, content_type: str) -> dict[str, str]:

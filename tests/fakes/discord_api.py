@@ -1100,8 +1100,8 @@ class FakeDiscord(LocalServer):
         if channel is not None:
             channel["last_message_id"] = message_id
             if "thread_metadata" in channel:
-                channel["message_count"] = int(channel.get("message_count") or 0) + 1
-                sent = int(channel.get("total_message_sent") or 0) + 1
+                channel["message_count"] = _counter(channel.get("message_count")) + 1
+                sent = _counter(channel.get("total_message_sent")) + 1
                 channel["total_message_sent"] = sent
                 message["position"] = sent - 1
         self.messages[message_id] = message
@@ -1716,3 +1716,8 @@ def _compile(template: str) -> re.Pattern[str]:
 
 
 _ROUTES = [(method, _compile(t), t, handler) for method, t, handler in _ROUTE_TABLE]
+
+
+def _counter(value: object) -> int:
+    """A channel's counter as stored, 0 when a mutated payload left something else there."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,404 @@
+"""``threadbot doctor``: what works in this installation, and what does not.
+
+One line per check, in this order, each marked ``✓`` (works), ``✗`` (does not:
+what to do) or ``–`` (skipped: why)::
+
+    ✓ sandbox: bubblewrap /usr/bin/bwrap confines commands (own user, PID, IPC and ...
+    ✓ sandbox secrets: the bot's environment cannot be read from inside the sandbox ...
+    ✓ sandbox network: no connection out from inside the sandbox: 127.0.0.1:40157 ...
+    ✓ slirp4netns: /usr/bin/slirp4netns, for commands a policy rule grants a network
+    ✗ database: sqlite+aiosqlite:///x.db is at revision 0006, the newest is 0007: ...
+    – slack: not configured (no SLACK_BOT_TOKEN)
+    ✓ discord: the bot token works (GET /users/@me): bot user agent-bot (1198...)
+    – model API: demo model (no ANTHROPIC_API_KEY set)
+    ✓ workspace: /srv/threadbot/.threadbot/workspaces exists and is writable
+    threadbot doctor: 1 check failed
+
+- the sandbox: the bot's own probe (:func:`bot.sandboxing.probed`, namespaces, its
+  ``/proc``, the network unshare, a canary in a process of the bot's user that
+  must not be readable from inside); then, from inside, a ``python3`` socket
+  connect to listeners this process opens on 127.0.0.1 and ``::1`` and to
+  192.0.2.1:80 (TEST-NET-1, RFC 5737: no real host), all of which must fail, the
+  public one with "Network is unreachable" (no route at all: a timeout would mean
+  packets left the sandbox); whether slirp4netns is there (needed only when a
+  policy rule grants a network). A missing or unusable bubblewrap is a failure
+  that says what to do (install it; the container options);
+- the database: it opens and is at the newest migration (never upgraded here; an
+  SQLite file that is not there is not created); ``memory://`` keeps nothing;
+- each configured platform's credentials (:mod:`bot.doctor_calls`);
+- the model API key (:mod:`bot.doctor_calls`), or the demo model;
+- the workspace root: it exists or can be created, and is writable (a folder
+  made to try it is removed again).
+
+:func:`doctor` prints the lines and returns the exit code: 0 when no check failed,
+1 when one did (bad settings are exit 2 before any check: :mod:`bot.commands`).
+No secret is printed: every line goes through the redactor of the settings'
+secrets, and a refusal is shown by the platform's error code, never the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Awaitable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bot.doctor_calls import Check, discord_check, failed, model_check, ok, skipped, slack_checks
+from bot.sandboxing import probed
+from bot.settings import Settings
+from core.policy.policy import ToolPolicy
+from core.secrets import Redactor
+from core.tools.sandbox import LEAK_PROBLEM, Probe, Sandbox
+
+PUBLIC_TARGET = "192.0.2.1:80"
+"""An address outside the host that no connection may reach from the sandbox
+(TEST-NET-1, RFC 5737: reserved for documentation, so no real host is ever tried)."""
+CONNECT_TIMEOUT = 2.0
+"""Seconds each connection attempt from inside the sandbox may take."""
+INSTALL = "apt install bubblewrap slirp4netns"
+CONTAINER = (
+    "in a container, allow user namespaces and bubblewrap's own /proc: docker run "
+    "--security-opt seccomp=unconfined --security-opt systempaths=unconfined (and "
+    "--security-opt apparmor=unconfined where AppArmor runs); see the README's Sandbox "
+    "and secrets"
+)
+
+_CONNECT_SCRIPT = """\
+import errno, socket, sys
+for target in sys.argv[2:]:
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=float(sys.argv[1])).close()
+        print("REACHED", target)
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0) or type(exc).__name__
+        print("FAILED", target, code, exc.strerror or str(exc) or type(exc).__name__)
+"""
+"""Run inside the sandbox as ``python3 -c SCRIPT TIMEOUT TARGET...``: one line per target,
+``REACHED host:port`` or ``FAILED host:port ERRNO_NAME reason``."""
+
+
+async def doctor(settings: Settings) -> int:
+    """Run every check, print one line each and a summary; the exit code (0 or 1)."""
+    checks = await diagnose(settings)
+    redactor = Redactor(settings.secrets())
+    for check in checks:
+        print(redactor.redact(check.line()), flush=True)
+    failures = sum(check.mark == "failed" for check in checks)
+    if failures:
+        print(f"threadbot doctor: {failures} check{'s' if failures > 1 else ''} failed")
+        return 1
+    print("threadbot doctor: everything needed works")
+    return 0
+
+
+async def diagnose(settings: Settings) -> list[Check]:
+    """Every check's outcome, in the order of the module docstring (they run at once)."""
+    groups = await asyncio.gather(
+        _guarded("sandbox", asyncio.to_thread(sandbox_checks, settings)),
+        _guarded("database", database_checks(settings.database_url)),
+        _guarded("slack", slack_checks(settings)),
+        _guarded("discord", discord_check(settings)),
+        _guarded("model API", model_check(settings)),
+        _guarded("workspace", asyncio.to_thread(workspace_checks, settings.workspace_root)),
+    )
+    return [check for group in groups for check in group]
+
+
+async def _guarded(name: str, checks: Awaitable[list[Check]]) -> list[Check]:
+    """``checks``, or one failed check saying what went wrong when the check itself broke."""
+    try:
+        return await checks
+    except Exception as exc:
+        return [failed(name, f"the check itself failed: {type(exc).__name__}: {exc}")]
+
+
+# --- the sandbox ----------------------------------------------------------------------
+
+
+def sandbox_checks(settings: Settings) -> list[Check]:
+    """bubblewrap, the bot's environment, connections out, slirp4netns (blocking)."""
+    sandbox, found = probed(settings.bwrap)
+    checks = [_bwrap_check(settings.bwrap, sandbox, found)]
+    if sandbox is None or not found.ran:
+        why = "the sandbox does not run"
+        checks += [skipped("sandbox secrets", why), skipped("sandbox network", why)]
+    else:
+        if found.leaked:
+            checks.append(
+                failed(
+                    "sandbox secrets",
+                    "the bot's environment CAN be read from inside the sandbox (a canary in a "
+                    "process of the bot's user was found in /proc there): its tokens are exposed",
+                )
+            )
+        else:
+            checks.append(
+                ok(
+                    "sandbox secrets",
+                    "the bot's environment cannot be read from inside the sandbox (no "
+                    "/proc/*/environ or cmdline there held a canary)",
+                )
+            )
+        checks.append(connect_check(sandbox))
+    checks.append(_slirp_check(settings))
+    return checks
+
+
+def _bwrap_check(bwrap: str, sandbox: Sandbox | None, found: Probe) -> Check:
+    if sandbox is None:
+        return failed(
+            "sandbox",
+            f"bubblewrap ({bwrap}) is not installed: {INSTALL} (THREADBOT_BWRAP names "
+            f"another binary); {_fallback()}",
+        )
+    said = "; ".join(found.problems)
+    if not found.ran:
+        return failed(
+            "sandbox",
+            f"bubblewrap {sandbox.bwrap} cannot run here ({said}): {CONTAINER}; {_fallback()}",
+        )
+    others = "; ".join(p for p in found.problems if p != LEAK_PROBLEM)  # its own line
+    if others:
+        return failed(
+            "sandbox",
+            f"bubblewrap {sandbox.bwrap} runs commands but does not confine them: {others}; "
+            f"check THREADBOT_BWRAP names bubblewrap itself; {_fallback()}",
+        )
+    return ok(
+        "sandbox",
+        f"bubblewrap {sandbox.bwrap} confines commands (own user, PID, IPC and network "
+        "namespaces, its own /proc, no host /etc)",
+    )
+
+
+def _fallback() -> str:
+    """What the bot does meanwhile (:func:`bot.sandboxing.confine`)."""
+    who = "as nobody" if os.geteuid() == 0 else "as this user, the bot not dumpable"
+    return f"until then every command asks a person first and runs {who}"
+
+
+def connect_check(sandbox: Sandbox) -> Check:
+    """From inside ``sandbox``, connect to listeners of this process on 127.0.0.1 and
+    ``::1`` and to :data:`PUBLIC_TARGET`: ✓ when every attempt fails (the public one
+    with ``ENETUNREACH``), ✗ naming what was reached (blocking; at most
+    :data:`CONNECT_TIMEOUT` per target, at once where the network is unshared)."""
+    name = "sandbox network"
+    if shutil.which("python3", path=sandbox.env.get("PATH", "")) is None:
+        return skipped(name, "no python3 inside the sandbox to try connecting with")
+    with _listeners() as local, tempfile.TemporaryDirectory(prefix="threadbot-doctor-") as scratch:
+        targets = [*local, PUBLIC_TARGET]
+        argv = ["python3", "-c", _CONNECT_SCRIPT, str(CONNECT_TIMEOUT), *targets]
+        launch = sandbox.launch(argv, Path(scratch))
+        try:
+            done = subprocess.run(
+                launch.argv,
+                env=launch.env,
+                capture_output=True,
+                text=True,
+                timeout=CONNECT_TIMEOUT * len(targets) + 10,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return failed(name, f"could not try from inside the sandbox: {exc}")
+    outcomes = dict(_outcome(line) for line in done.stdout.splitlines() if line.count(" ") >= 1)
+    if set(outcomes) != set(targets):
+        said = (done.stderr or done.stdout).strip().splitlines()
+        return failed(name, f"could not try from inside the sandbox: {said[-1] if said else '?'}")
+    reached = [t for t in targets if outcomes[t][0] == "REACHED"]
+    routed = outcomes[PUBLIC_TARGET][0] not in ("REACHED", "ENETUNREACH")
+    shown = ", ".join(f"{t} {outcomes[t][1]}" for t in targets)
+    if reached or routed:
+        return failed(
+            name,
+            f"from inside the sandbox: {shown}: a command can reach "
+            + ("the host or the network" if reached else "a network (packets left the sandbox)"),
+        )
+    return ok(name, f"no connection out from inside the sandbox: {shown}")
+
+
+def _outcome(line: str) -> tuple[str, tuple[str, str]]:
+    """``(target, (code, shown))`` of one line of :data:`_CONNECT_SCRIPT`'s output."""
+    word, target, *rest = line.split(" ", 3)
+    if word == "REACHED":
+        return target, ("REACHED", "reached")
+    code, reason = [*rest, "-", ""][:2]
+    shown = {"ECONNREFUSED": "refused", "ENETUNREACH": "unreachable"}.get(code, reason or code)
+    return target, (code, shown)
+
+
+@contextlib.contextmanager
+def _listeners() -> Iterator[list[str]]:
+    """TCP listeners of this process on 127.0.0.1 and, where IPv6 is there, ``::1``
+    (free ports): their ``host:port`` (``[::1]:port``), closed after."""
+    opened: list[socket.socket] = []
+    try:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            server = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                server.bind((host, 0))
+                server.listen()
+            except OSError:
+                server.close()
+                continue
+            opened.append(server)
+        yield [
+            f"[{s.getsockname()[0]}]:{s.getsockname()[1]}"
+            if s.family == socket.AF_INET6
+            else f"{s.getsockname()[0]}:{s.getsockname()[1]}"
+            for s in opened
+        ]
+    finally:
+        for server in opened:
+            server.close()
+
+
+def _slirp_check(settings: Settings) -> Check:
+    found = shutil.which("slirp4netns")
+    if found is not None:
+        return ok("slirp4netns", f"{found}, for commands a policy rule grants a network")
+    if grants_network(settings):
+        return failed(
+            "slirp4netns",
+            "not installed, and a policy rule grants a network: those commands fail "
+            "(apt install slirp4netns)",
+        )
+    return skipped(
+        "slirp4netns",
+        "not installed; no policy rule grants a network, so nothing needs it yet "
+        "(apt install slirp4netns)",
+    )
+
+
+def grants_network(settings: Settings) -> bool:
+    """Whether any policy rule (the bot's, a workspace's, a guild's or a channel's) has
+    ``network = true``."""
+    tables: list[dict[str, Any] | None] = [settings.policy]
+    for workspaces in (settings.slack, settings.discord):
+        for top in workspaces.values():
+            tables += [top.policy, *(channel.policy for channel in top.channels.values())]
+    rules = [rule for table in tables if table for rule in ToolPolicy.from_toml_table(table).rules]
+    return any(rule.network for rule in rules)
+
+
+# --- the database ---------------------------------------------------------------------
+
+
+async def database_checks(url: str) -> list[Check]:
+    """The store at ``url`` opens and its schema is at the newest migration (read only)."""
+    if url == "memory://":
+        return [skipped("database", "memory:// keeps nothing past the process (tests, a try)")]
+    from alembic.script import ScriptDirectory
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from conversations import migrate
+    from conversations.store.sql import create_engine
+
+    parsed = make_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    file = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if file and file != ":memory:":
+        missing = await asyncio.to_thread(_no_sqlite_file, Path(file), shown)
+        if missing is not None:
+            return [missing]
+    engine = create_engine(url)
+    try:
+        current = await migrate.current_revision(engine)
+    except (SQLAlchemyError, OSError) as exc:
+        reason = getattr(exc, "orig", None) or exc
+        return [failed("database", f"{shown} does not open: {reason}")]
+    finally:
+        await engine.dispose()
+    scripts = ScriptDirectory.from_config(migrate.alembic_config())
+    head = scripts.get_current_head()
+    if current == head:
+        return [ok("database", f"{shown} opens, at the newest revision {head}")]
+    if current is None:
+        return [failed("database", f"{shown} has no schema yet: needs `threadbot db upgrade`")]
+    if current in {script.revision for script in scripts.walk_revisions()}:
+        return [
+            failed(
+                "database",
+                f"{shown} is at revision {current}, the newest is {head}: "
+                "needs `threadbot db upgrade`",
+            )
+        ]
+    return [
+        failed(
+            "database",
+            f"{shown} is at revision {current}, which this threadbot does not know (its "
+            f"newest is {head}): a newer threadbot upgraded it; run that one",
+        )
+    ]
+
+
+def _no_sqlite_file(file: Path, shown: str) -> Check | None:
+    """None when ``file`` is there; else whether it can be made (without making it)."""
+    if file.exists():
+        return None
+    problem = writable(file.absolute().parent)
+    if problem is not None:
+        return failed("database", f"{shown}: no database there, and {problem}")
+    return skipped(
+        "database",
+        f"{shown}: no database there yet; `threadbot db upgrade` (or the first "
+        "`threadbot run`) makes it",
+    )
+
+
+# --- the workspace root ---------------------------------------------------------------
+
+
+def workspace_checks(root: Path) -> list[Check]:
+    """``root`` exists (or can be made) and a file can be written in it (blocking)."""
+    where = root.absolute()
+    problem = writable(where)
+    if problem is not None:
+        return [failed("workspace", problem)]
+    if not where.exists():
+        return [ok("workspace", f"{where} does not exist yet; it can be made, and written to")]
+    return [ok("workspace", f"{where} exists and is writable")]
+
+
+def writable(folder: Path) -> str | None:
+    """What keeps a file from being written in ``folder`` (made if missing), or None.
+
+    Folders made to try it are removed again, innermost first (blocking). One try at
+    a time (the database's folder and the workspace root may share folders)."""
+    with _TRYING:
+        return _try_writing(folder)
+
+
+_TRYING = threading.Lock()
+
+
+def _try_writing(folder: Path) -> str | None:
+    missing: list[Path] = []  # innermost first
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{folder}: {existing} is not a folder"
+    try:
+        for made in reversed(missing):
+            made.mkdir()
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        return f"{folder} is not writable: {reason}"
+    finally:
+        for made in missing:
+            with contextlib.suppress(OSError):
+                made.rmdir()
+    return None
