@@ -11,7 +11,6 @@ of either its own values in ``threadbot.toml``::
     [slack.T0123.channels.C0456]              # one channel of it
     model = "claude-opus-5-5"
     instructions = "This channel deploys the web app; say which commit you test."
-    mutating_tools = false
 
     [[slack.T0123.channels.C0456.policy.rules]]
     tool = "run_command"
@@ -28,179 +27,23 @@ then the defaults. Tool policy rules are the exception: every layer's rules are
 checked, and a ``deny`` from any layer wins, then an ``ask`` from any layer
 (:mod:`core.policy.policy`). :meth:`Layers.at` resolves a place and says, for each
 value, which layer it came from (``threadbot settings explain``, the in-chat
-``/threadbot settings``).
-
-Slack ids: https://api.slack.com/types/conversation (channel ids start with C, G
-or D) and team ids start with T (E for an Enterprise Grid organisation); Discord
-ids are snowflakes (https://discord.com/developers/docs/reference#snowflakes).
+``/threadbot settings``). The tables themselves: :mod:`bot.layer_tables`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    field_validator,
-)
-
-from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
+from bot.layer_tables import LAYERED, DiscordGuild, Layer, SlackWorkspace
 from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
 from core.policy.policy import DEFAULT_ASK_COMMANDS, RuleLayer, ToolPolicy
 from core.run.settings import EngineSettings
-
-MAX_INSTRUCTIONS = 20_000
-"""Characters of a layer's instructions (they go into every model request)."""
-ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-CommandSeconds = Annotated[float, Field(gt=0, le=24 * 3600, allow_inf_nan=False)]
-"""Seconds of a command's wall-clock or CPU time: at most a day."""
-MemoryMb = Annotated[int, Field(gt=0, le=1024 * 1024)]
-"""Megabytes a command's process may allocate: at most 1 TiB."""
-OutputChars = Annotated[int, Field(gt=100, le=10_000_000)]
-RequestSeconds = Annotated[float, Field(gt=0, le=365 * 24 * 3600, allow_inf_nan=False)]
-"""Seconds a request waits for a person: at most a year."""
-PerUser = Annotated[int, Field(ge=1, le=100_000)]
-
-LAYERED = (
-    "model",
-    "instructions",
-    "approvers",
-    "mutating_tools",
-    "git_repo",
-    "command_timeout",
-    "command_cpu_seconds",
-    "command_memory_mb",
-    "output_limit",
-    "progress_mode",
-    "request_ttl",
-    "user_runs",
-    "user_mentions_per_hour",
-)
-"""The settings a workspace, guild or channel layer may set besides ``policy`` (same
-names, meanings and bounds as the bot's settings of the same names)."""
-
-
-def _approver(entry: str) -> str:
-    parse_approver(entry)  # ValueError for a malformed entry
-    problem = platform_problem(entry)
-    if problem is not None:
-        raise ValueError(problem)
-    return entry
-
-
-PlatformApprover = Annotated[str, AfterValidator(_approver)]
-"""An approver entry by id (a name proves nothing on Slack or Discord)."""
-
-
-class Layer(BaseModel):
-    """What one workspace, guild or channel sets; None (absent) takes the next layer's."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)  # TOML has real types
-    platform: ClassVar[str] = ""
-
-    model: ModelId | None = None
-    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS)
-    approvers: list[PlatformApprover] | None = None
-    policy: dict[str, Any] | None = None
-    """A ``[policy]`` table of this layer: ``rules`` (and ``ask_commands``,
-    ``mutating_needs_plan``), as the bot's own (:meth:`ToolPolicy.from_toml_table`)."""
-    mutating_tools: bool | None = None
-    """False: no mutating tool (file writes, commands) runs here at all."""
-    git_repo: str | None = None
-    command_timeout: CommandSeconds | None = None
-    command_cpu_seconds: CommandSeconds | None = None
-    command_memory_mb: MemoryMb | None = None
-    output_limit: OutputChars | None = None
-    progress_mode: ProgressMode | None = None
-    request_ttl: RequestSeconds | None = None
-    user_runs: PerUser | None = None
-    user_mentions_per_hour: PerUser | None = None
-
-    @field_validator("policy")
-    @classmethod
-    def _valid_policy(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            ToolPolicy.from_toml_table(value)
-        return value
-
-    @field_validator("approvers")
-    @classmethod
-    def _approvers_of_the_platform(cls, value: list[str] | None) -> list[str] | None:
-        for index, entry in enumerate(value or ()):
-            approver = parse_approver(entry)
-            if cls.platform == "slack" and not (
-                approver.kind == "group"
-                or (approver.kind == "user" and SLACK_USER.fullmatch(approver.value))
-            ):
-                raise ValueError(
-                    f"approvers[{index}]: {entry!r} is not a Slack approver; "
-                    "use U0123ABCD, user:U0123ABCD or group:S0123ABCD"
-                )
-            if cls.platform == "discord" and not (
-                approver.kind in ("user", "role")
-                and entry.strip().startswith(approver.kind)
-                and SNOWFLAKE.fullmatch(approver.value)
-            ):
-                raise ValueError(
-                    f"approvers[{index}]: {entry!r} is not a Discord approver; "
-                    "use user:<number> or role:<number>"
-                )
-        return value
-
-
-class SlackChannel(Layer):
-    """A Slack channel's layer (``[slack.<team_id>.channels.<channel_id>]``)."""
-
-    platform: ClassVar[str] = "slack"
-
-
-class DiscordChannel(Layer):
-    """A Discord channel's layer (``[discord.<guild_id>.channels.<channel_id>]``)."""
-
-    platform: ClassVar[str] = "discord"
-
-
-def _id(pattern: str, what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not re.fullmatch(pattern, value):
-            raise ValueError(f"{value!r} is not {what}")
-        return value
-
-    return AfterValidator(check)
-
-
-SlackTeamId = Annotated[
-    str, _id(r"[TE][A-Z0-9]{2,}", "a Slack team id (T0123ABCD, or E0123ABCD for an organisation)")
-]
-SlackChannelId = Annotated[
-    str, _id(r"[CGD][A-Z0-9]{2,}", "a Slack channel id (C0123ABCD; G or D for private ones)")
-]
-Snowflake = Annotated[
-    str, _id(r"[1-9][0-9]{0,19}", "a Discord id (a number, e.g. 1198206788567171079)")
-]
-
-
-class SlackWorkspace(SlackChannel):
-    """A Slack workspace's layer (``[slack.<team_id>]``) and its channels' layers."""
-
-    channels: dict[SlackChannelId, SlackChannel] = {}
-
-
-class DiscordGuild(DiscordChannel):
-    """A Discord guild's layer (``[discord.<guild_id>]``) and its channels' layers."""
-
-    channels: dict[Snowflake, DiscordChannel] = {}
 
 
 @dataclass(frozen=True)

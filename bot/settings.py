@@ -37,12 +37,11 @@ from pydantic_settings import (
 )
 from sqlalchemy.engine import make_url
 
-from bot.layers import (
+from bot.layer_tables import (
     LAYERED,
     MAX_INSTRUCTIONS,
     CommandSeconds,
     DiscordGuild,
-    Layers,
     MemoryMb,
     ModelId,
     OutputChars,
@@ -52,6 +51,7 @@ from bot.layers import (
     SlackWorkspace,
     Snowflake,
 )
+from bot.layers import Layers
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
 from core.faults import Faults

@@ -165,7 +165,7 @@ def _dotted(loc: Sequence[int | str]) -> str:
 
 
 def _layer_fields() -> Mapping[str, Any]:
-    from bot.layers import SlackWorkspace
+    from bot.layer_tables import SlackWorkspace
 
     return SlackWorkspace.model_fields
 

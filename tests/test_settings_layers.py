@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bot.layers import LAYERED
+from bot.layer_tables import LAYERED
 from bot.settings import Settings
 from core.journal import AssistantTurn, ToolState
 from core.lifecycle import Lifecycle
