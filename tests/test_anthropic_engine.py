@@ -33,7 +33,16 @@ async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -
     body = server.requests[0].body
     assert body["model"] == "claude-test"
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "alice: what is in here?"}]}
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "alice: what is in here?",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        }
     ]
     offered = {tool["name"] for tool in body["tools"]}
     assert {"propose_plan", "ask_user", "finish", "list_files", "read_file"} <= offered

@@ -131,12 +131,23 @@ async def test_tool_call_turn_sends_the_request_and_streams_text_then_the_call(
     assert received.body["model"] == MODEL_ID
     assert received.body["max_tokens"] == 2048
     assert received.body["stream"] is True
-    assert received.body["system"] == "You are a careful engineer."
-    assert received.body["messages"] == HISTORY
-    assert received.body["tools"] == [
+    cache = {"type": "ephemeral"}  # the breakpoints: the last tool, the system, the newest
+    assert received.body["system"] == [
+        {"type": "text", "text": "You are a careful engineer.", "cache_control": cache}
+    ]
+    *earlier, newest = received.body["messages"]
+    assert earlier == HISTORY[:-1]
+    *blocks, last = newest["content"]
+    assert newest["role"] == HISTORY[-1]["role"]
+    assert last["cache_control"] == cache and not any("cache_control" in b for b in blocks)
+    assert [*blocks, {k: v for k, v in last.items() if k != "cache_control"}] == HISTORY[-1][
+        "content"
+    ]
+    tools = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema}
         for t in (READ_FILE, RUN_TESTS)
     ]
+    assert received.body["tools"] == [tools[0], {**tools[1], "cache_control": cache}]
 
     # The tool input really arrived in several input_json_delta pieces.
     pieces = [d for name, d in sse_events(reply, received.body) if d.get("index") == 1]

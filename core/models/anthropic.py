@@ -12,6 +12,12 @@ events of :mod:`core.models.base` come out in this order:
 
 Other content blocks (``thinking``, server tools) are not turned into events.
 
+Every request carries prompt-cache breakpoints (``cache_control: ephemeral``,
+https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching): on the last
+tool and on the system prompt (the long-lived prefix, rendered tools, then system),
+and on the last block of the newest message, so the next turn reads everything
+before it from the cache (:func:`with_breakpoints`; three of the four allowed).
+
 Retries are the SDK's: the client retries connection errors, 408, 409, 429 and 5xx
 ``max_retries`` times, honouring ``retry-after``. What is still failing afterwards
 becomes a :class:`~core.errors.ModelError` (https://docs.anthropic.com/en/api/errors)::
@@ -67,19 +73,17 @@ class AnthropicModel:
         consuming task, or closing this generator, closes the HTTP stream.
         """
         tools = [
-            cast(
-                ToolParam,
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema},
-            )
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+        system, tools, messages = with_breakpoints(request.system, tools, request.messages)
         try:
             async with self._client.messages.stream(
                 model=request.model or self.name,
                 max_tokens=request.max_tokens,
-                system=request.system if request.system else anthropic.omit,
-                messages=cast(list[MessageParam], request.messages),
-                tools=tools if tools else anthropic.omit,
+                system=cast(Any, system) if system else anthropic.omit,
+                messages=cast(list[MessageParam], messages),
+                tools=cast(list[ToolParam], tools) if tools else anthropic.omit,
             ) as stream:
                 async for event in stream:
                     if event.type == "content_block_delta" and event.delta.type == "text_delta":
@@ -154,6 +158,40 @@ def anthropic_model_from(
 def _as_input(raw: object) -> dict[str, Any]:
     """A ``tool_use`` input as a dict (the API always sends a JSON object)."""
     return cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+
+
+CACHE: dict[str, str] = {"type": "ephemeral"}
+"""A prompt-cache breakpoint (the default five-minute lifetime)."""
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+"""Blocks that cannot carry ``cache_control``."""
+
+
+def with_breakpoints(
+    system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(system, tools, messages)`` with cache breakpoints, as the API takes them.
+
+    The system prompt becomes one text block; the last tool, that block and the last
+    markable block of the newest message get ``cache_control``. Nothing else changes
+    (and nothing is mutated): the bytes before each breakpoint are the caller's, so
+    a caller that builds the same history gets the same prefix.
+    """
+    system_blocks = [{"type": "text", "text": system, "cache_control": CACHE}] if system else []
+    marked_tools = [*tools[:-1], {**tools[-1], "cache_control": CACHE}] if tools else []
+    marked = list(messages)
+    if marked:
+        newest = dict(marked[-1])
+        content = newest.get("content")
+        blocks = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        )
+        for index in range(len(blocks) - 1, -1, -1):
+            if blocks[index].get("type") not in _UNMARKABLE:
+                blocks[index] = {**blocks[index], "cache_control": CACHE}
+                break
+        newest["content"] = blocks
+        marked[-1] = newest
+    return system_blocks, marked_tools, marked
 
 
 def _model_error(exc: anthropic.APIError) -> ModelError:
