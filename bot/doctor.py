@@ -197,15 +197,13 @@ def connect_check(sandbox: Sandbox) -> Check:
     with _listeners() as local, tempfile.TemporaryDirectory(prefix="threadbot-doctor-") as scratch:
         targets = [*local, PUBLIC_TARGET]
         argv = ["python3", "-c", _CONNECT_SCRIPT, str(CONNECT_TIMEOUT), *targets]
-        launch = sandbox.launch(argv, Path(scratch))
         try:
-            done = subprocess.run(
-                launch.argv,
-                env=launch.env,
+            done = sandbox.run(
+                argv,
+                Path(scratch),
                 capture_output=True,
                 text=True,
                 timeout=CONNECT_TIMEOUT * len(targets) + 10,
-                check=False,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return failed(name, f"could not try from inside the sandbox: {exc}")

@@ -300,8 +300,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_secret_in_command_env(self) -> Settings:
-        secrets = set(self.secrets().values())
-        leaked = sorted(name for name, value in self.command_env.items() if value in secrets)
+        secrets = [s for s in self.secrets().values() if s]
+        leaked = sorted(
+            name
+            for name, value in self.command_env.items()
+            if any(secret in value for secret in secrets)
+        )
         if leaked:
             raise ValueError(f"command_env {leaked} would hand a token or key to every command")
         return self

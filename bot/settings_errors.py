@@ -71,6 +71,8 @@ def _line(
         return (
             f"{toml_file}: {_dotted(loc)}: not a setting threadbot knows{_suggest(loc[-1], known)}"
         )
+    if not loc:  # a check of the settings as a whole: its input is every setting
+        return f"threadbot settings: {reason}"
     variable = _variable(name, fields.get(name), environ)
     secret = _is_secret(fields.get(name))
     if variable is not None:

@@ -197,9 +197,12 @@ async def test_a_bubblewrap_that_confines_nothing_is_caught_reading_secrets_and_
 ) -> None:
     if shutil.which("python3", path=SANDBOX_PATH) is None:
         pytest.skip(f"no python3 on {SANDBOX_PATH} to connect with")
-    # A "bwrap" that drops its options and runs the command as it is.
+    # A "bwrap" that drops its options, and a root bot's drop to nobody, and runs the
+    # command as it is.
+    skip_options = 'while [ "$1" != "--" ]; do shift; done\nshift\n'
     bwrap = fake_bwrap(
-        tmp_path / "bin", 'while [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n'
+        tmp_path / "bin",
+        f'{skip_options}if [ "$1" = /usr/bin/setpriv ]; then\n{skip_options}fi\nexec "$@"\n',
     )
     # Nothing leaves the machine: the "public" address is a closed port of this host.
     with socket.socket() as closed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import time
 from pathlib import Path
@@ -393,3 +394,17 @@ def test_the_tools_fit_in_one_toolbox() -> None:
     for tool in tools:
         schema = tool.spec.input_schema
         assert schema["type"] == "object" and set(schema["required"]) <= set(schema["properties"])
+
+
+async def test_a_pipe_in_the_workspace_is_refused_at_once_by_the_file_tools(
+    tmp_path: Path,
+) -> None:
+    os.mkfifo(tmp_path / "fifo")  # what a command can leave behind, to block the bot
+    ctx = ctx_for(tmp_path)
+    for tool, args in (
+        (ReadFile(), {"path": "fifo"}),
+        (WriteFile(), {"path": "fifo", "content": "x"}),
+        (EditFile(), {"path": "fifo", "old": "a", "new": "b"}),
+    ):
+        with pytest.raises(ToolError, match="not a regular file"):
+            await asyncio.wait_for(tool.run(args, ctx), 2.0)

@@ -22,17 +22,21 @@ from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from conversations.sweeper import Sweeper
 from core import lifecycle
+from core.errors import ToolError
 from core.journal import Change
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.people import Person
+from core.run_events import Answered, RunStats
+from core.tools.workspaces import GitWorkspaces, without_credentials
 from tests.harness import Chat
 
 ALICE = Person(id="U0ALICE001", name="alice")
+BINDING = PlatformRef(platform="slack", channel="C1", thread="1.0")
 
 
 def git(*args: str, cwd: Path) -> str:
     done = subprocess.run(
-        ["git", "-c", "core.hooksPath=/dev/null", *args],
+        ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -162,3 +166,23 @@ async def test_the_sweeper_removes_ended_workspaces_and_never_an_active_one(
     assert (tmp_path / ids["waiting"] / "file").exists()
     assert (tmp_path / ids["fresh"] / "file").exists()
     assert await sweeper.remove_workspaces(later + timedelta(days=1)) == []  # once
+
+
+async def test_a_token_in_the_repository_url_reaches_neither_the_clone_nor_an_error(
+    tmp_path: Path, repo: Path
+) -> None:
+    workspaces = GitWorkspaces()
+    refused = "http://x-access-token:ghp_SECRET1@127.0.0.1:9/repo.git?private_token=SECRET2"
+    with pytest.raises(ToolError) as failed:
+        await workspaces.prepare("c1", tmp_path / "c1", refused)
+    assert "SECRET" not in str(failed.value) and "127.0.0.1:9/repo.git" in str(failed.value)
+
+    assert without_credentials(refused) == "http://127.0.0.1:9/repo.git"
+    assert without_credentials("git@github.com:org/app.git") == "git@github.com:org/app.git"
+    assert without_credentials(str(repo)) == str(repo)
+
+
+async def test_file_and_branch_names_cannot_end_the_code_span_or_ping() -> None:
+    stats = RunStats(branch="threadbot/c1", changed_files=("x` <!channel> `y", "ok.py"))
+    (row,) = render_event(BINDING, Answered(text="Done.", stats=stats))
+    assert "<!channel>" not in row.action.text and "`x?" in row.action.text

@@ -45,7 +45,7 @@ from core.models.base import ToolSpec
 from core.secrets import RedactionStream
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.processes import describe, group_alive, signal_group
-from core.tools.sandbox import Launch, Sandbox
+from core.tools.sandbox import Launch, Sandbox, hand_over
 from core.tools.workspace import optional_arg, required_arg
 
 TERM_GRACE = 2.0
@@ -101,8 +101,10 @@ class RunCommand:
             raise ToolError("`command` is empty")
         timeout = _timeout(args, ctx)
         capture = _Capture(ctx.output_limit, ctx.redactor.stream())
-        if self.run_as is not None and self.sandbox is None:
-            await asyncio.to_thread(_hand_over, ctx.workspace, *self.run_as)
+        if self.sandbox is not None:
+            await asyncio.to_thread(self.sandbox.prepare, ctx.workspace)
+        elif self.run_as is not None:
+            await asyncio.to_thread(hand_over, ctx.workspace, self.run_as)
         launch = self._launch(_capped(command, ctx), ctx)
         try:
             transport, protocol = await _start(launch, ctx.workspace, capture)
@@ -188,15 +190,6 @@ def _caps_hit(code: int, output: str, capture: _Capture, ctx: ToolContext) -> li
     if capture.cut:
         hit.append(f"output capped at {ctx.output_limit} characters")
     return hit
-
-
-def _hand_over(workspace: Path, uid: int, gid: int) -> None:
-    """Make ``workspace`` and everything in it ``uid:gid``'s (the fallback's user writes it)."""
-    os.chown(workspace, uid, gid)
-    for root, dirs, files in os.walk(workspace):
-        for name in (*dirs, *files):
-            with contextlib.suppress(OSError):
-                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
 
 
 def _timeout(args: Mapping[str, Any], ctx: ToolContext) -> float:
@@ -322,8 +315,7 @@ async def _spawn(launch: Launch, cwd: Path, capture: _Capture) -> _Started:
     except OSError as exc:
         raise ToolError(f"cannot start the command: {exc}") from exc
     finally:
-        if launch.network is not None:
-            launch.network.close_child_ends()
+        launch.spawned()
 
 
 async def _wait_exit(

@@ -37,17 +37,19 @@ unshare, and that the bot's environment is unreadable from inside), not
 
 from __future__ import annotations
 
-import asyncio
+import atexit
 import contextlib
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from core.tools.sandbox_network import Network
 
 SANDBOX_UID = 1000
 """The uid and gid commands run as inside the sandbox (``threadbot``)."""
@@ -66,10 +68,10 @@ TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 """Host directories outside ``/usr`` that hold programs and libraries (often symlinks)."""
 SLIRP_DNS = "10.0.2.3"
 """The DNS forwarder slirp4netns offers inside the namespace (slirp4netns(1))."""
-NETWORK_READY = 10.0
-"""Seconds slirp4netns may take to configure a granted network."""
-NETWORK_TRIES = 5
-"""Times slirp4netns is started on one command's namespaces before the command fails."""
+TMP_BYTES = 512 * 1024 * 1024
+"""Size of a command's private ``/tmp`` (memory: it is a tmpfs)."""
+NOBODY = (65534, 65534)
+"""The host uid and gid bwrap runs as when the bot runs as root (see :class:`Sandbox`)."""
 
 
 @dataclass(frozen=True)
@@ -80,120 +82,17 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     pass_fds: tuple[int, ...] = ()
-    network: _Network | None = None
+    network: Network | None = None
+    child_fds: tuple[int, ...] = ()
+    """Descriptors only the child needs: close them here once it is started."""
 
-
-@dataclass
-class _Network:
-    """The pipes bwrap reports on and waits for, and the slirp4netns serving it."""
-
-    info_read: int
-    block_write: int
-    helper: str
-    process: asyncio.subprocess.Process | None = None
-    exit_write: int | None = None
-    owned: list[int] = field(default_factory=list)
-
-    def close_child_ends(self) -> None:
-        """Close this process's copies of the pipe ends bwrap took (after the spawn)."""
-        for fd in self.owned:
+    def spawned(self) -> None:
+        """Close this process's copies of the descriptors the child took."""
+        for fd in self.child_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self.owned.clear()
-
-    async def attach(self) -> None:
-        """Read bwrap's child pid, start slirp4netns on its namespace, then let bwrap go.
-
-        slirp4netns may find the namespaces not yet ready to join (bwrap reports the
-        child before it has finished setting them up): it is started again, up to
-        :data:`NETWORK_TRIES` times. Raises :class:`OSError` when bwrap reports
-        nothing or slirp4netns does not come up (the caller kills the command).
-        """
-        info = await asyncio.to_thread(_read_json, self.info_read)
-        pid = int(str(info["child-pid"]))
-        for attempt in range(NETWORK_TRIES):
-            if await self._start_helper(pid):
-                os.write(self.block_write, b"1")
-                return
-            await asyncio.sleep(0.02 * (attempt + 1))
-        raise OSError("slirp4netns did not configure the network")
-
-    async def _start_helper(self, pid: int) -> bool:
-        """Start slirp4netns on ``pid``'s namespaces; True once it says it is ready."""
-        await self._stop_helper()
-        ready_read, ready_write = os.pipe()
-        exit_read, exit_write = os.pipe()
-        self.exit_write = exit_write
-        # An unprivileged bwrap makes the network namespace inside its user namespace:
-        # slirp4netns joins that one too (as root it need not, and must not).
-        userns = [] if os.geteuid() == 0 else [f"--userns-path=/proc/{pid}/ns/user"]
-        try:
-            self.process = await asyncio.create_subprocess_exec(
-                self.helper,
-                *userns,
-                "--configure",
-                "--mtu=65520",
-                "--disable-host-loopback",
-                f"--ready-fd={ready_write}",
-                f"--exit-fd={exit_read}",
-                # The namespace by its path: bwrap running as root makes the network
-                # namespace outside the sandbox's user namespace, so slirp4netns must
-                # join the network namespace alone, not the user namespace with it.
-                "--netns-type=path",
-                f"/proc/{pid}/ns/net",
-                "tap0",
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(ready_write, exit_read),
-                env={"PATH": os.defpath},
-            )
-        finally:
-            os.close(ready_write)
-            os.close(exit_read)
-        try:
-            ready = await asyncio.wait_for(asyncio.to_thread(os.read, ready_read, 1), NETWORK_READY)
-        except TimeoutError:
-            ready = b""
-        finally:
-            os.close(ready_read)
-        return ready == b"1"
-
-    async def close(self) -> None:
-        """Stop slirp4netns (closing its exit fd) and close every pipe end still open."""
-        for fd in (self.info_read, self.block_write, *self.owned):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        await self._stop_helper()
-
-    async def _stop_helper(self) -> None:
-        """Stop a slirp4netns started before (it exits when its exit fd closes)."""
-        if self.exit_write is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.exit_write)
-        self.exit_write = None
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), 2.0)
-            if self.process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    self.process.kill()
-                await self.process.wait()
-
-
-def _read_json(fd: int) -> dict[str, object]:
-    """The first JSON object bwrap writes on its ``--info-fd``."""
-    data = b""
-    while True:
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-        with contextlib.suppress(ValueError):
-            found = json.loads(data)
-            if isinstance(found, dict):
-                return found
-    raise OSError("bwrap reported no sandbox (it failed to start)")
+        if self.network is not None:
+            self.network.close_child_ends()
 
 
 class Sandbox:
@@ -203,7 +102,15 @@ class Sandbox:
     a granted network cannot be given (a granted command then fails with a clear
     error); ``env``: the variables a command sees (``PATH``, ``LANG`` ... ;
     ``HOME`` is set to the sandbox's own); ``state_dir``: where the synthetic
-    ``/etc`` files are written (a private temporary directory by default).
+    ``/etc`` files are written (a temporary directory by default, removed at exit).
+    ``run_as``: the host (uid, gid) commands run as when the bot runs as root
+    (``nobody`` by default). An unprivileged bwrap maps the sandbox's user to the
+    host user that started it, so from a root bot a command would be host root:
+    it could write ``/proc/sys`` (a ``core_pattern`` that runs its script as root)
+    or plant setuid-root files. So a root bot's bwrap sets up the namespaces
+    without a user namespace and the command drops to ``run_as`` inside, with
+    ``setpriv`` and no capabilities; a bot that is not root runs bwrap with a user
+    namespace, the sandbox's user being the bot's own outside.
     """
 
     def __init__(
@@ -213,26 +120,63 @@ class Sandbox:
         network_helper: str | None = None,
         env: Mapping[str, str] | None = None,
         state_dir: Path | None = None,
+        run_as: tuple[int, int] | None = NOBODY if os.geteuid() == 0 else None,
     ) -> None:
         self.bwrap = bwrap
+        self.run_as = run_as
         self.network_helper = network_helper
         base = dict(env or DEFAULT_ENV)
         self.env = base | {"HOME": SANDBOX_HOME, "USER": "threadbot", "LOGNAME": "threadbot"}
-        self._etc = state_dir or Path(tempfile.mkdtemp(prefix="threadbot-sandbox-"))
+        if state_dir is None:
+            state_dir = Path(tempfile.mkdtemp(prefix="threadbot-sandbox-"))
+            atexit.register(shutil.rmtree, state_dir, ignore_errors=True)
+        self._etc = state_dir
         self._etc.mkdir(parents=True, exist_ok=True)
+        self._etc.chmod(0o755)  # bwrap, running as run_as, reads the files below
+        uid, gid = run_as or (SANDBOX_UID, SANDBOX_UID)
+        self.uid = uid
+        """The uid commands run as, inside the sandbox."""
         (self._etc / "passwd").write_text(
-            f"threadbot:x:{SANDBOX_UID}:{SANDBOX_UID}:threadbot:{SANDBOX_HOME}:/bin/sh\n"
-            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            f"threadbot:x:{uid}:{gid}:threadbot:{SANDBOX_HOME}:/bin/sh\n"
         )
-        (self._etc / "group").write_text(f"threadbot:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
+        (self._etc / "group").write_text(f"threadbot:x:{gid}:\n")
         (self._etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
+        for name in ("passwd", "group", "resolv.conf"):
+            (self._etc / name).chmod(0o644)
+
+    def run(
+        self, argv: Sequence[str], workspace: Path, **options: Any
+    ) -> subprocess.CompletedProcess[Any]:
+        """Run ``argv`` in the sandbox to its end, without a network (blocking).
+
+        ``options`` go to :func:`subprocess.run` (``input``, ``capture_output``, ``text``,
+        ``timeout``...). Raises what it raises, and :class:`OSError`.
+        """
+        self.prepare(workspace)
+        launch = self.launch(argv, workspace)
+        try:
+            return subprocess.run(
+                launch.argv, env=launch.env, pass_fds=launch.pass_fds, check=False, **options
+            )
+        finally:
+            launch.spawned()
+
+    def prepare(self, workspace: Path) -> None:
+        """Hand ``workspace`` over to ``run_as`` (blocking; nothing without one)."""
+        if self.run_as is not None:
+            hand_over(workspace, self.run_as)
 
     def launch(self, argv: Sequence[str], workspace: Path, *, network: bool = False) -> Launch:
         """The :class:`Launch` of ``argv`` confined to ``workspace``.
 
         Raises :class:`OSError` when ``network`` is asked and no helper is installed.
         """
-        args = [self.bwrap, *self._fixed(), "--bind", str(workspace), str(workspace)]
+        argv = [*_setpriv(self.run_as), *argv]  # a root bot's command drops to run_as
+        args = [self.bwrap, *self._fixed()]
+        for parent in reversed(workspace.parents):  # reachable by the command's user
+            if str(parent) not in ("/", "/tmp"):
+                args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--bind", str(workspace), str(workspace)]
         args += ["--chdir", str(workspace)]
         if not network:
             args += ["--unshare-net", "--", *argv]
@@ -244,26 +188,29 @@ class Sandbox:
         args += ["--ro-bind", str(self._etc / "resolv.conf"), "/etc/resolv.conf"]
         args += ["--unshare-net", "--info-fd", str(info_write), "--block-fd", str(block_read)]
         args += ["--", *argv]
-        net = _Network(
+        net = Network(
             info_read=info_read,
             block_write=block_write,
             helper=self.network_helper,
             owned=[info_write, block_read],
+            join_userns=self.run_as is None,
         )
         return Launch(argv=args, env=dict(self.env), pass_fds=(info_write, block_read), network=net)
 
     def _fixed(self) -> list[str]:
         """The options every sandboxed command gets (namespaces, the file system)."""
+        ids = str(SANDBOX_UID)
+        user = (
+            ["--unshare-user", "--uid", ids, "--gid", ids, "--disable-userns"]
+            if self.run_as is None
+            else []  # root: no user namespace; the command drops to run_as (setpriv)
+        )
         args = [
-            "--unshare-user",
+            *user,
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
-            "--uid",
-            str(SANDBOX_UID),
-            "--gid",
-            str(SANDBOX_UID),
             "--hostname",
             "threadbot",
             "--die-with-parent",
@@ -280,13 +227,46 @@ class Sandbox:
                 args += ["--symlink", os.readlink(host), f"/{name}"]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{name}"]
+        for made in ("/etc", "/etc/ssl", "/home"):  # readable by the command's user
+            args += ["--perms", "0755", "--dir", made]
         for entry in ETC_ALLOWED:
             args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
         args += ["--ro-bind", str(self._etc / "passwd"), "/etc/passwd"]
         args += ["--ro-bind", str(self._etc / "group"), "/etc/group"]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+        args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         args += ["--dir", SANDBOX_HOME]
+        if self.run_as is not None:  # made by root bwrap: the command's user must own it
+            args += ["--chmod", "1777", SANDBOX_HOME]
         return args
+
+
+def _setpriv(run_as: tuple[int, int] | None) -> list[str]:
+    """``setpriv`` (util-linux) to start bwrap as ``run_as``, or nothing."""
+    if run_as is None:
+        return []
+    uid, gid = run_as
+    return [
+        "/usr/bin/setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def hand_over(workspace: Path, owner: tuple[int, int]) -> None:
+    """Make ``workspace`` and everything in it ``owner``'s (uid, gid), so that a command
+    running as that user can write what the bot wrote there. Blocking."""
+    uid, gid = owner
+    os.chown(workspace, uid, gid)
+    for root, dirs, files in os.walk(workspace):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
 
 
 def find_sandbox(env: Mapping[str, str] | None = None) -> Sandbox | None:
@@ -326,7 +306,8 @@ for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat "$f"; echo; done 2>/d
   | grep -qFf /tmp/canary && echo "LEAK {LEAK_PROBLEM}"
 test -r /proc/self/status || echo "NOPROC no /proc of its own"
 grep -v '^ *lo:' /proc/net/dev | grep -q ':' && echo "NET a network device besides lo"
-test "$(id -u)" = "{SANDBOX_UID}" || echo "UID commands do not run as the sandbox user"
+test "$(id -u)" != 0 || echo "UID commands run as root"
+test -w /proc/sys/kernel/core_pattern && echo "SYSCTL /proc/sys is writable"
 test -e /etc/hostname && echo "ETC the host's /etc is visible"
 echo DONE
 """
@@ -349,15 +330,13 @@ def probe(sandbox: Sandbox, workspace: Path, *, timeout: float = 20.0) -> Probe:
     try:
         workspace.mkdir(parents=True, exist_ok=True)
         stand_in = _stand_in(canary)
-        launch = sandbox.launch(["/bin/sh", "-c", _PROBE_SCRIPT], workspace)
-        done = subprocess.run(
-            launch.argv,
-            env=launch.env,
+        done = sandbox.run(
+            ["/bin/sh", "-c", _PROBE_SCRIPT],
+            workspace,
             input=canary + "\n",
             capture_output=True,
             text=True,
             timeout=timeout,
-            check=False,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return Probe(ok=False, problems=(f"bwrap could not run: {exc}",))

@@ -12,7 +12,9 @@ between is not defended against (the workspace is the bot's own directory).
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import stat
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -72,6 +74,30 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     if not resolved.is_relative_to(root):
         raise ToolError(f"{path!r} is outside the workspace; use a path relative to it")
     return resolved
+
+
+def open_regular(target: Path, path: str, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of ``target`` opened with ``flags``, only if it is a regular file.
+
+    Opens without blocking and without following a final symlink, then checks: a
+    pipe, device or socket planted in the workspace would block the bot's own
+    thread in ``open`` or ``read`` (a command may make one). Raises
+    :class:`ToolError` (with :data:`_OS_ERRORS`' wording for the usual failures).
+    """
+    try:
+        fd = os.open(target, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            raise ToolError(f"{path} is not a regular file") from exc
+        raise _file_error(exc, path) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ToolError(f"{path} is a directory; use list_files")
+        raise ToolError(f"{path} is not a regular file (a pipe, device or socket)")
+    os.set_blocking(fd, True)
+    return fd
 
 
 _OS_ERRORS: tuple[tuple[type[OSError] | tuple[type[OSError], ...], str], ...] = (
@@ -224,7 +250,8 @@ def _read_range(
     kept: list[str] = []
     room, more = limit, 0
     try:
-        with target.open(encoding="utf-8", newline="") as f:
+        fd = open_regular(target, path)
+        with open(fd, encoding="utf-8", newline="") as f:
             for piece in _line_range(iter(lambda: f.read(_CHUNK), ""), first, count):
                 if "\0" in piece:
                     raise ToolError(f"{path} is not a text file")
@@ -293,7 +320,8 @@ def _write(target: Path, path: str, content: str) -> int:
         raise ToolError("`content` is not valid Unicode text") from exc
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        with open(open_regular(target, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
+            f.write(data)
     except OSError as exc:
         raise _file_error(exc, path) from exc
     return len(data)
@@ -338,7 +366,8 @@ class EditFile:
 def _edit(target: Path, path: str, old: str, new: str) -> int:
     """Replace the single ``old`` by ``new``; returns its 1-based line. Raises ToolError."""
     try:
-        text = target.read_bytes().decode("utf-8")
+        with open(open_regular(target, path), "rb") as f:
+            text = f.read().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ToolError(f"{path} is not a UTF-8 text file") from exc
     except OSError as exc:

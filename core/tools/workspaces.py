@@ -94,8 +94,17 @@ class GitWorkspaces:
         path.parent.mkdir(parents=True, exist_ok=True)
         local = not _is_remote(repo)
         clone = ["clone", "--quiet", *(["--no-hardlinks"] if local else []), repo, str(path)]
-        self._run(clone, cwd=path.parent)
-        self._run(["checkout", "--quiet", "-b", BRANCH_PREFIX + conversation_id], cwd=path)
+        plain = without_credentials(repo)
+        try:
+            self._run(clone, cwd=path.parent)
+            if plain != repo:  # the agent's commands read .git/config: no token there
+                self._run(["remote", "set-url", "origin", plain], cwd=path)
+            self._run(["checkout", "--quiet", "-b", BRANCH_PREFIX + conversation_id], cwd=path)
+        except ToolError as exc:
+            said = str(exc).replace(repo, plain)
+            for part in _credential_parts(repo):
+                said = said.replace(part, "***")
+            raise ToolError(said) from None
 
     def _changes(self, path: Path) -> Changes:
         run = self._run_in_workspace
@@ -116,9 +125,14 @@ class GitWorkspaces:
         hardened = ["--no-optional-locks", "-c", "core.fsmonitor=false", *args]
         if self._sandbox is None:
             return self._run(hardened, cwd=path, check=check)
-        launch = self._sandbox.launch([self._git, *_NO_HOOKS, *hardened], path)
+        sandbox = self._sandbox
         return _completed(
-            args[0], subprocess.run, launch.argv, env=launch.env, cwd=path, check=check
+            args[0],
+            lambda argv, env, cwd, check, **options: sandbox.run(argv, path, **options),
+            [self._git, *_NO_HOOKS, *hardened],
+            env={},
+            cwd=path,
+            check=check,
         )
 
     def _run(self, args: list[str], *, cwd: Path, check: bool = True) -> str:
@@ -160,6 +174,33 @@ def _completed(
         said = done.stderr.strip().splitlines()
         raise ToolError(f"git {what} failed: {said[-1] if said else done.returncode}")
     return done.stdout
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without a password or token: an HTTP(S) URL loses what precedes its ``@``
+    and its query; an SSH user (``git@host:path``) stays, it is no secret."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        head, at, tail = url.partition("@")
+        if at and ":" in head.split("//")[-1]:  # user:password@ in any other URL
+            return f"{head.split('//')[0] + '//' if '//' in head else ''}{tail}"
+        return url
+    host_part, slash, path = rest.partition("/")
+    host = host_part.rpartition("@")[2]
+    return f"{scheme}://{host}{slash}{path.partition('?')[0]}"
+
+
+def _credential_parts(url: str) -> list[str]:
+    """What :func:`without_credentials` takes out of ``url`` (to hide it in messages)."""
+    parts = []
+    rest = url.partition("://")[2] or url
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    if at and userinfo and url != without_credentials(url):
+        parts += [userinfo, *userinfo.split(":")]
+    query = url.partition("?")[2]
+    if query:
+        parts += [query, *[p.partition("=")[2] for p in query.split("&") if "=" in p]]
+    return sorted({p for p in parts if len(p) >= 4}, key=len, reverse=True)
 
 
 def _is_remote(repo: str) -> bool:
