@@ -358,3 +358,19 @@ async def test_settings_add_to_a_command_s_environment_but_never_a_secret(
     assert "HOME=/home/threadbot" in out
     with pytest.raises(ValueError, match="would hand a token or key"):
         Settings.model_validate({"discord_token": TOKEN, "command_env": {"MY_TOKEN": TOKEN}})
+
+
+async def test_a_command_is_never_root_on_the_host_and_cannot_write_proc_sys(
+    sandboxed: RunCommand, tmp_path: Path
+) -> None:
+    before = Path("/proc/sys/kernel/core_pattern").read_text()
+    out = await run(
+        sandboxed,
+        "id -u; echo '|/tmp/x' > /proc/sys/kernel/core_pattern; "
+        "cp /usr/bin/id rid && chmod 4755 rid; echo done",
+        tmp_path / "ws",
+    )
+    assert out.splitlines()[1] != "0"  # not root, inside or (mapped) outside
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == before
+    planted = (tmp_path / "ws" / "rid").stat()
+    assert planted.st_uid != 0  # a setuid file it plants is not root's
