@@ -363,7 +363,8 @@ async def test_settings_add_to_a_command_s_environment_but_never_a_secret(
 async def test_a_command_is_never_root_on_the_host_and_cannot_write_proc_sys(
     sandboxed: RunCommand, tmp_path: Path
 ) -> None:
-    before = Path("/proc/sys/kernel/core_pattern").read_text()
+    core_pattern = Path("/proc/sys/kernel/core_pattern")
+    before = await asyncio.to_thread(core_pattern.read_text)
     out = await run(
         sandboxed,
         "id -u; echo '|/tmp/x' > /proc/sys/kernel/core_pattern; "
@@ -371,6 +372,6 @@ async def test_a_command_is_never_root_on_the_host_and_cannot_write_proc_sys(
         tmp_path / "ws",
     )
     assert out.splitlines()[1] != "0"  # not root, inside or (mapped) outside
-    assert Path("/proc/sys/kernel/core_pattern").read_text() == before
-    planted = (tmp_path / "ws" / "rid").stat()
+    assert await asyncio.to_thread(core_pattern.read_text) == before
+    planted = await asyncio.to_thread((tmp_path / "ws" / "rid").stat)
     assert planted.st_uid != 0  # a setuid file it plants is not root's
