@@ -118,6 +118,17 @@ class DecisionEntry(BaseModel):
         return legacy.decision_entry(data)
 
 
+class StepEntered(BaseModel):
+    """The conversation entered a workflow position: its instructions, as the model reads
+    them from then on (sent as a message, so the system prompt and the tools, the
+    cached prefix of every request, stay the same across positions)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["step_entered"] = "step_entered"
+    position: str
+    instructions: str
+
+
 class StopEntry(BaseModel):
     """A person stopped the run."""
 
@@ -127,7 +138,7 @@ class StopEntry(BaseModel):
 
 
 Entry = Annotated[
-    UserText | AssistantTurn | ToolResultEntry | DecisionEntry | StopEntry,
+    UserText | AssistantTurn | ToolResultEntry | DecisionEntry | StepEntered | StopEntry,
     Field(discriminator="kind"),
 ]
 

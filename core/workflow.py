@@ -25,6 +25,8 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.journal import StepEntered
+
 
 class Transition(StrEnum):
     """Workflow events the engine reports to the workflow."""
@@ -74,6 +76,14 @@ class Workflow(BaseModel):
     def position(self, name: str) -> Position:
         """The position called ``name``; ``KeyError`` if the workflow has none."""
         return self.positions[name]
+
+    def entered(self, current: str, new: str, *, first: bool = False) -> tuple[StepEntered, ...]:
+        """The journal entry of moving from ``current`` to ``new``: its instructions, when
+        the position changes (or ``first``, a conversation's first run) and has any."""
+        instructions = self.positions[new].instructions.strip()
+        if not instructions or (new == current and not first):
+            return ()
+        return (StepEntered(position=new, instructions=instructions),)
 
     def next(self, current: str, event: Transition) -> str:
         """The position after ``event`` at ``current`` (``current`` when not declared)."""

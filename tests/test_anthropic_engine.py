@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 
 from adapters.console import ConsoleAdapter
-from bot.app import build
+from bot.app import build, default_toolbox
 from core.lifecycle import Lifecycle
 from core.models.anthropic import anthropic_model_from
+from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 
 
@@ -32,25 +33,25 @@ async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -
 
     body = server.requests[0].body
     assert body["model"] == "claude-test"
+    planning = default_workflow().position("planning").instructions.strip()
     assert body["messages"] == [
         {
             "role": "user",
             "content": [
+                {"type": "text", "text": f"[threadbot: the planning step] {planning}"},
                 {
                     "type": "text",
                     "text": "alice: what is in here?",
                     "cache_control": {"type": "ephemeral"},
-                }
+                },
             ],
         }
     ]
-    offered = {tool["name"] for tool in body["tools"]}
-    assert {"propose_plan", "ask_user", "finish", "list_files", "read_file"} <= offered
-    assert not offered & {
-        "write_file",
-        "edit_file",
-        "run_command",
-    }  # nothing mutates before approval
+    offered = [tool["name"] for tool in body["tools"]]
+    # Every tool in every position, in one order: the cached prefix does not change
+    # when the plan is approved; a mutating call before approval is refused instead.
+    assert offered == [t.spec.name for t in default_toolbox().select(["all"])]
+    assert planning not in str(body["system"])
     assert all("input_schema" in tool for tool in body["tools"])
     assert "📋 Plan (v1)" in out.getvalue() and "1. Read" in out.getvalue()
     assert snap.status.lifecycle is Lifecycle.WAITING

@@ -97,7 +97,8 @@ async def test_mention_plan_approve_question_answer_progress_final(make_app) -> 
     assert snap.status.lifecycle is Lifecycle.DONE
     assert snap.position == "answered"
     kinds = [r.entry.kind for r in snap.journal]
-    assert kinds[0] == "user_text" and kinds[-1] == "tool_result"
+    assert kinds[:2] == ["step_entered", "user_text"] and kinds[-1] == "tool_result"
+    assert kinds.count("step_entered") == 2  # planning, then executing
     assert kinds.count("assistant_turn") == 5
     tool_uses = [
         c.id for r in snap.journal if r.entry.kind == "assistant_turn" for c in r.entry.tool_calls
@@ -146,9 +147,10 @@ async def test_a_new_message_after_done_starts_the_next_run_with_the_history(mak
 
     assert "✅ You're welcome." in transcript
     follow_up = model.requests[-1]
-    assert follow_up.messages[0]["content"][0]["text"] == "alice: the login test is flaky, fix it"
-    finish_result, new_message = follow_up.messages[-1]["content"]
+    assert follow_up.messages[0]["content"][1]["text"] == "alice: the login test is flaky, fix it"
+    finish_result, planning_again, new_message = follow_up.messages[-1]["content"]
     assert finish_result["type"] == "tool_result"
+    assert planning_again["text"].startswith("[threadbot: the planning step]")
     assert new_message == {"type": "text", "text": "alice: thanks!"}
     assert check_tool_results(follow_up.messages) is None
     snap = await app.store.journal.load(await only_conversation(app))

@@ -145,7 +145,11 @@ def _result_text(block: dict[str, Any]) -> str:
 
 def _latest_request(messages: Sequence[Message]) -> str:
     """The newest request: a person's words with no role label ("alice: ...")."""
-    texts = [b["text"] for b in _blocks(messages, "user") if b.get("type") == "text"]
+    texts = [
+        b["text"]
+        for b in _blocks(messages, "user")
+        if b.get("type") == "text" and not b["text"].startswith("[threadbot")  # a step's
+    ]
     requests = [t.split(": ", 1) for t in texts if ": " in t]
     plain = [text for speaker, text in requests if "(" not in speaker]
     return plain[-1] if plain else "your request"

@@ -106,11 +106,12 @@ def decide(
         return plan_revision.open_after_reject(request, entry, resolution, closed, opening)
     text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
     answered = answer_control(snap, request.tool_use_id, text)
+    position = workflow.next(snap.position, Transition.PLAN_APPROVED)
     return Change(
-        entries=(entry, *answered.results),
+        entries=(entry, *answered.results, *workflow.entered(snap.position, position)),
         tool_calls=answered.records,
         resolve=(resolution,),
         status=lifecycle.RUNNING,
-        position=workflow.next(snap.position, Transition.PLAN_APPROVED),
+        position=position,
         events=closed,
     )

@@ -75,11 +75,16 @@ def revise(
     answered = answer_control(
         snap, request.tool_use_id, revision_text(request.plan_version, by.name, reply.text)
     )
+    position = workflow.next(snap.position, Transition.PLAN_REJECTED)
     return Change(
-        entries=(UserText(author=by, text=reply.text, role="feedback"), *answered.results),
+        entries=(
+            UserText(author=by, text=reply.text, role="feedback"),
+            *answered.results,
+            *workflow.entered(snap.position, position),
+        ),
         tool_calls=answered.records,
         resolve=(RequestResolution(request_id=request.id, state=state, verdict=Revised(), by=by),),
         status=lifecycle.RUNNING,
-        position=workflow.next(snap.position, Transition.PLAN_REJECTED),
+        position=position,
         events=request_closed(snap, request, "revised", by=by),
     )

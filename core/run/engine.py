@@ -179,12 +179,17 @@ class Engine:
         if snap.status.active:
             await self.reply(conversation_id, Reply(**request.model_dump()), inbox)
             return
+        position = self._next_position(snap, request)
+        step = self._workflow.entered(snap.position, position, first=not snap.journal)
         await self._journal.commit(
             conversation_id,
             Change(
-                entries=(UserText(author=request.author, text=request.text, role="request"),),
+                entries=(
+                    *step,
+                    UserText(author=request.author, text=request.text, role="request"),
+                ),
                 status=lifecycle.RUNNING,
-                position=self._next_position(snap, request),
+                position=position,
                 handled=delivery_keys(request),
             ),
         )

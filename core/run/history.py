@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.journal import AssistantTurn, JournalRecord, ToolResultEntry, UserText
+from core.journal import AssistantTurn, JournalRecord, StepEntered, ToolResultEntry, UserText
 from core.models.base import Message
 
 _ROLE_LABEL = {
@@ -26,8 +26,14 @@ _ROLE_LABEL = {
 }
 
 
-def user_text_block(entry: UserText) -> dict[str, Any]:
-    """A person's words as a text block that names the speaker."""
+def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
+    """A person's words as a text block that names the speaker; a position's
+    instructions as a block that names the step."""
+    if isinstance(entry, StepEntered):
+        return {
+            "type": "text",
+            "text": f"[threadbot: the {entry.position} step] {entry.instructions}",
+        }
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
 
 
@@ -93,7 +99,9 @@ class History:
                 self._first = journal[0].entry
         tail = [*self._results_of(self._turn, results, mark=False)] if self._turn else pending
         tail += [
-            user_text_block(r.entry) for r in newer[last + 1 :] if isinstance(r.entry, UserText)
+            user_text_block(r.entry)
+            for r in newer[last + 1 :]
+            if isinstance(r.entry, UserText | StepEntered)
         ]
         messages = list(self._messages)
         if tail:
@@ -117,7 +125,7 @@ class History:
         pending: list[dict[str, Any]] = []
         for record in records:
             entry = record.entry
-            if isinstance(entry, UserText):
+            if isinstance(entry, UserText | StepEntered):
                 pending.append(user_text_block(entry))
             elif isinstance(entry, AssistantTurn):
                 before = self._results_of(self._turn, results, mark=True) if self._turn else []

@@ -185,14 +185,13 @@ class RunLoop:
         return await self._journal.load(conversation_id)
 
     async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
-        position = self._workflow.position(snap.position)
-        tools = self._toolbox.select(position.tools)
+        # The same system prompt and tools in every position: the request's cached
+        # prefix. A position's instructions are in the history (StepEntered), and the
+        # tools it does not offer are refused when called (core.run.admission).
+        tools = self._toolbox.select(["all"])
         settings = self._settings.get()
-        system = settings.system
-        if position.instructions:
-            system = f"{system}\n{position.instructions.strip()}\n"
         request = ModelRequest(
-            system=system,
+            system=settings.system,
             messages=self._history(snap.id).build(snap.journal),
             tools=[t.spec for t in tools],
             max_tokens=settings.max_tokens,
