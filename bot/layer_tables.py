@@ -41,6 +41,7 @@ PerUser = Annotated[int, Field(ge=1, le=100_000)]
 
 LAYERED = (
     "model",
+    "fallback_models",
     "instructions",
     "approvers",
     "mutating_tools",
@@ -77,6 +78,8 @@ class Layer(BaseModel):
     platform: ClassVar[str] = ""
 
     model: ModelId | None = None
+    fallback_models: list[ModelId] | None = None
+    """Models asked in turn when the model is overloaded (529, or 429 after retries)."""
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS)
     approvers: list[PlatformApprover] | None = None
     policy: dict[str, Any] | None = None

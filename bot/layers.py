@@ -75,6 +75,7 @@ class Effective:
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
+            fallback_models=tuple(self["fallback_models"]),
             instructions=self["instructions"],
             tool_policy=self.policy,
             command_timeout=self["command_timeout"],

@@ -61,6 +61,7 @@ DEFAULT_MODEL = "claude-opus-5-5"
 """Anthropic's recommended default (docs: platform.claude.com/docs/en/models/overview)."""
 
 CommaList = Annotated[list[str], NoDecode]
+CommaModels = Annotated[list[ModelId], NoDecode]
 
 
 class Settings(BaseSettings):
@@ -107,6 +108,8 @@ class Settings(BaseSettings):
     bot_thread_cap: int = Field(default=5, ge=0)
     file_threshold: int = Field(default=12_000, gt=0)
     model: ModelId = DEFAULT_MODEL
+    fallback_models: CommaModels = []
+    """Models asked in turn when the model is overloaded (529, or 429 after retries)."""
     instructions: str = Field(default="", max_length=MAX_INSTRUCTIONS)
     """The team's instructions to the model, sent after threadbot's own system prompt."""
     max_tokens: int = Field(default=4096, gt=0)
@@ -191,6 +194,7 @@ class Settings(BaseSettings):
         "reject_reactions",
         "stop_reactions",
         "discord_guilds",
+        "fallback_models",
         mode="before",
     )
     @classmethod

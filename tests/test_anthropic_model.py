@@ -376,3 +376,35 @@ def test_fake_api_tool_result_rule(messages: list[dict[str, Any]], problem: str 
         assert found is None
     else:
         assert found is not None and problem in found
+
+
+async def test_an_overloaded_model_falls_over_to_the_next_before_its_answer_began(
+    server: FakeAnthropicServer, model_for: MakeModel
+) -> None:
+    server.add(ApiError.overloaded(), ApiError.overloaded(), [text("From the second fallback.")])
+    request = ask().model_copy(update={"fallbacks": ("claude-backup", "claude-last")})
+
+    events = await collect(model_for(server), request)
+
+    assert [r.body["model"] for r in server.requests] == [MODEL_ID, "claude-backup", "claude-last"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
+        "From the second fallback."
+    )
+    (usage,) = [e for e in events if isinstance(e, Usage)]
+    assert usage.model == "claude-last"
+
+
+async def test_a_bad_request_never_falls_over_and_the_last_overload_is_raised(
+    server: FakeAnthropicServer, model_for: MakeModel
+) -> None:
+    request = ask().model_copy(update={"fallbacks": ("claude-backup",)})
+    server.add(ApiError.invalid_request("messages: too long"))
+    with pytest.raises(ModelError, match="too long") as refused:
+        await collect(model_for(server), request)
+    assert not isinstance(refused.value, ModelOverloaded) and not refused.value.retryable
+    assert [r.body["model"] for r in server.requests] == [MODEL_ID]  # a 400: never retried
+
+    server.add(ApiError.overloaded(), ApiError.overloaded())
+    with pytest.raises(ModelOverloaded):  # every model overloaded: the run waits to retry
+        await collect(model_for(server), request)
+    assert [r.body["model"] for r in server.requests[1:]] == [MODEL_ID, "claude-backup"]

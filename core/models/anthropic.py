@@ -67,11 +67,31 @@ class AnthropicModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the events of one streamed response to ``request``.
 
-        An empty ``system`` and an empty tool list are left out of the request.
-        Raises :class:`~core.errors.ModelOverloaded` or
-        :class:`~core.errors.ModelError` (see the module docstring). Cancelling the
-        consuming task, or closing this generator, closes the HTTP stream.
+        An empty ``system`` and an empty tool list are left out of the request. When
+        the model is overloaded (:class:`~core.errors.ModelOverloaded`: a 529, or a
+        429 after the client's own retries) before any event was yielded, the next
+        of ``request.fallbacks`` is asked, with the same request otherwise; a model
+        that fails after its answer began is not replaced (the caller retries from
+        the journal). Raises :class:`~core.errors.ModelOverloaded` when every model
+        was, or :class:`~core.errors.ModelError` (see the module docstring; a 400
+        is never retried). Cancelling the consuming task, or closing this
+        generator, closes the HTTP stream.
         """
+        models = [request.model or self.name, *request.fallbacks]
+        for index, model_id in enumerate(models):
+            began = False
+            try:
+                async for event in self._stream(request, model_id):
+                    began = True
+                    yield event
+                return
+            except ModelOverloaded:
+                if began or index == len(models) - 1:
+                    raise
+                log.warning("model %s is overloaded; asking %s", model_id, models[index + 1])
+
+    async def _stream(self, request: ModelRequest, model_id: str) -> AsyncIterator[ModelEvent]:
+        """One streamed response of ``model_id`` (see :meth:`stream`)."""
         tools = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
@@ -79,7 +99,7 @@ class AnthropicModel:
         system, tools, messages = with_breakpoints(request.system, tools, request.messages)
         try:
             async with self._client.messages.stream(
-                model=request.model or self.name,
+                model=model_id,
                 max_tokens=request.max_tokens,
                 system=cast(Any, system) if system else anthropic.omit,
                 messages=cast(list[MessageParam], messages),
@@ -106,7 +126,7 @@ class AnthropicModel:
                 yield ToolCallEvent(id=block.id, name=block.name, input=_as_input(block.input))
         usage = message.usage
         yield Usage(
-            model=message.model or request.model or self.name,
+            model=message.model or model_id,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_input_tokens or 0,

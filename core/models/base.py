@@ -43,6 +43,9 @@ class ModelRequest(BaseModel):
     max_tokens: int = 4096
     model: str | None = None
     """The model id to ask (a channel's setting); None: the model's own default."""
+    fallbacks: tuple[str, ...] = ()
+    """Model ids to ask in turn when the one before is overloaded (529, or 429 after
+    the client's retries) before any of its answer arrived."""
 
 
 class TextDelta(BaseModel):

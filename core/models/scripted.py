@@ -109,7 +109,7 @@ async def canned_events(
     for index, call in enumerate(calls):
         call_id = call.id or f"toolu_{prefix}_{turn}_{index}"
         yield ToolCallEvent(id=call_id, name=call.name, input=call.input)
-    yield Usage(model=model, input_tokens=100, output_tokens=20)
+    yield Usage(model=request.model or model, input_tokens=100, output_tokens=20)
     yield TurnEnd(stop_reason="tool_use" if calls else "end_turn")
 
 

@@ -44,6 +44,8 @@ class EngineSettings:
     """The team's own instructions, sent after the system prompt (a channel's, say)."""
     model: str | None = None
     """The model id to ask; None: the model's own default."""
+    fallback_models: tuple[str, ...] = ()
+    """Models asked in turn when the model is overloaded (see ``ModelRequest.fallbacks``)."""
     git_repo: str | None = None
     """The repository each conversation's workspace is cloned from (None: an empty one)."""
     tool_policy: ToolPolicy = field(default_factory=ToolPolicy)

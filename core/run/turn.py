@@ -196,6 +196,7 @@ class RunLoop:
             tools=[t.spec for t in tools],
             max_tokens=settings.max_tokens,
             model=settings.model,
+            fallbacks=settings.fallback_models,
         )
         text: list[str] = []
         calls: list[ToolCall] = []
@@ -210,6 +211,7 @@ class RunLoop:
                 case ToolCallEvent():
                     calls.append(ToolCall(id=event.id, name=event.name, input=event.input))
                 case Usage():
+                    model = event.model  # the model that answered (maybe a fallback)
                     usage = ModelUsage(
                         model=event.model,
                         input_tokens=event.input_tokens,
