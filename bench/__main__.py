@@ -1,4 +1,4 @@
-"""``python -m bench`` (``make bench``): the six benchmarks of issue 12, each beside its floor.
+"""``python -m bench`` (``make bench``): the benchmarks, each figure beside its floor.
 
 Usage::
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    cache_prefix,
     long_conversation,
     many_conversations,
     mention_latency,
@@ -45,6 +46,7 @@ BENCHMARKS: dict[int, Benchmark] = {
     4: many_conversations.run,
     5: statements.run,
     6: waiting.run,
+    7: cache_prefix.run,
 }
 
 SIZES: dict[int, dict[str, int]] = {
@@ -54,6 +56,7 @@ SIZES: dict[int, dict[str, int]] = {
     4: {"conversations": 1000, "rounds": 3, "delay_ms": 50},
     5: {"rounds": 3},
     6: {"many": 2000, "few": 20, "heap_sample": 500, "approvals": 10, "rounds": 5},
+    7: {"turns": 30},
 }
 """The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
 conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting)."""
@@ -65,6 +68,7 @@ QUICK: dict[int, dict[str, int]] = {
     4: {"conversations": 4, "rounds": 1, "delay_ms": 5},
     5: {"rounds": 1},
     6: {"many": 6, "few": 3, "heap_sample": 3, "approvals": 2, "rounds": 2},
+    7: {"turns": 3},
 }
 """Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
 

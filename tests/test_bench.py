@@ -24,7 +24,8 @@ def test_each_benchmark_runs_at_a_tiny_size(number: int) -> None:
         if figure.floor is not None:
             assert math.isfinite(figure.floor) and figure.floor > 0, figure
     assert printed[0].startswith(f"{number}. ")
-    assert any("| floor (" in line for line in printed)
+    if any(figure.floor is not None for figure in result.figures):  # 7 has none: a share
+        assert any("| floor (" in line for line in printed)
     assert not any("other rows than the store" in note for note in result.notes)
     if number == 4:  # every answer arrived
         n = QUICK[4]["conversations"]
