@@ -16,12 +16,24 @@ import json
 from typing import Any
 
 from bot.app import build
+from conversations.events import PlatformRef
+from conversations.render import render_event
+from conversations.store.memory import MemoryStore
+from core import lifecycle
+from core.journal import Change, UserText
 from core.lifecycle import Lifecycle
 from core.models.anthropic import anthropic_model_from
+from core.models.scripted import ScriptedModel, ScriptedTurn
+from core.people import Person
+from core.run.engine import Engine
+from core.tools.base import Toolbox
+from core.tools.control import control_tools
+from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.harness import Chat
 
 CACHE = {"type": "ephemeral"}
+ALICE = Person(id="U0ALICE001", name="alice")
 
 
 def unmarked(value: Any) -> Any:
@@ -86,3 +98,45 @@ async def test_every_request_extends_the_one_before_across_approval_wait_and_res
         assert canonical(after["system"]) == canonical(before["system"])
         earlier = unmarked(before["messages"])
         assert canonical(unmarked(after["messages"][: len(earlier)])) == canonical(earlier)
+
+
+async def test_a_conversation_from_before_steps_were_journaled_is_told_its_step(
+    tmp_path,
+) -> None:
+    store = MemoryStore(render=render_event)
+    cid = await store.threads.open_conversation(
+        delivery_key="old",
+        binding=PlatformRef(platform="console", channel="c", thread="old"),
+        requester=ALICE,
+        workspace_root=tmp_path,
+        position="planning",
+    )
+    assert cid is not None
+    # As an older threadbot left it: approved, executing, its step told in the system
+    # prompt only, so nothing of it in the journal.
+    await store.journal.commit(
+        cid,
+        Change(
+            entries=(UserText(author=ALICE, text="tidy the notes", role="request"),),
+            status=lifecycle.RUNNING,
+            position="executing",
+        ),
+    )
+    model = ScriptedModel([ScriptedTurn(text="Tidied.")])
+    engine = Engine(
+        journal=store.journal,
+        model=model,
+        toolbox=Toolbox(control_tools()),
+        workflow=default_workflow(),
+    )
+
+    await engine.run(cid)
+
+    executing = default_workflow().position("executing").instructions.strip()
+    (request,) = model.requests
+    assert request.messages[-1]["content"][-1]["text"] == (
+        f"[threadbot: the executing step] {executing}"
+    )
+    assert executing not in request.system
+    kinds = [r.entry.kind for r in (await store.journal.load(cid)).journal]
+    assert kinds.count("step_entered") == 1

@@ -26,6 +26,7 @@ from core.journal import (
     Journal,
     JournalRecord,
     ModelUsage,
+    StepEntered,
     ToolCall,
     UserText,
 )
@@ -161,6 +162,7 @@ class RunLoop:
             if snap.status.lifecycle is not Lifecycle.RUNNING:
                 return
             snap = await self._take_notes(conversation_id, snap, inbox)
+            snap = await self._step_told(conversation_id, snap)
             if self._suspended():
                 return
             try:
@@ -182,6 +184,20 @@ class RunLoop:
         notes = tuple(UserText(author=r.author, text=r.text, role="note") for r in replies)
         keys = tuple(k for r in replies for k in delivery_keys(r))
         await self._journal.commit(conversation_id, Change(entries=notes, handled=keys))
+        return await self._journal.load(conversation_id)
+
+    async def _step_told(
+        self, conversation_id: str, snap: ConversationSnapshot
+    ) -> ConversationSnapshot:
+        """``snap``, with its position's instructions journaled first if the journal has
+        none at all (a conversation from before they were journaled, when they were
+        in the system prompt): the model is told where it is either way."""
+        if any(isinstance(r.entry, StepEntered) for r in snap.journal):
+            return snap
+        step = self._workflow.entered(snap.position, snap.position, first=True)
+        if not step:
+            return snap
+        await self._journal.commit(conversation_id, Change(entries=step))
         return await self._journal.load(conversation_id)
 
     async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
