@@ -39,7 +39,9 @@ class Transition(StrEnum):
 
 
 class Position(BaseModel):
-    """One place in a workflow: what the model is told there and which tools it gets."""
+    """One place in a workflow: what the model is told when it gets there (journaled as a
+    :class:`core.journal.StepEntered`) and which tools it may call there (every request
+    offers all tools, so that its prefix stays cached; a call to another is refused)."""
 
     model_config = ConfigDict(frozen=True)
 
