@@ -44,6 +44,7 @@ from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
 from core.policy.policy import DEFAULT_ASK_COMMANDS, RuleLayer, ToolPolicy
 from core.run.settings import EngineSettings
+from core.tools.workspaces import without_credentials
 
 
 @dataclass(frozen=True)
@@ -124,13 +125,16 @@ class Effective:
 
 
 def repo_shown(url: str) -> str:
-    """A repository URL as it may be shown: what precedes an ``@`` and the query hidden."""
-    head, at, _ = url.partition("@")
-    if at and "/" not in head.split("//", 1)[-1]:
-        scheme = head.split("//", 1)[0] + "//" if "//" in head else ""
-        url = f"{scheme}***@{url.split('@', 1)[1]}"
-    base, question, _ = url.partition("?")
-    return f"{base}?***" if question else base
+    """A repository URL as it may be shown: without the credentials that
+    :func:`core.tools.workspaces.without_credentials` takes out, marked ``***`` where
+    they were."""
+    plain = without_credentials(url)
+    if plain == url:
+        return url
+    scheme, sep, rest = plain.partition("://")
+    had_userinfo = "@" in url.partition("?")[0].partition("://")[2].partition("/")[0]
+    shown = f"{scheme}://***@{rest}" if sep and had_userinfo else plain
+    return f"{shown}?***" if "?" in url and "?" not in shown else shown
 
 
 def _shown(name: str, value: Any) -> str:

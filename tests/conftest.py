@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -64,3 +65,16 @@ async def wait_for(condition: Callable[[], object], *, attempts: int = 500) -> N
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def working_bwrap() -> None:
+    """Bubblewrap runs here; skipped with the reason where it cannot (failed under CI)."""
+    from bot.sandboxing import probed
+
+    sandbox, probe = probed("bwrap")
+    if sandbox is None or not probe.ok:
+        reason = f"bubblewrap cannot run here: {'; '.join(probe.problems)}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (a skip counts as a failure under CI)")
+        pytest.skip(reason)

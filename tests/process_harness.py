@@ -12,6 +12,7 @@ do in Slack (signed event POSTs built from the fixtures, as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +31,17 @@ from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0
+
+
+def live_with(marker: str) -> list[int]:
+    """Pids of live processes whose command line holds ``marker`` (any PID namespace)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_text():
+                if "Z" not in (entry / "stat").read_text().rpartition(")")[2][:3]:
+                    found.append(int(entry.name))
+    return found
 
 
 def free_port() -> int:

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from bot.doctor import doctor
-from bot.sandboxing import probed
 from bot.settings import Settings
 from conversations import migrate
 from conversations.store.sql import create_engine
@@ -99,17 +98,6 @@ def fake_bwrap(folder: Path, script: str) -> Path:
     path.write_text("#!/bin/sh\n" + script)
     path.chmod(0o755)
     return path
-
-
-@pytest.fixture
-def working_bwrap() -> None:
-    """Bubblewrap runs here; skipped with the reason where it cannot (failed under CI)."""
-    sandbox, probe = probed("bwrap")
-    if sandbox is None or not probe.ok:
-        reason = f"bubblewrap cannot run here: {'; '.join(probe.problems)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (a skip counts as a failure under CI)")
-        pytest.skip(reason)
 
 
 def ipv6_loopback() -> bool:

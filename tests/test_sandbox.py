@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from bot.app import build
-from bot.sandboxing import NOBODY, confine, probed
+from bot.sandboxing import NOBODY, confine
 from bot.settings import Settings
 from core.errors import ToolError
 from core.journal import ToolState
@@ -34,19 +34,14 @@ from core.secrets import Redactor
 from core.tools.base import ToolContext
 from core.tools.command import RunCommand
 from tests.harness import Chat
+from tests.process_harness import live_with
 
 TOKEN = "xoxb-7777777777-sandbox-test-token"
 
 
 @pytest.fixture
-def sandboxed() -> RunCommand:
+def sandboxed(working_bwrap: None) -> RunCommand:
     """``run_command`` in the sandbox the bot would use; skipped (failed under CI) without."""
-    sandbox, probe = probed("bwrap")
-    if sandbox is None or not probe.ok:
-        reason = f"bubblewrap cannot run here: {'; '.join(probe.problems)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (a skip counts as a failure under CI)")
-        pytest.skip(reason)
     confinement = confine("bwrap")
     assert confinement.problem is None and not confinement.every_command_asks
     return confinement.run_command
@@ -185,17 +180,6 @@ async def test_no_connection_reaches_the_host_s_loopback_or_its_unix_sockets(
 
 
 # --- nothing outlives the command ----------------------------------------------------------
-
-
-def live_with(marker: str) -> list[int]:
-    """Pids of live processes whose command line holds ``marker`` (any PID namespace)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if entry.name.isdigit() and marker in (entry / "cmdline").read_text():
-                if "Z" not in (entry / "stat").read_text().rpartition(")")[2][:3]:
-                    found.append(int(entry.name))
-    return found
 
 
 async def gone(marker: str, seconds: float = 5.0) -> bool:

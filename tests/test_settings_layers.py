@@ -10,6 +10,7 @@ secrets. The same on Discord: ``tests/test_settings_layers_discord.py``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.policy.policy import Decision
 from core.requests.shapes import RequestState
+from core.run.settings import EngineSettings
+from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace
 from tests.test_slack_story import plan
@@ -119,6 +122,76 @@ async def test_two_channels_get_their_own_model_instructions_and_approvers(setti
         assert (await ws.snapshot(docs, OTHER)).requests[0].state is RequestState.OPEN
         refusal = bot_posts(ws, OTHER, docs)[-1]["text"]
         assert refusal.startswith("Only the requester or an approver can decide this"), refusal
+
+
+def progress(n: int, gate: asyncio.Event | None = None) -> ScriptedTurn:
+    note = {"step": f"step {n} of 2", "note": f"working on part {n}"}
+    return ScriptedTurn(calls=[ScriptedCall("report_progress", note)], gate=gate)
+
+
+async def test_a_channel_s_progress_mode_is_how_its_notes_show(settings) -> None:
+    done = ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Done."})])
+    gates = [asyncio.Event(), asyncio.Event()]  # the second note comes after the first shows
+    script = [plan(), progress(1), progress(2, gates[0]), done]
+    script += [plan(), progress(1), progress(2, gates[1]), done]
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"progress_mode": "status"}}}})
+    async with slack_workspace(s, ScriptedModel(script)) as ws:
+
+        def notes(channel: str, thread: str) -> list[str]:
+            return [
+                m["text"] for m in bot_posts(ws, channel, thread) if "working on part" in m["text"]
+            ]
+
+        async def story(channel: str, gate: asyncio.Event) -> str:
+            root = await mention_in(ws, channel, "fix it")
+            body = ws.reaction_body(posted(ws, channel, root, "📋 Plan")["ts"], by=ALICE)
+            body["event"]["item"]["channel"] = channel
+            await ws.deliver("events_api", body)
+            await wait_for(lambda: any("part 1" in n for n in notes(channel, root)))
+            gate.set()
+            await ws.settle()
+            return root
+
+        edited = await story(CHANNEL, gates[0])
+        replied = await story(OTHER, gates[1])
+
+        # status: one reply, edited to hold every note
+        (status,) = notes(CHANNEL, edited)
+        assert "part 1" in status and "part 2" in status
+        updates = [c.args["text"] for c in ws.calls("chat.update") if c.args["channel"] == CHANNEL]
+        assert any("part 2" in text for text in updates)
+        # replies (the bot's default): a reply per note, none edited
+        assert [("part 1" in n, "part 2" in n) for n in notes(OTHER, replied)] == [
+            (True, False),
+            (False, True),
+        ]
+        other_updates = [c for c in ws.calls("chat.update") if c.args["channel"] == OTHER]
+        assert not any("working on part" in c.args["text"] for c in other_updates)
+
+
+def test_a_channel_s_caps_repository_and_lifetime_reach_its_runs(settings) -> None:
+    channel = {
+        "command_timeout": 30.0,
+        "command_cpu_seconds": 10.0,
+        "command_memory_mb": 256,
+        "output_limit": 5000,
+        "request_ttl": 600.0,
+        "git_repo": "https://git.example.com/team/app.git",
+        "fallback_models": ["claude-backup"],
+    }
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: channel}}})
+    run = s.layers().at("slack", TEAM_ID, CHANNEL).engine_settings(EngineSettings())
+    assert (
+        run.command_timeout,
+        run.command_cpu_seconds,
+        run.command_memory_mb,
+        run.output_limit,
+        run.request_ttl,
+        run.git_repo,
+        run.fallback_models,
+    ) == (30.0, 10.0, 256, 5000, 600.0, channel["git_repo"], ("claude-backup",))
+    elsewhere = s.layers().at("slack", TEAM_ID, OTHER).engine_settings(EngineSettings())
+    assert (elsewhere.command_timeout, elsewhere.git_repo) == (120.0, None)
 
 
 # --- the policy across layers ------------------------------------------------------------

@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 
+from adapters.discord.runner import commands
 from bot.settings import Settings
+from conversations.events import Author, CommandInvoked, InboundEvent, PlatformRef
 from core.journal import AssistantTurn, ToolState
 from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.requests.shapes import RequestState
 from tests.fakes.discord_api import BOT_USER_ID, GUILD_ID, HUMAN_USERS, TEXT_CHANNEL_ID, FakeDiscord
-from tests.test_discord_story import ALICE, BOB, Guild
+from tests.test_discord_story import ALICE, BOB, Guild, discord_guild
 from tests.test_settings_layers import layered
 from tests.test_slack_story import finish, plan
 
@@ -285,3 +287,64 @@ async def test_over_the_runs_at_once_limit_the_bot_says_so_in_the_thread(
         docs = await mention_in(g, DOCS, "in docs")
         g.post(docs, "📋 Plan (v1)")
         assert len(await g.hub_app.store.threads.conversations()) == 3
+
+
+# --- the command, registered and taken -----------------------------------------------------
+
+
+async def test_threadbot_settings_is_registered_and_reaches_the_hub_as_a_command(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/threadbot settings`` is registered beside ``/stop``, as a SUB_COMMAND option
+    (https://discord.com/developers/docs/interactions/application-commands#subcommands-and-subcommand-groups),
+    and typed in the channel it reaches the hub as ``threadbot`` with args ``settings``.
+    """
+    async with discord_guild(settings, ScriptedModel([])) as g:
+        [sync] = g.fake.calls_to(
+            "PUT", path=f"/applications/{BOT_USER_ID}/guilds/{GUILD_ID}/commands"
+        )
+        assert sync.json == commands("stop")
+        stop, threadbot = g.fake.commands[GUILD_ID]
+        assert (stop["name"], stop["type"], stop.get("options")) == ("stop", 1, None)
+        assert (threadbot["name"], threadbot["type"]) == ("threadbot", 1)
+        assert threadbot["options"] == [
+            {"name": "settings", "description": "Show this channel's settings", "type": 1}
+        ]
+        handed: list[InboundEvent] = []
+        take = g.hub_app.hub.handle
+
+        async def spy(event: InboundEvent) -> None:
+            handed.append(event)
+            await take(event)
+
+        monkeypatch.setattr(g.hub_app.hub, "handle", spy)
+
+        ask = g.interaction_d("interaction_create_slash_in_thread", TEXT_CHANNEL_ID)
+        ask["channel"] = {"id": TEXT_CHANNEL_ID, "type": 0, "guild_id": GUILD_ID}
+        ask["data"] = {
+            "id": threadbot["id"],
+            "name": "threadbot",
+            "type": 1,
+            "guild_id": GUILD_ID,
+            "options": [{"name": "settings", "type": 1}],
+        }
+        await g.dispatch("INTERACTION_CREATE", ask)
+
+        assert handed == [
+            CommandInvoked(
+                delivery_key=f"discord:interaction:{ask['id']}",
+                ref=PlatformRef(
+                    platform="discord", workspace=GUILD_ID, channel=TEXT_CHANNEL_ID, user=ALICE
+                ),
+                author=Author(id=ALICE, name="Alice"),
+                name="threadbot",
+                args="settings",
+            )
+        ]
+        assert g.fake.interactions[ask["id"]].callbacks == [{"type": 5, "data": {"flags": 64}}]
+
+
+def test_a_stop_command_named_threadbot_is_registered_alone() -> None:
+    """Discord refuses two commands of one type with one name: no second ``threadbot``."""
+    assert [c["name"] for c in commands("halt")] == ["halt", "threadbot"]
+    assert [c["name"] for c in commands("threadbot")] == ["threadbot"]

@@ -20,6 +20,7 @@ from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import check_tool_results
+from tests.process_harness import live_with
 
 
 class PipeInput:
@@ -36,17 +37,6 @@ class PipeInput:
 
     def close(self) -> None:
         self._writer.close()
-
-
-def _running_marker(marker: str) -> bool:
-    """Whether a live process has ``marker`` in its command line (any PID namespace)."""
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker in (entry / "cmdline").read_text():
-                return "Z" not in (entry / "stat").read_text().rpartition(")")[2][:3]
-        except OSError:
-            continue
-    return False
 
 
 def _alive(pid: int) -> bool:
@@ -83,7 +73,7 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     pipe.send("run the long job")
     await wait_for(lambda: "📋 Plan (v1)" in out.getvalue())
     pipe.send("+✅ 2")
-    await wait_for(lambda: _running_marker("600.4242"))
+    await wait_for(lambda: live_with("600.4242"))
     conversation_id = (await app.store.threads.active(platform="console"))[0].id
 
     async def running_calls() -> list:
@@ -106,7 +96,7 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     assert await console_run == 0
 
     assert not _alive(pid)
-    await wait_for(lambda: not _running_marker("600.4242"))  # inside the sandbox too
+    await wait_for(lambda: not live_with("600.4242"))  # inside the sandbox too
     snap = await app.store.journal.load(conversation_id)
     states = {r.name: r.state for r in snap.tool_calls.values()}
     assert states["run_command"] is ToolState.INTERRUPTED

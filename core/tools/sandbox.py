@@ -134,8 +134,6 @@ class Sandbox:
         self._etc.mkdir(parents=True, exist_ok=True)
         self._etc.chmod(0o755)  # bwrap, running as run_as, reads the files below
         uid, gid = run_as or (SANDBOX_UID, SANDBOX_UID)
-        self.uid = uid
-        """The uid commands run as, inside the sandbox."""
         (self._etc / "passwd").write_text(
             f"threadbot:x:{uid}:{gid}:threadbot:{SANDBOX_HOME}:/bin/sh\n"
         )
@@ -267,14 +265,6 @@ def hand_over(workspace: Path, owner: tuple[int, int]) -> None:
         for name in (*dirs, *files):
             with contextlib.suppress(OSError):
                 os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
-
-
-def find_sandbox(env: Mapping[str, str] | None = None) -> Sandbox | None:
-    """A :class:`Sandbox` from the installed bwrap (and slirp4netns), or None without bwrap."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return None
-    return Sandbox(bwrap, network_helper=shutil.which("slirp4netns"), env=env)
 
 
 LEAK_PROBLEM = "the bot's environment is readable"
