@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 
 NETWORK_READY = 10.0
 """Seconds slirp4netns may take to configure a granted network."""
-NETWORK_TRIES = 5
-"""Times slirp4netns is started on one command's namespaces before the command fails."""
 
 
 @dataclass
@@ -46,23 +44,17 @@ class Network:
     async def attach(self) -> None:
         """Read bwrap's child pid, start slirp4netns on its namespace, then let bwrap go.
 
-        slirp4netns may find the namespaces not yet ready to join (bwrap reports the
-        child before it has finished setting them up): it is started again, up to
-        :data:`NETWORK_TRIES` times. Raises :class:`OSError` when bwrap reports
-        nothing or slirp4netns does not come up (the caller kills the command).
+        Raises :class:`OSError` when bwrap reports nothing or slirp4netns does not
+        come up (the caller kills the command).
         """
         info = await asyncio.to_thread(_read_json, self.info_read)
         pid = int(str(info["child-pid"]))
-        for attempt in range(NETWORK_TRIES):
-            if await self._start_helper(pid):
-                os.write(self.block_write, b"1")
-                return
-            await asyncio.sleep(0.02 * (attempt + 1))
-        raise OSError("slirp4netns did not configure the network")
+        if not await self._start_helper(pid):
+            raise OSError("slirp4netns did not configure the network")
+        os.write(self.block_write, b"1")
 
     async def _start_helper(self, pid: int) -> bool:
         """Start slirp4netns on ``pid``'s namespaces; True once it says it is ready."""
-        await self._stop_helper()
         ready_read, ready_write = os.pipe()
         exit_read, exit_write = os.pipe()
         self.exit_write = exit_write
