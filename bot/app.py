@@ -230,7 +230,11 @@ async def build(
         every_command_asks=confinement.every_command_asks,
     )
     store = await open_store(settings.database_url, render=render_event, faults=faults)
-    base = EngineSettings(max_turns=settings.max_turns, max_tokens=settings.max_tokens)
+    sheet = {model: price.rates() for model, price in settings.prices.items()}
+    prices = await store.usage.sync_prices(sheet, wall_clock())  # a changed price: a new entry
+    base = EngineSettings(
+        max_turns=settings.max_turns, max_tokens=settings.max_tokens, prices=prices
+    )
     places = ConversationSettings(layers, _binding_of(store), base=base)
     deliverer = Deliverer(
         outbox=store.outbox,
@@ -250,6 +254,7 @@ async def build(
         workflow=default_workflow(),
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
+        channel_spend=store.usage.channel_spend,
         faults=faults,
         redactor=redactor,
         workspaces=GitWorkspaces(sandbox=confinement.run_command.sandbox),

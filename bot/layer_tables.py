@@ -12,6 +12,7 @@ organisation); Discord ids are snowflakes
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -38,6 +39,16 @@ OutputChars = Annotated[int, Field(gt=100, le=10_000_000)]
 RequestSeconds = Annotated[float, Field(gt=0, le=365 * 24 * 3600, allow_inf_nan=False)]
 """Seconds a request waits for a person: at most a year."""
 PerUser = Annotated[int, Field(ge=1, le=100_000)]
+BudgetTokens = Annotated[int, Field(ge=1, le=10**12)]
+"""Tokens of a budget (every kind counted): at most a trillion."""
+BudgetUsd = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
+"""Dollars of a budget: at most a million (kept as micro-dollars, :func:`micro_usd`)."""
+
+
+def micro_usd(dollars: float) -> int:
+    """``dollars`` (a settings value) in integer micro-dollars, rounded half-up."""
+    return int((Decimal(str(dollars)) * 1_000_000).quantize(Decimal(1), ROUND_HALF_UP))
+
 
 LAYERED = (
     "model",
@@ -54,6 +65,10 @@ LAYERED = (
     "request_ttl",
     "user_runs",
     "user_mentions_per_hour",
+    "conversation_budget_tokens",
+    "conversation_budget_usd",
+    "channel_daily_budget_tokens",
+    "channel_daily_budget_usd",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -96,6 +111,10 @@ class Layer(BaseModel):
     request_ttl: RequestSeconds | None = None
     user_runs: PerUser | None = None
     user_mentions_per_hour: PerUser | None = None
+    conversation_budget_tokens: BudgetTokens | None = None
+    conversation_budget_usd: BudgetUsd | None = None
+    channel_daily_budget_tokens: BudgetTokens | None = None
+    channel_daily_budget_usd: BudgetUsd | None = None
 
     @field_validator("policy")
     @classmethod

@@ -39,10 +39,11 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.layer_tables import LAYERED, DiscordGuild, Layer, SlackWorkspace
+from bot.layer_tables import LAYERED, DiscordGuild, Layer, SlackWorkspace, micro_usd
 from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
 from core.policy.policy import DEFAULT_ASK_COMMANDS, RuleLayer, ToolPolicy
+from core.pricing import Budgets, Limit
 from core.run.settings import EngineSettings
 from core.tools.workspaces import without_credentials
 
@@ -85,6 +86,14 @@ class Effective:
             output_limit=self["output_limit"],
             request_ttl=self["request_ttl"],
             git_repo=self["git_repo"],
+            budgets=Budgets(
+                conversation=_limit(
+                    self["conversation_budget_tokens"], self["conversation_budget_usd"]
+                ),
+                channel_day=_limit(
+                    self["channel_daily_budget_tokens"], self["channel_daily_budget_usd"]
+                ),
+            ),
         )
 
     @functools.cached_property
@@ -135,6 +144,11 @@ def repo_shown(url: str) -> str:
     had_userinfo = "@" in url.partition("?")[0].partition("://")[2].partition("/")[0]
     shown = f"{scheme}://***@{rest}" if sep and had_userinfo else plain
     return f"{shown}?***" if "?" in url and "?" not in shown else shown
+
+
+def _limit(tokens: int | None, dollars: float | None) -> Limit:
+    """A budget from its settings: tokens, and dollars kept as micro-dollars."""
+    return Limit(tokens=tokens, micro_usd=None if dollars is None else micro_usd(dollars))
 
 
 def _shown(name: str, value: Any) -> str:

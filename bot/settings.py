@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
+    BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationInfo,
@@ -40,8 +42,11 @@ from sqlalchemy.engine import make_url
 from bot.layer_tables import (
     LAYERED,
     MAX_INSTRUCTIONS,
+    BudgetTokens,
+    BudgetUsd,
     CommandSeconds,
     DiscordGuild,
+    Layer,
     MemoryMb,
     ModelId,
     OutputChars,
@@ -50,15 +55,43 @@ from bot.layer_tables import (
     SlackTeamId,
     SlackWorkspace,
     Snowflake,
+    micro_usd,
 )
 from bot.layers import Layers
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
+from core.pricing import Rates
 
 DEFAULT_MODEL = "claude-opus-5-5"
 """Anthropic's recommended default (docs: platform.claude.com/docs/en/models/overview)."""
+
+UsdPerMTok = Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)]
+"""Dollars per million tokens, as Anthropic lists them
+(https://platform.claude.com/docs/en/about-claude/pricing)."""
+
+
+class ModelPrice(BaseModel):
+    """One model's prices: dollars per million tokens of input, output, cache reads
+    (``cache_read_input_tokens``) and cache writes (``cache_creation_input_tokens``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: UsdPerMTok
+    output: UsdPerMTok
+    cache_read: UsdPerMTok
+    cache_write: UsdPerMTok
+
+    def rates(self) -> Rates:
+        """In micro-dollars per million tokens, rounded half-up (exact to the µ$/MTok)."""
+        return Rates(
+            input=micro_usd(self.input),
+            output=micro_usd(self.output),
+            cache_read=micro_usd(self.cache_read),
+            cache_write=micro_usd(self.cache_write),
+        )
+
 
 CommaList = Annotated[list[str], NoDecode]
 CommaModels = Annotated[list[ModelId], NoDecode]
@@ -128,6 +161,16 @@ class Settings(BaseSettings):
     """Conversations one person may have going at once (running or waiting; none: no limit)."""
     user_mentions_per_hour: PerUser | None = None
     """Conversations one person may start per hour (none: no limit)."""
+    conversation_budget_tokens: BudgetTokens | None = None
+    """Tokens (every kind) a conversation may spend before it asks to go on (none: no budget)."""
+    conversation_budget_usd: BudgetUsd | None = None
+    """Dollars a conversation may spend before it asks to go on (needs prices)."""
+    channel_daily_budget_tokens: BudgetTokens | None = None
+    """Tokens a channel's conversations may spend per UTC day together."""
+    channel_daily_budget_usd: BudgetUsd | None = None
+    """Dollars a channel's conversations may spend per UTC day together (needs prices)."""
+    prices: dict[ModelId, ModelPrice] = {}
+    """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []
     approve_reactions: CommaList = [
         "white_check_mark",
@@ -324,6 +367,27 @@ class Settings(BaseSettings):
     @classmethod
     def _trailing_slash(cls, value: str | None) -> str | None:
         return value if value is None or value.endswith("/") else value + "/"
+
+    @model_validator(mode="after")
+    def _money_budgets_have_prices(self) -> Settings:
+        """A budget in dollars counts only priced calls: every model it may apply to
+        must be in the price sheet."""
+        layers: list[Layer] = [*self.slack.values(), *self.discord.values()]
+        layers += [c for w in self.slack.values() for c in w.channels.values()]
+        layers += [c for g in self.discord.values() for c in g.channels.values()]
+        places: list[Settings | Layer] = [self, *layers]
+        if not any(p.conversation_budget_usd or p.channel_daily_budget_usd for p in places):
+            return self
+        models = {self.model, *self.fallback_models}
+        for layer in layers:
+            models |= {layer.model, *(layer.fallback_models or ())} - {None}
+        unpriced = sorted(str(m) for m in models - set(self.prices))
+        if unpriced:
+            raise ValueError(
+                f"a budget in dollars needs a price for every model; none for {unpriced} "
+                '(add [prices."<model>"] with input, output, cache_read and cache_write)'
+            )
+        return self
 
     def tool_policy(self, known_tools: Collection[str] | None = None) -> ToolPolicy:
         """The tool policy of the ``[policy]`` table (the shipped default when empty).

@@ -183,6 +183,10 @@ class PostReply(BaseModel):
     buttons: tuple[Button, ...] = ()
     reactions: tuple[str, ...] = ()
     ephemeral_to: str | None = None
+    status: str | None = None
+    """A progress note's status line (its request's running totals and cost): the
+    ``status`` progress mode shows the newest one under the notes of its status
+    reply; a note posted as a reply of its own leaves it out."""
 
 
 class UpdateMessage(BaseModel):

@@ -21,8 +21,10 @@ from typing import Literal, assert_never
 from conversations.actions import Approve, Reject
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
+from core.pricing import dollars
 from core.run_events import (
     Answered,
+    BudgetReached,
     CallOutcome,
     ContinueAsked,
     Expired,
@@ -63,7 +65,9 @@ def render_event(
     match event:
         case ProgressNote():
             prefix = f"⏳ {event.step} · " if event.step else "⏳ "
-            return [Outgoing(PostReply(ref=binding, text=prefix + event.text), purpose="note")]
+            status = format_stats(event.totals) if event.totals else None
+            post = PostReply(ref=binding, text=prefix + event.text, status=status)
+            return [Outgoing(post, purpose="note")]
         case PlanProposed():
             return [_plan(binding, event, settings)]
         case QuestionAsked():
@@ -76,6 +80,8 @@ def render_event(
             return [_failure(binding, event, settings)]
         case ContinueAsked():
             return [_continue(binding, event, settings)]
+        case BudgetReached():
+            return [_budget(binding, event, settings)]
         case Stopped():
             return [Outgoing(PostReply(ref=binding, text=stop_text(event)))]
         case ToolApprovalRequested():
@@ -134,11 +140,18 @@ def _plain(name: str) -> str:
 
 
 def format_stats(stats: RunStats) -> str:
-    """``9 tool calls · 2m 40s · 31.5k tokens (27.9k from cache)``."""
+    """``9 tool calls · 2m 40s · 31.5k tokens (89% from cache) · $0.07``.
+
+    The share is of the input tokens read from the prompt cache; the cost is left
+    out when no call had a price.
+    """
     tokens = stats.input_tokens + stats.output_tokens
     text = f"{_calls(stats.tool_calls)} · {_duration(stats.seconds)} · {_count(tokens)} tokens"
-    if stats.cache_read_tokens:
-        text += f" ({_count(stats.cache_read_tokens)} from cache)"
+    if stats.cache_read_tokens and stats.input_tokens:
+        share = stats.cache_read_tokens * 100 // stats.input_tokens
+        text += f" ({share}% from cache)"
+    if stats.cost_micro_usd is not None:
+        text += f" · {dollars(stats.cost_micro_usd)}"
     return text
 
 
@@ -220,6 +233,35 @@ def _continue(binding: PlatformRef, event: ContinueAsked, settings: RenderSettin
     return Outgoing(action, request_id=event.request_id)
 
 
+def _budget(binding: PlatformRef, event: BudgetReached, settings: RenderSettings) -> Outgoing:
+    """``💰 This conversation has spent 201.3k tokens ($1.23), reaching its budget of
+    200.0k tokens — ... react ✅ ... to allow another 200.0k tokens and go on ...``."""
+    who, kind = ("This conversation", "budget")
+    if event.scope == "channel_day":
+        who, kind = ("This channel", "daily budget")
+    spent = f"{_count(event.spent_tokens)} tokens ({dollars(event.spent_micro_usd)})"
+    limit = _amounts(event.limit_tokens, event.limit_micro_usd)
+    more = _amounts(event.budget_tokens, event.budget_micro_usd)
+    text = (
+        f"💰 {who} has spent {spent}, reaching its {kind} of {limit}{HINT}the requester "
+        f"or an approver may react :{settings.approve_emoji}: or press Raise budget to "
+        f"allow another {more} and go on, :{settings.reject_emoji}: to stop here."
+    )
+    buttons = (
+        Button(label="Raise budget", action=Approve(request=event.request_id), style="primary"),
+        Button(label="Stop here", action=Reject(request=event.request_id), style="danger"),
+    )
+    action = PostReply(ref=binding, text=text, buttons=buttons)
+    return Outgoing(action, request_id=event.request_id)
+
+
+def _amounts(tokens: int | None, micro_usd: int | None) -> str:
+    """``200.0k tokens``, ``$5.00``, or both joined by `` or ``."""
+    parts = [f"{_count(tokens)} tokens" if tokens is not None else ""]
+    parts.append(dollars(micro_usd) if micro_usd is not None else "")
+    return " or ".join(p for p in parts if p)
+
+
 def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:
     text = f"❓ {event.question}"
     if event.options:
@@ -236,6 +278,8 @@ _VERDICTS = {
     ("plan", "revised"): "✏️ Change asked",
     ("continue", "approved"): "▶️ Continued",
     ("continue", "rejected"): "⏹ Stopped here",
+    ("budget", "approved"): "💰 Budget raised",
+    ("budget", "rejected"): "⏹ Stopped here",
     ("retry", "approved"): "🔁 Retried",
     ("retry", "rejected"): "⏹ Not retried, stopped",
 }
@@ -247,7 +291,8 @@ def outcome_line(event: RequestClosed) -> str:
 
     A plan: ``✅ Approved by alice (plan v2)``, ``❌ Rejected by bob (plan v1)``,
     ``✏️ Change asked by bob (plan v1)``, ``↻ Replaced by plan v3``. Go on?:
-    ``▶️ Continued by alice`` or ``⏹ Stopped here by alice``; retry?: ``🔁 Retried by
+    ``▶️ Continued by alice`` or ``⏹ Stopped here by alice``; a budget: ``💰 Budget
+    raised by alice``; retry?: ``🔁 Retried by
     alice`` or ``⏹ Not retried, stopped by alice``. A tool approval: ``✅ Allowed by
     alice`` (``❌ Denied by ...``) when one person gave every call the same verdict,
     else each call: ``✅ call 1 allowed by alice · ❌ call 2 denied by bob``. Any

@@ -47,7 +47,16 @@ class ToolCall(BaseModel):
 
 
 class ModelUsage(BaseModel):
-    """Token counts of one model call, stored per call."""
+    """One model call as the store keeps it: the model that answered, its tokens as the
+    API reported them, how long it took and what it cost.
+
+    ``latency_ms``: milliseconds from sending the request to the end of the response;
+    ``price_id``: the dated price entry the cost was computed with (None: the model
+    had no price, so ``cost_micro_usd`` is None too); ``cost_micro_usd``: integer
+    micro-dollars, rounded half-up per call (:func:`core.pricing.call_cost`);
+    ``run_id``: the engine entry point that made the call; ``position``: the workflow
+    position it was made in. Calls journaled before these were kept have them empty.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -56,6 +65,21 @@ class ModelUsage(BaseModel):
     output_tokens: int
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    latency_ms: int | None = None
+    price_id: int | None = None
+    cost_micro_usd: int | None = None
+    run_id: str | None = None
+    position: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        """Every token of the call: input, output, cache reads and cache writes."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
 
 
 class UserText(BaseModel):

@@ -21,13 +21,21 @@ class _Frozen(BaseModel):
 
 
 class RunStats(_Frozen):
-    """Totals of a run for the answer's footer: counts, seconds and tokens."""
+    """Totals of a request for the answer's footer and the status line: counts, seconds,
+    tokens and cost.
+
+    ``input_tokens`` counts every input token, those read from or written to the
+    cache included; ``cache_read_tokens`` is the share of them served from the
+    cache. ``cost_micro_usd``: micro-dollars of the priced calls; None when no call
+    had a price.
+    """
 
     tool_calls: int = 0
     seconds: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cost_micro_usd: int | None = None
     branch: str | None = None
     """The branch of the conversation's clone, when its workspace is one."""
     changed_files: tuple[str, ...] = ()
@@ -41,6 +49,8 @@ class ProgressNote(_Frozen):
     text: str
     step: str | None = None
     """Where the model says it is, e.g. ``"step 2 of 3"``."""
+    totals: RunStats | None = None
+    """The request's running totals when the note was made (the ``status`` mode's line)."""
 
 
 class PlanProposed(_Frozen):
@@ -123,6 +133,26 @@ class ContinueAsked(_Frozen):
     turns: int
 
 
+class BudgetReached(_Frozen):
+    """A budget is used up (``waiting(continue)``): raise it by one more budget and go on
+    (approve), or stop here (reject)? Tokens count every kind; money is micro-dollars.
+
+    ``scope``: ``conversation``, or ``channel_day`` (the channel's, this UTC day);
+    ``limit_*``: the budget in force (raises included); ``budget_*``: one budget,
+    what a raise adds. A ``None`` limit is not set.
+    """
+
+    kind: Literal["budget"] = "budget"
+    request_id: str
+    scope: Literal["conversation", "channel_day"]
+    spent_tokens: int
+    spent_micro_usd: int
+    limit_tokens: int | None = None
+    limit_micro_usd: int | None = None
+    budget_tokens: int | None = None
+    budget_micro_usd: int | None = None
+
+
 class Stopped(_Frozen):
     """A person stopped the run; nothing is posted after this."""
 
@@ -179,7 +209,7 @@ class RequestClosed(_Frozen):
 
     kind: Literal["request_closed"] = "request_closed"
     request_id: str
-    request: Literal["plan", "tool_approval", "continue", "retry"]
+    request: Literal["plan", "tool_approval", "continue", "budget", "retry"]
     outcome: Literal["approved", "rejected", "revised", "replaced", "decided", "stopped", "expired"]
     by_name: str | None = None
     plan_version: int | None = None
@@ -197,6 +227,7 @@ RunEvent = Annotated[
     | Answered
     | RunFailed
     | ContinueAsked
+    | BudgetReached
     | Stopped
     | Refused
     | RequestClosed,

@@ -57,7 +57,8 @@ def upgrade(db: Path, revision: str = "head", faults: Faults | None = None) -> N
 
 
 def tables(db: Path) -> list[str]:
-    """The store's tables in ``db``, ``conversations`` first (the others refer to it)."""
+    """The store's tables in ``db``, ``conversations`` and ``prices`` first (others refer
+    to them)."""
     with sqlite3.connect(db) as conn:
         names = [
             row[0]
@@ -67,7 +68,7 @@ def tables(db: Path) -> list[str]:
             )
             if row[0] not in NOT_SEEDED
         ]
-    return sorted(names, key=lambda name: name != "conversations")
+    return sorted(names, key=lambda name: name not in ("conversations", "prices"))
 
 
 def columns(db: Path, table: str) -> list[tuple[str, str]]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
 import pytest
+from aiohttp import web
 
 from core.errors import ModelError, ModelOverloaded
 from core.models.anthropic import AnthropicModel, anthropic_model_from
@@ -268,6 +270,46 @@ async def test_sdk_retries_an_overload_then_succeeds(
     first, second = server.requests
     assert second.body == first.body
     assert second.headers["x-stainless-retry-count"] == "1"
+
+
+class TimedServer(FakeAnthropicServer):
+    """The fake API, also noting when each ``POST /v1/messages`` arrived."""
+
+    def __init__(self, *answers: Any) -> None:
+        super().__init__(answers)
+        self.arrivals: list[float] = []
+        """``time.monotonic()`` at each request's arrival, in order."""
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        self.arrivals.append(time.monotonic())
+        return await super()._messages(request)
+
+
+async def test_a_rate_limit_is_waited_out_for_its_retry_after_through_the_sdk_retries(
+    models: list[AnthropicModel],
+) -> None:
+    # Only ``retry-after`` (whole seconds): no ``retry-after-ms``, which the SDK reads
+    # first. Without the header the SDK's first backoff is at most 0.5 s.
+    limited = ApiError(
+        429,
+        "rate_limit_error",
+        "Number of request tokens has exceeded your rate limit",
+        headers={"retry-after": "1"},
+    )
+    async with TimedServer(limited, [text("Worth the wait.")]) as server:
+        model = anthropic_model_from("test-key", server.base_url, MODEL_ID)  # default retries
+        models.append(model)
+
+        events = await collect(model, ask())
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Worth the wait."
+    assert events[-1] == TurnEnd(
+        stop_reason="end_turn", content=({"type": "text", "text": "Worth the wait."},)
+    )
+    first, second = server.requests
+    assert second.body == first.body
+    assert second.headers["x-stainless-retry-count"] == "1"
+    assert server.arrivals[1] - server.arrivals[0] >= 0.9
 
 
 async def test_unanswered_tool_use_is_rejected_by_the_api(

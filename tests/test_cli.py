@@ -62,7 +62,8 @@ def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
         "tool_calls",
         "pending_requests",
         "outbox",
-        "model_usage",
+        "model_calls",
+        "prices",
     } <= tables
     assert mode == "wal"
 

@@ -19,6 +19,7 @@ from conversations.render import render_event
 from conversations.store import interfaces
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
+from conversations.store.usage import Usage
 from core.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +100,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "stops": interfaces.StopRequests,
         "requests": interfaces.Requests,
         "retention": interfaces.Retention,
+        "usage": Usage,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

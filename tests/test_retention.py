@@ -77,7 +77,7 @@ async def rows(engine: Any, query: str) -> list[tuple[Any, ...]]:
 
 async def kept_forever(store: Store) -> list[list[tuple[Any, ...]]]:
     """Every row of the tables pruning never touches."""
-    tables = ("conversations", "journal", "tool_calls", "pending_requests", "model_usage")
+    tables = ("conversations", "journal", "tool_calls", "pending_requests", "model_calls")
     return [await rows(store.engine, f"select * from {t} order by 1, 2") for t in tables]
 
 

@@ -40,19 +40,21 @@ class StatusReply:
     waiting: list[PendingSend] = field(default_factory=list)
     retry_at: float = -math.inf
     closed: bool = False
+    status: str | None = None
+    """The newest note's status line (running totals and cost), shown last."""
 
     def lines(self) -> list[str]:
         """Every line, shown first, then the waiting notes' texts."""
         return [*self.shown, *(_text(note) for note in self.waiting)]
 
     def text(self) -> str:
-        """The reply's whole text."""
-        return "\n".join(self.lines())
+        """The reply's whole text: its lines, then the status line (``— 4 tool calls · ...``)."""
+        status = [f"— {self.status}"] if self.status else []
+        return "\n".join([*self.lines(), *status])
 
     def fits(self, line: str, limit: int) -> bool:
         """Whether ``line`` goes in within ``limit`` characters (any goes in an empty reply)."""
-        current = self.lines()
-        return not current or len("\n".join(current)) + 1 + len(line) <= limit
+        return not self.lines() or len(self.text()) + 1 + len(line) <= limit
 
     def post(self) -> PostReply:
         """The new message showing every line (its first waiting note's reply, merged)."""
@@ -110,6 +112,8 @@ class StatusBoard:
                 reply = StatusReply(thread=note.action.ref)
                 self.replies.append(reply)
             reply.waiting.append(note)
+            assert isinstance(note.action, PostReply)
+            reply.status = note.action.status or reply.status
 
     def waiting(self) -> list[StatusReply]:
         """The replies with notes waiting, oldest first."""

@@ -16,6 +16,7 @@ Who takes which (DESIGN.md, "Inside the packages"):
 - :class:`StopRequests`: stops for a run another instance holds. Taken by the stopper.
 - :class:`Requests`: pending requests, reminders and expiry. Taken by hub and sweeper.
 - :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
+- :class:`~conversations.store.usage.Usage`: prices and model calls. Taken by the bot.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -49,6 +50,7 @@ from conversations.store.records import (
     RequestMessage,
     StopRequest,
 )
+from conversations.store.usage import Usage
 from core.journal import Journal
 from core.people import Person
 from core.requests.shapes import RequestState
@@ -200,8 +202,7 @@ class Outbox(Protocol):
         ...
 
     async def has_pending_in(self, platform: str, channel: str, *, up_to: int) -> bool:
-        """Whether a pending row of ``platform``'s ``channel`` with an id up to ``up_to``
-        waits."""
+        """Whether a pending row of ``platform``'s ``channel``, id up to ``up_to``, waits."""
         ...
 
     async def still_pending(self, ids: Collection[int]) -> set[int]:
@@ -222,8 +223,7 @@ class Outbox(Protocol):
         ...
 
     async def record_failure(self, send_id: int, error: str) -> int:
-        """Count one failed attempt of row ``send_id`` and keep ``error`` (cut to 2,000
-        characters); returns the attempts so far (0 for an unknown row)."""
+        """Count a failed attempt of ``send_id``, keep ``error`` (2,000 chars); attempts so far."""
         ...
 
     async def fail_for_good(
@@ -239,8 +239,7 @@ class Outbox(Protocol):
         ...
 
     async def rows(self, conversation_id: str | None = None) -> list[OutboxRecord]:
-        """Every row as stored, of one conversation or all, oldest first (for operators
-        and tests; pruned rows are gone)."""
+        """Every row as stored (one conversation's or all), oldest first; pruned ones gone."""
         ...
 
 
@@ -293,9 +292,8 @@ class StopRequests(Protocol):
     async def request_stop(
         self, conversation_id: str, *, holder: str, epoch: int, by: Person
     ) -> bool:
-        """Ask ``holder`` to stop the run it holds at ``epoch``: written only while that
-        lease is live and unexpired, in one step; False when it is not (the caller
-        stops the conversation itself)."""
+        """Ask ``holder`` to stop its run at ``epoch``: written only while that lease is
+        live, in one step; False when it is not (the caller stops it itself)."""
         ...
 
     async def stop_requests(
@@ -347,11 +345,8 @@ class Retention(Protocol):
 
 
 class Store(Protocol):
-    """One database, handed out as one interface per consumer.
-
-    ``on_outbox`` is called after every write that added outbox rows (the bot sets
-    it to wake the deliverer).
-    """
+    """One database, handed out as one interface per consumer; ``on_outbox`` is called
+    after every write that added outbox rows (the bot sets it to wake the deliverer)."""
 
     on_outbox: Callable[[], None]
 
@@ -393,6 +388,11 @@ class Store(Protocol):
     @property
     def retention(self) -> Retention:
         """Pruning."""
+        ...
+
+    @property
+    def usage(self) -> Usage:
+        """Price entries and model calls."""
         ...
 
     async def close(self) -> None:

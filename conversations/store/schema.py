@@ -160,6 +160,8 @@ class RequestRow(Base):
     tool_use_id: Mapped[str | None] = mapped_column(String(128))
     plan_version: Mapped[int | None] = mapped_column(Integer)
     prompt: Mapped[str] = mapped_column(Text, default="")
+    budget_scope: Mapped[str | None] = mapped_column(String(16))
+    """For a continue request asked by a budget: ``conversation`` or ``channel_day``."""
     tool_use_ids: Mapped[dict[str, Any] | None]
     """``{"ids": [...]}``: the gated calls of a tool approval request."""
     expires_at: Mapped[datetime | None]
@@ -203,16 +205,46 @@ class OutboxRow(Base):
     sent_at: Mapped[datetime | None]
 
 
-class UsageRow(Base):
-    """Tokens of one model call."""
+class ModelCallRow(Base):
+    """One model call: where it was made, the tokens the API reported, its latency and cost.
 
-    __tablename__ = "model_usage"
+    ``seq``: the journal entry of the assistant turn it answered with (written in the
+    same transaction); ``cost_micro_usd``: integer micro-dollars, computed at call
+    time with price entry ``price_id`` (None: the model had no price). Calls from
+    before migration 0008 have no seq, run, position, latency, price or cost.
+    """
+
+    __tablename__ = "model_calls"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    seq: Mapped[int | None] = mapped_column(Integer)
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    position: Mapped[str | None] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
     input_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
     cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    latency_ms: Mapped[int | None] = mapped_column(Integer)
+    price_id: Mapped[int | None] = mapped_column(ForeignKey("prices.id"))
+    cost_micro_usd: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class PriceRow(Base):
+    """A dated price entry of one model, in micro-dollars per million tokens of each kind.
+
+    A new entry is added at start for each model whose price in the settings changed;
+    entries are never changed, so past calls keep the price they were costed with.
+    """
+
+    __tablename__ = "prices"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(128), index=True)
+    input: Mapped[int] = mapped_column(BigInteger)
+    output: Mapped[int] = mapped_column(BigInteger)
+    cache_read: Mapped[int] = mapped_column(BigInteger)
+    cache_write: Mapped[int] = mapped_column(BigInteger)
+    since: Mapped[datetime] = mapped_column(default=utcnow)

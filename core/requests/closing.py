@@ -114,7 +114,7 @@ def call_outcomes(
 
 def _message_kind(
     request: PendingRequest,
-) -> Literal["plan", "tool_approval", "continue", "retry"] | None:
+) -> Literal["plan", "tool_approval", "continue", "budget", "retry"] | None:
     """What ``request``'s message asks, as :class:`RequestClosed` names it (None: a reply)."""
     match request:
         case PlanApproval():
@@ -122,7 +122,7 @@ def _message_kind(
         case ToolApproval():
             return "tool_approval"
         case ContinueRequest():
-            return "continue"
+            return "continue" if request.budget is None else "budget"
         case RetryRequest():
             return "retry"
         case PlanRevision() | Question():

@@ -3,7 +3,8 @@
 Two kinds of request ask it, each with its own message:
 
 - :class:`~core.requests.shapes.ContinueRequest`: the run used its model turns
-  (``waiting(continue)``, :func:`open_continue`);
+  (``waiting(continue)``, :func:`open_continue`), or a budget (:func:`open_budget`;
+  approving it raises the budget by one more of its size, :mod:`core.pricing`);
 - :class:`~core.requests.shapes.RetryRequest`: the model API failed and trying
   again may help (``waiting(retry)``, :func:`open_retry`).
 
@@ -26,11 +27,12 @@ from core.journal import (
     StopEntry,
     UserText,
 )
+from core.pricing import Reached
 from core.requests.closing import request_closed
 from core.requests.common import Opening
 from core.requests.shapes import ContinueRequest, RequestState, RetryRequest
 from core.requests.verdicts import Approved, Rejected
-from core.run_events import ContinueAsked, Refused, RunFailed, Stopped
+from core.run_events import BudgetReached, ContinueAsked, Refused, RunFailed, Stopped
 
 
 def open_continue(turns: int, opening: Opening) -> Change:
@@ -47,6 +49,29 @@ def open_continue(turns: int, opening: Opening) -> Change:
         status=lifecycle.waiting(request.wait),
         events=(ContinueAsked(request_id=request.id, turns=turns),),
     )
+
+
+def open_budget(reached: Reached, opening: Opening) -> Change:
+    """A budget is used up (``reached``): ask whether to raise it and go on."""
+    expires_at, remind_at = opening.times()
+    request = ContinueRequest(
+        id=opening.new_id(),
+        prompt=f"The {reached.scope.replace('_', ' ')} budget is used up; raise it?",
+        budget=reached.scope,
+        expires_at=expires_at,
+        remind_at=remind_at,
+    )
+    event = BudgetReached(
+        request_id=request.id,
+        scope=reached.scope,
+        spent_tokens=reached.spent.tokens,
+        spent_micro_usd=reached.spent.micro_usd,
+        limit_tokens=reached.limit.tokens,
+        limit_micro_usd=reached.limit.micro_usd,
+        budget_tokens=reached.budget.tokens,
+        budget_micro_usd=reached.budget.micro_usd,
+    )
+    return Change(open_request=request, status=lifecycle.waiting(request.wait), events=(event,))
 
 
 def open_retry(error: str, opening: Opening) -> Change:

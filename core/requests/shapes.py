@@ -112,10 +112,16 @@ class ToolApproval(_Request):
 
 
 class ContinueRequest(_Request):
-    """The run used its model turns: go on (approve) or stop here (reject)?"""
+    """The run used its model turns, or a budget: go on (approve) or stop here (reject)?
+
+    ``budget``: the budget that was reached (``conversation``, or ``channel_day``: the
+    channel's for the UTC day), None for the turn cap. Approving a budget request
+    raises that budget by one more of its size (:mod:`core.pricing`).
+    """
 
     wait = WaitKind.CONTINUE
     kind: Literal[RequestKind.CONTINUE] = RequestKind.CONTINUE
+    budget: Literal["conversation", "channel_day"] | None = None
 
 
 class RetryRequest(_Request):

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from core import lifecycle
-from core.context import WALL, RunContext
+from core.context import WALL, RunContext, random_id
 from core.errors import RequestConflict
 from core.faults import NO_FAULTS, Faults
 from core.inputs import DecideOutcome, Decision, Inbox, Reply, Start, delivery_keys
@@ -45,7 +45,7 @@ from core.requests.decide import answered_in_words, decision_change, reply_chang
 from core.requests.shapes import RequestState, ToolApproval
 from core.run.close_calls import close_open_calls, interrupt_running
 from core.run.live import LiveJournal
-from core.run.settings import EngineSettings, RunSettings, SettingsLookup
+from core.run.settings import ChannelSpend, EngineSettings, RunSettings, SettingsLookup
 from core.run.turn import RunLoop
 from core.run_events import Expired, Reminder, RunEvent, Stopped
 from core.secrets import NO_SECRETS, Redactor
@@ -67,7 +67,8 @@ def _one_run(
     @functools.wraps(method)
     async def entry(self: Engine, conversation_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
         settings = await self._settings.of(conversation_id)
-        with self._journal.run(), self._settings.use(conversation_id, settings):
+        run_id = random_id(16)  # not from the context's ids: those number requests in tests
+        with self._journal.run(), self._settings.use(conversation_id, settings, run_id):
             return await method(self, conversation_id, *args, **kwargs)
 
     return entry
@@ -80,6 +81,8 @@ class Engine:
     a test sets them). ``settings`` (with ``tool_policy``, when given, as its
     policy) apply to every conversation, unless ``settings_for`` gives a
     conversation its own (asked once per run; see :mod:`core.run.settings`).
+    ``channel_spend`` tells what a conversation's channel spent today, for the
+    channel's daily budget (without it, only this conversation's calls count).
     ``redactor`` replaces the bot's secrets in every tool result and progress note
     before it is committed (:mod:`core.secrets`; none by default).
     Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
@@ -97,6 +100,7 @@ class Engine:
         settings: EngineSettings | None = None,
         tool_policy: policy.ToolPolicy | None = None,
         settings_for: SettingsLookup | None = None,
+        channel_spend: ChannelSpend | None = None,
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
         redactor: Redactor = NO_SECRETS,
@@ -122,6 +126,7 @@ class Engine:
             suspended=lambda: self._suspended,
             redactor=redactor,
             workspaces=workspaces,
+            channel_spend=channel_spend,
         )
 
     @property

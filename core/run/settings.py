@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from core.policy.policy import ToolPolicy
+from core.pricing import Budgets, Price, Spend
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are threadbot, an agent that works for a team from a chat thread. People talk
@@ -49,6 +51,10 @@ class EngineSettings:
     git_repo: str | None = None
     """The repository each conversation's workspace is cloned from (None: an empty one)."""
     tool_policy: ToolPolicy = field(default_factory=ToolPolicy)
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """The price entry of each model id (a model without one is not costed)."""
+    budgets: Budgets = field(default_factory=Budgets)
+    """The conversation's and its channel's daily budgets (none by default)."""
 
     @property
     def system(self) -> str:
@@ -61,18 +67,23 @@ class EngineSettings:
 SettingsLookup = Callable[[str], Awaitable[EngineSettings]]
 """The settings of one conversation, by its id (the bot resolves them from where it lives)."""
 
+ChannelSpend = Callable[[str, datetime], Awaitable[Spend]]
+"""What the model calls in the channel of a conversation (by its id) spent since a time
+(UTC), this conversation's included (the bot knows where conversations live)."""
+
 
 class RunSettings:
     """The settings of the run in progress: its conversation's, else ``default``.
 
     :meth:`use` sets them for the run's task (a context variable, so runs of
-    different conversations at once each see their own); :meth:`get` reads them.
+    different conversations at once each see their own); :meth:`get` reads them,
+    and :attr:`run_id` names the run (the outermost entry point's).
     """
 
     def __init__(self, default: EngineSettings, lookup: SettingsLookup | None = None) -> None:
         self.default = default
         self._lookup = lookup
-        self._current: contextvars.ContextVar[tuple[str, EngineSettings] | None] = (
+        self._current: contextvars.ContextVar[tuple[str, EngineSettings, str] | None] = (
             contextvars.ContextVar("run_settings", default=None)
         )
 
@@ -80,6 +91,12 @@ class RunSettings:
         """The current run's settings (``default`` outside a run)."""
         current = self._current.get()
         return self.default if current is None else current[1]
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run in progress (None outside a run)."""
+        current = self._current.get()
+        return None if current is None else current[2]
 
     async def of(self, conversation_id: str) -> EngineSettings:
         """The settings of ``conversation_id``: the run's own when it is the current run's
@@ -92,9 +109,14 @@ class RunSettings:
         return await self._lookup(conversation_id)
 
     @contextlib.contextmanager
-    def use(self, conversation_id: str, settings: EngineSettings) -> Iterator[None]:
-        """Make ``settings`` the current run's (of ``conversation_id``) within the block."""
-        token = self._current.set((conversation_id, settings))
+    def use(self, conversation_id: str, settings: EngineSettings, run_id: str) -> Iterator[None]:
+        """Make ``settings`` the current run's (of ``conversation_id``) within the block;
+        ``run_id`` names the run, unless an entry point of the same conversation called
+        this one (then the run goes on under its id)."""
+        current = self._current.get()
+        if current is not None and current[0] == conversation_id:
+            run_id = current[2]
+        token = self._current.set((conversation_id, settings, run_id))
         try:
             yield
         finally:

@@ -15,7 +15,8 @@ from core.tools.control import CONTROL_TOOLS
 
 
 def request_stats(journal: Sequence[JournalRecord], now: datetime) -> RunStats:
-    """Tool calls (control tools not counted), seconds and tokens since the last request.
+    """Tool calls (control tools not counted), seconds, tokens (every kind) and cost (the
+    priced calls') since the last request.
 
     ``now``: the time the totals are taken at (timezone-aware UTC, from the run
     context); the seconds run from the request's journal time to it.
@@ -26,12 +27,16 @@ def request_stats(journal: Sequence[JournalRecord], now: datetime) -> RunStats:
             start = index
     turns = [r.entry for r in journal[start:] if isinstance(r.entry, AssistantTurn)]
     usages = [t.usage for t in turns if t.usage is not None]
+    costs = [u.cost_micro_usd for u in usages if u.cost_micro_usd is not None]
     began = journal[start].at if journal else None
     seconds = (now - began).total_seconds() if began else 0.0
     return RunStats(
         tool_calls=sum(1 for t in turns for c in t.tool_calls if c.name not in CONTROL_TOOLS),
         seconds=round(max(seconds, 0.0), 1),
-        input_tokens=sum(u.input_tokens + u.cache_read_tokens for u in usages),
+        input_tokens=sum(
+            u.input_tokens + u.cache_read_tokens + u.cache_write_tokens for u in usages
+        ),
         output_tokens=sum(u.output_tokens for u in usages),
         cache_read_tokens=sum(u.cache_read_tokens for u in usages),
+        cost_micro_usd=sum(costs) if costs else None,
     )

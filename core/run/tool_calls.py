@@ -311,13 +311,18 @@ class ToolRunner:
         redact = self._redactor.redact
         final = state or (ToolState.FAILED if output.is_error else ToolState.DONE)
         moved = move(record, final, result=redact(output.content))
-        note = ProgressNote(text=redact(output.note), step=redact(step) if step else step)
+        events: tuple[ProgressNote, ...] = ()
+        if output.note:
+            now = self._opening.context.now()
+            totals = request_stats((await self._journal.load(conversation_id)).journal, now)
+            step = redact(step) if step else step
+            events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
         await self._journal.commit(
             conversation_id,
             Change(
                 entries=moved.results,
                 tool_calls=moved.records,
-                events=(note,) if output.note else (),
+                events=events,
             ),
         )
 

@@ -4,14 +4,17 @@
 finishes what the last turn still needs (:class:`core.run.tool_calls.ToolRunner`),
 takes in replies that arrived meanwhile as notes, calls the model, and commits
 its turn with a record per tool call. A turn without tool calls is the answer.
-After ``max_turns`` model calls the run asks whether to go on
+After ``max_turns`` model calls, or when a budget is used up
+(:mod:`core.run.budget`), the run asks whether to go on
 (:mod:`core.requests.go_on`); a model failure a retry may mend asks whether to
-try again, any other failure ends the run ``failed``.
+try again, any other failure ends the run ``failed``. Each call is journaled
+with its tokens, latency, price entry and cost (:mod:`core.pricing`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,12 +35,14 @@ from core.journal import (
 )
 from core.lifecycle import Lifecycle
 from core.models.base import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.pricing import call_cost
 from core.requests import go_on
 from core.requests.common import Opening
 from core.run.admission import admit_turn, denial_notes
+from core.run.budget import budget_reached
 from core.run.close_calls import close_open_calls
 from core.run.history import History
-from core.run.settings import RunSettings
+from core.run.settings import ChannelSpend, RunSettings
 from core.run.stats import request_stats
 from core.run.tool_calls import ToolRunner, TurnOutcome
 from core.run_events import Answered, ProgressNote, RunFailed
@@ -69,8 +74,10 @@ class RunLoop:
         suspended: Callable[[], bool] = lambda: False,
         redactor: Redactor = NO_SECRETS,
         workspaces: Workspaces | None = None,
+        channel_spend: ChannelSpend | None = None,
     ) -> None:
         self._journal = journal
+        self._channel_spend = channel_spend
         self._model = model
         self._toolbox = toolbox
         self._workflow = workflow
@@ -165,6 +172,8 @@ class RunLoop:
             snap = await self._step_told(conversation_id, snap)
             if self._suspended():
                 return
+            if await self._over_budget(conversation_id, snap):
+                return
             try:
                 turn = await self._model_turn(snap)
             except ModelError as exc:
@@ -200,6 +209,17 @@ class RunLoop:
         await self._journal.commit(conversation_id, Change(entries=step))
         return await self._journal.load(conversation_id)
 
+    async def _over_budget(self, conversation_id: str, snap: ConversationSnapshot) -> bool:
+        """Pause with a continue request when a budget is used up (:mod:`core.run.budget`)."""
+        budgets = self._settings.get().budgets
+        now = self._opening.context.now()
+        used_up = await budget_reached(snap, budgets, now, self._channel_spend)
+        if used_up is None:
+            return False
+        log.info("conversation %s: the %s budget is used up", conversation_id, used_up.scope)
+        await self._journal.commit(conversation_id, go_on.open_budget(used_up, self._opening))
+        return True
+
     async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
         # The same system prompt and tools in every position: the request's cached
         # prefix. A position's instructions are in the history (StepEntered), and the
@@ -220,6 +240,7 @@ class RunLoop:
         usage = ModelUsage(model=model, input_tokens=0, output_tokens=0)
         stop_reason = "end_turn"
         content: tuple[dict[str, Any], ...] = ()
+        started = time.monotonic()
         async for event in self._model.stream(request):
             match event:
                 case TextDelta():
@@ -244,19 +265,40 @@ class RunLoop:
             stop_reason=stop_reason,
             model=model,
             content=content,
-            usage=usage,
+            usage=self._priced(usage, snap.position, time.monotonic() - started),
+        )
+
+    def _priced(self, usage: ModelUsage, position: str, seconds: float) -> ModelUsage:
+        """``usage`` with the call's run, position, latency, price entry and cost."""
+        price = self._settings.get().prices.get(usage.model)
+        cost = None
+        if price is not None:
+            cost = call_cost(
+                price.rates,
+                input=usage.input_tokens,
+                output=usage.output_tokens,
+                cache_read=usage.cache_read_tokens,
+                cache_write=usage.cache_write_tokens,
+            )
+        return usage.model_copy(
+            update={
+                "latency_ms": round(seconds * 1000),
+                "price_id": None if price is None else price.id,
+                "cost_micro_usd": cost,
+                "run_id": self._settings.run_id,
+                "position": position,
+            }
         )
 
     async def _after_turn(
         self, conversation_id: str, snap: ConversationSnapshot, turn: AssistantTurn
     ) -> TurnOutcome:
+        now = self._opening.context.now()
+        journal = (*snap.journal, JournalRecord(seq=snap.last_seq + 1, at=now, entry=turn))
+        totals = request_stats(journal, now)
         if not turn.tool_calls:
-            now = self._opening.context.now()
             answer = turn.text or "(the model gave no answer)"
-            journal = (*snap.journal, JournalRecord(seq=snap.last_seq + 1, at=now, entry=turn))
-            stats = await self.tools.with_changes(
-                conversation_id, snap, request_stats(journal, now)
-            )
+            stats = await self.tools.with_changes(conversation_id, snap, totals)
             await self._journal.commit(
                 conversation_id,
                 Change(
@@ -275,7 +317,7 @@ class RunLoop:
             self._toolbox,
             self._settings.get().tool_policy,
         )
-        notes = (ProgressNote(text=turn.text),) if turn.text else ()
+        notes = (ProgressNote(text=turn.text, totals=totals),) if turn.text else ()
         await self._journal.commit(
             conversation_id,
             Change(

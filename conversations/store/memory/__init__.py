@@ -24,6 +24,7 @@ from conversations.store.memory.requests import MemoryRequests
 from conversations.store.memory.retention import MemoryRetention
 from conversations.store.memory.stops import MemoryStopRequests
 from conversations.store.memory.threads import MemoryThreads
+from conversations.store.memory.usage import MemoryUsage
 from conversations.store.schema import utcnow
 
 __all__ = ["MemoryStore"]
@@ -53,6 +54,7 @@ class MemoryStore:
         self.stops = MemoryStopRequests(self._tables)
         self.requests = MemoryRequests(self._tables)
         self.retention = MemoryRetention(self._tables)
+        self.usage = MemoryUsage(self._tables)
 
     @property
     def on_outbox(self) -> Callable[[], None]:

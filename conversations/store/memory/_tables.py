@@ -22,6 +22,7 @@ from core.errors import ConversationNotFound
 from core.journal import JournalRecord, ToolCallRecord
 from core.lifecycle import Status
 from core.people import Person
+from core.pricing import Price
 from core.requests.shapes import PendingRequest
 
 
@@ -149,6 +150,7 @@ class Tables:
     requests: dict[str, Request] = field(default_factory=dict)
     outbox: dict[int, OutboxRow] = field(default_factory=dict)
     stops: list[StopEntry] = field(default_factory=list)
+    prices: list[Price] = field(default_factory=list)
     last_outbox_id: int = 0
     last_stop_id: int = 0
 

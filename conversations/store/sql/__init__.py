@@ -15,6 +15,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``stops``: stop requests
 - ``requests``: pending requests' state, reminders, message links
 - ``retention``: pruning
+- ``usage``: price entries, model calls, spend and reports
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from conversations.store.sql.requests import SqlRequests
 from conversations.store.sql.retention import SqlRetention
 from conversations.store.sql.stops import SqlStopRequests
 from conversations.store.sql.threads import SqlThreads
+from conversations.store.sql.usage import SqlUsage
 
 __all__ = ["BEGIN_IMMEDIATE", "SqlStore", "create_engine"]
 
@@ -63,6 +65,7 @@ class SqlStore:
         self.stops = SqlStopRequests(self._db)
         self.requests = SqlRequests(self._db)
         self.retention = SqlRetention(self._db)
+        self.usage = SqlUsage(self._db)
 
     @property
     def on_outbox(self) -> Callable[[], None]:

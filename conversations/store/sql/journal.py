@@ -37,10 +37,10 @@ from conversations.store.schema import (
     ConversationRow,
     DeliveryRow,
     JournalRow,
+    ModelCallRow,
     OutboxRow,
     RequestRow,
     ToolCallRow,
-    UsageRow,
     utcnow,
 )
 from conversations.store.sql.database import Database, conversation_row_sync
@@ -65,7 +65,7 @@ CONVERSATIONS = cast(Table, ConversationRow.__table__)
 DELIVERIES = cast(Table, DeliveryRow.__table__)
 JOURNAL = cast(Table, JournalRow.__table__)
 TOOL_CALLS = cast(Table, ToolCallRow.__table__)
-USAGE = cast(Table, UsageRow.__table__)
+MODEL_CALLS = cast(Table, ModelCallRow.__table__)
 OUTBOX = cast(Table, OutboxRow.__table__)
 
 _c = CONVERSATIONS.c
@@ -80,7 +80,7 @@ _TOUCH_FENCED = _TOUCH.where(
 )
 """The same, fenced by the lease (owner and epoch)."""
 _INSERT_JOURNAL = insert(JOURNAL)
-_INSERT_USAGE = insert(USAGE)
+_INSERT_MODEL_CALL = insert(MODEL_CALLS)
 _INSERT_OUTBOX = insert(OUTBOX)
 
 
@@ -106,7 +106,7 @@ class SqlJournal:
 
         A few SQLAlchemy Core statements: one ``UPDATE`` of the conversation (its
         status, and the lease fence), one ``INSERT`` per table that gets rows
-        (journal, tool calls as an upsert, usage, outbox), an ``UPDATE`` per
+        (journal, tool calls as an upsert, model calls, outbox), an ``UPDATE`` per
         resolution. ``after_seq`` numbers the entries; without it the newest
         ``seq`` is read first.
 
@@ -154,13 +154,18 @@ class SqlJournal:
             resolve(session, res)
         if change.open_request is not None:
             session.add(request_row(conversation_id, change.open_request))
-        usage = [
-            {"conversation_id": conversation_id, "created_at": now, **e.usage.model_dump()}
-            for e in change.entries
+        calls = [
+            {
+                "conversation_id": conversation_id,
+                "seq": seq,
+                "created_at": now,
+                **e.usage.model_dump(),
+            }
+            for seq, e in zip(committed.seqs, change.entries, strict=True)
             if isinstance(e, AssistantTurn) and e.usage is not None
         ]
-        if usage:
-            conn.execute(_INSERT_USAGE, usage)
+        if calls:
+            conn.execute(_INSERT_MODEL_CALL, calls)
         outbox: list[dict[str, Any]] = []
         for run_event in change.events:
             if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
