@@ -1,4 +1,5 @@
-"""threadbot: run an LLM agent from team chat (commands: run, console, db, settings, doctor).
+"""threadbot: run an LLM agent from team chat (commands: run, console, db, settings, doctor,
+usage).
 
 ``threadbot run`` starts every adapter that has credentials (Slack with
 ``SLACK_BOT_TOKEN``, Discord with ``DISCORD_TOKEN``), and the console when none
@@ -7,6 +8,8 @@ end (SIGTERM or Ctrl-C included: a graceful shutdown), 1 when a supervised
 background task gave up, 2 on a usage or settings error, 130 after a second Ctrl-C.
 ``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
 needed works, 1 when a check failed, 2 on a usage or settings error.
+``threadbot usage`` prints the tokens and cost of the model calls in the store
+(:mod:`bot.usage_report`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,22 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--platform", choices=("slack", "discord", "console"), required=True)
     explain.add_argument("--team", default="", help="Slack team id or Discord guild id")
     explain.add_argument("--channel", default="", help="Slack or Discord channel id")
+    usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
+    usage.add_argument(
+        "--by", choices=("conversation", "channel", "day", "model"), default="conversation"
+    )
+    usage.add_argument(
+        "--since", type=_since, help="from this day (UTC) or ISO time on, e.g. 2026-12-01"
+    )
+    usage.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     return parser
+
+
+def _since(text: str) -> object:
+    """``--since``, parsed by :func:`bot.usage_report.since_argument` (imported late)."""
+    from bot.usage_report import since_argument
+
+    return since_argument(text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
         from bot.doctor import doctor
 
         return asyncio.run(doctor(settings))
+    if args.command == "usage":
+        from bot.usage_report import usage
+
+        return asyncio.run(usage(settings, args.by, args.since, args.json))
     if args.command == "settings":
         layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
         effective = layers.at(args.platform, args.team, args.channel)

@@ -13,7 +13,7 @@ once per call (:func:`call_cost`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -50,6 +50,19 @@ class Price:
     model: str
     rates: Rates
     since: datetime
+
+
+def price_for(prices: Mapping[str, Price], model: str) -> Price | None:
+    """The price entry of ``model``: its own, else that of the longest id it extends
+    with a dash. The API names the dated snapshot that answered
+    (``claude-sonnet-4-5-20250929`` for a request to ``claude-sonnet-4-5``,
+    https://docs.anthropic.com/en/docs/about-claude/models/overview), while a price
+    sheet names the alias. None when neither is priced.
+    """
+    if model in prices:
+        return prices[model]
+    extended = [m for m in prices if model.startswith(m + "-")]
+    return prices[max(extended, key=len)] if extended else None
 
 
 def call_cost(rates: Rates, *, input: int, output: int, cache_read: int, cache_write: int) -> int:

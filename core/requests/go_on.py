@@ -126,7 +126,7 @@ def reply(
         refused = Refused(action="decide", by_name=message.author.name)
         return Change(entries=(note,), events=(refused,))
     return Change(
-        entries=(note,),
+        entries=(note, DecisionEntry(request_id=request.id, verdict=Approved(), by=message.author)),
         resolve=(
             RequestResolution(
                 request_id=request.id,

@@ -35,7 +35,7 @@ from core.journal import (
 )
 from core.lifecycle import Lifecycle
 from core.models.base import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
-from core.pricing import call_cost
+from core.pricing import call_cost, price_for
 from core.requests import go_on
 from core.requests.common import Opening
 from core.run.admission import admit_turn, denial_notes
@@ -270,7 +270,7 @@ class RunLoop:
 
     def _priced(self, usage: ModelUsage, position: str, seconds: float) -> ModelUsage:
         """``usage`` with the call's run, position, latency, price entry and cost."""
-        price = self._settings.get().prices.get(usage.model)
+        price = price_for(self._settings.get().prices, usage.model)
         cost = None
         if price is not None:
             cost = call_cost(

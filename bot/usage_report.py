@@ -1,0 +1,130 @@
+"""``threadbot usage``: tokens and cost of the model calls in the store, grouped.
+
+Reads the ``model_calls`` rows (one per model call, costed when it was made with
+the price entry then in force, so a later price change leaves them as they were)
+through :class:`conversations.store.usage.Usage`. Prints a table, or with
+``--json`` one object: ``{"by": ..., "since": ISO time or null, "lines": [...],
+"total": {...}}``, each line with ``key``, ``calls``, the four token counts as
+the API reported them (``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
+``cache_write_tokens``), ``tokens``, ``cost_micro_usd`` (an integer), ``cost_usd``
+(its exact decimal text) and ``unpriced_calls`` (calls of a model with no price:
+no cost counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from datetime import UTC, date, datetime
+from typing import Any
+
+from bot.settings import Settings
+from conversations.render import render_event
+from conversations.store.backends import is_memory, open_store
+from conversations.store.usage import Grouping, UsageLine
+
+GROUPINGS: tuple[Grouping, ...] = ("conversation", "channel", "day", "model")
+
+
+def since_argument(text: str) -> datetime:
+    """``--since``: a day (``2026-12-01``: from 00:00 UTC) or an ISO time (UTC if no
+    zone is given). Raises ``argparse.ArgumentTypeError`` for anything else."""
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return datetime(day.year, day.month, day.day, tzinfo=UTC)
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a date (2026-12-01) or an ISO time (2026-12-01T09:30)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def exact_dollars(micro: int) -> str:
+    """Micro-dollars as exact dollars: 2_599 -> ``0.002599``."""
+    return f"{micro // 1_000_000}.{micro % 1_000_000:06d}"
+
+
+def total(lines: list[UsageLine]) -> UsageLine:
+    """The sum of ``lines``, keyed ``total``."""
+    sums = [sum(getattr(line, f.name) for line in lines) for f in dataclasses.fields(UsageLine)[1:]]
+    return UsageLine("total", *sums)
+
+
+def as_json(by: Grouping, since: datetime | None, lines: list[UsageLine]) -> str:
+    """The report as one JSON object (see the module docstring)."""
+
+    def shown(line: UsageLine) -> dict[str, Any]:
+        return {
+            "key": line.key,
+            "calls": line.calls,
+            "input_tokens": line.input_tokens,
+            "output_tokens": line.output_tokens,
+            "cache_read_tokens": line.cache_read_tokens,
+            "cache_write_tokens": line.cache_write_tokens,
+            "tokens": line.tokens,
+            "cost_micro_usd": line.cost_micro_usd,
+            "cost_usd": exact_dollars(line.cost_micro_usd),
+            "unpriced_calls": line.unpriced,
+        }
+
+    report = {
+        "by": by,
+        "since": since.isoformat() if since else None,
+        "lines": [shown(line) for line in lines],
+        "total": shown(total(lines)),
+    }
+    return json.dumps(report, indent=2)
+
+
+def as_table(by: Grouping, lines: list[UsageLine]) -> str:
+    """The report as an aligned table with a total line; a note for unpriced calls."""
+    head = (by, "calls", "input", "output", "cache read", "cache write", "tokens", "cost $")
+    rows = [
+        (
+            line.key,
+            *(
+                f"{n:,}"
+                for n in (
+                    line.calls,
+                    line.input_tokens,
+                    line.output_tokens,
+                    line.cache_read_tokens,
+                    line.cache_write_tokens,
+                    line.tokens,
+                )
+            ),
+            exact_dollars(line.cost_micro_usd),
+        )
+        for line in [*lines, total(lines)]
+    ]
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
+    text = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in (head, *rows)
+    ]
+    unpriced = total(lines).unpriced
+    if unpriced:
+        text.append(f"({unpriced} calls of models with no price: their cost is not counted)")
+    return "\n".join(text)
+
+
+async def usage(settings: Settings, by: Grouping, since: datetime | None, json_out: bool) -> int:
+    """Print the usage report of the store at ``settings.database_url``; the exit code
+    (2 for ``memory://``, which keeps nothing)."""
+    if is_memory(settings.database_url):
+        print("threadbot: memory:// keeps no usage (it keeps nothing)", file=sys.stderr)
+        return 2
+    store = await open_store(settings.database_url, render=render_event)
+    try:
+        lines = await store.usage.report(by, since)
+    finally:
+        await store.close()
+    print(as_json(by, since, lines) if json_out else as_table(by, lines))
+    return 0
