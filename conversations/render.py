@@ -239,7 +239,9 @@ def _budget(binding: PlatformRef, event: BudgetReached, settings: RenderSettings
     who, kind = ("This conversation", "budget")
     if event.scope == "channel_day":
         who, kind = ("This channel", "daily budget")
-    spent = f"{_count(event.spent_tokens)} tokens ({dollars(event.spent_micro_usd)})"
+    spent = f"{_count(event.spent_tokens)} tokens"
+    if event.spent_micro_usd or event.limit_micro_usd is not None:  # else: no call priced
+        spent += f" ({dollars(event.spent_micro_usd)})"
     limit = _amounts(event.limit_tokens, event.limit_micro_usd)
     more = _amounts(event.budget_tokens, event.budget_micro_usd)
     text = (
