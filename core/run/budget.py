@@ -34,14 +34,13 @@ async def budget_reached(
     Without ``channel_spend`` the channel's daily budget counts this conversation's
     calls of the day only.
     """
-    conversation = reached(
-        "conversation",
-        budgets.conversation,
-        journal_spend(snap.journal),
-        raises(snap, "conversation"),
-    )
-    if conversation is not None or not budgets.channel_day:
-        return conversation
+    if budgets.conversation:  # the journal is read only when there is a budget
+        spent = journal_spend(snap.journal)
+        used_up = reached("conversation", budgets.conversation, spent, raises(snap, "conversation"))
+        if used_up is not None:
+            return used_up
+    if not budgets.channel_day:
+        return None
     since = day_start(now)
     if channel_spend is not None:
         spent = await channel_spend(snap.id, since)

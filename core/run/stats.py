@@ -1,12 +1,16 @@
-"""Totals of the current request for the answer's footer, derived from the journal.
+"""Totals of the current request for the answer's footer and the status line.
 
 A request runs from the person's latest ``request`` message to now, across every
 wait for a person in between (UX.md: "— 9 tool calls · 2m 40s · 31.5k tokens").
+:class:`RequestTotals` keeps them as the journal grows, so a note after each tool
+call reads only what was added since the one before, not the whole journal.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from core.journal import AssistantTurn, JournalRecord, UserText
@@ -14,29 +18,82 @@ from core.run_events import RunStats
 from core.tools.control import CONTROL_TOOLS
 
 
-def request_stats(journal: Sequence[JournalRecord], now: datetime) -> RunStats:
-    """Tool calls (control tools not counted), seconds, tokens (every kind) and cost (the
-    priced calls') since the last request.
+@dataclass
+class RequestTotals:
+    """The totals of a conversation's current request, folded entry by entry.
 
-    ``now``: the time the totals are taken at (timezone-aware UTC, from the run
-    context); the seconds run from the request's journal time to it.
+    :meth:`of` reads the entries of ``journal`` it has not seen (a shorter journal
+    than last time is another one: it starts over). Kept per conversation for the
+    length of a run, like the message history.
     """
-    start = 0
-    for index, record in enumerate(journal):
-        if isinstance(record.entry, UserText) and record.entry.role == "request":
-            start = index
-    turns = [r.entry for r in journal[start:] if isinstance(r.entry, AssistantTurn)]
-    usages = [t.usage for t in turns if t.usage is not None]
-    costs = [u.cost_micro_usd for u in usages if u.cost_micro_usd is not None]
-    began = journal[start].at if journal else None
-    seconds = (now - began).total_seconds() if began else 0.0
-    return RunStats(
-        tool_calls=sum(1 for t in turns for c in t.tool_calls if c.name not in CONTROL_TOOLS),
-        seconds=round(max(seconds, 0.0), 1),
-        input_tokens=sum(
-            u.input_tokens + u.cache_read_tokens + u.cache_write_tokens for u in usages
-        ),
-        output_tokens=sum(u.output_tokens for u in usages),
-        cache_read_tokens=sum(u.cache_read_tokens for u in usages),
-        cost_micro_usd=sum(costs) if costs else None,
-    )
+
+    seen: int = 0
+    began: datetime | None = None
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_micro_usd: int | None = None
+
+    def of(
+        self,
+        journal: Sequence[JournalRecord],
+        now: datetime,
+        pending: AssistantTurn | None = None,
+    ) -> RunStats:
+        """Tool calls (control tools not counted), seconds, tokens (every kind) and cost
+        (the priced calls') since the last request, with ``pending`` (a turn not yet
+        committed) counted too.
+
+        ``now``: the time the totals are taken at (timezone-aware UTC, from the run
+        context); the seconds run from the request's journal time to it.
+        """
+        if len(journal) < self.seen:  # another journal: start over
+            self.seen = 0
+            self._restart(None)
+        for record in journal[self.seen :]:
+            self._add(record)
+        self.seen = len(journal)
+        totals = self
+        if pending is not None:
+            totals = copy.copy(self)
+            totals._add_turn(pending)
+        seconds = (now - totals.began).total_seconds() if totals.began else 0.0
+        return RunStats(
+            tool_calls=totals.tool_calls,
+            seconds=round(max(seconds, 0.0), 1),
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            cache_read_tokens=totals.cache_read_tokens,
+            cost_micro_usd=totals.cost_micro_usd,
+        )
+
+    def _add(self, record: JournalRecord) -> None:
+        entry = record.entry
+        if isinstance(entry, UserText) and entry.role == "request":
+            self._restart(record.at)
+        elif self.began is None:
+            self.began = record.at  # no request yet: from the first entry
+        if isinstance(entry, AssistantTurn):
+            self._add_turn(entry)
+
+    def _restart(self, began: datetime | None) -> None:
+        self.began = began
+        self.tool_calls = self.input_tokens = self.output_tokens = self.cache_read_tokens = 0
+        self.cost_micro_usd = None
+
+    def _add_turn(self, turn: AssistantTurn) -> None:
+        self.tool_calls += sum(1 for c in turn.tool_calls if c.name not in CONTROL_TOOLS)
+        usage = turn.usage
+        if usage is None:
+            return
+        self.input_tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        if usage.cost_micro_usd is not None:
+            self.cost_micro_usd = (self.cost_micro_usd or 0) + usage.cost_micro_usd
+
+
+def request_stats(journal: Sequence[JournalRecord], now: datetime) -> RunStats:
+    """The totals of the current request of ``journal``, read whole (see :class:`RequestTotals`)."""
+    return RequestTotals().of(journal, now)

@@ -49,7 +49,7 @@ from core.requests.common import Opening
 from core.requests.shapes import control_call
 from core.run.control import control_change
 from core.run.settings import RunSettings
-from core.run.stats import request_stats
+from core.run.stats import RequestTotals, request_stats
 from core.run_events import ProgressNote, RunStats
 from core.secrets import NO_SECRETS, Redactor
 from core.tool_state import move, open_calls, started
@@ -104,6 +104,9 @@ class ToolRunner:
         self._suspended = suspended
         self._workspaces: Workspaces = workspaces or GitWorkspaces()
         self._redactor = redactor
+        self.totals: dict[str, RequestTotals] = {}
+        """Each conversation's request totals while a run is at it (the notes' status
+        line); the run loop drops them when the run ends."""
 
     def read_only(self, name: str) -> bool:
         """Whether the tool ``name`` is read-only (an unknown tool counts as read-only)."""
@@ -314,7 +317,8 @@ class ToolRunner:
         events: tuple[ProgressNote, ...] = ()
         if output.note:
             now = self._opening.context.now()
-            totals = request_stats((await self._journal.load(conversation_id)).journal, now)
+            journal = (await self._journal.load(conversation_id)).journal
+            totals = self.totals.setdefault(conversation_id, RequestTotals()).of(journal, now)
             step = redact(step) if step else step
             events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
         await self._journal.commit(

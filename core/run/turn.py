@@ -27,7 +27,6 @@ from core.journal import (
     Change,
     ConversationSnapshot,
     Journal,
-    JournalRecord,
     ModelUsage,
     StepEntered,
     ToolCall,
@@ -43,7 +42,7 @@ from core.run.budget import budget_reached
 from core.run.close_calls import close_open_calls
 from core.run.history import History
 from core.run.settings import ChannelSpend, RunSettings
-from core.run.stats import request_stats
+from core.run.stats import RequestTotals
 from core.run.tool_calls import ToolRunner, TurnOutcome
 from core.run_events import Answered, ProgressNote, RunFailed
 from core.secrets import NO_SECRETS, Redactor
@@ -124,6 +123,7 @@ class RunLoop:
             await self._failed(conversation_id, exc)
         finally:
             self._histories.pop(conversation_id, None)  # a waiting conversation holds nothing
+            self.tools.totals.pop(conversation_id, None)
 
     async def _still_active(self, conversation_id: str) -> bool:
         try:
@@ -294,8 +294,8 @@ class RunLoop:
         self, conversation_id: str, snap: ConversationSnapshot, turn: AssistantTurn
     ) -> TurnOutcome:
         now = self._opening.context.now()
-        journal = (*snap.journal, JournalRecord(seq=snap.last_seq + 1, at=now, entry=turn))
-        totals = request_stats(journal, now)
+        request = self.tools.totals.setdefault(conversation_id, RequestTotals())
+        totals = request.of(snap.journal, now, pending=turn)
         if not turn.tool_calls:
             answer = turn.text or "(the model gave no answer)"
             stats = await self.tools.with_changes(conversation_id, snap, totals)
