@@ -76,7 +76,7 @@ class ModelPrice(BaseModel):
     """One model's prices: dollars per million tokens of input, output, cache reads
     (``cache_read_input_tokens``) and cache writes (``cache_creation_input_tokens``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)  # no "5", no true
 
     input: UsdPerMTok
     output: UsdPerMTok

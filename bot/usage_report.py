@@ -7,8 +7,10 @@ through :class:`conversations.store.usage.Usage`. Prints a table, or with
 "total": {...}}``, each line with ``key``, ``calls``, the four token counts as
 the API reported them (``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
 ``cache_write_tokens``), ``tokens``, ``cost_micro_usd`` (an integer), ``cost_usd``
-(its exact decimal text) and ``unpriced_calls`` (calls of a model with no price:
-no cost counted).
+(its exact decimal text; both null when no call of the line had a price) and
+``unpriced_calls`` (calls of a model with no price: no cost counted). It reads
+only: a database that is missing or not at the newest schema is an error (exit 2)
+that says what to do, as ``threadbot doctor`` does.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import sys
 from datetime import UTC, date, datetime
 from typing import Any
 
+from bot.doctor import database_checks
 from bot.settings import Settings
 from conversations.render import render_event
-from conversations.store.backends import is_memory, open_store
+from conversations.store.backends import is_memory
+from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Grouping, UsageLine
 
 GROUPINGS: tuple[Grouping, ...] = ("conversation", "channel", "day", "model")
@@ -30,7 +34,10 @@ GROUPINGS: tuple[Grouping, ...] = ("conversation", "channel", "day", "model")
 
 def since_argument(text: str) -> datetime:
     """``--since``: a day (``2026-12-01``: from 00:00 UTC) or an ISO time (UTC if no
-    zone is given). Raises ``argparse.ArgumentTypeError`` for anything else."""
+    zone is given; one with an offset is turned into UTC).
+
+    Raises ``argparse.ArgumentTypeError`` for anything else.
+    """
     try:
         if len(text) == 10:
             day = date.fromisoformat(text)
@@ -40,7 +47,7 @@ def since_argument(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a date (2026-12-01) or an ISO time (2026-12-01T09:30)"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def exact_dollars(micro: int) -> str:
@@ -58,6 +65,7 @@ def as_json(by: Grouping, since: datetime | None, lines: list[UsageLine]) -> str
     """The report as one JSON object (see the module docstring)."""
 
     def shown(line: UsageLine) -> dict[str, Any]:
+        priced = line.calls - line.unpriced
         return {
             "key": line.key,
             "calls": line.calls,
@@ -66,8 +74,8 @@ def as_json(by: Grouping, since: datetime | None, lines: list[UsageLine]) -> str
             "cache_read_tokens": line.cache_read_tokens,
             "cache_write_tokens": line.cache_write_tokens,
             "tokens": line.tokens,
-            "cost_micro_usd": line.cost_micro_usd,
-            "cost_usd": exact_dollars(line.cost_micro_usd),
+            "cost_micro_usd": None if priced == 0 else line.cost_micro_usd,
+            "cost_usd": None if priced == 0 else exact_dollars(line.cost_micro_usd),
             "unpriced_calls": line.unpriced,
         }
 
@@ -121,7 +129,11 @@ async def usage(settings: Settings, by: Grouping, since: datetime | None, json_o
     if is_memory(settings.database_url):
         print("threadbot: memory:// keeps no usage (it keeps nothing)", file=sys.stderr)
         return 2
-    store = await open_store(settings.database_url, render=render_event)
+    (check,) = await database_checks(settings.database_url)  # read only, as the doctor's
+    if check.mark != "ok":
+        print(f"threadbot: {check.said}", file=sys.stderr)
+        return 2
+    store = SqlStore(engine=create_engine(settings.database_url), render=render_event)
     try:
         lines = await store.usage.report(by, since)
     finally:

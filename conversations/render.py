@@ -93,12 +93,22 @@ def render_event(
             text = "⌛ This request expired; mention me again to continue."
             return [Outgoing(PostReply(ref=binding, text=text))]
         case Refused():
-            return [Outgoing(PostReply(ref=binding, text=refusal(event.action, event.by_name)))]
+            return [Outgoing(PostReply(ref=binding, text=_refused(event, settings)))]
         case RequestClosed():
             action = UpdateMessage(ref=binding, text=outcome_line(event))
             return [Outgoing(action, purpose=CLOSED, request_id=event.request_id)]
         case _:
             assert_never(event)
+
+
+def _refused(event: Refused, settings: RenderSettings) -> str:
+    if event.action == "raise_in_words":
+        return (
+            f"A reply does not raise a budget, {event.by_name}: react "
+            f":{settings.approve_emoji}: or press Raise budget to raise it, "
+            f":{settings.reject_emoji}: to stop here."
+        )
+    return refusal(event.action, event.by_name)
 
 
 def refusal(action: Literal["decide", "stop"], name: str) -> str:
@@ -377,4 +387,8 @@ def _duration(seconds: float) -> str:
 
 
 def _count(n: int) -> str:
-    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+    """``950``, ``31.5k``, ``2.4M``, ``3.6B``."""
+    for size, unit in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)

@@ -53,16 +53,18 @@ class Price:
 
 
 def price_for(prices: Mapping[str, Price], model: str) -> Price | None:
-    """The price entry of ``model``: its own, else that of the longest id it extends
-    with a dash. The API names the dated snapshot that answered
-    (``claude-sonnet-4-5-20250929`` for a request to ``claude-sonnet-4-5``,
-    https://docs.anthropic.com/en/docs/about-claude/models/overview), while a price
-    sheet names the alias. None when neither is priced.
+    """The price entry of ``model``: its own, else that of the model it is a dated
+    snapshot of (``claude-sonnet-4-5-20250929`` of ``claude-sonnet-4-5``: the API names
+    the snapshot that answered, a price sheet names the alias,
+    https://docs.anthropic.com/en/docs/about-claude/models/overview). Nothing else is
+    matched (``claude-opus-4-5`` is not ``claude-opus-4``). None when not priced.
     """
     if model in prices:
         return prices[model]
-    extended = [m for m in prices if model.startswith(m + "-")]
-    return prices[max(extended, key=len)] if extended else None
+    alias, dash, date = model.rpartition("-")
+    if dash and len(date) == 8 and date.isdigit():
+        return prices.get(alias)
+    return None
 
 
 def call_cost(rates: Rates, *, input: int, output: int, cache_read: int, cache_write: int) -> int:
@@ -84,7 +86,10 @@ def call_cost(rates: Rates, *, input: int, output: int, cache_read: int, cache_w
 
 
 def dollars(micro: int) -> str:
-    """``$0.07`` for 70,000 µ$; two decimals from a cent up, four below (``$0.0031``)."""
+    """``$0.07`` for 70,000 µ$; two decimals from a cent up, four below (``$0.0031``),
+    ``<$0.0001`` for less but not nothing."""
+    if 0 < micro < 50:
+        return "<$0.0001"
     if micro >= 10_000 or micro == 0:
         return f"${(micro + 5_000) // 10_000 / 100:.2f}"
     return f"${(micro + 50) // 100 / 10_000:.4f}"

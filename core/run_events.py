@@ -166,11 +166,13 @@ class Refused(_Frozen):
     """Someone who may not ``action`` (decide or stop) tried; the thread is told, nothing changed.
 
     The engine emits it for a bystander's reply to a retry or go-on request (the
-    hub answers reactions and buttons with the same words itself).
+    hub answers reactions and buttons with the same words itself), and with
+    ``raise_in_words`` for a reply to a budget request: money is raised only with a
+    reaction or the button, so a "no" in words never spends it.
     """
 
     kind: Literal["refused"] = "refused"
-    action: Literal["decide", "stop"]
+    action: Literal["decide", "stop", "raise_in_words"]
     by_name: str
 
 

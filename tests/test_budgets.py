@@ -139,13 +139,26 @@ async def test_a_budget_pauses_mid_run_a_bystander_cannot_raise_and_the_requeste
     assert raised_by(snap) == ["console:alice"]
 
 
-async def test_an_approver_raises_in_words_and_the_run_finishes(settings, make_app) -> None:
+async def test_a_reply_never_raises_a_budget_and_an_approver_s_reaction_does(
+    settings, make_app
+) -> None:
     settings.conversation_budget_tokens = 300
     settings.approvers = ["carol"]
     chat, model = await approved(make_app, [*looking(2), ScriptedTurn(text="Looked.")])
     await assert_paused(chat, model, 3, "300 tokens")
 
-    await chat.reply("go on", by="carol")
+    await chat.reply("no, do not raise it", by="alice")  # the requester, in words
+    await chat.app.hub.settled()
+    assert chat.said()[-1] == (
+        "A reply does not raise a budget, alice: react :white_check_mark: or press "
+        "Raise budget to raise it, :x: to stop here."
+    )
+    snap = await chat.snapshot()
+    assert str(snap.status) == "waiting(continue)" and raised_by(snap) == []
+    assert len(model.requests) == 3
+
+    await chat.react(chat.bot_message("💰"), by="carol")  # an approver
+    await chat.app.hub.settled()
 
     snap = await chat.snapshot()
     assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()

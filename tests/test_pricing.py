@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from bot.settings import ModelPrice
 from conversations.render import format_stats
@@ -42,20 +43,40 @@ def test_a_price_sheet_entry_is_kept_exact_in_micro_dollars_per_million() -> Non
     )
 
 
-def test_a_dated_snapshot_is_costed_with_the_price_of_its_alias() -> None:
+def test_a_dated_snapshot_is_costed_with_the_price_of_its_alias_and_nothing_else() -> None:
     alias = Price(1, "claude-sonnet-4-5", SONNET, AT)
-    family = Price(2, "claude-sonnet", Rates(1, 1, 1, 1), AT)
-    prices = {p.model: p for p in (alias, family)}
+    older = Price(2, "claude-opus-4", Rates(15, 75, 1, 18), AT)
+    prices = {p.model: p for p in (alias, older)}
     assert price_for(prices, "claude-sonnet-4-5") is alias
-    assert price_for(prices, "claude-sonnet-4-5-20250929") is alias  # the longest id it extends
-    assert price_for(prices, "claude-sonnet-5") is family
-    assert price_for(prices, "claude-sonnet-4-50") is family
-    assert price_for(prices, "claude-haiku-4-5") is None
+    assert price_for(prices, "claude-sonnet-4-5-20250929") is alias
+    assert price_for(prices, "claude-opus-4-5") is None  # another model, not a snapshot
+    assert price_for(prices, "claude-opus-4-5-20251101") is None
+    assert price_for(prices, "claude-sonnet-4-5-latest") is None
+    assert price_for(prices, "claude-sonnet-4-5-2025092") is None
+
+
+def test_a_price_is_a_number_not_a_word_or_a_truth_value() -> None:
+    for bad in (True, "5"):
+        with pytest.raises(ValidationError, match="input"):
+            ModelPrice.model_validate(
+                {"input": bad, "output": 1, "cache_read": 1, "cache_write": 1}
+            )
+    assert ModelPrice.model_validate_json(
+        '{"input": 5, "output": 25, "cache_read": 0.5, "cache_write": 6.25}'
+    ).rates() == Rates(5_000_000, 25_000_000, 500_000, 6_250_000)
 
 
 @pytest.mark.parametrize(
     ("micro", "shown"),
-    [(0, "$0.00"), (70_000, "$0.07"), (74_999, "$0.07"), (75_000, "$0.08"), (3_100, "$0.0031")],
+    [
+        (0, "$0.00"),
+        (70_000, "$0.07"),
+        (74_999, "$0.07"),
+        (75_000, "$0.08"),
+        (3_100, "$0.0031"),
+        (50, "$0.0001"),
+        (2, "<$0.0001"),
+    ],
 )
 def test_dollars_are_shown_to_the_cent_or_to_four_places_below_a_cent(
     micro: int, shown: str
@@ -87,3 +108,9 @@ def test_the_footer_says_the_cache_share_and_the_cost_only_when_priced() -> None
     assert format_stats(stats) == "9 tool calls · 2m 40s · 31.5k tokens (89% from cache)"
     priced = stats.model_copy(update={"cost_micro_usd": 71_234})
     assert format_stats(priced) == "9 tool calls · 2m 40s · 31.5k tokens (89% from cache) · $0.07"
+
+
+def test_large_counts_are_shown_in_millions_and_billions() -> None:
+    many = RunStats(input_tokens=3_600_000_000, output_tokens=2_400_000)
+    assert format_stats(many) == "0 tool calls · 0s · 3.6B tokens"
+    assert format_stats(RunStats(output_tokens=2_400_000)) == "0 tool calls · 0s · 2.4M tokens"

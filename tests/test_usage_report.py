@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from bot.settings import ModelPrice, Settings
+from bot.usage_report import since_argument
 from core.lifecycle import Lifecycle
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.harness import Chat
+from tests.migration_crashes import upgrade
 from tests.test_cache_prefix import running
 
 ROOT = Path(__file__).resolve().parents[1]
+ZERO = timedelta(0)
 
 PRICE = ModelPrice(input=3, output=15, cache_read=0.3, cache_write=3.75)
 """Dollars per million tokens of the fake's model, ``claude-test``."""
@@ -74,9 +77,10 @@ AFTER_THE_CHANGE = Reply([text("Nothing to do.")], input_tokens=100, output_toke
 
 
 def threadbot_usage(
-    folder: Path, settings: Settings, *args: str
+    folder: Path, settings: Settings, *args: str, code: int = 0
 ) -> subprocess.CompletedProcess[str]:
-    """``threadbot usage ARGS`` on ``settings``' database, run as a command in ``folder``."""
+    """``threadbot usage ARGS`` on ``settings``' database, run as a command in ``folder``;
+    it must exit with ``code``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))}
     env |= {"PYTHONPATH": str(ROOT), "THREADBOT_DATABASE_URL": settings.database_url}
     done = subprocess.run(
@@ -87,7 +91,7 @@ def threadbot_usage(
         env=env,
         timeout=60,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == code, done.stderr
     return done
 
 
@@ -202,3 +206,25 @@ async def test_the_status_line_shows_the_running_tokens_and_cost(
     status = shown[shown.index("threadbot: ⏳ wrote a.md") :].splitlines()[1].strip()
     assert status.startswith("— 1 tool call · ")
     assert status.endswith(" · 9.2k tokens (36% from cache) · $0.02")
+
+
+def test_since_takes_a_day_or_a_time_in_utc() -> None:
+    assert since_argument("2026-12-01") == datetime(2026, 12, 1, tzinfo=UTC)
+    assert since_argument("2026-12-01T18:44") == datetime(2026, 12, 1, 18, 44, tzinfo=UTC)
+    moment = since_argument("2026-12-01T18:44:00+05:00")
+    assert (moment, moment.utcoffset()) == (datetime(2026, 12, 1, 13, 44, tzinfo=UTC), ZERO)
+
+
+def test_usage_only_reads_a_database_at_the_newest_schema(tmp_path: Path) -> None:
+    missing = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'typo' / 'x.db'}")
+    said = threadbot_usage(tmp_path, missing, code=2).stderr
+    assert "x.db: no database there yet; `threadbot db upgrade`" in said
+    assert not (tmp_path / "typo").exists()  # nothing made
+
+    old = tmp_path / "old.db"
+    upgrade(old, "0007")
+    outdated = Settings(database_url=f"sqlite+aiosqlite:///{old}")
+    said = threadbot_usage(tmp_path, outdated, code=2).stderr
+    assert "is at revision 0007" in said and "threadbot db upgrade" in said
+    with sqlite3.connect(old) as db:
+        assert db.execute("select version_num from alembic_version").fetchall() == [("0007",)]

@@ -119,9 +119,15 @@ def reply(
 
     Anyone else's reply is kept as a note and answered in the thread with the
     words a reaction of theirs gets (:class:`core.run_events.Refused`); the
-    request stays open.
+    request stays open. A budget is not raised in words, not even by them: the
+    reply is kept as a note and the thread says how to raise it (a "no, don't"
+    must not spend money).
     """
     note = UserText(author=message.author, text=message.text, role="note")
+    if isinstance(request, ContinueRequest) and request.budget and message.may_continue:
+        return Change(
+            entries=(note,), events=(Refused(action="raise_in_words", by_name=message.author.name),)
+        )
     if not message.may_continue:
         refused = Refused(action="decide", by_name=message.author.name)
         return Change(entries=(note,), events=(refused,))
