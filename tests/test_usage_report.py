@@ -162,11 +162,27 @@ async def test_usage_adds_up_the_calls_at_the_price_they_were_made_at(
             "select model, input, output, cache_read, cache_write from prices order by id"
         ).fetchall()
         priced = db.execute("select price_id from model_calls order by id").fetchall()
+        calls = db.execute(
+            "select m.run_id, m.position, m.latency_ms, m.model, j.kind from model_calls m "
+            "join journal j on j.conversation_id = m.conversation_id and j.seq = m.seq "
+            "order by m.id"
+        ).fetchall()
     assert entries == [
         ("claude-test", 3_000_000, 15_000_000, 300_000, 3_750_000),
         ("claude-test", 6_000_000, 30_000_000, 600_000, 7_500_000),
     ]
     assert priced == [(1,), (1,), (1,), (2,)]
+    # Each call names its run (the plan's, the approval's, the second mention's), the
+    # position it was made in, its latency, and the assistant turn it answered with.
+    assert [(position, model, kind) for _, position, _, model, kind in calls] == [
+        ("planning", "claude-test", "assistant_turn"),
+        ("executing", "claude-test", "assistant_turn"),
+        ("executing", "claude-test", "assistant_turn"),
+        ("planning", "claude-test", "assistant_turn"),
+    ]
+    runs = [run for run, *_ in calls]
+    assert runs[1] == runs[2] and len({runs[0], runs[1], runs[3]}) == 3
+    assert all(isinstance(latency, int) and latency >= 0 for _, _, latency, _, _ in calls)
 
 
 async def test_calls_of_a_model_with_no_price_are_counted_and_said_unpriced(
