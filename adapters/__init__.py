@@ -15,7 +15,9 @@ Shared by the platforms, one module per concept:
 - :mod:`adapters.limits`: text past a platform's limits (cut edits and labels,
   long answers as files);
 - :mod:`adapters.inbound`: what a runner does with a translated event (the
-  bot-to-bot cap, handing it to the hub).
+  bot-to-bot cap, handing it to the hub);
+- :mod:`adapters.downloads`: fetching a shared file from a platform's file host,
+  its token sent there only.
 
 The platforms: :mod:`adapters.slack`, :mod:`adapters.discord`, :mod:`adapters.console`.
 Nothing here imports a platform SDK: importing ``adapters`` or a platform's

@@ -15,14 +15,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from opentelemetry.trace import TracerProvider
+
 from bot.errors import GaveUp
 from bot.layers import ConversationSettings
 from bot.sandboxing import confine, fallback_said
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
+from bot.tracing import OFF, Traces, place_attributes, traces_from
 from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.events import PlatformRef
+from conversations.files import FileFetcher, FileLimits
 from conversations.hub import Hub, HubSettings
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
@@ -35,14 +39,17 @@ from core.faults import Faults
 from core.models.base import Model
 from core.models.demo import DemoModel
 from core.models.scripted import ScriptFileModel
+from core.outputs import PersistentOutputs
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.secrets import Redactor
 from core.tools.base import Toolbox
 from core.tools.command import RunCommand
 from core.tools.control import control_tools
+from core.tools.outputs import ReadOutput
 from core.tools.workspace import EditFile, ListFiles, ReadFile, WriteFile
 from core.tools.workspaces import GitWorkspaces
+from core.tracing import Tracing
 from core.workflow import default_workflow
 
 log = logging.getLogger(__name__)
@@ -58,6 +65,7 @@ def default_toolbox(run_command: RunCommand | None = None) -> Toolbox:
             WriteFile(),
             EditFile(),
             run_command or RunCommand(),
+            ReadOutput(),
         ]
     )
 
@@ -106,6 +114,8 @@ class App:
     backoff: Backoff = field(default_factory=Backoff)
     shutdown_grace: float = 20.0
     """Seconds for running steps to reach their next commit, then at most again for delivery."""
+    traces: Traces = OFF
+    """The export of the runs' spans (:mod:`bot.tracing`), flushed and ended by :meth:`close`."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -133,6 +143,10 @@ class App:
     def add_texts(self, texts: PlatformTexts) -> None:
         """Say ``texts`` (an adapter's help texts) on ``texts.platform``."""
         self.hub.add_texts(texts)
+
+    def add_fetcher(self, fetcher: FileFetcher) -> None:
+        """Fetch the files shared on ``fetcher.platform`` through ``fetcher`` (an adapter's)."""
+        self.hub.add_fetcher(fetcher)
 
     def supervise(self, name: str, factory: Factory) -> None:
         """Run ``factory`` as a supervised background task (now, or from :meth:`start`)."""
@@ -200,13 +214,15 @@ class App:
             log.warning("shutting down with messages still pending; they go out at the next start")
 
     async def close(self) -> None:
-        """Stop work and close the database (in-flight runs resume at the next start)."""
+        """Stop work and close the database (in-flight runs resume at the next start); the
+        spans still batched are exported."""
         await self.hub.close()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
         await self.store.close()
+        await self.traces.close()
 
 
 async def build(
@@ -216,8 +232,15 @@ async def build(
     clock: Clock | Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], datetime] = utc_now,
     toolbox: Toolbox | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> App:
-    """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override."""
+    """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override.
+
+    The runs' spans go to ``tracer_provider`` when given (the caller ends it), else to
+    the OTLP export the environment configures (:func:`bot.tracing.traces_from`, which
+    raises :class:`bot.errors.TracesUnavailable` for one that cannot be given).
+    """
+    traces = traces_from() if tracer_provider is None else Traces(provider=tracer_provider)
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     faults = Faults(settings.fault)
     redactor = Redactor(settings.secrets())
@@ -233,7 +256,11 @@ async def build(
     sheet = {model: price.rates() for model, price in settings.prices.items()}
     prices = await store.usage.sync_prices(sheet, wall_clock())  # a changed price: a new entry
     base = EngineSettings(
-        max_turns=settings.max_turns, max_tokens=settings.max_tokens, prices=prices
+        max_turns=settings.max_turns,
+        max_tokens=settings.max_tokens,
+        output_store_limit=settings.output_store_limit,
+        file_text_limit=settings.shared_text_limit,
+        prices=prices,
     )
     places = ConversationSettings(layers, _binding_of(store), base=base)
     deliverer = Deliverer(
@@ -255,9 +282,11 @@ async def build(
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
         channel_spend=store.usage.channel_spend,
+        outputs=PersistentOutputs(store.outputs),
         faults=faults,
         redactor=redactor,
         workspaces=GitWorkspaces(sandbox=confinement.run_command.sandbox),
+        tracing=Tracing(provider=traces.provider, attributes=place_attributes(_binding_of(store))),
     )
     hub_settings = HubSettings(
         workspace_root=settings.workspace_root.resolve(),
@@ -272,6 +301,11 @@ async def build(
         stop_command=settings.stop_command,
         lease_ttl=settings.lease_ttl,
         shutdown_grace=settings.shutdown_grace,
+        files=FileLimits(
+            max_bytes=int(settings.shared_file_mb * 1024 * 1024),
+            per_message=settings.shared_files_per_message,
+            timeout=settings.shared_file_timeout,
+        ),
     )
     if settings.instance:
         hub_settings = dataclasses.replace(hub_settings, instance=settings.instance)
@@ -294,4 +328,5 @@ async def build(
         sweeper=sweeper,
         backoff=Backoff(limit=settings.restart_limit, window=settings.restart_window),
         shutdown_grace=settings.shutdown_grace,
+        traces=traces,
     )

@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
 from bot.app import default_toolbox
-from bot.errors import StartFailed
+from bot.errors import StartFailed, TracesUnavailable
 from bot.platforms import platform_adapters
 from bot.serve import run_console, run_platforms
 from bot.settings import Settings
@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except (
         ConsoleError,
         StartFailed,
+        TracesUnavailable,
         OSError,
         ValueError,
         CommandError,

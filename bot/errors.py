@@ -4,7 +4,8 @@ The tree::
 
     BotError
     ├── GaveUp        a supervised background task kept failing; the process ends
-    └── StartFailed   a platform adapter could not start (a refused token, ...)
+    ├── StartFailed   a platform adapter could not start (a refused token, ...)
+    └── TracesUnavailable  the trace export asked for cannot be given
 """
 
 from __future__ import annotations
@@ -37,3 +38,9 @@ class StartFailed(BotError):
     def __init__(self, platform: str, reason: BaseException) -> None:
         super().__init__(f"could not start {platform}: {reason}")
         self.platform = platform
+
+
+class TracesUnavailable(BotError):
+    """The environment asks for the OTLP export of traces, but it cannot be given: the
+    OpenTelemetry SDK or exporter is not installed, or another protocol is asked for
+    (:mod:`bot.tracing`). The message says what to do."""

@@ -39,6 +39,10 @@ OutputChars = Annotated[int, Field(gt=100, le=10_000_000)]
 RequestSeconds = Annotated[float, Field(gt=0, le=365 * 24 * 3600, allow_inf_nan=False)]
 """Seconds a request waits for a person: at most a year."""
 PerUser = Annotated[int, Field(ge=1, le=100_000)]
+ContextTokens = Annotated[int, Field(ge=1_000, le=100_000_000)]
+"""Tokens of a model's context window."""
+Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+"""A share (0 to 1) of something."""
 BudgetTokens = Annotated[int, Field(ge=1, le=10**12)]
 """Tokens of a budget (every kind counted): at most a trillion."""
 BudgetUsd = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
@@ -69,6 +73,8 @@ LAYERED = (
     "conversation_budget_usd",
     "channel_daily_budget_tokens",
     "channel_daily_budget_usd",
+    "context_window",
+    "compact_at",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -115,6 +121,8 @@ class Layer(BaseModel):
     conversation_budget_usd: BudgetUsd | None = None
     channel_daily_budget_tokens: BudgetTokens | None = None
     channel_daily_budget_usd: BudgetUsd | None = None
+    context_window: ContextTokens | None = None
+    compact_at: Share | None = None
 
     @field_validator("policy")
     @classmethod

@@ -86,6 +86,8 @@ class Effective:
             output_limit=self["output_limit"],
             request_ttl=self["request_ttl"],
             git_repo=self["git_repo"],
+            context_window=self["context_window"],
+            compact_at=self["compact_at"],
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]

@@ -128,6 +128,7 @@ async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> 
         app.add_sender(adapter)
         app.add_membership(directory_for(adapter))
         app.add_texts(adapter.texts)
+        app.add_fetcher(adapter.files)
     async with app:
         try:
             return await serve(app, connect(), (signal.SIGINT, signal.SIGTERM), stop_receiving)

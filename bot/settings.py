@@ -45,6 +45,7 @@ from bot.layer_tables import (
     BudgetTokens,
     BudgetUsd,
     CommandSeconds,
+    ContextTokens,
     DiscordGuild,
     Layer,
     MemoryMb,
@@ -52,6 +53,7 @@ from bot.layer_tables import (
     OutputChars,
     PerUser,
     RequestSeconds,
+    Share,
     SlackTeamId,
     SlackWorkspace,
     Snowflake,
@@ -140,6 +142,16 @@ class Settings(BaseSettings):
     allow_bots: bool = False
     bot_thread_cap: int = Field(default=5, ge=0)
     file_threshold: int = Field(default=12_000, gt=0)
+    shared_file_mb: float = Field(default=10.0, gt=0, le=1024)
+    """Megabytes (MiB) of one file shared in a thread that the bot fetches; a larger one is
+    left out, and the thread is told."""
+    shared_files_per_message: int = Field(default=10, ge=0, le=100)
+    """Files of one message the bot fetches; the others are left out, and the thread is told."""
+    shared_file_timeout: float = Field(default=30.0, gt=0, le=600)
+    """Seconds the download of one shared file may take."""
+    shared_text_limit: int = Field(default=50_000, ge=0, le=1_000_000)
+    """Characters of the text files shared with one message the model reads inline; the
+    files past it are saved into the conversation's workspace."""
     model: ModelId = DEFAULT_MODEL
     fallback_models: CommaModels = []
     """Models asked in turn when the model is overloaded (529, or 429 after retries)."""
@@ -153,6 +165,9 @@ class Settings(BaseSettings):
     command_memory_mb: MemoryMb | None = None
     """Megabytes of data each process of a command may allocate (none: no cap)."""
     output_limit: OutputChars = 16_000
+    output_store_limit: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
+    """Characters of a tool output kept whole for ``read_output`` (a command's output past
+    it keeps its head and tail)."""
     mutating_tools: bool = True
     """False: no mutating tool (file writes, commands) runs at all."""
     git_repo: str | None = None
@@ -169,6 +184,10 @@ class Settings(BaseSettings):
     """Tokens a channel's conversations may spend per UTC day together."""
     channel_daily_budget_usd: BudgetUsd | None = None
     """Dollars a channel's conversations may spend per UTC day together (needs prices)."""
+    context_window: ContextTokens = 200_000
+    """Tokens the model's context holds (Claude's window: 200,000)."""
+    compact_at: Share = 0.8
+    """Share of ``context_window`` past which a conversation's oldest turns are summarized."""
     prices: dict[ModelId, ModelPrice] = {}
     """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []

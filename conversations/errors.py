@@ -6,7 +6,9 @@ The tree::
     ├── DeliveryError      a platform refused or failed an outbound action
     │   └── RateLimited    the platform asked us to wait ``retry_after`` seconds
     │       └── NotConnected  the adapter is not connected yet: wait the same way
-    └── LookupFailed       a platform could not say who is in a group or role
+    ├── LookupFailed       a platform could not say who is in a group or role
+    └── FetchFailed        a shared file could not be fetched (a host refused, HTTP, a timeout)
+        └── FileTooLarge   it is larger than the limit for a shared file
 """
 
 from __future__ import annotations
@@ -43,3 +45,18 @@ class LookupFailed(ConversationsError):
 
     The message says which call failed and why; the person is refused.
     """
+
+
+class FetchFailed(ConversationsError):
+    """A file shared in a thread could not be fetched; the message says why in a few
+    words (``the file is on example.com, not on a host the bot fetches from``,
+    ``HTTP 404``), for the model and the logs. Never carries a token."""
+
+
+class FileTooLarge(FetchFailed):
+    """A shared file is larger than the limit (``limit``, bytes): its declared size, or
+    the bytes read so far, passed it."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit

@@ -61,6 +61,27 @@ class Author(BaseModel):
 # --- inbound ---------------------------------------------------------------------
 
 
+class Attachment(BaseModel):
+    """A file shared with a message, as the platform describes it; its bytes are not here.
+
+    The adapter of ``platform`` fetches it when the hub asks
+    (:class:`conversations.files.FileFetcher`). ``id``: the platform's file id (Slack
+    ``F...``, a Discord attachment snowflake); ``name``: its file name as shown;
+    ``url``: where the adapter fetches it (Slack ``url_private_download``, Discord
+    ``url``), ``""`` when the platform gave none (a deleted file, one Slack withheld);
+    ``media_type``: the MIME type the platform gives, ``application/octet-stream``
+    when none; ``size``: bytes as the platform says, None when it does not.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    url: str = ""
+    media_type: str = "application/octet-stream"
+    size: int | None = None
+
+
 class MessagePosted(BaseModel):
     """A person posted a message.
 
@@ -80,6 +101,9 @@ class MessagePosted(BaseModel):
     unreadable: bool = False
     """The platform withheld the text (Discord without the Message Content intent):
     the hub tells the thread instead of taking an empty answer."""
+    attachments: tuple[Attachment, ...] = ()
+    """Files shared with the message, in the order the platform lists them; the hub
+    fetches them for the conversation (:mod:`conversations.files`)."""
 
 
 class ReactionChanged(BaseModel):

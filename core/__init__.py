@@ -11,7 +11,7 @@ Rooms by concept (DESIGN.md, "Inside the packages")::
     errors.py         the error tree
     context.py        the run context: clock and ids (the one reader of the wall clock)
     people.py         a person: platform id and name
-    inputs.py         what people give the engine: start, reply, decision
+    inputs.py         what people give the engine: start, reply, decision, shared files
     lifecycle.py      idle, running, waiting(kind), done, failed, cancelled
     workflow.py       workflows as data (workflows/default.toml)
     journal.py        journal entries, tool call records, snapshot, Change, Journal
@@ -23,5 +23,6 @@ Rooms by concept (DESIGN.md, "Inside the packages")::
     run/              the engine's entry points, the turn, the tool calls, the history
     policy/           the tool policy and the shell-command reader
     tools/            tool specs and their input checks; workspace and command tools
+    files/            files shared in the thread, read into what the model sees
     models/           the Model protocol and its implementations
 """

@@ -11,11 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.people import Person
+
+
+class SharedFile(BaseModel):
+    """A file shared with a message, fetched by the caller (the hub, through the
+    platform's adapter): core never learns where it came from.
+
+    ``name``: the file name as the person gave it (not yet safe as a path);
+    ``media_type``: the MIME type the platform gave (``application/octet-stream``
+    when none; the engine trusts the bytes over it for images); ``size``: bytes, the
+    length of ``data`` when fetched, else the platform's figure (None: unknown);
+    ``data``: the file's bytes, None when it was not fetched; ``problem``: why not
+    (a cap it went over, a failed download), said to the model in its place.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    media_type: str = "application/octet-stream"
+    size: int | None = None
+    data: bytes | None = None
+    problem: str | None = None
 
 
 class Start(BaseModel):
@@ -24,6 +44,10 @@ class Start(BaseModel):
     ``may_continue``: the author may carry on a failed run where it stopped (the
     requester or an approver); anyone else's message starts over at the plan.
     ``delivery_key`` names the inbound message, marked handled once journaled.
+    ``files``: files shared with the message, fetched; the engine reads them into
+    ``blocks`` before it journals the message (:class:`core.files.FileReader`), and
+    ``blocks`` are what the model reads of them: Messages API content blocks, kept
+    as :attr:`core.journal.UserText.files`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -31,6 +55,8 @@ class Start(BaseModel):
     author: Person
     may_continue: bool = False
     delivery_key: str | None = None
+    files: tuple[SharedFile, ...] = ()
+    blocks: tuple[dict[str, Any], ...] = ()
 
 
 class Reply(BaseModel):
@@ -41,6 +67,8 @@ class Reply(BaseModel):
     author: Person
     may_continue: bool = False
     delivery_key: str | None = None
+    files: tuple[SharedFile, ...] = ()
+    blocks: tuple[dict[str, Any], ...] = ()
 
 
 Inbox = Callable[[], Sequence[Reply]]

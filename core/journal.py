@@ -83,13 +83,20 @@ class ModelUsage(BaseModel):
 
 
 class UserText(BaseModel):
-    """A person's words: the request, an answer, plan feedback, or a note mid-run."""
+    """A person's words: the request, an answer, plan feedback, or a note mid-run.
+
+    ``files``: the files shared with the words, as the model read them: the exact
+    Messages API content blocks sent (an image's base64 data included, text inlined,
+    notes for what was saved or left out; :class:`core.files.FileReader`), so a
+    resume sends the same bytes without fetching anything again.
+    """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["user_text"] = "user_text"
     author: Person
     text: str
     role: Literal["request", "answer", "feedback", "note"] = "request"
+    files: tuple[dict[str, Any], ...] = ()
 
 
 class AssistantTurn(BaseModel):
@@ -153,6 +160,23 @@ class StepEntered(BaseModel):
     instructions: str
 
 
+class Compacted(BaseModel):
+    """The oldest part of the conversation, up to entry ``through_seq``, summarized by the
+    model when the context grew past its share of the window (:mod:`core.run.compaction`).
+
+    From then on the model reads ``summary`` (and the step it was in, ``step``) in
+    place of those entries; they stay in the journal. ``usage``: the summary's model
+    call, recorded and priced like any other.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["compacted"] = "compacted"
+    summary: str
+    through_seq: int
+    step: StepEntered | None = None
+    usage: ModelUsage | None = None
+
+
 class StopEntry(BaseModel):
     """A person stopped the run."""
 
@@ -162,7 +186,13 @@ class StopEntry(BaseModel):
 
 
 Entry = Annotated[
-    UserText | AssistantTurn | ToolResultEntry | DecisionEntry | StepEntered | StopEntry,
+    UserText
+    | AssistantTurn
+    | ToolResultEntry
+    | DecisionEntry
+    | StepEntered
+    | Compacted
+    | StopEntry,
     Field(discriminator="kind"),
 ]
 

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from core.journal import AssistantTurn, ConversationSnapshot, DecisionEntry, JournalRecord
+from core.journal import (
+    AssistantTurn,
+    Compacted,
+    ConversationSnapshot,
+    DecisionEntry,
+    JournalRecord,
+)
 from core.requests.shapes import ContinueRequest
 from core.requests.verdicts import Approved
 
@@ -134,8 +140,9 @@ class Spend:
 NO_SPEND = Spend()
 
 
-def turn_spend(turn: AssistantTurn) -> Spend:
-    """What one model call spent (nothing when it has no usage)."""
+def turn_spend(turn: AssistantTurn | Compacted) -> Spend:
+    """What one model call (a turn, or a compaction's summary) spent (nothing when it
+    has no usage)."""
     usage = turn.usage
     if usage is None:
         return NO_SPEND
@@ -146,7 +153,9 @@ def journal_spend(journal: Sequence[JournalRecord], since: datetime | None = Non
     """What the model calls of ``journal`` spent (only those recorded at ``since`` or later)."""
     spent = NO_SPEND
     for record in journal:
-        if isinstance(record.entry, AssistantTurn) and (since is None or record.at >= since):
+        if isinstance(record.entry, AssistantTurn | Compacted) and (
+            since is None or record.at >= since
+        ):
             spent += turn_spend(record.entry)
     return spent
 

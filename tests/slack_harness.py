@@ -385,6 +385,7 @@ async def slack_workspace(
         )
         app.add_sender(adapter)
         app.add_texts(adapter.texts)
+        app.add_fetcher(adapter.files)
         await app.start()
         stack.push_async_callback(adapter.close)  # closed before the app and the fakes
         await asyncio.wait_for(adapter.start(app.hub), WAIT)

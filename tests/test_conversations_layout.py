@@ -21,6 +21,7 @@ from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
 from core.journal import Journal
+from core.outputs import OutputStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "conversations"
@@ -101,6 +102,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "requests": interfaces.Requests,
         "retention": interfaces.Retention,
         "usage": Usage,
+        "outputs": OutputStore,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

@@ -108,6 +108,7 @@ class Guild:
         )
         self.app.add_sender(self.adapter)
         self.app.add_texts(self.adapter.texts)
+        self.app.add_fetcher(self.adapter.files)
         await self.app.start()
         await asyncio.wait_for(self.adapter.start(self.app.hub), WAIT)
 

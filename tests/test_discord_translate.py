@@ -85,7 +85,7 @@ def ref(**fields: Any) -> PlatformRef:
 def test_every_fixture_is_a_gateway_dispatch_frame() -> None:
     names = sorted(path.stem for path in FIXTURES.glob("*.json"))
 
-    assert len(names) == 8
+    assert len(names) == 9
     for name in names:
         payload = frame(name)
         assert payload["op"] == 0 and isinstance(payload["s"], int)

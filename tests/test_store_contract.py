@@ -46,6 +46,7 @@ from core.journal import (
     ToolState,
     UserText,
 )
+from core.outputs import OutputStore
 from core.people import Person
 from core.requests.shapes import PendingRequest, PlanApproval, RequestState
 from core.requests.verdicts import Approved, Rejected
@@ -924,6 +925,7 @@ INTERFACES: dict[str, type[Any]] = {
     "requests": interfaces.Requests,
     "retention": interfaces.Retention,
     "usage": Usage,
+    "outputs": OutputStore,
 }
 
 
@@ -932,8 +934,8 @@ USAGE = "test_store_usage.py"
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:
-    """A method added to an interface needs a contract test here (or, for ``usage``, in
-    ``test_store_usage.py``), for every backend."""
+    """A method added to an interface needs a contract test here (or, for ``usage`` and
+    ``outputs``, in ``test_store_usage.py``), for every backend."""
     here = Path(__file__)
     trees = [ast.parse(p.read_text(encoding="utf-8")) for p in (here, here.with_name(USAGE))]
     called = {

@@ -1,5 +1,6 @@
-"""The store's ``usage`` contract, on each backend: dated price entries, a model call
-recorded with its assistant turn, a channel's spend and the usage report.
+"""The store's ``usage`` and ``outputs`` contracts, on each backend: dated price entries,
+a model call recorded with its assistant turn, a channel's spend and the usage report;
+large tool outputs kept whole, per conversation.
 
 The other interfaces' contract is in ``test_store_contract.py`` (its last test checks
 that every method of every interface is called in one of the two modules).
@@ -12,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from conversations.events import PlatformRef
 from conversations.store import Store
@@ -123,3 +125,18 @@ async def test_calls_add_up_per_channel_and_in_the_report(store: Store) -> None:
     (today,) = await store.usage.report("day")
     assert (today.key, today.calls) == (datetime.now(UTC).date().isoformat(), 4)
     assert await store.usage.report("day", since=datetime.now(UTC) + timedelta(1)) == []
+
+
+async def test_an_output_is_kept_whole_and_read_back_only_by_its_conversation(
+    store: Store,
+) -> None:
+    mine = await opened(store, "T300", "T300")
+    theirs = await opened(store, "T400", "T400")
+    whole = "line\n" * 20_000
+    await store.outputs.put_output(mine, "out_0001", whole)
+
+    assert await store.outputs.get_output(mine, "out_0001") == whole
+    assert await store.outputs.get_output(theirs, "out_0001") is None  # not theirs
+    assert await store.outputs.get_output(mine, "out_0002") is None
+    with pytest.raises((ConversationNotFound, IntegrityError)):
+        await store.outputs.put_output("no-such-conversation", "out_0003", "x")

@@ -16,5 +16,6 @@
 - :mod:`adapters.discord.runner`: :class:`~adapters.discord.runner.DiscordAdapter`,
   the connection's lifecycle;
 - :mod:`adapters.discord.directory`: roles as approvers;
-- :mod:`adapters.discord.texts`: what the hub says on Discord.
+- :mod:`adapters.discord.texts`: what the hub says on Discord;
+- :mod:`adapters.discord.files`: attachments, fetched from Discord's CDN with no token.
 """

@@ -33,6 +33,7 @@ import discord.http
 import yarl
 
 from adapters.discord.errors import DiscordStartError, GatewayClosed
+from adapters.discord.files import DiscordFiles
 from adapters.discord.gateway_guard import guard_parsers
 from adapters.discord.inbound import Inbound
 from adapters.discord.sending import DiscordSender
@@ -168,6 +169,8 @@ class DiscordAdapter:
             bot_thread_cap=config.bot_thread_cap,
         )
         self._sender = DiscordSender(client=self.client, file_threshold=config.file_threshold)
+        self.files = DiscordFiles(api_url=config.api_url)
+        """Fetches the files people attach (``bot`` hands it to the hub)."""
         self._worker: asyncio.Task[None] | None = None
         self._connection: asyncio.Task[None] | None = None
         self._closing = False

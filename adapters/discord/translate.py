@@ -37,16 +37,24 @@ from adapters.discord.identity import BotIdentity
 from adapters.discord.interactions import PLATFORM, THREAD_TYPES, interaction_event
 from adapters.discord.mentions import mentioned_roles, mentions_bot, without_mentions
 from adapters.discord.payload import bad_snowflake, display_name, dropped, snowflake
-from adapters.discord.types import Channel, GuildCreateEvent, MessageCreateEvent, ReactionEvent
+from adapters.discord.types import (
+    Attachment,
+    Channel,
+    GuildCreateEvent,
+    MessageCreateEvent,
+    ReactionEvent,
+)
 from adapters.drops import label
 from adapters.fields import integer, items, mapping, mappings, text
 from conversations.emoji import normalize
+from conversations.events import Attachment as SharedRef
 from conversations.events import Author, MessagePosted, PlatformRef, ReactionChanged
 
 __all__ = [
     "PLATFORM",
     "THREAD_TYPES",
     "BotIdentity",
+    "attachments",
     "bot_role_ids",
     "content_missing",
     "interaction_event",
@@ -101,6 +109,7 @@ def message_event(
     - ``author``: ``Author(author.id, member.nick or author.global_name or
       author.username)``, ``is_bot`` for another bot.
     - ``unreadable``: :func:`content_missing`.
+    - ``attachments``: its files (:func:`attachments`).
 
     None for: the bot's own messages (``author.id == me.user_id``), other bots'
     unless ``allow_bots``, webhook messages (``webhook_id``), Discord's system
@@ -143,6 +152,29 @@ def message_event(
         text=without_mentions(content, me.user_id, roles).strip(),
         mentions_bot=not guild or mentions_bot(d, me.user_id, bot_roles),
         unreadable=content_missing(d, me),
+        attachments=attachments(d.get("attachments")),
+    )
+
+
+def attachments(found: list[Attachment] | None) -> tuple[SharedRef, ...]:
+    """A message's ``attachments`` as neutral references
+    (https://discord.com/developers/docs/resources/message#attachment-object).
+
+    ``url`` is the attachment's ``url`` (fetched without any token, from Discord's CDN
+    only: :mod:`adapters.discord.files`); ``name`` its ``filename``; ``media_type``
+    its ``content_type``, ``application/octet-stream`` when Discord gives none. An
+    attachment without an id or a url is left out. Never raises.
+    """
+    return tuple(
+        SharedRef(
+            id=attachment_id,
+            name=text(a.get("filename")) or attachment_id,
+            url=url,
+            media_type=text(a.get("content_type")) or "application/octet-stream",
+            size=integer(a.get("size")),
+        )
+        for a in mappings(found)
+        if (attachment_id := snowflake(a.get("id"))) and (url := text(a.get("url")))
     )
 
 

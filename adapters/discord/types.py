@@ -168,6 +168,27 @@ class MessageMention(User):
     member: NotRequired[Member]
 
 
+class Attachment(TypedDict):
+    """A file attached to a message
+    (https://discord.com/developers/docs/resources/message#attachment-object).
+
+    ``url`` (on ``cdn.discordapp.com``) and ``proxy_url`` (on ``media.discordapp.net``)
+    are signed and need no token; ``size`` is in bytes; ``content_type`` is the
+    file's media type, left out when Discord does not know it.
+    """
+
+    id: Snowflake
+    filename: str
+    size: int
+    url: str
+    proxy_url: str
+    content_type: NotRequired[str]
+    title: NotRequired[str]
+    description: NotRequired[str]
+    width: NotRequired[int | None]
+    height: NotRequired[int | None]
+
+
 class Message(TypedDict):
     """A message (https://discord.com/developers/docs/resources/message#message-object).
 
@@ -190,7 +211,7 @@ class Message(TypedDict):
     nonce: NotRequired[int | str]
     mentions: list[MessageMention]
     mention_roles: list[Snowflake]
-    attachments: list[Any]
+    attachments: list[Attachment]
     embeds: list[Any]
     components: NotRequired[list[Any]]
     sticker_items: NotRequired[list[Any]]

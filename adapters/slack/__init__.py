@@ -13,5 +13,7 @@
 - :mod:`adapters.slack.sending`: making the calls, finding half-sent posts;
 - :mod:`adapters.slack.runner`: :class:`~adapters.slack.runner.SlackAdapter`, the
   bolt app's lifecycle and listeners;
-- :mod:`adapters.slack.directory`: user groups as approvers.
+- :mod:`adapters.slack.directory`: user groups as approvers;
+- :mod:`adapters.slack.files`: the files people share, fetched with the bot token
+  from Slack's file host only.
 """

@@ -39,6 +39,7 @@ from adapters.fields import mapping, text
 from adapters.inbound import BotCap, hand_over
 from adapters.slack.envelopes import Malformed, read_http_body
 from adapters.slack.errors import SlackStartError, SocketModeDown
+from adapters.slack.files import SlackFiles
 from adapters.slack.sending import SlackSender
 from adapters.slack.socket_mode import GuardedSocketModeHandler
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
@@ -93,6 +94,8 @@ class SlackAdapter:
         self.post_client = clients.post_client
         """:meth:`send`'s posts and uploads: nothing retried inside (a post is not idempotent)."""
         self._sender = SlackSender(clients=clients, file_threshold=config.file_threshold)
+        self.files = SlackFiles(token=config.bot_token, api_url=config.api_url)
+        """Fetches the files people share (``bot`` hands it to the hub)."""
         self.app = AsyncApp(
             client=self.client,
             signing_secret=config.signing_secret or "socket-mode-needs-no-secret",

@@ -36,18 +36,20 @@ from dataclasses import dataclass
 from typing import cast
 
 from adapters.drops import DropLog, label
-from adapters.fields import mapping, text
+from adapters.fields import integer, mapping, mappings, text
 from adapters.slack.mentions import mentions_bot, without_mentions
 from adapters.slack.types import (
     AuthTest,
     BlockActions,
     EventCallback,
+    File,
     MessageEvent,
     ReactionEvent,
     SlashCommand,
 )
 from conversations.emoji import normalize
 from conversations.events import (
+    Attachment,
     Author,
     ButtonPressed,
     CommandInvoked,
@@ -112,7 +114,8 @@ def inbound_event(
       outside code and quotes (its text when it has no rich text:
       :func:`adapters.slack.mentions.mentions_bot`), or it is a DM
       (``channel_type`` ``im``). The bot's mention is removed from the text
-      outside code and quotes;
+      outside code and quotes; its ``files`` are its attachments
+      (:func:`attachments`);
     - ``reaction_added`` / ``reaction_removed`` on a message
       (https://docs.slack.dev/reference/events/reaction_added): a
       :class:`ReactionChanged` with the normalized emoji name.
@@ -274,7 +277,38 @@ def _message(
         author=_bot(event, person, user) if is_bot else _person(user),
         text=unescape(without_mentions(content, me.user_id)).strip(),
         mentions_bot=event.get("channel_type") == "im" or mentions_bot(event, me.user_id),
+        attachments=attachments(event.get("files")),
     )
+
+
+def attachments(files: list[File] | None) -> tuple[Attachment, ...]:
+    """The files of a message event as neutral references (https://api.slack.com/types/file).
+
+    ``url`` is ``url_private_download`` (else ``url_private``): the adapter fetches it
+    with the bot token (:mod:`adapters.slack.files`), which refuses any host but
+    Slack's. A deleted file (``tombstone``), one past a free workspace's history
+    (``hidden_by_limit``) and one Slack gives no URL for get ``url=""``. ``name`` is
+    the file's ``name``, else its ``title``, else its id; a file without an id is
+    left out. Never raises.
+    """
+    found = []
+    for file in mappings(files):
+        file_id = text(file.get("id"))
+        if file_id is None:
+            continue
+        url = text(file.get("url_private_download")) or text(file.get("url_private")) or ""
+        if file.get("mode") in ("tombstone", "hidden_by_limit"):
+            url = ""
+        found.append(
+            Attachment(
+                id=file_id,
+                name=text(file.get("name")) or text(file.get("title")) or file_id,
+                url=url,
+                media_type=text(file.get("mimetype")) or "application/octet-stream",
+                size=integer(file.get("size")),
+            )
+        )
+    return tuple(found)
 
 
 def _is_user_subtype(subtype: object) -> bool:

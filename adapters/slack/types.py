@@ -88,6 +88,33 @@ class RichTextNode(TypedDict, total=False):
     style: TextStyle
 
 
+class File(TypedDict, total=False):
+    """A file shared with a message (https://api.slack.com/types/file,
+    https://docs.slack.dev/reference/objects/file-object); the runner reads the
+    ``name`` of the files it uploaded, the translators the rest.
+
+    ``url_private`` and ``url_private_download`` (on ``files.slack.com``) answer only
+    with ``Authorization: Bearer`` and a token with the ``files:read`` scope;
+    ``mimetype`` is the file's MIME type, ``size`` its bytes. ``mode`` is ``hosted``
+    (uploaded), ``snippet``, ``post``, ``external`` (``is_external``: the URLs point
+    at another service), ``tombstone`` (deleted) or ``hidden_by_limit`` (past a free
+    workspace's history); a file shared from another organisation may come as
+    ``{"id", "file_access": "check_file_info"}`` with no URL at all.
+    """
+
+    id: str
+    name: str
+    title: str
+    mimetype: str
+    filetype: str
+    size: int
+    mode: str
+    is_external: bool
+    url_private: str
+    url_private_download: str
+    file_access: str
+
+
 class MessageEvent(TypedDict):
     """A ``message`` or ``app_mention`` event
     (https://docs.slack.dev/reference/events/message,
@@ -103,7 +130,8 @@ class MessageEvent(TypedDict):
     ``channel_type`` (``channel``, ``group``, ``im``, ``mpim``) comes with
     ``message``, not with ``app_mention``. A bot's message has ``bot_id``,
     ``app_id``, ``bot_profile`` and maybe ``username``; ``hidden`` marks events
-    not shown in the channel.
+    not shown in the channel. ``files``: the files shared with it (a ``file_share``
+    message, or a mention that shares files).
     """
 
     type: str
@@ -121,6 +149,7 @@ class MessageEvent(TypedDict):
     username: NotRequired[str]
     hidden: NotRequired[bool]
     message: NotRequired[MessageEvent]
+    files: NotRequired[list[File]]
     event_ts: str
 
 
@@ -296,14 +325,6 @@ class MessageMetadata(TypedDict):
 
     event_type: str
     event_payload: OutboxPayload
-
-
-class File(TypedDict, total=False):
-    """A file shared in a message; the runner reads its ``name``
-    (https://docs.slack.dev/reference/objects/file-object)."""
-
-    id: str
-    name: str
 
 
 class Reply(TypedDict):

@@ -20,11 +20,13 @@ from __future__ import annotations
 import logging
 
 from conversations.events import InboundEvent, MessagePosted, PostReply, inbound_adapter
+from conversations.files import FileFetcher
 from conversations.hub import _chain
 from conversations.hub._authorise import Authorise
 from conversations.hub._bind import Bind
 from conversations.hub._chain import Answer, Inbound, Step
 from conversations.hub._dedupe import Dedupe
+from conversations.hub._files import Downloads
 from conversations.hub._limits import Limits
 from conversations.hub._route import Route
 from conversations.hub._runs import Runs
@@ -60,7 +62,10 @@ class Hub:
         self._texts: dict[str, PlatformTexts] = {}
         self.leases = Leases(store=store.leases, owner=settings.instance, ttl=settings.lease_ttl)
         """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
-        self._runs = Runs(engine=engine, leases=self.leases)
+        self._downloads = Downloads(
+            limits=settings.files, threads=store.threads, notice=self._notice
+        )
+        self._runs = Runs(engine=engine, leases=self.leases, downloads=self._downloads)
         self.stopper = Stopper(
             threads=store.threads,
             stops=store.stops,
@@ -106,6 +111,7 @@ class Hub:
                 stop_command=settings.stop_command,
                 notice=self._notice,
                 send_now=self._deliverer.send_now,
+                downloads=self._downloads,
             ),
         ]
 
@@ -123,6 +129,11 @@ class Hub:
     def add_membership(self, membership: Membership) -> None:
         """Ask ``membership`` whether a person is in a group approver of its platform."""
         self._settings.access.add_membership(membership)
+
+    def add_fetcher(self, fetcher: FileFetcher) -> None:
+        """Fetch the files shared on ``fetcher.platform`` through ``fetcher`` (the adapter's);
+        without one, a platform's files are described to the model as not fetched."""
+        self._downloads.add(fetcher)
 
     def add_texts(self, texts: PlatformTexts) -> None:
         """Say ``texts`` on ``texts.platform`` (an adapter's own help texts)."""

@@ -5,7 +5,9 @@ conversation's queue (:mod:`conversations.hub._runs`); a decision itself is take
 at once (compare-and-set: the first wins, the second is told it was decided); a
 stop goes to the stopper, which reaches the run wherever it runs; notices go to
 the thread through the outbox; answers where no conversation is bound go straight
-to the adapter.
+to the adapter. A reply's shared files are fetched here, before it is queued
+(:mod:`conversations.hub._files`), so the hub returns to the adapter once they are
+fetched, within the download timeout.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from conversations.hub._chain import (
     StopRun,
     person_of,
 )
+from conversations.hub._files import Downloads
 from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
@@ -60,8 +63,10 @@ class Route:
         stop_command: str,
         notice: Notify,
         send_now: SendNow,
+        downloads: Downloads | None = None,
     ) -> None:
         self._engine = engine
+        self._downloads = downloads
         self._runs = runs
         self._stopper = stopper
         self._threads = threads
@@ -77,11 +82,15 @@ class Route:
             case Begin(conversation_id=conversation_id, event=event):
                 self._runs.start(conversation_id, event)
             case Answer(conversation=conversation, event=event, may_continue=may):
+                # Fetched before it is queued: a run at work may take it as a note.
+                downloads = self._downloads
+                files = await downloads.of(conversation.id, event) if downloads else ()
                 reply = Reply(
                     text=event.text,
                     author=person_of(event.author),
                     may_continue=may,
                     delivery_key=event.delivery_key,
+                    files=files,
                 )
                 self._runs.reply(conversation.id, reply)
             case StopRun(conversation=conversation, who=who):

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from conversations import logcontext
 from conversations.events import MessagePosted
 from conversations.hub._chain import person_of
+from conversations.hub._files import Downloads
 from conversations.queue import ConversationQueue, Job
 from conversations.store.leases import Leases
 from core.errors import LeaseLost
@@ -33,21 +34,30 @@ log = logging.getLogger("conversations.hub")
 class Runs:
     """Queues the engine's work per conversation; ``queue`` is shared with the stopper."""
 
-    def __init__(self, *, engine: Engine, leases: Leases) -> None:
+    def __init__(
+        self, *, engine: Engine, leases: Leases, downloads: Downloads | None = None
+    ) -> None:
         self._engine = engine
         self._leases = leases
+        self._downloads = downloads
         self.queue = ConversationQueue(session=self._hold, around=self._job)
         self._shutting_down = False
 
     def start(self, conversation_id: str, event: MessagePosted) -> None:
-        """Queue the first run of a conversation a mention opened."""
-        start = Start(
-            text=event.text, author=person_of(event.author), delivery_key=event.delivery_key
-        )
-        self.queue.submit(
-            conversation_id,
-            Job(lambda: self._engine.start(conversation_id, start, self._inbox(conversation_id))),
-        )
+        """Queue the first run of a conversation a mention opened; the files it shares
+        are fetched in the job (:class:`~conversations.hub._files.Downloads`)."""
+
+        async def start() -> None:
+            files = await self._downloads.of(conversation_id, event) if self._downloads else ()
+            request = Start(
+                text=event.text,
+                author=person_of(event.author),
+                delivery_key=event.delivery_key,
+                files=files,
+            )
+            await self._engine.start(conversation_id, request, self._inbox(conversation_id))
+
+        self.queue.submit(conversation_id, Job(start))
 
     def reply(self, conversation_id: str, reply: Reply) -> None:
         """Queue a reply in the thread (a run at work takes it as a note instead)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conversations.access import AccessPolicy
 from conversations.channels import ChannelLookup
+from conversations.files import FileLimits
 from core.context import now
 
 DEFAULT_APPROVE = frozenset(
@@ -22,7 +23,8 @@ DEFAULT_STOP = frozenset({"octagonal_sign", "black_square_for_stop"})
 
 @dataclass(frozen=True, kw_only=True)
 class HubSettings:
-    """Reaction sets (normalized names), the stop command and word, and where workspaces go."""
+    """Reaction sets (normalized names), the stop command and word, where workspaces go,
+    and the caps on shared files."""
 
     workspace_root: Path
     access: AccessPolicy = field(default_factory=AccessPolicy)
@@ -43,3 +45,6 @@ class HubSettings:
     ``/threadbot settings``); None: the same everywhere, from ``access``."""
     clock: Callable[[], datetime] = now
     """The current time, timezone-aware UTC (for the per-hour limits)."""
+    files: FileLimits = field(default_factory=FileLimits)
+    """Caps on the files a message may share: bytes a file, files a message, seconds a
+    download (:mod:`conversations.files`)."""

@@ -17,6 +17,7 @@ Who takes which (DESIGN.md, "Inside the packages"):
 - :class:`Requests`: pending requests, reminders and expiry. Taken by hub and sweeper.
 - :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
 - :class:`~conversations.store.usage.Usage`: prices and model calls. Taken by the bot.
+- :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -25,8 +26,8 @@ contract suite (``tests/test_store_contract.py``). A consumer names only the
 interfaces it uses, never a backend.
 
 Errors every backend raises the same way: :class:`core.errors.ConversationNotFound`
-(an unknown conversation id where one must exist), :class:`core.errors.RequestConflict`
-(a compare-and-set lost), :class:`core.errors.LeaseLost` (a fenced commit refused).
+(an unknown id), :class:`core.errors.RequestConflict` (a compare-and-set lost),
+:class:`core.errors.LeaseLost` (a fenced commit refused).
 """
 
 from __future__ import annotations
@@ -39,21 +40,21 @@ from typing import Any, Protocol
 from conversations.events import PlatformRef
 from conversations.store.records import (
     ConversationInfo,
-    DueRequest,
     Lease,
     LeaseState,
     MessageLink,
     OutboxRecord,
     Outgoing,
     PendingSend,
-    Pruned,
     RequestMessage,
     StopRequest,
 )
+from conversations.store.upkeep import Requests as Requests
+from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
 from core.journal import Journal
+from core.outputs import OutputStore
 from core.people import Person
-from core.requests.shapes import RequestState
 from core.run_events import RunEvent
 
 Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
@@ -308,42 +309,6 @@ class StopRequests(Protocol):
         ...
 
 
-class Requests(Protocol):
-    """Pending requests as the hub and the sweeper see them (the engine opens and
-    decides them through the journal)."""
-
-    async def request_state(self, request_id: str) -> RequestState | None:
-        """The state of a request, or None if there is no such request."""
-        ...
-
-    async def request_conversation(self, request_id: str) -> str | None:
-        """The conversation a request belongs to, if the request exists."""
-        ...
-
-    async def due_requests(self, now: datetime) -> list[DueRequest]:
-        """Open requests whose reminder (not yet given) or expiry time is at or before
-        ``now``, oldest first; ``expired`` tells which."""
-        ...
-
-    async def mark_reminded(self, request_id: str, now: datetime) -> bool:
-        """Record the one reminder of a request; False when it was reminded already."""
-        ...
-
-
-class Retention(Protocol):
-    """Pruning rows that only served delivery and dedupe (the journal, tool records,
-    requests and conversations stay for good)."""
-
-    async def prune(self, before: datetime, *, batch: int = 500) -> Pruned:
-        """Delete settled outbox rows and handled deliveries older than ``before``.
-
-        Kept: pending rows; rows of a request still open or with a row still pending;
-        the newest outbox row (ids are never handed out twice); unhandled deliveries.
-        At most ``batch`` rows per write. Returns how many rows went.
-        """
-        ...
-
-
 class Store(Protocol):
     """One database, handed out as one interface per consumer; ``on_outbox`` is called
     after every write that added outbox rows (the bot sets it to wake the deliverer)."""
@@ -393,6 +358,11 @@ class Store(Protocol):
     @property
     def usage(self) -> Usage:
         """Price entries and model calls."""
+        ...
+
+    @property
+    def outputs(self) -> OutputStore:
+        """Large tool outputs."""
         ...
 
     async def close(self) -> None:

@@ -248,3 +248,15 @@ class PriceRow(Base):
     cache_read: Mapped[int] = mapped_column(BigInteger)
     cache_write: Mapped[int] = mapped_column(BigInteger)
     since: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ToolOutputRow(Base):
+    """A tool output kept whole (:mod:`core.outputs`): the model read its preview, and
+    ``read_output`` pages through it. Kept as long as the journal."""
+
+    __tablename__ = "tool_outputs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -123,7 +123,7 @@ def reply(
     reply is kept as a note and the thread says how to raise it (a "no, don't"
     must not spend money).
     """
-    note = UserText(author=message.author, text=message.text, role="note")
+    note = UserText(author=message.author, text=message.text, role="note", files=message.blocks)
     if isinstance(request, ContinueRequest) and request.budget and message.may_continue:
         return Change(
             entries=(note,), events=(Refused(action="raise_in_words", by_name=message.author.name),)

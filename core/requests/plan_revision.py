@@ -78,7 +78,7 @@ def revise(
     position = workflow.next(snap.position, Transition.PLAN_REJECTED)
     return Change(
         entries=(
-            UserText(author=by, text=reply.text, role="feedback"),
+            UserText(author=by, text=reply.text, role="feedback", files=reply.blocks),
             *answered.results,
             *workflow.entered(snap.position, position),
         ),

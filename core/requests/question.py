@@ -50,7 +50,10 @@ def answer(snap: ConversationSnapshot, request: Question, reply: Reply) -> Chang
     by = reply.author
     answered = answer_control(snap, request.tool_use_id, f"{by.name} answered: {reply.text}")
     return Change(
-        entries=(UserText(author=by, text=reply.text, role="answer"), *answered.results),
+        entries=(
+            UserText(author=by, text=reply.text, role="answer", files=reply.blocks),
+            *answered.results,
+        ),
         tool_calls=answered.records,
         resolve=(
             RequestResolution(

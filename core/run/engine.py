@@ -37,6 +37,7 @@ from core.journal import (
 )
 from core.lifecycle import Lifecycle
 from core.models.base import Model
+from core.outputs import OutputCache
 from core.people import Person
 from core.policy import policy
 from core.requests.closing import requests_closed
@@ -51,6 +52,7 @@ from core.run_events import Expired, Reminder, RunEvent, Stopped
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import Workspaces
+from core.tracing import Tracing
 from core.workflow import Transition, Workflow
 
 P = ParamSpec("P")
@@ -62,14 +64,16 @@ def _one_run(
 ) -> Callable[Concatenate[Engine, str, P], Awaitable[R]]:
     """An entry point is one run: it reads its conversation from the store once, at
     its first read, and keeps it in memory after that (:mod:`core.run.live`); it
-    asks for the conversation's settings once, at its start (:class:`RunSettings`)."""
+    asks for the conversation's settings once, at its start (:class:`RunSettings`); it
+    is one run span (:meth:`core.tracing.Tracing.run`)."""
 
     @functools.wraps(method)
     async def entry(self: Engine, conversation_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
         settings = await self._settings.of(conversation_id)
         run_id = random_id(16)  # not from the context's ids: those number requests in tests
         with self._journal.run(), self._settings.use(conversation_id, settings, run_id):
-            return await method(self, conversation_id, *args, **kwargs)
+            async with self._tracing.run(method.__name__, conversation_id, run_id):
+                return await method(self, conversation_id, *args, **kwargs)
 
     return entry
 
@@ -83,8 +87,14 @@ class Engine:
     conversation its own (asked once per run; see :mod:`core.run.settings`).
     ``channel_spend`` tells what a conversation's channel spent today, for the
     channel's daily budget (without it, only this conversation's calls count).
+    ``outputs`` keeps tool outputs longer than ``output_limit`` whole, the model
+    reading a preview and paging with ``read_output`` (:mod:`core.outputs`; without
+    it such an output is cut to its head and tail).
     ``redactor`` replaces the bot's secrets in every tool result and progress note
     before it is committed (:mod:`core.secrets`; none by default).
+    ``tracing`` makes each run a span, with its model calls and tool calls as child
+    spans (:mod:`core.tracing`; by default to the global tracer provider, a no-op
+    unless one was set).
     Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
@@ -101,10 +111,12 @@ class Engine:
         tool_policy: policy.ToolPolicy | None = None,
         settings_for: SettingsLookup | None = None,
         channel_spend: ChannelSpend | None = None,
+        outputs: OutputCache | None = None,
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
         redactor: Redactor = NO_SECRETS,
         workspaces: Workspaces | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._journal = LiveJournal(journal)
         self._workflow = workflow
@@ -113,6 +125,7 @@ class Engine:
             default = dataclasses.replace(default, tool_policy=tool_policy)
         self._settings = RunSettings(default, settings_for)
         self._context = context
+        self._tracing = tracing or Tracing()
         self._opening = Opening(context=context, ttl=lambda: self._settings.get().request_ttl)
         self._suspended = False
         self._loop = RunLoop(
@@ -127,6 +140,7 @@ class Engine:
             redactor=redactor,
             workspaces=workspaces,
             channel_spend=channel_spend,
+            outputs=outputs,
         )
 
     @property
@@ -184,6 +198,7 @@ class Engine:
         if snap.status.active:
             await self.reply(conversation_id, Reply(**request.model_dump()), inbox)
             return
+        request = await self._loop.files.read(snap, request)
         position = self._next_position(snap, request)
         step = self._workflow.entered(snap.position, position, first=not snap.journal)
         await self._journal.commit(
@@ -191,7 +206,12 @@ class Engine:
             Change(
                 entries=(
                     *step,
-                    UserText(author=request.author, text=request.text, role="request"),
+                    UserText(
+                        author=request.author,
+                        text=request.text,
+                        role="request",
+                        files=request.blocks,
+                    ),
                 ),
                 status=lifecycle.RUNNING,
                 position=position,
@@ -222,6 +242,7 @@ class Engine:
         if not snap.status.active:
             await self.start(conversation_id, Start(**reply.model_dump()), inbox)
             return
+        reply = await self._loop.files.read(snap, reply)
         request = snap.open_requests[-1] if snap.open_requests else None
         change = reply_change(snap, request, reply, self._workflow) if request else None
         if change is None:
@@ -239,7 +260,7 @@ class Engine:
     async def _note(
         self, conversation_id: str, reply: Reply, events: tuple[RunEvent, ...] = ()
     ) -> None:
-        note = UserText(author=reply.author, text=reply.text, role="note")
+        note = UserText(author=reply.author, text=reply.text, role="note", files=reply.blocks)
         await self._journal.commit(
             conversation_id, Change(entries=(note,), handled=delivery_keys(reply), events=events)
         )

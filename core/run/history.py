@@ -12,10 +12,18 @@ result so that a request is never malformed.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from core.journal import AssistantTurn, JournalRecord, StepEntered, ToolResultEntry, UserText
+from core.journal import (
+    AssistantTurn,
+    Compacted,
+    JournalRecord,
+    StepEntered,
+    ToolResultEntry,
+    UserText,
+)
 from core.models.base import Message
 
 _ROLE_LABEL = {
@@ -35,6 +43,25 @@ def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
             "text": f"[threadbot: the {entry.position} step] {entry.instructions}",
         }
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
+
+
+def user_blocks(entry: UserText | StepEntered | Compacted) -> list[dict[str, Any]]:
+    """The blocks of a person's message: the files shared with it first, as journaled
+    (images before text work best: https://docs.anthropic.com/en/docs/build-with-claude/vision),
+    then the words (left out when there are none beside the files); a position's
+    instructions as one block (:func:`user_text_block`); a compaction's summary, then
+    the step it was made in."""
+    if isinstance(entry, Compacted):
+        summary = {
+            "type": "text",
+            "text": "[threadbot: the conversation before this point, summarized when it "
+            f"grew long]\n{entry.summary}",
+        }
+        return [summary, user_text_block(entry.step)] if entry.step else [summary]
+    if isinstance(entry, StepEntered) or not entry.files:
+        return [user_text_block(entry)]
+    files = [dict(block) for block in entry.files]
+    return [*files, user_text_block(entry)] if entry.text.strip() else files
 
 
 def build_messages(journal: Sequence[JournalRecord]) -> list[Message]:
@@ -63,6 +90,10 @@ class History:
 
     def __init__(self) -> None:
         self._reset()
+        self._compaction: JournalRecord | None = None
+        """The newest compaction in the journal: the view starts with it."""
+        self._scanned = 0
+        """Journal records looked through for compactions."""
 
     def _reset(self) -> None:
         self._messages: list[Message] = []
@@ -77,6 +108,7 @@ class History:
 
     def build(self, journal: Sequence[JournalRecord]) -> list[Message]:
         """The messages for ``journal`` (a new list; the message dicts may be shared)."""
+        journal = self._view(journal)
         if not self._continues(journal):
             self._reset()
         newer = journal[self._built :]
@@ -99,14 +131,32 @@ class History:
                 self._first = journal[0].entry
         tail = [*self._results_of(self._turn, results, mark=False)] if self._turn else pending
         tail += [
-            user_text_block(r.entry)
+            block
             for r in newer[last + 1 :]
-            if isinstance(r.entry, UserText | StepEntered)
+            if isinstance(r.entry, UserText | StepEntered | Compacted)
+            for block in user_blocks(r.entry)
         ]
         messages = list(self._messages)
         if tail:
             messages.append({"role": "user", "content": tail})
         return messages
+
+    def _view(self, journal: Sequence[JournalRecord]) -> Sequence[JournalRecord]:
+        """``journal`` as the model reads it: after a compaction, the compaction (its
+        summary) and then the entries after the ones it summarized."""
+        if len(journal) < self._scanned:  # not the journal scanned so far
+            self._compaction, self._scanned = None, 0
+        for record in journal[self._scanned :]:
+            if isinstance(record.entry, Compacted):
+                self._compaction = record
+        self._scanned = len(journal)
+        if self._compaction is None:
+            return journal
+        assert isinstance(self._compaction.entry, Compacted)
+        through = self._compaction.entry.through_seq
+        start = bisect.bisect_right(journal, through, key=lambda r: r.seq)
+        kept = [r for r in journal[start:] if not isinstance(r.entry, Compacted)]
+        return [self._compaction, *kept]
 
     def _continues(self, journal: Sequence[JournalRecord]) -> bool:
         if self._built == 0:
@@ -125,8 +175,8 @@ class History:
         pending: list[dict[str, Any]] = []
         for record in records:
             entry = record.entry
-            if isinstance(entry, UserText | StepEntered):
-                pending.append(user_text_block(entry))
+            if isinstance(entry, UserText | StepEntered | Compacted):
+                pending.extend(user_blocks(entry))
             elif isinstance(entry, AssistantTurn):
                 before = self._results_of(self._turn, results, mark=True) if self._turn else []
                 if before or pending:

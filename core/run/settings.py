@@ -39,8 +39,20 @@ class EngineSettings:
     command_memory_mb: int | None = None
     """Megabytes of data each process of a command may allocate (``RLIMIT_DATA``); None: no cap."""
     output_limit: int = 16_000
+    """Characters of a tool output the model reads; a longer one is previewed (head and
+    tail, with its id) when the engine keeps outputs (:mod:`core.outputs`)."""
+    context_window: int = 200_000
+    """Tokens the model's context holds (its window)."""
+    compact_at: float = 0.8
+    """Share of ``context_window`` past which the oldest turns are summarized."""
+    output_store_limit: int = 1_000_000
+    """Characters of a tool output kept whole when outputs are kept (a command's output
+    past it keeps its head and tail)."""
     request_ttl: float = 24 * 3600.0
     """Seconds a pending request waits before it expires (a reminder at half)."""
+    file_text_limit: int = 50_000
+    """Characters of the text files shared with one message that the model reads inline;
+    the files past it are saved into the workspace (:mod:`core.files`)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     instructions: str = ""
     """The team's own instructions, sent after the system prompt (a channel's, say)."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.journal import AssistantTurn, JournalRecord, UserText
+from core.journal import AssistantTurn, Compacted, JournalRecord, UserText
 from core.run_events import RunStats
 from core.tools.control import CONTROL_TOOLS
 
@@ -76,6 +76,8 @@ class RequestTotals:
             self.began = record.at  # no request yet: from the first entry
         if isinstance(entry, AssistantTurn):
             self._add_turn(entry)
+        elif isinstance(entry, Compacted) and entry.usage is not None:
+            self._add_turn(AssistantTurn(usage=entry.usage))  # its tokens and cost, no calls
 
     def _restart(self, began: datetime | None) -> None:
         self.began = began

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 
+from core import tracing
 from core.errors import LeaseLost, RequestConflict, ToolError
 from core.faults import NO_FAULTS, Faults
 from core.journal import (
@@ -42,6 +43,7 @@ from core.journal import (
     ToolCallRecord,
     ToolState,
 )
+from core.outputs import OutputCache
 from core.policy import policy
 from core.policy.summary import summarize_call
 from core.requests import tool_approval
@@ -95,6 +97,7 @@ class ToolRunner:
         suspended: Callable[[], bool] = lambda: False,
         redactor: Redactor = NO_SECRETS,
         workspaces: Workspaces | None = None,
+        outputs: OutputCache | None = None,
     ) -> None:
         self._journal = journal
         self._toolbox = toolbox
@@ -104,9 +107,17 @@ class ToolRunner:
         self._suspended = suspended
         self._workspaces: Workspaces = workspaces or GitWorkspaces()
         self._redactor = redactor
+        self._outputs = outputs
         self.totals: dict[str, RequestTotals] = {}
         """Each conversation's request totals while a run is at it (the notes' status
         line); the run loop drops them when the run ends."""
+
+    def _outputs_of(self, conversation_id: str) -> Callable[[str], Awaitable[str | None]] | None:
+        """The conversation's stored outputs by id, for ``read_output`` (None: no cache)."""
+        cache = self._outputs
+        if cache is None:
+            return None
+        return lambda output_id: cache.retrieve(conversation_id, output_id)
 
     def read_only(self, name: str) -> bool:
         """Whether the tool ``name`` is read-only (an unknown tool counts as read-only)."""
@@ -172,7 +183,9 @@ class ToolRunner:
                     break
                 batch.append(record)
         calls = [
-            asyncio.ensure_future(self._run_call(conversation_id, snap, r, plan_approved))
+            asyncio.ensure_future(
+                tracing.traced_call(r, self._run_call, conversation_id, snap, r, plan_approved)
+            )
             for r in batch
         ]
         try:
@@ -243,9 +256,11 @@ class ToolRunner:
             command_timeout=settings.command_timeout,
             command_cpu_seconds=settings.command_cpu_seconds,
             command_memory_mb=settings.command_memory_mb,
-            output_limit=settings.output_limit,
+            output_limit=settings.output_store_limit if self._outputs else settings.output_limit,
+            read_limit=settings.output_limit,
             network=verdict.network,
             started=on_start,
+            outputs=self._outputs_of(conversation_id),
             redactor=self._redactor,
         )
         try:
@@ -313,7 +328,12 @@ class ToolRunner:
         crash, a denial, a control call's refusal."""
         redact = self._redactor.redact
         final = state or (ToolState.FAILED if output.is_error else ToolState.DONE)
-        moved = move(record, final, result=redact(output.content))
+        tracing.tool_call_ended(record.tool_use_id, final)
+        content = redact(output.content)
+        limit = self._settings.get().output_limit
+        if self._outputs is not None and len(content) > limit:  # stored whole, previewed
+            content, _ = await self._outputs.preview(conversation_id, content, limit)
+        moved = move(record, final, result=content)
         events: tuple[ProgressNote, ...] = ()
         if output.note:
             now = self._opening.context.now()

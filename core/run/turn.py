@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core import lifecycle
+from core import lifecycle, tracing
 from core.errors import LeaseLost, ModelError, RequestConflict
 from core.faults import NO_FAULTS, Faults
+from core.files import FileReader
 from core.inputs import Inbox, delivery_keys
 from core.journal import (
     AssistantTurn,
@@ -33,13 +34,23 @@ from core.journal import (
     UserText,
 )
 from core.lifecycle import Lifecycle
-from core.models.base import Model, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.models.base import (
+    Message,
+    Model,
+    ModelRequest,
+    TextDelta,
+    ToolCallEvent,
+    TurnEnd,
+    Usage,
+)
+from core.outputs import OutputCache
 from core.pricing import call_cost, price_for
 from core.requests import go_on
 from core.requests.common import Opening
 from core.run.admission import admit_turn, denial_notes
 from core.run.budget import budget_reached
 from core.run.close_calls import close_open_calls
+from core.run.compaction import compaction
 from core.run.history import History
 from core.run.settings import ChannelSpend, RunSettings
 from core.run.stats import RequestTotals
@@ -74,6 +85,7 @@ class RunLoop:
         redactor: Redactor = NO_SECRETS,
         workspaces: Workspaces | None = None,
         channel_spend: ChannelSpend | None = None,
+        outputs: OutputCache | None = None,
     ) -> None:
         self._journal = journal
         self._channel_spend = channel_spend
@@ -86,6 +98,8 @@ class RunLoop:
         self._suspended = suspended
         self._histories: dict[str, History] = {}
         """The message history of each conversation a run is at, built as it grows."""
+        self.files = FileReader(workspaces=workspaces, settings=settings.get)
+        """Reads the files shared with a message into content blocks (:mod:`core.files`)."""
         self.tools = ToolRunner(
             journal=journal,
             toolbox=toolbox,
@@ -95,6 +109,7 @@ class RunLoop:
             suspended=suspended,
             redactor=redactor,
             workspaces=workspaces,
+            outputs=outputs,
         )
 
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
@@ -175,6 +190,7 @@ class RunLoop:
             if await self._over_budget(conversation_id, snap):
                 return
             try:
+                snap = await self._compacted(conversation_id, snap)
                 turn = await self._model_turn(snap)
             except ModelError as exc:
                 await self._wait_or_fail(conversation_id, exc)
@@ -190,7 +206,10 @@ class RunLoop:
         replies = list(inbox()) if inbox else []
         if not replies:
             return snap
-        notes = tuple(UserText(author=r.author, text=r.text, role="note") for r in replies)
+        replies = [await self.files.read(snap, r) for r in replies]
+        notes = tuple(
+            UserText(author=r.author, text=r.text, role="note", files=r.blocks) for r in replies
+        )
         keys = tuple(k for r in replies for k in delivery_keys(r))
         await self._journal.commit(conversation_id, Change(entries=notes, handled=keys))
         return await self._journal.load(conversation_id)
@@ -220,7 +239,31 @@ class RunLoop:
         await self._journal.commit(conversation_id, go_on.open_budget(used_up, self._opening))
         return True
 
-    async def _model_turn(self, snap: ConversationSnapshot) -> AssistantTurn:
+    async def _compacted(
+        self, conversation_id: str, snap: ConversationSnapshot
+    ) -> ConversationSnapshot:
+        """``snap``, with its oldest turns summarized first when its context has grown
+        past its share of the model's window (:mod:`core.run.compaction`)."""
+        change = await compaction(snap, self._settings.get(), self._model_turn)
+        if change is None:
+            return snap
+        await self._journal.commit(conversation_id, change)
+        return await self._journal.load(conversation_id)
+
+    async def _model_turn(
+        self, snap: ConversationSnapshot, messages: list[Message] | None = None
+    ) -> AssistantTurn:
+        """One model call, in its span with its usage and cost (:func:`core.tracing.model_call`)."""
+        settings = self._settings.get()
+        model = settings.model or self._model.name
+        with tracing.model_call(model, max_tokens=settings.max_tokens) as span:
+            turn = await self._model_call(snap, messages)
+            span.answered(turn.usage, turn.stop_reason)
+            return turn
+
+    async def _model_call(
+        self, snap: ConversationSnapshot, messages: list[Message] | None
+    ) -> AssistantTurn:
         # The same system prompt and tools in every position: the request's cached
         # prefix. A position's instructions are in the history (StepEntered), and the
         # tools it does not offer are refused when called (core.run.admission).
@@ -228,7 +271,7 @@ class RunLoop:
         settings = self._settings.get()
         request = ModelRequest(
             system=settings.system,
-            messages=self._history(snap.id).build(snap.journal),
+            messages=messages or self._history(snap.id).build(snap.journal),
             tools=[t.spec for t in tools],
             max_tokens=settings.max_tokens,
             model=settings.model,

@@ -41,6 +41,11 @@ class ToolContext:
     started: Callable[[CommandProcess], Awaitable[None]] | None = None
     """Called by ``run_command`` once its process group runs, before it waits for it:
     the record keeps the group, so a group left behind by a crash is found again."""
+    read_limit: int = 16_000
+    """Characters of output the model reads at once (a longer result is previewed, and
+    ``read_output`` pages by it); ``output_limit`` is what a tool keeps."""
+    outputs: Callable[[str], Awaitable[str | None]] | None = None
+    """The conversation's stored large outputs by id (``read_output``); None: none kept."""
     redactor: Redactor = NO_SECRETS
     """The bot's secrets: output a tool streams goes through ``redactor.stream()``
     before it is kept or cut, so a token split across chunks (or by the cut) is

@@ -60,6 +60,13 @@ everyone in ``HUMAN_USERS`` and the bot, with the fixtures' roles; add people wi
 ``fake.add_member(user_id, username, nick=..., roles=...)`` and change roles with
 ``fake.set_roles(user_id, roles)``. A user who is no member answers 404 ``10007``.
 
+Attachments (https://discord.com/developers/docs/resources/message#attachment-object):
+``fake.attach(filename, content, content_type=...)`` returns an attachment object, to put
+in a MESSAGE_CREATE's ``attachments``, whose ``url`` and ``proxy_url`` (``/attachments/...``
+on this server, standing in for the CDN) serve ``content`` without any token; every
+download is recorded with its headers in ``fake.downloads``
+(:class:`tests.fakes.files.FileRequest`).
+
 Failures on demand: ``fake.archive(thread_id)``, ``fake.rate_limit(path_prefix,
 retry_after)`` and ``fake.fail(path_prefix, status, code, message)``.
 """
@@ -89,6 +96,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.web_request import FileField
 from multidict import CIMultiDict
 
+from tests.fakes.files import FileRequest, ServedFiles
 from tests.fakes.local import LocalServer
 
 # Defaults from the shared fixtures' identities.json (the fixtures' fake guild).
@@ -360,6 +368,7 @@ class FakeDiscord(LocalServer):
         self._snowflake_last = 0
         self._runner: web.AppRunner | None = None
         self._root = ""
+        self._cdn = ServedFiles()
         self._seed()
 
     # -- lifecycle ---------------------------------------------------------------
@@ -378,6 +387,7 @@ class FakeDiscord(LocalServer):
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._api)
+        app.router.add_get("/attachments/{tail:.*}", self._cdn.handle)
         app.router.add_route("*", "/{tail:.*}", _not_found)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
@@ -406,6 +416,41 @@ class FakeDiscord(LocalServer):
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
     # -- test controls -----------------------------------------------------------
+
+    def attach(
+        self,
+        filename: str,
+        content: bytes,
+        *,
+        content_type: str | None = "application/octet-stream",
+        channel: str | None = None,
+        url: str | None = None,
+    ) -> JsonDict:
+        """An attachment object for ``content``, served here as the CDN serves it (no token).
+
+        ``content_type`` None leaves the field out (Discord does when it cannot tell);
+        ``url``: the object's ``url`` and ``proxy_url`` are that instead (another host).
+        """
+        attachment_id = self.snowflake()
+        path = f"/attachments/{channel or self.channel_id}/{attachment_id}/{filename}"
+        served_type = content_type or "application/octet-stream"
+        self._cdn.add(path, content, content_type=served_type)
+        signed = f"{self.root_url}{path}?ex=66f00000&is=66ee0000&hm=0a1b2c3d&"
+        found: JsonDict = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(content),
+            "url": url or signed,
+            "proxy_url": url or signed,
+        }
+        if content_type is not None:
+            found["content_type"] = content_type
+        return found
+
+    @property
+    def downloads(self) -> list[FileRequest]:
+        """Every request on the attachments' URLs, with its headers, in order."""
+        return self._cdn.requests
 
     def rate_limit(
         self,

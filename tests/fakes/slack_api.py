@@ -29,6 +29,14 @@ token (``xapp-``) is required by ``apps.connections.open`` and refused elsewhere
 ``auth.test``) with ``not_allowed_token_type``. The upload ``POST`` itself is not an API
 call: it is not in ``api.calls``; ``api.files`` holds what was uploaded.
 
+Files people share are served as ``files.slack.com`` serves them: ``api.share_file(name,
+content, mimetype=...)`` returns Slack's file object (https://api.slack.com/types/file),
+to put in a message event's ``files``, whose ``url_private`` and
+``url_private_download`` (``/files-pri/{team}-{id}/...`` on this server) answer only
+``Authorization: Bearer {file_token}`` (``xoxb-test``; 403 otherwise) and can redirect
+elsewhere on demand (``redirect_to=``); every download is recorded with its headers in
+``api.downloads`` (:class:`tests.fakes.files.FileRequest`).
+
 Messages posted (and shared files) are kept per channel, so a test asserts what a
 person would see: ``api.thread(channel, thread_ts)``, ``api.posted_texts(channel)``.
 Seed messages the bot did not write (the user's mention that opens a thread) with
@@ -68,11 +76,13 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.web_request import FileField
 from multidict import CIMultiDict
 
+from tests.fakes.files import FileRequest, ServedFiles
 from tests.fakes.local import LocalServer
 
 # Defaults from the shared fixtures' identities.json (the fixtures' fake workspace).
@@ -194,6 +204,7 @@ class FakeSlackApi(LocalServer):
         socket_url: str | None = None,
         ts_start: int = 1717171800,
         clock: Callable[[], float] = time.monotonic,
+        file_token: str = "xoxb-test",
     ) -> None:
         self.team_id = team_id
         self.team = team
@@ -226,6 +237,8 @@ class FakeSlackApi(LocalServer):
         """Seconds, for rate-limit windows; share it with the bot to scale time in a test."""
         self._runner: web.AppRunner | None = None
         self._root = ""
+        self._shared = ServedFiles(authorization=f"Bearer {file_token}")
+        self._shared_counter = itertools.count(1)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -238,6 +251,7 @@ class FakeSlackApi(LocalServer):
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/v1/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{tail:.*}", self._shared.handle)
         app.router.add_route("*", "/{tail:.*}", _not_found)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
@@ -373,6 +387,60 @@ class FakeSlackApi(LocalServer):
             message["thread_ts"] = thread_ts
         self._store(channel, message)
         return copy.deepcopy(message)
+
+    def share_file(
+        self,
+        name: str,
+        content: bytes,
+        *,
+        mimetype: str = "application/octet-stream",
+        user: str = "U0ALICE001",
+        redirect_to: str | None = None,
+        url: str | None = None,
+    ) -> JsonDict:
+        """A file ``user`` shared: Slack's file object, its URLs served here (bot token only).
+
+        ``redirect_to``: its downloads answer 302 to that URL. ``url``: the object's
+        ``url_private`` and ``url_private_download`` are that instead (a file on
+        another host).
+        """
+        file_id = f"F0SHARE{next(self._shared_counter):03d}"
+        base = f"/files-pri/{self.team_id}-{file_id}"
+        private, download = f"{base}/{name}", f"{base}/download/{name}"
+        for path in (private, download):
+            self._shared.add(path, content, content_type=mimetype, redirect_to=redirect_to)
+        kind = name.rsplit(".", 1)[-1].lower() if "." in name else "binary"
+        return {
+            "id": file_id,
+            "created": self._ts_start,
+            "timestamp": self._ts_start,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": kind,
+            "pretty_type": kind.upper(),
+            "user": user,
+            "user_team": self.team_id,
+            "editable": False,
+            "size": len(content),
+            "mode": "hosted",
+            "is_external": False,
+            "external_type": "",
+            "is_public": True,
+            "public_url_shared": False,
+            "display_as_bot": False,
+            "username": "",
+            "url_private": url or self.root_url + quote(private),
+            "url_private_download": url or self.root_url + quote(download),
+            "permalink": f"https://{self.team_domain}.slack.com/files/{user}/{file_id}/{name}",
+            "has_rich_preview": False,
+            "file_access": "visible",
+        }
+
+    @property
+    def downloads(self) -> list[FileRequest]:
+        """Every request on the shared files' URLs, with its headers, in order."""
+        return self._shared.requests
 
     def next_ts(self) -> str:
         """A fresh message ts, increasing: ``1717171800.000100``, ``1717171801.000200``..."""

@@ -20,6 +20,7 @@ from conversations.store.memory.inbox import MemoryInbox
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
 from conversations.store.memory.outbox import MemoryOutbox
+from conversations.store.memory.outputs import MemoryOutputs
 from conversations.store.memory.requests import MemoryRequests
 from conversations.store.memory.retention import MemoryRetention
 from conversations.store.memory.stops import MemoryStopRequests
@@ -55,6 +56,7 @@ class MemoryStore:
         self.requests = MemoryRequests(self._tables)
         self.retention = MemoryRetention(self._tables)
         self.usage = MemoryUsage(self._tables)
+        self.outputs = MemoryOutputs(self._tables)
 
     @property
     def on_outbox(self) -> Callable[[], None]:

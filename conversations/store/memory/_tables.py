@@ -151,6 +151,7 @@ class Tables:
     outbox: dict[int, OutboxRow] = field(default_factory=dict)
     stops: list[StopEntry] = field(default_factory=list)
     prices: list[Price] = field(default_factory=list)
+    outputs: dict[tuple[str, str], str] = field(default_factory=dict)
     last_outbox_id: int = 0
     last_stop_id: int = 0
 

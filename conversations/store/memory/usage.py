@@ -7,7 +7,7 @@ from datetime import datetime
 
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.usage import Grouping, UsageLine, channel_key
-from core.journal import AssistantTurn, ModelUsage
+from core.journal import AssistantTurn, Compacted, ModelUsage
 from core.pricing import Price, Rates, Spend
 
 
@@ -72,7 +72,7 @@ class MemoryUsage:
         for conversation in self._t.conversations.values():
             for record in conversation.journal:
                 entry = record.entry
-                if not isinstance(entry, AssistantTurn) or entry.usage is None:
+                if not isinstance(entry, AssistantTurn | Compacted) or entry.usage is None:
                     continue
                 if since is None or record.at >= since:
                     yield conversation, record.at, entry.usage

@@ -16,6 +16,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``requests``: pending requests' state, reminders, message links
 - ``retention``: pruning
 - ``usage``: price entries, model calls, spend and reports
+- ``outputs``: large tool outputs kept whole
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.journal import SqlJournal
 from conversations.store.sql.leases import SqlLeases
 from conversations.store.sql.outbox import SqlOutbox
+from conversations.store.sql.outputs import SqlOutputs
 from conversations.store.sql.requests import SqlRequests
 from conversations.store.sql.retention import SqlRetention
 from conversations.store.sql.stops import SqlStopRequests
@@ -66,6 +68,7 @@ class SqlStore:
         self.requests = SqlRequests(self._db)
         self.retention = SqlRetention(self._db)
         self.usage = SqlUsage(self._db)
+        self.outputs = SqlOutputs(self._db)
 
     @property
     def on_outbox(self) -> Callable[[], None]:

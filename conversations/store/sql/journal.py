@@ -51,6 +51,7 @@ from core.journal import (
     AssistantTurn,
     Change,
     Committed,
+    Compacted,
     ConversationSnapshot,
     Entry,
     JournalRecord,
@@ -162,7 +163,7 @@ class SqlJournal:
                 **e.usage.model_dump(),
             }
             for seq, e in zip(committed.seqs, change.entries, strict=True)
-            if isinstance(e, AssistantTurn) and e.usage is not None
+            if isinstance(e, AssistantTurn | Compacted) and e.usage is not None
         ]
         if calls:
             conn.execute(_INSERT_MODEL_CALL, calls)

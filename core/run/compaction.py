@@ -1,0 +1,126 @@
+"""Compaction: when the context nears the model's window, its oldest turns become a summary.
+
+Before a model call, the size of the context is what the newest call reported (its
+input, cache reads and writes, and output, all of which the next request sends
+again). Past ``compact_at`` of ``context_window`` tokens (the run's settings), the
+model is asked for a summary of everything but the newest :data:`KEEP_TURNS`
+turns, in a request that is the previous request's prefix (the same system prompt,
+tools and messages, so it is served from the prompt cache) with the ask added.
+The summary is journaled as a :class:`core.journal.Compacted` entry; from then on
+the history starts with it (:class:`core.run.history.History`), so a resume
+rebuilds the same context, and each request extends the one before again.
+
+The cut is always just before an assistant turn: every ``tool_use`` before it has
+its ``tool_result`` before it too (results are committed before the next call),
+so the kept part pairs every call with its result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from core.journal import (
+    AssistantTurn,
+    Change,
+    Compacted,
+    ConversationSnapshot,
+    JournalRecord,
+    StepEntered,
+)
+from core.models.base import Message
+from core.run.history import build_messages
+from core.run.settings import EngineSettings
+from core.run_events import ProgressNote
+
+log = logging.getLogger(__name__)
+
+ModelTurn = Callable[[ConversationSnapshot, list[Message]], Awaitable[AssistantTurn]]
+"""One model call with the run's system prompt and tools and the given messages."""
+
+KEEP_TURNS = 2
+"""Assistant turns kept as they are (with what follows them) when the rest is summarized."""
+
+SUMMARY_ASK = (
+    "[threadbot: this conversation has grown long. Write a summary of everything above "
+    "for yourself to go on from: the request, what was decided and approved and by whom, "
+    "what you did and found (files, commands, results), what is left to do, and what "
+    "people asked for. Be specific and complete; do not call tools. From now on you will "
+    "read this summary in place of what it covers.]"
+)
+
+
+def context_tokens(journal: Sequence[JournalRecord]) -> int | None:
+    """The size of the context the newest model call saw, plus its answer, in tokens;
+    None when unknown (no call yet, or a compaction since the newest call)."""
+    for record in reversed(journal):
+        entry = record.entry
+        if isinstance(entry, Compacted):
+            return None
+        if isinstance(entry, AssistantTurn) and entry.usage is not None:
+            usage = entry.usage
+            return (
+                usage.input_tokens
+                + usage.cache_read_tokens
+                + usage.cache_write_tokens
+                + usage.output_tokens
+            )
+    return None
+
+
+def cut_at(journal: Sequence[JournalRecord]) -> int | None:
+    """The index of the assistant turn the kept part starts with, or None when there is
+    too little to summarize (no more than :data:`KEEP_TURNS` turns since the newest
+    compaction)."""
+    since = max((i for i, r in enumerate(journal) if isinstance(r.entry, Compacted)), default=-1)
+    turns = [i for i, r in enumerate(journal) if i > since and isinstance(r.entry, AssistantTurn)]
+    if len(turns) <= KEEP_TURNS:
+        return None
+    return turns[-KEEP_TURNS]
+
+
+def step_before(journal: Sequence[JournalRecord]) -> StepEntered | None:
+    """The newest step entered in ``journal`` (in a compaction's summary if not after it)."""
+    for record in reversed(journal):
+        if isinstance(record.entry, StepEntered):
+            return record.entry
+        if isinstance(record.entry, Compacted):
+            return record.entry.step
+    return None
+
+
+def summary_request(messages: list[Message]) -> list[Message]:
+    """``messages`` (the history up to the cut) with the ask for a summary at the end."""
+    ask = {"type": "text", "text": SUMMARY_ASK}
+    if messages and messages[-1]["role"] == "user":
+        last = messages[-1]
+        return [*messages[:-1], {"role": "user", "content": [*last["content"], ask]}]
+    return [*messages, {"role": "user", "content": [ask]}]
+
+
+async def compaction(
+    snap: ConversationSnapshot, settings: EngineSettings, model_turn: ModelTurn
+) -> Change | None:
+    """The change that summarizes ``snap``'s oldest turns, or None when its context is
+    within ``compact_at`` of ``context_window`` (or there is too little to summarize,
+    or the model wrote no summary). Raises :class:`core.errors.ModelError` from the
+    summary's call, as from any model call."""
+    size = context_tokens(snap.journal)
+    if size is None or size < settings.compact_at * settings.context_window:
+        return None
+    cut = cut_at(snap.journal)
+    if cut is None:
+        return None
+    head = snap.journal[:cut]
+    summary = await model_turn(snap, summary_request(build_messages(head)))
+    if not summary.text:
+        log.warning("conversation %s: the model wrote no summary", snap.id)
+        return None
+    entry = Compacted(
+        summary=summary.text,
+        through_seq=head[-1].seq,
+        step=step_before(head),
+        usage=summary.usage,
+    )
+    said = f"summarized the oldest part of this conversation ({size:,} tokens of context)"
+    return Change(entries=(entry,), events=(ProgressNote(text=said),))

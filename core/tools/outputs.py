@@ -1,0 +1,72 @@
+"""``read_output``: page through a large tool output the model saw only a preview of.
+
+A tool output longer than the run's output limit reaches the model as a head and a
+tail with an id between (:mod:`core.outputs`); this tool returns any stretch of the
+whole output by character offset, from where the conversation's cache strategy
+keeps it (:attr:`core.tools.base.ToolContext.outputs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core.errors import ToolError
+from core.models.base import ToolSpec
+from core.outputs import NOTE_ROOM
+from core.tools.base import ToolContext, ToolOutput
+from core.tools.workspace import optional_arg, required_arg
+
+
+class ReadOutput:
+    """``read_output`` ``{"id": "out_...", "offset": 0}``: a page of a stored output.
+
+    A page is up to the run's output limit less room for its last line, which says
+    which characters these are of how many and the offset to read on from. Raises
+    :class:`ToolError` for an id this conversation has no output under, or an offset
+    past the end.
+    """
+
+    read_only = True
+    spec = ToolSpec(
+        name="read_output",
+        description=(
+            "Read a large tool output you saw only the head and tail of, by the id its "
+            "preview names (out_...), from a character offset. Each call returns one "
+            "page and says the offset of the next."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The output's id, out_..."},
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "default": 0,
+                    "description": "The character to start at (0: the beginning).",
+                },
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """The page of output ``args["id"]`` that starts at ``args["offset"]``."""
+        output_id = required_arg(args, "id", str)
+        offset = optional_arg(args, "offset", int) or 0
+        content = await ctx.outputs(output_id) if ctx.outputs is not None else None
+        if content is None:
+            raise ToolError(f"there is no output {output_id!r} in this conversation")
+        if offset < 0 or offset > len(content) or (offset == len(content) and content):
+            raise ToolError(f"offset {offset} is past the end ({len(content):,} characters)")
+        end = min(offset + max(ctx.read_limit - NOTE_ROOM, 1), len(content))
+        more = (
+            f'next: read_output(id="{output_id}", offset={end})'
+            if end < len(content)
+            else "that is the end"
+        )
+        page = (
+            f"{content[offset:end]}\n[characters {offset:,} to {end:,} of {len(content):,}; {more}]"
+        )
+        return ToolOutput(content=page, note=f"read {output_id} from {offset:,}")
