@@ -26,6 +26,7 @@ from typing import Protocol
 
 from conversations.errors import FetchFailed, FileTooLarge
 from conversations.events import Attachment
+from conversations.render import code_text
 from core.files.kinds import size_said
 from core.inputs import SharedFile
 
@@ -89,15 +90,18 @@ async def fetch_shared(
 
 
 def caps_notice(fetched: Fetched, limits: FileLimits) -> str | None:
-    """What the thread is told about the files a cap left out; None when none was."""
+    """What the thread is told about the files a cap left out; None when none was. A name
+    is code text that cannot end its span or ping (``<!channel>``: :func:`code_text`)."""
     lines = []
     if fetched.too_large:
-        named = ", ".join(f"{name} ({size_said(size)})" for name, size in fetched.too_large)
+        named = ", ".join(
+            f"`{code_text(name)}` ({size_said(size)})" for name, size in fetched.too_large
+        )
         lines.append(f"📎 I can't take {named}: the limit is {size_said(limits.max_bytes)} a file.")
     if fetched.too_many:
         lines.append(
             f"📎 I take the first {limits.per_message} files of a message; "
-            f"I left out {', '.join(fetched.too_many)}."
+            f"I left out {', '.join(f'`{code_text(name)}`' for name in fetched.too_many)}."
         )
     return "\n".join(lines) or None
 

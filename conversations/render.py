@@ -137,13 +137,13 @@ def _branch_line(stats: RunStats) -> str:
         return ""
     files = stats.changed_files
     if not files:
-        return f"🌿 `{_plain(stats.branch)}` · no files changed\n"
-    shown = ", ".join(f"`{_plain(f)}`" for f in files[:MAX_FILES_SHOWN])
+        return f"🌿 `{code_text(stats.branch)}` · no files changed\n"
+    shown = ", ".join(f"`{code_text(f)}`" for f in files[:MAX_FILES_SHOWN])
     more = f" and {len(files) - MAX_FILES_SHOWN} more" if len(files) > MAX_FILES_SHOWN else ""
-    return f"🌿 `{_plain(stats.branch)}` · changed: {shown}{more}\n"
+    return f"🌿 `{code_text(stats.branch)}` · changed: {shown}{more}\n"
 
 
-def _plain(name: str) -> str:
+def code_text(name: str) -> str:
     """A file or branch name as code text: no backtick, ``<``, ``>`` or line break, so
     a name a command chose cannot end the code span or ping (``<!channel>``)."""
     return "".join("?" if c in "`<>\r\n" else c for c in name)

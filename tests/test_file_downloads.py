@@ -24,7 +24,7 @@ from adapters.slack.files import SlackFiles
 from adapters.slack.translate import attachments
 from conversations.errors import FetchFailed, FileTooLarge
 from conversations.events import Attachment, MessagePosted
-from conversations.files import FileLimits, caps_notice, fetch_shared
+from conversations.files import Fetched, FileLimits, caps_notice, fetch_shared
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.files import FakeFileHost, png
 from tests.fakes.slack_api import FakeSlackApi
@@ -284,8 +284,8 @@ async def test_the_caps_leave_files_out_and_the_notice_names_them() -> None:
     ]
     assert fetcher.fetched == ["u/a.txt", "u/b.bin"]
     assert caps_notice(fetched, limits) == (
-        "📎 I can't take big.iso (9.8 KB), b.bin (unknown size): the limit is 100 bytes a file.\n"
-        "📎 I take the first 3 files of a message; I left out c.txt."
+        "📎 I can't take `big.iso` (9.8 KB), `b.bin` (unknown size): the limit is 100 bytes "
+        "a file.\n📎 I take the first 3 files of a message; I left out `c.txt`."
     )
 
 
@@ -307,3 +307,14 @@ async def test_a_failed_or_slow_download_is_told_to_the_model_and_loses_nothing_
         ("bug", None, "couldn't fetch it: an unexpected error"),
     ]
     assert caps_notice(fetched, limits) is None  # no cap was hit: nothing to say in the thread
+
+
+def test_a_file_name_in_the_notice_cannot_ping_the_channel_or_end_its_code_span() -> None:
+    fetched = Fetched(
+        files=(), too_large=(("<!channel> dump.zip", 5_000),), too_many=("<!here>` x.txt",)
+    )
+    notice = caps_notice(fetched, FileLimits(max_bytes=1_000, per_message=1))
+    assert notice == (
+        "📎 I can't take `?!channel? dump.zip` (4.9 KB): the limit is 1000 bytes a file.\n"
+        "📎 I take the first 1 files of a message; I left out `?!here?? x.txt`."
+    )

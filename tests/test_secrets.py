@@ -216,6 +216,35 @@ async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_th
     assert not any(TOKEN in text for text in posted)
 
 
+async def test_a_token_a_person_pastes_is_redacted_before_it_is_journaled_or_sent(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore(render=render_event)
+    cid = await store.threads.open_conversation(
+        delivery_key="m2",
+        binding=PlatformRef(platform="test", channel="c", thread="m2"),
+        requester=ALICE,
+        workspace_root=tmp_path,
+        position=default_workflow().start,
+    )
+    assert cid is not None
+    model = ScriptedModel([ScriptedTurn(text="Never paste a token.")])
+    engine = Engine(
+        journal=store.journal,
+        model=model,
+        toolbox=Toolbox(control_tools()),
+        workflow=default_workflow(),
+        redactor=Redactor(SECRETS),
+    )
+
+    await engine.start(cid, Start(text=f"why does {TOKEN} fail?", author=ALICE))
+
+    snap = await store.journal.load(cid)
+    assert TOKEN not in snap.model_dump_json()
+    assert "why does [redacted SLACK_BOT_TOKEN] fail?" in repr(model.requests[0].messages)
+    assert TOKEN not in repr(model.requests[0].messages)
+
+
 # --- the deliverer: nothing a platform gets holds a secret ----------------------------
 
 

@@ -75,16 +75,21 @@ async def read(tmp_path: Path, *files: SharedFile, limit: int = 50_000) -> list[
 # --- what a file is ---------------------------------------------------------------------
 
 
+def riff(body: bytes) -> bytes:
+    """A WebP file around ``body`` (the chunks), its RIFF size right."""
+    return b"RIFF" + (len(body) + 4).to_bytes(4, "little") + b"WEBP" + body
+
+
 def test_an_images_format_and_size_are_read_from_its_header() -> None:
-    gif = b"GIF89a" + struct.pack("<HH", 320, 200) + b"\x00" * 8
+    gif = b"GIF89a" + struct.pack("<HH", 320, 200) + b"\x00" * 8 + b"\x3b"
     sof = b"\xff\xc0" + struct.pack(">HBHH", 17, 8, 480, 640) + b"\x03" + b"\x00" * 9
     jpeg = b"\xff\xd8" + b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00" + b"\x00" * 9 + sof
-    vp8x = b"RIFF\x00\x00\x00\x00WEBPVP8X" + b"\x0a\x00\x00\x00" + b"\x00" * 4
-    vp8x += (1919).to_bytes(3, "little") + (1079).to_bytes(3, "little")
+    jpeg += b"\xff\xd9"
+    vp8x = b"VP8X" + b"\x0a\x00\x00\x00" + b"\x00" * 4
+    vp8x = riff(vp8x + (1919).to_bytes(3, "little") + (1079).to_bytes(3, "little"))
     bits = (99) | (49 << 14)
-    vp8l = b"RIFF\x00\x00\x00\x00WEBPVP8L\x00\x00\x00\x00\x2f" + bits.to_bytes(4, "little")
-    vp8 = b"RIFF\x00\x00\x00\x00WEBPVP8 \x00\x00\x00\x00\x00\x00\x00\x9d\x01\x2a"
-    vp8 += struct.pack("<HH", 800, 600)
+    vp8l = riff(b"VP8L\x00\x00\x00\x00\x2f" + bits.to_bytes(4, "little"))
+    vp8 = riff(b"VP8 \x00\x00\x00\x00\x00\x00\x00\x9d\x01\x2a" + struct.pack("<HH", 800, 600))
 
     assert image_info(png(3, 2)) == ImageInfo("image/png", 3, 2)
     assert image_info(gif) == ImageInfo("image/gif", 320, 200)
@@ -96,6 +101,24 @@ def test_an_images_format_and_size_are_read_from_its_header() -> None:
     assert image_info(b"\xff\xd8\xff\xe0\x00\x10JFIF") is None  # no frame header
     assert image_info(b"%PDF-1.7") is None
     assert image_info(b"") is None
+
+
+def test_an_image_that_is_not_whole_is_not_taken_for_one() -> None:
+    """A truncated or overwritten upload would be refused by the API on every later
+    turn of the conversation: it is not sent as an image."""
+    whole = png(10, 10)
+    assert image_info(whole[:33] + b"junk" * 20) is None  # a real header, then junk
+    assert image_info(whole[:-12]) is None  # no IEND
+    broken = bytearray(whole)
+    broken[40] ^= 0xFF  # a byte of IDAT changed: its CRC is wrong
+    assert image_info(bytes(broken)) is None
+    gif = b"GIF89a" + struct.pack("<HH", 3, 2) + b"\x00" * 8
+    assert image_info(gif) is None and image_info(gif + b"\x3b") is not None
+    sof = b"\xff\xc0" + struct.pack(">HBHH", 17, 8, 2, 3) + b"\x03" + b"\x00" * 9
+    jpeg = b"\xff\xd8" + sof
+    assert image_info(jpeg) is None and image_info(jpeg + b"\xff\xd9") is not None
+    webp = riff(b"VP8L\x00\x00\x00\x00\x2f" + (1 | (1 << 14)).to_bytes(4, "little"))
+    assert image_info(webp[:-1]) is None and image_info(webp) is not None
 
 
 def test_text_is_told_by_its_type_or_name_and_decided_by_its_bytes() -> None:

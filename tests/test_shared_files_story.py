@@ -161,8 +161,8 @@ async def test_slack_a_file_over_the_cap_is_said_in_the_thread(settings: Setting
 
         notice = ws.post(root, "📎")["text"]
         assert notice == (
-            "📎 I can't take huge.log (4.9 KB): the limit is 1.0 KB a file.\n"
-            "📎 I take the first 2 files of a message; I left out third.txt."
+            "📎 I can't take `huge.log` (4.9 KB): the limit is 1.0 KB a file.\n"
+            "📎 I take the first 2 files of a message; I left out `third.txt`."
         )
         assert [d.path.rsplit("/", 1)[-1] for d in ws.api.downloads] == ["small.txt"]
         feedback = model.requests[-1].messages[-1]["content"]
@@ -264,7 +264,7 @@ async def test_discord_a_file_over_the_cap_is_said_in_the_thread(settings: Setti
         thread = await share_on_discord(g, "look at this", [huge])
 
         assert (
-            g.posts(thread)[0] == "📎 I can't take huge.log (4.9 KB): the limit is 1.0 KB a file."
+            g.posts(thread)[0] == "📎 I can't take `huge.log` (4.9 KB): the limit is 1.0 KB a file."
         )
         assert g.fake.downloads == []  # Discord said its size: never fetched
         shared = model.requests[0].messages[0]["content"]

@@ -43,6 +43,7 @@ from core.files.saving import save_shared
 from core.inputs import Reply, SharedFile, Start
 from core.journal import ConversationSnapshot
 from core.run.settings import EngineSettings
+from core.secrets import NO_SECRETS, Redactor
 from core.tools.workspaces import GitWorkspaces, Workspaces
 
 __all__ = ["FileReader"]
@@ -60,7 +61,9 @@ class FileReader:
     :meth:`core.run.settings.RunSettings.get`): ``file_text_limit``, characters of text
     files inlined per message, and ``git_repo``, the repository its workspace is cloned
     from. ``workspaces`` prepares the workspace before a file is saved there (a clone
-    is made first, as before a tool's first call).
+    is made first, as before a tool's first call). ``redactor`` takes the bot's
+    secrets out of the message's words and of inlined text before they are journaled
+    (a person who pastes a log with the API key in it does not store the key).
     """
 
     def __init__(
@@ -68,19 +71,23 @@ class FileReader:
         *,
         workspaces: Workspaces | None = None,
         settings: Callable[[], EngineSettings] = EngineSettings,
+        redactor: Redactor = NO_SECRETS,
     ) -> None:
         self._workspaces: Workspaces = workspaces or GitWorkspaces()
         self._settings = settings
+        self._redactor = redactor
 
     async def read(self, snap: ConversationSnapshot, message: Message) -> Message:
-        """``message`` with its ``files`` read into ``blocks`` (and ``files`` emptied).
+        """``message`` with its ``files`` read into ``blocks`` (and ``files`` emptied), and
+        the bot's secrets taken out of its words and inlined text.
 
         ``snap``: the conversation the message is for (its workspace, and the images
         its journal already shows). A message without files is returned as it is.
         Never raises for a file: one that cannot be saved is described with the reason.
         """
+        text = self._redactor.redact(message.text)
         if not message.files:
-            return message
+            return message if text == message.text else message.model_copy(update={"text": text})
         settings = self._settings()
         limit = settings.file_text_limit
         save = self._saver(snap, settings.git_repo)
@@ -88,7 +95,15 @@ class FileReader:
         blocks: list[Block] = []
         for file in message.files:
             blocks += await reading.blocks(message.author.name, file)
-        return message.model_copy(update={"files": (), "blocks": (*message.blocks, *blocks)})
+        blocks = [self._redacted(block) for block in blocks]
+        return message.model_copy(
+            update={"text": text, "files": (), "blocks": (*message.blocks, *blocks)}
+        )
+
+    def _redacted(self, block: Block) -> Block:
+        if block.get("type") != "text":
+            return block
+        return {**block, "text": self._redactor.redact(block["text"])}
 
     def _saver(self, snap: ConversationSnapshot, repo: str | None) -> _Save:
         prepared = False

@@ -6,14 +6,16 @@ So the type sent is the one read here from the bytes, never the platform's word,
 image whose header cannot be read is not sent as an image at all: a request the API
 refuses would be refused again on every later turn of the conversation.
 
-Only headers are read (no decoding, no library): PNG's ``IHDR``, GIF's logical screen,
-the WebP ``VP8`` / ``VP8L`` / ``VP8X`` chunks and the JPEG start-of-frame marker.
+Only headers and structure are read (no decoding, no library): PNG's ``IHDR``, GIF's
+logical screen, the WebP ``VP8`` / ``VP8L`` / ``VP8X`` chunks and the JPEG
+start-of-frame marker, and whether the file is whole (:func:`_whole`).
 Pure functions; none raises.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass
 
 
@@ -29,16 +31,53 @@ class ImageInfo:
 
 def image_info(data: bytes) -> ImageInfo | None:
     """The format and pixel size of ``data``; None when it is none of the four formats
-    the API takes, or its header is cut short or malformed."""
+    the API takes, its header is cut short or malformed, or the file is not whole
+    (:func:`_whole`: a truncated or overwritten upload would be refused by the API on
+    every later turn)."""
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return _png(data)
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return _gif(data)
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return _webp(data)
-    if data.startswith(b"\xff\xd8"):
-        return _jpeg(data)
-    return None
+        info = _png(data)
+    elif data.startswith((b"GIF87a", b"GIF89a")):
+        info = _gif(data)
+    elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        info = _webp(data)
+    elif data.startswith(b"\xff\xd8"):
+        info = _jpeg(data)
+    else:
+        return None
+    return info if info is not None and _whole(info.media_type, data) else None
+
+
+def _whole(media_type: str, data: bytes) -> bool:
+    """Whether ``data`` is a whole file of its format, as far as its structure tells
+    without decoding: every PNG chunk with its CRC, ending in ``IEND``
+    (https://www.w3.org/TR/png/#5Chunk-layout); a GIF ending in its trailer ``0x3B``; a
+    JPEG with its end-of-image marker ``FFD9`` (ITU T.81, B.2.1); a WebP whose RIFF
+    size is its length (https://developers.google.com/speed/webp/docs/riff_container)."""
+    match media_type:
+        case "image/png":
+            return _png_chunks_whole(data)
+        case "image/gif":
+            return data.rstrip(b"\x00").endswith(b"\x3b")
+        case "image/jpeg":
+            return data.rfind(b"\xff\xd9") > 2
+        case _:
+            return int.from_bytes(data[4:8], "little") + 8 == len(data)
+
+
+def _png_chunks_whole(data: bytes) -> bool:
+    at = 8
+    while at + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        end = at + 12 + length
+        if end > len(data):
+            return False
+        kind_and_body = data[at + 4 : at + 8 + length]
+        if zlib.crc32(kind_and_body) != struct.unpack(">I", data[end - 4 : end])[0]:
+            return False
+        if data[at + 4 : at + 8] == b"IEND":
+            return True
+        at = end
+    return False
 
 
 def _sized(media_type: str, width: int, height: int) -> ImageInfo | None:

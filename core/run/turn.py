@@ -98,7 +98,7 @@ class RunLoop:
         self._suspended = suspended
         self._histories: dict[str, History] = {}
         """The message history of each conversation a run is at, built as it grows."""
-        self.files = FileReader(workspaces=workspaces, settings=settings.get)
+        self.files = FileReader(workspaces=workspaces, settings=settings.get, redactor=redactor)
         """Reads the files shared with a message into content blocks (:mod:`core.files`)."""
         self.tools = ToolRunner(
             journal=journal,

@@ -58,7 +58,9 @@ class ReadOutput:
         content = await ctx.outputs(output_id) if ctx.outputs is not None else None
         if content is None:
             raise ToolError(f"there is no output {output_id!r} in this conversation")
-        if offset < 0 or offset > len(content) or (offset == len(content) and content):
+        if offset < 0:
+            raise ToolError(f"offset {offset} is negative; the output starts at 0")
+        if offset > len(content) or (offset == len(content) and content):
             raise ToolError(f"offset {offset} is past the end ({len(content):,} characters)")
         end = min(offset + max(ctx.read_limit - NOTE_ROOM, 1), len(content))
         more = (

@@ -107,6 +107,7 @@ class MemoryJournal:
         for key in change.handled:
             if key in t.deliveries:
                 t.deliveries[key].handled_at = now
+                t.deliveries[key].event = None  # journaled (redacted): not kept twice
         last = conversation.journal[-1].seq if conversation.journal else 0
         committed = Committed(seqs=tuple(range(last + 1, last + 1 + len(change.entries))), at=now)
         conversation.journal.extend(fold.records(committed.seqs, change.entries, committed))

@@ -143,7 +143,7 @@ class SqlJournal:
             conn.execute(
                 update(DELIVERIES)
                 .where(DELIVERIES.c.key.in_(change.handled))
-                .values(handled_at=now)
+                .values(handled_at=now, event=None)  # journaled (redacted): not kept twice
             )
         committed = _append(conn, conversation_id, change.entries, after_seq, now)
         if change.tool_calls:
