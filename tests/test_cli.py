@@ -133,7 +133,9 @@ def test_a_typo_in_threadbot_toml_is_an_error(tmp_path: Path) -> None:
     assert "aprovers" in result.stderr
 
 
-def test_a_restart_goes_on_in_the_same_threads(tmp_path: Path) -> None:
+def test_a_restart_goes_on_in_the_same_threads(tmp_path: Path, working_bwrap: None) -> None:
+    """The demo's command runs without asking only in the sandbox (without bubblewrap
+    every command asks first, and this script does not answer)."""
     first = _run(tmp_path, {}, "tidy up\n")
     assert "[2] ↳1 threadbot: 📋 Plan (v1)" in first.stdout
     second = _run(tmp_path, {}, "+✅ 2\n>1 short\n")
