@@ -29,8 +29,6 @@ from conversations.store.backends import is_memory
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Grouping, UsageLine
 
-GROUPINGS: tuple[Grouping, ...] = ("conversation", "channel", "day", "model")
-
 
 def since_argument(text: str) -> datetime:
     """``--since``: a day (``2026-12-01``: from 00:00 UTC) or an ISO time (UTC if no

@@ -235,12 +235,7 @@ def _continue(binding: PlatformRef, event: ContinueAsked, settings: RenderSettin
         f":{settings.approve_emoji}: or press Continue to go on, "
         f":{settings.reject_emoji}: to stop here."
     )
-    buttons = (
-        Button(label="Continue", action=Approve(request=event.request_id), style="primary"),
-        Button(label="Stop here", action=Reject(request=event.request_id), style="danger"),
-    )
-    action = PostReply(ref=binding, text=text, buttons=buttons)
-    return Outgoing(action, request_id=event.request_id)
+    return _go_on(binding, text, event.request_id, "Continue")
 
 
 def _budget(binding: PlatformRef, event: BudgetReached, settings: RenderSettings) -> Outgoing:
@@ -259,12 +254,16 @@ def _budget(binding: PlatformRef, event: BudgetReached, settings: RenderSettings
         f"or an approver may react :{settings.approve_emoji}: or press Raise budget to "
         f"allow another {more} and go on, :{settings.reject_emoji}: to stop here."
     )
+    return _go_on(binding, text, event.request_id, "Raise budget")
+
+
+def _go_on(binding: PlatformRef, text: str, request_id: str, go: str) -> Outgoing:
+    """A "go on?" request's message: ``text``, a ``go`` button and a Stop here button."""
     buttons = (
-        Button(label="Raise budget", action=Approve(request=event.request_id), style="primary"),
-        Button(label="Stop here", action=Reject(request=event.request_id), style="danger"),
+        Button(label=go, action=Approve(request=request_id), style="primary"),
+        Button(label="Stop here", action=Reject(request=request_id), style="danger"),
     )
-    action = PostReply(ref=binding, text=text, buttons=buttons)
-    return Outgoing(action, request_id=event.request_id)
+    return Outgoing(PostReply(ref=binding, text=text, buttons=buttons), request_id=request_id)
 
 
 def _amounts(tokens: int | None, micro_usd: int | None) -> str:

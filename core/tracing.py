@@ -178,17 +178,14 @@ def model_call(model: str, *, max_tokens: int) -> Iterator[ModelCall]:
     Outside a run nothing is recorded. A failure of the call (its exception) sets
     the span's status to error with ``error.type``.
     """
-    run = _run.get()
-    tracer = run.tracer if run is not None else trace.NoOpTracer()
     attributes: dict[str, str | int] = {
-        **(run.attributes if run is not None else {}),
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": PROVIDER,
         "gen_ai.system": PROVIDER,
         "gen_ai.request.model": model,
         "gen_ai.request.max_tokens": max_tokens,
     }
-    with _span(tracer, f"chat {model}", SpanKind.CLIENT, attributes) as span:
+    with _in_run(f"chat {model}", SpanKind.CLIENT, attributes) as span:
         yield ModelCall(span)
 
 
@@ -199,16 +196,13 @@ def tool_call(name: str, tool_use_id: str) -> Iterator[None]:
     Its final state comes from :func:`tool_call_ended`; outside a run nothing is
     recorded. An exception out of the block sets the span's status to error.
     """
-    run = _run.get()
-    tracer = run.tracer if run is not None else trace.NoOpTracer()
     attributes: dict[str, str | int] = {
-        **(run.attributes if run is not None else {}),
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
         "gen_ai.tool.call.id": tool_use_id,
         "gen_ai.tool.type": "function",
     }
-    with _span(tracer, f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
+    with _in_run(f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
         token = _tool.set((tool_use_id, span))
         try:
             yield
@@ -245,6 +239,19 @@ def tool_call_ended(tool_use_id: str, state: ToolState) -> None:
     if state in FAILED_STATES:
         span.set_attribute("error.type", state.value)
         span.set_status(Status(StatusCode.ERROR))
+
+
+@contextlib.contextmanager
+def _in_run(name: str, kind: SpanKind, attributes: Mapping[str, str | int]) -> Iterator[Span]:
+    """A child span of the current run, with the run's attributes before ``attributes``;
+    a no-op span outside a run."""
+    run = _run.get()
+    if run is None:
+        with _span(trace.NoOpTracer(), name, kind, attributes) as span:
+            yield span
+        return
+    with _span(run.tracer, name, kind, {**run.attributes, **attributes}) as span:
+        yield span
 
 
 @contextlib.contextmanager

@@ -83,11 +83,14 @@ def assert_each_request_extends_the_one_before(bodies: Sequence[dict[str, Any]])
 
 
 @asynccontextmanager
-async def running(settings: Settings, server: FakeAnthropicServer) -> AsyncIterator[App]:
-    """A started bot whose model is the real Anthropic model pointed at ``server``;
-    closed (the bot, then the model's HTTP client) on leaving, as at a shutdown."""
+async def running(
+    settings: Settings, server: FakeAnthropicServer, **build_with: Any
+) -> AsyncIterator[App]:
+    """A started bot whose model is the real Anthropic model pointed at ``server`` (and
+    whatever else ``build_with`` gives :func:`bot.app.build`); closed (the bot, then
+    the model's HTTP client) on leaving, as at a shutdown."""
     model = anthropic_model_from(api_key="test-key", base_url=server.base_url, model="claude-test")
-    app = await build(settings, model=model)
+    app = await build(settings, model=model, **build_with)
     await app.start()
     try:
         yield app

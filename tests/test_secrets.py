@@ -36,7 +36,7 @@ from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.people import Person
 from core.run.engine import Engine
 from core.secrets import RedactingFilter, Redactor
-from core.tools.base import Toolbox, ToolContext, ToolOutput
+from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
 from core.workflow import default_workflow
 from tests.harness import Chat
@@ -170,12 +170,10 @@ class Leaky:
         )
 
 
-async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_thread(
-    tmp_path: Path,
-) -> None:
-    store = MemoryStore(render=render_event)
-    sender = RecordingSender()  # the deliverer redacts nothing here: the engine must
-    deliverer = Deliverer(outbox=store.outbox, senders={"test": sender}, note_interval=0)
+async def redacting_engine(
+    store: MemoryStore, tmp_path: Path, model: ScriptedModel, *tools: Tool
+) -> tuple[Engine, str]:
+    """An engine with the bot's secrets (:data:`SECRETS`) and a new conversation on ``store``."""
     cid = await store.threads.open_conversation(
         delivery_key="m1",
         binding=PlatformRef(platform="test", channel="c", thread="m1"),
@@ -184,19 +182,29 @@ async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_th
         position=default_workflow().start,
     )
     assert cid is not None
+    engine = Engine(
+        journal=store.journal,
+        model=model,
+        toolbox=Toolbox([*control_tools(), *tools]),
+        workflow=default_workflow(),
+        redactor=Redactor(SECRETS),
+    )
+    return engine, cid
+
+
+async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_thread(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore(render=render_event)
+    sender = RecordingSender()  # the deliverer redacts nothing here: the engine must
+    deliverer = Deliverer(outbox=store.outbox, senders={"test": sender}, note_interval=0)
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("leak", {}), ScriptedCall("leak_error", {})]),
             ScriptedTurn(text="I looked."),
         ]
     )
-    engine = Engine(
-        journal=store.journal,
-        model=model,
-        toolbox=Toolbox([*control_tools(), Leaky(), Leaky(fails=True)]),
-        workflow=default_workflow(),
-        redactor=Redactor(SECRETS),
-    )
+    engine, cid = await redacting_engine(store, tmp_path, model, Leaky(), Leaky(fails=True))
 
     await engine.start(cid, Start(text="print the env", author=ALICE))
     await deliverer.drain()
@@ -220,22 +228,8 @@ async def test_a_token_a_person_pastes_is_redacted_before_it_is_journaled_or_sen
     tmp_path: Path,
 ) -> None:
     store = MemoryStore(render=render_event)
-    cid = await store.threads.open_conversation(
-        delivery_key="m2",
-        binding=PlatformRef(platform="test", channel="c", thread="m2"),
-        requester=ALICE,
-        workspace_root=tmp_path,
-        position=default_workflow().start,
-    )
-    assert cid is not None
     model = ScriptedModel([ScriptedTurn(text="Never paste a token.")])
-    engine = Engine(
-        journal=store.journal,
-        model=model,
-        toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
-        redactor=Redactor(SECRETS),
-    )
+    engine, cid = await redacting_engine(store, tmp_path, model)
 
     await engine.start(cid, Start(text=f"why does {TOKEN} fail?", author=ALICE))
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import json
 from typing import Any
 
 from bot.settings import Settings
@@ -27,25 +26,12 @@ from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.fakes.files import FakeFileHost, png
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.slack_harness import _INBOUND_TASKS, ALICE, CHANNEL, WAIT, Workspace, slack_workspace
+from tests.test_cache_prefix import canonical, unmarked
 from tests.test_discord_story import Guild, discord_guild, fixture
 from tests.test_slack_story import finish, plan, question
 
 LOG = "===== 2 failed, 10 passed =====\nFAILED tests/test_login.py::test_session - KeyError\n"
 IMAGE = png(64, 48)
-
-
-def unmarked(value: Any) -> Any:
-    """``value`` without ``cache_control`` markers (they move to the newest message)."""
-    if isinstance(value, dict):
-        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [unmarked(v) for v in value]
-    return value
-
-
-def canonical(value: Any) -> str:
-    """``value`` as compact JSON, keys in their order: equal strings, equal bytes sent."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def image_block(data: bytes) -> dict[str, Any]:

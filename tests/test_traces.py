@@ -20,8 +20,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,18 +36,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from bot.app import App, build
+from bot.app import build
 from bot.errors import TracesUnavailable
 from bot.settings import ModelPrice, Settings
 from bot.tracing import OFF, traces_from
 from core import tracing
 from core.journal import AssistantTurn, ToolState
 from core.lifecycle import Lifecycle
-from core.models.anthropic import anthropic_model_from
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.harness import Chat
+from tests.test_cache_prefix import running
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICE = ModelPrice(input=3, output=15, cache_read=0.3, cache_write=3.75)
@@ -132,21 +131,6 @@ def spans() -> Iterator[Spans]:
     found.provider.shutdown()
 
 
-@asynccontextmanager
-async def traced_bot(
-    settings: Settings, server: FakeAnthropicServer, spans: Spans
-) -> AsyncIterator[App]:
-    """A started bot on the real Anthropic model against ``server``, tracing to ``spans``."""
-    model = anthropic_model_from(api_key="test-key", base_url=server.base_url, model="claude-test")
-    app = await build(settings, model=model, tracer_provider=spans.provider)
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.close()
-        await model.aclose()
-
-
 def runs(finished: Sequence[ReadableSpan]) -> list[ReadableSpan]:
     """The run spans, in the order the runs started."""
     found = [s for s in finished if s.name == "invoke_agent threadbot"]
@@ -177,7 +161,7 @@ async def test_a_run_is_a_span_with_its_model_calls_and_tool_calls_as_children(
 ) -> None:
     settings.prices = {"claude-test": PRICE}
     async with FakeAnthropicServer(SCRIPT) as server:
-        async with traced_bot(settings, server, spans) as app:
+        async with running(settings, server, tracer_provider=spans.provider) as app:
             chat = Chat(app)
             await chat.mention(REQUEST)
             await chat.react(chat.bot_message("📋 Plan (v1)"))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.journal import AssistantTurn, Compacted, JournalRecord, UserText
+from core.journal import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
 from core.run_events import RunStats
 from core.tools.control import CONTROL_TOOLS
 
@@ -77,7 +77,7 @@ class RequestTotals:
         if isinstance(entry, AssistantTurn):
             self._add_turn(entry)
         elif isinstance(entry, Compacted) and entry.usage is not None:
-            self._add_turn(AssistantTurn(usage=entry.usage))  # its tokens and cost, no calls
+            self._add_usage(entry.usage)  # a summary's call: its tokens and cost, no tool calls
 
     def _restart(self, began: datetime | None) -> None:
         self.began = began
@@ -86,9 +86,10 @@ class RequestTotals:
 
     def _add_turn(self, turn: AssistantTurn) -> None:
         self.tool_calls += sum(1 for c in turn.tool_calls if c.name not in CONTROL_TOOLS)
-        usage = turn.usage
-        if usage is None:
-            return
+        if turn.usage is not None:
+            self._add_usage(turn.usage)
+
+    def _add_usage(self, usage: ModelUsage) -> None:
         self.input_tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         self.output_tokens += usage.output_tokens
         self.cache_read_tokens += usage.cache_read_tokens

@@ -366,7 +366,6 @@ class FakeDiscord(LocalServer):
         self._sockets: set[web.WebSocketResponse] = set()
         self._server_closes: dict[web.WebSocketResponse, int] = {}
         self._snowflake_last = 0
-        self._runner: web.AppRunner | None = None
         self._root = ""
         self._cdn = ServedFiles()
         self._seed()
@@ -389,18 +388,12 @@ class FakeDiscord(LocalServer):
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._api)
         app.router.add_get("/attachments/{tail:.*}", self._cdn.handle)
         app.router.add_route("*", "/{tail:.*}", _not_found)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        host, port = self._runner.addresses[0][:2]
-        self._root = f"http://{host}:{port}"
+        await self.listen(app)
 
     async def stop(self) -> None:
         for ws in list(self._sockets):
             await self._close(ws, WSCloseCode.GOING_AWAY, "FakeDiscord stopping.")
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.unlisten()
 
     @contextlib.contextmanager
     def patch_discord_py(self) -> Iterator[None]:

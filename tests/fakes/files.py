@@ -109,7 +109,6 @@ class FakeFileHost(LocalServer):
 
     def __init__(self) -> None:
         self.files = ServedFiles()
-        self._runner: web.AppRunner | None = None
 
     @property
     def requests(self) -> list[FileRequest]:
@@ -124,13 +123,7 @@ class FakeFileHost(LocalServer):
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.files.handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        host, port = self._runner.addresses[0][:2]
-        self._root = f"http://{host}:{port}"
+        await self.listen(app, shutdown_timeout=1.0)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.unlisten()

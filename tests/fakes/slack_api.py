@@ -235,7 +235,6 @@ class FakeSlackApi(LocalServer):
         self._windows: list[_Window] = []
         self.clock = clock
         """Seconds, for rate-limit windows; share it with the bot to scale time in a test."""
-        self._runner: web.AppRunner | None = None
         self._root = ""
         self._shared = ServedFiles(authorization=f"Bearer {file_token}")
         self._shared_counter = itertools.count(1)
@@ -253,16 +252,10 @@ class FakeSlackApi(LocalServer):
         app.router.add_post("/upload/v1/{file_id}", self._upload)
         app.router.add_get("/files-pri/{tail:.*}", self._shared.handle)
         app.router.add_route("*", "/{tail:.*}", _not_found)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        host, port = self._runner.addresses[0][:2]
-        self._root = f"http://{host}:{port}"
+        await self.listen(app)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.unlisten()
 
     # -- test controls -----------------------------------------------------------
 

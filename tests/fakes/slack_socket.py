@@ -82,7 +82,6 @@ class FakeSocketModeServer(LocalServer):
         self._open: dict[int, web.WebSocketResponse] = {}
         self._ack_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._connected = asyncio.Event()
-        self._runner: web.AppRunner | None = None
         self._root = ""
         self._stopping = False
 
@@ -100,18 +99,12 @@ class FakeSocketModeServer(LocalServer):
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/link/", self._link)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        host, port = self._runner.addresses[0][:2]
-        self._root = f"ws://{host}:{port}"
+        await self.listen(app, scheme="ws")
 
     async def stop(self) -> None:
         self._stopping = True  # a client told to go away must not get back in
         await self.close_connections()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.unlisten()
         for waiter in self._ack_waiters.values():
             if not waiter.done():
                 waiter.cancel()
