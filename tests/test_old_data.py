@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 from conversations import migrate
 from conversations.render import render_event
 from conversations.store.sql import SqlStore, create_engine
+from core.context import ManualClock, RunContext
 from core.inputs import Approve, Reply
 from core.journal import DecisionEntry, ToolState
 from core.lifecycle import Lifecycle
@@ -87,12 +89,20 @@ def conversation(n: int) -> str:
     return str(old_rows()["conversations"][n]["id"])
 
 
+RECORDED = datetime(2026, 12, 1, 13, 30, tzinfo=UTC)
+"""A moment just after the fixture's rows were written, before its requests expire."""
+
+
 def engine_for(store: SqlStore, *turns: ScriptedTurn) -> Engine:
+    """An engine over the upgraded store whose clock stands at :data:`RECORDED`: the
+    fixture's requests expire a day after they were written, and a decision is judged
+    by the engine's clock, never the day the test runs."""
     return Engine(
         journal=store.journal,
         model=ScriptedModel(list(turns)),
         toolbox=Toolbox([*control_tools(), RunCommand(), ListFiles()]),
         workflow=default_workflow(),
+        context=RunContext(clock=ManualClock(RECORDED)),
     )
 
 
