@@ -9,10 +9,12 @@ BENCH_STAMP := $(VENV)/.installed-bench
 .PHONY: run test lint bench clean sandbox-check
 
 $(STAMP): pyproject.toml
+	@echo "threadbot: installing threadbot and its dependencies into $(VENV) (once; about 2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@touch $(STAMP)
+	@echo "threadbot: installed"
 
 # The benchmarks also run DBOS, side by side (the bench extra).
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -22,8 +24,9 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 run: $(STAMP) sandbox-check
 	$(BIN)/threadbot run
 
+# The suite runs on every core (pytest-xdist); tests share no port, folder or process marker.
 test: $(STAMP) sandbox-check
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 # The agent's commands run under bubblewrap; without it they run unconfined and ask first.
 sandbox-check:

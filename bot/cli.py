@@ -1,5 +1,4 @@
-"""threadbot: run an LLM agent from team chat (commands: run, console, db, settings, doctor,
-usage).
+"""threadbot: run an LLM agent from team chat.
 
 ``threadbot run`` starts every adapter that has credentials (Slack with
 ``SLACK_BOT_TOKEN``, Discord with ``DISCORD_TOKEN``), and the console when none
@@ -9,29 +8,43 @@ background task gave up, 2 on a usage or settings error, 130 after a second Ctrl
 ``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
 needed works, 1 when a check failed, 2 on a usage or settings error.
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
-(:mod:`bot.usage_report`).
+(:mod:`bot.usage_report`). ``threadbot db`` or ``threadbot settings`` without a
+subcommand lists its subcommands (exit 2). Output cut short by a closed pipe
+(``threadbot doctor | head -1``) ends quietly with 141, the shell's code for a
+process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+BROKEN_PIPE = 141
+"""The exit code after a reader closed the pipe early: 128 + SIGPIPE, as a shell says."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="threadbot", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="threadbot",
+        description="Run an LLM agent from team chat: plan, approve, work, ask, stop, in a thread.",
+        epilog="`threadbot COMMAND --help` tells more of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"threadbot {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="start every configured adapter (the console if none)")
     commands.add_parser("console", help="chat with the bot in this terminal")
     db = commands.add_parser("db", help="database maintenance")
-    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db.set_defaults(group=db)
+    db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
     db_commands.add_parser("upgrade", help="create or upgrade the schema to the newest revision")
     commands.add_parser(
         "doctor",
         help="check the sandbox, the database, the credentials and the workspace root",
     )
     settings = commands.add_parser("settings", help="what the settings are, and why")
-    settings_commands = settings.add_subparsers(dest="settings_command", required=True)
+    settings.set_defaults(group=settings)
+    settings_commands = settings.add_subparsers(dest="settings_command", metavar="SUBCOMMAND")
     explain = settings_commands.add_parser(
         "explain", help="the effective settings of a channel, each with the layer it came from"
     )
@@ -56,16 +69,50 @@ def _since(text: str) -> object:
     return since_argument(text)
 
 
+def _version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or ``unknown``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("threadbot")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _subcommand_missing(args: argparse.Namespace) -> bool:
+    """Print the help of ``threadbot db`` or ``threadbot settings`` (their subcommands)
+    when it was given without one."""
+    group: argparse.ArgumentParser | None = getattr(args, "group", None)
+    if group is None or getattr(args, f"{args.command}_command") is not None:
+        return False
+    print(group.format_help(), end="", file=sys.stderr)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadbot`` console script.
 
-    Only :mod:`argparse` is needed to answer ``--help`` or a usage error (exit 2);
-    the rest is imported once a command is to run (:mod:`bot.commands`).
+    Only :mod:`argparse` is needed to answer ``--help``, ``--version`` or a usage error
+    (exit 2); the rest is imported once a command is to run (:mod:`bot.commands`).
     """
     args = _parser().parse_args(argv)
+    if _subcommand_missing(args):
+        return 2
     from bot.commands import run
 
-    return run(args)
+    try:
+        code = run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

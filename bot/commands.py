@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import tomllib
+from pathlib import Path
 
 from alembic.util.exc import CommandError
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adapters.console import ConsoleError
 from bot.app import default_toolbox
 from bot.errors import StartFailed, TracesUnavailable
+from bot.layer_tables import place_problem
 from bot.platforms import platform_adapters
 from bot.serve import run_console, run_platforms
 from bot.settings import Settings
@@ -29,6 +31,7 @@ from bot.settings_errors import explain
 from conversations import migrate
 from conversations.logcontext import ConversationFilter
 from conversations.store.sql import create_engine
+from conversations.store.sql.failures import database_said, sqlite_file
 from core.faults import Faults
 from core.secrets import RedactingFilter, Redactor
 
@@ -65,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
 
         return asyncio.run(usage(settings, args.by, args.since, args.json))
     if args.command == "settings":
+        problem = place_problem(args.platform, args.team, args.channel)
+        if problem is not None:
+            print(f"threadbot settings explain: {problem}", file=sys.stderr)
+            return 2
         layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
         effective = layers.at(args.platform, args.team, args.channel)
         print(f"settings for {args.platform} {args.team or '-'} {args.channel or '-'}")
@@ -77,15 +84,10 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130
-    except (
-        ConsoleError,
-        StartFailed,
-        TracesUnavailable,
-        OSError,
-        ValueError,
-        CommandError,
-        SQLAlchemyError,
-    ) as exc:
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"threadbot: {redactor.redact(_said(settings, exc))}", file=sys.stderr)
+        return 2
+    except (ConsoleError, StartFailed, TracesUnavailable, ValueError, CommandError) as exc:
         print(f"threadbot: {redactor.redact(str(exc))}", file=sys.stderr)
         return 2
 
@@ -94,17 +96,41 @@ async def _upgrade(settings: Settings) -> int:
     if settings.database_url == "memory://":
         print("threadbot: memory:// has no schema to upgrade (it keeps nothing)", file=sys.stderr)
         return 2
-    engine = create_engine(settings.database_url)
+    try:
+        engine = create_engine(settings.database_url)
+    except OSError as exc:
+        print(f"threadbot: cannot upgrade the database: {_said(settings, exc)}", file=sys.stderr)
+        return 2
     try:
         await migrate.upgrade(engine, faults=Faults(settings.fault))
         revision = await migrate.current_revision(engine)
-    except (CommandError, SQLAlchemyError) as exc:
-        print(f"threadbot: cannot upgrade the database: {exc}", file=sys.stderr)
+    except (CommandError, SQLAlchemyError, OSError) as exc:
+        print(f"threadbot: cannot upgrade the database: {_said(settings, exc)}", file=sys.stderr)
         return 2
     finally:
         await engine.dispose()
     print(f"database at revision {revision}")
     return 0
+
+
+def _said(settings: Settings, error: BaseException) -> str:
+    """A failure of the database, or of a file or folder, in one line of words."""
+    if isinstance(error, SQLAlchemyError) or (
+        isinstance(error, OSError) and _of_database(settings, error)
+    ):
+        return database_said(settings.database_url, error)
+    if isinstance(error, OSError) and error.filename:
+        return f"{error.filename}: {(error.strerror or str(error)).lower()}"
+    return str(error) or type(error).__name__
+
+
+def _of_database(settings: Settings, error: OSError) -> bool:
+    """Whether ``error`` is about the SQLite database's file or one of its folders."""
+    file = sqlite_file(settings.database_url)
+    if file is None or not error.filename:
+        return False
+    named = Path(os.fsdecode(error.filename))
+    return named == file or named in file.parents
 
 
 def _settings() -> Settings | None:

@@ -300,6 +300,7 @@ async def database_checks(url: str) -> list[Check]:
 
     from conversations import migrate
     from conversations.store.sql import create_engine
+    from conversations.store.sql.failures import database_said
 
     parsed = make_url(url)
     shown = parsed.render_as_string(hide_password=True)
@@ -308,12 +309,14 @@ async def database_checks(url: str) -> list[Check]:
         missing = await asyncio.to_thread(_no_sqlite_file, Path(file), shown)
         if missing is not None:
             return [missing]
-    engine = create_engine(url)
+    try:
+        engine = create_engine(url)
+    except OSError as exc:
+        return [failed("database", f"{shown} does not open: {database_said(url, exc)}")]
     try:
         current = await migrate.current_revision(engine)
     except (SQLAlchemyError, OSError) as exc:
-        reason = getattr(exc, "orig", None) or exc
-        return [failed("database", f"{shown} does not open: {reason}")]
+        return [failed("database", f"{shown} does not open: {database_said(url, exc)}")]
     finally:
         await engine.dispose()
     scripts = ScriptDirectory.from_config(migrate.alembic_config())

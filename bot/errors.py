@@ -10,6 +10,8 @@ The tree::
 
 from __future__ import annotations
 
+from adapters.said import connection_said
+
 
 class BotError(Exception):
     """Base of every failure raised by ``bot``."""
@@ -33,10 +35,11 @@ class GaveUp(BotError):
 
 
 class StartFailed(BotError):
-    """A platform adapter could not start; the message names the platform and why."""
+    """A platform adapter could not start; the message names the platform and why, in
+    words (:func:`adapters.said.connection_said`: an address, not an exception's repr)."""
 
     def __init__(self, platform: str, reason: BaseException) -> None:
-        super().__init__(f"could not start {platform}: {reason}")
+        super().__init__(f"could not start {platform}: {connection_said(reason)}")
         self.platform = platform
 
 

@@ -21,6 +21,8 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    TypeAdapter,
+    ValidationError,
     field_validator,
 )
 
@@ -198,3 +200,27 @@ class DiscordGuild(DiscordChannel):
     """A Discord guild's layer (``[discord.<guild_id>]``) and its channels' layers."""
 
     channels: dict[Snowflake, DiscordChannel] = {}
+
+
+_PLACE_IDS: dict[str, tuple[Any, Any]] = {
+    "slack": (TypeAdapter(SlackTeamId), TypeAdapter(SlackChannelId)),
+    "discord": (TypeAdapter(Snowflake), TypeAdapter(Snowflake)),
+}
+
+
+def place_problem(platform: str, team: str, channel: str) -> str | None:
+    """Why ``team`` and ``channel`` cannot be a place on ``platform`` (an empty one is
+    "any"), in the words the TOML layers use; None when they can. The console's ids
+    are free text."""
+    adapters = _PLACE_IDS.get(platform)
+    if adapters is None:
+        return None
+    team_ids, channel_ids = adapters
+    for flag, value, adapter in (("--team", team, team_ids), ("--channel", channel, channel_ids)):
+        if not value:
+            continue
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            return f"{flag}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+    return None

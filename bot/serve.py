@@ -12,6 +12,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from adapters.console import ConsoleAdapter
@@ -19,6 +20,7 @@ from bot.app import App, build, model_for
 from bot.errors import StartFailed
 from bot.platforms import directory_for
 from bot.settings import Settings
+from conversations.store.sql.failures import sqlite_file
 from core.models.base import Model
 from core.models.demo import DemoModel
 
@@ -39,6 +41,9 @@ async def run_console(
         banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
     else:
         banner = f"threadbot: using the model {chosen.name}."
+    banner += " Type a request; /help lists the commands."
+    database = sqlite_file(settings.database_url)
+    had_database = database is not None and database.is_file() and database.stat().st_size > 0
     console = ConsoleAdapter(
         input=input,
         output=output,
@@ -46,14 +51,25 @@ async def run_console(
         state_file=settings.console_state,
         stop_command=settings.stop_command,
         wait_between_lines={"auto": None, "yes": True, "no": False}[settings.console_wait],
-        banner=banner + " Type a request; /help lists the commands.",
+        banner=banner,
     )
+    if had_database and console.state_created:
+        console.banner = f"{banner}\n{_new_state_file(settings.console_state, database)}"
     app = await build(settings, model=chosen)
     app.add_sender(console)
     app.add_texts(console.texts)
     async with app:
         work = console.run(app.hub, settled=app.hub.settled, working=app.hub.working)
         return await serve(app, work, (signal.SIGINT, signal.SIGTERM))
+
+
+def _new_state_file(state: Path, database: Path | None) -> str:
+    """What the console says when its state file is new beside an existing database."""
+    return (
+        f"threadbot: the console's state file {state} was missing, but the database "
+        f"{database} was not: messages are numbered from [1] again, and the threads "
+        "before cannot be replied to by number (delete both to start afresh)."
+    )
 
 
 async def serve(
@@ -91,6 +107,8 @@ async def serve(
             return 1
         if on_signal is not None:
             await on_signal()
+        if busy := app.hub.working():
+            print(_waiting_for_runs(busy, app.shutdown_grace), file=sys.stderr, flush=True)
         await app.shutdown()
         return 0
     finally:
@@ -100,6 +118,15 @@ async def serve(
         for task in (main, stop, failed):
             task.cancel()
         await asyncio.gather(main, stop, failed, return_exceptions=True)
+
+
+def _waiting_for_runs(busy: int, grace: float) -> str:
+    """What a shutdown says while runs finish their step (a command may take the grace)."""
+    runs = "1 run" if busy == 1 else f"{busy} runs"
+    return (
+        f"threadbot: shutting down: waiting up to {grace:g} s for {runs} to finish the "
+        "step in progress (it goes on at the next start); Ctrl-C again leaves at once"
+    )
 
 
 async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> int:

@@ -103,7 +103,7 @@ def as_table(by: Grouping, lines: list[UsageLine]) -> str:
                     line.tokens,
                 )
             ),
-            exact_dollars(line.cost_micro_usd),
+            _cost_shown(line),
         )
         for line in [*lines, total(lines)]
     ]
@@ -119,6 +119,14 @@ def as_table(by: Grouping, lines: list[UsageLine]) -> str:
     if unpriced:
         text.append(f"({unpriced} calls of models with no price: their cost is not counted)")
     return "\n".join(text)
+
+
+def _cost_shown(line: UsageLine) -> str:
+    """The line's cost in dollars, or ``no price`` when none of its calls had one (as
+    ``--json``'s null), never a cost of $0 that was not counted."""
+    if line.calls and line.unpriced == line.calls:
+        return "no price"
+    return exact_dollars(line.cost_micro_usd)
 
 
 async def usage(settings: Settings, by: Grouping, since: datetime | None, json_out: bool) -> int:

@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.cli_harness import ROOT, clean_env, threadbot
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))}
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+    return clean_env()
 
 
 def _run(
     tmp_path: Path, env: dict[str, str], stdin: str = "hi\n", *command: str
 ) -> subprocess.CompletedProcess[str]:
     """``threadbot COMMAND`` (``run`` by default) as a process, in ``tmp_path``."""
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *(command or ("run",))],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_env(tmp_path) | env,
-        timeout=60,
-    )
+    return threadbot(tmp_path, *(command or ("run",)), stdin=stdin, env=env)
 
 
 def test_piped_hello_shows_the_demo_plan_and_exits_0(tmp_path: Path) -> None:
@@ -264,6 +253,9 @@ def test_sigterm_kills_the_running_command_after_the_grace_and_exits_0(tmp_path:
 
     assert proc.wait(timeout=20) == 0
     _assert_interrupted(tmp_path, pid_file)
+    assert proc.stderr is not None
+    said = proc.stderr.read()
+    assert "shutting down: waiting up to 0.5 s for 1 run to finish the step in progress" in said
 
 
 def test_quit_while_a_run_works_says_it_waits_and_ctrl_c_leaves_cleanly(tmp_path: Path) -> None:

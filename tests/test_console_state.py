@@ -84,28 +84,33 @@ async def test_after_a_restart_the_plan_of_the_first_process_can_be_approved(
         "  [2] ↳1 threadbot: 📋 Plan (v1)",
         "[1] +👀 you",
     ]
+    session = records(state)[0]["session"]  # a new file's own, in every key and ref
+    assert isinstance(session, str) and session
     assert records(state) == [
+        {"session": session},
         {"id": 1, "root": 1, "key": None, "author": "you"},
-        {"id": 2, "root": 1, "key": "reply:console:1", "author": "threadbot"},
+        {"id": 2, "root": 1, "key": f"reply:console:{session}:1", "author": "threadbot"},
         {"counter": 1},
     ]
+    assert {event.ref.workspace for event in first.events} == {session}
 
     _, second, lines = await process(state, "+✅ 2\n>2 use one per test\nanother one\n/stop 2\n")
 
     approve, reply, mention, stop = second.events
     assert isinstance(approve, ReactionChanged)
-    assert approve.delivery_key == "console:r2" != first.events[1].delivery_key
+    assert approve.delivery_key == f"console:{session}:r2" != first.events[1].delivery_key
     assert (approve.ref.thread, approve.ref.message, approve.emoji) == (
         "1",
         "2",
         "white_check_mark",
     )
     assert isinstance(reply, MessagePosted)
-    assert (reply.ref.thread, reply.ref.message, reply.delivery_key) == ("1", "3", "console:3")
+    assert (reply.ref.thread, reply.ref.message) == ("1", "3")
+    assert reply.delivery_key == f"console:{session}:3"
     assert isinstance(mention, MessagePosted) and mention.mentions_bot
-    assert mention.delivery_key == "console:5" != first.events[0].delivery_key
+    assert mention.delivery_key == f"console:{session}:5" != first.events[0].delivery_key
     assert isinstance(stop, CommandInvoked)
-    assert (stop.args, stop.ref.thread, stop.delivery_key) == ("1", "1", "console:r3")
+    assert (stop.args, stop.ref.thread, stop.delivery_key) == ("1", "1", f"console:{session}:r3")
     assert lines == [
         "  [2] +✅ you",
         "  [3] ↳1 you: use one per test",
@@ -118,12 +123,13 @@ async def test_after_a_restart_the_plan_of_the_first_process_can_be_approved(
 
 async def test_a_send_printed_by_an_earlier_process_is_not_printed_again(tmp_path: Path) -> None:
     state = tmp_path / "state.jsonl"
-    await process(state, "fix it\n")  # the plan [2] was sent with key reply:console:1
+    await process(state, "fix it\n")  # the plan [2] was sent with key reply:console:S:1
+    session = records(state)[0]["session"]
 
     output = io.StringIO()
     adapter = ConsoleAdapter(input=io.StringIO(""), output=output, state_file=state)
     plan = PostReply(ref=TOP.in_thread("1"), text="📋 Plan (v1)")
-    assert await adapter.send(plan, idempotency_key="reply:console:1") == "2"
+    assert await adapter.send(plan, idempotency_key=f"reply:console:{session}:1") == "2"
     assert output.getvalue() == ""
     assert await adapter.send(plan, idempotency_key="tb-new") == "3"
     assert output.getvalue().splitlines() == ["  [3] ↳1 threadbot: 📋 Plan (v1)"]
@@ -162,7 +168,7 @@ async def test_a_line_torn_by_a_crash_is_dropped_and_the_file_stays_whole(tmp_pa
 
     _, _, lines = await process(state, ">2 and the flaky one\n")
     assert lines[0] == "  [3] ↳1 you: and the flaky one"
-    assert [r.get("id") for r in records(state)] == [1, 2, 3, 4]  # every line parses
+    assert [r.get("id") for r in records(state)] == [None, 1, 2, 3, 4]  # every line parses
 
     _, _, lines = await process(state, "+✅ 4\n")
     assert lines == ["  [4] +✅ you"]

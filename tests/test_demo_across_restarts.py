@@ -87,3 +87,20 @@ def test_the_demo_does_not_claim_a_file_it_could_not_write(tmp_path: Path) -> No
     assert answer.startswith("I could not write summary.md:"), answer
     assert "Done" not in answer
     assert not (_workspace(tmp_path) / "summary.md").exists()
+
+
+def test_a_removed_console_state_file_is_said_and_the_next_message_is_not_lost(
+    tmp_path: Path,
+) -> None:
+    _run(tmp_path, "summarise the release notes\n")
+    (tmp_path / ".threadbot" / "console.jsonl").unlink()  # the database stays
+
+    again = _run(tmp_path, "tidy up the changelog\n")
+
+    assert (
+        "threadbot: the console's state file .threadbot/console.jsonl was missing, but the "
+        "database .threadbot/threadbot.db was not: messages are numbered from [1] again"
+    ) in again.stdout
+    assert "[1] you: tidy up the changelog" in again.stdout
+    assert "[2] ↳1 threadbot: 📋 Plan (v1)" in again.stdout  # taken, not dropped as seen
+    assert len(_query(tmp_path, "select id from conversations")) == 2

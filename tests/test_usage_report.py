@@ -199,8 +199,8 @@ async def test_calls_of_a_model_with_no_price_are_counted_and_said_unpriced(
     table = threadbot_usage(tmp_path, sqlite_settings, "--by", "model")
     assert table.stdout.splitlines() == [
         "model        calls  input  output  cache read  cache write  tokens    cost $",
-        "claude-test      1    100      10           0            0     110  0.000000",
-        "total            1    100      10           0            0     110  0.000000",
+        "claude-test      1    100      10           0            0     110  no price",
+        "total            1    100      10           0            0     110  no price",
         "(1 calls of models with no price: their cost is not counted)",
     ]
 

@@ -57,9 +57,9 @@ class ConsoleAdapter:
     Raises :class:`adapters.console.errors.StateFileError` when it cannot be read.
     None keeps them in memory, for this process only. ``session`` prefixes every
     delivery key (``console:<session>:7``) and is the ``workspace`` of every ref;
-    with a state file none is needed. ``stop_command`` is the configured name of
-    ``/stop``; ``banner`` is printed once when the console starts (by default, a
-    greeting at a terminal and nothing on a pipe).
+    with a state file, the file's own session is used (:mod:`adapters.console.state`).
+    ``stop_command`` is the configured name of ``/stop``; ``banner`` is printed once when
+    the console starts (by default, a greeting at a terminal and nothing on a pipe).
     """
 
     platform: str = translate.PLATFORM
@@ -84,10 +84,16 @@ class ConsoleAdapter:
         self._author = translate.author_for(user)
         self._bot_name = bot_name
         self._wait = wait_between_lines
-        self._session = session
         self._stop_command = stop_command
-        self._banner = banner
+        self.banner = banner
+        """Printed once when the console starts (None: the default greeting)."""
         self._state = ConsoleState(state_file)
+        self._session = session or self._state.session
+
+    @property
+    def state_created(self) -> bool:
+        """The state file was made by this adapter (it did not exist, or was empty)."""
+        return self._state.created
 
     # --- Sender ------------------------------------------------------------------
 
@@ -182,8 +188,8 @@ class ConsoleAdapter:
         interactive = self._isatty(self._input)
         wait = (not interactive) if self._wait is None else self._wait
         reader = _LineReader(self._input)
-        if self._banner:
-            self._print(self._banner)
+        if self.banner:
+            self._print(self.banner)
         elif interactive:
             self._print(f"{self._bot_name} console: type a message to start; /help for commands")
         quitting = False

@@ -11,6 +11,8 @@ at start. The lines (the :data:`StateLine` shapes)::
                                                                   used delivery key r3
     {"key": "tb-13"}                                              the bot's edit or reaction
                                                                   with that key was printed
+    {"session": "5f3a9c1e"}                                       the file's session (its
+                                                                  first line)
 
 ``key`` is the idempotency key of a bot's send (None for a person's message); a key
 seen in the file is never printed again, and a post's key gives back its id.
@@ -27,11 +29,18 @@ error: the file was damaged by something else.
 One process per file: nothing locks it. The keys are the bot's outbox ids, so the
 file belongs with the bot's database: a new database with an old state file would
 have the console drop the new database's first sends as already printed.
+
+The other way round, a new state file beside an old database, numbers messages from
+[1] again. So that the new [1] is not taken for the old one (the hub would drop it
+as a delivery it already had, without a word), a new file starts with a random
+session (:attr:`ConsoleState.session`) that goes into every delivery key and ref;
+a file written before sessions existed has none and goes on as it was.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import assert_never
@@ -71,7 +80,14 @@ class SentLine(BaseModel):
     key: str
 
 
-StateLine = MessageLine | CounterLine | SentLine
+class SessionLine(BaseModel):
+    """The file's session: part of every delivery key and ref of the messages it numbers."""
+
+    model_config = _LINE_CONFIG
+    session: str
+
+
+StateLine = MessageLine | CounterLine | SentLine | SessionLine
 _state_line: TypeAdapter[StateLine] = TypeAdapter(StateLine)
 
 
@@ -93,8 +109,14 @@ class ConsoleState:
         """The number in the next reaction's or command's delivery key (``r<n>``)."""
         self._roots: dict[int, int] = {}
         self._sent: dict[str, str | None] = {}
+        self.session = ""
+        """The file's session ("" in memory, or in a file from before sessions)."""
+        self.created = False
+        """The file did not exist, or was empty, when this state was made."""
         if path is not None:
             self._replay(path)
+            if self.created:
+                self._add(SessionLine(session=secrets.token_hex(4)))
 
     @property
     def roots(self) -> Mapping[int, int]:
@@ -128,7 +150,9 @@ class ConsoleState:
                 file.flush()
                 os.fsync(file.fileno())
         except OSError as exc:
-            raise StateFileError(f"cannot write the console state file {self.path}: {exc}") from exc
+            raise StateFileError(
+                f"cannot write the console state file {self.path}: {_said(exc)}"
+            ) from exc
 
     def _apply(self, line: StateLine) -> None:
         match line:
@@ -141,6 +165,8 @@ class ConsoleState:
                 self.next_counter = max(self.next_counter, counter + 1)
             case SentLine(key=key):
                 self._sent.setdefault(key, None)
+            case SessionLine(session=session):
+                self.session = session
             case _:
                 assert_never(line)
 
@@ -150,6 +176,7 @@ class ConsoleState:
             with path.open("a+b") as file:  # creates it; fails now if it cannot be written
                 file.seek(0)
                 data = file.read()
+                self.created = not data.strip()
                 keep = self._replay_lines(path, data)
                 if keep < len(data) or (keep and not data[:keep].endswith(b"\n")):
                     file.truncate(keep)  # a torn last line; later appends start a new line
@@ -158,7 +185,8 @@ class ConsoleState:
                     file.flush()
                     os.fsync(file.fileno())
         except OSError as exc:
-            raise StateFileError(f"cannot open the console state file {path}: {exc}") from exc
+            said = _said(exc)
+            raise StateFileError(f"cannot open the console state file {path}: {said}") from exc
 
     def _replay_lines(self, path: Path, data: bytes) -> int:
         """Apply every line of ``data``; return how many leading bytes to keep."""
@@ -178,3 +206,9 @@ class ConsoleState:
                 self._apply(line)
             start += len(chunk) + 1
         return len(data)
+
+
+def _said(error: OSError) -> str:
+    """``error`` in words: ``.threadbot: read-only file system`` (no errno, no repr)."""
+    what = (error.strerror or type(error).__name__).lower()
+    return f"{os.fsdecode(error.filename)}: {what}" if error.filename else what

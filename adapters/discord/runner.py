@@ -38,6 +38,7 @@ from adapters.discord.gateway_guard import guard_parsers
 from adapters.discord.inbound import Inbound
 from adapters.discord.sending import DiscordSender
 from adapters.discord.texts import TEXTS
+from adapters.said import connection_said
 from conversations.adapter import InboundSink
 from conversations.events import OutboundAction
 
@@ -160,6 +161,7 @@ class DiscordAdapter:
     def __init__(self, config: DiscordConfig) -> None:
         self._config = config
         self._saved: tuple[str, yarl.URL] | None = None
+        _no_voice_notices()
         self.client = discord.Client(intents=intents(), enable_debug_events=True)
         self.client.event(self.on_socket_raw_receive)
         guard_parsers(self.client)  # a dispatch discord.py cannot parse is skipped, not fatal
@@ -210,7 +212,8 @@ class DiscordAdapter:
                 raise DiscordStartError(MESSAGE_CONTENT_HELP) from error
             if isinstance(error, discord.LoginFailure):
                 raise DiscordStartError(f"Discord refused the bot token: {error}") from error
-            raise DiscordStartError(f"the Discord connection ended: {error!r}") from error
+            ended = "ended" if error is None else f"ended: {connection_said(error)}"
+            raise DiscordStartError(f"the Discord connection {ended}") from error
         if not done:
             await self.close()
             raise DiscordStartError("Discord sent no READY in time")
@@ -317,7 +320,15 @@ class DiscordAdapter:
         )
 
 
+def _no_voice_notices() -> None:
+    """threadbot never joins a voice channel: discord.py's start-up warnings that PyNaCl
+    and davey (its voice libraries) are missing say nothing to its operator, so they are
+    turned off (``VoiceClient.warn_nacl`` and ``warn_dave``, read once by ``Client``)."""
+    discord.VoiceClient.warn_nacl = False
+    discord.VoiceClient.warn_dave = False
+
+
 def _log_end(task: asyncio.Task[None]) -> None:
     """Say so when the gateway connection ends on an error (discord.py gave up reconnecting)."""
     if not task.cancelled() and (error := task.exception()) is not None:
-        log.error("the Discord gateway connection ended: %r", error)
+        log.error("the Discord gateway connection ended: %s", connection_said(error))

@@ -32,6 +32,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 
@@ -100,6 +101,7 @@ class SlackAdapter:
             client=self.client,
             signing_secret=config.signing_secret or "socket-mode-needs-no-secret",
             request_verification_enabled=config.app_token is None,
+            logger=_bolt_logger(),
         )
         self.me: BotIdentity | None = None
         self._hub: InboundSink | None = None
@@ -280,6 +282,24 @@ class SlackAdapter:
         return await self._sender.send(
             action, idempotency_key=idempotency_key, maybe_sent=maybe_sent
         )
+
+
+class _WithoutTokenNotice(logging.Filter):
+    """Drops bolt's "As you gave `client` as well, `token` will be unused.": bolt reads
+    ``SLACK_BOT_TOKEN`` from the environment by itself, and the adapter hands it the
+    client built from that very token, so the notice is true of every start and says
+    nothing to an operator."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def _bolt_logger() -> logging.Logger:
+    """bolt's own logger (``slack_bolt.AsyncApp``) without its token notice."""
+    logger = logging.getLogger("slack_bolt.AsyncApp")
+    if not any(isinstance(f, _WithoutTokenNotice) for f in logger.filters):
+        logger.addFilter(_WithoutTokenNotice())
+    return logger
 
 
 def _refused(malformed: Malformed, request: web.Request, size: int) -> web.Response:
