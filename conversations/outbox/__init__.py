@@ -15,8 +15,8 @@ mention, one approval, one stop").
   none is left. The outbox id is the idempotency key (``tb-{id}``); the platform
   message id is stored, so a reaction on the message finds its conversation.
 - Progress notes (``purpose == "note"``) are shown in one of two modes
-  (docs/architecture.md, "Progress notes"): ``replies`` merges consecutive notes into one
-  reply, at most one per ``note_interval`` seconds, flushed at once before a
+  (docs/architecture.md, "Progress notes"): ``replies`` merges consecutive notes
+  into one reply, at most one per ``note_interval`` seconds, flushed at once before a
   milestone (:mod:`conversations.outbox._worker`); ``status`` shows them in one
   reply edited in place, a new one after each milestone
   (:mod:`conversations.outbox._status`).
