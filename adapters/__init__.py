@@ -1,9 +1,10 @@
-"""Adapters: one folder per platform, translating at the edge (see shared/DESIGN.md).
+"""Adapters: one folder per platform, translating at the edge.
 
 A platform payload comes in and a neutral :mod:`conversations.events` event goes
 out; a neutral action comes in and platform calls go out. Translators are pure and
 tested on real payloads; a thin runner wires the SDK around them. No adapter
-imports ``core`` (``tests/test_architecture.py`` checks the arrows).
+imports ``core`` (docs/architecture.md, "The four packages";
+``tests/test_architecture.py`` checks the arrows).
 
 Shared by the platforms, one module per concept:
 

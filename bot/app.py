@@ -1,7 +1,8 @@
 """Wiring: build the store, the engine, the hub and the adapters, and run them.
 
-Everything is built here and nowhere else (DESIGN.md: ``bot`` wires all three
-packages). :func:`build` returns an :class:`App` that tests drive directly.
+Everything is built here and nowhere else: ``bot`` wires all three packages
+(docs/architecture.md, "The four packages"). :func:`build` returns an :class:`App`
+that tests drive directly.
 """
 
 from __future__ import annotations

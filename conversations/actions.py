@@ -1,7 +1,8 @@
 """Button actions: what a button does, as a tagged union, and the value it carries.
 
-A button's value is the serialised action, never a string to split (STYLE.md). The
-actions are small frozen models joined by ``kind``:
+A button's value is the serialised action, never a string to split
+(docs/architecture.md, "How the code is written"). The actions are small frozen
+models joined by ``kind``:
 
 - :class:`Approve` / :class:`Reject`: decide a request (a plan, a go-on or retry
   question), or one call of a tool approval (``call``, numbered from 1). Without

@@ -1,8 +1,8 @@
 """What the hub needs from a platform adapter, and what an adapter gets from the hub.
 
-An adapter is pure translators plus a thin runner (STYLE.md, habit 2). The runner
-feeds inbound events to an :class:`InboundSink` and implements :class:`Sender` for
-the deliverer.
+An adapter is pure translators plus a thin runner (docs/architecture.md, "How the
+code is written"). The runner feeds inbound events to an :class:`InboundSink` and
+implements :class:`Sender` for the deliverer.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Run events as chat messages: what a person sees in the thread (UX.md).
+"""Run events as chat messages: what a person sees in the thread.
 
 Pure functions, no I/O: :func:`render_event` turns one run event of a
-conversation bound to ``binding`` into outbox rows. Wording follows UX.md: few
-messages, each with one job, everything in the thread.
+conversation bound to ``binding`` into outbox rows. Wording follows
+docs/architecture.md, "What a person sees": few messages, each with one job,
+everything in the thread.
 
 A request's message (plan, tool approval, go on?, retry?) is an outbox row with
 the request's id, and its first line is ``title — hint``: the hint (after

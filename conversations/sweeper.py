@@ -1,7 +1,8 @@
-"""One sweeper for reminders and expiry of pending requests, and for pruning (DESIGN.md).
+"""One sweeper for reminders and expiry of pending requests, and for pruning.
 
 It reads the store for requests whose reminder or expiry time has come; no task
-sleeps per request. Its clock is a parameter, so tests move time forward and call
+sleeps per request (docs/architecture.md, "Conversation lifecycle and workflow
+position"). Its clock is a parameter, so tests move time forward and call
 :meth:`Sweeper.sweep_once`. A reminder is posted once (compare-and-set on
 ``reminded_at``); an expiry goes through the conversation's queue like any input.
 

@@ -1,12 +1,12 @@
 """The agent engine: runs, requests, tool calls, models, tools, policy and the journal.
 
-``core`` knows nothing of chat platforms, HTTP frameworks or SQL (DESIGN.md, "The
-four packages"); it talks to the outside through protocols it owns: the
+``core`` knows nothing of chat platforms, HTTP frameworks or SQL (docs/architecture.md,
+"The four packages"); it talks to the outside through protocols it owns: the
 ``Journal`` (:mod:`core.journal`), the ``Model`` (:mod:`core.models.base`) and the
 ``Toolbox`` (:mod:`core.tools.base`). Tests walk the imports to keep it that way,
 with no import circle inside and no module past 400 lines.
 
-Rooms by concept (DESIGN.md, "Inside the packages")::
+Rooms by concept (docs/architecture.md, "Inside the packages")::
 
     errors.py         the error tree
     context.py        the run context: clock and ids (the one reader of the wall clock)

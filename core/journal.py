@@ -2,7 +2,7 @@
 
 Everything a run needs to continue lives in a :class:`ConversationSnapshot`, so
 that a run which waited for a person and a run which crashed resume on the same
-path (DESIGN.md, "Durability and exactly-once"):
+path (docs/architecture.md, "Durability and exactly-once"):
 
 - :data:`Entry`: the append-only journal, ordered per conversation by ``seq``:
   people's messages, model turns, tool results, decisions and stops.
@@ -211,7 +211,7 @@ class JournalRecord(BaseModel):
 
 
 class ToolState(StrEnum):
-    """States of a tool call record (DESIGN.md, "Durability and exactly-once").
+    """States of a tool call record (docs/architecture.md, "Durability and exactly-once").
 
     ``cancelled``: stopped before it ran. ``interrupted``: stopped while running, the
     outcome may be partial. ``unknown``: found running after a crash.

@@ -1,7 +1,7 @@
 """Conversation lifecycle status, kept apart from the workflow position.
 
-The lifecycle says whether something runs (DESIGN.md, "Conversation lifecycle and
-workflow position")::
+The lifecycle says whether something runs (docs/architecture.md, "Conversation
+lifecycle and workflow position")::
 
     idle -> running -> waiting(kind) | done | failed | cancelled
     waiting(kind) --person answers--> running

@@ -1,7 +1,7 @@
 """Large tool outputs: the model reads a head-and-tail preview and an id, and pages on.
 
-The cache strategy of DESIGN.md ("The agent core": store / retrieve / preview for
-large tool outputs). A tool output longer than the run's ``output_limit`` is
+The store / retrieve / preview strategy for large tool outputs (docs/architecture.md,
+"Tools and the sandbox"). A tool output longer than the run's ``output_limit`` is
 stored whole (:meth:`OutputCache.store`, an id back); the tool result the model
 reads is :func:`preview_text`: its head and its tail with a line between that
 names the id, the length and how to read on; the ``read_output`` tool

@@ -2,7 +2,7 @@
 
 The hub renders each into chat actions (``conversations.render``). Milestones
 (plan, question, approval request, answer, failure, stop) are always their own
-reply; progress notes are batched or shown in one status reply (DESIGN.md,
+reply; progress notes are batched or shown in one status reply (docs/architecture.md,
 "Progress notes"). A closed request (:class:`RequestClosed`) is no new reply: it
 edits the request's own message.
 """

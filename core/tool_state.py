@@ -6,7 +6,7 @@ Every state change of a :class:`core.journal.ToolCallRecord` goes through
 A move to a final state writes the call's one ``tool_result`` with it, so a
 record and its result are always committed in the same
 :class:`core.journal.Change`; a move to an open state writes none. The states
-are DESIGN.md's ("Durability and exactly-once")::
+and the table are those of docs/architecture.md, "Durability and exactly-once"::
 
     (new)            -> approved | pending_approval | denied
     pending_approval -> approved | denied | cancelled | failed

@@ -1,12 +1,16 @@
-"""The import arrows of DESIGN.md, checked on every module's AST.
+"""The architecture of docs/architecture.md, checked on the source.
 
-bot -> adapters -> conversations -> core, and core knows no platform, HTTP
-framework or SQL library.
+The import arrows on every module's AST (docs/architecture.md, "The four packages"):
+bot -> adapters -> conversations -> core, and core knows no platform, HTTP framework
+or SQL library. And the page itself: the files of the repository cite it, by its
+headings, and no notes kept outside the repository.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -240,3 +244,95 @@ def test_only_the_tool_state_module_sets_a_tool_calls_state() -> None:
     )
     assert {k: v for k, v in found.items() if k not in REQUEST_STATE_WRITERS} == {}
     assert state_writes(TOOL_STATE)
+
+
+# --- the architecture the code cites is in the repository ---------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+OUTSIDE_NOTES = re.compile(r"\b(?:DESIGN|UX|STYLE)\.md\b")
+"""Design notes kept outside the repository, which a clone does not have."""
+CITATION = re.compile(r'docs/architecture\.md,\s+"([^"]+)"')
+"""The one form a citation of the page takes: its path, a comma, the heading in double quotes."""
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*$", re.MULTILINE)
+NOT_THE_REPOSITORY = {"__pycache__", "build", "dist", "node_modules"}
+"""Folders of a checkout that hold no file of the repository (nor do hidden ones but .ci)."""
+
+
+def repository_texts(root: Path = ROOT) -> dict[str, str]:
+    """``{path relative to root: text}`` of every text file of the checkout: sources,
+    tests, docs, settings and fixtures; virtual environments, caches, the bot's data
+    (hidden folders), build output and files that are not UTF-8 text are left out."""
+    texts: dict[str, str] = {}
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(
+            d
+            for d in subfolders
+            if d not in NOT_THE_REPOSITORY
+            and not d.endswith(".egg-info")
+            and (d == ".ci" or not d.startswith("."))
+        )
+        for name in sorted(files):
+            path = Path(folder, name)
+            try:
+                texts[str(path.relative_to(root))] = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+    return texts
+
+
+def outside_citations(texts: dict[str, str]) -> dict[str, list[str]]:
+    """``{path: ["<name> (line 3)", ...]}``: the notes outside the repository each file names."""
+    found: dict[str, list[str]] = {}
+    for path, text in texts.items():
+        for match in OUTSIDE_NOTES.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.setdefault(path, []).append(f"{match.group()} (line {line})")
+    return found
+
+
+def architecture_citations(texts: dict[str, str]) -> dict[str, set[str]]:
+    """``{path: sections it cites}``, each section's whitespace (a line break in a
+    docstring) read as one space."""
+    found: dict[str, set[str]] = {}
+    for path, text in texts.items():
+        for match in CITATION.finditer(text):
+            found.setdefault(path, set()).add(" ".join(match.group(1).split()))
+    return found
+
+
+def headings(markdown: str) -> set[str]:
+    """The headings of a Markdown page, without their ``#`` marks."""
+    return {heading.rstrip("#").strip() for heading in HEADING.findall(markdown)}
+
+
+def test_no_file_cites_design_notes_kept_outside_the_repository() -> None:
+    assert outside_citations(repository_texts()) == {}, "cite docs/architecture.md instead"
+
+
+def test_every_citation_of_the_architecture_names_one_of_its_headings() -> None:
+    sections = headings(ARCHITECTURE.read_text(encoding="utf-8"))
+    cited = architecture_citations(repository_texts())
+    assert len(cited) >= 20  # the docstrings of every package point there
+    unknown = {path: sorted(names - sections) for path, names in cited.items()}
+    assert {path: names for path, names in unknown.items() if names} == {}
+    assert "docs/architecture.md" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_citation_checkers_see_what_they_look_for(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text("# Title\n\n## Test seams\n")
+    (tmp_path / "core").mkdir()
+    outside, page = "DESIGN" + ".md", "docs/architecture" + ".md"
+    cited = f'"""See {outside}, and {page}, "Test\n    seams"."""\n'
+    (tmp_path / "core" / "a.py").write_text(cited)
+    (tmp_path / "README.md").write_text(f'{page}, "No such section"\n')
+    for hidden in (".venv", ".threadbot"):
+        (tmp_path / hidden).mkdir()
+        (tmp_path / hidden / "b.py").write_text(f"# {outside}\n")
+    texts = repository_texts(tmp_path)
+    assert outside_citations(texts) == {"core/a.py": [f"{outside} (line 1)"]}
+    assert architecture_citations(texts) == {
+        "core/a.py": {"Test seams"},
+        "README.md": {"No such section"},
+    }
+    assert headings((tmp_path / "docs" / "architecture.md").read_text()) == {"Title", "Test seams"}

@@ -1,6 +1,6 @@
 """A tool call's state moves only as the table allows, its result written with it (issue 11).
 
-The table is DESIGN.md's list of states ("Durability and exactly-once"): a call is
+The table is the one in docs/architecture.md, "Durability and exactly-once": a call is
 admitted ``approved``, ``pending_approval`` or ``denied``; it runs, is decided, or
 is closed; a final state never moves again and always comes with the call's one
 result. Waiting control calls (``propose_plan``, ``ask_user``) stay ``approved``:

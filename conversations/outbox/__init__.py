@@ -1,8 +1,8 @@
 """The deliverer: sends every outbox row through the adapters, at least once, in order.
 
-DESIGN.md, "The data path": the deliverer sends every pending row, concurrently
-across conversations and in order within one; a rate limit delays a row, it
-never fails it.
+Every pending row goes out, concurrently across conversations and in order within
+one; a rate limit delays a row, it never fails it (docs/architecture.md, "One
+mention, one approval, one stop").
 
 - A dispatcher (:meth:`Deliverer.run`) finds conversations with pending rows,
   the one with the oldest row first, and runs one worker per conversation, at
@@ -15,8 +15,8 @@ never fails it.
   none is left. The outbox id is the idempotency key (``tb-{id}``); the platform
   message id is stored, so a reaction on the message finds its conversation.
 - Progress notes (``purpose == "note"``) are shown in one of two modes
-  (DESIGN.md, "Progress notes"): ``replies`` merges consecutive notes into one
-  reply, at most one per ``note_interval`` seconds, flushed at once before a
+  (docs/architecture.md, "Progress notes"): ``replies`` merges consecutive notes
+  into one reply, at most one per ``note_interval`` seconds, flushed at once before a
   milestone (:mod:`conversations.outbox._worker`); ``status`` shows them in one
   reply edited in place, a new one after each milestone
   (:mod:`conversations.outbox._status`).

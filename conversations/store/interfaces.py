@@ -1,6 +1,6 @@
 """The store's interfaces: one small protocol per consumer, all over one database.
 
-Who takes which (DESIGN.md, "Inside the packages"):
+Who takes which (docs/architecture.md, "Inside the packages"):
 
 - ``Journal`` (core's :class:`core.journal.Journal`): a conversation's journal, tool
   records, requests and status, loaded and committed; the one way state moves.

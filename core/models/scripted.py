@@ -9,13 +9,13 @@ The demo model (:mod:`core.models.demo`) streams its steps with
 :func:`canned_events` too.
 
 Tool call ids: a model's ids need only be unique within a conversation (tool
-records are keyed by conversation and ``tool_use_id``, DESIGN.md "Durability and
-exactly-once"). These models number a call by the assistant turns already in the
-request's history and its place in the turn (``toolu_<model>_<turn>_<index>``,
-``<model>`` being ``scripted``, ``script`` or ``demo``), never by a counter of the
-process: a turn never gets the id of an earlier call of its conversation (whose
-record, with its result, would be taken for its own and the call never run),
-also after a restart.
+records are keyed by conversation and ``tool_use_id``, docs/architecture.md,
+"Durability and exactly-once"). These models number a call by the assistant turns
+already in the request's history and its place in the turn
+(``toolu_<model>_<turn>_<index>``, ``<model>`` being ``scripted``, ``script`` or
+``demo``), never by a counter of the process: a turn never gets the id of an
+earlier call of its conversation (whose record, with its result, would be taken
+for its own and the call never run), also after a restart.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every change that resolves a request whose message asks for a decision (a plan, a
 tool approval, a go-on or a retry request) carries one, so the store writes the
-edit of that message in the same transaction as the resolution (DESIGN.md,
+edit of that message in the same transaction as the resolution (docs/architecture.md,
 "Durability and exactly-once"). A question or a plan revision invites a reply,
 not a decision: its message is left as it is. Pure functions of the snapshot the
 change was made from.

@@ -1,9 +1,9 @@
 """The run engine's entry points: a run goes until it finishes or must wait for a person.
 
 Waiting ends the run; the pending request is in the store and the person's
-answer starts the next run from the journal (DESIGN.md, "Conversation lifecycle
-and workflow position"). The engine holds nothing between runs, so a run after a
-human answer and a run after a crash take the same path: :meth:`Engine.run`
+answer starts the next run from the journal (docs/architecture.md, "Conversation
+lifecycle and workflow position"). The engine holds nothing between runs, so a run
+after a human answer and a run after a crash take the same path: :meth:`Engine.run`
 reads the conversation and goes on while its status is ``running``
 (:mod:`core.run.turn`).
 

@@ -1,7 +1,8 @@
 """Totals of the current request for the answer's footer and the status line.
 
 A request runs from the person's latest ``request`` message to now, across every
-wait for a person in between (UX.md: "— 9 tool calls · 2m 40s · 31.5k tokens").
+wait for a person in between: "— 9 tool calls · 2m 40s · 31.5k tokens"
+(docs/architecture.md, "What a person sees").
 :class:`RequestTotals` keeps them as the journal grows, so a note after each tool
 call reads only what was added since the one before, not the whole journal.
 """

@@ -4,7 +4,7 @@ When a turn is committed, each call gets a :class:`core.journal.ToolCallRecord`
 whose state the tool policy decides (:mod:`core.run.admission`).
 :meth:`ToolRunner.continue_turn` then drives the turn to its end from whatever the
 store holds, so a fresh turn, a turn resumed after a crash and a turn resumed
-after a person's decision take the same path (DESIGN.md, "Durability and
+after a person's decision take the same path (docs/architecture.md, "Durability and
 exactly-once"):
 
 - a call with a result is never run again;

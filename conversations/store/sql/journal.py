@@ -2,7 +2,7 @@
 
 A ``Change`` from the engine and the outbox rows for its run events go in the same
 transaction, so a message is never posted for a state change that did not happen,
-nor lost for one that did (DESIGN.md, "Durability and exactly-once").
+nor lost for one that did (docs/architecture.md, "Durability and exactly-once").
 """
 
 from __future__ import annotations
