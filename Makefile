@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench --baseline bench/baseline.json
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .threadbot .pytest_cache .mypy_cache .ruff_cache

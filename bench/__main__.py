@@ -2,14 +2,17 @@
 
 Usage::
 
-    python -m bench [--only 1,4] [--quick] [--json FILE] [--baseline FILE]
+    python -m bench [--only 1,4] [--quick] [--json FILE]
 
 ``--quick`` runs every benchmark at a tiny size (a smoke run: the figures mean
-nothing); ``--json`` writes every figure to ``FILE``; ``--baseline`` reads such a
-file from an earlier run and judges the figures whose target is "within 10% of
-the baseline" (benchmark 6). Each benchmark runs in its own event loop on its own
-temporary SQLite files; what each measures, and its floor, is in its module's
-docstring.
+nothing); ``--json`` writes every figure to ``FILE``, with its rounds, its floor's
+rounds, the per-round ratios and the verdict. Each benchmark runs in its own
+event loop on its own temporary SQLite files; what each measures, and its floor,
+is in its module's docstring. Every figure is judged the same way
+(:mod:`bench._verdict`): its floor measured in the same run, rounds alternating,
+the verdict on the median of the per-round ratios, printed with their spread.
+The last line says how long the whole run took and the load average before and
+after (a loaded machine moves the figures: the spread shows by how much).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from bench import (
     tool_calls,
     waiting,
 )
-from bench._report import Result, against_baseline, fmt, render
+from bench._report import Result, fmt, render, shown, spread
 
 Benchmark = Callable[..., Coroutine[Any, Any, Result]]
 
@@ -49,13 +52,22 @@ BENCHMARKS: dict[int, Benchmark] = {
     7: cache_prefix.run,
 }
 
+SPAN = f"{min(BENCHMARKS)}-{max(BENCHMARKS)}"
+
 SIZES: dict[int, dict[str, int]] = {
     1: {"events": 300, "rounds": 5},
     2: {"calls": 250, "rounds": 5},
     3: {"calls": 500, "rounds": 3, "window": 50},
     4: {"conversations": 1000, "rounds": 3, "delay_ms": 50},
     5: {"rounds": 3},
-    6: {"many": 2000, "few": 20, "heap_sample": 500, "approvals": 10, "rounds": 5},
+    6: {
+        "many": 2000,
+        "few": 20,
+        "heap_sample": 500,
+        "heap_rounds": 3,
+        "approvals": 10,
+        "rounds": 5,
+    },
     7: {"turns": 30},
 }
 """The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
@@ -67,7 +79,7 @@ QUICK: dict[int, dict[str, int]] = {
     3: {"calls": 12, "rounds": 1, "window": 4},
     4: {"conversations": 4, "rounds": 1, "delay_ms": 5},
     5: {"rounds": 1},
-    6: {"many": 6, "few": 3, "heap_sample": 3, "approvals": 2, "rounds": 2},
+    6: {"many": 16, "few": 3, "heap_sample": 3, "heap_rounds": 2, "approvals": 2, "rounds": 2},
     7: {"turns": 3},
 }
 """Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
@@ -99,7 +111,6 @@ def run_all(
     numbers: list[int],
     *,
     quick: bool = False,
-    baseline: dict[str, float] | None = None,
     out: Callable[[str], None] = say,
 ) -> list[Result]:
     """Run the benchmarks ``numbers`` in order, printing each result as it comes."""
@@ -109,28 +120,26 @@ def run_all(
             sizes = (QUICK if quick else SIZES)[number]
             root = Path(tmp) / str(number)
             result = asyncio.run(BENCHMARKS[number](root, **sizes))
-            if baseline:
-                against_baseline(result.figures, baseline)
             render(result, out)
             results.append(result)
     return results
 
 
 def summary(results: list[Result], out: Callable[[str], None] = print) -> None:
-    """One line per figure: the baseline's value, the value, floor, ratio, whether its
-    target is met."""
+    """One line per figure: its value and floor (medians of the rounds), the median it is
+    judged on (of the per-round ratios, or of the values), the spread of those, the
+    target and whether it is met."""
     out("")
-    out("figure | baseline | value | floor | ratio | target | met")
+    out("figure | value | floor | judged on (median) | spread | target | met")
     for result in results:
         for f in result.figures:
-            ratio = f.ratio
-            shown = "" if ratio is None else f"{ratio:.2f}x"
+            verdict = f.verdict
             met = {True: "yes", False: "NO", None: "-"}[f.met]
             floor = fmt(f.floor, f.unit) if f.floor is not None else "-"
-            base = fmt(f.baseline, f.unit) if f.baseline is not None else "-"
+            target = f.target.words(f.better, f.unit) if f.target else "-"
             out(
-                f"{result.number}. {f.label} | {base} | {fmt(f.value, f.unit)} | {floor} | "
-                f"{shown} | {f.target or '-'} | {met}"
+                f"{result.number}. {f.label} | {fmt(f.value, f.unit)} | {floor} | "
+                f"{shown(f, verdict.median)} | {spread(f)} | {target} | {met}"
             )
 
 
@@ -140,28 +149,29 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def _took(seconds: float) -> str:
+    """``seconds`` as ``1,170 s (19 min 30 s)``."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{seconds:,.0f} s ({minutes} min {rest} s)" if minutes else f"{seconds:.0f} s"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the benchmarks, print the figures; 0 when every one ran."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--only", default="", help="comma-separated benchmark numbers (1-6)")
+    parser.add_argument("--only", default="", help=f"comma-separated benchmark numbers ({SPAN})")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
-    parser.add_argument("--baseline", type=Path, help="figures of a baseline run (--json)")
     args = parser.parse_args(argv)
     numbers = [int(n) for n in args.only.split(",") if n.strip()] or sorted(BENCHMARKS)
     unknown = [n for n in numbers if n not in BENCHMARKS]
     if unknown:
-        parser.error(f"no benchmark {unknown}; there are 1-6")
-    baseline = None
-    if args.baseline is not None:
-        data = json.loads(args.baseline.read_text(encoding="utf-8"))
-        baseline = {f["key"]: f["value"] for r in data["results"] for f in r["figures"]}
+        parser.error(f"no benchmark {unknown}; there are {SPAN}")
     print(f"threadbot benchmarks on {machine()}; load average {_load()}", flush=True)
     started = time.perf_counter()
-    results = run_all(numbers, quick=args.quick, baseline=baseline)
+    results = run_all(numbers, quick=args.quick)
     total = time.perf_counter() - started
     summary(results)
-    print(f"\nall benchmarks: {total:.0f} s; load average now {_load()}")
+    print(f"\nall benchmarks took {_took(total)}; load average now {_load()}", flush=True)
     if args.json is not None:
         report = {
             "machine": machine(),

@@ -1,8 +1,11 @@
 """What every benchmark returns and how it is printed: figures beside their floors.
 
-A :class:`Figure` is one measured number with its floor (measured in the same run,
-rounds alternating with the figure's), the ratio between them, and the issue's
-target. :func:`median` and :func:`percentile` are the only statistics used.
+A :class:`Figure` is one measured number, round by round, with its floor's
+rounds (measured in the same run, alternating with the figure's:
+:func:`bench._verdict.in_turn`) and the issue's target. Its verdict, the
+median of the per-round ratios and their spread, comes from
+:mod:`bench._verdict`, the one way every benchmark is judged. :func:`median`
+and :func:`percentile` are the only other statistics used.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
-Better = Literal["lower", "higher"]
+from bench._verdict import Better, Target, Verdict, judge, ratios
 
 
 def median(values: Sequence[float]) -> float:
@@ -32,44 +35,95 @@ def percentile(values: Sequence[float], pct: float) -> float:
 
 @dataclass
 class Figure:
-    """One measured figure.
+    """One measured figure, round by round.
 
-    ``value`` and ``floor`` are in ``unit``; ``ratio`` is ``value / floor``: for a
-    cost (``better="lower"``) how many times the floor's, for a rate
-    (``better="higher"``) the fraction of the floor's rate. ``target`` says what
-    the issue asks, in words; ``met`` whether this run meets it (None when it is
-    judged against the baseline: ``baseline_tolerance`` is then the fraction the
-    value may be above the baseline's, see :func:`against_baseline`). ``rounds``
-    keeps the per-round values the medians come from.
+    ``rounds`` holds the figure of each round in ``unit``; ``floor_rounds`` its
+    floor's, round for round (empty: no floor). ``value`` and ``floor`` are their
+    medians, for reading; the verdict is :attr:`verdict`: the median of the
+    per-round ratios (figure over the floor of the same round; for a cost,
+    ``better="lower"``, how many times the floor's, for a rate,
+    ``better="higher"``, the fraction of the floor's rate), or of the per-round
+    values when ``target`` is a value (:attr:`bench._verdict.Target.of_floor`).
+    ``unmet`` names a condition the figure failed besides its target (then it is
+    not met whatever the ratio).
     """
 
     key: str
     label: str
     unit: str
-    value: float
-    floor: float | None = None
-    floor_label: str = ""
-    target: str = ""
-    met: bool | None = None
-    better: Better = "lower"
-    baseline_tolerance: float | None = None
-    baseline: float | None = None
-    rounds: list[float] = field(default_factory=list)
+    rounds: list[float]
     floor_rounds: list[float] = field(default_factory=list)
+    floor_label: str = ""
+    target: Target | None = None
+    better: Better = "lower"
+    unmet: str = ""
     notes: list[str] = field(default_factory=list)
 
     @property
+    def value(self) -> float:
+        """The median of the figure's rounds."""
+        return median(self.rounds)
+
+    @property
+    def floor(self) -> float | None:
+        """The median of the floor's rounds, or None without a floor."""
+        return median(self.floor_rounds) if self.floor_rounds else None
+
+    @property
+    def ratios(self) -> list[float]:
+        """Figure over floor, round by round (empty without a floor)."""
+        return ratios(self.rounds, self.floor_rounds) if self.floor_rounds else []
+
+    @property
     def ratio(self) -> float | None:
-        """``value / floor``, or None without a floor."""
-        if self.floor is None or self.floor == 0 or math.isnan(self.floor):
-            return None
-        return self.value / self.floor
+        """The median of :attr:`ratios`, or None without a floor."""
+        found = self.ratios
+        return median(found) if found else None
+
+    @property
+    def judged_by_floor(self) -> bool:
+        """Whether the verdict is on ratios to the floor: the figure has a floor and its
+        target, if any, is a ratio."""
+        return bool(self.floor_rounds) and (self.target is None or self.target.of_floor)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The figure judged on its per-round ratios (per-round values when its target is a
+        value, or when it has no floor)."""
+        measures = self.ratios if self.judged_by_floor else self.rounds
+        return judge(measures, self.target, self.better)
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the figure meets its target (None without one)."""
+        met = self.verdict.met
+        return False if met is not None and self.unmet else met
 
     def as_dict(self) -> dict[str, Any]:
-        """The figure as JSON-ready data (``ratio`` included)."""
-        data = asdict(self)
-        data["ratio"] = self.ratio
-        return data
+        """The figure as JSON-ready data: its rounds, medians, per-round ratios, verdict."""
+        verdict = self.verdict
+        return {
+            "key": self.key,
+            "label": self.label,
+            "unit": self.unit,
+            "value": self.value,
+            "floor": self.floor,
+            "floor_label": self.floor_label,
+            "ratio": self.ratio,
+            "rounds": self.rounds,
+            "floor_rounds": self.floor_rounds,
+            "ratios": self.ratios,
+            "judged_on": list(verdict.measures),
+            "median": verdict.median,
+            "spread": [verdict.low, verdict.high],
+            "target": self.target.words(self.better, self.unit) if self.target else "",
+            "target_bound": self.target.bound if self.target else None,
+            "target_of_floor": self.target.of_floor if self.target else None,
+            "better": self.better,
+            "met": self.met,
+            "unmet": self.unmet,
+            "notes": self.notes,
+        }
 
 
 @dataclass
@@ -95,11 +149,6 @@ class Result:
         }
 
 
-def judge(value: float, target: float, better: Better) -> bool:
-    """Whether ``value`` meets ``target`` (at most it when lower is better, else at least)."""
-    return value <= target if better == "lower" else value >= target
-
-
 def fmt(value: float | None, unit: str = "") -> str:
     """A number with three significant digits (thousands separated) and its unit."""
     if value is None or math.isnan(value):
@@ -116,36 +165,48 @@ def fmt(value: float | None, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
+def shown(figure: Figure, measure: float, *, unit: bool = True) -> str:
+    """A measure the verdict is taken on, in words: a ratio to the floor as ``13.2x`` (a
+    cost) or ``281.0%`` (a rate), a value with its unit (without, when ``unit`` is false)."""
+    if not figure.judged_by_floor:
+        return fmt(measure, figure.unit if unit else "")
+    return f"{measure:.1%}" if figure.better == "higher" else f"{fmt(measure)}x"
+
+
+def spread(figure: Figure) -> str:
+    """The lowest and highest per-round measure, e.g. ``12.0x to 14.1x`` or ``143 to 150
+    statements``."""
+    verdict = figure.verdict
+    return f"{shown(figure, verdict.low, unit=False)} to {shown(figure, verdict.high)}"
+
+
 def render(result: Result, out: Callable[[str], None] = print) -> None:
-    """Print ``result``: a title line, then one line per figure, then its notes."""
+    """Print ``result``: a title line; per figure its value and floor, a spread line (the
+    per-round measures, lowest to highest) and a verdict line; then the notes."""
     out(f"{result.number}. {result.title}  [{result.sizes}; {result.seconds:.0f} s]")
     for figure in result.figures:
         line = f"   {figure.label}: {fmt(figure.value, figure.unit)}"
         if figure.floor is not None:
             line += f"  | floor ({figure.floor_label}): {fmt(figure.floor, figure.unit)}"
-        ratio = figure.ratio
-        if ratio is not None:
-            shown = f"{ratio:.1%} of floor" if figure.better == "higher" else f"{ratio:.2f}x"
-            line += f"  | ratio {shown}"
-        if figure.baseline is not None:
-            line += f"  | baseline {fmt(figure.baseline, figure.unit)}"
-        if figure.target:
-            verdict = {True: "met", False: "MISSED", None: "vs baseline"}[figure.met]
-            line += f"  | target {figure.target}: {verdict}"
         out(line)
+        measures = figure.verdict.measures
+        what = "each round's figure/floor" if figure.judged_by_floor else "by round"
+        by_round = ", ".join(shown(figure, m, unit=False) for m in measures)
+        rounds = f"{len(measures)} round{'s' if len(measures) != 1 else ''}"
+        out(f"      spread: {spread(figure)} over {rounds} ({what}: {by_round})")
+        out(f"      verdict: {_verdict_words(figure)}")
         for note in figure.notes:
             out(f"      {note}")
     for note in result.notes:
         out(f"   note: {note}")
 
 
-def against_baseline(figures: Sequence[Figure], baseline: dict[str, float]) -> None:
-    """Put each figure beside a baseline run's value (same ``key``), and judge those whose
-    target is relative to it: met when at most ``1 + baseline_tolerance`` times the
-    baseline's."""
-    for figure in figures:
-        if figure.key not in baseline:
-            continue
-        figure.baseline = baseline[figure.key]
-        if figure.baseline_tolerance is not None:
-            figure.met = figure.value <= figure.baseline * (1 + figure.baseline_tolerance)
+def _verdict_words(figure: Figure) -> str:
+    verdict = figure.verdict
+    what = "median of the per-round ratios" if figure.judged_by_floor else "median of the rounds"
+    measured = f"{what} {shown(figure, verdict.median)}"
+    if figure.target is None:
+        return f"no target; {measured}"
+    met = {True: "met", False: "MISSED", None: "-"}[figure.met]
+    unmet = f" ({figure.unmet})" if figure.unmet else ""
+    return f"{measured}; target {figure.target.words(figure.better, figure.unit)}: {met}{unmet}"

@@ -28,9 +28,13 @@ step per tool call, checkpointed in its SQLite system database with the same
 pragmas; one tool call counts as one DBOS step.
 
 **Rounds.** ``rounds`` rounds of ``calls`` tool calls each, a fresh conversation
-per round; in each round every contender runs once, the order rotating. Figures
-are medians of the rounds. Targets: the store at least 50% of the Core floor's
-rate, and at least DBOS's steps per second.
+per round; in each round every contender runs once, in the order Core floor,
+store, DBOS, ``sqlite3``, reversed every other round
+(:func:`bench._verdict.in_turn`), so the store runs beside each of its floors
+and on the other side of it the next round. A round's ratio is the store's rate
+over its floor's of the same round (Core, or DBOS); each verdict is on the
+median of those ratios, printed with their spread. Targets: the store at least
+50% of the Core floor's rate, and at least DBOS's steps per second.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ from bench._floor import (
     sqlite3_connection,
     sqlite_url,
 )
-from bench._report import Figure, Result, judge, median
+from bench._report import Figure, Result
+from bench._verdict import Target, in_turn
 from conversations.events import PlatformRef
 from core import lifecycle
 from core.journal import AssistantTurn, Change, ToolCall, ToolCallRecord, ToolState, UserText
@@ -325,9 +330,7 @@ async def run(root: Path, *, calls: int = 250, rounds: int = 5) -> Result:
     rates: dict[str, list[float]] = {"store": [], "core": [], "sqlite3": [], "dbos": []}
     try:
         for number in range(1, rounds + 1):
-            contenders = ["store", "core", "sqlite3", "dbos"]
-            shift = number % len(contenders)
-            for name in contenders[shift:] + contenders[:shift]:
+            for name in in_turn(number - 1, "core", "store", "dbos", "sqlite3"):
                 if name == "store":
                     seconds = await subject.run(conversations["store"][number])
                 elif name == "core":
@@ -357,27 +360,22 @@ async def run(root: Path, *, calls: int = 250, rounds: int = 5) -> Result:
 def _result(
     rates: dict[str, list[float]], calls: int, rounds: int, missing: str | None, seconds: float
 ) -> Result:
-    store = median(rates["store"])
     figure = Figure(
         key="tool_calls_per_s",
         label="tool calls made durable through the store",
         unit="calls/s",
-        value=store,
-        floor=median(rates["core"]),
-        floor_label="same transactions, SQLAlchemy Core on aiosqlite",
-        target=f">= {TARGET_FLOOR:.0%} of floor",
-        better="higher",
         rounds=rates["store"],
         floor_rounds=rates["core"],
+        floor_label="same transactions, SQLAlchemy Core on aiosqlite",
+        target=Target(TARGET_FLOOR),
+        better="higher",
     )
-    figure.met = judge(figure.ratio or 0.0, TARGET_FLOOR, "higher")
     reference = Figure(
         key="tool_calls_sqlite3",
         label="reference: the same SQL through sqlite3 alone",
         unit="calls/s",
-        value=median(rates["sqlite3"]),
-        better="higher",
         rounds=rates["sqlite3"],
+        better="higher",
     )
     figures = [figure, reference]
     notes = []
@@ -386,15 +384,12 @@ def _result(
             key="tool_calls_vs_dbos",
             label="tool calls through the store, against DBOS steps",
             unit="calls/s",
-            value=store,
-            floor=median(rates["dbos"]),
-            floor_label="DBOS async steps on SQLite, one per tool call",
-            target=">= DBOS",
-            better="higher",
             rounds=rates["store"],
             floor_rounds=rates["dbos"],
+            floor_label="DBOS async steps on SQLite, one per tool call",
+            target=Target(1.0),
+            better="higher",
         )
-        dbos.met = judge(dbos.ratio or 0.0, 1.0, "higher")
         figures.append(dbos)
     else:
         notes.append(f"DBOS not measured: {missing}")
