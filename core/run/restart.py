@@ -1,7 +1,7 @@
 """Who starts a conversation again after its run ended: after a stop, the people who may stop it.
 
 A finished or failed conversation goes on with anyone's message in its thread
-(DESIGN.md, "Conversation lifecycle and workflow position"). A stop is a person's
+(docs/architecture.md, "Conversation lifecycle and workflow position"). A stop is a person's
 will that the work ends, so after one only the requester or an approver (the
 people who may stop it, ``may_continue`` on the message) starts it again; anyone
 else's message is kept as a note, and the thread answers with the words a
