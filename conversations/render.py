@@ -112,8 +112,9 @@ def _refused(event: Refused, settings: RenderSettings) -> str:
     return refusal(event.action, event.by_name)
 
 
-def refusal(action: Literal["decide", "stop"], name: str) -> str:
-    """``Only the requester or an approver can decide this, bob.`` (or ``stop this``)."""
+def refusal(action: Literal["decide", "stop", "restart"], name: str) -> str:
+    """``Only the requester or an approver can decide this, bob.`` (or ``stop this``,
+    ``restart this``)."""
     return f"Only the requester or an approver can {action} this, {name}."
 
 

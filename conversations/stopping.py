@@ -9,10 +9,15 @@ call. :meth:`Stopper.stop` therefore:
   (:meth:`core.run.engine.Engine.stop`: ``Stopped`` once in the thread);
 - asks the holder when another live instance holds it: a stop request in the
   store naming the run (:class:`conversations.store.StopRequests`), which the holder finds
-  by :meth:`Stopper.keep_polling` within about a second and carries out as above;
-- otherwise (nobody holds it, the holder died, the run ended meanwhile) takes the
-  lease itself, so a paused former holder is fenced out, and closes the
-  conversation here.
+  by :meth:`Stopper.keep_polling` within about a second and carries out as above.
+  The thread is told at once (:data:`STOPPING`), and the asking instance follows
+  the request up at each poll: whoever holds the conversation next (a process that
+  took it over) carries it out, and once the holder's lease lapses (it died on
+  another host) the asking instance takes the lease and stops it itself;
+- otherwise (nobody holds it, the run ended meanwhile, or the holder is a process
+  of this host that is gone: :func:`conversations.store.leases.holder_gone`, no
+  wait for its lease to lapse) takes the lease itself, so a paused former holder
+  is fenced out, and closes the conversation here.
 
 No instance other than the holder ever writes a result for a running call, so no
 call has two results.
@@ -26,7 +31,7 @@ from collections.abc import Awaitable, Callable
 
 from conversations.queue import ConversationQueue
 from conversations.store import ConversationInfo, StopRequests, Threads
-from conversations.store.leases import Leases
+from conversations.store.leases import Leases, LeaseState, holder_gone
 from core.context import now
 from core.people import Person
 from core.run.engine import Engine
@@ -37,6 +42,9 @@ Notice = Callable[[ConversationInfo, str], Awaitable[None]]
 """Posts a short message in the conversation's thread."""
 
 NOTHING_RUNNING = "Nothing is running here."
+STOPPING = "⏹ Stopping…"
+"""Said at once when the run is held by another instance, which stops it (or, if that
+instance is gone, this one once its lease lapses); ``Stopped by`` follows."""
 
 
 class Stopper:
@@ -69,31 +77,21 @@ class Stopper:
         self._notice = notice
         self._poll = poll_interval
         self._orphan_ticks = max(1, round(orphan_every / poll_interval))
+        self._asked: dict[str, Person] = {}
+        """Conversations whose run this instance asked another to stop, and who asked:
+        followed up at every poll until the request is carried out."""
 
     async def stop(self, conversation: ConversationInfo, by: Person) -> None:
-        """Stop the conversation's run wherever it runs (see the module docstring)."""
-        cid = conversation.id
-        for _attempt in range(3):
-            if cid in self._leases.held_ids:
-                await self._stop_here(conversation, by)
-                return
-            await self._queue.stop(cid)  # what waits here for the lease goes
-            state = await self._leases.state(cid)
-            if state is not None and state.live(now()) and state.owner != self._leases.owner:
-                assert state.owner is not None
-                asked = await self._stops.request_stop(
-                    cid, holder=state.owner, epoch=state.epoch, by=by
-                )
-                if asked:
-                    log.info("asked %s to stop the run of %s", state.owner, cid)
-                    return
-                continue  # the run ended meanwhile: look again
-            async with self._leases.held_now(cid) as lease:
-                if lease is not None:
-                    await self._stop_here(conversation, by)
-                    return
-        log.warning("conversation %s: its lease kept changing hands; stopping it here", cid)
-        await self._stop_here(conversation, by)
+        """Stop the conversation's run wherever it runs (see the module docstring).
+
+        When the run is held by another live instance, the thread is told at once
+        (:data:`STOPPING`) and this instance follows the request up until it is
+        carried out (:meth:`poll_once`).
+        """
+        if await self._carry_out(conversation, by):
+            return
+        self._asked[conversation.id] = by
+        await self._notice(conversation, STOPPING)
 
     async def keep_polling(self) -> None:
         """Carry out stop requests for the runs held here, until cancelled (supervised)."""
@@ -104,24 +102,70 @@ class Stopper:
             await self.poll_once(orphans=tick % self._orphan_ticks == 0)
 
     async def poll_once(self, *, orphans: bool = False) -> int:
-        """Carry out the open stop requests aimed here (and orphaned ones); how many."""
+        """Carry out the open stop requests aimed here, those this instance asked
+        another to carry out and, with ``orphans``, those left by any instance; how many
+        were looked at."""
         held = self._leases.held_ids
-        if not held and not orphans:
+        asked = self._asked.keys() - held
+        if not held and not asked and not orphans:
             return 0
-        requests = await self._stops.stop_requests(held, orphans=orphans)
+        requests = await self._stops.stop_requests(held | asked, orphans=orphans)
         done: set[str] = set()
         for request in requests:
-            if request.conversation_id in done:
+            cid = request.conversation_id
+            if cid in done:
                 continue
-            done.add(request.conversation_id)
-            conversation = await self._threads.find(request.conversation_id)
+            done.add(cid)
+            conversation = await self._threads.find(cid)
             if conversation is None:
-                await self._stops.stop_requests_handled(request.conversation_id)
-            elif request.conversation_id in held:
+                await self._stops.stop_requests_handled(cid)
+            elif cid in held:
                 await self._stop_here(conversation, request.by)
-            else:
-                await self.stop(conversation, request.by)
+            elif await self._carry_out(conversation, request.by, asked=True):
+                self._asked.pop(cid, None)
+        for cid in asked - done:  # carried out by the holder
+            self._asked.pop(cid, None)
         return len(done)
+
+    async def _carry_out(
+        self, conversation: ConversationInfo, by: Person, *, asked: bool = False
+    ) -> bool:
+        """Stop the run here if no live instance elsewhere holds it; else ask that one
+        (unless ``asked``: a request is open already). False: the run is elsewhere."""
+        cid = conversation.id
+        for _attempt in range(3):
+            if cid in self._leases.held_ids:
+                await self._stop_here(conversation, by)
+                return True
+            holder = await self._live_holder(cid)
+            if holder is not None and asked:
+                return False  # still running there; what came here since waits its turn
+            await self._queue.stop(cid)  # what waits here for the lease goes
+            if holder is not None:
+                assert holder.owner is not None
+                if await self._stops.request_stop(
+                    cid, holder=holder.owner, epoch=holder.epoch, by=by
+                ):
+                    log.info("asked %s to stop the run of %s", holder.owner, cid)
+                    return False
+                continue  # the run ended meanwhile: look again
+            async with self._leases.held_now(cid) as lease:
+                if lease is not None:
+                    await self._stop_here(conversation, by)
+                    return True
+        log.warning("conversation %s: its lease kept changing hands; stopping it here", cid)
+        await self._stop_here(conversation, by)
+        return True
+
+    async def _live_holder(self, conversation_id: str) -> LeaseState | None:
+        """The lease of the conversation if another instance holds it and may be alive:
+        unexpired, and not a process of this host that is gone."""
+        state = await self._leases.state(conversation_id)
+        if state is None or state.owner is None or state.owner == self._leases.owner:
+            return None
+        if not state.live(now()) or holder_gone(state.owner):
+            return None
+        return state
 
     async def _stop_here(self, conversation: ConversationInfo, by: Person) -> None:
         """Cancel the job here (a command is killed), close the run, settle the requests."""

@@ -42,7 +42,8 @@ class Start(BaseModel):
     """A request that starts a run: the mention, or a new message after the end.
 
     ``may_continue``: the author may carry on a failed run where it stopped (the
-    requester or an approver); anyone else's message starts over at the plan.
+    requester or an approver); anyone else's message starts over at the plan, and
+    after a stop only theirs starts the conversation again (:mod:`core.run.restart`).
     ``delivery_key`` names the inbound message, marked handled once journaled.
     ``files``: files shared with the message, fetched; the engine reads them into
     ``blocks`` before it journals the message (:class:`core.files.FileReader`), and

@@ -163,16 +163,18 @@ class Stopped(_Frozen):
 
 
 class Refused(_Frozen):
-    """Someone who may not ``action`` (decide or stop) tried; the thread is told, nothing changed.
+    """Someone who may not ``action`` (decide, stop, restart) tried; the thread is told,
+    nothing changed.
 
     The engine emits it for a bystander's reply to a retry or go-on request (the
-    hub answers reactions and buttons with the same words itself), and with
+    hub answers reactions and buttons with the same words itself), with
+    ``restart`` for a bystander's message after a stop (:mod:`core.run.restart`), and with
     ``raise_in_words`` for a reply to a budget request: money is raised only with a
     reaction or the button, so a "no" in words never spends it.
     """
 
     kind: Literal["refused"] = "refused"
-    action: Literal["decide", "stop", "raise_in_words"]
+    action: Literal["decide", "stop", "restart", "raise_in_words"]
     by_name: str
 
 

@@ -104,3 +104,27 @@ def test_a_removed_console_state_file_is_said_and_the_next_message_is_not_lost(
     assert "[1] you: tidy up the changelog" in again.stdout
     assert "[2] ↳1 threadbot: 📋 Plan (v1)" in again.stdout  # taken, not dropped as seen
     assert len(_query(tmp_path, "select id from conversations")) == 2
+
+
+def test_a_stopped_demo_started_again_plans_again_and_runs_no_refused_tool(
+    tmp_path: Path,
+) -> None:
+    stopped = _run(tmp_path, "summarise the release notes\n+✅ 2\n/stop 1\n/as bob\n>1 go on\n")
+    assert "❓ Should the summary be short or detailed?" in stopped.stdout
+    assert "⏹ Stopped by you." in stopped.stdout
+    assert "Only the requester or an approver can restart this, bob." in stopped.stdout
+    assert _query(tmp_path, "select lifecycle from conversations") == [("cancelled",)]
+
+    again = _run(tmp_path, ">1 go on\n")
+    (plan,) = re.findall(r"\[(\d+)\] ↳1 threadbot: 📋 Plan \(v2\)", again.stdout)
+    assert "1. Look at the workspace for: go on" in again.stdout
+    assert _query(tmp_path, "select lifecycle, position from conversations") == [
+        ("waiting", "approval")
+    ]
+
+    done = _run(tmp_path, f"+✅ {plan}\n>1 short\n")
+    assert "✅ Done. I wrote" in done.stdout
+    for result in (stopped, again, done):
+        assert "was not run" not in result.stdout and "not available" not in result.stdout
+    refused = _query(tmp_path, "select count(*) from tool_calls where state = 'denied'")
+    assert refused == [(0,)]

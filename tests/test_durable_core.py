@@ -606,7 +606,7 @@ async def test_no_approval_outlives_a_stop(make_app) -> None:
     await chat.stop()
     await chat.app.hub.settled()
 
-    await chat.reply("carry on", by="mallory")
+    await chat.reply("carry on")  # the requester: after a stop, only they or an approver
 
     newest = model.requests[-1].messages[-1]
     assert "[threadbot: the planning step]" in str(newest)  # planning again

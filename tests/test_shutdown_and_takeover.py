@@ -10,14 +10,21 @@ file (:mod:`tests.process_harness`):
 - Two processes: A runs a command and is SIGSTOPped past its lease; B takes the
   conversation over and finishes it; A, continued, has its next commit refused and
   writes nothing after B's first entry.
+- A stop sent to B for a run whose holder A was killed: at once when A was a
+  process of this host (its 600 s lease still unexpired), and, when A is named as
+  another host's, said at once and done when A's lease lapses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import secrets
 import signal
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -26,7 +33,8 @@ import pytest
 from core.tools.processes import group_alive
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.fakes.slack_api import FakeSlackApi
-from tests.process_harness import BotProcess, Channel, eventually
+from tests.process_harness import BotProcess, Channel, eventually, live_with
+from tests.slack_harness import ALICE
 
 PLAN = [tool_use("toolu_plan", "propose_plan", {"steps": ["Look around", "Run the long job"]})]
 
@@ -189,3 +197,102 @@ async def test_a_stop_sent_to_the_other_instance_stops_the_command_where_it_runs
     finally:
         await runner.kill()
         await other.kill()
+
+
+STOPPED = f"⏹ Stopped by <@{ALICE}>. 1 tool call interrupted while running."
+
+
+def killed_with(marker: str) -> None:
+    """SIGKILL what is left of this test's command (its marker is in its command line)."""
+    for pid in live_with(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def holder_killed(channel: Channel, runner: BotProcess, other: BotProcess) -> str:
+    """``runner`` runs a command in a conversation and is SIGKILLed; ``other``, started
+    beside it, never touched the conversation. The thread's ts."""
+    await runner.start()
+    await other.start()
+    thread = await channel.mention_and_approve(runner, "run the job")
+    group = "select process_group from tool_calls where tool_use_id = 'toolu_job'"
+    await eventually(lambda: runner.query(group) not in ([], [(None,)]))
+    runner.signal(signal.SIGKILL)
+    assert await runner.wait() == -signal.SIGKILL
+    assert runner.query("select lifecycle from conversations") == [("running",)]
+    return thread
+
+
+async def test_a_stop_for_a_run_whose_holder_was_killed_on_this_host_stops_at_once(
+    tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
+) -> None:
+    api, model, channel = fakes
+    marker = f"sleep 60.{secrets.randbelow(10**6):06d}"  # this test's command only
+    model.add(PLAN, [tool_use("toolu_job", "run_command", {"command": marker})])
+    settings = {"progress_interval": "0", "lease_ttl": "600"}
+    runner = BotProcess(tmp_path, api, model.base_url, **settings)
+    other = BotProcess(tmp_path, api, model.base_url, **settings)
+    try:
+        thread = await holder_killed(channel, runner, other)
+        ((until,),) = other.query("select lease_until from conversations")
+        said = len(channel.texts(thread))
+
+        await channel.slash(other, "/stop")
+
+        await eventually(lambda: channel.post_with(thread, "Stopped by"))
+        assert datetime.fromisoformat(until) > datetime.now(UTC).replace(tzinfo=None)
+        assert channel.texts(thread)[said:] == [STOPPED]
+        assert other.query("select lifecycle, lease_owner from conversations") == [
+            ("cancelled", None)
+        ]
+        assert other.query("select state from tool_calls where tool_use_id = 'toolu_job'") == [
+            ("interrupted",)
+        ]
+        assert other.query("select count(*) from stop_requests") == [(0,)]  # nobody was asked
+        other.signal(signal.SIGTERM)
+        assert await other.wait() == 0, other.log
+    finally:
+        await runner.kill()
+        await other.kill()
+        killed_with(marker)
+
+
+async def test_a_stop_for_a_holder_on_another_host_is_said_at_once_and_done_when_it_lapses(
+    tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
+) -> None:
+    api, model, channel = fakes
+    marker = f"sleep 60.{secrets.randbelow(10**6):06d}"
+    model.add(PLAN, [tool_use("toolu_job", "run_command", {"command": marker})])
+    settings = {"progress_interval": "0", "lease_ttl": "600"}
+    elsewhere = f"elsewhere-{secrets.token_hex(4)}"  # not host:pid: only its lease tells
+    runner = BotProcess(tmp_path, api, model.base_url, instance=elsewhere, **settings)
+    other = BotProcess(tmp_path, api, model.base_url, **settings)
+    try:
+        thread = await holder_killed(channel, runner, other)
+        said = len(channel.texts(thread))
+
+        await channel.slash(other, "/stop")
+
+        await eventually(lambda: channel.texts(thread)[said:] == ["⏹ Stopping…"])
+        assert other.query("select lifecycle, lease_owner from conversations") == [
+            ("running", elsewhere)
+        ]
+        assert other.query("select count(*) from stop_requests where handled_at is null") == [(1,)]
+        # That host is gone for good: its lease lapses (set in the store, not waited for).
+        other.query("update conversations set lease_until = '2000-01-01 00:00:00.000000'")
+
+        await eventually(lambda: channel.post_with(thread, "Stopped by"))
+        assert channel.texts(thread)[said:] == [
+            "⏹ Stopping…",
+            STOPPED,
+        ]
+        assert other.query("select lifecycle, lease_owner from conversations") == [
+            ("cancelled", None)
+        ]
+        assert other.query("select count(*) from stop_requests where handled_at is null") == [(0,)]
+        other.signal(signal.SIGTERM)
+        assert await other.wait() == 0, other.log
+    finally:
+        await runner.kill()
+        await other.kill()
+        killed_with(marker)

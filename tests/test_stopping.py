@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
 
+from conversations.stopping import STOPPING
 from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.harness import Chat
@@ -48,3 +53,62 @@ async def test_a_stop_with_nobody_holding_the_run_takes_the_lease_and_stops_here
     after = await app.store.leases.lease_state(cid)
     assert after is not None and after.owner is None and after.epoch == before.epoch + 1
     assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+
+
+def dead_pid() -> int:
+    """The pid of a process of this host that has exited (and been reaped)."""
+    process = subprocess.Popen([sys.executable, "-c", ""])
+    process.wait()
+    return process.pid
+
+
+async def test_a_stop_for_a_holder_gone_from_this_host_stops_at_once(make_app) -> None:
+    app = await make_app(ScriptedModel([QUESTION]))
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("pick one")
+    cid = (await chat.snapshot()).id
+    ghost = f"{socket.gethostname()}:{dead_pid()}"
+    held = await app.store.leases.acquire_lease(cid, ghost, ttl=600)  # killed holding the run
+    assert held is not None
+
+    await chat.stop(by="alice")
+
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+    after = await app.store.leases.lease_state(cid)
+    assert after is not None and after.owner is None and after.epoch == held.epoch + 1
+    assert await app.store.stops.stop_requests({cid}, orphans=True) == []
+    await app.hub.settled()
+    stopped = [line for line in chat.said() if "Stopped" in line or "Stopping" in line]
+    assert stopped.count("⏹ Stopped by alice.") == 1 and STOPPING not in stopped  # done at once
+
+
+async def test_a_stop_for_a_holder_on_another_host_is_told_at_once_and_done_when_it_lapses(
+    make_app,
+) -> None:
+    app = await make_app(ScriptedModel([QUESTION]))
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("pick one")
+    cid = (await chat.snapshot()).id
+    ghost = await app.store.leases.acquire_lease(cid, "elsewhere:1", ttl=600)
+    assert ghost is not None
+
+    await chat.stop(by="alice")
+    await app.hub.settled()
+
+    assert chat.said()[-1] == STOPPING
+    assert await app.hub.stopper.poll_once() == 1  # followed up: the holder's lease is live
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.WAITING
+    assert len(await app.store.stops.stop_requests({cid})) == 1
+
+    lapsed = datetime.now(UTC) - timedelta(seconds=600)  # that host died; its lease lapsed
+    assert await app.store.leases.renew_leases([ghost], ttl=1, now=lapsed) == {cid}
+    assert await app.hub.stopper.poll_once() == 1  # no wait for the orphans' round
+
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+    assert await app.store.stops.stop_requests({cid}, orphans=True) == []
+    assert await app.hub.stopper.poll_once() == 0  # nothing left to follow up
+    await app.hub.settled()
+    said = chat.said()
+    assert said[-2:] == [STOPPING, "⏹ Stopped by alice."], said

@@ -1,9 +1,13 @@
 """The authorise step: who may stop and decide (:class:`conversations.access.AccessPolicy`).
 
 A stop or a decision by someone who may not becomes a refusal in the thread, and
-nothing changes. A message in a thread is never refused: whether its author may
-decide goes with it (``may_continue``: a requester's or approver's reply to a
-retry or go-on question is an answer, a bystander's is not).
+nothing changes. A message in a thread is never refused here: whether its author
+may decide goes with it (``may_continue``: a requester's or approver's reply to a
+retry or go-on question is an answer, a bystander's is not; after a stop theirs
+starts the conversation again, a bystander's is kept as a note and refused). The
+engine applies it in the conversation's turn (:mod:`core.run.restart`), where the
+status is the one the stop left, not the one seen when the message came in, and the
+refusal is written with the note, so a restart of the bot does not refuse it twice.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from conversations.store.records import Lease, LeaseState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Lease", "LeaseState", "Leases", "current_lease"]
+__all__ = ["Lease", "LeaseState", "Leases", "current_lease", "holder_gone"]
 
 _current: ContextVar[Lease | None] = ContextVar("threadbot_lease", default=None)
 
@@ -159,13 +159,22 @@ class Leases:
     async def dead_holder(self, conversation_id: str) -> str | None:
         """The lease holder if it is a process of this host that no longer exists."""
         holder = await self._store.lease_owner(conversation_id)
-        host, _, pid = (holder or "").rpartition(":")
-        if host != socket.gethostname() or not pid.isdigit():
-            return None
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return holder
-        except PermissionError:
-            return None
-        return None
+        return holder if holder is not None and holder_gone(holder) else None
+
+
+def holder_gone(owner: str) -> bool:
+    """Whether ``owner`` (``host:pid``) is a process of this host that no longer exists.
+
+    False for a live process, for another host and for an instance name
+    (``THREADBOT_INSTANCE``): only the expiry of its lease tells that it is gone.
+    """
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

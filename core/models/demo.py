@@ -2,13 +2,18 @@
 
 :class:`DemoModel` is what ``make run`` uses with no ``ANTHROPIC_API_KEY``: it
 derives its next step from the conversation history alone (plan, look around,
-ask, write, finish), so it behaves the same after a restart. Its tool call ids
+ask, write, finish), so it behaves the same after a restart. It follows the
+workflow position the history names last (``[threadbot: the planning step]``):
+at planning it proposes a plan, whatever it did before (a conversation started
+again after a stop plans again), so it never calls a tool its step does not
+offer. Its tool call ids
 are ``toolu_demo_<turn>_<index>`` (:func:`core.models.scripted.canned_events`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -36,10 +41,12 @@ def _demo_step(messages: Sequence[Message]) -> tuple[str, list[ScriptedCall]]:
     last_call = _last_tool_name(messages)
     result = _last_result_text(messages)
     request = _latest_request(messages)
-    if last_call is None or last_call == "finish":
-        return "", [_plan_call(request)]
+    approved = " was approved by " in result
+    if _position(messages) == "planning" or last_call in (None, "finish"):
+        revised = last_call == "propose_plan" and not approved and "Stopped by" not in result
+        return "", [_plan_call(request, revised=revised)]
     if last_call == "propose_plan":
-        if " was approved by " not in result:
+        if not approved:
             return "", [_plan_call(request, revised=True)]
         return "", [
             ScriptedCall("report_progress", {"step": "step 1 of 3", "note": "looking around"}),
@@ -141,6 +148,18 @@ def _last_result_text(messages: Sequence[Message]) -> str:
 def _result_text(block: dict[str, Any]) -> str:
     content = block.get("content", "")
     return content if isinstance(content, str) else json.dumps(content)
+
+
+_STEP = re.compile(r"\[threadbot: the (\S+) step\]")
+
+
+def _position(messages: Sequence[Message]) -> str | None:
+    """The workflow position the newest step marker names (None: no marker)."""
+    for block in reversed(_blocks(messages, "user")):
+        found = _STEP.match(block["text"]) if block.get("type") == "text" else None
+        if found:
+            return found.group(1)
+    return None
 
 
 def _latest_request(messages: Sequence[Message]) -> str:

@@ -46,6 +46,7 @@ from core.requests.decide import answered_in_words, decision_change, reply_chang
 from core.requests.shapes import RequestState, ToolApproval
 from core.run.close_calls import close_open_calls, interrupt_running
 from core.run.live import LiveJournal
+from core.run.restart import refused_restart
 from core.run.settings import ChannelSpend, EngineSettings, RunSettings, SettingsLookup
 from core.run.turn import RunLoop
 from core.run_events import Expired, Reminder, RunEvent, Stopped
@@ -193,12 +194,20 @@ class Engine:
 
     @_one_run
     async def start(self, conversation_id: str, request: Start, inbox: Inbox | None = None) -> None:
-        """Begin a run with a new request; from an ended run, the history is kept."""
+        """Begin a run with a new request; from an ended run, the history is kept.
+
+        After a stop, a request by someone who may not go on is kept as a note and
+        refused (:mod:`core.run.restart`).
+        """
         snap = await self._journal.load(conversation_id)
         if snap.status.active:
             await self.reply(conversation_id, Reply(**request.model_dump()), inbox)
             return
         request = await self._loop.files.read(snap, request)
+        refused = refused_restart(snap, request)
+        if refused is not None:
+            await self._journal.commit(conversation_id, refused)
+            return
         position = self._next_position(snap, request)
         step = self._workflow.entered(snap.position, position, first=not snap.journal)
         await self._journal.commit(
