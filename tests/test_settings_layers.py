@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bot.layer_tables import LAYERED
+from bot.layer_tables import LAYERED, POLICY_KEYS
 from bot.settings import Settings
 from core.journal import AssistantTurn, ToolState
 from core.lifecycle import Lifecycle
@@ -48,6 +48,7 @@ def two_channels(settings: Settings) -> Settings:
         slack={
             TEAM_ID: {
                 "approvers": [BOB],
+                "channels_may_loosen": ["approvers"],  # the docs channel names its own
                 "channels": {
                     CHANNEL: {
                         "model": "claude-for-builds",
@@ -215,6 +216,7 @@ def test_a_lower_layers_deny_and_ask_beat_a_channels_allow(settings) -> None:
     channel_allows = {"policy": {"rules": [rule("run_command", "allow", command_prefix="make")]}}
     s = layered(
         settings,
+        channels_may_loosen=["allow_rules"],  # the channel's allow counts
         policy={"rules": [rule("run_command", "deny", command_prefix="make deploy")]},
         slack={
             TEAM_ID: {
@@ -242,6 +244,7 @@ def test_a_lower_layers_deny_and_ask_beat_a_channels_allow(settings) -> None:
 def test_a_rule_grants_network_to_what_it_lets_through(settings) -> None:
     s = layered(
         settings,
+        channels_may_loosen=["allow_rules"],
         slack={
             TEAM_ID: {
                 "channels": {
@@ -345,6 +348,7 @@ async def test_over_the_mentions_per_hour_limit_the_bot_says_so(settings) -> Non
 TOML = """\
 model = "claude-bot-default"
 approvers = ["U0BOSS0001"]
+channels_may_loosen = ["allow_rules"]
 
 [slack.T0123]
 approvers = ["group:S0LEADS01"]
@@ -392,7 +396,12 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     lines = {line.split(" = ")[0]: line for line in done.stdout.splitlines() if " = " in line}
-    assert set(lines) == {*LAYERED, "ask_commands", "mutating_needs_plan"}
+    assert set(lines) == {
+        *LAYERED,
+        *POLICY_KEYS[:2],
+        "workspaces_may_loosen",
+        "channels_may_loosen",
+    }
     assert lines["model"].endswith("(slack channel C0456)")
     assert lines["approvers"] == "approvers = ['group:S0LEADS01']  (slack workspace T0123)"
     assert lines["progress_mode"].endswith("(slack workspace T0123)")

@@ -48,13 +48,15 @@ def settings(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path)
 
 def two_channels(settings: Settings) -> Settings:
     """One guild whose approver is Carol; #builds and #docs with their own model and
-    instructions, and #builds with its own approvers (Bob)."""
+    instructions, and #builds with its own approvers (Bob: the guild lets its channels
+    name their own)."""
     return layered(
         settings,
         model="claude-bot-default",
         discord={
             GUILD_ID: {
                 "approvers": [f"user:{CAROL}"],
+                "channels_may_loosen": ["approvers"],  # #builds names its own
                 "git_repo": SECRET_REPO,
                 "channels": {
                     BUILDS: {
