@@ -368,6 +368,8 @@ decision = "allow"
 def threadbot(
     tmp_path: Path, *args: str, toml: str = TOML, **env: str
 ) -> subprocess.CompletedProcess:
+    """``threadbot ARGS`` in ``tmp_path`` with ``toml`` as its file, ``env`` beside the
+    environment's non-threadbot variables, and nothing on its input."""
     (tmp_path / "threadbot.toml").write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("THREADBOT_", "SLACK_"))}
     clean.pop("ANTHROPIC_API_KEY", None)
@@ -375,9 +377,10 @@ def threadbot(
         [sys.executable, "-m", "bot", *args],
         cwd=tmp_path,
         env=clean | env,
+        input="",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
 
 
