@@ -22,8 +22,8 @@ rank above every ``allow``:
    :attr:`ToolPolicy.every_command_asks` (no sandbox), every ``run_command``;
 5. the nearest layer's ``allow`` rule. An allow rule is a loosening: it goes before
    the defaults' ask list and plan gate only (steps 6 and 8). The layers handed in
-   carry only the allow rules their settings accepted (``bot.layers``: a workspace's
-   or channel's only where a wider layer lets it loosen them);
+   carry only the allow rules the settings accepted (a workspace's or channel's only
+   where a wider layer lets it loosen them);
 6. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
    pattern (``rm -rf``, ``git push``, ``curl`` ...): ``ask``;
 7. read-only tools: ``allow``;
@@ -109,9 +109,11 @@ class ToolPolicy(BaseModel):
     """Explicit rules, the ask list for ``run_command``, and the plan gate.
 
     ``rules`` are the bot's own rules; ``layers`` the rules of nearer settings
-    layers, nearest first (a channel, then its workspace or guild), checked with
-    them (see the module docstring). ``mutating_tools`` off denies every mutating
-    tool (the channel's setting). Build it with :func:`default_policy`,
+    layers, nearest first (a channel, then its workspace or guild), with the asks
+    and plan gate each added, checked with them (see the module docstring).
+    ``ask_commands`` and ``mutating_needs_plan`` are the defaults' as the bot's
+    settings (or a layer allowed to loosen them) set them. ``mutating_tools`` off
+    denies every mutating tool (the channel's setting). Build it with :func:`default_policy`,
     :meth:`from_toml_table` or :meth:`with_layers`; decide with :meth:`check`.
     """
 
