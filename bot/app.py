@@ -253,6 +253,8 @@ async def build(
         known_tools={t.spec.name for t in tools},
         every_command_asks=confinement.every_command_asks,
     )
+    for refused in layers.refusals():  # the wider value holds (bot.loosening)
+        log.warning("settings: %s", refused)
     store = await open_store(settings.database_url, render=render_event, faults=faults)
     sheet = {model: price.rates() for model, price in settings.prices.items()}
     prices = await store.usage.sync_prices(sheet, wall_clock())  # a changed price: a new entry

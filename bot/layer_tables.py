@@ -12,7 +12,10 @@ organisation); Discord ids are snowflakes
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
+from enum import StrEnum
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -80,6 +83,99 @@ LAYERED = (
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
+
+POLICY_KEYS = ("ask_commands", "mutating_needs_plan", "allow_rules")
+"""What a layer's ``[policy]`` table sets that has a direction: its ask list, its plan
+gate and its ``decision = "allow"`` rules (``deny`` and ``ask`` rules always tighten)."""
+
+
+class Direction(StrEnum):
+    """Which way a layered setting tightens (:data:`DIRECTIONS`)."""
+
+    LOWER = "lower"
+    """A number: lower is tighter; absent (none: no cap, no budget) is the loosest."""
+    SUBSET = "subset"
+    """A list of people: a subset is tighter (fewer may decide)."""
+    SUPERSET = "superset"
+    """A list of asks: a superset is tighter (more commands ask)."""
+    TRUE_IS_TIGHTER = "true_is_tighter"
+    FALSE_IS_TIGHTER = "false_is_tighter"
+    EACH_LOOSENS = "each_loosens"
+    """Rules that let calls through: each one loosens, none is the tightest."""
+    FREE = "free"
+    """No safety direction: every layer sets it (why, for each: :data:`DIRECTIONS`)."""
+
+
+DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
+    {
+        "model": Direction.FREE,
+        "fallback_models": Direction.FREE,
+        "instructions": Direction.FREE,
+        "approvers": Direction.SUBSET,
+        "mutating_tools": Direction.FALSE_IS_TIGHTER,
+        "git_repo": Direction.FREE,
+        "command_timeout": Direction.LOWER,
+        "command_cpu_seconds": Direction.LOWER,
+        "command_memory_mb": Direction.LOWER,
+        "command_processes": Direction.LOWER,  # the sandbox's process cap (issue 22)
+        "output_limit": Direction.LOWER,
+        "progress_mode": Direction.FREE,
+        "request_ttl": Direction.LOWER,
+        "user_runs": Direction.LOWER,
+        "user_mentions_per_hour": Direction.LOWER,
+        "conversation_budget_tokens": Direction.LOWER,
+        "conversation_budget_usd": Direction.LOWER,
+        "channel_daily_budget_tokens": Direction.LOWER,
+        "channel_daily_budget_usd": Direction.LOWER,
+        "context_window": Direction.FREE,
+        "compact_at": Direction.FREE,
+        "ask_commands": Direction.SUPERSET,
+        "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
+        "allow_rules": Direction.EACH_LOOSENS,
+    }
+)
+"""Which way each layered setting tightens (:mod:`bot.loosening` applies it alike to all).
+
+Caps, budgets, request lifetimes and per-user limits are ``lower``; ``output_limit``
+too (a cap on what one tool result puts before the model, and so on the spend).
+``approvers`` is a ``subset``: a channel may narrow them, and only a wider layer adds
+one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds do so);
+a group or role counts as itself, so a channel naming one member of a wider layer's
+group adds an approver. The free keys, and why each is free:
+
+- ``model``, ``fallback_models``: which model answers is a choice of quality and price,
+  not of what may run: every tool call meets the same policy whatever the model, and
+  the budgets (``lower``) bound the spend;
+- ``instructions``: words to the model grant nothing; the policy checks each call
+  whatever the model was told;
+- ``git_repo``: which project a channel works on, the first reason to give a channel
+  a layer; each conversation gets its own clone, under the same policy and sandbox (the
+  bot clones it, so keep the bot's own git credentials to the repositories it serves);
+- ``progress_mode``: how notes show in a thread, not what runs;
+- ``context_window``, ``compact_at``: how a conversation's history is kept within the
+  model's window; they follow the model (free), and the budgets bound the spend.
+
+``command_processes`` (the sandbox's process cap) is listed ahead of its layered key.
+"""
+
+LOOSENABLE = frozenset(
+    name
+    for name, direction in DIRECTIONS.items()
+    if direction is not Direction.FREE and name in (*LAYERED, *POLICY_KEYS)
+)
+"""The names ``workspaces_may_loosen`` and ``channels_may_loosen`` may list."""
+
+
+def _loosenable(name: str) -> str:
+    if name in LOOSENABLE:
+        return name
+    if DIRECTIONS.get(name) is Direction.FREE:
+        raise ValueError(f"{name!r} is free: every layer may set it, no list is needed")
+    raise ValueError(f"{name!r} is not a setting to loosen; use {', '.join(sorted(LOOSENABLE))}")
+
+
+Loosenable = Annotated[str, AfterValidator(_loosenable)]
+"""A setting a ``*_may_loosen`` list names (:data:`LOOSENABLE`)."""
 
 
 def _approver(entry: str) -> str:
@@ -194,12 +290,18 @@ class SlackWorkspace(SlackChannel):
     """A Slack workspace's layer (``[slack.<team_id>]``) and its channels' layers."""
 
     channels: dict[SlackChannelId, SlackChannel] = {}
+    channels_may_loosen: list[Loosenable] = []
+    """Settings this workspace's channels may loosen (as far as the workspace may itself:
+    :mod:`bot.loosening`)."""
 
 
 class DiscordGuild(DiscordChannel):
     """A Discord guild's layer (``[discord.<guild_id>]``) and its channels' layers."""
 
     channels: dict[Snowflake, DiscordChannel] = {}
+    channels_may_loosen: list[Loosenable] = []
+    """Settings this guild's channels may loosen (as far as the guild may itself:
+    :mod:`bot.loosening`)."""
 
 
 _PLACE_IDS: dict[str, tuple[Any, Any]] = {

@@ -23,11 +23,14 @@ of either its own values in ``threadbot.toml``::
 
 A value comes from the nearest layer that sets it: the channel, then its
 workspace or guild, then the bot's settings (environment or ``threadbot.toml``),
-then the defaults. Tool policy rules are the exception: every layer's rules are
-checked, and a ``deny`` from any layer wins, then an ``ask`` from any layer
-(:mod:`core.policy.policy`). :meth:`Layers.at` resolves a place and says, for each
-value, which layer it came from (``threadbot settings explain``, the in-chat
-``/threadbot settings``). The tables themselves: :mod:`bot.layer_tables`.
+then the defaults; but a nearer layer may loosen a setting only where a wider layer
+lets it (:mod:`bot.loosening`), else the wider value holds and the refusal is told.
+Tool policy rules are the exception: every layer's rules are checked, and a ``deny``
+from any layer wins, then an ``ask`` from any layer (:mod:`core.policy.policy`,
+:mod:`bot.layer_policy`). :meth:`Layers.at` resolves a place and says, for each
+value, which layer it came from and what was refused (``threadbot settings
+explain``, the in-chat ``/threadbot settings``). The tables themselves:
+:mod:`bot.layer_tables`.
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.layer_policy import PlacePolicy, policy_at
 from bot.layer_tables import LAYERED, DiscordGuild, Layer, SlackWorkspace, micro_usd
+from bot.loosening import Grants, Refusals, Step
 from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
-from core.policy.policy import DEFAULT_ASK_COMMANDS, RuleLayer, ToolPolicy
+from core.policy.policy import RuleLayer, ToolPolicy
 from core.pricing import Budgets, Limit
 from core.run.settings import EngineSettings
 from core.tools.workspaces import without_credentials
@@ -64,10 +69,19 @@ class Effective:
     """The settings that apply at one place, each with its layer (see :meth:`Layers.at`)."""
 
     values: Mapping[str, Sourced]
-    policy_sources: Mapping[str, str]
-    """The layer of the policy's ``ask_commands`` and ``mutating_needs_plan``."""
-    policy: ToolPolicy
-    """The bot's policy with the nearer layers' rules (channel first) and ``mutating_tools``."""
+    place_policy: PlacePolicy
+    """The policy here, with the layer of its ``ask_commands`` and ``mutating_needs_plan``."""
+    refusals: Refusals
+    """The loosenings refused here (the wider values hold)."""
+    grants: Mapping[str, Sourced]
+    """``workspaces_may_loosen`` and ``channels_may_loosen`` here (the bot's and, for
+    channels, the workspace's or guild's own), for the explanation."""
+
+    @property
+    def policy(self) -> ToolPolicy:
+        """The bot's policy with the nearer layers' accepted rules, asks and gates and
+        ``mutating_tools``."""
+        return self.place_policy.policy
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name].value
@@ -110,12 +124,21 @@ class Effective:
         )
 
     def explain(self) -> list[str]:
-        """One line per setting, ``name = value  (layer)``; no secret is among them
-        (a password in a ``git_repo`` URL is hidden)."""
-        lines = []
-        for name in LAYERED:
-            sourced = self.values[name]
-            lines.append(f"{name} = {_shown(name, sourced.value)}  ({sourced.layer})")
+        """One line per setting, ``name = value  (layer)``, and after it, on the same
+        line, each loosening of it that was refused and why; no secret is among them (a
+        password in a ``git_repo`` URL is hidden)."""
+        lines = [
+            self._line(name, _shown(name, sourced.value), sourced.layer)
+            for name, sourced in self.values.items()
+        ]
+        sources = self.place_policy.sources
+        for name, shown in (
+            ("ask_commands", self.place_policy.ask_commands_shown()),
+            ("mutating_needs_plan", repr(self.policy.mutating_needs_plan)),
+        ):
+            lines.append(self._line(name, shown, sources[name]))
+        lines += [f"{name} = {g.value!r}  ({g.layer})" for name, g in self.grants.items()]
+        lines.append("policy rules, nearest layer first (a deny from any layer wins, then an ask):")
         rules = [
             f"  {rule.label()}  ({layer.name})"
             for layer in (
@@ -124,15 +147,13 @@ class Effective:
             )
             for rule in layer.rules
         ]
-        asks = self.policy.ask_commands
-        shown = "the default list" if asks == DEFAULT_ASK_COMMANDS else repr(list(asks))
-        lines.append(f"ask_commands = {shown}  ({self.policy_sources['ask_commands']})")
-        needs_plan = self.policy.mutating_needs_plan
-        where = self.policy_sources["mutating_needs_plan"]
-        lines.append(f"mutating_needs_plan = {needs_plan!r}  ({where})")
-        lines.append("policy rules, nearest layer first (a deny from any layer wins, then an ask):")
         lines += rules or ["  none"]
+        lines += [f"  {said}" for said in self.refusals.by_name.get("allow_rules", ())]
         return lines
+
+    def _line(self, name: str, shown: str, layer: str) -> str:
+        refused = "".join(f"; {said}" for said in self.refusals.by_name.get(name, ()))
+        return f"{name} = {shown}  ({layer}){refused}"
 
 
 def repo_shown(url: str) -> str:
@@ -225,6 +246,7 @@ class Layers:
     each name the bot's settings set, where (``THREADBOT_MODEL``, ``threadbot.toml``);
     names absent there come from the defaults. ``slack`` and ``discord``: the
     workspace and guild layers by id. ``bot_policy``: the bot's ``[policy]`` as built.
+    ``grants``: what the bot's settings let nearer layers loosen (:mod:`bot.loosening`).
     """
 
     def __init__(
@@ -236,8 +258,10 @@ class Layers:
         discord: Mapping[str, DiscordGuild],
         bot_policy: ToolPolicy,
         known_tools: Collection[str] | None = None,
+        grants: Grants | None = None,
     ) -> None:
         self._bot = bot
+        self._grants = grants or Grants()
         self._set_by = set_by
         self._workspaces: dict[str, Mapping[str, Layer]] = {"slack": slack, "discord": discord}
         self._bot_policy = bot_policy
@@ -272,54 +296,92 @@ class Layers:
             found = self._cache[key] = self._resolve(*key)
         return found
 
+    def refusals(self) -> list[str]:
+        """Every loosening refused anywhere (each once), in the order of the layers: for
+        the log at start."""
+        places = [(platform, workspace, channel) for platform, workspace, channel, _ in self._all()]
+        said = (line for place in places for line in self.at(*place).refusals.all())
+        return list(dict.fromkeys(said))
+
     def _resolve(self, platform: str, workspace: str, channel: str) -> Effective:
-        chain = self._chain(platform, workspace, channel)
-        values = {}
-        for name in LAYERED:
-            values[name] = next(
-                (
-                    Sourced(getattr(layer, name), label, nearer=True)
-                    for label, layer in chain
-                    if getattr(layer, name) is not None
-                ),
-                Sourced(self._bot[name], self._bot_label(name)),
-            )
-        rule_layers = []
-        policy = self._bot_policy
-        sources = {
-            key: self._bot_label("policy") if key in policy.model_fields_set else "defaults"
-            for key in ("ask_commands", "mutating_needs_plan")
-        }
-        taken: set[str] = set()
-        for label, layer in chain:
-            if layer.policy is None:
-                continue
-            own = ToolPolicy.from_toml_table(layer.policy, self._known)
-            rule_layers.append(RuleLayer(name=label, rules=own.rules))
-            for key in ("ask_commands", "mutating_needs_plan"):
-                if key in layer.policy and key not in taken:  # the nearest layer's
-                    taken.add(key)
-                    sources[key] = label
-                    policy = policy.model_copy(update={key: getattr(own, key)})
-        policy = policy.with_layers(rule_layers, mutating_tools=values["mutating_tools"].value)
+        steps = self._steps(platform, workspace, channel)
+        refusals = Refusals()
+        values = {name: self._value(name, steps, refusals) for name in LAYERED}
+        place_policy = policy_at(
+            self._bot_policy,
+            steps,
+            bot_source=self._bot_label("policy"),
+            grants=self._grants,
+            refusals=refusals,
+            mutating_tools=values["mutating_tools"].value,
+            known_tools=self._known,
+        )
         return Effective(
             values=values,
-            policy_sources=sources,
-            policy=policy,
+            place_policy=place_policy,
+            refusals=refusals,
+            grants=self._grants_shown(steps),
         )
 
-    def _chain(self, platform: str, workspace: str, channel: str) -> list[tuple[str, Layer]]:
-        """The layers above the bot's at a place, nearest first, with their labels."""
+    def _value(self, name: str, steps: list[Step], refusals: Refusals) -> Sourced:
+        """The value of ``name`` in force after ``steps``, each nearer value checked
+        against the wider one (:meth:`bot.loosening.Grants.refused`)."""
+        bot = self._bot[name]
+        found = Sourced(bot, self._bot_label(name))
+        for step in steps:
+            value = getattr(step.layer, name)
+            if value is None:
+                continue
+            hint = self._grants.refused(name, value, wider=found.value, bot=bot, step=step)
+            if hint is None:
+                found = Sourced(value, step.label, nearer=True)
+                continue
+            refusals.key(
+                name,
+                step=step,
+                shown=_shown(name, value),
+                wider=_shown(name, found.value),
+                source=found.layer,
+                hint=hint,
+            )
+        return found
+
+    def _grants_shown(self, steps: list[Step]) -> dict[str, Sourced]:
+        """``workspaces_may_loosen`` and ``channels_may_loosen`` as they hold here."""
+        channels = sorted(self._grants.channels)
+        where = self._bot_label("channels_may_loosen")
+        own = sorted(getattr(steps[0].layer, "channels_may_loosen", ())) if steps else []
+        if own:
+            where = steps[0].label + (f", and {where}" if channels else "")
+            channels = list(dict.fromkeys((*own, *channels)))
+        return {
+            "workspaces_may_loosen": Sourced(
+                sorted(self._grants.workspaces), self._bot_label("workspaces_may_loosen")
+            ),
+            "channels_may_loosen": Sourced(channels, where),
+        }
+
+    def _steps(self, platform: str, workspace: str, channel: str) -> list[Step]:
+        """The layers nearer than the bot's at a place, widest first, with their labels."""
         top = self._workspaces.get(platform, {}).get(workspace)
         if top is None:
             return []
         kind = "guild" if platform == "discord" else "workspace"
-        chain: list[tuple[str, Layer]] = []
+        label = f"{platform} {kind} {workspace}"
+        steps = [Step(label=label, layer=top)]
         inner = getattr(top, "channels", {}).get(channel)
         if inner is not None:
-            chain.append((f"{platform} channel {channel}", inner))
-        chain.append((f"{platform} {kind} {workspace}", top))
-        return chain
+            passed_on = frozenset(getattr(top, "channels_may_loosen", ()))
+            steps.append(
+                Step(
+                    label=f"{platform} channel {channel}",
+                    layer=inner,
+                    channel=True,
+                    granter=label,
+                    passed_on=passed_on,
+                )
+            )
+        return steps
 
     def _bot_label(self, name: str) -> str:
         where = self._set_by.get(name)

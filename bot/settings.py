@@ -48,6 +48,7 @@ from bot.layer_tables import (
     ContextTokens,
     DiscordGuild,
     Layer,
+    Loosenable,
     MemoryMb,
     ModelId,
     OutputChars,
@@ -60,6 +61,7 @@ from bot.layer_tables import (
     micro_usd,
 )
 from bot.layers import Layers
+from bot.loosening import Grants
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
 from core.faults import Faults
@@ -97,6 +99,10 @@ class ModelPrice(BaseModel):
 
 CommaList = Annotated[list[str], NoDecode]
 CommaModels = Annotated[list[ModelId], NoDecode]
+CommaLoosenable = Annotated[list[Loosenable], NoDecode]
+
+
+_GRANTS = ("workspaces_may_loosen", "channels_may_loosen")
 
 
 class Settings(BaseSettings):
@@ -237,6 +243,12 @@ class Settings(BaseSettings):
     bwrap: str = "bwrap"
     """The bubblewrap binary commands are sandboxed with (a path, or a name on ``PATH``)."""
     policy: dict[str, Any] = {}
+    workspaces_may_loosen: CommaLoosenable = ["approvers"]
+    """Settings a workspace or guild layer may loosen (set looser than the bot's); every
+    other loosening there is refused (:mod:`bot.loosening`)."""
+    channels_may_loosen: CommaLoosenable = []
+    """Settings every channel layer may loosen (a workspace or guild may list more for its
+    own channels)."""
     slack: dict[SlackTeamId, SlackWorkspace] = {}
     """``[slack.<team_id>]`` tables: a Slack workspace's layer and its channels'."""
     discord: dict[Snowflake, DiscordGuild] = {}
@@ -257,6 +269,8 @@ class Settings(BaseSettings):
         "stop_reactions",
         "discord_guilds",
         "fallback_models",
+        "workspaces_may_loosen",
+        "channels_may_loosen",
         mode="before",
     )
     @classmethod
@@ -425,7 +439,7 @@ class Settings(BaseSettings):
         ``known_tools``.
         """
         set_by = {}
-        for name in self.model_fields_set & {*LAYERED, "policy"}:
+        for name in self.model_fields_set & {*LAYERED, *_GRANTS, "policy"}:
             variable = f"THREADBOT_{name.upper()}"
             set_by[name] = variable if variable in os.environ else self.toml_file().name
         layers = Layers(
@@ -437,6 +451,10 @@ class Settings(BaseSettings):
                 update={"every_command_asks": every_command_asks}
             ),
             known_tools=known_tools,
+            grants=Grants(
+                workspaces=frozenset(self.workspaces_may_loosen),
+                channels=frozenset(self.channels_may_loosen),
+            ),
         )
         layers.check_tools()
         return layers

@@ -18,6 +18,7 @@ from core.policy.policy import (
     DEFAULT_ASK_COMMANDS,
     Decision,
     Rule,
+    RuleLayer,
     ToolPolicy,
     Verdict,
     default_policy,
@@ -372,6 +373,48 @@ def test_a_custom_ask_list_replaces_the_default() -> None:
     assert run(policy, "cd infra && terraform apply").decision is Decision.ASK
     assert "is on the policy's ask list" in run(policy, "terraform apply").reason
     assert run(policy, "curl http://x").decision is Decision.ALLOW
+
+
+# --- across layers ----------------------------------------------------------------
+
+
+def test_a_nearer_layer_s_asks_and_plan_gate_come_before_every_allow() -> None:
+    """A layer's additions to the ask list and its plan gate are tightenings: the bot's
+    own allow (which goes before the bot's ask list and gate) does not beat them."""
+    bot = ToolPolicy(
+        rules=(Rule(tool="*", decision=Decision.ALLOW),),
+        mutating_needs_plan=False,
+    )
+    channel = RuleLayer(
+        name="slack channel C1", ask_commands=("make deploy",), mutating_needs_plan=True
+    )
+    policy = bot.with_layers([channel])
+    deploy = run(policy, "cd app && make deploy")
+    assert (deploy.decision, deploy.rule) == (
+        Decision.ASK,
+        "slack channel C1 ask_commands 'make deploy'",
+    )
+    assert deploy.reason == (
+        "`make deploy` is on the policy's ask list: the policy asks first (slack channel C1)"
+    )
+    early = write(policy, "a.md", plan_approved=False)
+    assert (early.decision, early.reason) == (
+        Decision.DENY,
+        "mutating tools run only after the plan is approved (slack channel C1)",
+    )
+    assert run(policy, "curl x").rule == "bot settings rules[0] * -> allow"  # the bot's own word
+    assert write(bot, "a.md", plan_approved=False).decision is Decision.ALLOW  # no layer: no gate
+
+
+def test_a_deny_rule_of_any_layer_comes_before_a_layer_s_gate_and_asks() -> None:
+    policy = ToolPolicy(rules=(Rule(tool="run_command", decision=Decision.DENY),)).with_layers(
+        [RuleLayer(name="slack workspace T1", ask_commands=("ls",), mutating_needs_plan=True)]
+    )
+    verdict = run(policy, "ls", plan_approved=False)
+    assert (verdict.decision, verdict.rule) == (
+        Decision.DENY,
+        "bot settings rules[0] run_command -> deny",
+    )
 
 
 # --- settings ---------------------------------------------------------------------

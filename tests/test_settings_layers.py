@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bot.layer_tables import LAYERED
+from bot.layer_tables import LAYERED, POLICY_KEYS
 from bot.settings import Settings
 from core.journal import AssistantTurn, ToolState
 from core.lifecycle import Lifecycle
@@ -48,6 +48,7 @@ def two_channels(settings: Settings) -> Settings:
         slack={
             TEAM_ID: {
                 "approvers": [BOB],
+                "channels_may_loosen": ["approvers"],  # the docs channel names its own
                 "channels": {
                     CHANNEL: {
                         "model": "claude-for-builds",
@@ -215,6 +216,7 @@ def test_a_lower_layers_deny_and_ask_beat_a_channels_allow(settings) -> None:
     channel_allows = {"policy": {"rules": [rule("run_command", "allow", command_prefix="make")]}}
     s = layered(
         settings,
+        channels_may_loosen=["allow_rules"],  # the channel's allow counts
         policy={"rules": [rule("run_command", "deny", command_prefix="make deploy")]},
         slack={
             TEAM_ID: {
@@ -242,6 +244,7 @@ def test_a_lower_layers_deny_and_ask_beat_a_channels_allow(settings) -> None:
 def test_a_rule_grants_network_to_what_it_lets_through(settings) -> None:
     s = layered(
         settings,
+        channels_may_loosen=["allow_rules"],
         slack={
             TEAM_ID: {
                 "channels": {
@@ -345,6 +348,7 @@ async def test_over_the_mentions_per_hour_limit_the_bot_says_so(settings) -> Non
 TOML = """\
 model = "claude-bot-default"
 approvers = ["U0BOSS0001"]
+channels_may_loosen = ["allow_rules"]
 
 [slack.T0123]
 approvers = ["group:S0LEADS01"]
@@ -364,6 +368,8 @@ decision = "allow"
 def threadbot(
     tmp_path: Path, *args: str, toml: str = TOML, **env: str
 ) -> subprocess.CompletedProcess:
+    """``threadbot ARGS`` in ``tmp_path`` with ``toml`` as its file, ``env`` beside the
+    environment's non-threadbot variables, and nothing on its input."""
     (tmp_path / "threadbot.toml").write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("THREADBOT_", "SLACK_"))}
     clean.pop("ANTHROPIC_API_KEY", None)
@@ -371,9 +377,10 @@ def threadbot(
         [sys.executable, "-m", "bot", *args],
         cwd=tmp_path,
         env=clean | env,
+        input="",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
 
 
@@ -392,7 +399,12 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     lines = {line.split(" = ")[0]: line for line in done.stdout.splitlines() if " = " in line}
-    assert set(lines) == {*LAYERED, "ask_commands", "mutating_needs_plan"}
+    assert set(lines) == {
+        *LAYERED,
+        *POLICY_KEYS[:2],
+        "workspaces_may_loosen",
+        "channels_may_loosen",
+    }
     assert lines["model"].endswith("(slack channel C0456)")
     assert lines["approvers"] == "approvers = ['group:S0LEADS01']  (slack workspace T0123)"
     assert lines["progress_mode"].endswith("(slack workspace T0123)")

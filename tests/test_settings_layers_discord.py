@@ -48,13 +48,15 @@ def settings(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path)
 
 def two_channels(settings: Settings) -> Settings:
     """One guild whose approver is Carol; #builds and #docs with their own model and
-    instructions, and #builds with its own approvers (Bob)."""
+    instructions, and #builds with its own approvers (Bob: the guild lets its channels
+    name their own)."""
     return layered(
         settings,
         model="claude-bot-default",
         discord={
             GUILD_ID: {
                 "approvers": [f"user:{CAROL}"],
+                "channels_may_loosen": ["approvers"],  # #builds names its own
                 "git_repo": SECRET_REPO,
                 "channels": {
                     BUILDS: {
@@ -222,6 +224,34 @@ async def test_threadbot_settings_in_a_thread_shows_its_channel_s_settings(
         )
         assert lines_of(answer)["approvers"] == (
             f"approvers = ['user:{BOB}']  (discord channel {BUILDS})"
+        )
+
+
+async def test_a_channel_adding_an_approver_is_refused_and_said_so_in_chat(
+    settings: Settings,
+) -> None:
+    """A channel may narrow its guild's approvers, not add one: without the guild's
+    ``channels_may_loosen``, #builds' Bob is refused, and ``/threadbot settings`` says why."""
+    guild = {"approvers": [f"user:{CAROL}"], "channels": {BUILDS: {"approvers": [f"user:{BOB}"]}}}
+    async with guild_of_two(
+        layered(settings, discord={GUILD_ID: guild}), ScriptedModel([plan()])
+    ) as g:
+        thread = await mention_in(g, BUILDS, "please fix the build")
+        await g.react(thread, plan_of(g, thread), "✅", by=BOB)
+        refusal = g.posts(thread)[-1]
+        assert refusal.startswith("Only the requester or an approver can decide this"), refusal
+        assert (await g.snapshot(thread)).requests[0].state is RequestState.OPEN
+
+        before = len(g.fake.posted(thread))
+        await settings_typed_in(
+            g, {"id": thread, "type": 11, "parent_id": BUILDS, "guild_id": GUILD_ID}
+        )
+        [answer] = [str(m["content"]) for m in g.fake.posted(thread)[before:]]
+        assert lines_of(answer)["approvers"] == (
+            f"approvers = ['user:{CAROL}']  (discord guild {GUILD_ID}); discord channel {BUILDS} "
+            f"sets approvers = ['user:{BOB}'] (looser than ['user:{CAROL}'], from discord guild "
+            f"{GUILD_ID}): refused; a wider layer may allow it with "
+            'channels_may_loosen = ["approvers"]'
         )
 
 

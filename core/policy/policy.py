@@ -5,21 +5,29 @@ name, whether it is read-only, its arguments and whether the plan is approved,
 and returns a :class:`Verdict` (``allow``, ``deny`` or ``ask``, a reason people
 and the model read, and the rule that matched, for logs). The engine acts on it.
 
-Rule order (first that applies wins):
+Rule order (first that applies wins). The shipped defaults are the widest layer
+(steps 6 and 8, as the bot's settings set them); every layer's ``deny`` and ``ask``
+rank above every ``allow``:
 
 1. control tools (:data:`core.tools.control.CONTROL_TOOLS`): ``allow``;
 2. mutating tools where :attr:`ToolPolicy.mutating_tools` is off: ``deny``;
-3. the explicit rules of the settings layers (:attr:`ToolPolicy.layers`, nearest
-   first: channel, workspace or guild, bot). In each layer the first rule that
-   matches is that layer's word; across layers a ``deny`` from any layer wins,
-   then an ``ask`` from any layer (so a lower layer's ``ask`` beats a channel's
-   ``allow``), then the nearest layer's ``allow``; but with
-   :attr:`ToolPolicy.every_command_asks` (no sandbox) a ``run_command`` that no
-   ``deny`` or ``ask`` stops asks a person;
-4. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
+3. a ``deny`` from any layer: the explicit rules of the settings layers
+   (:attr:`ToolPolicy.layers`, nearest first: channel, workspace or guild, then the
+   bot's :attr:`ToolPolicy.rules`; in each layer the first rule that matches is that
+   layer's word), then the plan gate a nearer layer turned on
+   (:attr:`RuleLayer.mutating_needs_plan`) for a mutating call before the plan is
+   approved;
+4. an ``ask`` from any layer: an ``ask`` rule; a pattern a nearer layer added to the
+   ask list (:attr:`RuleLayer.ask_commands`); with
+   :attr:`ToolPolicy.every_command_asks` (no sandbox), every ``run_command``;
+5. the nearest layer's ``allow`` rule. An allow rule is a loosening: it goes before
+   the defaults' ask list and plan gate only (steps 6 and 8). The layers handed in
+   carry only the allow rules the settings accepted (a workspace's or channel's only
+   where a wider layer lets it loosen them);
+6. ``run_command`` whose command matches an :attr:`ToolPolicy.ask_commands`
    pattern (``rm -rf``, ``git push``, ``curl`` ...): ``ask``;
-5. read-only tools: ``allow``;
-6. mutating tools: ``allow`` once the plan is approved, ``deny`` before
+7. read-only tools: ``allow``;
+8. mutating tools: ``allow`` once the plan is approved, ``deny`` before
    (or always ``allow`` when ``mutating_needs_plan`` is off).
 
 A rule may grant the commands it lets through network access (``network =
@@ -41,23 +49,32 @@ a script, an alias or ``$CMD`` is not seen through.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from enum import StrEnum
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    StrictBool,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from core.policy.matching import asked, glob_matches, prefix_matches
-from core.tools.command import RunCommand
+from core.policy.matching import asked
+from core.policy.rules import (
+    RUN_COMMAND,
+    Decision,
+    Rule,
+    RuleLayer,
+    Verdict,
+    errors_said,
+    rule_from_table,
+)
 from core.tools.control import CONTROL_TOOLS
 
-RUN_COMMAND = RunCommand.spec.name
+__all__ = [
+    "DEFAULT_ASK_COMMANDS",
+    "RUN_COMMAND",
+    "Decision",
+    "Rule",
+    "RuleLayer",
+    "ToolPolicy",
+    "Verdict",
+    "default_policy",
+]
 
 _ASK_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -88,146 +105,15 @@ DEFAULT_ASK_COMMANDS: tuple[str, ...] = tuple(_ASK_WHY)
 and structurally: see the module docstring)."""
 
 
-class Decision(StrEnum):
-    """What the policy says about a tool call."""
-
-    ALLOW = "allow"
-    DENY = "deny"
-    ASK = "ask"
-
-
-class Verdict(BaseModel):
-    """The outcome of :meth:`ToolPolicy.check`.
-
-    ``reason`` is readable, shown to people and the model (e.g. "`rm -rf` deletes
-    files recursively: the policy asks first"); ``rule`` names what matched, for
-    logs (``control_tool``, ``rules[0] ...``, ``ask_commands 'rm -rf'``,
-    ``read_only``, ``mutating``, ``plan_approved``, ``plan_not_approved``,
-    ``mutating_tools_off``); a layer's rule is prefixed with the layer's name.
-    ``network``: the call may reach the network (granted by the rule that let it
-    through; never for a ``deny``).
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    decision: Decision
-    reason: str
-    rule: str
-    network: bool = False
-
-
-class Rule(BaseModel):
-    """An explicit rule: ``tool`` (a name or ``"*"``), optional patterns, a decision.
-
-    ``command_prefix`` applies to the ``command`` argument, ``path_glob`` (fnmatch,
-    ``*`` crosses ``/``) to the normalized relative ``path`` argument; a rule with a
-    pattern matches only when that argument is a string that matches (both, when
-    both are given). A ``deny`` or ``ask`` rule matches generously: the prefix at
-    any command start or found structurally (``make deploy`` in ``make -C app
-    deploy``, see :mod:`core.policy.commands`), the glob case-insensitively and, for an
-    absolute path, on any trailing part of it. An ``allow`` rule matches strictly:
-    every command of a chain (``a && b``) starts with the prefix, the glob matches
-    the relative path. ``reason`` is shown when the rule matches; empty means a
-    generated one.
-
-    A rule names one tool: ``tool = "write_file"`` with a ``path_glob`` does not
-    cover ``edit_file`` (give it its own rule, or use ``tool = "*"``, which covers
-    every tool with a ``path`` argument). A rule that could never match is refused
-    (:class:`ValueError`): a ``command_prefix`` on a tool other than ``run_command``
-    or ``"*"``, a ``path_glob`` on ``run_command``, ``network`` on a ``deny``.
-
-    ``network = true`` grants the calls the rule lets through network access (the
-    sandbox reads :attr:`Verdict.network`).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tool: str
-    decision: Decision
-    command_prefix: str | None = None
-    path_glob: str | None = None
-    reason: str = ""
-    network: StrictBool = False
-
-    @field_validator("tool", "command_prefix", "path_glob")
-    @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("must not be empty")
-        return value
-
-    @model_validator(mode="after")
-    def _can_match(self) -> Rule:
-        if self.command_prefix is not None and self.tool not in ("*", RUN_COMMAND):
-            raise ValueError(
-                f'`command_prefix` applies only to `{RUN_COMMAND}` or "*": '
-                f"`{self.tool}` has no `command` argument, so this rule could never match"
-            )
-        if self.path_glob is not None and self.tool == RUN_COMMAND:
-            raise ValueError(
-                f"`path_glob` never matches `{RUN_COMMAND}` (it has no `path` argument): "
-                'use `command_prefix`, or name a file tool or "*"'
-            )
-        if self.network and self.decision is Decision.DENY:
-            raise ValueError("`network = true` grants nothing on a deny rule")
-        if self.network and self.tool not in ("*", RUN_COMMAND):
-            raise ValueError(f'`network = true` applies only to `{RUN_COMMAND}` or "*"')
-        return self
-
-    def matches(self, tool_name: str, arguments: Mapping[str, Any]) -> bool:
-        """Whether the rule applies to a call of ``tool_name`` with ``arguments``."""
-        if self.tool not in ("*", tool_name):
-            return False
-        strict = self.decision is Decision.ALLOW
-        if self.command_prefix is not None:
-            command = arguments.get("command")
-            if not isinstance(command, str) or not prefix_matches(
-                command, self.command_prefix, strict=strict
-            ):
-                return False
-        if self.path_glob is not None:
-            path = arguments.get("path")
-            if not isinstance(path, str) or not glob_matches(path, self.path_glob, strict=strict):
-                return False
-        return True
-
-    def describe(self) -> str:
-        """The generated reason, e.g. "the policy denies `run_command` for commands ..."."""
-        verb = {Decision.ALLOW: "allows", Decision.DENY: "denies", Decision.ASK: "asks before"}
-        what = "every tool" if self.tool == "*" else f"`{self.tool}`"
-        parts = []
-        if self.command_prefix is not None:
-            parts.append(f"commands starting with `{self.command_prefix}`")
-        if self.path_glob is not None:
-            parts.append(f"paths matching `{self.path_glob}`")
-        scope = f" for {' and '.join(parts)}" if parts else ""
-        return f"the policy {verb[self.decision]} {what}{scope}"
-
-    def label(self) -> str:
-        """A compact form for logs: ``run_command command_prefix='make deploy' -> deny``."""
-        prefix = "" if self.command_prefix is None else f" command_prefix={self.command_prefix!r}"
-        glob = "" if self.path_glob is None else f" path_glob={self.path_glob!r}"
-        network = " network" if self.network else ""
-        return f"{self.tool}{prefix}{glob}{network} -> {self.decision}"
-
-
-class RuleLayer(BaseModel):
-    """The explicit rules of one settings layer, and the layer's name for reasons and logs
-    (``bot settings``, ``slack workspace T0123``, ``slack channel C0456`` ...)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    rules: tuple[Rule, ...] = ()
-
-
 class ToolPolicy(BaseModel):
     """Explicit rules, the ask list for ``run_command``, and the plan gate.
 
     ``rules`` are the bot's own rules; ``layers`` the rules of nearer settings
-    layers, nearest first (a channel, then its workspace or guild), checked with
-    them (see the module docstring). ``mutating_tools`` off denies every mutating
-    tool (the channel's setting). Build it with :func:`default_policy`,
+    layers, nearest first (a channel, then its workspace or guild), with the asks
+    and plan gate each added, checked with them (see the module docstring).
+    ``ask_commands`` and ``mutating_needs_plan`` are the defaults' as the bot's
+    settings (or a layer allowed to loosen them) set them. ``mutating_tools`` off
+    denies every mutating tool (the channel's setting). Build it with :func:`default_policy`,
     :meth:`from_toml_table` or :meth:`with_layers`; decide with :meth:`check`.
     """
 
@@ -258,21 +144,34 @@ class ToolPolicy(BaseModel):
             reason = "mutating tools are off here (the settings' `mutating_tools`)"
             return _verdict(Decision.DENY, reason, "mutating_tools_off")
         explicit = self._explicit(tool_name, arguments)
+        if explicit is not None and explicit.decision is Decision.DENY:
+            return explicit
+        gate = next((layer.name for layer in self.layers if layer.mutating_needs_plan), None)
+        if gate is not None and not read_only and not plan_approved:
+            reason = f"mutating tools run only after the plan is approved ({gate})"
+            return _verdict(Decision.DENY, reason, f"{gate} plan_not_approved")
+        if explicit is not None and explicit.decision is Decision.ASK:
+            return explicit
+        given = arguments.get("command") if tool_name == RUN_COMMAND else None
+        command = given if isinstance(given, str) else None
+        added = None if command is None else self._added_asks(command)
+        if added is not None:
+            return added
         if self.every_command_asks and tool_name == RUN_COMMAND:
-            if explicit is None or explicit.decision is Decision.ALLOW:
-                reason = "commands run without a sandbox here: every command asks first"
-                return _verdict(Decision.ASK, reason, "no_sandbox")
+            reason = "commands run without a sandbox here: every command asks first"
+            return _verdict(Decision.ASK, reason, "no_sandbox")
         if explicit is not None:
             return explicit
-        command = arguments.get("command")
-        if tool_name == RUN_COMMAND and isinstance(command, str):
-            found = asked(command, self.ask_commands)
-            if found is not None:
-                pattern, shown = found
-                why = _ASK_WHY.get(pattern, "is on the policy's ask list")
-                reason = f"`{shown}` {why}: the policy asks first"
-                return _verdict(Decision.ASK, reason, f"ask_commands {pattern!r}")
-        return self._default(read_only=read_only, plan_approved=plan_approved)
+        listed = None if command is None else _on_ask_list(command, self.ask_commands, "")
+        return listed or self._default(read_only=read_only, plan_approved=plan_approved)
+
+    def _added_asks(self, command: str) -> Verdict | None:
+        """The ``ask`` of the nearest layer that added a pattern ``command`` matches."""
+        for layer in self.layers:
+            added = _on_ask_list(command, layer.ask_commands, layer.name)
+            if added is not None:
+                return added
+        return None
 
     def _explicit(self, tool_name: str, arguments: Mapping[str, Any]) -> Verdict | None:
         """The verdict of the layers' explicit rules, or None when no rule matches."""
@@ -344,13 +243,13 @@ class ToolPolicy(BaseModel):
             raise ValueError(f"{where}: use rules, ask_commands or mutating_needs_plan")
         known = None if known_tools is None else frozenset(known_tools)
         rules = tuple(
-            _rule_from_table(f"{where}.rules[{index}]", table, known)
+            rule_from_table(f"{where}.rules[{index}]", table, known)
             for index, table in enumerate(raw_rules)
         )
         try:
             return cls.model_validate({**data, "rules": rules})
         except ValidationError as exc:
-            raise ValueError(_errors(exc, where)) from exc
+            raise ValueError(errors_said(exc, where)) from exc
 
 
 def default_policy() -> ToolPolicy:
@@ -365,33 +264,13 @@ def _verdict(decision: Decision, reason: str, rule: str) -> Verdict:
     return Verdict(decision=decision, reason=reason, rule=rule)
 
 
-def _rule_from_table(where: str, table: object, known: frozenset[str] | None) -> Rule:
-    if not isinstance(table, Mapping):
-        raise ValueError(f"{where} must be a table")
-    if "tool" not in table:
-        raise ValueError(f'{where}.tool: missing; give a tool name or "*"')
-    if "decision" not in table:
-        raise ValueError(f"{where}.decision: missing; use allow, deny or ask")
-    if table["decision"] not in tuple(Decision):
-        raise ValueError(
-            f"{where}.decision: unknown decision {table['decision']!r}; use allow, deny or ask"
-        )
-    tool = table["tool"]
-    if known is not None and isinstance(tool, str) and tool.strip() and tool not in known | {"*"}:
-        names = ", ".join(sorted(known)) or "none"
-        raise ValueError(f"{where}.tool: no tool called {tool!r}; known: {names}")
-    try:
-        return Rule.model_validate(table)
-    except ValidationError as exc:
-        raise ValueError(_errors(exc, where)) from exc
-
-
-def _errors(exc: ValidationError, where: str) -> str:
-    return "; ".join(_error(where, error["loc"], error["msg"]) for error in exc.errors())
-
-
-def _error(where: str, loc: tuple[int | str, ...], message: str) -> str:
-    """``policy.rules[1].tool: must not be empty``; a whole-table error at ``where``."""
-    message = message.removeprefix("Value error, ")
-    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
-    return f"{where}{path}: {message}"
+def _on_ask_list(command: str, patterns: tuple[str, ...], layer: str) -> Verdict | None:
+    """The ``ask`` of the first of ``patterns`` that ``command`` matches, said with the
+    ``layer`` that added it (empty: the list in force), or None."""
+    found = asked(command, patterns) if patterns else None
+    if found is None:
+        return None
+    pattern, shown = found
+    why = _ASK_WHY.get(pattern, "is on the policy's ask list")
+    reason = f"`{shown}` {why}: the policy asks first" + (f" ({layer})" if layer else "")
+    return _verdict(Decision.ASK, reason, f"{layer} ask_commands {pattern!r}".lstrip())
