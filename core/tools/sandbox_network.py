@@ -5,6 +5,17 @@ bwrap reports the namespace's process on its ``--info-fd`` and waits on its
 (``--disable-host-loopback``: the host's 127.0.0.1, ``::1`` and its Unix sockets
 stay out of reach; https://github.com/rootless-containers/slirp4netns). See
 :mod:`core.tools.sandbox`.
+
+Both configure the loopback device, so they must take turns. bwrap's child adds
+127.0.0.1 to ``lo`` with ``NLM_F_EXCL`` and then sets it up (``loopback_setup`` in
+bubblewrap's ``network.c``) right after it reports its pid; slirp4netns's
+``--configure`` sets ``lo`` up too, and the kernel gives a loopback device that
+comes up without an address 127.0.0.1 by itself. Started first, slirp4netns made
+bwrap's own add fail (``bwrap: loopback: Failed RTM_NEWADDR``) and bwrap exit,
+which a loaded machine showed now and then. So :meth:`Network.attach` starts
+slirp4netns only once 127.0.0.1 is in the namespace's routes (its ``/32 host
+LOCAL`` entry appears in ``/proc/<pid>/net/fib_trie`` when the address is added,
+before the device is up: fib_frontend.c ``fib_add_ifaddr``).
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ class Network:
         """
         info = await asyncio.to_thread(_read_json, self.info_read)
         pid = int(str(info["child-pid"]))
+        await _loopback_made(pid)
         if not await self._start_helper(pid):
             raise OSError("slirp4netns did not configure the network")
         os.write(self.block_write, b"1")
@@ -111,6 +123,35 @@ class Network:
                 with contextlib.suppress(ProcessLookupError):
                     self.process.kill()
                 await self.process.wait()
+
+
+_POLL = 0.005
+"""Seconds between two looks at a namespace's routes while bwrap makes its loopback."""
+
+
+async def _loopback_made(pid: int) -> None:
+    """Return once bwrap's child ``pid`` has added 127.0.0.1 to its namespace's ``lo``.
+
+    Raises :class:`OSError` when the child is gone first (bwrap failed), or after
+    :data:`NETWORK_READY` seconds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NETWORK_READY
+    while True:
+        try:
+            if "127.0.0.1" in await asyncio.to_thread(_routes, pid):
+                return
+        except FileNotFoundError as exc:
+            raise OSError("bwrap ended before its network namespace was made") from exc
+        if loop.time() > deadline:
+            raise OSError("bwrap did not make its loopback device in time")
+        await asyncio.sleep(_POLL)
+
+
+def _routes(pid: int) -> str:
+    """The routing tables of ``pid``'s network namespace (``/proc/<pid>/net/fib_trie``)."""
+    with open(f"/proc/{pid}/net/fib_trie", encoding="ascii") as table:
+        return table.read()
 
 
 def _read_json(fd: int) -> dict[str, object]:
