@@ -272,7 +272,7 @@ async def test_over_the_runs_at_once_limit_the_bot_says_so_in_the_thread(
 
         assert thread_started(g, BUILDS, second)  # the thread exists: the answer is in it
         (said,) = g.posts(second)
-        assert said.startswith("Alice, "), said
+        assert said.startswith(f"<@{ALICE}>, "), said
         assert "1 at once is the limit here" in said and "started nothing" in said
         assert len(model.requests) == 1
         conversations = await g.hub_app.store.threads.conversations()
@@ -336,7 +336,7 @@ async def test_threadbot_settings_is_registered_and_reaches_the_hub_as_a_command
                 ref=PlatformRef(
                     platform="discord", workspace=GUILD_ID, channel=TEXT_CHANNEL_ID, user=ALICE
                 ),
-                author=Author(id=ALICE, name="Alice"),
+                author=Author(id=ALICE, name=f"<@{ALICE}>"),
                 name="threadbot",
                 args="settings",
             )
