@@ -20,6 +20,7 @@ import pytest
 from adapters.discord.outbound import (
     MAX_TEXT,
     RestCall,
+    command_answer,
     components,
     message_nonce,
     render,
@@ -774,9 +775,30 @@ def test_a_reply_in_a_direct_message_answers_the_message_that_opened_it() -> Non
 
 
 def test_an_ephemeral_reply_is_posted_to_the_thread() -> None:
+    """Outside a command's own response (the sender's :func:`command_answer`)."""
     [call] = render(PostReply(ref=IN_THREAD, text="only you", ephemeral_to=ALICE.id), nonce="k")
 
     assert call.path == f"/channels/{THREAD}/messages"
+
+
+def test_a_long_answer_to_a_command_fills_its_deferral_then_follows_up_ephemerally() -> None:
+    stop = Button(label="Stop", action=STOP_C1, style="danger")
+    action = PostReply(ref=IN_THREAD, text="a " * 1500, ephemeral_to=ALICE.id, buttons=(stop,))
+    webhook = f"/webhooks/{BOT}/the-token"
+
+    first, second = command_answer(action, application=BOT, token="the-token", original=True)
+    [later] = command_answer(
+        action.model_copy(update={"text": "b"}), application=BOT, token="the-token", original=False
+    )
+
+    assert (first.method, first.path) == ("PATCH", f"{webhook}/messages/@original")
+    assert (second.method, second.path) == (later.method, later.path) == ("POST", webhook)
+    assert first.json is not None and second.json is not None and later.json is not None
+    assert "components" not in first.json and "flags" not in first.json
+    assert second.json["components"] == components((stop,))
+    assert second.json["flags"] == later.json["flags"] == 64 | 4  # EPHEMERAL, SUPPRESS_EMBEDS
+    assert all(c.json["allowed_mentions"] == {"parse": []} for c in (first, second, later))
+    assert first.json["content"].split() + second.json["content"].split() == ["a"] * 1500
 
 
 APPROVE_REQ_1 = 'tb1:{"k":"approve","r":"req-1"}'
