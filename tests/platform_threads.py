@@ -115,7 +115,7 @@ class DiscordThread:
         self.g, self.app, self.thread = g, g.hub_app, ""
 
     def name(self, who: str) -> str:
-        return DISCORD_USERS[PEOPLE["discord"][who]][1]
+        return f"<@{PEOPLE['discord'][who]}>"  # Discord shows a mention as the person's name
 
     async def mention(self, text: str) -> None:
         self.thread = await self.g.mention(text)
@@ -152,7 +152,8 @@ class DiscordThread:
         user = PEOPLE["discord"][by]
         d = fixture("message_create_in_thread")
         d.update(id=self.g.fake.snowflake(), channel_id=self.thread, content=text)
-        d["author"].update(id=user, username=DISCORD_USERS[user][0], global_name=self.name(by))
+        username, global_name = DISCORD_USERS[user]
+        d["author"].update(id=user, username=username, global_name=global_name)
         await self.g.dispatch("MESSAGE_CREATE", d)
 
     async def stop(self, by: str) -> None:
@@ -161,9 +162,8 @@ class DiscordThread:
 
     def _as(self, d: dict[str, Any], by: str) -> dict[str, Any]:
         user = PEOPLE["discord"][by]
-        d["member"]["user"].update(
-            id=user, username=DISCORD_USERS[user][0], global_name=self.name(by)
-        )
+        username, global_name = DISCORD_USERS[user]
+        d["member"]["user"].update(id=user, username=username, global_name=global_name)
         return d
 
     async def settle(self) -> None:

@@ -281,7 +281,7 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
             ("POST", f"/channels/{thread}/messages"),  # the answer
         ]
         decided = g.fake.messages[plan_id]  # as Discord holds it now
-        assert decided["content"].startswith("✅ Approved by Alice (plan v1)\n📋 Plan (v1)\n")
+        assert decided["content"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
         assert buttons(decided) == {}
         created = g.calls()[0]
         assert created.json["name"] == "please fix the flaky login test"
@@ -337,7 +337,7 @@ async def test_echoes_other_bots_outsiders_and_removed_reactions_change_nothing(
 
         await g.react(thread, plan_id, "✅", by=BOB)  # Bob may not approve Alice's plan
         notice = g.post(thread, "Only the requester or an approver can decide this")
-        assert notice["content"].endswith(", Bob.")
+        assert notice["content"].endswith(f", <@{BOB}>.")
         snap = await g.snapshot(thread)
         assert snap.requests[0].state is RequestState.OPEN
         assert len(model.requests) == 1
@@ -369,7 +369,7 @@ async def test_stop_is_answered_while_the_model_is_still_blocked(settings) -> No
 
         gate.set()
         await g.settle(s)
-        assert g.posts(thread) == ["⏹ Stopped by Alice."]
+        assert g.posts(thread) == [f"⏹ Stopped by <@{ALICE}>."]
         assert (await g.snapshot(thread)).status.lifecycle is Lifecycle.CANCELLED
         [callback] = g.fake.calls_to(
             "POST", route="/interactions/{interaction_id}/{token}/callback"
@@ -449,7 +449,7 @@ async def test_a_button_posted_before_the_encoding_still_approves_after_an_upgra
         assert g.fake.interactions[press["id"]].callbacks == [{"type": 6}]
         g.post(thread, "✅ Approved after the upgrade.")
         decided = g.fake.messages[plan_id]  # the edit read the plan from its old outbox row
-        assert decided["content"].startswith("✅ Approved by Alice (plan v1)\n📋 Plan (v1)\n")
+        assert decided["content"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
         assert buttons(decided) == {}
         snap = await g.snapshot(thread)
         assert snap.requests[0].verdict == Approved()

@@ -20,6 +20,7 @@ import pytest
 from adapters.discord.outbound import (
     MAX_TEXT,
     RestCall,
+    command_answer,
     components,
     message_nonce,
     render,
@@ -61,7 +62,7 @@ PLAN = "1250000017293443072"
 REPLY = "1250000151511171072"
 OTHER_BOT = "1081153998028931077"
 CUSTOM_EMOJI = "1202553933004931080"
-ALICE = Author(id="573086210457731075", name="Alice")
+ALICE = Author(id="573086210457731075", name="<@573086210457731075>")
 THREADS = frozenset({THREAD})
 
 
@@ -213,17 +214,19 @@ def test_a_reply_to_a_message_is_a_message() -> None:
     assert event is not None and event.text == "Use staging, not prod."
 
 
-def test_the_author_is_named_by_nickname_then_display_name_then_username() -> None:
+def test_the_author_is_named_by_mention_whatever_name_they_chose() -> None:
+    """A nickname may be anything (another person's id, ``@everyone``): texts that
+    address the author use the mention, which Discord shows as their name."""
     nick = d("message_create_in_thread")
-    nick["member"]["nick"] = "Al"
+    nick["member"]["nick"] = "773086210457731079"
     plain = d("message_create_in_thread")
-    plain["author"]["global_name"] = None
+    plain["author"]["global_name"] = "@everyone"
 
     named = message_event(nick, ME, thread_ids=THREADS)
     bare = message_event(plain, ME, thread_ids=THREADS)
 
-    assert named is not None and named.author == Author(id=ALICE.id, name="Al")
-    assert bare is not None and bare.author == Author(id=ALICE.id, name="alice_fake")
+    assert named is not None and named.author == ALICE
+    assert bare is not None and bare.author == ALICE
 
 
 def test_a_direct_message_starts_a_conversation_without_a_mention() -> None:
@@ -274,7 +277,7 @@ def test_another_bots_message_is_ignored_unless_bots_are_allowed() -> None:
 
     assert ignored is None
     assert allowed is not None
-    assert allowed.author == Author(id=OTHER_BOT, name="ci-bot", is_bot=True)
+    assert allowed.author == Author(id=OTHER_BOT, name=f"<@{OTHER_BOT}>", is_bot=True)
     assert allowed.ref == ref(channel=THREAD, thread=THREAD, message=PLAN, user=OTHER_BOT)
     assert allowed.text == "build 812 failed"
 
@@ -416,7 +419,7 @@ def test_a_removed_reaction_has_no_member_to_name_its_author() -> None:
     assert event == ReactionChanged(
         delivery_key=f"discord:reaction:remove:{THREAD}:{PLAN}:{ALICE.id}:white_check_mark",
         ref=ref(channel=THREAD, message=PLAN, user=ALICE.id),
-        author=Author(id=ALICE.id, name=ALICE.id),
+        author=ALICE,
         emoji="white_check_mark",
         added=False,
     )
@@ -472,13 +475,13 @@ def test_a_custom_emoji_is_known_by_its_name_and_keyed_by_its_id() -> None:
     assert event.delivery_key == f"discord:reaction:add:{THREAD}:{PLAN}:{ALICE.id}:{CUSTOM_EMOJI}"
 
 
-def test_a_reaction_by_a_nicknamed_member_uses_the_nickname() -> None:
+def test_a_reaction_by_a_nicknamed_member_names_them_by_mention() -> None:
     payload = d("message_reaction_add_unicode")
     payload["member"]["nick"] = "Al"
 
     event = reaction_event(payload, ME, added=True)
 
-    assert event is not None and event.author == Author(id=ALICE.id, name="Al")
+    assert event is not None and event.author == ALICE
 
 
 def test_a_reaction_in_a_direct_message_has_no_workspace() -> None:
@@ -772,9 +775,30 @@ def test_a_reply_in_a_direct_message_answers_the_message_that_opened_it() -> Non
 
 
 def test_an_ephemeral_reply_is_posted_to_the_thread() -> None:
+    """Outside a command's own response (the sender's :func:`command_answer`)."""
     [call] = render(PostReply(ref=IN_THREAD, text="only you", ephemeral_to=ALICE.id), nonce="k")
 
     assert call.path == f"/channels/{THREAD}/messages"
+
+
+def test_a_long_answer_to_a_command_fills_its_deferral_then_follows_up_ephemerally() -> None:
+    stop = Button(label="Stop", action=STOP_C1, style="danger")
+    action = PostReply(ref=IN_THREAD, text="a " * 1500, ephemeral_to=ALICE.id, buttons=(stop,))
+    webhook = f"/webhooks/{BOT}/the-token"
+
+    first, second = command_answer(action, application=BOT, token="the-token", original=True)
+    [later] = command_answer(
+        action.model_copy(update={"text": "b"}), application=BOT, token="the-token", original=False
+    )
+
+    assert (first.method, first.path) == ("PATCH", f"{webhook}/messages/@original")
+    assert (second.method, second.path) == (later.method, later.path) == ("POST", webhook)
+    assert first.json is not None and second.json is not None and later.json is not None
+    assert "components" not in first.json and "flags" not in first.json
+    assert second.json["components"] == components((stop,))
+    assert second.json["flags"] == later.json["flags"] == 64 | 4  # EPHEMERAL, SUPPRESS_EMBEDS
+    assert all(c.json["allowed_mentions"] == {"parse": []} for c in (first, second, later))
+    assert first.json["content"].split() + second.json["content"].split() == ["a"] * 1500
 
 
 APPROVE_REQ_1 = 'tb1:{"k":"approve","r":"req-1"}'

@@ -132,6 +132,18 @@ async def settings_typed_in(g: Guild, channel: dict[str, Any]) -> dict[str, Any]
     return ask
 
 
+def answered_to_alice(g: Guild, ask: dict[str, Any]) -> str:
+    """The text of the ephemeral answer that filled the deferral of the command ``ask``."""
+    original = f"/webhooks/{BOT_USER_ID}/{ask['token']}/messages/@original"
+    assert g.fake.calls_to("PATCH", path=original), "the deferral was not filled"
+    assert not g.fake.calls_to("DELETE", path=original)
+    message_id = g.fake.interactions[ask["id"]].original_message_id
+    assert message_id is not None
+    message = g.fake.messages[message_id]
+    assert message["flags"] & 64 and message["interaction_metadata"]["user"]["id"] == ALICE
+    return str(message["content"])
+
+
 def lines_of(answer: str) -> dict[str, str]:
     """``{setting: line}`` of a ``/threadbot settings`` answer."""
     return {line.split(" = ")[0]: line for line in answer.splitlines() if " = " in line}
@@ -193,16 +205,16 @@ async def test_threadbot_settings_in_a_thread_shows_its_channel_s_settings(
         docs = await mention_in(g, DOCS, "please fix the docs")
         held = g.fake.channels[docs]
         assert (held["type"], held["parent_id"]) == (11, DOCS)
-        before = len(g.fake.posted(docs))
+        posted = len(g.fake.calls_to("POST", path=f"/channels/{docs}/messages"))
 
         ask = await settings_typed_in(
             g, {"id": docs, "type": 11, "parent_id": DOCS, "guild_id": GUILD_ID}
         )
 
+        # Alice alone sees the answer: it fills the command's ephemeral deferral.
         assert g.fake.interactions[ask["id"]].callbacks == [{"type": 5, "data": {"flags": 64}}]
-        deleted = f"/webhooks/{BOT_USER_ID}/{ask['token']}/messages/@original"
-        assert g.fake.calls_to("DELETE", path=deleted), "the deferral was not deleted"
-        [answer] = [str(m["content"]) for m in g.fake.posted(docs)[before:]]
+        answer = answered_to_alice(g, ask)
+        assert len(g.fake.calls_to("POST", path=f"/channels/{docs}/messages")) == posted
         lines = lines_of(answer)
         assert lines["model"] == f"model = 'claude-for-docs'  (discord channel {DOCS})", answer
         assert lines["instructions"] == (
@@ -216,9 +228,8 @@ async def test_threadbot_settings_in_a_thread_shows_its_channel_s_settings(
         assert "***@git.example.com" in lines["git_repo"]
 
         # Typed in #builds itself (no thread): #builds' settings, answered there.
-        before = len(g.fake.posted(BUILDS))
-        await settings_typed_in(g, {"id": BUILDS, "type": 0, "guild_id": GUILD_ID})
-        [answer] = [str(m["content"]) for m in g.fake.posted(BUILDS)[before:]]
+        ask = await settings_typed_in(g, {"id": BUILDS, "type": 0, "guild_id": GUILD_ID})
+        answer = answered_to_alice(g, ask)
         assert lines_of(answer)["model"] == (
             f"model = 'claude-for-builds'  (discord channel {BUILDS})"
         )
@@ -302,7 +313,7 @@ async def test_over_the_runs_at_once_limit_the_bot_says_so_in_the_thread(
 
         assert thread_started(g, BUILDS, second)  # the thread exists: the answer is in it
         (said,) = g.posts(second)
-        assert said.startswith("Alice, "), said
+        assert said.startswith(f"<@{ALICE}>, "), said
         assert "1 at once is the limit here" in said and "started nothing" in said
         assert len(model.requests) == 1
         conversations = await g.hub_app.store.threads.conversations()
@@ -366,7 +377,7 @@ async def test_threadbot_settings_is_registered_and_reaches_the_hub_as_a_command
                 ref=PlatformRef(
                     platform="discord", workspace=GUILD_ID, channel=TEXT_CHANNEL_ID, user=ALICE
                 ),
-                author=Author(id=ALICE, name="Alice"),
+                author=Author(id=ALICE, name=f"<@{ALICE}>"),
                 name="threadbot",
                 args="settings",
             )

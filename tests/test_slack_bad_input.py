@@ -62,6 +62,29 @@ MALFORMED: dict[str, tuple[bytes, str]] = {
         _form_payload({"type": "block_actions", "actions": []}),
         FORM,
     ),
+    "interactive_message without actions": (
+        _form_payload({"type": "interactive_message", "callback_id": "c"}),
+        FORM,
+    ),
+    "view_closed with a null view": (_form_payload({"type": "view_closed", "view": None}), FORM),
+    "null response_urls": (
+        _form_payload({"type": "view_closed", "view": {"id": "V1"}, "response_urls": None}),
+        FORM,
+    ),
+    "view_submission whose view has no type": (
+        _form_payload({"type": "view_submission", "view": {"callback_id": "feedback"}}),
+        FORM,
+    ),
+    "a workflow step's save without workflow_step": (
+        _form_payload(
+            {"type": "view_submission", "view": {"callback_id": "c", "type": "workflow_step"}}
+        ),
+        FORM,
+    ),
+    "workflow_step_edit without workflow_step": (
+        _form_payload({"type": "workflow_step_edit", "callback_id": "c"}),
+        FORM,
+    ),
 }
 
 

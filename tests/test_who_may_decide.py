@@ -148,7 +148,7 @@ async def test_a_failed_slack_group_lookup_refuses_and_is_asked_again(settings, 
 
 D_CAROL = "773086210457731077"
 D_MALLORY = "873086210457731078"  # nick "carol"
-D_EVE = "973086210457731079"  # global name "773086210457731077"
+D_EVE = "973086210457731079"  # nick and global name "773086210457731077"
 ROLE = "1198206788567179999"
 
 
@@ -189,27 +189,42 @@ async def discord_tries_everything(g: Guild, thread: str, member: dict[str, Any]
 async def test_discord_display_names_equal_to_an_approvers_name_or_id_decide_nothing(
     settings,
 ) -> None:
+    """Refused, and told so by mention: a nickname that is an approver's id is never
+    said back as if it named the approver (the mention pings no one)."""
     settings.approvers = [f"user:{D_CAROL}", "carol"]  # a name slipped in: never compared
     model = ScriptedModel([plan(), finish("Approved by Carol.")])
     async with discord_guild(settings, model) as g:
         carol = g.fake.add_member(D_CAROL, "carol_fake", global_name="Carol")
         mallory = g.fake.add_member(D_MALLORY, "mallory_fake", global_name="Mal", nick="carol")
-        eve = g.fake.add_member(D_EVE, "eve_fake", global_name=D_CAROL)
+        eve = g.fake.add_member(D_EVE, "eve_fake", global_name=D_CAROL, nick=D_CAROL)
         thread = await g.mention()
 
-        for member, shown in ((mallory, "carol"), (eve, D_CAROL)):
+        for member, who in ((mallory, D_MALLORY), (eve, D_EVE)):
             await discord_tries_everything(g, thread, member)
             said = g.posts(thread)
-            assert said.count(REFUSED.format("decide", shown)) == 2
-            assert said.count(REFUSED.format("stop", shown)) == 3
+            assert said.count(REFUSED.format("decide", f"<@{who}>")) == 2
+            assert said.count(REFUSED.format("stop", f"<@{who}>")) == 3
+        refusals = [
+            call.json
+            for call in g.fake.calls_to("POST", path=f"/channels/{thread}/messages")
+            if isinstance(call.json, dict) and "approver can" in str(call.json.get("content"))
+        ]
+        assert len(refusals) == 10
+        assert all(body["allowed_mentions"] == {"parse": []} for body in refusals)
+        assert not [body for body in refusals if D_CAROL in body["content"]]
+        assert not [body for body in refusals if "carol" in body["content"]]
         snap = await g.snapshot(thread)
         assert [r.state for r in snap.requests] == [RequestState.OPEN]
         assert str(snap.status) == "waiting(plan_approval)"
         assert len(model.requests) == 1
 
-        plan_id = str(g.post(thread, "📋 Plan (v1)")["id"])
-        await g.dispatch("MESSAGE_REACTION_ADD", react_d(g, thread, plan_id, "✅", carol))
+        plan_message = g.post(thread, "📋 Plan (v1)")
+        await g.dispatch(
+            "MESSAGE_REACTION_ADD", react_d(g, thread, str(plan_message["id"]), "✅", carol)
+        )
         g.post(thread, "✅ Approved by Carol.")
+        decided = g.fake.messages[str(plan_message["id"])]["content"]
+        assert decided.startswith(f"✅ Approved by <@{D_CAROL}> (plan v1)"), decided
 
 
 async def discord_job(g: Guild, text: str, member: dict[str, Any]) -> str:
@@ -245,7 +260,7 @@ async def test_a_discord_role_decides_until_a_removal_outlives_the_cache(setting
 
         clock.advance(2)
         third = await discord_job(g, "third job", carol)
-        g.post(third, REFUSED.format("decide", "Carol"))
+        g.post(third, REFUSED.format("decide", f"<@{D_CAROL}>"))
         assert len(member_lookups(g)) == 2
         assert [r.state for r in (await g.snapshot(third)).requests] == [RequestState.OPEN]
 
@@ -261,7 +276,7 @@ async def test_a_failed_discord_member_lookup_refuses_and_is_asked_again(setting
 
         with caplog.at_level(logging.WARNING, logger="conversations.access"):
             thread = await discord_job(g, "a job", carol)
-        g.post(thread, REFUSED.format("decide", "Carol"))
+        g.post(thread, REFUSED.format("decide", f"<@{D_CAROL}>"))
         assert [r.state for r in (await g.snapshot(thread)).requests] == [RequestState.OPEN]
         [warning] = [r.getMessage() for r in caplog.records if r.name == "conversations.access"]
         assert D_CAROL in warning and "403" in warning

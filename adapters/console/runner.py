@@ -141,6 +141,7 @@ class ConsoleAdapter:
             action.text,
             buttons=action.buttons,
             reactions=action.reactions,
+            only_to=translate.person_of(action.ephemeral_to),
         )
         self._print(*lines)
         self._state.add_message(message_id, root, author=self._bot_name, key=key)

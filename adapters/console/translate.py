@@ -144,6 +144,14 @@ def author_for(name: str) -> Author:
     return Author(id=f"{PLATFORM}:{name}", name=name)
 
 
+def person_of(user_id: str | None) -> str | None:
+    """The name of the console person with id ``user_id`` (the inverse of :func:`author_for`):
+    ``console:alice`` gives ``alice``, an id of another form itself, None gives None."""
+    if user_id is None:
+        return None
+    return user_id.removeprefix(f"{PLATFORM}:")
+
+
 def parse_line(line: str, ctx: Context) -> Parsed:
     """Translate one input line (trailing newline allowed) into what it means.
 
@@ -277,17 +285,21 @@ def render_message(
     edited: bool = False,
     buttons: Sequence[Button] = (),
     reactions: Sequence[str] = (),
+    only_to: str | None = None,
 ) -> list[str]:
     """The transcript lines of one message, without newlines.
 
     Top level (``thread`` None): ``[1] you: text``; in a thread:
-    ``  [2] ↳1 threadbot: text``. Further lines of ``text`` are indented four
-    spaces past the first; buttons (``[Approve] [Reject]``) and the seeded
+    ``  [2] ↳1 threadbot: text``; a message for one person (``only_to``, a name):
+    ``[3] threadbot (only to alice): text``. Further lines of ``text`` are indented
+    four spaces past the first; buttons (``[Approve] [Reject]``) and the seeded
     ``reactions`` (names, shown as ``(reactions: ✅ ❌)``) go on one last line.
     """
     indent = "" if thread is None else "  "
     where = "" if thread is None else f"↳{thread} "
     label = f"{name} (edited)" if edited else name
+    if only_to is not None:
+        label = f"{label} (only to {only_to})"
     first, *rest = text.split("\n") if text else [""]
     lines = [f"{indent}[{message_id}] {where}{label}: {first}".rstrip()]
     more = indent + "    "

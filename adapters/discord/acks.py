@@ -5,9 +5,10 @@ Discord wants a first answer to every interaction within 3 s, or the person sees
 (https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction).
 The runner answers with a deferral at once (:func:`defer`): a button gets
 DEFERRED_UPDATE_MESSAGE (type 6: nothing changes on screen), a command
-DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (type 5) as an ephemeral "thinking...". Once
-the hub has the command, that placeholder is deleted (:func:`close_deferred`): the
-bot answers in the thread instead
+DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (type 5) as an ephemeral "thinking...". What
+the hub answers the person alone while it takes the command fills that placeholder
+(:mod:`adapters.discord.answers`); once the hub has the command, a placeholder left
+unanswered is deleted (:func:`close_deferred`): the bot answers in the thread instead
 (https://discord.com/developers/docs/interactions/receiving-and-responding#delete-original-interaction-response).
 Neither raises: a failure is logged or ignored, since the event goes to the hub
 either way.
@@ -22,6 +23,7 @@ from typing import Any
 import discord
 import discord.http
 
+from adapters.discord.outbound import EPHEMERAL
 from adapters.discord.payload import snowflake, token
 from adapters.discord.rest import REST_FAILURES
 from adapters.discord.types import Interaction
@@ -34,23 +36,22 @@ MESSAGE_COMPONENT = 3
 _DEFERRED_MESSAGE = 5
 _DEFERRED_UPDATE = 6
 """Interaction callback types (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type)."""
-_EPHEMERAL = 1 << 6
-"""Message flag EPHEMERAL: only the person who ran the command sees the deferral."""
 
 
-async def defer(client: discord.Client, d: Interaction) -> None:
+async def defer(client: discord.Client, d: Interaction) -> bool:
     """Answer the interaction ``d`` at once: ``POST /interactions/{id}/{token}/callback``.
 
-    Logs, and sends nothing, when ``d`` has no valid id (a snowflake) or token.
+    True when Discord took the answer. Logs, and sends nothing, when ``d`` has no
+    valid id (a snowflake) or token.
     """
     interaction, secret = snowflake(d.get("id")), token(d.get("token"))
     if interaction is None or secret is None:
         log.warning("could not answer an interaction without a valid id and token")
-        return
+        return False
     body: dict[str, Any] = (
         {"type": _DEFERRED_UPDATE}
         if d.get("type") == MESSAGE_COMPONENT
-        else {"type": _DEFERRED_MESSAGE, "data": {"flags": _EPHEMERAL}}
+        else {"type": _DEFERRED_MESSAGE, "data": {"flags": EPHEMERAL}}
     )
     route = discord.http.Route(
         "POST",
@@ -62,6 +63,8 @@ async def defer(client: discord.Client, d: Interaction) -> None:
         await client.http.request(route, json=body)
     except REST_FAILURES as exc:
         log.warning("could not answer the interaction %s: %s", interaction, exc)
+        return False
+    return True
 
 
 async def close_deferred(client: discord.Client, d: Interaction) -> None:

@@ -18,7 +18,8 @@ gateway order, feeding each ``d`` to the pure translators of
 - ``MESSAGE_REACTION_ADD`` / ``_REMOVE``: :func:`reaction_event`;
 - ``INTERACTION_CREATE``: answered at once (:mod:`adapters.discord.acks`; Discord
   wants an answer within 3 s), and only then translated
-  (:func:`interaction_event`) and handed to the hub.
+  (:func:`interaction_event`) and handed to the hub; a command stays open for a
+  reply to its user alone meanwhile (:attr:`Inbound.answers`).
 
 The hub drops duplicates (a gateway RESUME replays dispatches) by delivery key. A
 frame that is not JSON is logged and skipped; a dispatch the worker fails on is
@@ -37,6 +38,7 @@ import discord
 import discord.http
 
 from adapters.discord.acks import MESSAGE_COMPONENT, close_deferred, defer
+from adapters.discord.answers import CommandAnswers
 from adapters.discord.errors import MalformedReady
 from adapters.discord.outbound import thread_name
 from adapters.discord.translate import (
@@ -110,6 +112,9 @@ class Inbound:
         self._opening: set[asyncio.Task[None]] = set()
         """Mentions whose thread is being started (:meth:`_start_in_thread`)."""
         self._bots = BotCap(bot_thread_cap)
+        self.answers = CommandAnswers()
+        """Commands open for a reply to their user alone while handed over (the
+        sender answers through them: :mod:`adapters.discord.answers`)."""
 
     def receive(self, raw: Any) -> None:
         """Keep one gateway frame (text or bytes, decompressed) if it is a dispatch (op 0)."""
@@ -270,13 +275,20 @@ class Inbound:
         return thread_id
 
     async def _on_interaction(self, d: Interaction, me: BotIdentity) -> None:
-        await defer(self._client, d)
+        deferred = await defer(self._client, d)
         event = interaction_event(d, me)
+        answered = False
         if isinstance(event, CommandInvoked):  # one branch per type: _dm_as_thread keeps it
-            await self._deliver(_dm_as_thread(event))
+            event = _dm_as_thread(event)
+            if not deferred:
+                await self._deliver(event)
+                return
+            with self.answers.open(d, event) as command:
+                await self._deliver(event)
+            answered = command is not None and command.answered
         elif isinstance(event, ButtonPressed):
             await self._deliver(_dm_as_thread(event))
-        if d.get("type") != MESSAGE_COMPONENT:
+        if d.get("type") != MESSAGE_COMPONENT and not answered:
             await close_deferred(self._client, d)
 
     async def _deliver(self, event: InboundEvent) -> None:

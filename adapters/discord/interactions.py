@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.discord.identity import BotIdentity
-from adapters.discord.payload import bad_snowflake, display_name, dropped, snowflake
+from adapters.discord.payload import bad_snowflake, dropped, mention, snowflake
 from adapters.discord.types import CommandOption, Interaction
 from adapters.drops import label
 from adapters.fields import integer, mapping, mappings, text
@@ -87,7 +87,7 @@ def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | Butto
         parent=snowflake(box.get("parent_id")) if in_thread else None,
         user=user,
     )
-    author = Author(id=user, name=display_name(person, member), is_bot=person.get("bot") is True)
+    author = Author(id=user, name=mention(user), is_bot=person.get("bot") is True)
     match integer(d.get("type")):
         case 2:  # APPLICATION_COMMAND
             return _command(d, key, ref, author)

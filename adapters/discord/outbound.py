@@ -64,6 +64,10 @@ DEFAULT_THREAD_NAME = "threadbot"
 
 SUPPRESS_EMBEDS = 1 << 2
 """Message flag: no link previews under the bot's replies (like ``unfurl_links`` off on Slack)."""
+EPHEMERAL = 1 << 6
+"""Message flag: only the person who used the interaction sees the message; only an
+interaction's response or followup can carry it
+(https://discord.com/developers/docs/resources/message#message-object-message-flags)."""
 
 _STYLES = {"primary": 1, "default": 2, "danger": 4}
 """Button styles: primary (blurple), secondary (grey), danger (red)."""
@@ -95,8 +99,9 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
       reopened), with ``content``, ``nonce``, ``enforce_nonce: true``,
       ``allowed_mentions: {"parse": []}`` and ``flags`` SUPPRESS_EMBEDS. The
       last message carries the buttons as ``components``. ``ephemeral_to`` is
-      ignored (Discord has ephemeral messages only as interaction responses), and
-      the seeded ``reactions`` are not rendered here: see :func:`seed_reactions`.
+      ignored (Discord has ephemeral messages only as interaction responses: the
+      sender answers a command with :func:`command_answer`), and the seeded
+      ``reactions`` are not rendered here: see :func:`seed_reactions`.
       A reply with no text and no buttons gives ``[]`` (Discord refuses an empty
       message).
     - :class:`UpdateMessage`: one ``PATCH /channels/{thread or channel}/messages/{id}``
@@ -126,6 +131,46 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
             return [_reaction(_where(action.ref), message, action.emoji)]
         case _:
             assert_never(action)
+
+
+def command_answer(
+    action: PostReply,
+    *,
+    application: str,
+    token: str,
+    original: bool,
+    max_text: int = MAX_TEXT,
+) -> list[RestCall]:
+    """The calls that answer a command with ``action``, seen by the person alone.
+
+    The command was deferred with an ephemeral response, so the answer fills it:
+    with ``original``, the first chunk edits it, ``PATCH
+    /webhooks/{application}/{token}/messages/@original``
+    (https://discord.com/developers/docs/interactions/receiving-and-responding#edit-original-interaction-response);
+    every other chunk is an ephemeral followup, ``POST /webhooks/{application}/{token}``
+    with ``flags`` EPHEMERAL and SUPPRESS_EMBEDS
+    (https://discord.com/developers/docs/interactions/receiving-and-responding#create-followup-message).
+    Chunks are split as :func:`render` splits a post; each has ``allowed_mentions``
+    that ping no one, and the last carries the buttons. ``[]`` for no text and no
+    buttons. ``application`` and ``token`` are the interaction's (a snowflake and a
+    token checked by :mod:`adapters.discord.payload`). Raises what :func:`components`
+    raises.
+    """
+    chunks = split_text(action.text, max_text)
+    if not chunks and not action.buttons:
+        return []
+    chunks = chunks or [""]
+    webhook = f"/webhooks/{application}/{token}"
+    calls: list[RestCall] = []
+    for part, chunk in enumerate(chunks):
+        body: dict[str, Any] = {"content": chunk, "allowed_mentions": _no_mentions()}
+        if part == len(chunks) - 1:
+            body["components"] = components(action.buttons)
+        if part == 0 and original:
+            calls.append(RestCall("PATCH", f"{webhook}/messages/@original", body))
+        else:
+            calls.append(RestCall("POST", webhook, body | {"flags": EPHEMERAL | SUPPRESS_EMBEDS}))
+    return calls
 
 
 def seed_reactions(action: PostReply, channel: str, message_id: str) -> list[RestCall]:

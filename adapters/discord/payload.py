@@ -2,10 +2,10 @@
 
 The generic readers (a string, an integer, an object, a list) are in
 :mod:`adapters.fields`; here are the ones with a Discord rule: ids
-(:func:`snowflake`), interaction tokens (:func:`token`) and the name a person is
-shown by (:func:`display_name`). Each takes a field's value as
-:mod:`adapters.discord.types` types it, returns it when it has that shape at run
-time and None otherwise, and never raises.
+(:func:`snowflake`) and interaction tokens (:func:`token`). Each takes a field's
+value as :mod:`adapters.discord.types` types it, returns it when it has that shape
+at run time and None otherwise, and never raises. :func:`mention` is how a person
+is named.
 
 :data:`dropped` is the one log line for a dispatch a translator does not turn into
 an event (:class:`adapters.drops.DropLog`, logger ``adapters.discord.translate``).
@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from adapters.discord.types import Member, User
 from adapters.drops import DropLog
-from adapters.fields import text
 
 dropped = DropLog("Discord", logging.getLogger("adapters.discord.translate"))
 """Logs a dispatch that gives no event: ``dropped Discord MESSAGE_CREATE <key>: <why>``."""
@@ -61,17 +59,15 @@ def token(value: object) -> str | None:
     return None
 
 
-def display_name(user: User, member: Member) -> str:
-    """A member's nickname, else the user's global display name, username or id, else ``?``.
+def mention(user_id: str) -> str:
+    """How the bot names a person on Discord: the user mention ``<@user_id>``.
 
-    ``member`` may be empty (a DM, or a dispatch without one); the nickname wins
-    because it is the name the guild shows
-    (https://discord.com/developers/docs/resources/user#usernames-and-nicknames).
+    Discord shows a mention as the person's current name, and no one can choose a
+    name that reads as another person's (a nickname may be anything: an approver's
+    id, ``@everyone``). Every text that addresses or names a person (a refusal,
+    ``Stopped by``, ``Approved by``) uses it, as on Slack; the bot's messages go
+    with ``allowed_mentions`` that ping no one
+    (https://discord.com/developers/docs/reference#message-formatting,
+    https://discord.com/developers/docs/resources/message#allowed-mentions-object).
     """
-    return (
-        text(member.get("nick"))
-        or text(user.get("global_name"))
-        or text(user.get("username"))
-        or text(user.get("id"))
-        or "?"
-    )
+    return f"<@{user_id}>"

@@ -170,7 +170,11 @@ class DiscordAdapter:
             allow_bots=config.allow_bots,
             bot_thread_cap=config.bot_thread_cap,
         )
-        self._sender = DiscordSender(client=self.client, file_threshold=config.file_threshold)
+        self._sender = DiscordSender(
+            client=self.client,
+            file_threshold=config.file_threshold,
+            answers=self._inbound.answers,
+        )
         self.files = DiscordFiles(api_url=config.api_url)
         """Fetches the files people attach (``bot`` hands it to the hub)."""
         self._worker: asyncio.Task[None] | None = None

@@ -8,7 +8,9 @@ returns the first message for a second post with the same nonce within a few
 minutes (https://discord.com/developers/docs/resources/message#create-message), so
 a redelivery (``maybe_sent``) posts nothing twice. A post to an archived thread
 (error code 50083) unarchives it and tries once more. A long answer that asks for
-nothing goes up as a file (:mod:`adapters.limits`).
+nothing goes up as a file (:mod:`adapters.limits`). A reply to one person alone
+while the runner hands over their command answers the command, seen by them only
+(:mod:`adapters.discord.answers`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any, cast
 
 import discord
 
-from adapters.discord.outbound import RestCall, render, seed_reactions
+from adapters.discord.answers import CommandAnswers, OpenCommand
+from adapters.discord.outbound import RestCall, command_answer, render, seed_reactions
 from adapters.discord.rest import REST_FAILURES, UNREACHABLE, channel_of, request
 from adapters.discord.types import Message
 from adapters.limits import answer_file_name, file_summary
@@ -41,12 +44,21 @@ class DiscordSender:
     """Sends neutral actions through ``client`` (logged in by the adapter).
 
     ``file_threshold``: characters past which a reply with no buttons or reactions
-    (an answer) is attached as a file.
+    (an answer) is attached as a file. ``answers``: the commands the runner is
+    handing over, whose ephemeral deferral takes a reply to their user alone (a new,
+    empty one when not given: every reply is posted).
     """
 
-    def __init__(self, *, client: discord.Client, file_threshold: int) -> None:
+    def __init__(
+        self,
+        *,
+        client: discord.Client,
+        file_threshold: int,
+        answers: CommandAnswers | None = None,
+    ) -> None:
         self._client = client
         self._file_threshold = file_threshold
+        self._answers = answers or CommandAnswers()
 
     async def send(
         self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
@@ -67,6 +79,9 @@ class DiscordSender:
             )
         try:
             if isinstance(action, PostReply):
+                command = self._answers.answering(action)
+                if command is not None:
+                    return await self._answer(action, command)
                 return await self._post(action, idempotency_key)
             for call in render(action, nonce=idempotency_key):
                 await self._call(call)
@@ -91,6 +106,21 @@ class DiscordSender:
             channel = str(last.get("channel_id") or "")
             await self._seed(action, channel, message_id)
         return message_id
+
+    async def _answer(self, action: PostReply, command: OpenCommand) -> str | None:
+        """Answer the open ``command`` with ``action``, to its user alone; the last
+        message's id. The first part fills the command's deferral, once."""
+        last: dict[str, Any] = {}
+        calls = command_answer(
+            action,
+            application=command.application,
+            token=command.token,
+            original=not command.answered,
+        )
+        for call in calls:
+            last = await request(self._client, call)
+            command.answered = True
+        return str(last.get("id") or "") or None
 
     def _as_file(self, action: PostReply) -> bool:
         """A long reply that asks for nothing goes up as a file."""

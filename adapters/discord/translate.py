@@ -36,7 +36,7 @@ from collections.abc import Container, Mapping
 from adapters.discord.identity import BotIdentity
 from adapters.discord.interactions import PLATFORM, THREAD_TYPES, interaction_event
 from adapters.discord.mentions import mentioned_roles, mentions_bot, without_mentions
-from adapters.discord.payload import bad_snowflake, display_name, dropped, snowflake
+from adapters.discord.payload import bad_snowflake, dropped, mention, snowflake
 from adapters.discord.types import (
     Attachment,
     Channel,
@@ -106,8 +106,9 @@ def message_event(
       starts a conversation).
     - ``text``: ``content`` without ``<@BOT>``, ``<@!BOT>`` and ``<@&ROLE>`` of a
       bot role (with one space after each) outside code and quotes, stripped.
-    - ``author``: ``Author(author.id, member.nick or author.global_name or
-      author.username)``, ``is_bot`` for another bot.
+    - ``author``: ``Author(author.id, "<@author.id>")`` (:func:`mention`: texts
+      address people by mention, never by a name they chose), ``is_bot`` for
+      another bot.
     - ``unreadable``: :func:`content_missing`.
     - ``attachments``: its files (:func:`attachments`).
 
@@ -144,11 +145,7 @@ def message_event(
             message=message_id,
             user=author_id,
         ),
-        author=Author(
-            id=author_id,
-            name=display_name(author, mapping(d.get("member"))),
-            is_bot=author.get("bot") is True,
-        ),
+        author=Author(id=author_id, name=mention(author_id), is_bot=author.get("bot") is True),
         text=without_mentions(content, me.user_id, roles).strip(),
         mentions_bot=not guild or mentions_bot(d, me.user_id, bot_roles),
         unreadable=content_missing(d, me),
@@ -259,9 +256,9 @@ def reaction_event(
     ``ref``: workspace ``guild_id``, channel ``channel_id``, message
     ``message_id``, user ``user_id``; ``thread`` is ``channel_id`` when it is in
     ``thread_ids``, ``parent`` its channel from ``parents`` when known. The author
-    is ``member.user`` named by ``member.nick``, ``global_name`` or ``username``
-    when the dispatch has a member (adds in a guild), else just the user id
-    (removes and DMs carry no member).
+    is ``user_id``, named by :func:`mention`; ``is_bot`` when the dispatch's
+    ``member.user`` (adds in a guild; removes and DMs carry no member) is that
+    user and a bot.
 
     None, logged (:data:`adapters.discord.payload.dropped`), for the bot's own
     reactions (``user_id == me.user_id``, for example the ones it seeds on its
@@ -282,13 +279,9 @@ def reaction_event(
         return dropped(kind, None, "no user_id, channel_id, message_id or emoji", malformed=True)
     if user == me.user_id:
         return dropped(kind, key, "the bot's own reaction")
-    member = mapping(d.get("member"))
-    person = mapping(member.get("user"))
-    author = (
-        Author(id=user, name=display_name(person, member), is_bot=person.get("bot") is True)
-        if text(person.get("id")) == user
-        else Author(id=user, name=text(member.get("nick")) or user)
-    )
+    person = mapping(mapping(d.get("member")).get("user"))
+    is_bot = text(person.get("id")) == user and person.get("bot") is True
+    author = Author(id=user, name=mention(user), is_bot=is_bot)
     return ReactionChanged(
         delivery_key=key,
         ref=PlatformRef(

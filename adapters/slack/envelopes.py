@@ -109,8 +109,11 @@ def body_problem(body: Mapping[str, Any]) -> str | None:
     Checked: the context fields (:data:`_IDS`, :data:`_STRINGS`, :data:`_OBJECTS`,
     :data:`_LISTS_OF_OBJECTS`) at the top, in ``event``, in the objects bolt
     looks into and in the first authorization; ``event`` is an object with a
-    string ``type`` when present; a ``block_actions`` body has actions, the first
-    with a string ``action_id``.
+    string ``type`` and ``response_urls`` a list when present; a ``block_actions``
+    body has actions, the first with a string ``action_id``, and an
+    ``interactive_message`` one action; a ``view_submission`` or ``view_closed``
+    has an object ``view``, a submitted view with a callback id has a ``type``,
+    and a workflow step's save or edit carries its ``workflow_step``.
     """
     if not isinstance(body, Mapping):
         return "the body is not an object"
@@ -118,12 +121,34 @@ def body_problem(body: Mapping[str, Any]) -> str | None:
         event = body["event"]
         if not isinstance(event, Mapping) or not isinstance(event.get("type"), str):
             return "event is not an object with a string type"
-    problem = _fields_problem(body, "body")
-    if problem is None and body.get("type") == "block_actions":
-        actions = body.get("actions")
+    if "response_urls" in body and not isinstance(body["response_urls"], list):
+        return "response_urls is not a list"  # bolt takes its len() (request/internals.py)
+    return _fields_problem(body, "body") or _interaction_problem(body)
+
+
+def _interaction_problem(body: Mapping[str, Any]) -> str | None:
+    """What bolt indexes without a check in an interaction of ``body``'s type
+    (``slack_bolt/request/payload_utils.py``: ``to_action``, ``to_view``,
+    ``to_step``, run for every request), once :func:`_fields_problem` passed."""
+    kind = body.get("type")
+    actions = body.get("actions")
+    if kind == "block_actions":
         if not actions or not isinstance(actions[0].get("action_id"), str):
             return "block_actions without an action that has a string action_id"
-    return problem
+    elif kind == "interactive_message" and "callback_id" in body and not actions:
+        return "interactive_message without actions"
+    elif kind in ("view_submission", "view_closed") and "view" in body:
+        view = body["view"]
+        if not isinstance(view, Mapping):
+            return f"{kind} whose view is not an object"
+        if kind == "view_submission" and "callback_id" in view:
+            if "type" not in view:
+                return "view_submission whose view has no type"
+            if view["type"] == "workflow_step" and "workflow_step" not in body:
+                return "a workflow_step view_submission without workflow_step"
+    elif kind == "workflow_step_edit" and "callback_id" in body and "workflow_step" not in body:
+        return "workflow_step_edit without workflow_step"
+    return None
 
 
 def _fields_problem(node: Mapping[str, Any], where: str, depth: int = 0) -> str | None:

@@ -10,7 +10,9 @@ it. Duplicates and Slack's retries (``X-Slack-Retry-Num``, ``retry_attempt``) ar
 dropped by the hub's delivery keys, in the store, across restarts. A malformed
 delivery never reaches bolt (:mod:`adapters.slack.envelopes`): over HTTP it gets
 400 and a log line, over Socket Mode it is logged, acked and skipped
-(:mod:`adapters.slack.socket_mode`).
+(:mod:`adapters.slack.socket_mode`). A well-formed one no listener takes (a
+shortcut, a modal's submit, ``app_rate_limited``) gets 200, or its envelope is
+acked, and is dropped (:mod:`adapters.slack.unhandled`).
 
 Outbound: :meth:`SlackAdapter.send` is :mod:`adapters.slack.sending`'s, over the
 three Web API clients of :mod:`adapters.slack.web` (bolt's and the look-ups'
@@ -45,6 +47,7 @@ from adapters.slack.sending import SlackSender
 from adapters.slack.socket_mode import GuardedSocketModeHandler
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from adapters.slack.types import AuthTest, BlockActions, BotsInfo, EventCallback, SlashCommand
+from adapters.slack.unhandled import UnhandledRequests
 from adapters.slack.web import WebClients
 from conversations.adapter import InboundSink
 from conversations.events import InboundEvent, OutboundAction
@@ -102,7 +105,9 @@ class SlackAdapter:
             signing_secret=config.signing_secret or "socket-mode-needs-no-secret",
             request_verification_enabled=config.app_token is None,
             logger=_bolt_logger(),
+            raise_error_for_unhandled_request=True,
         )
+        self._unhandled = UnhandledRequests()
         self.me: BotIdentity | None = None
         self._hub: InboundSink | None = None
         self._bots = BotCap(config.bot_thread_cap)
@@ -236,10 +241,9 @@ class SlackAdapter:
     def _register(self) -> None:
         for name in ("app_mention", "message", "reaction_added", "reaction_removed"):
             self.app.event(name)(self._on_event)
-        # Any other event (a subscription the manifest gained, a new event type) is
-        # taken and dropped: unhandled, bolt would answer 404, and Slack retries an
-        # event whose answer is not 2xx (https://docs.slack.dev/apis/events-api/#retries).
-        self.app.event(re.compile(r".*"))(self._on_other_event)
+        # Any other request (another event type, a shortcut, a modal, app_rate_limited)
+        # gets 200 from the error handler, not bolt's 404 (adapters.slack.unhandled).
+        self.app.error(self._unhandled.handle)
         # Every slash command of the app (the stop command, /threadbot settings) goes
         # to the hub as a CommandInvoked; the hub answers a name it does not know.
         self.app.command(re.compile(r"^/.+"))(self._on_command)
@@ -251,11 +255,6 @@ class SlackAdapter:
         event = inbound_event(body, self.me, allow_bots=self._config.allow_bots)
         if event is not None and self._within_bot_cap(event):
             await self._deliver(event)
-
-    async def _on_other_event(self, body: EventCallback) -> None:
-        event = body.get("event")
-        kind = event.get("type") if isinstance(event, dict) else None
-        log.debug("slack: %s events are not used; dropped", kind)
 
     async def _on_command(self, ack: Any, body: SlashCommand) -> None:
         await ack()

@@ -128,7 +128,7 @@ class Bind:
         if event.name == "threadbot":
             return Respond(event.ref, "Say /threadbot settings.", to=event.author.id)
         if event.name != self._settings.stop_command:
-            return Respond(event.ref, f"Unknown command /{event.name}.")
+            return Respond(event.ref, f"Unknown command /{event.name}.", to=event.author.id)
         ref = event.ref
         if ref.thread is None and event.args.strip():
             ref = ref.in_thread(event.args.strip())
@@ -136,7 +136,7 @@ class Bind:
             return StopInChannel(event)
         conversation = await self._threads.find_by_thread(ref)
         if conversation is None:
-            return Respond(ref, "There is no conversation in this thread.")
+            return Respond(ref, "There is no conversation in this thread.", to=event.author.id)
         return StopRun(conversation, event.author)
 
     def _settings_told(self, event: CommandInvoked) -> Intent:
