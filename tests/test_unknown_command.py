@@ -95,7 +95,10 @@ async def test_the_console_marks_an_answer_for_one_person(make_app) -> None:
     transcript = await run_console(app, "/settings\n/deploy\n")
 
     shown = transcript.splitlines()
-    assert any(line.startswith("[1] threadbot (only to alice): ```") for line in shown), shown
+    assert shown[shown.index("alice: /settings") + 1] == (
+        "[1] threadbot (only to alice): Settings here, each with the layer it came from:"
+    )
+    assert not any("```" in line for line in shown)  # a terminal shows no Markdown fences
     assert "! unknown command /deploy (try /help; start the line with \\ to send it as text)" in (
         shown
     )

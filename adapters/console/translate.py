@@ -276,6 +276,10 @@ def _ref(ctx: Context, *, thread: int | None, message: int | None) -> PlatformRe
 # --- transcript ------------------------------------------------------------------
 
 
+_FENCE = re.compile(r"```[\w+-]*")
+"""A Markdown code fence line: three backticks, maybe a language name."""
+
+
 def render_message(
     message_id: int | str,
     thread: str | None,
@@ -293,14 +297,17 @@ def render_message(
     ``  [2] ↳1 threadbot: text``; a message for one person (``only_to``, a name):
     ``[3] threadbot (only to alice): text``. Further lines of ``text`` are indented
     four spaces past the first; buttons (``[Approve] [Reject]``) and the seeded
-    ``reactions`` (names, shown as ``(reactions: ✅ ❌)``) go on one last line.
+    ``reactions`` (names, shown as ``(reactions: ✅ ❌)``) go on one last line. A
+    terminal shows no Markdown, so the fence lines of a code block (three backticks,
+    maybe a language) are left out; the indent already sets its lines apart.
     """
     indent = "" if thread is None else "  "
     where = "" if thread is None else f"↳{thread} "
     label = f"{name} (edited)" if edited else name
     if only_to is not None:
         label = f"{label} (only to {only_to})"
-    first, *rest = text.split("\n") if text else [""]
+    shown = [line for line in text.split("\n") if not _FENCE.fullmatch(line.strip())]
+    first, *rest = shown or [""]
     lines = [f"{indent}[{message_id}] {where}{label}: {first}".rstrip()]
     more = indent + "    "
     lines += [(more + line).rstrip() for line in rest]
