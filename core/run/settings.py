@@ -36,8 +36,10 @@ class EngineSettings:
     """Wall-clock seconds a command may run."""
     command_cpu_seconds: float | None = None
     """CPU seconds each process of a command may use (``RLIMIT_CPU``); None: no cap."""
-    command_memory_mb: int | None = None
-    """Megabytes of data each process of a command may allocate (``RLIMIT_DATA``); None: no cap."""
+    command_memory_mb: int | None = 2048
+    """Megabytes a command's processes may use together (its cgroup); None: no cap."""
+    command_processes: int | None = 256
+    """Processes (threads included) a command may run at once (its cgroup); None: no cap."""
     output_limit: int = 16_000
     """Characters of a tool output the model reads; a longer one is previewed (head and
     tail, with its id) when the engine keeps outputs (:mod:`core.outputs`)."""

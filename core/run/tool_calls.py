@@ -256,6 +256,7 @@ class ToolRunner:
             command_timeout=settings.command_timeout,
             command_cpu_seconds=settings.command_cpu_seconds,
             command_memory_mb=settings.command_memory_mb,
+            command_processes=settings.command_processes,
             output_limit=settings.output_store_limit if self._outputs else settings.output_limit,
             read_limit=settings.output_limit,
             network=verdict.network,
