@@ -31,7 +31,6 @@ from core.tools.base import ToolContext
 from core.tools.cgroups import CommandGroups, Group, find, find_group
 from core.tools.command import RunCommand
 from core.tools.sandbox import DEFAULT_ENV
-from tests.conftest import wait_for
 from tests.harness import Chat
 from tests.process_harness import live_with
 

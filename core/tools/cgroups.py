@@ -207,8 +207,7 @@ def find(root: Path = ROOT, self_cgroup: str | None = None) -> CommandGroups | s
     else:
         return CommandGroups(1, (parents[0], parents[1]))
     v2_said = (
-        f"cgroup v2 ({v2}) offers no memory and pids controllers to the bot's group or its "
-        "parent"
+        f"cgroup v2 ({v2}) offers no memory and pids controllers to the bot's group or its parent"
         if v2 is not None
         else f"no cgroup v2 under {root}"
     )

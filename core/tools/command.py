@@ -164,7 +164,8 @@ class RunCommand:
         the exit code (None: timed out). Nothing of it runs on once this returns or raises.
         """
         hold = Hold()
-        launch = shimmed(self._launch(_capped(command, ctx), ctx), group, hold)
+        launch = self._launch(_capped(command, ctx), ctx)
+        launch = shimmed(launch, group, hold, bound=self.sandbox is not None)
         try:
             transport, protocol = await _start(launch, ctx.workspace, capture, group)
         except BaseException:

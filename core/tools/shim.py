@@ -4,11 +4,13 @@ Every command starts as a tiny ``/bin/sh`` shim (no Python ``preexec_fn``, which
 unsafe in a process with threads: https://docs.python.org/3/library/subprocess.html,
 ``preexec_fn``), which:
 
-1. gets SIGKILL when the bot dies (``setpriv --pdeathsig KILL``, util-linux; the
-   setting survives the ``exec`` of bwrap, which sets its own ``--die-with-parent``
-   only once it runs), and exits at once when the bot already died before that
-   (its parent is no longer the bot: the classic race of ``PR_SET_PDEATHSIG``,
-   prctl(2));
+1. for a sandboxed command, gets SIGKILL when the bot dies (``setpriv --pdeathsig
+   KILL``, util-linux; the setting survives the ``exec`` of bwrap, which sets its
+   own ``--die-with-parent`` only after it made its namespaces), and exits at once
+   when the bot already died before that (its parent is no longer the bot: the
+   classic race of ``PR_SET_PDEATHSIG``, prctl(2)). Unsandboxed, the signal would
+   kill the shell alone and leave its children: a restart kills them all through the
+   cgroup, or through the process group, whose leader must live for that;
 2. writes its own pid into the command's cgroup (each ``cgroup.procs``), so
    everything it execs and forks is counted and capped from the first instruction;
 3. waits for the bot's go (a line on its stdin, a pipe; the end of the pipe when the
@@ -70,15 +72,16 @@ class Hold:
             os.close(self._write_end)
 
 
-def shimmed(launch: Launch, group: Group | None, hold: Hold) -> Launch:
-    """``launch`` started through the shim: in ``group`` (None: in no cgroup), bound to
-    this process's life, waiting on ``hold`` (its stdin). This process's copy of the
-    read end is closed once the command is spawned (:meth:`Launch.spawned`)."""
+def shimmed(launch: Launch, group: Group | None, hold: Hold, *, bound: bool) -> Launch:
+    """``launch`` started through the shim: in ``group`` (None: in no cgroup), killed
+    with this process when ``bound``, waiting on ``hold`` (its stdin). This process's
+    copy of the read end is closed once the command is spawned
+    (:meth:`Launch.spawned`)."""
     procs = [str(path) for path in group.procs] if group is not None else []
-    setpriv = shutil.which("setpriv")
-    bound = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    setpriv = shutil.which("setpriv") if bound else None
+    dies = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
     argv = [
-        *bound,
+        *dies,
         "/bin/sh",
         "-c",
         SHIM,
