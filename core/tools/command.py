@@ -8,13 +8,14 @@ runs confined by it, with a network only when ``ctx.network`` (a policy rule's
 grant); without one, ``run_as`` (uid, gid) runs it as another user through
 ``setpriv`` (util-linux), for a bot running as root.
 
-The process group never outlives the call:
+The process group (and the command's cgroup) never outlives the call
+(:mod:`core.tools.spawn`):
 
 - when the shell exits, processes it left in the background are killed;
 - after the timeout the group gets SIGTERM, then SIGKILL after :data:`TERM_GRACE` s;
 - when the task is cancelled (``/stop``) the group gets SIGKILL at once, and the
   cancelled task finishes only after the shell is reaped and no live process of
-  the group is left (Linux: checked in ``/proc``).
+  the group is left (Linux: checked in ``/proc`` and the cgroup).
 
 Output is read as it comes and only ``ctx.output_limit`` characters are kept: the
 head and the tail, with a ``[... N characters cut ...]`` marker between them.
@@ -35,15 +36,12 @@ keeps a setuid or setgid bit (:func:`core.tools.file_modes.strip_setid`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
 import shutil
 import signal
-import subprocess
-from collections.abc import Awaitable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from core.errors import ToolError
 from core.models.base import ToolSpec
@@ -51,12 +49,11 @@ from core.tools.base import ToolContext, ToolOutput
 from core.tools.capture import Capture
 from core.tools.cgroups import CommandGroups, Group
 from core.tools.file_modes import strip_setid
-from core.tools.processes import describe, group_alive, signal_group
+from core.tools.processes import describe
 from core.tools.sandbox import Launch, Sandbox, hand_over
 from core.tools.shim import Hold, shimmed
+from core.tools.spawn import kill_all, run_to_end, start, wait_exit
 from core.tools.workspace import optional_arg, required_arg
-
-T = TypeVar("T")
 
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when a command times out."""
@@ -64,9 +61,6 @@ TERM_GRACE = 2.0
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM", "USER")
 """Environment variables the command inherits from the bot; all others are dropped."""
 
-_GONE_LIMIT = 5.0  # seconds to wait for a killed group to disappear
-_DRAIN_LIMIT = 1.0  # seconds to wait for the output pipe to close once the group is gone
-_POLL = 0.01
 _NOTE_WIDTH = 60
 
 
@@ -126,7 +120,7 @@ class RunCommand:
         try:
             code = await self._run(command, timeout, capture, group, ctx)
         finally:
-            hits = await _run_to_end(_after(group, ctx))
+            hits = await run_to_end(_after(group, ctx))
         output = capture.finish()
         caps = [*_cpu_hit(code, output, ctx), *hits]
         if capture.cut:
@@ -163,15 +157,15 @@ class RunCommand:
         """Start the command through the shim, record it, let it go, wait ``limit`` seconds;
         the exit code (None: timed out). Nothing of it runs on once this returns or raises.
         """
-        hold = Hold()
         launch = self._launch(_capped(command, ctx), ctx)
+        hold = Hold()
         launch = shimmed(launch, group, hold, bound=self.sandbox is not None)
         try:
-            transport, protocol = await _start(launch, ctx.workspace, capture, group)
+            transport, protocol = await start(launch, ctx.workspace, capture, group)
         except BaseException:
             hold.close()
             if launch.network is not None:
-                await _run_to_end(launch.network.close())
+                await run_to_end(launch.network.close())
             raise
         try:
             cgroup = group.name if group is not None else None
@@ -183,12 +177,12 @@ class RunCommand:
                     await launch.network.attach()
                 except OSError as exc:
                     raise ToolError(f"cannot give the command its network: {exc}") from exc
-            return await _wait_exit(transport, protocol, limit)
+            return await wait_exit(transport, protocol, limit, TERM_GRACE)
         finally:
             hold.close()
-            await _run_to_end(_kill_group(transport, protocol, group))
+            await run_to_end(kill_all(transport, protocol, group))
             if launch.network is not None:
-                await _run_to_end(launch.network.close())
+                await run_to_end(launch.network.close())
 
     def _launch(self, argv: list[str], ctx: ToolContext) -> Launch:
         """How to start ``argv``: in the sandbox, as ``run_as``, or as the bot's user."""
@@ -239,9 +233,15 @@ async def _after(group: Group | None, ctx: ToolContext) -> list[str]:
     and no setuid or setgid bit left in the workspace."""
     hits: list[str] = []
     if group is not None:
-        hits = group.hits(memory_mb=ctx.command_memory_mb, processes=ctx.command_processes)
-        await asyncio.to_thread(group.remove)
+        hits = await asyncio.to_thread(_retire, group, ctx)
     await asyncio.to_thread(strip_setid, ctx.workspace)
+    return hits
+
+
+def _retire(group: Group, ctx: ToolContext) -> list[str]:
+    """The caps ``group`` hit (its counters), then the group removed (blocking)."""
+    hits = group.hits(memory_mb=ctx.command_memory_mb, processes=ctx.command_processes)
+    group.remove()
     return hits
 
 
@@ -259,137 +259,3 @@ def _one_line(command: str) -> str:
     """``command`` on one line, at most :data:`_NOTE_WIDTH` characters, without backticks."""
     text = " ".join(command.split()).replace("`", "'")
     return text if len(text) <= _NOTE_WIDTH else text[: _NOTE_WIDTH - 1] + "…"
-
-
-class _CommandProtocol(asyncio.SubprocessProtocol):
-    """Feeds the output to a :class:`Capture`; ``exited`` resolves once the shell is reaped."""
-
-    def __init__(self, capture: Capture) -> None:
-        loop = asyncio.get_running_loop()
-        self.capture = capture
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.output_closed: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.capture.feed(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if not self.output_closed.done():
-            self.output_closed.set_result(None)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-
-_Started = tuple[asyncio.SubprocessTransport, "_CommandProtocol"]
-
-
-async def _start(launch: Launch, cwd: Path, capture: Capture, group: Group | None) -> _Started:
-    """Spawn the command; a cancellation meanwhile kills its group before it goes on.
-
-    The shell runs before the spawn returns; cancelling asyncio's spawn would kill
-    the shell alone and leave whatever it started running.
-    """
-    spawn = asyncio.ensure_future(_spawn(launch, cwd, capture))
-    try:
-        return await asyncio.shield(spawn)
-    except asyncio.CancelledError:
-        await _run_to_end(_kill_spawned(spawn, group))
-        raise
-
-
-async def _kill_spawned(spawn: asyncio.Future[_Started], group: Group | None) -> None:
-    """Kill the group of a spawn that finishes; nothing to do when it failed to start."""
-    with contextlib.suppress(ToolError):
-        await _kill_group(*await spawn, group)
-
-
-async def _spawn(launch: Launch, cwd: Path, capture: Capture) -> _Started:
-    """Start the launch's argv (``/bin/sh -c command``, maybe under ``prlimit``, maybe in
-    the sandbox) in its own session; raises ToolError when it cannot."""
-    try:
-        return await asyncio.get_running_loop().subprocess_exec(
-            lambda: _CommandProtocol(capture),
-            *launch.argv,
-            stdin=subprocess.DEVNULL if launch.stdin is None else launch.stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=launch.env,
-            start_new_session=True,
-            pass_fds=launch.pass_fds,
-        )
-    except OSError as exc:
-        raise ToolError(f"cannot start the command: {exc}") from exc
-    finally:
-        launch.spawned()
-
-
-async def _wait_exit(
-    transport: asyncio.SubprocessTransport, protocol: _CommandProtocol, limit: float
-) -> int | None:
-    """The shell's exit code, or None when it ran past ``limit`` seconds.
-
-    On timeout the group gets SIGTERM and up to :data:`TERM_GRACE` seconds to exit.
-    """
-    try:
-        await asyncio.wait_for(asyncio.shield(protocol.exited), limit)
-    except TimeoutError:
-        signal_group(transport.get_pid(), signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(protocol.exited), TERM_GRACE)
-        return None
-    code = transport.get_returncode()
-    assert code is not None, "the shell exited without an exit code"
-    return code
-
-
-async def _kill_group(
-    transport: asyncio.SubprocessTransport, protocol: _CommandProtocol, group: Group | None
-) -> None:
-    """SIGKILL the command's process group and cgroup, wait until both are empty and the
-    shell is reaped, close the pipes."""
-    loop = asyncio.get_running_loop()
-    pgid = transport.get_pid()
-    deadline = loop.time() + _GONE_LIMIT
-    await asyncio.to_thread(_kill_once, pgid, group)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(protocol.exited), _GONE_LIMIT)
-    while (  # noqa: ASYNC110 (again and again: a process may have forked meanwhile)
-        await asyncio.to_thread(_kill_once, pgid, group) and loop.time() < deadline
-    ):
-        await asyncio.sleep(_POLL)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(protocol.output_closed), _DRAIN_LIMIT)
-    transport.close()
-
-
-def _kill_once(pgid: int, group: Group | None) -> bool:
-    """SIGKILL what is left of process group ``pgid`` and of ``group``; True while a
-    process of either was left (blocking: reads /proc and the cgroup)."""
-    signal_group(pgid, signal.SIGKILL)
-    left = group_alive(pgid)
-    if group is not None:
-        group.kill()
-        left = left or bool(group.members())
-    return left
-
-
-async def _run_to_end(cleanup: Awaitable[T]) -> T:
-    """Await ``cleanup`` to its end even if this task is cancelled meanwhile; its result.
-
-    A cancellation that arrives during the cleanup is re-raised after it.
-    """
-    task = asyncio.ensure_future(cleanup)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError as exc:
-            cancelled = exc
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancellation wins over a cleanup failure
-        raise cancelled
-    return task.result()
