@@ -266,6 +266,7 @@ async def build(
         output_store_limit=settings.output_store_limit,
         file_text_limit=settings.shared_text_limit,
         prices=prices,
+        cgroup_root=settings.cgroup_root,
     )
     places = ConversationSettings(layers, _binding_of(store), base=base)
     deliverer = Deliverer(

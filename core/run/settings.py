@@ -13,6 +13,7 @@ import contextvars
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from core.policy.policy import ToolPolicy
 from core.pricing import Budgets, Price, Spend
@@ -69,6 +70,8 @@ class EngineSettings:
     """The price entry of each model id (a model without one is not costed)."""
     budgets: Budgets = field(default_factory=Budgets)
     """The conversation's and its channel's daily budgets (none by default)."""
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    """Where a command's cgroup left over by a crash is looked for (the bot's setting)."""
 
     @property
     def system(self) -> str:

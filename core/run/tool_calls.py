@@ -206,7 +206,8 @@ class ToolRunner:
         """
         for record in records:
             if record.state is ToolState.RUNNING and record.process is not None:
-                await asyncio.to_thread(kill_left_behind, record.process)
+                root = self._settings.get().cgroup_root
+                await asyncio.to_thread(kill_left_behind, record.process, cgroup_root=root)
 
     async def with_changes(
         self, conversation_id: str, snap: ConversationSnapshot, stats: RunStats
