@@ -122,7 +122,7 @@ def close_workspaces(root: Path, confinement: Confinement) -> None:
     try:
         close_root(root, confinement.workspace_group)
     except OSError as exc:
-        log.warning("cannot make %s reachable by the bot alone: %s", root, exc)
+        log.warning("cannot make the workspace root reachable by the bot alone: %s", exc.strerror)
 
 
 @functools.cache

@@ -104,7 +104,7 @@ class Group:
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                log.warning("cannot remove the command cgroup %s: %s", self.name, exc)
+                log.warning("cannot remove the command cgroup %s: %s", self.name, exc.strerror)
                 gone = False
         return gone
 
@@ -288,7 +288,7 @@ def _can_make(parent: Path) -> bool:
     try:
         trial.rmdir()
     except OSError:
-        log.warning("cannot remove the trial cgroup %s", trial)
+        log.warning("cannot remove the trial cgroup %s", trial.name)
     return True
 
 

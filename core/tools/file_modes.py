@@ -30,18 +30,18 @@ def strip_setid(root: Path) -> int:
     """
     if not root.is_dir() or root.is_symlink():
         return 0
-    cleared = _clear(os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW), ".")
+    cleared = _clear(os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW))
     for _folder, subdirs, files, folder_fd in os.fwalk(root, follow_symlinks=False):
         for name in (*subdirs, *files):
             try:
                 fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=folder_fd)
             except OSError:
                 continue  # gone, or a name that vanished
-            cleared += _clear(fd, name)
+            cleared += _clear(fd)
     return cleared
 
 
-def _clear(fd: int, name: str) -> int:
+def _clear(fd: int) -> int:
     """Clear the set-id bits of the (already opened) ``fd``; 1 if it had any. Closes it."""
     try:
         mode = os.fstat(fd).st_mode
@@ -49,7 +49,7 @@ def _clear(fd: int, name: str) -> int:
             return 0
         os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) & ~SETID)
     except OSError as exc:
-        log.warning("cannot clear the setuid/setgid bit of %s in a workspace: %s", name, exc)
+        log.warning("cannot clear a setuid/setgid bit in a workspace: %s", exc.strerror)
         return 0
     finally:
         os.close(fd)

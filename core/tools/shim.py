@@ -14,10 +14,9 @@ unsafe in a process with threads: https://docs.python.org/3/library/subprocess.h
 2. writes its own pid into the command's cgroup (each ``cgroup.procs``), so
    everything it execs and forks is counted and capped from the first instruction;
 3. waits for the bot's go (a line on its stdin, a pipe; the end of the pipe when the
-   bot dies),
-   which the bot gives once the tool call's record names the process and its cgroup
-   (:class:`Hold`): a crash after that finds the group again, a crash before it
-   leaves nothing running;
+   bot dies), which the bot gives once the tool call's record names the process and
+   its cgroup (:class:`Hold`): a crash after that finds the group again, a crash
+   before it leaves nothing running;
 4. execs the command (bwrap, or ``setpriv`` to another user, or the shell), its
    stdin ``/dev/null``.
 """
