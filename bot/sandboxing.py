@@ -84,6 +84,8 @@ def confine(
     found = command_groups(cgroup_root)
     groups = found if isinstance(found, CommandGroups) else None
     caps_problem = found if isinstance(found, str) else None
+    if groups is not None:
+        groups.sweep()  # empty groups a bot that died left behind
     if sandbox is not None and result.ok:
         if env:
             sandbox = Sandbox(

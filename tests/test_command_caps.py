@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 import secrets
 import shutil
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -315,3 +317,42 @@ async def test_a_group_that_cannot_be_made_fails_the_call_and_runs_nothing(
     with pytest.raises(ToolError, match="cannot cap the command's memory and processes"):
         await RunCommand(groups=gone).run({"command": "touch ran"}, ctx)
     assert not (tmp_path / "ws" / "ran").exists()
+
+
+def test_empty_groups_left_by_a_dead_bot_are_swept_and_busy_ones_kept(
+    groups: CommandGroups,
+) -> None:
+    # A private parent of the test's own, so no other test's group is ever swept.
+    parents = tuple(parent / f"sweep-test-{secrets.token_hex(4)}" for parent in groups.parents)
+    for parent in parents:
+        parent.mkdir()
+    here = CommandGroups(groups.version, parents)
+    left, busy = here.create(memory_mb=64, processes=8), here.create(memory_mb=64, processes=8)
+    sleeper = subprocess.Popen(
+        [
+            "/bin/sh",
+            "-c",
+            'for f; do echo $$ > "$f"; done; exec sleep 60',
+            "sh",
+            *map(str, busy.procs),
+        ]
+    )
+    try:
+        wait_until = time.monotonic() + 10
+        while not busy.members() and time.monotonic() < wait_until:
+            time.sleep(0.01)
+        assert busy.members() == {sleeper.pid}
+
+        assert here.sweep(older_than=3600) == 0  # both too fresh
+        assert here.sweep(older_than=0) == 1
+
+        assert all(not folder.exists() for folder in left.dirs)
+        assert all(folder.exists() for folder in busy.dirs)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        while busy.members():
+            time.sleep(0.01)
+        busy.remove()
+        for parent in parents:
+            parent.rmdir()

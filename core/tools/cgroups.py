@@ -35,6 +35,7 @@ import logging
 import os
 import secrets
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -47,6 +48,8 @@ PREFIX = "threadbot-"
 """The start of every command group's name."""
 NEEDED = ("memory", "pids")
 """The controllers a command group needs."""
+STALE_AFTER = 60.0
+"""Seconds after which an empty command group is a left-over (:meth:`CommandGroups.sweep`)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,26 @@ class CommandGroups:
             group.remove()
             raise
         return group
+
+    def sweep(self, *, older_than: float = STALE_AFTER) -> int:
+        """Remove the command groups here that are empty and were made more than
+        ``older_than`` seconds ago: left by a bot that died before it removed them (a
+        live command's group holds its shim from a moment after it is made). How many
+        went (blocking; never raises)."""
+        removed: set[str] = set()
+        deadline = time.time() - older_than
+        for parent in self.parents:
+            with contextlib.suppress(OSError), os.scandir(parent) as entries:
+                for entry in entries:
+                    if not (entry.name.startswith(PREFIX) and entry.is_dir(follow_symlinks=False)):
+                        continue
+                    with contextlib.suppress(OSError):
+                        made = entry.stat(follow_symlinks=False)
+                        procs = Path(entry.path, "cgroup.procs").read_text()
+                        if max(made.st_mtime, made.st_ctime) < deadline and not procs.strip():
+                            os.rmdir(entry.path)
+                            removed.add(entry.name)
+        return len(removed)
 
     def _cap(self, group: Group, memory_mb: int | None, processes: int | None) -> None:
         memory, pids = (group.dirs[0], group.dirs[0]) if self.version == 2 else group.dirs
