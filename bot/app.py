@@ -20,7 +20,7 @@ from opentelemetry.trace import TracerProvider
 
 from bot.errors import GaveUp
 from bot.layers import ConversationSettings
-from bot.sandboxing import confine, fallback_said
+from bot.sandboxing import caps_said, close_workspaces, confine, fallback_said
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
 from bot.tracing import OFF, Traces, place_attributes, traces_from
@@ -245,9 +245,14 @@ async def build(
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     faults = Faults(settings.fault)
     redactor = Redactor(settings.secrets())
-    confinement = await asyncio.to_thread(confine, settings.bwrap, settings.command_env)
+    confinement = await asyncio.to_thread(
+        confine, settings.bwrap, settings.command_env, settings.cgroup_root
+    )
     if confinement.problem is not None:
         log.warning("%s", fallback_said(confinement.problem))
+    if confinement.caps_problem is not None:
+        log.warning("%s", caps_said(confinement.caps_problem))
+    await asyncio.to_thread(close_workspaces, settings.workspace_root, confinement)
     tools = toolbox or default_toolbox(confinement.run_command)
     layers = settings.layers(
         known_tools={t.spec.name for t in tools},
@@ -264,6 +269,7 @@ async def build(
         output_store_limit=settings.output_store_limit,
         file_text_limit=settings.shared_text_limit,
         prices=prices,
+        cgroup_root=settings.cgroup_root,
     )
     places = ConversationSettings(layers, _binding_of(store), base=base)
     deliverer = Deliverer(

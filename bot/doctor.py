@@ -6,6 +6,7 @@ what to do) or ``–`` (skipped: why)::
     ✓ sandbox: bubblewrap /usr/bin/bwrap confines commands (own user, PID, IPC and ...
     ✓ sandbox secrets: the bot's environment cannot be read from inside the sandbox ...
     ✓ sandbox network: no connection out from inside the sandbox: 127.0.0.1:40157 ...
+    ✓ command caps: each command runs in a group of its own in the cgroup v1 memory ...
     ✓ slirp4netns: /usr/bin/slirp4netns, for commands a policy rule grants a network
     ✗ database: sqlite+aiosqlite:///x.db is at revision 0006, the newest is 0007: ...
     – slack: not configured (no SLACK_BOT_TOKEN)
@@ -23,6 +24,9 @@ what to do) or ``–`` (skipped: why)::
   packets left the sandbox); whether slirp4netns is there (needed only when a
   policy rule grants a network). A missing or unusable bubblewrap is a failure
   that says what to do (install it; the container options);
+- the command caps: where each command gets a cgroup of its own, with its memory
+  and process caps (:func:`bot.sandboxing.command_groups`); nowhere is a failure
+  (every command asks a person first);
 - the database: it opens and is at the newest migration (never upgraded here; an
   SQLite file that is not there is not created); ``memory://`` keeps nothing;
 - each configured platform's credentials (:mod:`bot.doctor_calls`);
@@ -52,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.doctor_calls import Check, discord_check, failed, model_check, ok, skipped, slack_checks
-from bot.sandboxing import probed
+from bot.sandboxing import command_groups, probed
 from bot.settings import Settings
 from core.policy.policy import ToolPolicy
 from core.secrets import Redactor
@@ -149,8 +153,30 @@ def sandbox_checks(settings: Settings) -> list[Check]:
                 )
             )
         checks.append(connect_check(sandbox))
+    checks.append(caps_check(settings))
     checks.append(_slirp_check(settings))
     return checks
+
+
+def caps_check(settings: Settings) -> Check:
+    """Where each command gets its cgroup, with the bot's caps; or why nowhere (blocking)."""
+    found = command_groups(settings.cgroup_root)
+    if isinstance(found, str):
+        return failed(
+            "command caps",
+            f"{found}: a command's memory and processes cannot be capped, so every command "
+            "asks a person first; run the bot as root (cgroup v1), or in a cgroup v2 group "
+            "with the memory and pids controllers (systemd: Delegate=memory pids and "
+            "DelegateSubgroup=)",
+        )
+    memory = settings.command_memory_mb
+    processes = settings.command_processes
+    return ok(
+        "command caps",
+        f"each command runs in {found.said()}: its processes together "
+        + (f"may use {memory} MB" if memory is not None else "have no memory cap")
+        + (f" and run {processes} at once" if processes is not None else ", no process cap"),
+    )
 
 
 def _bwrap_check(bwrap: str, sandbox: Sandbox | None, found: Probe) -> Check:

@@ -39,7 +39,10 @@ ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, 
 CommandSeconds = Annotated[float, Field(gt=0, le=24 * 3600, allow_inf_nan=False)]
 """Seconds of a command's wall-clock or CPU time: at most a day."""
 MemoryMb = Annotated[int, Field(gt=0, le=1024 * 1024)]
-"""Megabytes a command's process may allocate: at most 1 TiB."""
+"""Megabytes a command's processes may use together: at most 1 TiB."""
+Processes = Annotated[int, Field(ge=8, le=4_194_304)]
+"""Processes (threads included) a command may run at once: at least 8 (the sandbox and
+the shell take a few), at most the kernel's own ceiling (``pid_max``, 2^22)."""
 OutputChars = Annotated[int, Field(gt=100, le=10_000_000)]
 RequestSeconds = Annotated[float, Field(gt=0, le=365 * 24 * 3600, allow_inf_nan=False)]
 """Seconds a request waits for a person: at most a year."""
@@ -69,6 +72,7 @@ LAYERED = (
     "command_timeout",
     "command_cpu_seconds",
     "command_memory_mb",
+    "command_processes",
     "output_limit",
     "progress_mode",
     "request_ttl",
@@ -210,6 +214,7 @@ class Layer(BaseModel):
     command_timeout: CommandSeconds | None = None
     command_cpu_seconds: CommandSeconds | None = None
     command_memory_mb: MemoryMb | None = None
+    command_processes: Processes | None = None
     output_limit: OutputChars | None = None
     progress_mode: ProgressMode | None = None
     request_ttl: RequestSeconds | None = None

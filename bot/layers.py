@@ -97,6 +97,7 @@ class Effective:
             command_timeout=self["command_timeout"],
             command_cpu_seconds=self["command_cpu_seconds"],
             command_memory_mb=self["command_memory_mb"],
+            command_processes=self["command_processes"],
             output_limit=self["output_limit"],
             request_ttl=self["request_ttl"],
             git_repo=self["git_repo"],

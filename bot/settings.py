@@ -53,6 +53,7 @@ from bot.layer_tables import (
     ModelId,
     OutputChars,
     PerUser,
+    Processes,
     RequestSeconds,
     Share,
     SlackTeamId,
@@ -168,8 +169,11 @@ class Settings(BaseSettings):
     command_timeout: CommandSeconds = 120.0
     command_cpu_seconds: CommandSeconds | None = None
     """CPU seconds each process of a command may use (none: no cap)."""
-    command_memory_mb: MemoryMb | None = None
-    """Megabytes of data each process of a command may allocate (none: no cap)."""
+    command_memory_mb: MemoryMb | None = 2048
+    """Megabytes a command's processes may use together (its cgroup; none: no cap)."""
+    command_processes: Processes | None = 256
+    """Processes (threads too) a command may run at once (its cgroup; none: no cap)."""
+    cgroup_root: Path = Path("/sys/fs/cgroup")  # where each command gets a cgroup of its own
     output_limit: OutputChars = 16_000
     output_store_limit: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
     """Characters of a tool output kept whole for ``read_output`` (a command's output past

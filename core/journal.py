@@ -244,7 +244,9 @@ class CommandProcess(BaseModel):
     """The process group a running command leads, named so that it can be found again.
 
     ``group``: the process group id (the leader's pid); ``started``: the leader's
-    start time in clock ticks since boot; ``boot_id``: the host's boot id. See
+    start time in clock ticks since boot; ``boot_id``: the host's boot id; ``cgroup``:
+    the name of the command's own cgroup (``threadbot-<hex>``), None where commands
+    run in none (rows written before cgroups have none). See
     :mod:`core.tools.processes`.
     """
 
@@ -253,6 +255,7 @@ class CommandProcess(BaseModel):
     group: int
     started: int
     boot_id: str
+    cgroup: str | None = None
 
 
 class ToolCallRecord(BaseModel):

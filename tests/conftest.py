@@ -68,13 +68,28 @@ async def wait_for(condition: Callable[[], object], *, attempts: int = 500) -> N
 
 
 @pytest.fixture
-def working_bwrap() -> None:
-    """Bubblewrap runs here; skipped with the reason where it cannot (failed under CI)."""
+def working_bwrap(working_caps: None) -> None:
+    """Bubblewrap runs here, and commands get their cgroups; skipped with the reason where
+    not (failed under CI)."""
     from bot.sandboxing import probed
 
     sandbox, probe = probed("bwrap")
     if sandbox is None or not probe.ok:
-        reason = f"bubblewrap cannot run here: {'; '.join(probe.problems)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (a skip counts as a failure under CI)")
-        pytest.skip(reason)
+        _missing(f"bubblewrap cannot run here: {'; '.join(probe.problems)}")
+
+
+@pytest.fixture
+def working_caps() -> None:
+    """Each command gets a cgroup of its own here (v2, or v1 as root); skipped with the
+    reason where not (failed under CI)."""
+    from bot.sandboxing import command_groups
+
+    found = command_groups()
+    if isinstance(found, str):
+        _missing(f"commands cannot get a cgroup here: {found}")
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (a skip counts as a failure under CI)")
+    pytest.skip(reason)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bot.doctor import doctor
+from bot.sandboxing import command_groups
 from bot.settings import Settings
 from conversations import migrate
 from conversations.store.sql import create_engine
@@ -131,6 +132,12 @@ async def test_a_working_sandbox_is_reported_as_working(tmp_path: Path) -> None:
     assert network.count(" refused") == (2 if ipv6_loopback() else 1), network
     if ipv6_loopback():
         assert "[::1]:" in network
+    groups = command_groups()
+    assert not isinstance(groups, str)
+    assert report.line("command caps") == (
+        f"✓ command caps: each command runs in {groups.said()}: its processes together may "
+        "use 2048 MB and run 256 at once"
+    )
     assert report.line("slirp4netns").startswith(
         "✓ slirp4netns:" if shutil.which("slirp4netns") else "– slirp4netns: not installed"
     )
@@ -145,6 +152,22 @@ async def test_a_working_sandbox_is_reported_as_working(tmp_path: Path) -> None:
     )
     assert not (tmp_path / "workspaces").exists()  # the doctor leaves nothing behind
     assert report.lines[-1] == "threadbot doctor: everything needed works"
+
+
+async def test_commands_that_cannot_be_capped_are_reported_with_what_to_do(
+    tmp_path: Path,
+) -> None:
+    nowhere = tmp_path / "no-cgroups"
+    report = await run_doctor(tmp_path, THREADBOT_CGROUP_ROOT=str(nowhere))
+
+    assert report.code == 1
+    assert report.line("command caps") == (
+        f"✗ command caps: no cgroup the bot may create command groups in: no cgroup v2 under "
+        f"{nowhere}, and no writable cgroup v1 memory and pids hierarchies are under {nowhere}: "
+        "a command's memory and processes cannot be capped, so every command asks a person "
+        "first; run the bot as root (cgroup v1), or in a cgroup v2 group with the memory and "
+        "pids controllers (systemd: Delegate=memory pids and DelegateSubgroup=)"
+    )
 
 
 async def test_a_missing_bubblewrap_is_reported_with_how_to_install_it(tmp_path: Path) -> None:

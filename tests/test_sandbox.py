@@ -228,6 +228,30 @@ async def test_they_die_when_the_call_is_stopped(sandboxed: RunCommand, tmp_path
     assert await gone(marker)
 
 
+# --- the sandbox's own names ----------------------------------------------------------------
+
+LOCAL_ROUND_TRIP = """\
+import socket
+server = socket.create_server(("127.0.0.1", 0))
+client = socket.create_connection(("localhost", server.getsockname()[1]), timeout=5)
+server.accept()[0].sendall(b"hello")
+print("GOT", client.recv(5).decode())
+"""
+
+
+async def test_localhost_and_the_sandbox_s_own_name_resolve_inside(
+    sandboxed: RunCommand, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "round_trip.py").write_text(LOCAL_ROUND_TRIP)
+
+    out = await run(sandboxed, "getent hosts threadbot; python3 round_trip.py", workspace)
+
+    assert out.splitlines()[1].split() == ["127.0.0.1", "localhost", "threadbot"]
+    assert out.splitlines()[2] == "GOT hello"  # a project's tests reach localhost
+
+
 # --- a granted network ----------------------------------------------------------------------
 
 

@@ -175,6 +175,7 @@ def test_a_channel_s_caps_repository_and_lifetime_reach_its_runs(settings) -> No
         "command_timeout": 30.0,
         "command_cpu_seconds": 10.0,
         "command_memory_mb": 256,
+        "command_processes": 64,
         "output_limit": 5000,
         "request_ttl": 600.0,
         "git_repo": "https://git.example.com/team/app.git",
@@ -186,13 +187,17 @@ def test_a_channel_s_caps_repository_and_lifetime_reach_its_runs(settings) -> No
         run.command_timeout,
         run.command_cpu_seconds,
         run.command_memory_mb,
+        run.command_processes,
         run.output_limit,
         run.request_ttl,
         run.git_repo,
         run.fallback_models,
-    ) == (30.0, 10.0, 256, 5000, 600.0, channel["git_repo"], ("claude-backup",))
+    ) == (30.0, 10.0, 256, 64, 5000, 600.0, channel["git_repo"], ("claude-backup",))
     elsewhere = s.layers().at("slack", TEAM_ID, OTHER).engine_settings(EngineSettings())
     assert (elsewhere.command_timeout, elsewhere.git_repo) == (120.0, None)
+    assert (elsewhere.command_memory_mb, elsewhere.command_processes) == (2048, 256)  # defaults
+    with pytest.raises(ValueError, match="command_processes"):
+        layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"command_processes": 4}}}})
 
 
 # --- the policy across layers ------------------------------------------------------------

@@ -57,6 +57,7 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
     tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
 ) -> None:
     api, model, channel = fakes
+    marker = f"60.{secrets.randbelow(10**9):09d}"  # this test's command alone sleeps so long
     model.add(
         PLAN,
         [
@@ -67,7 +68,7 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
         ],
         [
             text("Now the long job."),
-            tool_use("toolu_job", "run_command", {"command": "touch started; sleep 60"}),
+            tool_use("toolu_job", "run_command", {"command": f"touch started; sleep {marker}"}),
         ],
         [text("Picked up after the restart: the job was interrupted.")],
     )
@@ -86,8 +87,10 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
         await eventually(lambda: (workspace / "started").exists())
         assert bot.query("select state from outbox where state = 'pending'")  # notes held back
 
+        assert live_with(marker)
         bot.signal(signal.SIGTERM)
         assert await bot.wait() == 0, bot.log
+        assert not live_with(marker)  # the shutdown left no process of the command
     finally:
         await bot.kill()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import secrets
 from pathlib import Path
 
 from adapters.console import ConsoleAdapter
@@ -50,12 +51,13 @@ def _alive(pid: int) -> bool:
 async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_cancelled(
     make_app, tmp_path: Path
 ) -> None:
+    marker = f"600.{secrets.randbelow(10**9):09d}"  # this test's command alone has it
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Run the long job"]})]),
             ScriptedTurn(
                 calls=[
-                    ScriptedCall("run_command", {"command": "sleep 600.4242"}),
+                    ScriptedCall("run_command", {"command": f"sleep {marker}"}),
                     ScriptedCall("write_file", {"path": "after.txt", "content": "never"}),
                 ]
             ),
@@ -73,7 +75,7 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     pipe.send("run the long job")
     await wait_for(lambda: "📋 Plan (v1)" in out.getvalue())
     pipe.send("+✅ 2")
-    await wait_for(lambda: live_with("600.4242"))
+    await wait_for(lambda: live_with(marker))
     conversation_id = (await app.store.threads.active(platform="console"))[0].id
 
     async def running_calls() -> list:
@@ -96,7 +98,7 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
     assert await console_run == 0
 
     assert not _alive(pid)
-    await wait_for(lambda: not live_with("600.4242"))  # inside the sandbox too
+    await wait_for(lambda: not live_with(marker))  # inside the sandbox too
     snap = await app.store.journal.load(conversation_id)
     states = {r.name: r.state for r in snap.tool_calls.values()}
     assert states["run_command"] is ToolState.INTERRUPTED

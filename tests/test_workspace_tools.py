@@ -10,13 +10,15 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from bot.sandboxing import command_groups
 from core.errors import ToolError
 from core.tools import command
 from core.tools.base import Tool, Toolbox, ToolContext
+from core.tools.cgroups import CommandGroups
 from core.tools.command import RunCommand
 from core.tools.workspace import (
     LIST_LIMIT,
@@ -286,13 +288,15 @@ async def test_a_command_past_its_cpu_cap_is_stopped_and_says_so(tmp_path: Path)
     assert "(stopped at its CPU time cap of 1 s)" in child.note
 
 
-async def test_an_allocation_past_the_memory_cap_fails_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("working_caps")
+async def test_a_command_past_its_memory_cap_is_killed_and_says_so(tmp_path: Path) -> None:
+    capped = RunCommand(groups=cast(CommandGroups, command_groups()))
     ctx = ctx_for(tmp_path, command_memory_mb=64)
-    grab = "python3 -c 'x = bytearray(256 * 1024 * 1024)'"
-    out = await RunCommand().run({"command": grab}, ctx)
-    assert out.is_error and "MemoryError" in out.content
-    assert out.content.endswith("[an allocation failed at its memory cap of 64 MB]")
-    small = await RunCommand().run({"command": "python3 -c 'x = bytearray(8 * 1024 * 1024)'"}, ctx)
+    grab = "python3 -c 'x = b\"x\" * (256 * 1024 * 1024)'"
+    out = await capped.run({"command": grab}, ctx)
+    assert out.is_error
+    assert out.content.endswith("[a process was killed at its memory cap of 64 MB]")
+    small = await capped.run({"command": "python3 -c 'x = b\"x\" * (8 * 1024 * 1024)'"}, ctx)
     assert not small.is_error, small.content
 
 

@@ -150,7 +150,10 @@ def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
         index=row.idx,
         process=(
             CommandProcess(
-                group=row.process_group, started=row.process_started, boot_id=row.boot_id
+                group=row.process_group,
+                started=row.process_started,
+                boot_id=row.boot_id,
+                cgroup=row.process_cgroup,
             )
             if row.process_group is not None
             and row.process_started is not None
@@ -176,6 +179,7 @@ def tool_values(conversation_id: str, record: ToolCallRecord) -> dict[str, Any]:
         "process_group": record.process.group if record.process else None,
         "process_started": record.process.started if record.process else None,
         "boot_id": record.process.boot_id if record.process else None,
+        "process_cgroup": record.process.cgroup if record.process else None,
         "request_id": record.request_id,
     }
 

@@ -102,7 +102,8 @@ class ToolCallRow(Base):
     (the group leader's start time, in clock ticks since boot, from
     ``/proc/<pid>/stat``) and ``boot_id`` name the process group of a running
     command, so a group that outlived a crash is killed when its run resumes on
-    the same host, and a reused id never is.
+    the same host, and a reused id never is; ``process_cgroup`` names the command's
+    own cgroup (``threadbot-<hex>``), emptied and removed whole then.
     """
 
     __tablename__ = "tool_calls"
@@ -120,6 +121,7 @@ class ToolCallRow(Base):
     process_group: Mapped[int | None] = mapped_column(Integer)
     process_started: Mapped[int | None] = mapped_column(BigInteger)
     boot_id: Mapped[str | None] = mapped_column(String(64))
+    process_cgroup: Mapped[str | None] = mapped_column(String(64))
     request_id: Mapped[str | None] = mapped_column(String(64))
     """The request a control call opened (``propose_plan``, ``ask_user``), if any."""
 

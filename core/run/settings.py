@@ -13,6 +13,7 @@ import contextvars
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from core.policy.policy import ToolPolicy
 from core.pricing import Budgets, Price, Spend
@@ -36,8 +37,10 @@ class EngineSettings:
     """Wall-clock seconds a command may run."""
     command_cpu_seconds: float | None = None
     """CPU seconds each process of a command may use (``RLIMIT_CPU``); None: no cap."""
-    command_memory_mb: int | None = None
-    """Megabytes of data each process of a command may allocate (``RLIMIT_DATA``); None: no cap."""
+    command_memory_mb: int | None = 2048
+    """Megabytes a command's processes may use together (its cgroup); None: no cap."""
+    command_processes: int | None = 256
+    """Processes (threads included) a command may run at once (its cgroup); None: no cap."""
     output_limit: int = 16_000
     """Characters of a tool output the model reads; a longer one is previewed (head and
     tail, with its id) when the engine keeps outputs (:mod:`core.outputs`)."""
@@ -67,6 +70,8 @@ class EngineSettings:
     """The price entry of each model id (a model without one is not costed)."""
     budgets: Budgets = field(default_factory=Budgets)
     """The conversation's and its channel's daily budgets (none by default)."""
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    """Where a command's cgroup left over by a crash is looked for (the bot's setting)."""
 
     @property
     def system(self) -> str:

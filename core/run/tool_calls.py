@@ -206,7 +206,8 @@ class ToolRunner:
         """
         for record in records:
             if record.state is ToolState.RUNNING and record.process is not None:
-                await asyncio.to_thread(kill_left_behind, record.process)
+                root = self._settings.get().cgroup_root
+                await asyncio.to_thread(kill_left_behind, record.process, cgroup_root=root)
 
     async def with_changes(
         self, conversation_id: str, snap: ConversationSnapshot, stats: RunStats
@@ -256,6 +257,7 @@ class ToolRunner:
             command_timeout=settings.command_timeout,
             command_cpu_seconds=settings.command_cpu_seconds,
             command_memory_mb=settings.command_memory_mb,
+            command_processes=settings.command_processes,
             output_limit=settings.output_store_limit if self._outputs else settings.output_limit,
             read_limit=settings.output_limit,
             network=verdict.network,

@@ -34,7 +34,10 @@ class ToolContext:
     command_cpu_seconds: float | None = None
     """CPU seconds each process of a command may use; None: no cap."""
     command_memory_mb: int | None = None
-    """Megabytes of data each process of a command may allocate; None: no cap."""
+    """Megabytes a command's processes may use together (its cgroup); None: no cap."""
+    command_processes: int | None = None
+    """Processes (threads included) a command may run at once (its cgroup); None: no cap.
+    The engine passes its settings' caps (on by default); these defaults serve tests."""
     output_limit: int = 16_000
     network: bool = False
     """The call may reach the network (a policy rule granted it); sandboxed commands only."""

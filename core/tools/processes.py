@@ -1,11 +1,15 @@
 """Process groups of commands: naming one so that it can be found again, and killing it.
 
-A command runs in a process group of its own (its shell leads it). A crash of
-the bot leaves that group running; the run resumes later and must kill it before
+A command runs in a process group of its own (its shell leads it) and, where the
+bot may make one, in a cgroup of its own (:mod:`core.tools.cgroups`). A crash of
+the bot can leave some of it running; the run resumes later and must kill it before
 it goes on, or a mutating command would keep changing the workspace under a call
-the model is told has an unknown outcome. A process group id is reused once the
-group is gone, so the group is named by three facts, all checked before a kill
-(Linux ``/proc``, proc(5): https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html):
+the model is told has an unknown outcome. The cgroup holds every process of the
+command, its leader gone or not: it is found by its random name and emptied and
+removed whole. Without one, the process group is killed, and since a process group
+id is reused once the group is gone, the group is named by three facts, all checked
+before a kill (Linux ``/proc``, proc(5):
+https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html):
 
 - the group id (the leader's pid),
 - the leader's start time (field 22 of ``/proc/<pid>/stat``, clock ticks since boot),
@@ -20,8 +24,10 @@ import logging
 import os
 import signal
 import time
+from pathlib import Path
 
 from core.journal import CommandProcess
+from core.tools.cgroups import ROOT, find_group
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +53,14 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])  # field 22 of proc(5); fields here start at field 3
 
 
-def describe(pid: int) -> CommandProcess | None:
-    """The three facts that name the group ``pid`` leads, or None if they cannot be read."""
+def describe(pid: int, cgroup: str | None = None) -> CommandProcess | None:
+    """The three facts that name the group ``pid`` leads, with the name of its ``cgroup``,
+    or None if they cannot be read."""
     started = start_time(pid)
     boot = boot_id()
     if started is None or not boot:
         return None
-    return CommandProcess(group=pid, started=started, boot_id=boot)
+    return CommandProcess(group=pid, started=started, boot_id=boot, cgroup=cgroup)
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -84,20 +91,33 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def kill_left_behind(process: CommandProcess, *, patience: float = 5.0) -> bool:
-    """Kill the group of ``process`` if it is still the same group; True if it was killed.
+def kill_left_behind(
+    process: CommandProcess, *, patience: float = 5.0, cgroup_root: Path = ROOT
+) -> bool:
+    """Kill what is left of the command ``process`` names; True if something was killed.
 
-    Nothing is killed when the boot id differs (another boot or host), or the
-    group's leader is gone or started at another time (the id was reused). Waits
-    up to ``patience`` seconds for the group to be gone. Blocking: call it in a
-    thread.
+    Nothing is killed when the boot id differs (another boot or host). Its cgroup, when
+    it had one and it is still there (under ``cgroup_root``), is emptied and removed,
+    its leader gone or not. Its process group is killed only while its leader lives
+    and started when recorded (else the id may be another group's now). Waits up to
+    ``patience`` seconds for them to be gone. Blocking: call it in a thread.
     """
     if process.boot_id != boot_id():
         return False
-    if start_time(process.group) != process.started:
-        return False
-    log.warning("killing process group %s left running by an earlier process", process.group)
     deadline = time.monotonic() + patience
+    killed = False
+    group = find_group(process.cgroup, cgroup_root) if process.cgroup else None
+    if group is not None:
+        log.warning("killing the command cgroup %s left running by an earlier process", group.name)
+        killed = True
+        group.kill()
+        while group.members() and time.monotonic() < deadline:
+            group.kill()  # again: it may have forked meanwhile
+            time.sleep(0.01)
+        group.remove()
+    if start_time(process.group) != process.started:
+        return killed
+    log.warning("killing process group %s left running by an earlier process", process.group)
     signal_group(process.group, signal.SIGKILL)
     while group_alive(process.group) and time.monotonic() < deadline:
         signal_group(process.group, signal.SIGKILL)  # again: it may have forked meanwhile

@@ -12,9 +12,10 @@ workspace, the network, a local service, or outlive its call. Under bubblewrap
   ``/lib``... as the host has them), a private ``/tmp`` and home, ``/dev`` and a
   ``/proc`` of its own PID namespace only;
 - of ``/etc`` only an allow-list (:data:`ETC_ALLOWED`) and a synthetic
-  ``passwd`` and ``group`` holding just the sandbox user; ``resolv.conf`` only
-  with a granted network. No ``/run``, no host home, no data directory,
-  database or settings file;
+  ``passwd`` and ``group`` holding just the sandbox user, and ``hosts`` with the
+  loopback names and the sandbox's host name (:data:`HOSTS`: a project's tests
+  reach ``localhost``); ``resolv.conf`` only with a granted network. No ``/run``,
+  no host home, no data directory, database or settings file;
 - the environment of :attr:`Sandbox.env` only: ``bwrap`` itself is started with
   it (``/proc/1/environ`` inside is bwrap's), and nothing secret is ever on its
   command line (``/proc/*/cmdline``).
@@ -72,6 +73,10 @@ TMP_BYTES = 512 * 1024 * 1024
 """Size of a command's private ``/tmp`` (memory: it is a tmpfs)."""
 NOBODY = (65534, 65534)
 """The host uid and gid bwrap runs as when the bot runs as root (see :class:`Sandbox`)."""
+HOSTNAME = "threadbot"
+"""The sandbox's host name (its own UTS namespace)."""
+HOSTS = f"127.0.0.1\tlocalhost {HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+"""The sandbox's ``/etc/hosts``: the loopback names, and its own host name."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class Launch:
     network: Network | None = None
     child_fds: tuple[int, ...] = ()
     """Descriptors only the child needs: close them here once it is started."""
+    stdin: int | None = None
+    """A descriptor the first process reads as its stdin (None: ``/dev/null``)."""
 
     def spawned(self) -> None:
         """Close this process's copies of the descriptors the child took."""
@@ -139,7 +146,8 @@ class Sandbox:
         )
         (self._etc / "group").write_text(f"threadbot:x:{gid}:\n")
         (self._etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
-        for name in ("passwd", "group", "resolv.conf"):
+        (self._etc / "hosts").write_text(HOSTS)
+        for name in ("passwd", "group", "resolv.conf", "hosts"):
             (self._etc / name).chmod(0o644)
 
     def run(
@@ -210,7 +218,7 @@ class Sandbox:
             "--unshare-uts",
             "--unshare-cgroup-try",
             "--hostname",
-            "threadbot",
+            HOSTNAME,
             "--die-with-parent",
             "--new-session",
             "--clearenv",
@@ -231,6 +239,7 @@ class Sandbox:
             args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
         args += ["--ro-bind", str(self._etc / "passwd"), "/etc/passwd"]
         args += ["--ro-bind", str(self._etc / "group"), "/etc/group"]
+        args += ["--ro-bind", str(self._etc / "hosts"), "/etc/hosts"]
         args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         args += ["--dir", SANDBOX_HOME]
