@@ -103,7 +103,7 @@ FORK_BOMB = sleep_marker()
 
 
 @pytest.mark.usefixtures("working_bwrap")
-@pytest.mark.parametrize("counting", [FORK_BOMB], indirect=True)
+@pytest.mark.parametrize("counting", [FORK_BOMB], indirect=True, ids=["its marker"])
 async def test_a_fork_bomb_stops_at_the_default_256_processes_and_the_result_says_so(
     settings: Settings, counting: list[int]
 ) -> None:

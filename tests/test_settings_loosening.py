@@ -139,6 +139,13 @@ ATTEMPTS = [
         loose=4096,
     ),
     Attempt(
+        "command_processes",
+        channel={"command_processes": 1024},
+        probe=lambda e: engine(e).command_processes,
+        tight=256,
+        loose=1024,
+    ),
+    Attempt(
         "output_limit",
         channel={"output_limit": 50_000},
         probe=lambda e: engine(e).output_limit,
