@@ -16,7 +16,10 @@ import contextlib
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,9 +52,36 @@ def sandboxed(working_bwrap: None) -> RunCommand:
 
 @pytest.fixture
 def secrets_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bot's tokens, in the bot's environment as an operator would set them."""
+    """The bot's tokens, in the bot's environment as an operator would set them (what a
+    command would inherit if the environment were passed on)."""
     for name in ("SLACK_BOT_TOKEN", "DISCORD_TOKEN", "ANTHROPIC_API_KEY"):
         monkeypatch.setenv(name, TOKEN)
+
+
+@pytest.fixture
+def bot_with_tokens() -> Iterator[int]:
+    """A process of the bot's user started with the tokens in its environment and on its
+    command line, as the bot is: ``monkeypatch.setenv`` changes this process's memory,
+    never its ``/proc/<pid>/environ``, which shows the environment a process started
+    with (proc(5)). Its pid; the fixture checks first that the host can read the token
+    there, so a sandbox that let a command read the host's ``/proc`` would show it."""
+    env = {"PATH": os.defpath, "SLACK_BOT_TOKEN": TOKEN, "ANTHROPIC_API_KEY": TOKEN}
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; time.sleep(600)", TOKEN],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    proc = Path(f"/proc/{stand_in.pid}")
+    try:
+        deadline = time.monotonic() + 30  # until the new program has its environment
+        while TOKEN.encode() not in (proc / "environ").read_bytes():
+            assert time.monotonic() < deadline, "the stand-in never showed its environment"
+            time.sleep(0.01)
+        assert TOKEN.encode() in (proc / "cmdline").read_bytes()
+        yield stand_in.pid
+    finally:
+        stand_in.kill()
+        stand_in.wait()
 
 
 async def run(tool: RunCommand, command: str, workspace: Path, **ctx: Any) -> str:
@@ -109,7 +139,7 @@ def host_address() -> str:
 
 
 async def test_no_token_is_readable_from_proc(
-    sandboxed: RunCommand, secrets_in_env: None, tmp_path: Path
+    sandboxed: RunCommand, secrets_in_env: None, bot_with_tokens: int, tmp_path: Path
 ) -> None:
     out = await run(
         sandboxed,
@@ -232,6 +262,8 @@ async def test_they_die_when_the_call_is_stopped(sandboxed: RunCommand, tmp_path
 
 LOCAL_ROUND_TRIP = """\
 import socket
+import subprocess
+import sys
 server = socket.create_server(("127.0.0.1", 0))
 client = socket.create_connection(("localhost", server.getsockname()[1]), timeout=5)
 server.accept()[0].sendall(b"hello")
