@@ -35,10 +35,11 @@ import logging
 import os
 import secrets
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from core.context import now
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class CommandGroups:
         live command's group holds its shim from a moment after it is made). How many
         went (blocking; never raises)."""
         removed: set[str] = set()
-        deadline = time.time() - older_than
+        deadline = now().timestamp() - older_than  # the files' times are the wall clock's
         for parent in self.parents:
             with contextlib.suppress(OSError), os.scandir(parent) as entries:
                 for entry in entries:
