@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from sqlalchemy import text as sql
@@ -40,7 +40,32 @@ from tests.slack_harness import ALICE, CHANNEL, slack_workspace
 CONVERSATIONS = 1_000
 CHANNELS = [f"C0LOAD{n:04d}" for n in range(10)]
 PATIENCE = 6_000
-"""Polls of 10 ms (a minute) before a load test gives up waiting."""
+"""Polls of 10 ms (a minute) before a test of one conversation gives up waiting."""
+STALL = 60.0
+"""Seconds without one more message taken by the fake before a load test gives up:
+it waits for its event however long the work takes, as long as the work goes on
+(on a machine ten times slower, one message still arrives well within this)."""
+
+
+async def progressing(work: Awaitable[object], progress: Callable[[], int]) -> None:
+    """Await ``work``; fail only when ``progress()`` (a count that grows while the work
+    goes on) stood still for :data:`STALL` seconds."""
+    task = asyncio.ensure_future(work)
+    seen = progress()
+    try:
+        while not (await asyncio.wait({task}, timeout=STALL))[0]:
+            now = progress()
+            assert now != seen, f"nothing delivered for {STALL:g} s ({now} so far)"
+            seen = now
+        task.result()
+    finally:
+        task.cancel()
+
+
+async def polled(condition: Callable[[], bool]) -> None:
+    """Return once ``condition()`` holds (polled every 10 ms)."""
+    while not condition():  # noqa: ASYNC110 (the condition reads the fake's records)
+        await asyncio.sleep(0.01)
 
 
 class CountingSlack(SlackAdapter):
@@ -113,7 +138,7 @@ async def test_a_thousand_rows_in_a_thousand_conversations_are_all_delivered(
         try:
             expected = await write_rows(store, api, tmp_path)
             deliverer.wake()  # written behind the store's back: no commit woke it
-            await asyncio.wait_for(deliverer.drain(), 60)
+            await progressing(deliverer.drain(), lambda: len(api.calls_of("chat.postMessage")))
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
@@ -164,11 +189,11 @@ async def test_a_hundred_conversations_end_to_end_all_get_their_answers(
             calls = ws.api.calls_of("chat.postMessage")
             return sum(1 for c in calls if c.ok and c.args["text"].startswith(prefix))
 
-        await wait_for(lambda: posted("📋 Plan") == 100, attempts=PATIENCE)
+        await progressing(polled(lambda: posted("📋 Plan") == 100), lambda: posted("📋"))
         for root in roots:
             await ws.deliver("events_api", ws.reaction_body(ws.post(root, "📋")["ts"]))
-        await wait_for(lambda: posted("✅") == 100, attempts=PATIENCE)
-        await asyncio.wait_for(ws.settle(), 60)
+        await progressing(polled(lambda: posted("✅") == 100), lambda: posted("✅"))
+        await ws.settle()
 
         for n, root in enumerate(roots):
             texts = [m["text"] for m in ws.posts(root)]
