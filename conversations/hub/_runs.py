@@ -52,7 +52,7 @@ class Runs:
     """Queues the engine's work per conversation; ``queue`` is shared with the stopper.
 
     ``inbox`` tells whether a failed job's input was journaled before it failed
-    (see the module docstring); ``retry_first``: seconds before the first retry.
+    (see the module docstring).
     """
 
     def __init__(
@@ -62,15 +62,15 @@ class Runs:
         leases: Leases,
         inbox: Inbox,
         downloads: Downloads | None = None,
-        retry_first: float = RETRY_FIRST,
     ) -> None:
         self._engine = engine
         self._leases = leases
         self._inbox_store = inbox
         self._downloads = downloads
-        self._retry_first = retry_first
         self.queue = ConversationQueue(session=self._hold, around=self._job)
         self._shutting_down = False
+        self._shutdown = asyncio.Event()
+        """Set by :meth:`shutdown`: a failed job waiting to be tried again stops waiting."""
 
     def start(self, conversation_id: str, event: MessagePosted) -> None:
         """Queue the first run of a conversation a mention opened; the files it shares
@@ -116,6 +116,7 @@ class Runs:
         """Runs end at their next commit; those still going after ``grace`` seconds are
         cancelled (a running command is killed and recorded ``interrupted``)."""
         self._shutting_down = True
+        self._shutdown.set()
         self._engine.suspend()
         self.queue.pause()
         try:
@@ -153,7 +154,7 @@ class Runs:
             except Exception as exc:
                 if self._shutting_down:
                     raise  # the input stays in the store for the next start
-                wait = min(self._retry_first * 2**failures, RETRY_LONGEST)
+                wait = min(RETRY_FIRST * 2**failures, RETRY_LONGEST)
                 failures += 1
                 log.error(
                     "conversation %s: its input failed (%s); trying again in %g s",
@@ -162,7 +163,10 @@ class Runs:
                     wait,
                     exc_info=exc,
                 )
-            await asyncio.sleep(wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._shutdown.wait(), wait)
+            if self._shutting_down:
+                return  # the input stays in the store for the next start
 
     async def _journaled(self, delivery_key: str) -> bool:
         """Whether the input ``delivery_key`` names is in the journal (its delivery handled)."""
