@@ -194,10 +194,10 @@ async def test_an_edit_of_a_message_never_delivered_is_settled_without_a_send(
         await bench.drain()
 
     assert not any(isinstance(action, UpdateMessage) for action in bench.sender.sent)
-    after, report = (t.split("\n")[0] for t in bench.sender.texts())
-    assert after == "✅ after it"
+    report, after = (t.split("\n")[0] for t in bench.sender.texts())  # the report in its place
     assert report.startswith("⚠️ I could not post a message here (“📋 Plan (v1)")
-    assert report.endswith(": channel_not_found")
+    assert report.endswith(": channel_not_found. Trying again cannot help, so I will not.")
+    assert after == "✅ after it"
     rows = [(purpose, state) for _, purpose, state, *_ in await bench.rows()]
     assert rows[:3] == [("milestone", "failed"), (CLOSED, "dropped"), ("milestone", "sent")]
     assert "nothing to edit" in caplog.text and "was not delivered (failed)" in caplog.text

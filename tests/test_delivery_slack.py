@@ -20,7 +20,7 @@ import pytest
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.app import build
 from bot.settings import Settings
-from conversations.errors import RateLimited
+from conversations.errors import DeliveryError, RateLimited
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.outbox import Deliverer
 from conversations.render import render_event
@@ -301,3 +301,89 @@ async def test_the_slack_sender_says_rate_limited_at_once_with_retry_after(kind:
         assert limited.value.retry_after == 30
         assert [c.status for c in api.calls_of(method)][-1:] == [429]  # asked once, no retry
         assert len([c for c in api.calls_of(method) if refused(c)]) == 1
+
+
+# --- issue 22: a 5xx whose body is not Slack's JSON ----------------------------------------
+
+PROXY_BODIES = ["text/html", "text/plain", "application/json"]
+"""A proxy's error page as HTML, as plain text (slack-sdk hands it over as a str, on
+which the sender called ``.get`` and put an ``AttributeError`` in the thread), and as
+a body that claims to be JSON and is not (slack-sdk raises with aiohttp's response)."""
+
+
+@pytest.mark.parametrize("content_type", PROXY_BODIES)
+async def test_a_post_failing_on_a_proxy_page_is_reported_in_words_in_its_place(
+    tmp_path: Path, content_type: str
+) -> None:
+    async with slack_delivery(tmp_path, max_attempts=3) as slack:
+        api = slack.api
+        cid, root = await slack.conversation(CHANNEL)
+        api.outage("chat.postMessage", status=502, times=3, content_type=content_type)
+        events = (answered("FIRST answer"), answered("SECOND answer"))
+        await slack.store.journal.commit(cid, Change(events=events))
+
+        await slack.clock.run(slack.deliverer.drain())
+
+        report = (
+            "⚠️ I could not post a message here (“✅ FIRST answer”): Slack answered with a "
+            "server error (HTTP 502). I tried 3 times and will not try again."
+        )
+        assert first_lines(api.posted_texts(CHANNEL, root)) == [report, "✅ SECOND answer"]
+        posts = api.calls_of("chat.postMessage")
+        assert [c.status for c in posts] == [502, 502, 502, 200, 200]
+        assert posts[3].args["text"] == report  # what Slack received, in this order
+        assert posts[4].args["text"].startswith("✅ SECOND answer")
+        rows = await slack.rows()
+        assert [(purpose, state, attempts) for purpose, state, attempts, _ in rows] == [
+            ("milestone", "failed", 3),
+            ("milestone", "sent", 0),
+            ("report", "sent", 0),
+        ]
+
+
+async def test_a_post_whose_answer_was_a_proxy_page_is_found_and_not_posted_twice(
+    tmp_path: Path,
+) -> None:
+    """Slack took the post and the proxy answered 502: the post client does not ask
+    again itself; the next attempt looks for the post by its outbox key first."""
+    async with slack_delivery(tmp_path) as slack:
+        api = slack.api
+        cid, root = await slack.conversation(CHANNEL)
+        api.outage("chat.postMessage", status=502, taken=True)
+        await slack.store.journal.commit(cid, Change(events=(answered("Posted once."),)))
+
+        await slack.clock.run(slack.deliverer.drain())
+
+        assert first_lines(api.posted_texts(CHANNEL, root)) == ["✅ Posted once."]
+        assert [c.status for c in api.calls_of("chat.postMessage")] == [502]
+        [lookup] = api.calls_of("conversations.replies")
+        assert lookup.ok
+        [(purpose, state, attempts, message_id)] = await slack.rows()
+        assert (purpose, state, attempts) == ("milestone", "sent", 1)
+        assert message_id == api.messages(CHANNEL)[-1]["ts"]
+
+
+async def test_only_what_changes_nothing_twice_is_asked_again_after_a_503_page() -> None:
+    """slack-sdk's server-error retry handler asks once more for an edit (made twice,
+    it changes nothing); a post is never asked again by the client (it may have
+    gone through): it fails, transient, for the deliverer to look for and retry."""
+    async with FakeSlackApi() as api:
+        adapter = SlackAdapter(SlackConfig(bot_token="xoxb-test", api_url=api.base_url))
+        root = str(api.add_message(CHANNEL, "hi")["ts"])
+        thread = PlatformRef(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread=root)
+        posted = await adapter.send(PostReply(ref=thread, text="status"), idempotency_key="tb-1")
+        assert posted is not None
+        api.outage("chat.update", status=503)
+        api.outage("chat.postMessage", status=503)
+
+        edit = UpdateMessage(ref=thread.model_copy(update={"message": posted}), text="edited")
+        await adapter.send(edit, idempotency_key="tb-1")
+        with pytest.raises(DeliveryError) as failed:
+            await adapter.send(PostReply(ref=thread, text="answer"), idempotency_key="tb-2")
+
+        assert [c.status for c in api.calls_of("chat.update")] == [503, 200]
+        message = api.message(CHANNEL, posted)
+        assert message is not None and message["text"] == "edited"
+        assert [c.status for c in api.calls_of("chat.postMessage")] == [200, 503]
+        assert str(failed.value) == "Slack answered with a server error (HTTP 503)"
+        assert not failed.value.permanent

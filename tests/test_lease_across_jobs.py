@@ -74,7 +74,7 @@ class Setup:
         self.counting = CountingLeases(store.leases)
         self.leases = Leases(store=self.counting, owner=OWNER, ttl=60)  # type: ignore[arg-type]
         self.engine = FakeEngine()
-        self.runs = Runs(engine=self.engine, leases=self.leases)  # type: ignore[arg-type]
+        self.runs = Runs(engine=self.engine, leases=self.leases, inbox=store.inbox)  # type: ignore[arg-type]
         self.queue = self.runs.queue
 
     async def owner(self, conversation_id: str) -> str | None:

@@ -293,7 +293,7 @@ async def test_an_adapter_not_connected_yet_costs_no_attempt(make_bench) -> None
     assert not any("could not post" in t for t in bench.sender.texts())
 
 
-async def test_a_row_that_fails_for_good_is_reported_once_and_the_rows_after_it_go_out(
+async def test_a_row_that_fails_for_good_is_reported_once_in_its_place_then_the_rest_go_out(
     make_bench,
 ) -> None:
     bench = await make_bench()
@@ -308,10 +308,11 @@ async def test_a_row_that_fails_for_good_is_reported_once_and_the_rows_after_it_
     texts = bench.sender.texts()
     assert [t.split("\n")[0] for t in texts] == [
         "✅ first",
+        "⚠️ I could not post a message here (“✅ BROKEN answer”): msg_too_long. "
+        "Trying again cannot help, so I will not.",
         "✅ third",
-        "⚠️ I could not post a message here (“✅ BROKEN answer”): msg_too_long",
     ]
-    report = bench.sender.sent[-1]
+    report = bench.sender.sent[1]
     assert isinstance(report, PostReply) and report.ref.thread == "t"
     rows = await bench.rows()
     assert [(purpose, state, attempts) for _, purpose, state, attempts, *_ in rows] == [
@@ -332,8 +333,9 @@ async def test_a_row_is_failed_after_its_attempts_and_reported_once(make_bench) 
     await bench.drain()
 
     assert [t.split("\n")[0] for t in bench.sender.texts()] == [
+        "⚠️ I could not post a message here (“⏳ flaky note”): timeout. "
+        "I tried 3 times and will not try again.",
         "✅ after it",
-        "⚠️ I could not post a message here (“⏳ flaky note”): timeout",
     ]
     states = [(purpose, state, attempts) for _, purpose, state, attempts, *_ in await bench.rows()]
     assert states == [("note", "failed", 3), ("milestone", "sent", 0), ("report", "sent", 0)]
@@ -367,6 +369,23 @@ async def test_an_adapter_bug_is_a_counted_failure_of_its_row(make_bench) -> Non
 
     [(_, _, state, attempts, _, _)] = await bench.rows()
     assert (state, attempts) == ("sent", 1)
+
+
+async def test_an_adapter_bug_is_reported_in_words_never_as_its_repr(make_bench) -> None:
+    """A Slack 5xx page once made the Slack sender raise an ``AttributeError``, and its
+    repr went into the thread; whatever an adapter raises, the thread gets words."""
+    bench = await make_bench(max_attempts=2)
+    cid = await bench.conversation()
+    bug = AttributeError("'str' object has no attribute 'get'")
+    bench.sender.refuse(bug, when=says("✅"), times=None)
+    await bench.answer(cid, "never delivered")
+
+    await bench.drain()
+
+    assert [t.split("\n")[0] for t in bench.sender.texts()] == [
+        "⚠️ I could not post a message here (“✅ never delivered”): an unexpected error "
+        "inside the bot (details in its log). I tried 2 times and will not try again."
+    ]
 
 
 # --- status mode -----------------------------------------------------------------------

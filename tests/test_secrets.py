@@ -272,7 +272,9 @@ async def test_every_text_a_platform_gets_is_redacted_however_it_was_written(
     assert sender.texts()[-1] == "nothing to stop, [redacted SLACK_BOT_TOKEN]"
     report = sender.texts()[1]  # the "could not post" report quotes the message and error
     assert report.startswith("⚠️ I could not post a message here (“key [redacted ANTHROPIC")
-    assert report.endswith("invalid_auth for [redacted SLACK_BOT_TOKEN]")
+    assert report.endswith(
+        "invalid_auth for [redacted SLACK_BOT_TOKEN]. Trying again cannot help, so I will not."
+    )
     refused = sender.calls[1][0]
     assert getattr(refused, "text", "") == "key [redacted ANTHROPIC_API_KEY]"
     assert not any(TOKEN in t or KEY in t for t in sender.texts())

@@ -740,6 +740,30 @@ async def test_pending_rows_keep_their_order_per_conversation(store: Store) -> N
     assert await store.outbox.still_pending([]) == set()
 
 
+async def test_a_report_takes_the_place_of_the_row_it_tells_about(store: Store) -> None:
+    cid = await new_conversation(store)
+    other = await new_conversation(store, "Ev2", thread="2.0")
+    failed, later, held = await enqueued(
+        store, cid, posted("answer"), posted("later"), posted("held", purpose="note")
+    )
+    [elsewhere] = await enqueued(store, other, posted("another thread"))
+    assert await store.outbox.fail_for_good(
+        cid, [failed], "gone", posted("⚠️ not posted", purpose="report")
+    )
+    report = await store.outbox.last_outbox_id()
+    assert report > elsewhere > held
+
+    rows = await store.outbox.pending_rows(cid)
+    assert [(r.id, r.purpose) for r in rows] == [
+        (report, "report"),
+        (later, "milestone"),
+        (held, "note"),
+    ]
+    assert [r.id for r in await store.outbox.pending_rows(cid, limit=2)] == [report, later]
+    assert [r.id for r in await store.outbox.pending_rows(cid, after=later)] == [report, held]
+    assert [r.id for r in await store.outbox.pending_rows(other)] == [elsewhere]
+
+
 async def test_rows_change_state_once_and_a_failure_is_reported_once(store: Store) -> None:
     cid = await new_conversation(store)
     sent, dropped, failed, retried = await enqueued(

@@ -89,7 +89,13 @@ class DiscordSender:
         except discord.HTTPException as exc:
             raise _delivery_error(exc, action) from exc
         except UNREACHABLE as exc:
-            raise DeliveryError(f"Discord could not be reached for {action.kind}: {exc!r}") from exc
+            log.warning("Discord could not be reached for %s: %r", action.kind, exc)
+            reason = (
+                "Discord did not answer in time"
+                if isinstance(exc, TimeoutError)
+                else "Discord could not be reached (the connection failed)"
+            )
+            raise DeliveryError(reason) from exc
 
     async def _post(self, action: PostReply, key: str) -> str | None:
         """Post the reply's messages (or its file); the last one's id, from Create Message's
@@ -162,7 +168,13 @@ def _answer_file(key: str, action: PostReply) -> discord.File:
 def _delivery_error(exc: discord.HTTPException, action: OutboundAction) -> DeliveryError:
     status = exc.status
     permanent = (400 <= status < 500 and status != 429) or isinstance(action, AddReaction)
+    if status >= 500:
+        return DeliveryError(
+            f"Discord answered with a server error (HTTP {status})", permanent=permanent
+        )
+    detail = f"HTTP {status}, code {exc.code}"
+    said = " ".join(str(exc.text or "").split())[:200]
     return DeliveryError(
-        f"Discord refused {action.kind}: {status} (code {exc.code}) {exc.text}",
+        f"Discord refused it ({detail}: {said})" if said else f"Discord refused it ({detail})",
         permanent=permanent,
     )

@@ -19,6 +19,13 @@ A dropped connection or a timeout is a transient :class:`DeliveryError`; the bot
 reactions are seeded after the post, and a failure to seed one is logged, never a
 reason to post the message again. A long answer that asks for nothing goes up as a
 file (:mod:`adapters.limits`).
+
+Every failure is said in words (it may be shown in the thread: "Slack refused it
+(channel_not_found)", "Slack answered with a server error (HTTP 502)"), whatever
+body came with it: Slack's JSON error, or a proxy's HTML or plain-text page, which
+slack-sdk hands over as an empty or a text body, or as aiohttp's own response when
+the body claimed to be JSON and was not (:func:`answer_of`). The detail of a
+connection failure goes to the log, not into the message.
 """
 
 from __future__ import annotations
@@ -93,7 +100,8 @@ class SlackSender:
         except SlackApiError as exc:
             raise _delivery_error(exc, action) from exc
         except UNREACHABLE as exc:
-            raise DeliveryError(f"Slack could not be reached for {action.kind}: {exc!r}") from exc
+            log.warning("Slack could not be reached for %s: %r", action.kind, exc)
+            raise DeliveryError(_unreachable(exc)) from exc
 
     async def _post(self, action: PostReply, key: str, maybe_sent: bool) -> str | None:
         """Post ``action`` (its parts, or a file), each part once, then seed its reactions.
@@ -128,7 +136,7 @@ class SlackSender:
                 sent_any = True
                 ts = str(answer.get("ts") or "") or ts
         except SlackApiError as exc:
-            if sent_any or posted or exc.response.status_code >= 500:
+            if sent_any or posted or answer_of(exc)[0] >= 500:
                 self._unsure.add(key)
             raise
         except UNREACHABLE:
@@ -176,8 +184,11 @@ class SlackSender:
         """``{part: ts}`` of the parts of ``key`` already in the thread (a file: part 0).
 
         Parts are found by ``metadata.event_payload`` (``key`` and ``part``), a file
-        by its name. When Slack will not tell (say the thread is gone), nothing is
-        found: a message posted twice is better than one never posted.
+        by its name. When Slack refuses to tell (say the thread is gone), nothing is
+        found: a message posted twice is better than one never posted. When it does
+        not answer (a server error, after the look-up client's own retry; no answer
+        at all), the ``SlackApiError`` or connection error is raised: the post waits
+        for the deliverer's next attempt, which looks again, rather than go twice.
         """
         if action.ref.thread is None:
             return {}
@@ -189,7 +200,10 @@ class SlackSender:
                 limit=_REPLIES_LIMIT,
             )
         except SlackApiError as exc:
-            log.warning("could not look for %s in thread %s: %s", key, action.ref.thread, exc)
+            status, code = answer_of(exc)
+            if code is None or status >= 500:
+                raise  # no answer from Slack: look again at the next attempt
+            log.warning("could not look for %s in thread %s: %s", key, action.ref.thread, code)
             return {}
         replies = cast(ConversationsReplies, response.data)
         found: dict[int, str] = {}
@@ -212,7 +226,7 @@ class SlackSender:
         try:
             response = await client.api_call(call.method, json=call.args)
         except SlackApiError as exc:
-            if exc.response.get("error") in ignore:
+            if answer_of(exc)[1] in ignore:
                 return {}
             raise
         return dict(response.data) if isinstance(response.data, dict) else {}
@@ -232,11 +246,47 @@ def _retry_after(exc: SlackApiError) -> float:
         return 1.0
 
 
+def answer_of(exc: SlackApiError) -> tuple[int, str | None]:
+    """``(HTTP status, Slack's error code)`` of a refused call; the code is None when the
+    body held none (it was not Slack's JSON: a proxy's error page, say).
+
+    slack-sdk's ``exc.response`` is an ``AsyncSlackResponse`` whose ``data`` is a dict
+    (JSON), a str (a ``text/plain`` body) or empty (a body of another type, such as
+    ``text/html``); for a body sent as JSON that does not parse, it is aiohttp's
+    ``ClientResponse``, with ``status`` instead of ``status_code`` and no ``data``.
+    """
+    response = exc.response
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    data = getattr(response, "data", None)
+    code = data.get("error") if isinstance(data, dict) else None
+    return (status if isinstance(status, int) else 0), (str(code) if code else None)
+
+
 def _delivery_error(exc: SlackApiError, action: OutboundAction) -> DeliveryError:
-    status = exc.response.status_code
-    error = str(exc.response.get("error") or exc)
+    """The failure in words: a 429 to wait out, Slack's refusal, or an HTTP error.
+
+    A refusal is permanent when its code is one a retry cannot fix; a server error
+    (5xx) or another answer without Slack's JSON is transient (the deliverer tries
+    again, looking first for a post that may have gone through); a reaction is
+    never tried again.
+    """
+    status, code = answer_of(exc)
     if status == 429:
-        retry_after = _retry_after(exc)
-        return RateLimited(f"Slack rate-limited {action.kind}: {error}", retry_after=retry_after)
-    permanent = error in PERMANENT_ERRORS or isinstance(action, AddReaction)
-    return DeliveryError(f"Slack refused {action.kind}: {error}", permanent=permanent)
+        return RateLimited("Slack asked to slow down (HTTP 429)", retry_after=_retry_after(exc))
+    reaction = isinstance(action, AddReaction)
+    if code is not None:
+        return DeliveryError(
+            f"Slack refused it ({code})", permanent=code in PERMANENT_ERRORS or reaction
+        )
+    if status >= 500:
+        return DeliveryError(
+            f"Slack answered with a server error (HTTP {status})", permanent=reaction
+        )
+    return DeliveryError(f"Slack answered HTTP {status} without saying why", permanent=reaction)
+
+
+def _unreachable(exc: BaseException) -> str:
+    """A call that got no answer, in words (the exception itself goes to the log)."""
+    if isinstance(exc, TimeoutError):
+        return "Slack did not answer in time"
+    return "Slack could not be reached (the connection failed)"

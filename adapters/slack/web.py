@@ -5,15 +5,19 @@ adapter makes differ in what a retry costs:
 
 - :attr:`WebClients.client` (bolt's, and the look-ups: ``auth.test``,
   ``bots.info``, ``conversations.replies``, ``usergroups.users.list``) waits out a
-  429 itself, up to three times (``AsyncRateLimitErrorRetryHandler``): nothing
-  changes by asking again.
+  429 itself, up to three times (``AsyncRateLimitErrorRetryHandler``), and asks
+  once more after a 500 or 503 (``AsyncServerErrorRetryHandler``): nothing changes
+  by asking again. It posts nothing.
 - :attr:`WebClients.edit_client` (edits and reactions) keeps slack-sdk's default
-  retry of a dropped connection, since doing them twice changes nothing, and
-  raises a 429 at once: the deliverer owns rate-limit waits, per conversation
+  retry of a dropped connection and asks once more after a 500 or 503, since doing
+  them twice changes nothing, and raises a 429 at once: the deliverer owns
+  rate-limit waits, per conversation
   (https://docs.slack.dev/apis/web-api/rate-limits).
 - :attr:`WebClients.post_client` (posts and file uploads) retries nothing: a
-  connection reset after Slack took a post would post it twice. A lost answer is
-  left to the look-up by outbox key and the deliverer's retry.
+  connection reset, or a 5xx from Slack or a proxy in front of it, may come after
+  Slack took the post, and asking again would post it twice. Such a post is left
+  to the deliverer's next attempt, which first looks for it by its outbox key in
+  the thread (:mod:`adapters.slack.sending`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,11 @@ from dataclasses import dataclass
 
 import aiohttp
 from slack_sdk.errors import SlackClientError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+    async_default_handlers,
+)
 from slack_sdk.web.async_client import AsyncWebClient
 
 UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, SlackClientError)
@@ -30,6 +38,7 @@ UNREACHABLE: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, S
 before it: it is a ``SlackClientError`` too)."""
 
 _RATE_LIMIT_RETRIES = 3
+_SERVER_ERROR_RETRIES = 1
 
 
 @dataclass(frozen=True)
@@ -49,9 +58,17 @@ class WebClients:
                 token=token,
                 base_url=base,
                 retry_handlers=[
-                    AsyncRateLimitErrorRetryHandler(max_retry_count=_RATE_LIMIT_RETRIES)
+                    AsyncRateLimitErrorRetryHandler(max_retry_count=_RATE_LIMIT_RETRIES),
+                    AsyncServerErrorRetryHandler(max_retry_count=_SERVER_ERROR_RETRIES),
                 ],
             ),
-            edit_client=AsyncWebClient(token=token, base_url=base),
+            edit_client=AsyncWebClient(
+                token=token,
+                base_url=base,
+                retry_handlers=[
+                    *async_default_handlers(),
+                    AsyncServerErrorRetryHandler(max_retry_count=_SERVER_ERROR_RETRIES),
+                ],
+            ),
             post_client=AsyncWebClient(token=token, base_url=base, retry_handlers=[]),
         )

@@ -65,7 +65,9 @@ class Hub:
         self._downloads = Downloads(
             limits=settings.files, threads=store.threads, notice=self._notice
         )
-        self._runs = Runs(engine=engine, leases=self.leases, downloads=self._downloads)
+        self._runs = Runs(
+            engine=engine, leases=self.leases, inbox=store.inbox, downloads=self._downloads
+        )
         self.stopper = Stopper(
             threads=store.threads,
             stops=store.stops,

@@ -9,6 +9,14 @@ released when none is left, on a stop and at shutdown. Every job's commits are
 fenced by it: a job whose lease was taken over ends at its next commit
 (:class:`core.errors.LeaseLost`), which ends the session too, so the next job
 takes the lease again rather than run under the lost one.
+
+A job that fails otherwise (the store could not be read or written: a pooled
+connection not had in time on a loaded machine, a database locked by another
+process) is not dropped: it is logged and tried again in its turn, after 1, 2,
+4... seconds (at most :data:`RETRY_LONGEST`), until it goes through, the
+conversation is stopped or the bot shuts down (the input is in the store then, and
+the next start takes it up). An input already journaled when the failure came (its
+delivery handled) is not handled twice: the retry goes on from the journal instead.
 """
 
 from __future__ import annotations
@@ -17,12 +25,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final
 
 from conversations import logcontext
 from conversations.events import MessagePosted
 from conversations.hub._chain import person_of
 from conversations.hub._files import Downloads
 from conversations.queue import ConversationQueue, Job
+from conversations.store import Inbox
 from conversations.store.leases import Leases
 from core.errors import LeaseLost
 from core.inputs import Reply, Start
@@ -30,18 +40,37 @@ from core.run.engine import Engine
 
 log = logging.getLogger("conversations.hub")
 
+Work = Callable[[], Awaitable[None]]
+
+RETRY_FIRST: Final = 1.0
+"""Seconds before a failed job is tried again; each next wait is twice as long."""
+RETRY_LONGEST: Final = 60.0
+"""Seconds, the longest wait between two tries of a failed job."""
+
 
 class Runs:
-    """Queues the engine's work per conversation; ``queue`` is shared with the stopper."""
+    """Queues the engine's work per conversation; ``queue`` is shared with the stopper.
+
+    ``inbox`` tells whether a failed job's input was journaled before it failed
+    (see the module docstring).
+    """
 
     def __init__(
-        self, *, engine: Engine, leases: Leases, downloads: Downloads | None = None
+        self,
+        *,
+        engine: Engine,
+        leases: Leases,
+        inbox: Inbox,
+        downloads: Downloads | None = None,
     ) -> None:
         self._engine = engine
         self._leases = leases
+        self._inbox_store = inbox
         self._downloads = downloads
         self.queue = ConversationQueue(session=self._hold, around=self._job)
         self._shutting_down = False
+        self._shutdown = asyncio.Event()
+        """Set by :meth:`shutdown`: a failed job waiting to be tried again stops waiting."""
 
     def start(self, conversation_id: str, event: MessagePosted) -> None:
         """Queue the first run of a conversation a mention opened; the files it shares
@@ -57,23 +86,22 @@ class Runs:
             )
             await self._engine.start(conversation_id, request, self._inbox(conversation_id))
 
-        self.queue.submit(conversation_id, Job(start))
+        work = self._retried(conversation_id, start, event.delivery_key)
+        self.queue.submit(conversation_id, Job(work))
 
     def reply(self, conversation_id: str, reply: Reply) -> None:
         """Queue a reply in the thread (a run at work takes it as a note instead)."""
-        self.queue.submit(
-            conversation_id,
-            Job(
-                lambda: self._engine.reply(conversation_id, reply, self._inbox(conversation_id)),
-                reply=reply,
-            ),
-        )
+
+        async def answer() -> None:
+            await self._engine.reply(conversation_id, reply, self._inbox(conversation_id))
+
+        work = self._retried(conversation_id, answer, reply.delivery_key)
+        self.queue.submit(conversation_id, Job(work, reply=reply))
 
     def run(self, conversation_id: str) -> None:
         """Queue a run that goes on from the journal (after a decision, or a crash)."""
         self.queue.submit(
-            conversation_id,
-            Job(lambda: self._engine.run(conversation_id, self._inbox(conversation_id))),
+            conversation_id, Job(self._retried(conversation_id, self._go_on(conversation_id)))
         )
 
     def expire(self, conversation_id: str, request_id: str) -> None:
@@ -82,12 +110,13 @@ class Runs:
         async def expire() -> None:
             await self._engine.expire(conversation_id, request_id)
 
-        self.queue.submit(conversation_id, Job(expire))
+        self.queue.submit(conversation_id, Job(self._retried(conversation_id, expire)))
 
     async def shutdown(self, grace: float) -> None:
         """Runs end at their next commit; those still going after ``grace`` seconds are
         cancelled (a running command is killed and recorded ``interrupted``)."""
         self._shutting_down = True
+        self._shutdown.set()
         self._engine.suspend()
         self.queue.pause()
         try:
@@ -98,6 +127,50 @@ class Runs:
 
     def _inbox(self, conversation_id: str) -> Callable[[], list[Reply]]:
         return lambda: self.queue.take_replies(conversation_id)
+
+    def _go_on(self, conversation_id: str) -> Work:
+        """A run from the journal: goes on while the conversation is ``running``."""
+        return lambda: self._engine.run(conversation_id, self._inbox(conversation_id))
+
+    def _retried(self, conversation_id: str, work: Work, delivery_key: str | None = None) -> Work:
+        """``work``, tried again after each failure until it goes through (the module
+        docstring says how); ``delivery_key`` names the input it journals, if any."""
+
+        async def tried() -> None:
+            await self._until_done(conversation_id, work, delivery_key)
+
+        return tried
+
+    async def _until_done(self, conversation_id: str, work: Work, delivery_key: str | None) -> None:
+        failures = 0
+        while True:
+            try:
+                if failures and delivery_key is not None and await self._journaled(delivery_key):
+                    work, delivery_key = self._go_on(conversation_id), None
+                await work()
+                return
+            except LeaseLost:
+                raise  # another process holds the conversation: it carries on
+            except Exception as exc:
+                if self._shutting_down:
+                    raise  # the input stays in the store for the next start
+                wait = min(RETRY_FIRST * 2**failures, RETRY_LONGEST)
+                failures += 1
+                log.error(
+                    "conversation %s: its input failed (%s); trying again in %g s",
+                    conversation_id,
+                    exc,
+                    wait,
+                    exc_info=exc,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._shutdown.wait(), wait)
+            if self._shutting_down:
+                return  # the input stays in the store for the next start
+
+    async def _journaled(self, delivery_key: str) -> bool:
+        """Whether the input ``delivery_key`` names is in the journal (its delivery handled)."""
+        return all(key != delivery_key for key, _, _ in await self._inbox_store.unhandled())
 
     @contextlib.asynccontextmanager
     async def _hold(self, conversation_id: str) -> AsyncIterator[None]:

@@ -16,7 +16,13 @@
   seconds, at most 60).
 
 A row that fails for good is reported once in its thread (:meth:`Attempts.give_up`):
-a new outbox row of purpose :data:`REPORT`, whose own failure is only logged.
+a new outbox row of purpose :data:`REPORT`, whose own failure is only logged. The
+report says in words what could not be done, why (the adapter's words: "Slack
+answered with a server error (HTTP 502)"), and that it will not be tried again; it
+takes the failed row's place in the conversation's order, so it goes out before
+the rows after it (:meth:`conversations.store.Outbox.pending_rows`). An adapter's
+own bug is logged with its traceback and said as an error inside the bot: no
+exception's repr reaches a thread.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ REPORT = "report"
 """``purpose`` of the row that tells a thread a message could not be delivered."""
 MAX_BACKOFF = 60.0
 """Seconds, the longest wait between two failed attempts of a row."""
+UNEXPECTED = "an unexpected error inside the bot (details in its log)"
+"""Why a send failed when the adapter raised something other than a delivery error."""
 
 
 @dataclass(frozen=True)
@@ -55,14 +63,17 @@ class Sent:
 class Refused:
     """The platform did not take the action.
 
-    ``until``: the clock time (seconds) to try again at; ``rate_limited``: a 429,
-    not counted; ``final``: failed for good (attempts used up, or permanent).
+    ``error``: why, in words; ``until``: the clock time (seconds) to try again at;
+    ``rate_limited``: a 429, not counted; ``final``: failed for good, because
+    ``permanent`` (a retry cannot help) or after ``attempts`` failed attempts.
     """
 
     error: str
     until: float
     rate_limited: bool = False
     final: bool = False
+    permanent: bool = False
+    attempts: int = 0
 
 
 Outcome = Sent | Refused
@@ -116,9 +127,9 @@ class Attempts:
                 return Refused(str(exc), self._clock.now() + exc.retry_after, rate_limited=True)
             except DeliveryError as exc:
                 return await self._failed(head, exc)
-            except Exception as exc:  # an adapter's bug must not stop every delivery
+            except Exception:  # an adapter's bug must not stop every delivery
                 log.exception("sending outbox row %s failed unexpectedly", head.id)
-                return await self._failed(head, DeliveryError(repr(exc)))
+                return await self._failed(head, DeliveryError(UNEXPECTED))
             self._faults.hit("after_platform_accept")
             if isinstance(action, UpdateMessage):  # the rows are shown in the edited message
                 message_id = action.ref.message
@@ -134,7 +145,7 @@ class Attempts:
             await done.wait()
 
     async def give_up(
-        self, rows: Sequence[PendingSend], action: OutboundAction, error: str
+        self, rows: Sequence[PendingSend], action: OutboundAction, refused: Refused
     ) -> None:
         """Mark ``rows`` failed for good and report it once in their thread.
 
@@ -142,13 +153,14 @@ class Attempts:
         """
         head = rows[0]
         ids = [r.id for r in rows]
+        error = refused.error
         report: Outgoing | None = None
         if head.purpose == REPORT:
             log.error("could not tell thread %s about a failure: %s", action.ref.thread, error)
         else:
             log.warning("outbox rows %s failed for good: %s", ids, error)
             thread = action.ref.model_copy(update={"message": None, "user": None})
-            report = Outgoing(PostReply(ref=thread, text=report_text(action, error)), REPORT)
+            report = Outgoing(PostReply(ref=thread, text=report_text(action, refused)), REPORT)
         await self._outbox.fail_for_good(head.conversation_id, ids, error, report)
 
     async def _failed(self, head: PendingSend, exc: DeliveryError) -> Refused:
@@ -156,12 +168,21 @@ class Attempts:
         final = exc.permanent or attempts >= self._max_attempts
         log.warning("delivery of outbox row %s failed (attempt %s): %s", head.id, attempts, exc)
         backoff = min(2.0**attempts, MAX_BACKOFF)
-        return Refused(str(exc), self._clock.now() + backoff, final=final)
+        return Refused(
+            str(exc),
+            self._clock.now() + backoff,
+            final=final,
+            permanent=exc.permanent,
+            attempts=attempts,
+        )
 
 
-def report_text(action: OutboundAction, error: str) -> str:
-    """``⚠️ I could not post a message here ("📋 Plan (v1) …"): <error>``, one short line."""
-    reason = " ".join(error.split())[:300]
+def report_text(action: OutboundAction, refused: Refused) -> str:
+    """What a thread is told about an action that failed for good, in one short line:
+    ``⚠️ I could not post a message here (“📋 Plan (v1)”): <why>. I tried 5 times and
+    will not try again.`` (or, for a permanent refusal, ``Trying again cannot help,
+    so I will not.``)."""
+    reason = " ".join(refused.error.split())[:300].rstrip(".")
     match action:
         case PostReply():
             what = f"post a message here (“{_excerpt(action.text)}”)"
@@ -171,7 +192,13 @@ def report_text(action: OutboundAction, error: str) -> str:
             what = f"add the :{action.emoji}: reaction here"
         case _:
             assert_never(action)
-    return f"⚠️ I could not {what}: {reason}"
+    if refused.permanent:
+        again = "Trying again cannot help, so I will not."
+    elif refused.attempts > 1:
+        again = f"I tried {refused.attempts} times and will not try again."
+    else:
+        again = "I will not try again."
+    return f"⚠️ I could not {what}: {reason}. {again}"
 
 
 def _excerpt(text: str, size: int = 80) -> str:

@@ -122,19 +122,23 @@ class ConversationWorker(ABC):
         """Send one thing, or say why not (each progress mode has its own)."""
 
     async def read(self) -> tuple[list[PendingSend], bool]:
-        """Up to ``batch`` pending rows not waiting in a status reply, oldest first.
+        """Up to ``batch`` pending rows not waiting in a status reply, in the
+        conversation's order (a report of a failed row first, in that row's place:
+        :meth:`conversations.store.Outbox.pending_rows`).
 
         The flag says more may follow. Rows waiting in a status reply are paged
         over, so however many wait, the rows after them are read.
         """
-        covered = self.state.board.covered()
+        skip = self.state.board.covered()
         rows: list[PendingSend] = []
         after = 0
         while True:
             page = await self.ctx.outbox.pending_rows(
                 self.conversation_id, after=after, limit=self.ctx.batch
             )
-            rows += [row for row in page if row.id not in covered]
+            fresh = [row for row in page if row.id not in skip]
+            skip.update(row.id for row in fresh)  # a report comes first on every page
+            rows += fresh
             if len(page) < self.ctx.batch:
                 return rows, False
             if len(rows) >= self.ctx.batch:
@@ -167,7 +171,7 @@ class ConversationWorker(ABC):
         """Send ``action`` for ``rows``; a final refusal is given up (and reported) here."""
         outcome = await self.ctx.attempts.send(rows, action)
         if isinstance(outcome, Refused) and outcome.final:
-            await self.ctx.attempts.give_up(rows, action, outcome.error)
+            await self.ctx.attempts.give_up(rows, action, outcome)
         return outcome
 
     async def deliver_milestone(self, row: PendingSend) -> Outcome:

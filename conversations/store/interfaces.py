@@ -183,7 +183,11 @@ class Outbox(Protocol):
     async def pending_rows(
         self, conversation_id: str, *, after: int = 0, limit: int = 100
     ) -> list[PendingSend]:
-        """Up to ``limit`` pending rows of one conversation, ids above ``after``, oldest first."""
+        """Up to ``limit`` pending rows of one conversation, ids above ``after``, in the
+        conversation's order: reports first (purpose ``report``, written by
+        :meth:`fail_for_good`), then the others oldest first. A report takes the place
+        of the row it tells about, which was the oldest pending row when it failed:
+        it goes before every row still pending."""
         ...
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:

@@ -77,7 +77,8 @@ class Leases:
 
     @contextlib.asynccontextmanager
     async def held(self, conversation_id: str) -> AsyncIterator[Lease]:
-        """Hold the conversation's lease for the block; waits while a live process has it.
+        """Hold the conversation's lease for the block; waits while a live process has it
+        (or while the store cannot be written: :meth:`_acquire`).
 
         Commits made inside the block (and in tasks it starts) are fenced by the
         lease. The lease is released at the end, unless another holder has it by then.
@@ -133,8 +134,25 @@ class Leases:
             await self.renew_all()
 
     async def _acquire(self, conversation_id: str) -> Lease:
+        """Take the lease, waiting while a live process holds it, and while the store
+        cannot be written (logged; tried again after 1, 2, 4... seconds, at most 60):
+        the conversation's next input waits for it, it is not dropped."""
+        failures = 0
         while True:
-            lease = await self._try_acquire(conversation_id)
+            try:
+                lease = await self._try_acquire(conversation_id)
+            except Exception as exc:
+                wait = min(2.0**failures, 60.0)
+                failures += 1
+                log.error(
+                    "could not take the lease of conversation %s (%s); trying again in %g s",
+                    conversation_id,
+                    exc,
+                    wait,
+                    exc_info=exc,
+                )
+                await asyncio.sleep(wait)
+                continue
             if lease is not None:
                 return lease
             await asyncio.sleep(min(1.0, self.ttl / 3))  # another live process runs it

@@ -46,7 +46,10 @@ Failures on demand, consumed in the order they were asked for, per method:
 ``api.rate_limit(method, times=N, retry_after=30)`` (HTTP 429, ``Retry-After``, body
 ``{"ok": false, "error": "ratelimited"}``: what slack-sdk's
 ``AsyncRateLimitErrorRetryHandler`` retries on) and
-``api.fail(method, error="channel_not_found", times=1)``; with ``channel=...`` only
+``api.fail(method, error="channel_not_found", times=1)`` and ``api.outage(method,
+status=502, times=1)`` (the error page a proxy in front of Slack answers with:
+:data:`BAD_GATEWAY_PAGE`, HTML, or any body and content type; not Slack's JSON, and
+it is recorded as ``{}``); with ``channel=...`` only
 calls for that channel use them up (Slack limits ``chat.postMessage`` per channel:
 https://docs.slack.dev/apis/web-api/rate-limits). slack-sdk's handler sleeps
 ``Retry-After`` plus up to one random second, so keep ``retry_after=0`` for clients
@@ -166,6 +169,22 @@ class UploadedFile:
     initial_comment: str | None = None
 
 
+@dataclass(frozen=True)
+class _Page:
+    """A body that is not Slack's JSON; ``taken``: the call was carried out first."""
+
+    content_type: str
+    text: str
+    taken: bool = False
+
+
+BAD_GATEWAY_PAGE = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n"
+)
+"""The page a proxy (nginx) answers with when the server behind it fails."""
+
+
 @dataclass
 class _Injection:
     status: int
@@ -173,6 +192,8 @@ class _Injection:
     headers: dict[str, str]
     times: int
     channel: str | None = None
+    page: _Page | None = None
+    """Answered instead of ``body`` (not Slack's JSON)."""
 
 
 @dataclass(frozen=True)
@@ -313,6 +334,33 @@ class FakeSlackApi(LocalServer):
                 channel=channel,
             )
         )
+
+    def outage(
+        self,
+        method: str,
+        *,
+        status: int = 502,
+        times: int = 1,
+        page: str = BAD_GATEWAY_PAGE,
+        content_type: str = "text/html",
+        taken: bool = False,
+        channel: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` as a proxy in front of a failing
+        Slack does: HTTP ``status`` with ``page`` as ``content_type`` (an HTML page by
+        default; ``text/plain``, or ``application/json`` for a body that only claims to
+        be JSON). ``taken``: Slack carried the call out (a message is posted) and the
+        page came instead of its answer. The call is recorded with ``response={}``;
+        with ``channel``, only calls for that channel are answered so (and count)."""
+        injection = _Injection(
+            status=status,
+            body={},
+            headers={},
+            times=times,
+            channel=channel,
+            page=_Page(content_type, page, taken),
+        )
+        self._injections[method].append(injection)
 
     def add_user(
         self,
@@ -484,7 +532,7 @@ class FakeSlackApi(LocalServer):
         method = request.match_info["method"]
         args = await _parse_args(request)
         headers = CIMultiDict(request.headers)
-        status, body, extra_headers = self._answer(method, args, headers, args.get("token"))
+        status, body, extra_headers, page = self._answer(method, args, headers, args.get("token"))
         self.calls.append(
             RecordedCall(
                 method=method,
@@ -497,28 +545,40 @@ class FakeSlackApi(LocalServer):
                 response=body,
             )
         )
+        if page is not None:
+            return web.Response(
+                status=status,
+                text=page.text,
+                content_type=page.content_type,
+                headers=extra_headers,
+            )
         return web.json_response(body, status=status, headers=extra_headers)
 
     def _answer(
         self, method: str, args: JsonDict, headers: CIMultiDict[str], arg_token: Any
-    ) -> tuple[int, JsonDict, dict[str, str]]:
+    ) -> tuple[int, JsonDict, dict[str, str], _Page | None]:
+        """``(status, JSON body, headers, page)``: ``page`` is answered instead of the JSON
+        body when set (:meth:`outage`)."""
         channel = str(args.get("channel") or args.get("channel_id") or "")
         refused = self._refusal(method, channel)
         if refused is not None:
+            page = refused[3]
+            if page is not None and page.taken:
+                _HANDLERS[method](self, args)
             return refused
         handler = _HANDLERS.get(method)
         if handler is None:
-            return 200, {"ok": False, "error": "unknown_method"}, {}
+            return 200, {"ok": False, "error": "unknown_method"}, {}, None
         auth = headers.get("Authorization", "")
         token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else arg_token
         if not isinstance(token, str) or not token:
-            return 200, {"ok": False, "error": "not_authed"}, {}
+            return 200, {"ok": False, "error": "not_authed"}, {}, None
         is_app_token = token.startswith("xapp-")
         if method == "apps.connections.open" and not is_app_token:
-            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}
+            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}, None
         if is_app_token and method not in ("apps.connections.open", "auth.test"):
-            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}
-        return 200, handler(self, args), {}
+            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}, None
+        return 200, handler(self, args), {}, None
 
     async def _upload(self, request: web.Request) -> web.StreamResponse:
         file_id = request.match_info["file_id"]
@@ -532,7 +592,9 @@ class FakeSlackApi(LocalServer):
         # files.slack.com answers the upload with a short plain-text body.
         return web.Response(text=f"OK - {len(content)}", content_type="text/plain")
 
-    def _refusal(self, method: str, channel: str) -> tuple[int, JsonDict, dict[str, str]] | None:
+    def _refusal(
+        self, method: str, channel: str
+    ) -> tuple[int, JsonDict, dict[str, str], _Page | None] | None:
         """A window's 429, or the first injection for ``method`` that applies to ``channel``."""
         now = self.clock()
         self._windows = [w for w in self._windows if w.until > now]
@@ -541,7 +603,7 @@ class FakeSlackApi(LocalServer):
                 wait = window.retry_after
                 retry_after = math.ceil(window.until - now) if wait is None else wait
                 headers = {"Retry-After": f"{retry_after:g}"}
-                return 429, {"ok": False, "error": "ratelimited"}, headers
+                return 429, {"ok": False, "error": "ratelimited"}, headers, None
         queue = self._injections.get(method) or deque()
         for injection in queue:
             if injection.channel not in (None, channel):
@@ -549,7 +611,8 @@ class FakeSlackApi(LocalServer):
             injection.times -= 1
             if injection.times <= 0:
                 queue.remove(injection)
-            return injection.status, dict(injection.body), dict(injection.headers)
+            body, headers = dict(injection.body), dict(injection.headers)
+            return injection.status, body, headers, injection.page
         return None
 
     # -- state -------------------------------------------------------------------

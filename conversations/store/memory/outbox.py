@@ -42,9 +42,11 @@ class MemoryOutbox:
     async def pending_rows(
         self, conversation_id: str, *, after: int = 0, limit: int = 100
     ) -> list[PendingSend]:
-        """Pending rows of one conversation with an id above ``after``, oldest first."""
+        """Pending rows of one conversation with an id above ``after``: reports first, then
+        the others oldest first (the interface says why)."""
         await checkpoint()
         rows = [r for r in self._pending() if r.conversation_id == conversation_id and r.id > after]
+        rows.sort(key=lambda r: (r.purpose != "report", r.id))
         return [
             PendingSend(
                 id=r.id,

@@ -63,7 +63,8 @@ class SqlOutbox:
     async def pending_rows(
         self, conversation_id: str, *, after: int = 0, limit: int = 100
     ) -> list[PendingSend]:
-        """Pending rows of one conversation with an id above ``after``, oldest first."""
+        """Pending rows of one conversation with an id above ``after``: reports first, then
+        the others oldest first (the interface says why)."""
         stmt = (
             select(OutboxRow)
             .where(
@@ -71,7 +72,7 @@ class SqlOutbox:
                 OutboxRow.conversation_id == conversation_id,
                 OutboxRow.id > after,
             )
-            .order_by(OutboxRow.id)
+            .order_by(OutboxRow.purpose != "report", OutboxRow.id)
             .limit(limit)
         )
         rows = await self._db.read_in_thread(lambda session: list(session.scalars(stmt)))

@@ -72,7 +72,8 @@ class SqlThreads:
         return await self._db.write(open_)
 
     async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:
-        """The conversation bound to ``ref``'s thread, if any."""
+        """The conversation bound to ``ref``'s thread, if any (every message in a thread
+        asks: read in the reader thread, like :meth:`find`)."""
         if ref.thread is None:
             return None
         stmt = select(ConversationRow).where(
@@ -81,9 +82,7 @@ class SqlThreads:
             ConversationRow.channel == ref.channel,
             ConversationRow.thread == ref.thread,
         )
-        async with self._db.read() as session:
-            row = (await session.execute(stmt)).scalar_one_or_none()
-            return info_of(row) if row else None
+        return await self._db.read_in_thread(lambda session: _info(session.scalar(stmt)))
 
     async def find_by_message(
         self, platform: str, channel: str, message: str
@@ -103,10 +102,17 @@ class SqlThreads:
             return MessageLink(row.conversation_id, row.request_id) if row else None
 
     async def find(self, conversation_id: str) -> ConversationInfo | None:
-        """One conversation, or None if there is no such conversation."""
-        async with self._db.read() as session:
-            row = await session.get(ConversationRow, conversation_id)
-            return info_of(row) if row else None
+        """One conversation, or None if there is no such conversation.
+
+        Read in the reader thread (:meth:`Database.read_in_thread`), as a run's other
+        reads are: every run and every delivery worker asks for its conversation's
+        place (its settings), and on a loaded machine hundreds of them at once waited
+        past the async pool's checkout timeout (SQLAlchemy's ``pool_timeout``, 30 s)
+        for one of its connections, which raised before the run had written anything.
+        """
+        return await self._db.read_in_thread(
+            lambda session: _info(session.get(ConversationRow, conversation_id))
+        )
 
     async def info(self, conversation_id: str) -> ConversationInfo:
         """One conversation; raises :class:`core.errors.ConversationNotFound`."""
@@ -171,3 +177,7 @@ class SqlThreads:
         stmt = select(ConversationRow).order_by(ConversationRow.created_at)
         async with self._db.read() as session:
             return [info_of(row) for row in (await session.execute(stmt)).scalars()]
+
+
+def _info(row: ConversationRow | None) -> ConversationInfo | None:
+    return info_of(row) if row is not None else None
