@@ -35,14 +35,14 @@ from bench._verdict import Target
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core.inputs import Approve, Start
 from core.models.anthropic import anthropic_model_from
 from core.models.base import ToolSpec
-from core.people import Person
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
+from core.vocabulary.inputs import Approve, Start
+from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 

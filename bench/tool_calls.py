@@ -62,11 +62,13 @@ from bench._floor import (
 from bench._report import Figure, Result
 from bench._verdict import Target, in_turn
 from conversations.events import PlatformRef
-from core import lifecycle
-from core.journal import AssistantTurn, Change, ToolCall, ToolCallRecord, ToolState, UserText
-from core.people import Person
-from core.run_events import ProgressNote
 from core.tool_state import admit, move
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, ToolCall, UserText
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import ProgressNote
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 TARGET_FLOOR = 0.5
 CONTENT = "tick: nothing to do"

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from core.inputs import Reply
+from core.vocabulary.inputs import Reply
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ everything in the thread.
 A request's message (plan, tool approval, go on?, retry?) is an outbox row with
 the request's id, and its first line is ``title — hint``: the hint (after
 :data:`HINT`) says how to decide. When the request closes
-(:class:`~core.run_events.RequestClosed`), a row of purpose :data:`CLOSED` with
+(:class:`~core.vocabulary.run_events.RequestClosed`), a row of purpose :data:`CLOSED` with
 the same request id holds the outcome line; the deliverer, in order after the
 request's message, turns it into the edit with :func:`closed_message`: the outcome
 line first, then the message without its hint and without buttons.
@@ -23,7 +23,7 @@ from conversations.actions import Approve, Reject
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from core.pricing import dollars
-from core.run_events import (
+from core.vocabulary.run_events import (
     Answered,
     BudgetReached,
     CallOutcome,
@@ -338,7 +338,7 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
     """The edit of a closed request's message ``message_id``: outcome first, no hint, no buttons.
 
     ``original`` is the request's message as posted, ``closing`` the row written
-    for :class:`~core.run_events.RequestClosed` (its text is :func:`outcome_line`).
+    for :class:`~core.vocabulary.run_events.RequestClosed` (its text is :func:`outcome_line`).
     The text is the outcome line, then the original text with the hint cut from its
     first line (``📋 Plan (v1) — reply here ...`` becomes ``📋 Plan (v1)``); the
     buttons are removed (``buttons=()``). The seeded reactions stay: a reaction

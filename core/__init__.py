@@ -2,7 +2,7 @@
 
 ``core`` knows nothing of chat platforms, HTTP frameworks or SQL (docs/architecture.md,
 "The four packages"); it talks to the outside through protocols it owns: the
-``Journal`` (:mod:`core.journal`), the ``Model`` (:mod:`core.models.base`) and the
+``Journal`` (:mod:`core.vocabulary.journal`), the ``Model`` (:mod:`core.models.base`) and the
 ``Toolbox`` (:mod:`core.tools.base`). Tests walk the imports to keep it that way,
 with no import circle inside and no module past 400 lines.
 

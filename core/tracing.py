@@ -38,7 +38,8 @@ from typing import ParamSpec
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
-from core.journal import ModelUsage, ToolCallRecord, ToolState
+from core.vocabulary.entries import ModelUsage
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -62,7 +63,7 @@ COST = "threadbot.usage.cost_micro_usd"
 """The model call's cost in integer micro-dollars (``ModelUsage.cost_micro_usd``); absent
 for a model without a price. The semantic conventions have no cost attribute."""
 TOOL_STATE = "threadbot.tool.state"
-"""The tool call's final state (:class:`core.journal.ToolState`)."""
+"""The tool call's final state (:class:`core.vocabulary.tool_records.ToolState`)."""
 
 FAILED_STATES = frozenset({ToolState.FAILED, ToolState.UNKNOWN, ToolState.INTERRUPTED})
 """Final tool states that set the span's status to error (``error.type`` is the state)."""

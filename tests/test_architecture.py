@@ -226,9 +226,9 @@ def state_writes(path: Path) -> list[int]:
     return lines
 
 
-REQUEST_STATE_WRITERS = {"core/fold.py": 1}
+REQUEST_STATE_WRITERS = {"core/vocabulary/fold.py": 1}
 """Modules whose ``model_copy(update={"state": ...})`` sets a pending request's state
-(a :class:`core.requests.shapes.RequestState`), not a tool call's, and how many times:
+(a :class:`core.vocabulary.requests.RequestState`), not a tool call's, and how many times:
 the syntactic check cannot tell the two apart."""
 
 

@@ -23,12 +23,14 @@ from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core.errors import RequestConflict
-from core.journal import AssistantTurn, Change, ToolCall, ToolResultEntry, ToolState, UserText
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.run.live import LiveJournal
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry, UserText
+from core.vocabulary.errors import RequestConflict
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
+from core.vocabulary.tool_records import ToolState
 from tests.harness import Chat
 
 ALICE_P = Person(id="alice", name="alice")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from core.journal import ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestState
-from core.requests.verdicts import Approved
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.tool_records import ToolState
+from core.vocabulary.verdicts import Approved
 from tests.fakes.anthropic_server import check_tool_results
 from tests.harness import Chat
 
@@ -393,8 +393,10 @@ async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> No
 
 
 async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_app) -> None:
-    from core import lifecycle
-    from core.journal import AssistantTurn, Change, ToolCall, ToolCallRecord
+    from core.vocabulary import lifecycle
+    from core.vocabulary.entries import AssistantTurn, ToolCall
+    from core.vocabulary.journal import Change
+    from core.vocabulary.tool_records import ToolCallRecord
 
     model = ScriptedModel([plan(), ScriptedTurn(text="Listed.")])
     app = await make_app(model)
@@ -614,7 +616,7 @@ async def test_no_approval_outlives_a_stop(make_app) -> None:
 
 
 async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make_app) -> None:
-    from core.errors import ModelError
+    from core.vocabulary.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
     chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back at it."), plan()])
@@ -629,7 +631,7 @@ async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make
 
 
 async def test_someone_elses_reply_to_a_failed_call_is_a_note_not_a_retry(make_app) -> None:
-    from core.errors import ModelError
+    from core.vocabulary.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
     chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back.")])

@@ -16,16 +16,16 @@ from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from core.context import CountingIds, ManualClock, RunContext
-from core.inputs import Start
-from core.journal import ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.policy.policy import Rule, RuleLayer, ToolPolicy
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
 from core.tools.workspace import ListFiles
+from core.vocabulary.inputs import Start
+from core.vocabulary.people import Person
+from core.vocabulary.tool_records import ToolState
 from core.workflow import default_workflow
 
 ALICE = Person(id="U0ALICE001", name="alice")

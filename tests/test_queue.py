@@ -15,8 +15,8 @@ from contextvars import ContextVar
 import pytest
 
 from conversations.queue import ConversationQueue, Job
-from core.inputs import Reply
-from core.people import Person
+from core.vocabulary.inputs import Reply
+from core.vocabulary.people import Person
 
 SESSION: ContextVar[int] = ContextVar("test_session", default=0)
 

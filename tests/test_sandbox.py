@@ -26,13 +26,13 @@ import pytest
 from bot.app import build
 from bot.sandboxing import NOBODY, confine
 from bot.settings import Settings
-from core.errors import ToolError
-from core.journal import ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.policy.policy import Decision, Rule, RuleLayer, ToolPolicy
 from core.secrets import Redactor
 from core.tools.base import ToolContext
 from core.tools.command import RunCommand
+from core.vocabulary.errors import ToolError
+from core.vocabulary.tool_records import ToolState
 from tests.harness import Chat
 from tests.process_harness import live_with
 

@@ -29,15 +29,15 @@ from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Outgoing
 from conversations.store.memory import MemoryStore
-from core.inputs import Start
-from core.journal import ToolResultEntry
 from core.models.base import ToolSpec
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.run.engine import Engine
 from core.secrets import RedactingFilter, Redactor
 from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
+from core.vocabulary.entries import ToolResultEntry
+from core.vocabulary.inputs import Start
+from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.harness import Chat
 from tests.test_cli import _run

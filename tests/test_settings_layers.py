@@ -21,12 +21,13 @@ import pytest
 
 from bot.layer_tables import LAYERED, POLICY_KEYS
 from bot.settings import Settings
-from core.journal import AssistantTurn, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.policy.policy import Decision
-from core.requests.shapes import RequestState
 from core.run.settings import EngineSettings
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.tool_records import ToolState
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace

@@ -1,6 +1,6 @@
 """Files shared in a thread, as the model reads them (issue 16, core's side).
 
-The hub hands the engine fetched files (:class:`core.inputs.SharedFile`); the engine
+The hub hands the engine fetched files (:class:`core.vocabulary.inputs.SharedFile`); the engine
 reads them into content blocks once (:class:`core.files.FileReader`): an image is an
 image block (its type read from its bytes, within the Messages API's limits), a text
 file is inlined up to the limit, anything else is saved into the conversation's
@@ -21,21 +21,22 @@ import pytest
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core import lifecycle
 from core.files import FileReader
 from core.files.blocks import MAX_IMAGES
 from core.files.images import ImageInfo, image_info
 from core.files.kinds import as_text, looks_like_text
 from core.files.saving import SHARED_DIR, safe_name, save_shared
-from core.inputs import Reply, SharedFile, Start
-from core.journal import ConversationSnapshot, JournalRecord, UserText
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.run.engine import Engine
 from core.run.history import build_messages
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import JournalRecord, UserText
+from core.vocabulary.inputs import Reply, SharedFile, Start
+from core.vocabulary.people import Person
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import default_workflow
 from tests.fakes.files import png
 

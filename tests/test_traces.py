@@ -41,9 +41,10 @@ from bot.errors import TracesUnavailable
 from bot.settings import ModelPrice, Settings
 from bot.tracing import OFF, traces_from
 from core import tracing
-from core.journal import AssistantTurn, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.tool_records import ToolState
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.harness import Chat

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from core.errors import ToolError
 from core.tools import command
 from core.tools.base import Tool, Toolbox, ToolContext
 from core.tools.command import RunCommand
@@ -26,6 +25,7 @@ from core.tools.workspace import (
     WriteFile,
     resolve_in_workspace,
 )
+from core.vocabulary.errors import ToolError
 
 # Starts a background child, publishes "<shell pid> <child pid>" atomically, waits.
 SPAWN_AND_WAIT = 'echo started; sleep 600 & echo "$$ $!" > pids.tmp && mv pids.tmp pids; wait'

@@ -21,13 +21,13 @@ from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from conversations.sweeper import Sweeper
-from core import lifecycle
-from core.errors import ToolError
-from core.journal import Change
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
-from core.run_events import Answered, RunStats
 from core.tools.workspaces import GitWorkspaces, without_credentials
+from core.vocabulary import lifecycle
+from core.vocabulary.errors import ToolError
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import Answered, RunStats
 from tests.harness import Chat
 
 ALICE = Person(id="U0ALICE001", name="alice")

@@ -38,7 +38,7 @@ from conversations.hub._chain import (
 from conversations.hub._settings import HubSettings
 from conversations.store import ConversationInfo, MessageLink, Requests, Threads
 from conversations.texts import PlatformTexts
-from core.requests.shapes import RequestState
+from core.vocabulary.requests import RequestState
 
 log = logging.getLogger("conversations.hub")
 

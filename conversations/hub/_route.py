@@ -38,8 +38,8 @@ from conversations.hub._files import Downloads
 from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
-from core.inputs import Approve, DecideOutcome, Reject, Reply
 from core.run.engine import Engine
+from core.vocabulary.inputs import Approve, DecideOutcome, Reject, Reply
 
 log = logging.getLogger("conversations.hub")
 

@@ -7,7 +7,7 @@ session: taken before its first job, kept while more jobs of the conversation ar
 queued (a busy conversation pays one acquire and one release, not one per job),
 released when none is left, on a stop and at shutdown. Every job's commits are
 fenced by it: a job whose lease was taken over ends at its next commit
-(:class:`core.errors.LeaseLost`), which ends the session too, so the next job
+(:class:`core.vocabulary.errors.LeaseLost`), which ends the session too, so the next job
 takes the lease again rather than run under the lost one.
 """
 
@@ -24,9 +24,9 @@ from conversations.hub._chain import person_of
 from conversations.hub._files import Downloads
 from conversations.queue import ConversationQueue, Job
 from conversations.store.leases import Leases
-from core.errors import LeaseLost
-from core.inputs import Reply, Start
 from core.run.engine import Engine
+from core.vocabulary.errors import LeaseLost
+from core.vocabulary.inputs import Reply, Start
 
 log = logging.getLogger("conversations.hub")
 

@@ -1,11 +1,11 @@
 """Files people share in the thread, as the model reads them.
 
 The hub fetches a message's files through the platform's adapter and hands them over
-in :class:`core.inputs.Start` / :class:`core.inputs.Reply` (``files``: name, media
+in :class:`core.vocabulary.inputs.Start` / :class:`core.vocabulary.inputs.Reply` (``files``: name, media
 type, bytes, or why there are none); core never learns where they came from. Before
 the engine journals the message, :meth:`FileReader.read` turns each file into
 Messages API content blocks, which the journal keeps as they were sent
-(:attr:`core.journal.UserText.files`) and the history sends before the person's words
+(:attr:`core.vocabulary.entries.UserText.files`) and the history sends before the person's words
 (:func:`core.run.history.user_blocks`):
 
 - a PNG, JPEG, GIF or WebP image (told by its bytes, :mod:`core.files.images`) is a
@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from core.errors import ToolError
 from core.files.blocks import (
     Block,
     ImageBudget,
@@ -40,11 +39,12 @@ from core.files.blocks import (
 from core.files.images import image_info
 from core.files.kinds import as_text, looks_like_text, media_type_of, shown_name, size_said
 from core.files.saving import save_shared
-from core.inputs import Reply, SharedFile, Start
-from core.journal import ConversationSnapshot
 from core.run.settings import EngineSettings
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.workspaces import GitWorkspaces, Workspaces
+from core.vocabulary.errors import ToolError
+from core.vocabulary.inputs import Reply, SharedFile, Start
+from core.vocabulary.snapshot import ConversationSnapshot
 
 __all__ = ["FileReader"]
 

@@ -96,7 +96,7 @@ ModelEvent = TextDelta | ToolCallEvent | Usage | TurnEnd
 class Model(Protocol):
     """Anything that answers a :class:`ModelRequest` with a stream of :data:`ModelEvent`.
 
-    Implementations raise :class:`core.errors.ModelError` when the call fails for
+    Implementations raise :class:`core.vocabulary.errors.ModelError` when the call fails for
     good (after their own retries). Cancelling the consuming task stops the call.
     """
 

@@ -2,10 +2,10 @@
 
 Two kinds of request ask it, each with its own message:
 
-- :class:`~core.requests.shapes.ContinueRequest`: the run used its model turns
+- :class:`~core.vocabulary.requests.ContinueRequest`: the run used its model turns
   (``waiting(continue)``, :func:`open_continue`), or a budget (:func:`open_budget`;
   approving it raises the budget by one more of its size, :mod:`core.pricing`);
-- :class:`~core.requests.shapes.RetryRequest`: the model API failed and trying
+- :class:`~core.vocabulary.requests.RetryRequest`: the model API failed and trying
   again may help (``waiting(retry)``, :func:`open_retry`).
 
 A decision (:func:`decide`) goes on (approve) or stops here (reject: the
@@ -17,22 +17,17 @@ simply goes on from the journal.
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.inputs import Approve, Reject, Reply
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    DecisionEntry,
-    RequestResolution,
-    StopEntry,
-    UserText,
-)
 from core.pricing import Reached
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import ContinueRequest, RequestState, RetryRequest
-from core.requests.verdicts import Approved, Rejected
-from core.run_events import BudgetReached, ContinueAsked, Refused, RunFailed, Stopped
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry, StopEntry, UserText
+from core.vocabulary.inputs import Approve, Reject, Reply
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import ContinueRequest, RequestState, RetryRequest
+from core.vocabulary.run_events import BudgetReached, ContinueAsked, Refused, RunFailed, Stopped
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Approved, Rejected
 
 
 def open_continue(turns: int, opening: Opening) -> Change:
@@ -118,7 +113,7 @@ def reply(
     """A reply to "go on?": the requester or an approver goes on, in words.
 
     Anyone else's reply is kept as a note and answered in the thread with the
-    words a reaction of theirs gets (:class:`core.run_events.Refused`); the
+    words a reaction of theirs gets (:class:`core.vocabulary.run_events.Refused`); the
     request stays open. A budget is not raised in words, not even by them: the
     reply is kept as a note and the thread says how to raise it (a "no, don't"
     must not spend money).

@@ -12,23 +12,20 @@ rejected, a plan revision asks what should change
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.inputs import Approve, Reject
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    DecisionEntry,
-    RequestResolution,
-    ToolCallRecord,
-)
 from core.requests import plan_revision
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import PlanApproval, RequestState
-from core.requests.verdicts import Approved, Rejected
-from core.run_events import PlanProposed
 from core.tool_state import answer_control, opened
 from core.tools.control import plan_steps
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry
+from core.vocabulary.inputs import Approve, Reject
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import PlanApproval, RequestState
+from core.vocabulary.run_events import PlanProposed
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord
+from core.vocabulary.verdicts import Approved, Rejected
 from core.workflow import Transition, Workflow
 
 
@@ -37,7 +34,7 @@ def open_plan(
 ) -> Change:
     """Propose the ``propose_plan`` call's plan as the next version.
 
-    Raises :class:`core.errors.ToolError` when its ``steps`` or ``tools`` are malformed.
+    Raises :class:`core.vocabulary.errors.ToolError` when its ``steps`` or ``tools`` are malformed.
     """
     steps, tools = plan_steps(record.input)
     version = snap.plan_version + 1

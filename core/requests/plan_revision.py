@@ -10,15 +10,17 @@ workflow goes back to planning.
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.inputs import Reply
-from core.journal import Change, ConversationSnapshot, DecisionEntry, RequestResolution, UserText
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import PlanApproval, PlanRevision, RequestState
-from core.requests.verdicts import Revised
-from core.run_events import QuestionAsked, RequestClosed
 from core.tool_state import answer_control
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry, UserText
+from core.vocabulary.inputs import Reply
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import PlanApproval, PlanRevision, RequestState
+from core.vocabulary.run_events import QuestionAsked, RequestClosed
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Revised
 from core.workflow import Transition, Workflow
 
 

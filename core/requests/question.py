@@ -8,15 +8,18 @@ becomes the call's result; reactions do not decide a question.
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.errors import ToolError
-from core.inputs import Reply
-from core.journal import Change, ConversationSnapshot, RequestResolution, ToolCallRecord, UserText
 from core.requests.common import Opening
-from core.requests.shapes import Question, RequestState
-from core.requests.verdicts import Answered
-from core.run_events import QuestionAsked
 from core.tool_state import answer_control, opened
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import UserText
+from core.vocabulary.errors import ToolError
+from core.vocabulary.inputs import Reply
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import Question, RequestState
+from core.vocabulary.run_events import QuestionAsked
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord
+from core.vocabulary.verdicts import Answered
 
 
 def open_question(record: ToolCallRecord, opening: Opening) -> Change:

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.journal import (
-    AssistantTurn,
-    ConversationSnapshot,
-    ToolCall,
-    ToolCallRecord,
-    ToolResultEntry,
-    ToolState,
-)
 from core.policy import policy
 from core.policy.summary import summarize_call
-from core.run_events import ProgressNote
 from core.tool_state import admit, parts
 from core.tools.base import Toolbox
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
+from core.vocabulary.run_events import ProgressNote
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from core.workflow import Workflow
 
 

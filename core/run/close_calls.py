@@ -12,16 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.journal import (
-    AssistantTurn,
-    ConversationSnapshot,
-    ToolCall,
-    ToolCallRecord,
-    ToolResultEntry,
-    ToolState,
-)
 from core.tool_state import Moved, answered_calls, move, parts, unrecorded
 from core.tools.control import CONTROL_TOOLS
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 
 @dataclass(frozen=True)

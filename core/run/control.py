@@ -2,20 +2,22 @@
 
 ``finish`` delivers the answer and ends the run ``done``; ``propose_plan`` and
 ``ask_user`` open a request and the run waits (:mod:`core.requests.plan_approval`,
-:mod:`core.requests.question`). Pure: raises :class:`core.errors.ToolError` for
+:mod:`core.requests.question`). Pure: raises :class:`core.vocabulary.errors.ToolError` for
 malformed input, which the runner turns into an error result for the model.
 """
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.errors import ToolError
-from core.journal import Change, ConversationSnapshot, ToolCallRecord, ToolState
 from core.requests import plan_approval, question
 from core.requests.common import Opening
-from core.run_events import Answered, RunStats
 from core.tool_state import move
 from core.tools.control import FINISH, PROPOSE_PLAN
+from core.vocabulary import lifecycle
+from core.vocabulary.errors import ToolError
+from core.vocabulary.journal import Change
+from core.vocabulary.run_events import Answered, RunStats
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from core.workflow import Transition, Workflow
 
 

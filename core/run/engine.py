@@ -9,7 +9,7 @@ reads the conversation and goes on while its status is ``running``
 
 Calls are made one at a time per conversation by the caller (the hub's queue);
 :meth:`Engine.stop` is the exception and is called after the caller cancelled the
-conversation's task. Every change is one :meth:`core.journal.Journal.commit`;
+conversation's task. Every change is one :meth:`core.vocabulary.journal.Journal.commit`;
 the time and new ids come from the engine's run context (:mod:`core.context`).
 Each entry point is one run for the journal: it loads its conversation once and
 keeps it in memory while it goes on (:mod:`core.run.live`).
@@ -22,38 +22,33 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
-from core import lifecycle
 from core.context import WALL, RunContext, random_id
-from core.errors import RequestConflict
 from core.faults import NO_FAULTS, Faults
-from core.inputs import DecideOutcome, Decision, Inbox, Reply, Start, delivery_keys
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    Journal,
-    RequestResolution,
-    StopEntry,
-    UserText,
-)
-from core.lifecycle import Lifecycle
 from core.models.base import Model
 from core.outputs import OutputCache
-from core.people import Person
 from core.policy import policy
 from core.requests.closing import requests_closed
 from core.requests.common import Opening
 from core.requests.decide import answered_in_words, decision_change, reply_change
-from core.requests.shapes import RequestState, ToolApproval
 from core.run.close_calls import close_open_calls, interrupt_running
 from core.run.live import LiveJournal
 from core.run.restart import refused_restart
 from core.run.settings import ChannelSpend, EngineSettings, RunSettings, SettingsLookup
 from core.run.turn import RunLoop
-from core.run_events import Expired, Reminder, RunEvent, Stopped
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import Workspaces
 from core.tracing import Tracing
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import StopEntry, UserText
+from core.vocabulary.errors import RequestConflict
+from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, Reply, Start, delivery_keys
+from core.vocabulary.journal import Change, Journal, RequestResolution
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
+from core.vocabulary.requests import RequestState, ToolApproval
+from core.vocabulary.run_events import Expired, Reminder, RunEvent, Stopped
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import Transition, Workflow
 
 P = ParamSpec("P")
@@ -96,7 +91,7 @@ class Engine:
     ``tracing`` makes each run a span, with its model calls and tool calls as child
     spans (:mod:`core.tracing`; by default to the global tracer provider, a no-op
     unless one was set).
-    Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
+    Raises :class:`core.vocabulary.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
     """
@@ -168,7 +163,7 @@ class Engine:
     async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
         """Go on while the conversation is ``running`` (see :meth:`core.run.turn.RunLoop.run`).
 
-        Raises :class:`core.errors.LeaseLost` when another process took the
+        Raises :class:`core.vocabulary.errors.LeaseLost` when another process took the
         conversation over; any other failure ends the run ``failed``.
         """
         await self._loop.run(conversation_id, inbox)

@@ -3,7 +3,7 @@
 While a run holds a conversation's lease nobody else runs it, so the run need not
 read the conversation back after each step: :class:`LiveJournal` loads it at the
 run's first read and, after each commit the store accepted, applies the change to
-the snapshot with :func:`core.fold.apply_change` (the function the stores build
+the snapshot with :func:`core.vocabulary.fold.apply_change` (the function the stores build
 their state from). Commits name the position they append after (``after_seq``),
 so the store writes no ``SELECT max(seq)`` and refuses a commit computed from a
 stale snapshot.
@@ -12,10 +12,10 @@ A run is one call of an engine entry point (:meth:`LiveJournal.run`): a run
 after a person's answer, or after a crash, starts with an empty cache and loads
 from the store. Writes beside a run are few and guarded: a decision on a tool
 approval may land while the turn's allowed calls run (from the hub, or another
-instance). Such a write shows as a :class:`core.errors.StaleSnapshot` (its
+instance). Such a write shows as a :class:`core.vocabulary.errors.StaleSnapshot` (its
 journal entries took our ``seq`` numbers: reload, renumber, commit again, unless
 the write gave one of our calls its result already) or a
-:class:`core.errors.RequestConflict` (a compare-and-set failed: the cached
+:class:`core.vocabulary.errors.RequestConflict` (a compare-and-set failed: the cached
 snapshot is dropped and the next read loads). Any other failure of a commit,
 cancellation included, drops the cached snapshot too, since its outcome is not
 known.
@@ -29,19 +29,14 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from core.errors import RequestConflict, StaleSnapshot
-from core.fold import apply_change
-from core.journal import (
-    AssistantTurn,
-    Change,
-    Committed,
-    ConversationSnapshot,
-    Journal,
-    ToolResultEntry,
-)
+from core.vocabulary.entries import AssistantTurn, ToolResultEntry
+from core.vocabulary.errors import RequestConflict, StaleSnapshot
+from core.vocabulary.fold import apply_change
+from core.vocabulary.journal import Change, Committed, Journal
+from core.vocabulary.snapshot import ConversationSnapshot
 
 RETRIES = 3
-"""Times a commit is tried again after a :class:`~core.errors.StaleSnapshot`."""
+"""Times a commit is tried again after a :class:`~core.vocabulary.errors.StaleSnapshot`."""
 
 
 @dataclass
@@ -56,7 +51,7 @@ _run: ContextVar[_Run | None] = ContextVar("threadbot_live_run", default=None)
 
 
 class LiveJournal:
-    """:class:`core.journal.Journal` that serves a run's reads from memory.
+    """:class:`core.vocabulary.journal.Journal` that serves a run's reads from memory.
 
     Outside :meth:`run` it passes every call to ``journal``. Inside, the first
     :meth:`load` of a conversation reads the store, later ones return the
@@ -98,9 +93,9 @@ class LiveJournal:
     ) -> Committed:
         """Commit ``change`` after the run's newest entry; keep the snapshot up to date.
 
-        Raises what the store raises (:class:`~core.errors.RequestConflict`,
-        :class:`~core.errors.LeaseLost`, ...) after dropping the cached snapshot;
-        a :class:`~core.errors.StaleSnapshot` is handled here (reload, renumber,
+        Raises what the store raises (:class:`~core.vocabulary.errors.RequestConflict`,
+        :class:`~core.vocabulary.errors.LeaseLost`, ...) after dropping the cached snapshot;
+        a :class:`~core.vocabulary.errors.StaleSnapshot` is handled here (reload, renumber,
         again) up to :data:`RETRIES` times.
         """
         run = _run.get()
@@ -138,7 +133,7 @@ class LiveJournal:
 
 
 def _check_results(change: Change, snap: ConversationSnapshot) -> None:
-    """Raise :class:`~core.errors.RequestConflict` when ``change`` gives a call a result
+    """Raise :class:`~core.vocabulary.errors.RequestConflict` when ``change`` gives a call a result
     that the journal already holds: the write beside the run closed it (no call ever
     has two results)."""
     giving = {e.tool_use_id for e in change.entries if isinstance(e, ToolResultEntry)}

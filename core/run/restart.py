@@ -5,17 +5,19 @@ A finished or failed conversation goes on with anyone's message in its thread
 will that the work ends, so after one only the requester or an approver (the
 people who may stop it, ``may_continue`` on the message) starts it again; anyone
 else's message is kept as a note, and the thread answers with the words a
-bystander's stop gets (:class:`core.run_events.Refused`). A conversation that
+bystander's stop gets (:class:`core.vocabulary.run_events.Refused`). A conversation that
 ended ``cancelled`` because its request expired is not stopped: anyone may
 mention the bot again, as the expiry message says.
 """
 
 from __future__ import annotations
 
-from core.inputs import Start, delivery_keys
-from core.journal import Change, ConversationSnapshot, StopEntry, UserText
-from core.lifecycle import Lifecycle
-from core.run_events import Refused
+from core.vocabulary.entries import StopEntry, UserText
+from core.vocabulary.inputs import Start, delivery_keys
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.run_events import Refused
+from core.vocabulary.snapshot import ConversationSnapshot
 
 
 def stopped(snap: ConversationSnapshot) -> bool:

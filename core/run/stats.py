@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.journal import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
-from core.run_events import RunStats
 from core.tools.control import CONTROL_TOOLS
+from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
+from core.vocabulary.run_events import RunStats
 
 
 @dataclass

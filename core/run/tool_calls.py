@@ -1,6 +1,6 @@
 """Running the tool calls of a model turn, with a durable record per call.
 
-When a turn is committed, each call gets a :class:`core.journal.ToolCallRecord`
+When a turn is committed, each call gets a :class:`core.vocabulary.tool_records.ToolCallRecord`
 whose state the tool policy decides (:mod:`core.run.admission`).
 :meth:`ToolRunner.continue_turn` then drives the turn to its end from whatever the
 store holds, so a fresh turn, a turn resumed after a crash and a turn resumed
@@ -33,32 +33,27 @@ from enum import StrEnum
 from pathlib import Path
 
 from core import tracing
-from core.errors import LeaseLost, RequestConflict, ToolError
 from core.faults import NO_FAULTS, Faults
-from core.journal import (
-    Change,
-    CommandProcess,
-    ConversationSnapshot,
-    Journal,
-    ToolCallRecord,
-    ToolState,
-)
 from core.outputs import OutputCache
 from core.policy import policy
 from core.policy.summary import summarize_call
 from core.requests import tool_approval
 from core.requests.common import Opening
-from core.requests.shapes import control_call
 from core.run.control import control_change
 from core.run.settings import RunSettings
 from core.run.stats import RequestTotals, request_stats
-from core.run_events import ProgressNote, RunStats
 from core.secrets import NO_SECRETS, Redactor
 from core.tool_state import move, open_calls, started
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import FINISH, REPORT_PROGRESS, WAITING_CONTROL
 from core.tools.processes import kill_left_behind
 from core.tools.workspaces import GitWorkspaces, Workspaces
+from core.vocabulary.errors import LeaseLost, RequestConflict, ToolError
+from core.vocabulary.journal import Change, Journal
+from core.vocabulary.requests import control_call
+from core.vocabulary.run_events import ProgressNote, RunStats
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import CommandProcess, ToolCallRecord, ToolState
 from core.workflow import Workflow
 
 log = logging.getLogger(__name__)

@@ -18,22 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core import lifecycle, tracing
-from core.errors import LeaseLost, ModelError, RequestConflict
+from core import tracing
 from core.faults import NO_FAULTS, Faults
 from core.files import FileReader
-from core.inputs import Inbox, delivery_keys
-from core.journal import (
-    AssistantTurn,
-    Change,
-    ConversationSnapshot,
-    Journal,
-    ModelUsage,
-    StepEntered,
-    ToolCall,
-    UserText,
-)
-from core.lifecycle import Lifecycle
 from core.models.base import (
     Message,
     Model,
@@ -55,10 +42,17 @@ from core.run.history import History
 from core.run.settings import ChannelSpend, RunSettings
 from core.run.stats import RequestTotals
 from core.run.tool_calls import ToolRunner, TurnOutcome
-from core.run_events import Answered, ProgressNote, RunFailed
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import Workspaces
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, ModelUsage, StepEntered, ToolCall, UserText
+from core.vocabulary.errors import LeaseLost, ModelError, RequestConflict
+from core.vocabulary.inputs import Inbox, delivery_keys
+from core.vocabulary.journal import Change, Journal
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.run_events import Answered, ProgressNote, RunFailed
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import Transition, Workflow
 
 log = logging.getLogger(__name__)
@@ -118,9 +112,9 @@ class RunLoop:
         A failure inside threadbot (not the model's: those end the run with their
         own message) ends the run ``failed`` with a message in the thread, so a
         conversation is never left ``running`` with no one working on it.
-        :class:`core.errors.LeaseLost` is raised as is: another process runs the
+        :class:`core.vocabulary.errors.LeaseLost` is raised as is: another process runs the
         conversation now, and this one must write nothing more. A
-        :class:`core.errors.RequestConflict` from a write beside the run that ended
+        :class:`core.vocabulary.errors.RequestConflict` from a write beside the run that ended
         the conversation (an expiry, a stop) ends the run quietly.
         """
         try:

@@ -2,7 +2,7 @@
 
 A tool receives its parsed input (a JSON object, checked against
 ``input_schema`` by the tool itself) and a :class:`ToolContext`, and returns a
-:class:`ToolOutput`. It raises :class:`core.errors.ToolError` for anything the model
+:class:`ToolOutput`. It raises :class:`core.vocabulary.errors.ToolError` for anything the model
 should be told (bad input, a path outside the workspace, a timeout); the engine
 turns that into an error ``tool_result``. Cancelling the task that runs a tool
 stops it (``run_command`` kills its process group).
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.journal import CommandProcess
 from core.models.base import ToolSpec
 from core.secrets import NO_SECRETS, Redactor
+from core.vocabulary.tool_records import CommandProcess
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +75,7 @@ class Tool(Protocol):
         ...
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        """Do the work; raise :class:`core.errors.ToolError` for a refusal or failure."""
+        """Do the work; raise :class:`core.vocabulary.errors.ToolError` for a refusal or failure."""
         ...
 
 

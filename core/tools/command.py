@@ -40,13 +40,13 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.errors import ToolError
 from core.models.base import ToolSpec
 from core.secrets import RedactionStream
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.processes import describe, group_alive, signal_group
 from core.tools.sandbox import Launch, Sandbox, hand_over
 from core.tools.workspace import optional_arg, required_arg
+from core.vocabulary.errors import ToolError
 
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when a command times out."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.errors import ToolError
 from core.models.base import ToolSpec
 from core.tools.base import ToolContext, ToolOutput
+from core.vocabulary.errors import ToolError
 
 PROPOSE_PLAN = "propose_plan"
 ASK_USER = "ask_user"

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.errors import ToolError
 from core.models.base import ToolSpec
 from core.outputs import NOTE_ROOM
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.workspace import optional_arg, required_arg
+from core.vocabulary.errors import ToolError
 
 
 class ReadOutput:

@@ -21,7 +21,7 @@ import os
 import signal
 import time
 
-from core.journal import CommandProcess
+from core.vocabulary.tool_records import CommandProcess
 
 log = logging.getLogger(__name__)
 

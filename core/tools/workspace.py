@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from core.errors import ToolError
 from core.models.base import ToolSpec
 from core.tools.base import ToolContext, ToolOutput
+from core.vocabulary.errors import ToolError
 
 T = TypeVar("T", str, int, float)
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.people import Person
+from core.vocabulary.people import Person
 
 
 class SharedFile(BaseModel):
@@ -48,7 +48,7 @@ class Start(BaseModel):
     ``files``: files shared with the message, fetched; the engine reads them into
     ``blocks`` before it journals the message (:class:`core.files.FileReader`), and
     ``blocks`` are what the model reads of them: Messages API content blocks, kept
-    as :attr:`core.journal.UserText.files`.
+    as :attr:`core.vocabulary.entries.UserText.files`.
     """
 
     model_config = ConfigDict(frozen=True)
