@@ -41,7 +41,7 @@ from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
-from core.vocabulary.inputs import Approve, Start
+from core.vocabulary.inputs import Approve, ThreadMessage
 from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
@@ -122,7 +122,7 @@ async def run(root: Path, *, turns: int = 30) -> Result:
             position=default_workflow().start,
         )
         assert cid is not None
-        await engine.start(cid, Start(text="why is the build slow?", author=ALICE))
+        await engine.start(cid, ThreadMessage(text="why is the build slow?", author=ALICE))
         plan = (await store.journal.load(cid)).open_requests[0]
         await engine.decide(cid, Approve(request_id=plan.id, by=ALICE))
         await engine.run(cid)

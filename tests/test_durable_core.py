@@ -373,7 +373,7 @@ async def test_a_denied_call_never_runs_and_the_model_is_told_why(
 
 async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> None:
     from bot.settings import Settings
-    from core.policy.policy import Decision
+    from core.policy.policy import Permission
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "threadbot.toml").write_text(
@@ -389,7 +389,7 @@ async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> No
             plan_approved=True,
         )
     )
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
 
 
 async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_app) -> None:

@@ -23,7 +23,7 @@ from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
 from core.tools.workspace import ListFiles
-from core.vocabulary.inputs import Start
+from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.people import Person
 from core.vocabulary.tool_records import ToolState
 from core.workflow import default_workflow
@@ -82,7 +82,7 @@ async def test_two_conversations_at_once_each_run_with_their_own_settings(tmp_pa
     )
 
     runs = [
-        asyncio.create_task(engine.start(cid, Start(text="look", author=ALICE)))
+        asyncio.create_task(engine.start(cid, ThreadMessage(text="look", author=ALICE)))
         for cid in (builds, docs)
     ]
     while len(model.requests) < 2:  # noqa: ASYNC110  # both runs inside a model call at once

@@ -35,7 +35,7 @@ from core.tools.command import RunCommand
 from core.tools.control import control_tools
 from core.tools.workspace import ListFiles
 from core.vocabulary.entries import DecisionEntry
-from core.vocabulary.inputs import Approve, Reply
+from core.vocabulary.inputs import Approve, ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 from core.vocabulary.requests import (
@@ -147,7 +147,7 @@ async def test_a_question_asked_before_the_upgrade_is_answered_after_it(store: S
     assert (asked.state, asked.request_id) == (ToolState.APPROVED, None)  # was "running"
 
     engine = engine_for(store, ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "On main."})]))
-    await engine.reply(cid, Reply(text="main", author=ALICE))
+    await engine.reply(cid, ThreadMessage(text="main", author=ALICE))
 
     snap = await store.journal.load(cid)
     assert snap.status.lifecycle is Lifecycle.DONE

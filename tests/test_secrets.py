@@ -36,7 +36,7 @@ from core.secrets import RedactingFilter, Redactor
 from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
 from core.vocabulary.entries import ToolResultEntry
-from core.vocabulary.inputs import Start
+from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.harness import Chat
@@ -206,7 +206,7 @@ async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_th
     )
     engine, cid = await redacting_engine(store, tmp_path, model, Leaky(), Leaky(fails=True))
 
-    await engine.start(cid, Start(text="print the env", author=ALICE))
+    await engine.start(cid, ThreadMessage(text="print the env", author=ALICE))
     await deliverer.drain()
 
     snap = await store.journal.load(cid)
@@ -231,7 +231,7 @@ async def test_a_token_a_person_pastes_is_redacted_before_it_is_journaled_or_sen
     model = ScriptedModel([ScriptedTurn(text="Never paste a token.")])
     engine, cid = await redacting_engine(store, tmp_path, model)
 
-    await engine.start(cid, Start(text=f"why does {TOKEN} fail?", author=ALICE))
+    await engine.start(cid, ThreadMessage(text=f"why does {TOKEN} fail?", author=ALICE))
 
     snap = await store.journal.load(cid)
     assert TOKEN not in snap.model_dump_json()

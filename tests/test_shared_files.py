@@ -34,7 +34,7 @@ from core.tools.base import Toolbox
 from core.tools.control import control_tools
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import JournalRecord, UserText
-from core.vocabulary.inputs import Reply, SharedFile, Start
+from core.vocabulary.inputs import SharedFile, ThreadMessage
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import default_workflow
@@ -67,7 +67,7 @@ def shared(name: str, data: bytes, media_type: str = "application/octet-stream")
 
 
 async def read(tmp_path: Path, *files: SharedFile, limit: int = 50_000) -> list[dict]:
-    message = Start(text="look at these", author=ALICE, files=files)
+    message = ThreadMessage(text="look at these", author=ALICE, files=files)
     done = await reader(limit).read(snapshot(tmp_path / "ws"), message)
     assert done.files == ()
     return list(done.blocks)
@@ -263,11 +263,13 @@ async def test_an_image_past_the_api_limits_is_saved_not_sent(tmp_path: Path) ->
 
 async def test_a_conversation_shows_at_most_twenty_images(tmp_path: Path) -> None:
     image = png(2, 2)
-    shown = Start(text="", author=ALICE, files=tuple(shared(f"{n}.png", image) for n in range(19)))
+    shown = ThreadMessage(
+        text="", author=ALICE, files=tuple(shared(f"{n}.png", image) for n in range(19))
+    )
     first = await reader().read(snapshot(tmp_path / "ws"), shown)
     entry = UserText(author=ALICE, text="", files=first.blocks)
     journal = (JournalRecord(seq=1, at="2026-01-01T00:00:00Z", entry=entry),)
-    more = Reply(
+    more = ThreadMessage(
         text="two more", author=ALICE, files=(shared("a.png", image), shared("b.png", image))
     )
 
@@ -356,8 +358,10 @@ async def test_the_engine_journals_what_the_model_read_of_each_message(tmp_path:
     )
     image = png(2, 2)
 
-    await engine.start(cid, Start(text="fix it", author=ALICE, files=(shared("a.png", image),)))
-    answer = Reply(text="this one", author=ALICE, files=(shared("b.log", b"boom\n"),))
+    await engine.start(
+        cid, ThreadMessage(text="fix it", author=ALICE, files=(shared("a.png", image),))
+    )
+    answer = ThreadMessage(text="this one", author=ALICE, files=(shared("b.log", b"boom\n"),))
     await engine.reply(cid, answer)
 
     said = [

@@ -26,7 +26,7 @@ from conversations.queue import ConversationQueue, Job
 from conversations.store.leases import Leases
 from core.run.engine import Engine
 from core.vocabulary.errors import LeaseLost
-from core.vocabulary.inputs import Reply, Start
+from core.vocabulary.inputs import ThreadMessage
 
 log = logging.getLogger("conversations.hub")
 
@@ -49,7 +49,7 @@ class Runs:
 
         async def start() -> None:
             files = await self._downloads.of(conversation_id, event) if self._downloads else ()
-            request = Start(
+            request = ThreadMessage(
                 text=event.text,
                 author=person_of(event.author),
                 delivery_key=event.delivery_key,
@@ -59,7 +59,7 @@ class Runs:
 
         self.queue.submit(conversation_id, Job(start))
 
-    def reply(self, conversation_id: str, reply: Reply) -> None:
+    def reply(self, conversation_id: str, reply: ThreadMessage) -> None:
         """Queue a reply in the thread (a run at work takes it as a note instead)."""
         self.queue.submit(
             conversation_id,
@@ -96,7 +96,7 @@ class Runs:
             log.warning("runs still going after %s s of shutdown; cancelling them", grace)
             await self.queue.close()
 
-    def _inbox(self, conversation_id: str) -> Callable[[], list[Reply]]:
+    def _inbox(self, conversation_id: str) -> Callable[[], list[ThreadMessage]]:
         return lambda: self.queue.take_replies(conversation_id)
 
     @contextlib.asynccontextmanager

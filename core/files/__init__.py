@@ -1,8 +1,8 @@
 """Files people share in the thread, as the model reads them.
 
 The hub fetches a message's files through the platform's adapter and hands them over
-in :class:`core.vocabulary.inputs.Start` / :class:`core.vocabulary.inputs.Reply` (``files``: name, media
-type, bytes, or why there are none); core never learns where they came from. Before
+in a :class:`core.vocabulary.inputs.ThreadMessage` (``files``: name, media type,
+bytes, or why there are none); core never learns where they came from. Before
 the engine journals the message, :meth:`FileReader.read` turns each file into
 Messages API content blocks, which the journal keeps as they were sent
 (:attr:`core.vocabulary.entries.UserText.files`) and the history sends before the person's words
@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from core.files.blocks import (
     Block,
@@ -43,12 +42,10 @@ from core.run.settings import EngineSettings
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.vocabulary.errors import ToolError
-from core.vocabulary.inputs import Reply, SharedFile, Start
+from core.vocabulary.inputs import SharedFile, ThreadMessage
 from core.vocabulary.snapshot import ConversationSnapshot
 
 __all__ = ["FileReader"]
-
-Message = TypeVar("Message", Start, Reply)
 
 _Save = Callable[[str, bytes], Awaitable[str]]
 """Saves ``data`` under ``name`` in the workspace; returns its path relative to it."""
@@ -77,7 +74,7 @@ class FileReader:
         self._settings = settings
         self._redactor = redactor
 
-    async def read(self, snap: ConversationSnapshot, message: Message) -> Message:
+    async def read(self, snap: ConversationSnapshot, message: ThreadMessage) -> ThreadMessage:
         """``message`` with its ``files`` read into ``blocks`` (and ``files`` emptied), and
         the bot's secrets taken out of its words and inlined text.
 

@@ -14,7 +14,7 @@ from typing import assert_never
 
 from core.requests import go_on, plan_approval, plan_revision, question, tool_approval
 from core.requests.common import Opening
-from core.vocabulary.inputs import Decision, Reply
+from core.vocabulary.inputs import Decision, ThreadMessage
 from core.vocabulary.journal import Change
 from core.vocabulary.requests import (
     ContinueRequest,
@@ -60,7 +60,7 @@ def decision_change(
 
 
 def reply_change(
-    snap: ConversationSnapshot, request: PendingRequest, reply: Reply, workflow: Workflow
+    snap: ConversationSnapshot, request: PendingRequest, reply: ThreadMessage, workflow: Workflow
 ) -> Change | None:
     """The change a reply in the thread makes to the open ``request``.
 

@@ -22,7 +22,7 @@ from core.requests.closing import request_closed
 from core.requests.common import Opening
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import DecisionEntry, StopEntry, UserText
-from core.vocabulary.inputs import Approve, Reject, Reply
+from core.vocabulary.inputs import Approve, Reject, ThreadMessage
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.requests import ContinueRequest, RequestState, RetryRequest
 from core.vocabulary.run_events import BudgetReached, ContinueAsked, Refused, RunFailed, Stopped
@@ -108,7 +108,7 @@ def decide(
 
 
 def reply(
-    snap: ConversationSnapshot, request: ContinueRequest | RetryRequest, message: Reply
+    snap: ConversationSnapshot, request: ContinueRequest | RetryRequest, message: ThreadMessage
 ) -> Change:
     """A reply to "go on?": the requester or an approver goes on, in words.
 

@@ -15,7 +15,7 @@ from core.requests.common import Opening
 from core.tool_state import answer_control
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import DecisionEntry, UserText
-from core.vocabulary.inputs import Reply
+from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.requests import PlanApproval, PlanRevision, RequestState
 from core.vocabulary.run_events import QuestionAsked, RequestClosed
@@ -65,7 +65,7 @@ def open_after_reject(
 def revise(
     snap: ConversationSnapshot,
     request: PlanApproval | PlanRevision,
-    reply: Reply,
+    reply: ThreadMessage,
     workflow: Workflow,
 ) -> Change:
     """A reply asking for a change: the plan call's result says what, back to planning.

@@ -13,7 +13,7 @@ from core.tool_state import answer_control, opened
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import UserText
 from core.vocabulary.errors import ToolError
-from core.vocabulary.inputs import Reply
+from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.requests import Question, RequestState
 from core.vocabulary.run_events import QuestionAsked
@@ -48,7 +48,7 @@ def open_question(record: ToolCallRecord, opening: Opening) -> Change:
     )
 
 
-def answer(snap: ConversationSnapshot, request: Question, reply: Reply) -> Change:
+def answer(snap: ConversationSnapshot, request: Question, reply: ThreadMessage) -> Change:
     """``reply`` answers ``request``: the model reads ``<name> answered: <text>``."""
     by = reply.author
     answered = answer_control(snap, request.tool_use_id, f"{by.name} answered: {reply.text}")

@@ -78,8 +78,8 @@ def _first_state(
     verdict = tool_policy.check(
         tool_name=call.name, read_only=tool.read_only, arguments=call.input, plan_approved=mutating
     )
-    if verdict.decision is policy.Decision.DENY:
+    if verdict.decision is policy.Permission.DENY:
         return ToolState.DENIED, f"Denied by policy: {verdict.reason}"
-    if verdict.decision is policy.Decision.ASK:
+    if verdict.decision is policy.Permission.ASK:
         return ToolState.PENDING_APPROVAL, verdict.reason
     return ToolState.APPROVED, ""

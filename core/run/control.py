@@ -15,7 +15,7 @@ from core.tools.control import FINISH, PROPOSE_PLAN
 from core.vocabulary import lifecycle
 from core.vocabulary.errors import ToolError
 from core.vocabulary.journal import Change
-from core.vocabulary.run_events import Answered, RunStats
+from core.vocabulary.run_events import RunAnswered, RunStats
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from core.workflow import Transition, Workflow
@@ -52,5 +52,5 @@ def finish(
         tool_calls=done.records,
         status=lifecycle.DONE,
         position=workflow.next(snap.position, Transition.FINISHED),
-        events=(Answered(text=answer.strip(), stats=stats),),
+        events=(RunAnswered(text=answer.strip(), stats=stats),),
     )

@@ -42,7 +42,7 @@ from core.tracing import Tracing
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import StopEntry, UserText
 from core.vocabulary.errors import RequestConflict
-from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, Reply, Start, delivery_keys
+from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, ThreadMessage, delivery_keys
 from core.vocabulary.journal import Change, Journal, RequestResolution
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
@@ -188,7 +188,9 @@ class Engine:
     # --- inputs ------------------------------------------------------------------
 
     @_one_run
-    async def start(self, conversation_id: str, request: Start, inbox: Inbox | None = None) -> None:
+    async def start(
+        self, conversation_id: str, request: ThreadMessage, inbox: Inbox | None = None
+    ) -> None:
         """Begin a run with a new request; from an ended run, the history is kept.
 
         After a stop, a request by someone who may not go on is kept as a note and
@@ -196,7 +198,7 @@ class Engine:
         """
         snap = await self._journal.load(conversation_id)
         if snap.status.active:
-            await self.reply(conversation_id, Reply(**request.model_dump()), inbox)
+            await self.reply(conversation_id, request, inbox)
             return
         request = await self._loop.files.read(snap, request)
         refused = refused_restart(snap, request)
@@ -224,7 +226,7 @@ class Engine:
         )
         await self.run(conversation_id, inbox)
 
-    def _next_position(self, snap: ConversationSnapshot, request: Start) -> str:
+    def _next_position(self, snap: ConversationSnapshot, request: ThreadMessage) -> str:
         """Where a new request starts: a stopped run, or someone else's retry, re-plans."""
         if not snap.journal:
             return self._workflow.start
@@ -235,7 +237,9 @@ class Engine:
         return self._workflow.next(snap.position, Transition.NEW_MESSAGE)
 
     @_one_run
-    async def reply(self, conversation_id: str, reply: Reply, inbox: Inbox | None = None) -> None:
+    async def reply(
+        self, conversation_id: str, reply: ThreadMessage, inbox: Inbox | None = None
+    ) -> None:
         """A message in the thread: answers a question, revises a plan, goes on, or is a note.
 
         What it does to the open request is :func:`core.requests.decide.reply_change`;
@@ -244,7 +248,7 @@ class Engine:
         """
         snap = await self._journal.load(conversation_id)
         if not snap.status.active:
-            await self.start(conversation_id, Start(**reply.model_dump()), inbox)
+            await self.start(conversation_id, reply, inbox)
             return
         reply = await self._loop.files.read(snap, reply)
         request = snap.open_requests[-1] if snap.open_requests else None
@@ -262,7 +266,7 @@ class Engine:
         await self.run(conversation_id, inbox)
 
     async def _note(
-        self, conversation_id: str, reply: Reply, events: tuple[RunEvent, ...] = ()
+        self, conversation_id: str, reply: ThreadMessage, events: tuple[RunEvent, ...] = ()
     ) -> None:
         note = UserText(author=reply.author, text=reply.text, role="note", files=reply.blocks)
         await self._journal.commit(

@@ -13,7 +13,7 @@ mention the bot again, as the expiry message says.
 from __future__ import annotations
 
 from core.vocabulary.entries import StopEntry, UserText
-from core.vocabulary.inputs import Start, delivery_keys
+from core.vocabulary.inputs import ThreadMessage, delivery_keys
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.run_events import Refused
@@ -36,7 +36,7 @@ def stopped(snap: ConversationSnapshot) -> bool:
     return False
 
 
-def refused_restart(snap: ConversationSnapshot, request: Start) -> Change | None:
+def refused_restart(snap: ConversationSnapshot, request: ThreadMessage) -> Change | None:
     """The change for ``request`` when its author may not start the stopped conversation
     again (its words kept as a note, the thread told, the conversation left
     ``cancelled``); None when it may start."""

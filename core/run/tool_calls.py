@@ -279,7 +279,7 @@ class ToolRunner:
 
     async def _checked_now(
         self, conversation_id: str, record: ToolCallRecord, plan_approved: bool
-    ) -> policy.Verdict | None:
+    ) -> policy.Ruling | None:
         """Check the policy again as the call is about to run; a ``deny`` ends it ``denied``
         (None), else the verdict (its network grant goes with the call).
 
@@ -295,7 +295,7 @@ class ToolRunner:
             arguments=record.input,
             plan_approved=plan_approved,
         )
-        if verdict.decision is not policy.Decision.DENY:
+        if verdict.decision is not policy.Permission.DENY:
             return verdict
         log.info("%s: %s denied before it ran (%s)", conversation_id, record.name, verdict.rule)
         summary = summarize_call(record.name, record.input)

@@ -51,7 +51,7 @@ from core.vocabulary.errors import LeaseLost, ModelError, RequestConflict
 from core.vocabulary.inputs import Inbox, delivery_keys
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.lifecycle import Lifecycle
-from core.vocabulary.run_events import Answered, ProgressNote, RunFailed
+from core.vocabulary.run_events import ProgressNote, RunAnswered, RunFailed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import Transition, Workflow
 
@@ -342,7 +342,7 @@ class RunLoop:
                     entries=(turn,),
                     status=lifecycle.DONE,
                     position=self._workflow.next(snap.position, Transition.FINISHED),
-                    events=(Answered(text=answer, stats=stats),),
+                    events=(RunAnswered(text=answer, stats=stats),),
                 ),
             )
             return TurnOutcome.DONE
