@@ -246,6 +246,77 @@ def test_only_the_tool_state_module_sets_a_tool_calls_state() -> None:
     assert state_writes(TOOL_STATE)
 
 
+# --- one writer of a conversation's lifecycle ---------------------------------------
+
+LIFECYCLE = ROOT / "core" / "vocabulary" / "lifecycle.py"
+FOLD = ROOT / "core" / "vocabulary" / "fold.py"
+"""Folds a committed change's status into a snapshot, as the stores load it."""
+
+
+def _is_move(node: ast.expr | None) -> bool:
+    """``move(...)`` or ``lifecycle.move(...)``; a conditional of those and None counts."""
+    if node is None or (isinstance(node, ast.Constant) and node.value is None):
+        return True
+    if isinstance(node, ast.IfExp):
+        return _is_move(node.body) and _is_move(node.orelse)
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")) == "move"
+
+
+def lifecycle_writes(path: Path) -> list[int]:
+    """Lines of ``path`` that set a conversation's status other than through
+    :func:`core.vocabulary.lifecycle.move`: ``Change(status=...)`` with anything but
+    its result, a ``Status(lifecycle=...)`` built, a ``"status"`` put by
+    ``model_copy(update=...)`` or by subscript."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                key = target.slice if isinstance(target, ast.Subscript) else None
+                if isinstance(key, ast.Constant) and key.value == "status":
+                    lines.append(node.lineno)
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        named = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        keywords = {k.arg: k.value for k in node.keywords}
+        if named == "Change" and "status" in keywords and not _is_move(keywords["status"]):
+            lines.append(node.lineno)
+        if named == "Status" and "lifecycle" in keywords:
+            lines.append(node.lineno)
+        update = keywords.get("update")
+        if named == "model_copy" and isinstance(update, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == "status" for k in update.keys):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_lifecycle_module_sets_a_conversations_status() -> None:
+    writes = {
+        str(path.relative_to(ROOT)): lifecycle_writes(path)
+        for path in sorted((ROOT / "core").rglob("*.py"))
+        if path not in (LIFECYCLE, FOLD)
+    }
+    assert {k: v for k, v in writes.items() if v} == {}
+    assert lifecycle_writes(LIFECYCLE) and lifecycle_writes(FOLD)
+
+
+def test_the_lifecycle_checker_sees_a_status_set_by_hand(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "a = Change(status=lifecycle.RUNNING)\n"
+        "b = Change(status=lifecycle.move(snap.status, lifecycle.RUNNING))\n"
+        "c = Change(status=lifecycle.move(s, t) if waiting else None)\n"
+        "d = snap.model_copy(update={'status': x})\n"
+        "e = Status(lifecycle=Lifecycle.DONE)\n"
+        "update['status'] = x\n"
+    )
+    assert sorted(lifecycle_writes(module)) == [1, 4, 5, 6]
+
+
 # --- the architecture the code cites is in the repository ---------------------------
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -30,7 +30,7 @@ from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Approved, Rejected
 
 
-def open_continue(turns: int, opening: Opening) -> Change:
+def open_continue(snap: ConversationSnapshot, turns: int, opening: Opening) -> Change:
     """The run used ``turns`` model turns: ask whether to go on."""
     expires_at, remind_at = opening.times()
     request = ContinueRequest(
@@ -41,12 +41,12 @@ def open_continue(turns: int, opening: Opening) -> Change:
     )
     return Change(
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         events=(ContinueAsked(request_id=request.id, turns=turns),),
     )
 
 
-def open_budget(reached: Reached, opening: Opening) -> Change:
+def open_budget(snap: ConversationSnapshot, reached: Reached, opening: Opening) -> Change:
     """A budget is used up (``reached``): ask whether to raise it and go on."""
     expires_at, remind_at = opening.times()
     request = ContinueRequest(
@@ -66,10 +66,14 @@ def open_budget(reached: Reached, opening: Opening) -> Change:
         budget_tokens=reached.budget.tokens,
         budget_micro_usd=reached.budget.micro_usd,
     )
-    return Change(open_request=request, status=lifecycle.waiting(request.wait), events=(event,))
+    return Change(
+        open_request=request,
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
+        events=(event,),
+    )
 
 
-def open_retry(error: str, opening: Opening) -> Change:
+def open_retry(snap: ConversationSnapshot, error: str, opening: Opening) -> Change:
     """The model call failed with ``error`` (safe to show): ask whether to try again."""
     expires_at, remind_at = opening.times()
     request = RetryRequest(
@@ -77,7 +81,7 @@ def open_retry(error: str, opening: Opening) -> Change:
     )
     return Change(
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         events=(RunFailed(error=error, request_id=request.id),),
     )
 
@@ -101,10 +105,15 @@ def decide(
         return Change(
             entries=(entry, StopEntry(by=by)),
             resolve=resolve,
-            status=lifecycle.CANCELLED,
+            status=lifecycle.move(snap.status, lifecycle.CANCELLED),
             events=(*closed, Stopped(by_name=by.name)),
         )
-    return Change(entries=(entry,), resolve=resolve, status=lifecycle.RUNNING, events=closed)
+    return Change(
+        entries=(entry,),
+        resolve=resolve,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
+        events=closed,
+    )
 
 
 def reply(
@@ -136,6 +145,6 @@ def reply(
                 by=message.author,
             ),
         ),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
         events=request_closed(snap, request, "approved", by=message.author),
     )

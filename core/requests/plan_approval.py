@@ -72,7 +72,7 @@ def open_plan(
         resolve=older,
         tool_calls=(opened(record, request.id),),
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         position=workflow.next(snap.position, Transition.PLAN_PROPOSED),
         plan_version=version,
         events=(
@@ -100,7 +100,7 @@ def decide(
     entry = DecisionEntry(request_id=request.id, verdict=verdict, by=by)
     closed = request_closed(snap, request, verdict.kind, by=by)
     if isinstance(verdict, Rejected):
-        return plan_revision.open_after_reject(request, entry, resolution, closed, opening)
+        return plan_revision.open_after_reject(snap, request, entry, resolution, closed, opening)
     text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
     answered = answer_control(snap, request.tool_use_id, text)
     position = workflow.next(snap.position, Transition.PLAN_APPROVED)
@@ -108,7 +108,7 @@ def decide(
         entries=(entry, *answered.results, *workflow.entered(snap.position, position)),
         tool_calls=answered.records,
         resolve=(resolution,),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
         position=position,
         events=closed,
     )

@@ -33,6 +33,7 @@ def revision_text(plan_version: int, name: str, text: str) -> str:
 
 
 def open_after_reject(
+    snap: ConversationSnapshot,
     rejected: PlanApproval,
     decision: DecisionEntry,
     resolution: RequestResolution,
@@ -57,7 +58,7 @@ def open_after_reject(
         entries=(decision,),
         resolve=(resolution,),
         open_request=question,
-        status=lifecycle.waiting(question.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(question.wait)),
         events=(*closed, QuestionAsked(request_id=question.id, question=question.prompt)),
     )
 
@@ -86,7 +87,7 @@ def revise(
         ),
         tool_calls=answered.records,
         resolve=(RequestResolution(request_id=request.id, state=state, verdict=Revised(), by=by),),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
         position=position,
         events=request_closed(snap, request, "revised", by=by),
     )

@@ -22,7 +22,7 @@ from core.vocabulary.tool_records import ToolCallRecord
 from core.vocabulary.verdicts import Answered
 
 
-def open_question(record: ToolCallRecord, opening: Opening) -> Change:
+def open_question(snap: ConversationSnapshot, record: ToolCallRecord, opening: Opening) -> Change:
     """Ask the ``ask_user`` call's question (with its ``options``, if any).
 
     Raises :class:`ToolError` when ``question`` is missing or blank.
@@ -43,7 +43,7 @@ def open_question(record: ToolCallRecord, opening: Opening) -> Change:
     return Change(
         tool_calls=(opened(record, request.id),),
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         events=(QuestionAsked(request_id=request.id, question=request.prompt, options=options),),
     )
 
@@ -63,5 +63,5 @@ def answer(snap: ConversationSnapshot, request: Question, reply: ThreadMessage) 
                 request_id=request.id, state=RequestState.DECIDED, verdict=Answered(), by=by
             ),
         ),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
     )

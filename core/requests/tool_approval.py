@@ -73,14 +73,14 @@ def is_open_for(snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]) -> 
     )
 
 
-def wait(gated: Sequence[ToolCallRecord]) -> Change:
+def wait(snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]) -> Change:
     """Wait for a person (``waiting(tool_approval)``) if ``gated`` are all still undecided.
 
     The store refuses the change (:class:`core.vocabulary.errors.RequestConflict`) when one of
     them was decided meanwhile: the run goes on instead.
     """
     return Change(
-        status=lifecycle.waiting(ToolApproval.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(ToolApproval.wait)),
         guard_pending=tuple(r.tool_use_id for r in gated),
     )
 
@@ -133,7 +133,7 @@ def decide(
                 request_id=request.id, state=RequestState.DECIDED, verdict=settled, by=by
             ),
         ),
-        status=lifecycle.RUNNING if waiting else None,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING) if waiting else None,
         events=request_closed(snap, request, "decided", decided=records, decision=entry),
     )
 

@@ -36,7 +36,7 @@ def control_change(
         return finish(snap, record, workflow, stats)
     if record.name == PROPOSE_PLAN:
         return plan_approval.open_plan(snap, record, workflow, opening)
-    return question.open_question(record, opening)
+    return question.open_question(snap, record, opening)
 
 
 def finish(
@@ -50,7 +50,7 @@ def finish(
     return Change(
         entries=done.results,
         tool_calls=done.records,
-        status=lifecycle.DONE,
+        status=lifecycle.move(snap.status, lifecycle.DONE),
         position=workflow.next(snap.position, Transition.FINISHED),
         events=(RunAnswered(text=answer.strip(), stats=stats),),
     )

@@ -219,7 +219,7 @@ class Engine:
                         files=request.blocks,
                     ),
                 ),
-                status=lifecycle.RUNNING,
+                status=lifecycle.move(snap.status, lifecycle.RUNNING),
                 position=position,
                 handled=delivery_keys(request),
             ),
@@ -327,7 +327,7 @@ class Engine:
                     RequestResolution(request_id=r.id, state=RequestState.CANCELLED, by=by)
                     for r in snap.open_requests
                 ),
-                status=lifecycle.CANCELLED,
+                status=lifecycle.move(snap.status, lifecycle.CANCELLED),
                 events=(
                     *requests_closed(snap, snap.open_requests, "stopped", by=by),
                     Stopped(
@@ -375,7 +375,7 @@ class Engine:
                         RequestResolution(request_id=r.id, state=RequestState.EXPIRED)
                         for r in snap.open_requests
                     ),
-                    status=lifecycle.CANCELLED,
+                    status=lifecycle.move(snap.status, lifecycle.CANCELLED),
                     events=(
                         *requests_closed(snap, snap.open_requests, "expired"),
                         Expired(request_id=request_id),

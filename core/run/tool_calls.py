@@ -350,7 +350,8 @@ class ToolRunner:
     ) -> bool:
         """Commit ``waiting(tool_approval)`` if ``gated`` are all still undecided."""
         try:
-            await self._journal.commit(conversation_id, tool_approval.wait(gated))
+            snap = await self._journal.load(conversation_id)
+            await self._journal.commit(conversation_id, tool_approval.wait(snap, gated))
         except RequestConflict:
             return False
         return True

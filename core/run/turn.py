@@ -159,7 +159,7 @@ class RunLoop:
             Change(
                 entries=closing.results,
                 tool_calls=closing.records,
-                status=lifecycle.FAILED,
+                status=lifecycle.move(snap.status, lifecycle.FAILED),
                 events=(RunFailed(error=error),),
             ),
         )
@@ -191,7 +191,8 @@ class RunLoop:
                 return
             if await self._after_turn(conversation_id, snap, turn) is TurnOutcome.DONE:
                 return
-        change = go_on.open_continue(self._settings.get().max_turns, self._opening)
+        snap = await self._journal.load(conversation_id)
+        change = go_on.open_continue(snap, self._settings.get().max_turns, self._opening)
         await self._journal.commit(conversation_id, change)
 
     async def _take_notes(
@@ -230,7 +231,7 @@ class RunLoop:
         if used_up is None:
             return False
         log.info("conversation %s: the %s budget is used up", conversation_id, used_up.scope)
-        await self._journal.commit(conversation_id, go_on.open_budget(used_up, self._opening))
+        await self._journal.commit(conversation_id, go_on.open_budget(snap, used_up, self._opening))
         return True
 
     async def _compacted(
@@ -340,7 +341,7 @@ class RunLoop:
                 conversation_id,
                 Change(
                     entries=(turn,),
-                    status=lifecycle.DONE,
+                    status=lifecycle.move(snap.status, lifecycle.DONE),
                     position=self._workflow.next(snap.position, Transition.FINISHED),
                     events=(RunAnswered(text=answer, stats=stats),),
                 ),
@@ -371,4 +372,5 @@ class RunLoop:
         if not exc.retryable:
             await self.fail(conversation_id, str(exc))
             return
-        await self._journal.commit(conversation_id, go_on.open_retry(str(exc), self._opening))
+        snap = await self._journal.load(conversation_id)
+        await self._journal.commit(conversation_id, go_on.open_retry(snap, str(exc), self._opening))
