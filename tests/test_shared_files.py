@@ -29,7 +29,6 @@ from core.files.saving import SHARED_DIR, safe_name, save_shared
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.engine import Engine
 from core.run.history import build_messages
-from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
 from core.vocabulary import lifecycle
@@ -58,17 +57,13 @@ def snapshot(workspace: Path, journal: tuple[JournalRecord, ...] = ()) -> Conver
     )
 
 
-def reader(text_limit: int = 50_000) -> FileReader:
-    return FileReader(settings=lambda: EngineSettings(file_text_limit=text_limit))
-
-
 def shared(name: str, data: bytes, media_type: str = "application/octet-stream") -> SharedFile:
     return SharedFile(name=name, media_type=media_type, size=len(data), data=data)
 
 
 async def read(tmp_path: Path, *files: SharedFile, limit: int = 50_000) -> list[dict]:
     message = ThreadMessage(text="look at these", author=ALICE, files=files)
-    done = await reader(limit).read(snapshot(tmp_path / "ws"), message)
+    done = await FileReader().read(snapshot(tmp_path / "ws"), message, text_limit=limit)
     assert done.files == ()
     return list(done.blocks)
 
@@ -266,14 +261,14 @@ async def test_a_conversation_shows_at_most_twenty_images(tmp_path: Path) -> Non
     shown = ThreadMessage(
         text="", author=ALICE, files=tuple(shared(f"{n}.png", image) for n in range(19))
     )
-    first = await reader().read(snapshot(tmp_path / "ws"), shown)
+    first = await FileReader().read(snapshot(tmp_path / "ws"), shown)
     entry = UserText(author=ALICE, text="", files=first.blocks)
     journal = (JournalRecord(seq=1, at="2026-01-01T00:00:00Z", entry=entry),)
     more = ThreadMessage(
         text="two more", author=ALICE, files=(shared("a.png", image), shared("b.png", image))
     )
 
-    blocks = (await reader().read(snapshot(tmp_path / "ws", journal), more)).blocks
+    blocks = (await FileReader().read(snapshot(tmp_path / "ws", journal), more)).blocks
 
     assert [b["type"] for b in blocks] == ["text", "image", "text"]
     assert blocks[2]["text"].startswith("[alice shared b.png (image/png")

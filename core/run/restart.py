@@ -1,4 +1,7 @@
-"""Who starts a conversation again after its run ended: after a stop, the people who may stop it.
+"""Starting a conversation again after its run ended: where it starts, and who may.
+
+A new request starts at the workflow's start, or where the last run ended
+(:func:`next_position`).
 
 A finished or failed conversation goes on with anyone's message in its thread
 (docs/architecture.md, "Conversation lifecycle and workflow position"). A stop is a person's
@@ -18,6 +21,7 @@ from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.run_events import Refused
 from core.vocabulary.snapshot import ConversationSnapshot
+from core.workflow import Transition, Workflow
 
 
 def stopped(snap: ConversationSnapshot) -> bool:
@@ -48,3 +52,17 @@ def refused_restart(snap: ConversationSnapshot, request: ThreadMessage) -> Chang
         handled=delivery_keys(request),
         events=(Refused(action="restart", by_name=request.author.name),),
     )
+
+
+def next_position(snap: ConversationSnapshot, request: ThreadMessage, workflow: Workflow) -> str:
+    """Where ``request`` starts the conversation: a first request at the workflow's start;
+    a failed run carried on by someone who may (``may_continue``) where it failed; after
+    a stop or a failure, at the start again (no approval outlives a stop); after an
+    answer, where the workflow's ``new_message`` leads."""
+    if not snap.journal:
+        return workflow.start
+    if snap.status.lifecycle is Lifecycle.FAILED and request.may_continue:
+        return snap.position  # carry on from where it failed
+    if snap.status.lifecycle in (Lifecycle.CANCELLED, Lifecycle.FAILED):
+        return workflow.start  # no approval outlives a stop
+    return workflow.next(snap.position, Transition.NEW_MESSAGE)

@@ -54,11 +54,13 @@ class ToolContext:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolOutput:
-    """What a tool returns: ``content`` for the model, ``note`` for the thread."""
+    """What a tool returns: ``content`` for the model, ``note`` for the thread, and the
+    step of the plan the note is about (``report_progress``'s ``step``, None for others)."""
 
     content: str
     note: str
     is_error: bool = False
+    step: str | None = None
 
 
 class Tool(Protocol):
@@ -100,6 +102,11 @@ class Toolbox:
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
         return self._tools.get(name)
+
+    def read_only(self, name: str) -> bool:
+        """Whether the tool ``name`` is read-only (an unknown tool counts as read-only)."""
+        tool = self._tools.get(name)
+        return tool.read_only if tool else True
 
     def select(self, names: Iterable[str]) -> list[Tool]:
         """Tools for a workflow position: names, ``read_only`` or ``all``; unknown names skipped."""

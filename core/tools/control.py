@@ -61,7 +61,10 @@ class ControlTool:
             return ToolOutput(content="", note=_text(args, "question"))
         if name == FINISH:
             return ToolOutput(content="The answer is posted in the thread.", note="finished")
-        return ToolOutput(content="Noted.", note=_text(args, "note"))
+        step = args.get("step")
+        return ToolOutput(
+            content="Noted.", note=_text(args, "note"), step=step if isinstance(step, str) else None
+        )
 
 
 def plan_steps(args: Mapping[str, Any]) -> tuple[list[str], list[str]]:

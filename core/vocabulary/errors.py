@@ -81,5 +81,5 @@ class StaleSnapshot(CoreError):
     (a decision made beside a run, another instance) has appended to the
     conversation's journal since the snapshot the caller holds: the new entries'
     ``seq`` numbers are taken. Nothing of the change was written; the caller
-    reloads the conversation and commits again (:class:`core.run.live.LiveJournal`).
+    reloads the conversation and commits again (:func:`core.run.live.commit`).
     """
