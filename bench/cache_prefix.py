@@ -36,7 +36,7 @@ from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from core.models.anthropic import anthropic_model_from
-from core.models.base import ToolSpec
+from core.models.base import ToolKind, ToolSpec
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox, ToolContext, ToolOutput
@@ -55,7 +55,6 @@ INSTRUCTIONS = " ".join(f"Team rule {n}: keep the build green and say why." for 
 class FetchPage:
     """A read-only tool whose output is about 2,000 tokens, different on every call."""
 
-    read_only = True
     spec = ToolSpec(
         name="fetch_page",
         description="Fetch a page of the build log.",
@@ -64,6 +63,7 @@ class FetchPage:
             "properties": {"page": {"type": "integer"}},
             "required": ["page"],
         },
+        kind=ToolKind.READ_ONLY,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:

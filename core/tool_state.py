@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from core.tools.control import WAITING_CONTROL
+from core.tools import control
 from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
 from core.vocabulary.errors import IllegalTransition
 from core.vocabulary.snapshot import ConversationSnapshot
@@ -192,7 +192,7 @@ def _moved(
     where = f"tool call {record.tool_use_id} ({record.name})"
     if not allowed(before, to):
         raise IllegalTransition(f"{where}: {before or 'new'} -> {to} is not allowed")
-    if record.name in WAITING_CONTROL and to in _NOT_FOR_CONTROL:
+    if control.ends_turn(record.name) and to in _NOT_FOR_CONTROL:
         raise IllegalTransition(f"{where}: a control call never takes {to}; its request waits")
     final = to in FINAL_TOOL_STATES
     if final != (result is not None):

@@ -19,11 +19,10 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.settings import Settings
-from conversations import migrate
 from conversations.events import OutboundAction, PlatformRef, PostReply
 from conversations.outbox import Deliverer
 from conversations.render import render_event
-from conversations.store import Outgoing, Store
+from conversations.store import Outgoing, Store, migrate
 from conversations.store.records import outbox_row
 from conversations.store.schema import ConversationRow
 from conversations.store.sql import SqlStore, create_engine

@@ -494,12 +494,15 @@ async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once
 class Probe:
     """A read-only test tool that records when it starts and can wait for another one."""
 
-    read_only = True
-
     def __init__(self, name: str, started: dict[str, asyncio.Event], waits_for: str | None) -> None:
-        from core.models.base import ToolSpec
+        from core.models.base import ToolKind, ToolSpec
 
-        self.spec = ToolSpec(name=name, description="probe", input_schema={"type": "object"})
+        self.spec = ToolSpec(
+            name=name,
+            description="probe",
+            input_schema={"type": "object"},
+            kind=ToolKind.READ_ONLY,
+        )
         self._started = started
         self._waits_for = waits_for
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from conversations import migrate
 from conversations.render import render_event
+from conversations.store import migrate
 from conversations.store.sql import SqlStore, create_engine
 from core.context import ManualClock, RunContext
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn

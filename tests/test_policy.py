@@ -24,7 +24,7 @@ from core.policy.policy import (
     default_policy,
 )
 from core.policy.summary import summarize_call
-from core.tools.control import CONTROL_TOOLS
+from core.tools.control import control_tools
 
 TOML_EXAMPLE = """
 [policy]
@@ -229,7 +229,7 @@ def test_a_custom_pattern_is_also_found_after_options() -> None:
     assert run(policy, "terraform -chdir=infra plan").decision is Permission.ALLOW
 
 
-@pytest.mark.parametrize("name", sorted(CONTROL_TOOLS))
+@pytest.mark.parametrize("name", sorted(t.spec.name for t in control_tools()))
 def test_control_tools_are_always_allowed(name: str) -> None:
     deny_all = ToolPolicy(rules=(Rule(tool="*", decision=Permission.DENY),))
     for policy in (default_policy(), deny_all):

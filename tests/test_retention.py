@@ -21,10 +21,9 @@ from sqlalchemy import text as sql
 
 from bot.app import App
 from bot.settings import Settings
-from conversations import migrate
 from conversations.events import Author, MessagePosted, PlatformRef, PostReply, inbound_adapter
 from conversations.render import CLOSED, render_event
-from conversations.store import Outgoing, Pruned, Store
+from conversations.store import Outgoing, Pruned, Store, migrate
 from conversations.store.sql import SqlStore, create_engine
 from conversations.sweeper import Sweeper
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn

@@ -29,7 +29,7 @@ from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Outgoing
 from conversations.store.memory import MemoryStore
-from core.models.base import ToolSpec
+from core.models.base import ToolKind, ToolSpec
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.engine import Engine
 from core.secrets import RedactingFilter, Redactor
@@ -155,11 +155,14 @@ def test_log_records_lose_secrets_in_their_message_args_and_traceback() -> None:
 class Leaky:
     """A read-only tool whose output, note and (on demand) error hold the token."""
 
-    read_only = True
-
     def __init__(self, *, fails: bool = False) -> None:
         name = "leak_error" if fails else "leak"
-        self.spec = ToolSpec(name=name, description="prints env", input_schema={"type": "object"})
+        self.spec = ToolSpec(
+            name=name,
+            description="prints env",
+            input_schema={"type": "object"},
+            kind=ToolKind.READ_ONLY,
+        )
         self.fails = fails
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -24,10 +24,9 @@ from typing import Any
 
 import pytest
 
-from conversations import migrate
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
-from conversations.store import Outgoing, Pruned, Store, interfaces
+from conversations.store import Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine

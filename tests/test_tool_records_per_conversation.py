@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from conversations import migrate
 from conversations.events import PlatformRef
 from conversations.render import render_event
-from conversations.store import Store
+from conversations.store import Store, migrate
 from conversations.store.sql import SqlStore, create_engine
 from core.models.base import Model, ModelRequest, ToolCallEvent
 from core.models.demo import DemoModel

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.tools import control
 from core.vocabulary.verdicts import Answered, Approved, Denied, Rejected, Revised, Verdict
 
 _LABELS: dict[str, Approved | Rejected | Denied | Revised | Answered] = {
@@ -35,7 +36,6 @@ _LABELS: dict[str, Approved | Rejected | Denied | Revised | Answered] = {
     "revise": Revised(),
     "answer": Answered(),
 }
-_WAITING_CONTROL = frozenset({"propose_plan", "ask_user"})
 _BORROWED_STATES = frozenset({"pending_approval", "running"})
 
 
@@ -89,6 +89,6 @@ def decision_entry(data: Any) -> Any:
 def tool_state(name: str, state: str) -> str:
     """A tool call's state as stored (``state``, of the tool ``name``), in today's terms:
     a waiting control call stored before 0006 in a borrowed state is ``approved``."""
-    if name in _WAITING_CONTROL and state in _BORROWED_STATES:
+    if control.opens_request(name) and state in _BORROWED_STATES:
         return "approved"
     return state

@@ -9,7 +9,7 @@ Rule order (first that applies wins). The shipped defaults are the widest layer
 (steps 6 and 8, as the bot's settings set them); every layer's ``deny`` and ``ask``
 rank above every ``allow``:
 
-1. control tools (:data:`core.tools.control.CONTROL_TOOLS`): ``allow``;
+1. control tools (:func:`core.tools.control.is_control`): ``allow``;
 2. mutating tools where :attr:`ToolPolicy.mutating_tools` is off: ``deny``;
 3. a ``deny`` from any layer: the explicit rules of the settings layers
    (:attr:`ToolPolicy.layers`, nearest first: channel, workspace or guild, then the
@@ -63,7 +63,7 @@ from core.policy.rules import (
     errors_said,
     rule_from_table,
 )
-from core.tools.control import CONTROL_TOOLS
+from core.tools import control
 
 __all__ = [
     "DEFAULT_ASK_COMMANDS",
@@ -138,7 +138,7 @@ class ToolPolicy(BaseModel):
         self, *, tool_name: str, read_only: bool, arguments: Mapping[str, Any], plan_approved: bool
     ) -> Ruling:
         """The ruling on one call; pure: the same input always gives the same ruling."""
-        if tool_name in CONTROL_TOOLS:
+        if control.is_control(tool_name):
             return _ruling(Permission.ALLOW, "control tools are always allowed", "control_tool")
         if not read_only and not self.mutating_tools:
             reason = "mutating tools are off here (the settings' `mutating_tools`)"

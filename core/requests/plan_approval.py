@@ -16,7 +16,7 @@ from core.requests import plan_revision
 from core.requests.closing import request_closed
 from core.requests.common import Opening
 from core.tool_state import answer_control, opened
-from core.tools.control import plan_steps
+from core.tools.control import ProposePlan
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import DecisionEntry
 from core.vocabulary.inputs import Approve, Reject
@@ -30,13 +30,14 @@ from core.workflow import Transition, Workflow
 
 
 def open_plan(
-    snap: ConversationSnapshot, record: ToolCallRecord, workflow: Workflow, opening: Opening
+    snap: ConversationSnapshot,
+    record: ToolCallRecord,
+    plan: ProposePlan,
+    workflow: Workflow,
+    opening: Opening,
 ) -> Change:
-    """Propose the ``propose_plan`` call's plan as the next version.
-
-    Raises :class:`core.vocabulary.errors.ToolError` when its ``steps`` or ``tools`` are malformed.
-    """
-    steps, tools = plan_steps(record.input)
+    """Propose ``plan``, the ``propose_plan`` call ``record``'s, as the next version."""
+    steps, tools = plan.steps, plan.tools
     version = snap.plan_version + 1
     plans = [
         r

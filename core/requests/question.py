@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from core.requests.common import Opening
 from core.tool_state import answer_control, opened
+from core.tools.control import AskUser
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import UserText
-from core.vocabulary.errors import ToolError
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.requests import Question, RequestState
@@ -22,21 +22,16 @@ from core.vocabulary.tool_records import ToolCallRecord
 from core.vocabulary.verdicts import Answered
 
 
-def open_question(snap: ConversationSnapshot, record: ToolCallRecord, opening: Opening) -> Change:
-    """Ask the ``ask_user`` call's question (with its ``options``, if any).
-
-    Raises :class:`ToolError` when ``question`` is missing or blank.
-    """
-    question = record.input.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise ToolError("`question` must be a non-empty string")
-    raw = record.input.get("options") or []
-    options = tuple(str(o) for o in raw) if isinstance(raw, list) else ()
+def open_question(
+    snap: ConversationSnapshot, record: ToolCallRecord, asked: AskUser, opening: Opening
+) -> Change:
+    """Ask ``asked``, the ``ask_user`` call ``record``'s question (with its options, if any)."""
+    question, options = asked.question, tuple(asked.options)
     expires_at, remind_at = opening.times()
     request = Question(
         id=opening.new_id(),
         tool_use_id=record.tool_use_id,
-        prompt=question.strip(),
+        prompt=question,
         expires_at=expires_at,
         remind_at=remind_at,
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from core.requests.closing import requests_closed
 from core.tool_state import Moved, answered_calls, move, parts, unrecorded
-from core.tools.control import CONTROL_TOOLS
+from core.tools import control
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry
 from core.vocabulary.journal import Change, RequestResolution
@@ -56,7 +56,8 @@ def close_open_calls(
     moves: list[Moved] = []
     cancelled = interrupted = 0
     for call, record in _all_open(snap, read_only):
-        was_running = record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+        is_control = control.is_control(call.name)
+        was_running = record.state is ToolState.RUNNING and not is_control
         if failed:
             to, text = ToolState.FAILED, f"Not run: the run ended with {by_name}."
         elif was_running:
@@ -64,7 +65,7 @@ def close_open_calls(
             text = f"Stopped by {by_name} while it ran; its effects may be partial."
         else:
             to, text = ToolState.CANCELLED, f"Stopped by {by_name} before it ran."
-        if call.name not in CONTROL_TOOLS:
+        if not is_control:
             interrupted += was_running
             cancelled += not was_running
         moves.append(move(record, to, result=text))
@@ -88,7 +89,7 @@ def interrupt_running(
     results, records = parts(
         move(record, ToolState.INTERRUPTED, result=text)
         for call, record in _all_open(snap, read_only)
-        if record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+        if record.state is ToolState.RUNNING and not control.is_control(call.name)
     )
     return Closing(results, records, 0, len(records))
 

@@ -16,7 +16,10 @@ exactly-once"):
 - ``pending_approval`` calls share one tool approval request; the allowed calls
   of the turn run while they wait, and the run ends ``waiting(tool_approval)`` if
   they are still undecided then;
-- the control calls ``propose_plan``, ``ask_user`` and ``finish`` come last.
+- a ``report_progress`` call is its note, in its place among the calls; the control
+  calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come last.
+  Both are parsed (:func:`core.tools.control.parse`) and done in one ``match``
+  (:meth:`ToolCalls._control`).
 
 Every state change is a :func:`core.tool_state.move`, committed with its result;
 one call runs in :mod:`core.run.one_call`, whose :func:`~core.run.one_call.finish_call`
@@ -31,17 +34,20 @@ import logging
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
+from typing import assert_never
 
-from core.requests import tool_approval
+from core.models.base import ToolKind
+from core.requests import plan_approval, question, tool_approval
 from core.run import live
-from core.run.control import control_change
+from core.run.control import finish
 from core.run.deps import RunDeps
 from core.run.one_call import finish_call, run_call
 from core.run.state import Run
 from core.run.stats import request_stats
 from core.tool_state import open_calls
+from core.tools import control
 from core.tools.base import ToolOutput
-from core.tools.control import FINISH, WAITING_CONTROL
+from core.tools.control import AskUser, Finish, ProposePlan, ReportProgress
 from core.tools.processes import kill_left_behind
 from core.vocabulary.errors import RequestConflict, ToolError
 from core.vocabulary.journal import Change
@@ -94,17 +100,23 @@ class ToolCalls:
             if runnable:
                 if self._deps.suspended():
                     return TurnOutcome.SUSPENDED
-                await self._run_batch(snap, runnable)
+                if self._kind(runnable[0]) is ToolKind.CONTROL:
+                    await self._control(snap, runnable[0])  # report_progress: its note
+                else:
+                    await self._run_batch(snap, runnable)
                 continue
             if gated:
                 if await self._wait_for_approval(snap, gated):
                     return TurnOutcome.WAIT
                 continue  # a decision landed between our look and our commit
-            control = next((r for r in records if r.name in WAITING_CONTROL), None)
-            if control is None:
+            ending = next((r for r in records if control.ends_turn(r.name)), None)
+            if ending is None:
                 await self._close_strays(records)
                 return TurnOutcome.CONTINUE
-            return await self._control(snap, control)
+            return await self._control(snap, ending)
+
+    def _kind(self, record: ToolCallRecord) -> ToolKind:
+        return self._deps.toolbox.kind(record.name)
 
     async def _run_batch(
         self, snap: ConversationSnapshot, runnable: Sequence[ToolCallRecord]
@@ -125,7 +137,7 @@ class ToolCalls:
         batch = [first]
         if first.read_only:
             for record in runnable[1:]:
-                if not record.read_only:
+                if not record.read_only or self._kind(record) is ToolKind.CONTROL:
                     break
                 batch.append(record)
         workspace = Path(snap.workspace)
@@ -192,23 +204,45 @@ class ToolCalls:
             await finish_call(self._run, self._deps, record, output, state=ToolState.CANCELLED)
 
     async def _control(self, snap: ConversationSnapshot, record: ToolCallRecord) -> TurnOutcome:
-        run = self._run
+        """Do the control call ``record``: its note, the answer, or the request it opens.
+
+        Its input was checked when its turn was admitted (:mod:`core.run.admission`);
+        a call admitted before that (an older version's) may still be malformed, and
+        gets its error as its result.
+        """
+        run, deps = self._run, self._deps
         if any(control_call(r) == record.tool_use_id for r in snap.open_requests):
             return TurnOutcome.WAIT
-        stats = request_stats(snap.journal, run.context.now())
-        if record.name == FINISH:
-            stats = await self.with_changes(snap, stats)
         try:
-            change = control_change(snap, record, self._deps.workflow, stats, run.opening)
+            call = control.parse(record.name, record.input)
         except ToolError as exc:
             output = ToolOutput(content=str(exc), note="", is_error=True)
-            await finish_call(run, self._deps, record, output)
+            await finish_call(run, deps, record, output)
             return TurnOutcome.CONTINUE
-        await self._commit(change)
-        return TurnOutcome.DONE if record.name == FINISH else TurnOutcome.WAIT
+        match call:
+            case ReportProgress():
+                output = ToolOutput(content="Noted.", note=call.note, step=call.step)
+                await finish_call(run, deps, record, output)
+                return TurnOutcome.CONTINUE
+            case Finish():
+                stats = request_stats(snap.journal, run.context.now())
+                stats = await self.with_changes(snap, stats)
+                await self._commit(finish(snap, record, call, deps.workflow, stats))
+                return TurnOutcome.DONE
+            case ProposePlan():
+                opened = plan_approval.open_plan(snap, record, call, deps.workflow, run.opening)
+                await self._commit(opened)
+                return TurnOutcome.WAIT
+            case AskUser():
+                await self._commit(question.open_question(snap, record, call, run.opening))
+                return TurnOutcome.WAIT
+            case _:
+                assert_never(call)
 
 
 def _runnable(record: ToolCallRecord) -> bool:
-    if record.name in WAITING_CONTROL:
+    """Whether ``record`` runs now: ``approved``, or ``running`` when the process died
+    (never a control call that ends the turn: those come last)."""
+    if control.ends_turn(record.name):
         return False
     return record.state in (ToolState.APPROVED, ToolState.RUNNING)

@@ -40,12 +40,14 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.models.base import ToolSpec
+from pydantic import Field
+
+from core.models.base import ToolKind, ToolSpec
 from core.secrets import RedactionStream
 from core.tools.base import ToolContext, ToolOutput
+from core.tools.inputs import ToolInput
 from core.tools.processes import describe, group_alive, signal_group
 from core.tools.sandbox import Launch, Sandbox, hand_over
-from core.tools.workspace import optional_arg, required_arg
 from core.vocabulary.errors import ToolError
 
 TERM_GRACE = 2.0
@@ -60,6 +62,17 @@ _POLL = 0.01
 _NOTE_WIDTH = 60
 
 
+class RunCommandInput(ToolInput):
+    """``run_command``: the command line, and the seconds it may take."""
+
+    command: str = Field(description="Shell command line.")
+    timeout: float | None = Field(
+        None,
+        description="Seconds.",
+        json_schema_extra={"exclusiveMinimum": 0},  # refused in words by _timeout
+    )
+
+
 class RunCommand:
     """``run_command``: run ``{"command": str, "timeout"?: seconds}`` with ``/bin/sh -c``.
 
@@ -68,8 +81,6 @@ class RunCommand:
     :class:`ToolError` for bad input, a command that cannot start, or a timeout
     (the message holds the output captured so far).
     """
-
-    read_only = False
 
     def __init__(self, sandbox: Sandbox | None = None, run_as: tuple[int, int] | None = None):
         self.sandbox = sandbox
@@ -83,23 +94,17 @@ class RunCommand:
             "stdin is empty; background processes are killed when the command ends. "
             "Give `timeout` in seconds for long commands (capped by the bot)."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "Shell command line."},
-                "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds."},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
+        input_schema=RunCommandInput.json_schema(),
+        kind=ToolKind.MUTATING,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Run the command; see the module docstring for timeout and cancellation."""
-        command = required_arg(args, "command", str)
+        given = RunCommandInput.parse(args)
+        command = given.command
         if not command.strip():
             raise ToolError("`command` is empty")
-        timeout = _timeout(args, ctx)
+        timeout = _timeout(given.timeout, ctx)
         capture = _Capture(ctx.output_limit, ctx.redactor.stream())
         if self.sandbox is not None:
             await asyncio.to_thread(self.sandbox.prepare, ctx.workspace)
@@ -192,9 +197,8 @@ def _caps_hit(code: int, output: str, capture: _Capture, ctx: ToolContext) -> li
     return hit
 
 
-def _timeout(args: Mapping[str, Any], ctx: ToolContext) -> float:
-    """Seconds the command may run: ``args["timeout"]`` capped at ``ctx.command_timeout``."""
-    asked = optional_arg(args, "timeout", float)
+def _timeout(asked: float | None, ctx: ToolContext) -> float:
+    """Seconds the command may run: ``asked`` capped at ``ctx.command_timeout``."""
     if asked is None:
         return ctx.command_timeout
     if not (math.isfinite(asked) and asked > 0):
