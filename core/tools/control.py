@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo
 from pydantic.json_schema import SkipJsonSchema
 
 from core.models.base import ToolKind, ToolSpec
@@ -35,78 +35,58 @@ def _text(value: object, info: ValidationInfo) -> str:
 
 
 def _texts(value: object, info: ValidationInfo) -> list[str]:
+    """Non-empty strings, stripped; nothing (absent, null, empty) is no strings."""
+    if not value:
+        return []
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"`{info.field_name}` must be a list of non-empty strings")
     return [v.strip() for v in value]
+
+
+def _steps(value: object, info: ValidationInfo) -> list[str]:
+    steps = _texts(value, info)
+    if not steps:
+        raise ValueError(f"`{info.field_name}` must be a list of non-empty strings")
+    return steps
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+"""A non-empty string, stripped."""
+Texts = Annotated[list[str], BeforeValidator(_texts)]
+"""A list of non-empty strings, stripped."""
 
 
 class ProposePlan(ToolInput):
     """``propose_plan``: the plan's steps, and the tools they need."""
 
     tool: SkipJsonSchema[Literal["propose_plan"]] = "propose_plan"
-    steps: list[str] = Field(min_length=1)
-    tools: list[str] = Field(default_factory=list)
-
-    @field_validator("steps", mode="before")
-    @classmethod
-    def _steps(cls, value: object, info: ValidationInfo) -> list[str]:
-        steps = _texts(value, info)
-        if not steps:
-            raise ValueError("`steps` must be a list of non-empty strings")
-        return steps
-
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _tools(cls, value: object, info: ValidationInfo) -> list[str]:
-        return _texts(value, info) if value else []
+    steps: Annotated[list[str], BeforeValidator(_steps)] = Field(min_length=1)
+    tools: Texts = Field(default_factory=list)
 
 
 class AskUser(ToolInput):
     """``ask_user``: a question for the thread, and the options it offers (maybe none)."""
 
     tool: SkipJsonSchema[Literal["ask_user"]] = "ask_user"
-    question: str
-    options: list[str] = Field(default_factory=list)
-
-    @field_validator("question", mode="before")
-    @classmethod
-    def _question(cls, value: object, info: ValidationInfo) -> str:
-        return _text(value, info)
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _options(cls, value: object) -> list[str]:
-        return [str(o) for o in value] if isinstance(value, list) else []
+    question: Text
+    options: Annotated[
+        list[str], BeforeValidator(lambda v: [str(o) for o in v] if isinstance(v, list) else [])
+    ] = Field(default_factory=list)
 
 
 class Finish(ToolInput):
     """``finish``: the final answer, posted in the thread."""
 
     tool: SkipJsonSchema[Literal["finish"]] = "finish"
-    answer: str
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer(cls, value: object, info: ValidationInfo) -> str:
-        return _text(value, info)
+    answer: Text
 
 
 class ReportProgress(ToolInput):
     """``report_progress``: a note for the thread, and the plan step it is about."""
 
     tool: SkipJsonSchema[Literal["report_progress"]] = "report_progress"
-    note: str
-    step: str | None = None
-
-    @field_validator("note", mode="before")
-    @classmethod
-    def _note(cls, value: object, info: ValidationInfo) -> str:
-        return _text(value, info)
-
-    @field_validator("step", mode="before")
-    @classmethod
-    def _step(cls, value: object) -> str | None:
-        return value if isinstance(value, str) else None
+    note: Text
+    step: Annotated[str | None, BeforeValidator(lambda v: v if isinstance(v, str) else None)] = None
 
 
 ControlCall = Annotated[
