@@ -23,6 +23,8 @@ from core.context import CountingIds, ManualClock, RunContext
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.requests.common import Opening
 from core.requests.plan_approval import open_plan
+from core.tools import control
+from core.tools.control import ProposePlan
 from core.vocabulary import lifecycle
 from core.vocabulary.errors import ModelError
 from core.vocabulary.journal import Change
@@ -307,7 +309,9 @@ def test_a_new_plan_replaces_an_open_one_and_leaves_a_decided_ones_message_alone
     snap = snapshot(approved, still_open)
 
     opening = Opening(context=RunContext(clock=ManualClock(), ids=CountingIds("new")), ttl=60)
-    change = open_plan(snap, record, default_workflow(), opening)
+    plan = control.parse(record.name, record.input)
+    assert isinstance(plan, ProposePlan)
+    change = open_plan(snap, record, plan, default_workflow(), opening)
 
     closed = [e for e in change.events if isinstance(e, RequestClosed)]
     assert closed == [
