@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from core.models.base import ModelEvent, ModelRequest, ToolSpec
+from core.models.base import ModelEvent, ModelRequest, ToolKind, ToolSpec
 from core.models.scripted import ScriptedCall, canned_events
 from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 
@@ -101,12 +101,8 @@ class TickTool:
             name=TICK,
             description="Does nothing, at once (benchmarks).",
             input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+            kind=ToolKind.READ_ONLY,
         )
-
-    @property
-    def read_only(self) -> bool:
-        """Always: it changes nothing."""
-        return True
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Note the time; the result is one short line."""

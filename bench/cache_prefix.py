@@ -35,14 +35,14 @@ from bench._verdict import Target
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core.inputs import Approve, Start
 from core.models.anthropic import anthropic_model_from
-from core.models.base import ToolSpec
-from core.people import Person
+from core.models.base import ToolKind, ToolSpec
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
+from core.vocabulary.inputs import Approve, ThreadMessage
+from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 
@@ -55,7 +55,6 @@ INSTRUCTIONS = " ".join(f"Team rule {n}: keep the build green and say why." for 
 class FetchPage:
     """A read-only tool whose output is about 2,000 tokens, different on every call."""
 
-    read_only = True
     spec = ToolSpec(
         name="fetch_page",
         description="Fetch a page of the build log.",
@@ -64,6 +63,7 @@ class FetchPage:
             "properties": {"page": {"type": "integer"}},
             "required": ["page"],
         },
+        kind=ToolKind.READ_ONLY,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -122,7 +122,7 @@ async def run(root: Path, *, turns: int = 30) -> Result:
             position=default_workflow().start,
         )
         assert cid is not None
-        await engine.start(cid, Start(text="why is the build slow?", author=ALICE))
+        await engine.start(cid, ThreadMessage(text="why is the build slow?", author=ALICE))
         plan = (await store.journal.load(cid)).open_requests[0]
         await engine.decide(cid, Approve(request_id=plan.id, by=ALICE))
         await engine.run(cid)

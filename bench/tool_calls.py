@@ -62,11 +62,15 @@ from bench._floor import (
 from bench._report import Figure, Result
 from bench._verdict import Target, in_turn
 from conversations.events import PlatformRef
-from core import lifecycle
-from core.journal import AssistantTurn, Change, ToolCall, ToolCallRecord, ToolState, UserText
-from core.people import Person
-from core.run_events import ProgressNote
+from core.run import live
+from core.run.state import Run
 from core.tool_state import admit, move
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, ToolCall, UserText
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import ProgressNote
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 TARGET_FLOOR = 0.5
 CONTENT = "tick: nothing to do"
@@ -117,34 +121,33 @@ async def _setup(store: Any, root: Path, number: int, calls: int) -> Conversatio
 
 class StoreCalls:
     """The figure: each call's two commits through threadbot's store, under the lease, as
-    a run makes them (:class:`core.run.live.LiveJournal`: the conversation loaded once
+    a run makes them (:func:`core.run.live.commit`: the conversation loaded once
     before the clock starts, each commit numbered after the run's newest entry)."""
 
     def __init__(self, store: Any) -> None:
         from conversations.store.leases import Leases
-        from core.run.live import LiveJournal
 
         self.store = store
-        self.journal = LiveJournal(store.journal)
         self.leases = Leases(store=store.leases, owner="bench:tool-calls", ttl=600.0)
 
     async def run(self, conversation: Conversation) -> float:
         """Seconds for every call of ``conversation`` (lease taken before the clock starts)."""
         cid = conversation.id
         async with self.leases.held(cid):
-            with self.journal.run():
-                await self.journal.load(cid)
-                started = time.perf_counter()
-                for record in conversation.records:
-                    await self._call(cid, record)
-                return time.perf_counter() - started
+            run = Run(conversation_id=cid, snapshot=await self.store.journal.load(cid))
+            started = time.perf_counter()
+            for record in conversation.records:
+                await self._call(run, record)
+            return time.perf_counter() - started
 
-    async def _call(self, cid: str, record: ToolCallRecord) -> None:
+    async def _call(self, run: Run, record: ToolCallRecord) -> None:
+        journal = self.store.journal
         running = move(record, ToolState.RUNNING).records
-        await self.journal.commit(cid, Change(tool_calls=running))
+        await live.commit(run, journal, Change(tool_calls=running))
         done = move(running[0], ToolState.DONE, result=CONTENT)
-        await self.journal.commit(
-            cid,
+        await live.commit(
+            run,
+            journal,
             Change(
                 entries=done.results,
                 tool_calls=done.records,

@@ -28,8 +28,8 @@ from bot.platforms import platform_adapters
 from bot.serve import run_console, run_platforms
 from bot.settings import Settings
 from bot.settings_errors import explain
-from conversations import migrate
 from conversations.logcontext import ConversationFilter
+from conversations.store import migrate
 from conversations.store.sql import create_engine
 from conversations.store.sql.failures import database_said, sqlite_file
 from core.faults import Faults

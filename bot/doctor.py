@@ -324,7 +324,7 @@ async def database_checks(url: str) -> list[Check]:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from conversations import migrate
+    from conversations.store import migrate
     from conversations.store.sql import create_engine
     from conversations.store.sql.failures import database_said
 

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.loosening import Grants, Refusals, Step, looser
-from core.policy.policy import DEFAULT_ASK_COMMANDS, Decision, Rule, RuleLayer, ToolPolicy
+from core.policy.policy import DEFAULT_ASK_COMMANDS, Permission, Rule, RuleLayer, ToolPolicy
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _rules(
     """A layer's rules without the allow rules it may not set."""
     kept = []
     for rule in rules:
-        if rule.decision is Decision.ALLOW:
+        if rule.decision is Permission.ALLOW:
             hint = grants.refused("allow_rules", [rule], wider=[], bot=[], step=step)
             if hint is not None:
                 refusals.add(

@@ -33,7 +33,7 @@ from typing import Literal
 from conversations.errors import LookupFailed
 from conversations.events import Author, PlatformRef
 from conversations.membership import Membership
-from core.people import Person
+from core.vocabulary.people import Person
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ A button's value is the serialised action, never a string to split
 (docs/architecture.md, "How the code is written"). The actions are small frozen
 models joined by ``kind``:
 
-- :class:`Approve` / :class:`Reject`: decide a request (a plan, a go-on or retry
+- :class:`ApproveButton` / :class:`RejectButton`: decide a request (a plan, a go-on or retry
   question), or one call of a tool approval (``call``, numbered from 1). Without
   ``request`` they decide the request the pressed message was posted for, as a
   reaction on it does.
-- :class:`Stop`: stop a conversation (the list ``/stop`` answers with).
+- :class:`StopButton`: stop a conversation (the list ``/stop`` answers with).
 
 :func:`encode` writes ``tb1:`` and the action's JSON with one-letter keys, at most
 :data:`MAX_CHARS` characters: Discord's limit for a component's ``custom_id``
@@ -51,7 +51,7 @@ class _Action(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
 
-class Approve(_Action):
+class ApproveButton(_Action):
     """Yes to ``request`` (None: the request of the pressed message), or to its ``call``."""
 
     kind: Literal["approve"] = Field("approve", alias="k")
@@ -59,7 +59,7 @@ class Approve(_Action):
     call: int | None = Field(None, alias="n", ge=0, le=999)
 
 
-class Reject(_Action):
+class RejectButton(_Action):
     """No to ``request`` (None: the request of the pressed message), or to its ``call``."""
 
     kind: Literal["reject"] = Field("reject", alias="k")
@@ -67,14 +67,14 @@ class Reject(_Action):
     call: int | None = Field(None, alias="n", ge=0, le=999)
 
 
-class Stop(_Action):
+class StopButton(_Action):
     """Stop ``conversation``."""
 
     kind: Literal["stop"] = Field("stop", alias="k")
     conversation: str = Field(alias="c", max_length=MAX_ID, pattern=ID_PATTERN)
 
 
-ButtonAction = Annotated[Approve | Reject | Stop, Field(discriminator="kind")]
+ButtonAction = Annotated[ApproveButton | RejectButton | StopButton, Field(discriminator="kind")]
 """What a button does."""
 _actions: TypeAdapter[ButtonAction] = TypeAdapter(ButtonAction)
 
@@ -118,7 +118,7 @@ def _legacy(value: str) -> ButtonAction | None:
             call = int(number) if number.isdigit() else None
             return _decision(verb == "allow", request=request, call=call)
         case "stop" if target:
-            return Stop(conversation=target)
+            return StopButton(conversation=target)
         case "threadbot":
             choice, _, about = target.partition(":")
             if choice in ("approve", "reject") and about.partition(":")[0] == "plan":
@@ -129,4 +129,8 @@ def _legacy(value: str) -> ButtonAction | None:
 def _decision(
     approve: bool, *, request: str | None = None, call: int | None = None
 ) -> ButtonAction:
-    return Approve(request=request, call=call) if approve else Reject(request=request, call=call)
+    return (
+        ApproveButton(request=request, call=call)
+        if approve
+        else RejectButton(request=request, call=call)
+    )

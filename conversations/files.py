@@ -3,7 +3,7 @@
 A message's :attr:`~conversations.events.MessagePosted.attachments` are references;
 the platform's adapter fetches them (a :class:`FileFetcher`: it knows which hosts may
 see which token), and :func:`fetch_shared` turns them into the
-:class:`core.inputs.SharedFile` values the engine reads, keeping to
+:class:`core.vocabulary.inputs.SharedFile` values the engine reads, keeping to
 :class:`FileLimits`:
 
 - at most ``per_message`` files of a message are fetched; the rest are left out;
@@ -28,7 +28,7 @@ from conversations.errors import FetchFailed, FileTooLarge
 from conversations.events import Attachment
 from conversations.render import code_text
 from core.files.kinds import size_said
-from core.inputs import SharedFile
+from core.vocabulary.inputs import SharedFile
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from core.inputs import Reply
+from core.vocabulary.inputs import ThreadMessage
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class Job:
     """A queued input: ``reply`` when it is a thread reply (may be taken as a note)."""
 
     run: Callable[[], Awaitable[None]]
-    reply: Reply | None = None
+    reply: ThreadMessage | None = None
 
 
 class ConversationQueue:
@@ -83,10 +83,10 @@ class ConversationQueue:
         if conversation_id not in self._workers:
             self._start(conversation_id)
 
-    def take_replies(self, conversation_id: str) -> list[Reply]:
+    def take_replies(self, conversation_id: str) -> list[ThreadMessage]:
         """Remove and return the replies at the front of the queue (notes for a run)."""
         jobs = self._jobs.get(conversation_id)
-        taken: list[Reply] = []
+        taken: list[ThreadMessage] = []
         while jobs and (reply := jobs[0].reply) is not None:
             jobs.popleft()
             taken.append(reply)

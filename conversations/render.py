@@ -8,7 +8,7 @@ everything in the thread.
 A request's message (plan, tool approval, go on?, retry?) is an outbox row with
 the request's id, and its first line is ``title — hint``: the hint (after
 :data:`HINT`) says how to decide. When the request closes
-(:class:`~core.run_events.RequestClosed`), a row of purpose :data:`CLOSED` with
+(:class:`~core.vocabulary.run_events.RequestClosed`), a row of purpose :data:`CLOSED` with
 the same request id holds the outcome line; the deliverer, in order after the
 request's message, turns it into the edit with :func:`closed_message`: the outcome
 line first, then the message without its hint and without buttons.
@@ -19,12 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
-from conversations.actions import Approve, Reject
+from conversations.actions import ApproveButton, RejectButton
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from core.pricing import dollars
-from core.run_events import (
-    Answered,
+from core.vocabulary.run_events import (
     BudgetReached,
     CallOutcome,
     ContinueAsked,
@@ -35,6 +34,7 @@ from core.run_events import (
     Refused,
     Reminder,
     RequestClosed,
+    RunAnswered,
     RunEvent,
     RunFailed,
     RunStats,
@@ -73,7 +73,7 @@ def render_event(
             return [_plan(binding, event, settings)]
         case QuestionAsked():
             return [_question(binding, event)]
-        case Answered():
+        case RunAnswered():
             branch = _branch_line(event.stats)
             text = f"✅ {event.text}\n{branch}— {format_stats(event.stats)}"
             return [Outgoing(PostReply(ref=binding, text=text))]
@@ -179,8 +179,10 @@ def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -
         ref=binding,
         text="\n".join(lines),
         buttons=(
-            Button(label="Approve", action=Approve(request=event.request_id), style="primary"),
-            Button(label="Reject", action=Reject(request=event.request_id), style="danger"),
+            Button(
+                label="Approve", action=ApproveButton(request=event.request_id), style="primary"
+            ),
+            Button(label="Reject", action=RejectButton(request=event.request_id), style="danger"),
         ),
         reactions=(settings.approve_emoji, settings.reject_emoji),
     )
@@ -201,8 +203,8 @@ def _tool_approval(
     buttons: list[Button] = []
     for c in event.calls:
         suffix = f" {c.number}" if len(event.calls) > 1 else ""
-        allow = Approve(request=event.request_id, call=c.number)
-        deny = Reject(request=event.request_id, call=c.number)
+        allow = ApproveButton(request=event.request_id, call=c.number)
+        deny = RejectButton(request=event.request_id, call=c.number)
         buttons.append(Button(label=f"Allow{suffix}", action=allow, style="primary"))
         buttons.append(Button(label=f"Deny{suffix}", action=deny, style="danger"))
     action = PostReply(
@@ -226,7 +228,7 @@ def _failure(binding: PlatformRef, event: RunFailed, settings: RenderSettings) -
             *rest,
         ]
     )
-    retry = Button(label="Retry", action=Approve(request=event.request_id), style="primary")
+    retry = Button(label="Retry", action=ApproveButton(request=event.request_id), style="primary")
     action = PostReply(ref=binding, text=text, buttons=(retry,))
     return Outgoing(action, request_id=event.request_id)
 
@@ -262,8 +264,8 @@ def _budget(binding: PlatformRef, event: BudgetReached, settings: RenderSettings
 def _go_on(binding: PlatformRef, text: str, request_id: str, go: str) -> Outgoing:
     """A "go on?" request's message: ``text``, a ``go`` button and a Stop here button."""
     buttons = (
-        Button(label=go, action=Approve(request=request_id), style="primary"),
-        Button(label="Stop here", action=Reject(request=request_id), style="danger"),
+        Button(label=go, action=ApproveButton(request=request_id), style="primary"),
+        Button(label="Stop here", action=RejectButton(request=request_id), style="danger"),
     )
     return Outgoing(PostReply(ref=binding, text=text, buttons=buttons), request_id=request_id)
 
@@ -338,7 +340,7 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
     """The edit of a closed request's message ``message_id``: outcome first, no hint, no buttons.
 
     ``original`` is the request's message as posted, ``closing`` the row written
-    for :class:`~core.run_events.RequestClosed` (its text is :func:`outcome_line`).
+    for :class:`~core.vocabulary.run_events.RequestClosed` (its text is :func:`outcome_line`).
     The text is the outcome line, then the original text with the hint cut from its
     first line (``📋 Plan (v1) — reply here ...`` becomes ``📋 Plan (v1)``); the
     buttons are removed (``buttons=()``). The seeded reactions stay: a reaction

@@ -33,8 +33,8 @@ from conversations.queue import ConversationQueue
 from conversations.store import ConversationInfo, StopRequests, Threads
 from conversations.store.leases import Leases, LeaseState, holder_gone
 from core.context import now
-from core.people import Person
 from core.run.engine import Engine
+from core.vocabulary.people import Person
 
 log = logging.getLogger(__name__)
 

@@ -2,27 +2,31 @@
 
 ``core`` knows nothing of chat platforms, HTTP frameworks or SQL (docs/architecture.md,
 "The four packages"); it talks to the outside through protocols it owns: the
-``Journal`` (:mod:`core.journal`), the ``Model`` (:mod:`core.models.base`) and the
-``Toolbox`` (:mod:`core.tools.base`). Tests walk the imports to keep it that way,
-with no import circle inside and no module past 400 lines.
+``Journal`` (:mod:`core.vocabulary.journal`), the ``Model`` (:mod:`core.models.base`)
+and the ``Toolbox`` (:mod:`core.tools.base`). Tests walk the imports to keep it that
+way, with no import circle between modules nor between rooms, and no module past
+400 lines.
 
-Rooms by concept (docs/architecture.md, "Inside the packages")::
+Rooms by concept, from the top floor down (docs/architecture.md, "Inside the
+packages")::
 
-    errors.py         the error tree
-    context.py        the run context: clock and ids (the one reader of the wall clock)
-    people.py         a person: platform id and name
-    inputs.py         what people give the engine: start, reply, decision, shared files
-    lifecycle.py      idle, running, waiting(kind), done, failed, cancelled
-    workflow.py       workflows as data (workflows/default.toml)
-    journal.py        journal entries, tool call records, snapshot, Change, Journal
-    tool_state.py     the tool call state table and the one function that moves it
-    run_events.py     what the engine tells people (rendered by the hub)
-    legacy.py         reading rows and entries stored before requests were typed
-    faults.py         named crash points for tests
-    requests/         one module per kind of pending request, its verdicts
-    run/              the engine's entry points, the turn, the tool calls, the history
-    policy/           the tool policy and the shell-command reader
-    tools/            tool specs and their input checks; workspace and command tools
-    files/            files shared in the thread, read into what the model sees
-    models/           the Model protocol and its implementations
+    run/          one run: Run (what it knows) and RunDeps (what it uses); the engine's
+                  entry points, the turn, the model call, the tool calls, the history
+    requests/     one module per kind of pending request: how it opens and is decided
+    files/        files shared in the thread, read into what the model sees
+    tool_state.py the tool call state table and the one function that moves it
+    policy/       the tool policy and the shell-command reader
+    tools/        the tools and their typed inputs: control tools (a tagged union),
+                  workspace and command tools, the sandbox
+    models/       the Model protocol, a tool's spec and kind; Anthropic, scripted, demo
+    tracing.py    the spans of a run, its model calls and tool calls
+    pricing.py    what a model call costs, and the budgets
+    workflow.py   workflows as data (workflows/default.toml)
+    outputs.py    large tool outputs kept whole, previewed
+    secrets.py    the bot's secrets taken out of what is stored and posted
+    context.py    the run context: clock and ids (the one reader of the wall clock)
+    faults.py     named crash points for tests
+    vocabulary/   the ground floor, imports nothing else of core: journal entries, tool
+                  records, snapshot, Change and the Journal protocol, pending requests
+                  and verdicts, the lifecycle and its table, run events, inputs, errors
 """

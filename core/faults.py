@@ -11,7 +11,7 @@ out-of-memory kill. Points:
 - ``after_platform_accept``: an adapter accepted an outbound message, before its
   platform message id was stored;
 - ``after_ddl``: a schema migration ran a DDL statement (``CREATE``, ``ALTER`` or
-  ``DROP``), before its transaction committed (``conversations/migrate.py``).
+  ``DROP``), before its transaction committed (``conversations/store/migrate.py``).
 
 With no setting, :meth:`Faults.hit` does nothing.
 """

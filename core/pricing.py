@@ -18,15 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from core.journal import (
-    AssistantTurn,
-    Compacted,
-    ConversationSnapshot,
-    DecisionEntry,
-    JournalRecord,
-)
-from core.requests.shapes import ContinueRequest
-from core.requests.verdicts import Approved
+from core.vocabulary.entries import AssistantTurn, Compacted, DecisionEntry, JournalRecord
+from core.vocabulary.requests import ContinueRequest
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Approved
 
 MICRO = 1_000_000
 """Micro-dollars per dollar, and tokens per million."""

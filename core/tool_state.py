@@ -1,11 +1,11 @@
 """A tool call's state: the table of allowed moves and the one function that makes them.
 
-Every state change of a :class:`core.journal.ToolCallRecord` goes through
+Every state change of a :class:`core.vocabulary.tool_records.ToolCallRecord` goes through
 :func:`move` (or :func:`admit`, which creates a record), checked against
 :data:`MOVES`; nothing else sets a record's state (a test walks the code for it).
 A move to a final state writes the call's one ``tool_result`` with it, so a
 record and its result are always committed in the same
-:class:`core.journal.Change`; a move to an open state writes none. The states
+:class:`core.vocabulary.journal.Change`; a move to an open state writes none. The states
 and the table are those of docs/architecture.md, "Durability and exactly-once"::
 
     (new)            -> approved | pending_approval | denied
@@ -21,7 +21,7 @@ The control calls that wait (``propose_plan``, ``ask_user``, ``finish``) never
 run a process nor wait for an approval of their own: they stay ``approved``
 until their answer is their result, and the request they opened carries the
 wait (:func:`opened`). A move the table does not allow raises
-:class:`core.errors.IllegalTransition` and writes nothing.
+:class:`core.vocabulary.errors.IllegalTransition` and writes nothing.
 """
 
 from __future__ import annotations
@@ -29,18 +29,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from core.errors import IllegalTransition
-from core.journal import (
+from core.tools import control
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
+from core.vocabulary.errors import IllegalTransition
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import (
     FINAL_TOOL_STATES,
-    AssistantTurn,
     CommandProcess,
-    ConversationSnapshot,
-    ToolCall,
     ToolCallRecord,
-    ToolResultEntry,
     ToolState,
 )
-from core.tools.control import WAITING_CONTROL
 
 S = ToolState
 MOVES: Mapping[ToolState | None, frozenset[ToolState]] = {
@@ -194,7 +192,7 @@ def _moved(
     where = f"tool call {record.tool_use_id} ({record.name})"
     if not allowed(before, to):
         raise IllegalTransition(f"{where}: {before or 'new'} -> {to} is not allowed")
-    if record.name in WAITING_CONTROL and to in _NOT_FOR_CONTROL:
+    if control.ends_turn(record.name) and to in _NOT_FOR_CONTROL:
         raise IllegalTransition(f"{where}: a control call never takes {to}; its request waits")
     final = to in FINAL_TOOL_STATES
     if final != (result is not None):

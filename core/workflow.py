@@ -25,7 +25,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from core.journal import StepEntered
+from core.vocabulary.entries import StepEntered
 
 
 class Transition(StrEnum):
@@ -40,7 +40,7 @@ class Transition(StrEnum):
 
 class Position(BaseModel):
     """One place in a workflow: what the model is told when it gets there (journaled as a
-    :class:`core.journal.StepEntered`) and which tools it may call there (every request
+    :class:`core.vocabulary.entries.StepEntered`) and which tools it may call there (every request
     offers all tools, so that its prefix stays cached; a call to another is refused)."""
 
     model_config = ConfigDict(frozen=True)

@@ -19,7 +19,7 @@ from conversations.events import (
     PlatformRef,
     ReactionChanged,
 )
-from core.journal import ConversationSnapshot
+from core.vocabulary.snapshot import ConversationSnapshot
 
 _keys = itertools.count(1)
 

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 
 from alembic.script import ScriptDirectory
 
-from conversations import migrate
+from conversations.store import migrate
 from conversations.store.sql import create_engine
 from core.faults import Faults
 

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 from bot.app import App, build
 from bot.settings import Settings
-from core.journal import ConversationSnapshot
 from core.models.scripted import ScriptedModel
+from core.vocabulary.snapshot import ConversationSnapshot
 from tests.harness import Chat
 from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace
 from tests.test_discord_story import ALICE as D_ALICE

@@ -27,8 +27,8 @@ import aiohttp
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.app import App, build
 from bot.settings import Settings
-from core.journal import ConversationSnapshot
 from core.models.scripted import ScriptedModel
+from core.vocabulary.snapshot import ConversationSnapshot
 from tests.fakes.slack_api import (
     BOT_ID,
     BOT_USER_ID,

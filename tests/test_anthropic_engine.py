@@ -6,8 +6,8 @@ import io
 
 from adapters.console import ConsoleAdapter
 from bot.app import build, default_toolbox
-from core.lifecycle import Lifecycle
 from core.models.anthropic import anthropic_model_from
+from core.vocabulary.lifecycle import Lifecycle
 from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 

@@ -11,7 +11,6 @@ import anthropic
 import pytest
 from aiohttp import web
 
-from core.errors import ModelError, ModelOverloaded
 from core.models.anthropic import AnthropicModel, anthropic_model_from
 from core.models.base import (
     ModelEvent,
@@ -22,6 +21,7 @@ from core.models.base import (
     TurnEnd,
     Usage,
 )
+from core.vocabulary.errors import ModelError, ModelOverloaded
 from tests.fakes.anthropic_server import (
     ApiError,
     FakeAnthropicServer,

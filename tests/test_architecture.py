@@ -2,8 +2,12 @@
 
 The import arrows on every module's AST (docs/architecture.md, "The four packages"):
 bot -> adapters -> conversations -> core, and core knows no platform, HTTP framework
-or SQL library. And the page itself: the files of the repository cite it, by its
-headings, and no notes kept outside the repository.
+or SQL library. Inside each package (docs/architecture.md, "Inside the packages"): no
+import circle between its modules nor between its rooms (its direct sub-folders and
+modules), core's vocabulary on the ground floor, no run state in a context variable,
+the control tools known by name in their own module only, and one writer each of a
+tool call's state and of a conversation's lifecycle. And the page itself: the files
+of the repository cite it, by its headings, and no notes kept outside the repository.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     assert {"sqlalchemy", "conversations"} <= imported_roots(module)
 
 
-# --- inside core: no import circle, small modules ------------------------------------
+# --- inside the packages: no import circle, small modules ----------------------------
 
 MAX_LINES = 400
 
@@ -129,8 +133,57 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_circle_among_core_modules() -> None:
-    assert circles(import_graph(ROOT / "core")) == []
+PACKAGES = ("core", "conversations", "adapters", "bot")
+
+
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` with each module replaced by its room: the package's direct sub-folder
+    or module it is in (``core.run.engine`` -> ``core.run``; ``core`` is its own)."""
+
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    folded: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        folded.setdefault(room(module), set()).update(
+            room(t) for t in targets if room(t) != room(module)
+        )
+    return folded
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circle_among_a_packages_modules(package: str) -> None:
+    assert circles(import_graph(ROOT / package)) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circle_among_a_packages_rooms(package: str) -> None:
+    assert circles(rooms(import_graph(ROOT / package))) == []
+
+
+def test_the_room_finder_sees_a_circle_between_folders() -> None:
+    graph = {
+        "core.a.x": {"core.b.y"},
+        "core.b.y": set(),
+        "core.b.z": {"core.a.w"},
+        "core.a.w": set(),
+    }
+    assert circles(graph) == []  # no two files import each other
+    assert circles(rooms(graph)) == [["core.a", "core.b"]]
+
+
+VOCABULARY = ROOT / "core" / "vocabulary"
+
+
+def test_cores_vocabulary_imports_nothing_else_of_core() -> None:
+    graph = import_graph(ROOT / "core")
+    outside = {
+        module: sorted(t for t in targets if not t.startswith("core.vocabulary"))
+        for module, targets in graph.items()
+        if module.startswith("core.vocabulary")
+    }
+    assert {m: t for m, t in outside.items() if t} == {}
+    assert len(outside) >= 10  # the vocabulary is there, not somewhere else
 
 
 def test_the_circle_finder_sees_a_circle(tmp_path: Path) -> None:
@@ -149,6 +202,108 @@ def test_no_core_module_is_past_400_lines() -> None:
         for path in sorted((ROOT / "core").rglob("*.py"))
     }
     assert {k: n for k, n in sizes.items() if n > MAX_LINES} == {}, "split them by concept"
+
+
+# --- no ambient run state ------------------------------------------------------------
+
+
+def context_variables(path: Path) -> list[int]:
+    """Lines of ``path`` that import ``contextvars`` or name a ``ContextVar``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == "contextvars" for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "contextvars":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name == "ContextVar":
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_context_variable_in_core() -> None:
+    """A run's state is passed explicitly (``core.run.state.Run``), never held ambient."""
+    found = {
+        str(path.relative_to(ROOT)): context_variables(path)
+        for path in sorted((ROOT / "core").rglob("*.py"))
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_context_variable_checker_sees_one(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "import contextvars\nfrom contextvars import ContextVar\na = contextvars.ContextVar('a')\n"
+    )
+    assert sorted(set(context_variables(module))) == [1, 2, 3]
+
+
+# --- the control tools are known by name in their own module only -------------------
+
+CONTROL = ROOT / "core" / "tools" / "control.py"
+MODELS = ROOT / "core" / "models"
+"""A model names the tools it calls (the demo model reads its own calls back): it is the
+other end of the tool protocol, not the engine recognising a call."""
+
+
+def control_names() -> set[str]:
+    from core.tools.control import control_tools
+
+    return {tool.spec.name for tool in control_tools()}
+
+
+def name_comparisons(path: Path, names: set[str]) -> list[int]:
+    """Lines of ``path`` that compare a value with a control tool's name: ``==``, ``!=``,
+    ``in`` or ``not in`` with one of ``names`` as a string (alone or in a literal
+    collection), or a ``case`` on one."""
+
+    def named(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(named(e) for e in node.elts)
+        return False
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(
+            named(side) for side in (node.left, *node.comparators)
+        ):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and named(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_control_tool_is_compared_by_name_outside_its_module() -> None:
+    names = control_names()
+    files = [
+        p for package in ("core", "conversations", "bot") for p in (ROOT / package).rglob("*.py")
+    ]
+    found = {
+        str(path.relative_to(ROOT)): name_comparisons(path, names)
+        for path in sorted(files)
+        if path != CONTROL and not path.is_relative_to(MODELS)
+    }
+    assert {k: v for k, v in found.items() if v} == {}, "ask core.tools.control, or a tool's kind"
+    strings = {
+        node.value
+        for node in ast.walk(ast.parse(CONTROL.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    assert names <= strings  # the one place that knows them
+
+
+def test_the_name_checker_sees_a_control_tool_compared(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "a = name == 'finish'\nb = name in ('ask_user', 'x')\nc = name == 'list_files'\n"
+        "match name:\n    case 'propose_plan':\n        pass\n"
+    )
+    assert name_comparisons(module, {"finish", "ask_user", "propose_plan"}) == [1, 2, 5]
 
 
 # --- time and ids come from the run context ------------------------------------------
@@ -226,9 +381,9 @@ def state_writes(path: Path) -> list[int]:
     return lines
 
 
-REQUEST_STATE_WRITERS = {"core/fold.py": 1}
+REQUEST_STATE_WRITERS = {"core/vocabulary/fold.py": 1}
 """Modules whose ``model_copy(update={"state": ...})`` sets a pending request's state
-(a :class:`core.requests.shapes.RequestState`), not a tool call's, and how many times:
+(a :class:`core.vocabulary.requests.RequestState`), not a tool call's, and how many times:
 the syntactic check cannot tell the two apart."""
 
 
@@ -244,6 +399,77 @@ def test_only_the_tool_state_module_sets_a_tool_calls_state() -> None:
     )
     assert {k: v for k, v in found.items() if k not in REQUEST_STATE_WRITERS} == {}
     assert state_writes(TOOL_STATE)
+
+
+# --- one writer of a conversation's lifecycle ---------------------------------------
+
+LIFECYCLE = ROOT / "core" / "vocabulary" / "lifecycle.py"
+FOLD = ROOT / "core" / "vocabulary" / "fold.py"
+"""Folds a committed change's status into a snapshot, as the stores load it."""
+
+
+def _is_move(node: ast.expr | None) -> bool:
+    """``move(...)`` or ``lifecycle.move(...)``; a conditional of those and None counts."""
+    if node is None or (isinstance(node, ast.Constant) and node.value is None):
+        return True
+    if isinstance(node, ast.IfExp):
+        return _is_move(node.body) and _is_move(node.orelse)
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")) == "move"
+
+
+def lifecycle_writes(path: Path) -> list[int]:
+    """Lines of ``path`` that set a conversation's status other than through
+    :func:`core.vocabulary.lifecycle.move`: ``Change(status=...)`` with anything but
+    its result, a ``Status(lifecycle=...)`` built, a ``"status"`` put by
+    ``model_copy(update=...)`` or by subscript."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                key = target.slice if isinstance(target, ast.Subscript) else None
+                if isinstance(key, ast.Constant) and key.value == "status":
+                    lines.append(node.lineno)
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        named = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        keywords = {k.arg: k.value for k in node.keywords}
+        if named == "Change" and "status" in keywords and not _is_move(keywords["status"]):
+            lines.append(node.lineno)
+        if named == "Status" and "lifecycle" in keywords:
+            lines.append(node.lineno)
+        update = keywords.get("update")
+        if named == "model_copy" and isinstance(update, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == "status" for k in update.keys):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_lifecycle_module_sets_a_conversations_status() -> None:
+    writes = {
+        str(path.relative_to(ROOT)): lifecycle_writes(path)
+        for path in sorted((ROOT / "core").rglob("*.py"))
+        if path not in (LIFECYCLE, FOLD)
+    }
+    assert {k: v for k, v in writes.items() if v} == {}
+    assert lifecycle_writes(LIFECYCLE) and lifecycle_writes(FOLD)
+
+
+def test_the_lifecycle_checker_sees_a_status_set_by_hand(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "a = Change(status=lifecycle.RUNNING)\n"
+        "b = Change(status=lifecycle.move(snap.status, lifecycle.RUNNING))\n"
+        "c = Change(status=lifecycle.move(s, t) if waiting else None)\n"
+        "d = snap.model_copy(update={'status': x})\n"
+        "e = Status(lifecycle=Lifecycle.DONE)\n"
+        "update['status'] = x\n"
+    )
+    assert sorted(lifecycle_writes(module)) == [1, 4, 5, 6]
 
 
 # --- the architecture the code cites is in the repository ---------------------------

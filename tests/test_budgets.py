@@ -24,13 +24,15 @@ from pydantic import ValidationError
 from bot.settings import DEFAULT_MODEL, Settings
 from bot.settings_errors import explain
 from conversations.events import ButtonPressed
-from core.journal import AssistantTurn, ConversationSnapshot, DecisionEntry, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.pricing import Budgets, Limit
-from core.requests.shapes import ContinueRequest, RequestState
-from core.requests.verdicts import Approved
 from core.run.settings import EngineSettings
+from core.vocabulary.entries import AssistantTurn, DecisionEntry
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import ContinueRequest, RequestState
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolState
+from core.vocabulary.verdicts import Approved
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.fakes.slack_api import TEAM_ID
 from tests.harness import Chat

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from conversations.actions import (
     MAX_CHARS,
     MAX_ID,
-    Approve,
+    ApproveButton,
     ButtonAction,
-    Reject,
-    Stop,
+    RejectButton,
+    StopButton,
     decode,
     encode,
 )
@@ -29,19 +29,19 @@ ID_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-"
 ids = st.text(alphabet=ID_CHARS, min_size=1, max_size=MAX_ID)
 calls = st.none() | st.integers(min_value=0, max_value=999)
 actions = st.one_of(
-    st.builds(lambda r, n: Approve(request=r, call=n), st.none() | ids, calls),
-    st.builds(lambda r, n: Reject(request=r, call=n), st.none() | ids, calls),
-    st.builds(lambda c: Stop(conversation=c), ids),
+    st.builds(lambda r, n: ApproveButton(request=r, call=n), st.none() | ids, calls),
+    st.builds(lambda r, n: RejectButton(request=r, call=n), st.none() | ids, calls),
+    st.builds(lambda c: StopButton(conversation=c), ids),
 )
 
 
 def test_the_values_are_compact_json_after_a_version() -> None:
-    assert encode(Approve(request="8f2c1d9e0a7b")) == 'tb1:{"k":"approve","r":"8f2c1d9e0a7b"}'
-    assert encode(Reject(request="8f2c1d9e0a7b", call=2)) == (
+    assert encode(ApproveButton(request="8f2c1d9e0a7b")) == 'tb1:{"k":"approve","r":"8f2c1d9e0a7b"}'
+    assert encode(RejectButton(request="8f2c1d9e0a7b", call=2)) == (
         'tb1:{"k":"reject","r":"8f2c1d9e0a7b","n":2}'
     )
-    assert encode(Stop(conversation="0f1e" * 8)) == f'tb1:{{"k":"stop","c":"{"0f1e" * 8}"}}'
-    assert encode(Approve()) == 'tb1:{"k":"approve"}'
+    assert encode(StopButton(conversation="0f1e" * 8)) == f'tb1:{{"k":"stop","c":"{"0f1e" * 8}"}}'
+    assert encode(ApproveButton()) == 'tb1:{"k":"approve"}'
 
 
 @given(actions)
@@ -53,29 +53,29 @@ def test_every_action_fits_a_custom_id_and_comes_back_as_itself(action: ButtonAc
 
 
 def test_the_longest_ids_still_fit() -> None:
-    longest = Approve(request="r" * MAX_ID, call=999)
+    longest = ApproveButton(request="r" * MAX_ID, call=999)
 
     assert len(encode(longest)) <= MAX_CHARS
     with pytest.raises(ValueError):
-        Approve(request="r" * (MAX_ID + 1))
+        ApproveButton(request="r" * (MAX_ID + 1))
     with pytest.raises(ValueError):
-        Stop(conversation='"quoted"')  # JSON would escape it
+        StopButton(conversation='"quoted"')  # JSON would escape it
 
 
 @pytest.mark.parametrize(
     ("old", "action"),
     [
-        ("approve:8f2c1d9e0a7b", Approve(request="8f2c1d9e0a7b")),
-        ("reject:8f2c1d9e0a7b", Reject(request="8f2c1d9e0a7b")),
-        ("allow:8f2c1d9e0a7b:2", Approve(request="8f2c1d9e0a7b", call=2)),
-        ("deny:8f2c1d9e0a7b:12", Reject(request="8f2c1d9e0a7b", call=12)),
-        ("allow:8f2c1d9e0a7b:x", Approve(request="8f2c1d9e0a7b")),  # as the old hub read it
+        ("approve:8f2c1d9e0a7b", ApproveButton(request="8f2c1d9e0a7b")),
+        ("reject:8f2c1d9e0a7b", RejectButton(request="8f2c1d9e0a7b")),
+        ("allow:8f2c1d9e0a7b:2", ApproveButton(request="8f2c1d9e0a7b", call=2)),
+        ("deny:8f2c1d9e0a7b:12", RejectButton(request="8f2c1d9e0a7b", call=12)),
+        ("allow:8f2c1d9e0a7b:x", ApproveButton(request="8f2c1d9e0a7b")),  # as the old hub read it
         (
             "stop:0f1e2d3c4b5a69788796a5b4c3d2e1f0",
-            Stop(conversation="0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+            StopButton(conversation="0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
         ),
-        ("threadbot:approve:plan:1", Approve()),  # the plan of the pressed message
-        ("threadbot:reject:plan:1", Reject()),
+        ("threadbot:approve:plan:1", ApproveButton()),  # the plan of the pressed message
+        ("threadbot:reject:plan:1", RejectButton()),
     ],
 )
 def test_values_posted_before_the_encoding_decode_to_the_same_actions(
@@ -121,7 +121,10 @@ def test_an_outbox_row_written_before_the_encoding_still_loads() -> None:
     action = outbound_adapter.validate_python(stored)
 
     assert isinstance(action, PostReply)
-    assert [b.action for b in action.buttons] == [Approve(request="req1"), Reject(request="req1")]
+    assert [b.action for b in action.buttons] == [
+        ApproveButton(request="req1"),
+        RejectButton(request="req1"),
+    ]
     again = outbound_adapter.dump_python(action, mode="json")
     assert [b["action"] for b in again["buttons"]] == [
         'tb1:{"k":"approve","r":"req1"}',

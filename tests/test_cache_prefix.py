@@ -24,15 +24,16 @@ from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core import lifecycle
-from core.journal import Change, UserText
-from core.lifecycle import Lifecycle
 from core.models.anthropic import anthropic_model_from
 from core.models.scripted import ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.run.engine import Engine
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import UserText
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.harness import Chat

@@ -19,17 +19,18 @@ from adapters.slack.outbound import render as slack_render
 from conversations.errors import DeliveryError
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import CLOSED, closed_message, outcome_line, render_event
-from core import lifecycle
 from core.context import CountingIds, ManualClock, RunContext
-from core.errors import ModelError
-from core.journal import Change, ConversationSnapshot, ToolCallRecord, ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.requests.common import Opening
 from core.requests.plan_approval import open_plan
-from core.requests.shapes import PendingRequest, PlanApproval, RequestKind, RequestState
-from core.requests.verdicts import Approved
-from core.run_events import (
+from core.tools import control
+from core.tools.control import ProposePlan
+from core.vocabulary import lifecycle
+from core.vocabulary.errors import ModelError
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PendingRequest, PlanApproval, RequestKind, RequestState
+from core.vocabulary.run_events import (
     CallOutcome,
     GatedCall,
     PlanProposed,
@@ -37,6 +38,9 @@ from core.run_events import (
     RunFailed,
     ToolApprovalRequested,
 )
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
+from core.vocabulary.verdicts import Approved
 from core.workflow import default_workflow
 from tests import test_outbox
 from tests.platform_threads import on
@@ -305,7 +309,9 @@ def test_a_new_plan_replaces_an_open_one_and_leaves_a_decided_ones_message_alone
     snap = snapshot(approved, still_open)
 
     opening = Opening(context=RunContext(clock=ManualClock(), ids=CountingIds("new")), ttl=60)
-    change = open_plan(snap, record, default_workflow(), opening)
+    plan = control.parse(record.name, record.input)
+    assert isinstance(plan, ProposePlan)
+    change = open_plan(snap, record, plan, default_workflow(), opening)
 
     closed = [e for e in change.events if isinstance(e, RequestClosed)]
     assert closed == [

@@ -25,14 +25,15 @@ import pytest
 from bot.app import build
 from bot.sandboxing import command_groups, confine
 from bot.settings import Settings
-from core.errors import ToolError
-from core.journal import CommandProcess, ToolResultEntry, ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.settings import EngineSettings
 from core.tools.base import ToolContext
 from core.tools.cgroups import CommandGroups, Group, find, find_group
 from core.tools.command import RunCommand
 from core.tools.sandbox import DEFAULT_ENV
+from core.vocabulary.entries import ToolResultEntry
+from core.vocabulary.errors import ToolError
+from core.vocabulary.tool_records import CommandProcess, ToolState
 from tests.harness import Chat
 from tests.process_harness import live_with
 

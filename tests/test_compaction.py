@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.settings import Settings
-from core.journal import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
-from core.lifecycle import Lifecycle
-from core.people import Person
 from core.run.compaction import KEEP_TURNS, SUMMARY_ASK, context_tokens, cut_at
+from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
 from tests.fakes.anthropic_server import (
     FakeAnthropicServer,
     Reply,

@@ -20,8 +20,8 @@ from conversations.store import interfaces
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
-from core.journal import Journal
 from core.outputs import OutputStore
+from core.vocabulary.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "conversations"

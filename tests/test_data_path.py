@@ -23,12 +23,14 @@ from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core.errors import RequestConflict
-from core.journal import AssistantTurn, Change, ToolCall, ToolResultEntry, ToolState, UserText
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
-from core.run.live import LiveJournal
+from core.run import live, state
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry, UserText
+from core.vocabulary.errors import RequestConflict
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
+from core.vocabulary.tool_records import ToolState
 from tests.harness import Chat
 
 ALICE_P = Person(id="alice", name="alice")
@@ -237,17 +239,15 @@ async def test_a_run_never_gives_a_call_a_second_result_after_a_write_beside_it(
     assert cid is not None
     call = ToolCall(id="toolu_1", name="run_command", input={"command": "make"})
     await store.journal.commit(cid, Change(entries=(AssistantTurn(tool_calls=(call,)),)))
-    live = LiveJournal(store.journal)
+    run = state.Run(conversation_id=cid, snapshot=await store.journal.load(cid))
     result = ToolResultEntry(tool_use_id="toolu_1", content="built")
 
-    with live.run():
-        await live.load(cid)
-        await store.journal.commit(  # beside the run: the call closed by someone else
-            cid, Change(entries=(ToolResultEntry(tool_use_id="toolu_1", content="expired"),))
-        )
-        with pytest.raises(RequestConflict):
-            await live.commit(cid, Change(entries=(result,)))
-        await live.commit(cid, Change(entries=(UserText(author=ALICE_P, text="ok"),)))
+    await store.journal.commit(  # beside the run: the call closed by someone else
+        cid, Change(entries=(ToolResultEntry(tool_use_id="toolu_1", content="expired"),))
+    )
+    with pytest.raises(RequestConflict):
+        await live.commit(run, store.journal, Change(entries=(result,)))
+    await live.commit(run, store.journal, Change(entries=(UserText(author=ALICE_P, text="ok"),)))
 
     snap = await store.journal.load(cid)
     contents = [r.entry.content for r in snap.journal if isinstance(r.entry, ToolResultEntry)]

@@ -19,10 +19,11 @@ import pytest
 from bot.app import build
 from bot.settings import Settings
 from conversations.access import parse_approver, platform_problem
-from core.errors import ModelError
-from core.journal import ToolResultEntry, ToolState, UserText
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestState
+from core.vocabulary.entries import ToolResultEntry, UserText
+from core.vocabulary.errors import ModelError
+from core.vocabulary.requests import RequestState
+from core.vocabulary.tool_records import ToolState
 from tests.harness import Chat
 from tests.test_cli import _run
 from tests.test_slack_story import finish, plan

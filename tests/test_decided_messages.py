@@ -17,11 +17,11 @@ import pytest
 
 from bot.app import App
 from conversations.events import OutboundAction, UpdateMessage
-from core.journal import ConversationSnapshot
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestKind, RequestState
-from core.requests.verdicts import Approved, Revised
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestKind, RequestState
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Approved, Revised
 from tests.platform_threads import Shown, on
 from tests.test_discord_story import _restore_discord_py  # noqa: F401  (restores discord.py)
 from tests.test_slack_story import finish

@@ -22,17 +22,16 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.settings import Settings
-from conversations import migrate
 from conversations.events import OutboundAction, PlatformRef, PostReply
 from conversations.outbox import Deliverer
 from conversations.render import render_event
-from conversations.store import Outgoing, Store
+from conversations.store import Outgoing, Store, migrate
 from conversations.store.records import outbox_row
 from conversations.store.schema import ConversationRow
 from conversations.store.sql import SqlStore, create_engine
-from core.lifecycle import Lifecycle
 from core.models.base import ModelEvent, ModelRequest
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.lifecycle import Lifecycle
 from tests.conftest import wait_for
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
 from tests.slack_harness import ALICE, CHANNEL, slack_workspace

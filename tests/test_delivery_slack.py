@@ -26,11 +26,11 @@ from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Store
 from conversations.store.memory import MemoryStore
-from core.journal import Change
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
-from core.run_events import Answered, PlanProposed, ProgressNote, RunStats
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import PlanProposed, ProgressNote, RunAnswered, RunStats
 from tests.conftest import wait_for as _wait_for
 from tests.fakes.clock import VirtualClock
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi, RecordedCall
@@ -98,8 +98,8 @@ async def slack_delivery(tmp_path: Path, **options: object) -> AsyncIterator[Sla
             await store.close()
 
 
-def answered(text: str) -> Answered:
-    return Answered(text=text, stats=RunStats())
+def answered(text: str) -> RunAnswered:
+    return RunAnswered(text=text, stats=RunStats())
 
 
 def first_lines(texts: list[str]) -> list[str]:

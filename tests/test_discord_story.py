@@ -34,11 +34,11 @@ from bot.app import App, build
 from bot.settings import Settings
 from conversations.errors import DeliveryError
 from conversations.events import PlatformRef, PostReply
-from core.journal import ConversationSnapshot
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedModel
-from core.requests.shapes import RequestState
-from core.requests.verdicts import Approved
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Approved
 from tests.fakes.discord_api import (
     BOT_USER_ID,
     GUILD_ID,

@@ -38,7 +38,7 @@ from adapters.discord.translate import (
     thread_id_of,
     thread_parent_of,
 )
-from conversations.actions import Approve
+from conversations.actions import ApproveButton
 from conversations.events import (
     AddReaction,
     Author,
@@ -916,7 +916,7 @@ def test_buttons_with_a_repeated_action_are_dropped_and_long_labels_cut() -> Non
 
 
 def test_an_action_too_long_for_a_custom_id_is_refused() -> None:
-    too_long = Approve.model_construct(request="a" * 101)  # past the model's own limit
+    too_long = ApproveButton.model_construct(request="a" * 101)  # past the model's own limit
     with pytest.raises(ValueError, match="at most 100 characters"):
         components([Button(label="Go", action=too_long)])
 

@@ -23,7 +23,7 @@ import pytest
 from bot.doctor import doctor
 from bot.sandboxing import command_groups
 from bot.settings import Settings
-from conversations import migrate
+from conversations.store import migrate
 from conversations.store.sql import create_engine
 from core.tools.sandbox import DEFAULT_ENV
 from tests.fakes.anthropic_server import FakeAnthropicServer

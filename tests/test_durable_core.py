@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from core.journal import ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestState
-from core.requests.verdicts import Approved
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.tool_records import ToolState
+from core.vocabulary.verdicts import Approved
 from tests.fakes.anthropic_server import check_tool_results
 from tests.harness import Chat
 
@@ -373,7 +373,7 @@ async def test_a_denied_call_never_runs_and_the_model_is_told_why(
 
 async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> None:
     from bot.settings import Settings
-    from core.policy.policy import Decision
+    from core.policy.policy import Permission
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "threadbot.toml").write_text(
@@ -389,12 +389,14 @@ async def test_the_policy_comes_from_threadbot_toml(tmp_path, monkeypatch) -> No
             plan_approved=True,
         )
     )
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
 
 
 async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_app) -> None:
-    from core import lifecycle
-    from core.journal import AssistantTurn, Change, ToolCall, ToolCallRecord
+    from core.vocabulary import lifecycle
+    from core.vocabulary.entries import AssistantTurn, ToolCall
+    from core.vocabulary.journal import Change
+    from core.vocabulary.tool_records import ToolCallRecord
 
     model = ScriptedModel([plan(), ScriptedTurn(text="Listed.")])
     app = await make_app(model)
@@ -492,12 +494,15 @@ async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once
 class Probe:
     """A read-only test tool that records when it starts and can wait for another one."""
 
-    read_only = True
-
     def __init__(self, name: str, started: dict[str, asyncio.Event], waits_for: str | None) -> None:
-        from core.models.base import ToolSpec
+        from core.models.base import ToolKind, ToolSpec
 
-        self.spec = ToolSpec(name=name, description="probe", input_schema={"type": "object"})
+        self.spec = ToolSpec(
+            name=name,
+            description="probe",
+            input_schema={"type": "object"},
+            kind=ToolKind.READ_ONLY,
+        )
         self._started = started
         self._waits_for = waits_for
 
@@ -614,7 +619,7 @@ async def test_no_approval_outlives_a_stop(make_app) -> None:
 
 
 async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make_app) -> None:
-    from core.errors import ModelError
+    from core.vocabulary.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
     chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back at it."), plan()])
@@ -629,7 +634,7 @@ async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make
 
 
 async def test_someone_elses_reply_to_a_failed_call_is_a_note_not_a_retry(make_app) -> None:
-    from core.errors import ModelError
+    from core.vocabulary.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
     chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back.")])

@@ -16,16 +16,16 @@ from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from core.context import CountingIds, ManualClock, RunContext
-from core.inputs import Start
-from core.journal import ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.policy.policy import Rule, RuleLayer, ToolPolicy
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
 from core.tools.workspace import ListFiles
+from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.people import Person
+from core.vocabulary.tool_records import ToolState
 from core.workflow import default_workflow
 
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -82,7 +82,7 @@ async def test_two_conversations_at_once_each_run_with_their_own_settings(tmp_pa
     )
 
     runs = [
-        asyncio.create_task(engine.start(cid, Start(text="look", author=ALICE)))
+        asyncio.create_task(engine.start(cid, ThreadMessage(text="look", author=ALICE)))
         for cid in (builds, docs)
     ]
     while len(model.requests) < 2:  # noqa: ASYNC110  # both runs inside a model call at once

@@ -23,9 +23,9 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from bot.settings import Settings
 from conversations.store.sql import SqlStore
-from core.journal import UserText
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.entries import UserText
+from core.vocabulary.lifecycle import Lifecycle
 from tests.conftest import wait_for
 from tests.slack_harness import slack_workspace
 

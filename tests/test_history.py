@@ -15,10 +15,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.journal import AssistantTurn, Entry, JournalRecord, ToolCall, ToolResultEntry, UserText
 from core.models.base import Message
-from core.people import Person
 from core.run.history import History, _assistant_content, _result_block, user_text_block
+from core.vocabulary.entries import (
+    AssistantTurn,
+    Entry,
+    JournalRecord,
+    ToolCall,
+    ToolResultEntry,
+    UserText,
+)
+from core.vocabulary.people import Person
 
 ALICE = Person(id="U0ALICE001", name="alice")
 AT = datetime(2026, 12, 1, tzinfo=UTC)

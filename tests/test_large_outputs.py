@@ -12,9 +12,9 @@ import re
 
 from bot.app import build
 from bot.settings import Settings
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.outputs import NOTE_ROOM
+from core.vocabulary.lifecycle import Lifecycle
 from tests.harness import Chat
 
 BIG = "".join(f"{n:05d}|" for n in range(8_334))[:50_000]

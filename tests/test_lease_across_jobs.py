@@ -21,10 +21,11 @@ from conversations.render import render_event
 from conversations.store.leases import Leases, current_lease
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease
-from core.errors import LeaseLost
-from core.journal import Change, UserText
-from core.people import Person
-from core.run_events import ProgressNote
+from core.vocabulary.entries import UserText
+from core.vocabulary.errors import LeaseLost
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import ProgressNote
 from tests.test_store_contract import new_conversation
 
 ALICE = Person(id="U0ALICE001", name="alice")

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from bot.settings import Settings
-from core.journal import AssistantTurn, ToolState
-from core.lifecycle import Lifecycle
-from core.requests.shapes import RequestKind, RequestState
 from core.run.history import build_messages
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestKind, RequestState
+from core.vocabulary.tool_records import ToolState
 from tests.fakes.anthropic_server import (
     ApiError,
     Block,

@@ -9,7 +9,7 @@ another waits on its first plan (``propose_plan`` sitting ``pending_approval``).
 Decisions were texts (``"approved call 2"``, ``"revise"``, ``"go on"``) and the
 plan's "what should change?" was a ``question``. The database is built at 0005,
 filled with those rows, upgraded as a start does, and read by today's code
-(``core.legacy``); both conversations then go on.
+(``conversations.store.legacy``); both conversations then go on.
 """
 
 from __future__ import annotations
@@ -23,17 +23,22 @@ from typing import Any
 
 import pytest
 
-from conversations import migrate
 from conversations.render import render_event
+from conversations.store import migrate
 from conversations.store.sql import SqlStore, create_engine
 from core.context import ManualClock, RunContext
-from core.inputs import Approve, Reply
-from core.journal import DecisionEntry, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.requests.closing import call_outcomes
-from core.requests.shapes import (
+from core.run.engine import Engine
+from core.tools.base import Toolbox
+from core.tools.command import RunCommand
+from core.tools.control import control_tools
+from core.tools.workspace import ListFiles
+from core.vocabulary.entries import DecisionEntry
+from core.vocabulary.inputs import Approve, ThreadMessage
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
+from core.vocabulary.requests import (
     PlanApproval,
     PlanRevision,
     Question,
@@ -41,13 +46,9 @@ from core.requests.shapes import (
     RetryRequest,
     ToolApproval,
 )
-from core.requests.verdicts import Approved, Denied, Rejected, Revised
-from core.run.engine import Engine
-from core.run_events import CallOutcome
-from core.tools.base import Toolbox
-from core.tools.command import RunCommand
-from core.tools.control import control_tools
-from core.tools.workspace import ListFiles
+from core.vocabulary.run_events import CallOutcome
+from core.vocabulary.tool_records import ToolState
+from core.vocabulary.verdicts import Approved, Denied, Rejected, Revised
 from core.workflow import default_workflow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_0005.json"
@@ -146,7 +147,7 @@ async def test_a_question_asked_before_the_upgrade_is_answered_after_it(store: S
     assert (asked.state, asked.request_id) == (ToolState.APPROVED, None)  # was "running"
 
     engine = engine_for(store, ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "On main."})]))
-    await engine.reply(cid, Reply(text="main", author=ALICE))
+    await engine.reply(cid, ThreadMessage(text="main", author=ALICE))
 
     snap = await store.journal.load(cid)
     assert snap.status.lifecycle is Lifecycle.DONE

@@ -21,9 +21,9 @@ from conversations.outbox import STATUS_MAX_CHARS, Deliverer
 from conversations.render import render_event
 from conversations.store import Outgoing, Store
 from conversations.store.memory import MemoryStore
-from core.journal import Change
-from core.people import Person
-from core.run_events import Answered, ProgressNote, RunStats
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import ProgressNote, RunAnswered, RunStats
 from tests.conftest import wait_for as _wait_for
 from tests.fakes.clock import VirtualClock
 
@@ -113,7 +113,7 @@ class Bench:
         await self.store.journal.commit(conversation_id, Change(events=events))
 
     async def answer(self, conversation_id: str, text: str) -> None:
-        event = Answered(text=text, stats=RunStats())
+        event = RunAnswered(text=text, stats=RunStats())
         await self.store.journal.commit(conversation_id, Change(events=(event,)))
 
     async def rows(self) -> list[tuple[int, str, str, int, str | None, str]]:

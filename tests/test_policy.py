@@ -16,15 +16,15 @@ from pydantic import ValidationError
 
 from core.policy.policy import (
     DEFAULT_ASK_COMMANDS,
-    Decision,
+    Permission,
     Rule,
     RuleLayer,
+    Ruling,
     ToolPolicy,
-    Verdict,
     default_policy,
 )
 from core.policy.summary import summarize_call
-from core.tools.control import CONTROL_TOOLS
+from core.tools.control import control_tools
 
 TOML_EXAMPLE = """
 [policy]
@@ -43,7 +43,7 @@ decision = "ask"
 """
 
 
-def run(policy: ToolPolicy, command: str, *, plan_approved: bool = True) -> Verdict:
+def run(policy: ToolPolicy, command: str, *, plan_approved: bool = True) -> Ruling:
     return policy.check(
         tool_name="run_command",
         read_only=False,
@@ -52,7 +52,7 @@ def run(policy: ToolPolicy, command: str, *, plan_approved: bool = True) -> Verd
     )
 
 
-def write(policy: ToolPolicy, path: str, *, plan_approved: bool = True) -> Verdict:
+def write(policy: ToolPolicy, path: str, *, plan_approved: bool = True) -> Ruling:
     return policy.check(
         tool_name="write_file",
         read_only=False,
@@ -72,29 +72,29 @@ def test_reading_is_allowed_before_and_after_the_plan(plan_approved: bool) -> No
         arguments={"path": "src/app.py"},
         plan_approved=plan_approved,
     )
-    assert verdict.decision is Decision.ALLOW
+    assert verdict.decision is Permission.ALLOW
     assert verdict.rule == "read_only"
 
 
 def test_a_mutating_tool_is_denied_until_the_plan_is_approved() -> None:
     before = write(default_policy(), "notes/a.md", plan_approved=False)
-    assert before.decision is Decision.DENY
+    assert before.decision is Permission.DENY
     assert before.reason == "mutating tools run only after the plan is approved"
     assert before.rule == "plan_not_approved"
 
     after = write(default_policy(), "notes/a.md", plan_approved=True)
-    assert after.decision is Decision.ALLOW
+    assert after.decision is Permission.ALLOW
     assert after.rule == "plan_approved"
 
 
 def test_a_harmless_command_runs_after_approval_only() -> None:
-    assert run(default_policy(), "echo hi").decision is Decision.ALLOW
-    assert run(default_policy(), "echo hi", plan_approved=False).decision is Decision.DENY
+    assert run(default_policy(), "echo hi").decision is Permission.ALLOW
+    assert run(default_policy(), "echo hi", plan_approved=False).decision is Permission.DENY
 
 
 def test_rm_rf_asks_with_a_readable_reason() -> None:
     verdict = run(default_policy(), "rm -rf build")
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
     assert verdict.reason == "`rm -rf` deletes files recursively: the policy asks first"
     assert verdict.rule == "ask_commands 'rm -rf'"
 
@@ -121,14 +121,14 @@ def test_rm_rf_asks_with_a_readable_reason() -> None:
 )
 def test_a_destructive_command_asks_wherever_a_command_starts(command: str, pattern: str) -> None:
     verdict = run(default_policy(), command)
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
     assert verdict.rule == f"ask_commands {pattern!r}"
 
 
 @pytest.mark.parametrize("pattern", DEFAULT_ASK_COMMANDS)
 def test_every_default_pattern_asks_even_before_the_plan(pattern: str) -> None:
     verdict = run(default_policy(), f"cd src && {pattern} x", plan_approved=False)
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
     assert f"`{pattern.strip()}`" in verdict.reason
 
 
@@ -142,7 +142,7 @@ def test_the_issue_list_is_in_the_default() -> None:
     "command", ['echo "grep curl"', "grep -rn docker src", "git log --grep=ssh", "ddgr", "ls -la"]
 )
 def test_a_pattern_that_is_not_at_a_command_start_does_not_ask(command: str) -> None:
-    assert run(default_policy(), command).decision is Decision.ALLOW
+    assert run(default_policy(), command).decision is Permission.ALLOW
 
 
 @pytest.mark.parametrize(
@@ -182,7 +182,7 @@ def test_a_destructive_command_asks_in_any_spelling_of_its_options(
     command: str, pattern: str, shown: str
 ) -> None:
     verdict = run(default_policy(), command)
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
     assert verdict.rule == f"ask_commands {pattern!r}"
     assert verdict.reason.startswith(f"`{shown}` ")
     assert verdict.reason.endswith(": the policy asks first")
@@ -192,7 +192,7 @@ def test_a_structural_match_has_a_readable_reason() -> None:
     verdict = run(default_policy(), "rm -f -r build")
     assert verdict.reason == "`rm -f -r` deletes files recursively: the policy asks first"
     verdict = run(default_policy(), "git -C app push origin main", plan_approved=False)
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
     assert (
         verdict.reason == "`git -C app push` publishes commits to a remote: the policy asks first"
     )
@@ -216,34 +216,34 @@ def test_a_structural_match_has_a_readable_reason() -> None:
     ],
 )
 def test_a_harmless_command_with_similar_words_does_not_ask(command: str) -> None:
-    assert run(default_policy(), command).decision is Decision.ALLOW
+    assert run(default_policy(), command).decision is Permission.ALLOW
 
 
 def test_a_custom_pattern_is_also_found_after_options() -> None:
     policy = ToolPolicy(ask_commands=("terraform apply",))
     verdict = run(policy, "terraform -chdir=infra apply -auto-approve")
-    assert verdict.decision is Decision.ASK
+    assert verdict.decision is Permission.ASK
     assert verdict.reason == (
         "`terraform -chdir=infra apply` is on the policy's ask list: the policy asks first"
     )
-    assert run(policy, "terraform -chdir=infra plan").decision is Decision.ALLOW
+    assert run(policy, "terraform -chdir=infra plan").decision is Permission.ALLOW
 
 
-@pytest.mark.parametrize("name", sorted(CONTROL_TOOLS))
+@pytest.mark.parametrize("name", sorted(t.spec.name for t in control_tools()))
 def test_control_tools_are_always_allowed(name: str) -> None:
-    deny_all = ToolPolicy(rules=(Rule(tool="*", decision=Decision.DENY),))
+    deny_all = ToolPolicy(rules=(Rule(tool="*", decision=Permission.DENY),))
     for policy in (default_policy(), deny_all):
         verdict = policy.check(
             tool_name=name, read_only=False, arguments={"note": "x"}, plan_approved=False
         )
-        assert verdict.decision is Decision.ALLOW
+        assert verdict.decision is Permission.ALLOW
         assert verdict.rule == "control_tool"
 
 
 def test_without_the_plan_gate_mutating_tools_are_allowed() -> None:
     policy = ToolPolicy(mutating_needs_plan=False)
-    assert write(policy, "a.md", plan_approved=False).decision is Decision.ALLOW
-    assert run(policy, "curl x", plan_approved=False).decision is Decision.ASK
+    assert write(policy, "a.md", plan_approved=False).decision is Permission.ALLOW
+    assert run(policy, "curl x", plan_approved=False).decision is Permission.ASK
 
 
 # --- explicit rules ---------------------------------------------------------------
@@ -255,76 +255,76 @@ def test_a_prefix_rule_denies_its_command_even_inside_a_chain() -> None:
             Rule(
                 tool="run_command",
                 command_prefix="make deploy",
-                decision=Decision.DENY,
+                decision=Permission.DENY,
                 reason="deploys go through CI",
             ),
         )
     )
     for command in ("make deploy", "make deploy-prod", "cd app && make  deploy"):
         verdict = run(policy, command)
-        assert verdict.decision is Decision.DENY
+        assert verdict.decision is Permission.DENY
         assert verdict.reason == "deploys go through CI"
         assert verdict.rule == "rules[0] run_command command_prefix='make deploy' -> deny"
-    assert run(policy, "make test").decision is Decision.ALLOW
+    assert run(policy, "make test").decision is Permission.ALLOW
 
 
 def test_a_deny_rule_finds_its_command_after_options_but_an_allow_rule_does_not() -> None:
     deny = ToolPolicy(
-        rules=(Rule(tool="run_command", command_prefix="make deploy", decision=Decision.DENY),)
+        rules=(Rule(tool="run_command", command_prefix="make deploy", decision=Permission.DENY),)
     )
-    assert run(deny, "make -C app deploy").decision is Decision.DENY
-    assert run(deny, "make -C app test").decision is Decision.ALLOW
+    assert run(deny, "make -C app deploy").decision is Permission.DENY
+    assert run(deny, "make -C app test").decision is Permission.ALLOW
     allow = ToolPolicy(
-        rules=(Rule(tool="run_command", command_prefix="git push", decision=Decision.ALLOW),)
+        rules=(Rule(tool="run_command", command_prefix="git push", decision=Permission.ALLOW),)
     )
     verdict = run(allow, "git -C . push")
-    assert (verdict.decision, verdict.rule) == (Decision.ASK, "ask_commands 'git push'")
+    assert (verdict.decision, verdict.rule) == (Permission.ASK, "ask_commands 'git push'")
 
 
 def test_a_glob_rule_asks_for_matching_paths_in_any_spelling() -> None:
     policy = ToolPolicy(
-        rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Decision.ASK),)
+        rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Permission.ASK),)
     )
     for path in ("secrets/prod.env", "./secrets/a/b.key", "notes/../secrets/x", "Secrets/x"):
         verdict = write(policy, path)
-        assert verdict.decision is Decision.ASK, path
+        assert verdict.decision is Permission.ASK, path
         assert (
             verdict.reason == "the policy asks before `write_file` for paths matching `secrets/**`"
         )
-    assert write(policy, "/srv/ws/c42/secrets/x").decision is Decision.ASK
-    assert write(policy, "notes/secrets.md").decision is Decision.ALLOW
+    assert write(policy, "/srv/ws/c42/secrets/x").decision is Permission.ASK
+    assert write(policy, "notes/secrets.md").decision is Permission.ALLOW
 
 
 def test_the_first_matching_rule_wins() -> None:
     policy = ToolPolicy(
         rules=(
-            Rule(tool="write_file", path_glob="docs/public/*", decision=Decision.ALLOW),
-            Rule(tool="write_file", path_glob="docs/*", decision=Decision.DENY),
+            Rule(tool="write_file", path_glob="docs/public/*", decision=Permission.ALLOW),
+            Rule(tool="write_file", path_glob="docs/*", decision=Permission.DENY),
         )
     )
     public = write(policy, "docs/public/index.md", plan_approved=False)
-    assert (public.decision, public.rule.split()[0]) == (Decision.ALLOW, "rules[0]")
+    assert (public.decision, public.rule.split()[0]) == (Permission.ALLOW, "rules[0]")
     private = write(policy, "docs/internal.md")
-    assert (private.decision, private.rule.split()[0]) == (Decision.DENY, "rules[1]")
+    assert (private.decision, private.rule.split()[0]) == (Permission.DENY, "rules[1]")
 
 
 def test_a_star_rule_applies_to_every_tool_but_control_tools() -> None:
-    policy = ToolPolicy(rules=(Rule(tool="*", decision=Decision.ASK),))
+    policy = ToolPolicy(rules=(Rule(tool="*", decision=Permission.ASK),))
     for name, read_only in (("read_file", True), ("write_file", False), ("run_command", False)):
         verdict = policy.check(
             tool_name=name, read_only=read_only, arguments={}, plan_approved=True
         )
-        assert verdict.decision is Decision.ASK
+        assert verdict.decision is Permission.ASK
         assert verdict.reason == "the policy asks before every tool"
 
 
 def test_a_glob_rule_names_one_tool_and_a_star_rule_every_tool_with_a_path() -> None:
     only_write = ToolPolicy(
-        rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Decision.DENY),)
+        rules=(Rule(tool="write_file", path_glob="secrets/**", decision=Permission.DENY),)
     )
-    every = ToolPolicy(rules=(Rule(tool="*", path_glob="secrets/**", decision=Decision.DENY),))
-    for policy, edit_decision in ((only_write, Decision.ALLOW), (every, Decision.DENY)):
-        assert write(policy, "secrets/a").decision is Decision.DENY
+    every = ToolPolicy(rules=(Rule(tool="*", path_glob="secrets/**", decision=Permission.DENY),))
+    for policy, edit_decision in ((only_write, Permission.ALLOW), (every, Permission.DENY)):
+        assert write(policy, "secrets/a").decision is Permission.DENY
         edit = policy.check(
             tool_name="edit_file",
             read_only=False,
@@ -350,29 +350,29 @@ def test_a_rule_that_could_never_match_is_refused(rule: dict[str, str], message:
 
 
 def test_a_pattern_rule_needs_its_argument() -> None:
-    policy = ToolPolicy(rules=(Rule(tool="*", path_glob="*.env", decision=Decision.DENY),))
-    assert write(policy, "prod.env").decision is Decision.DENY
-    assert run(policy, "cat prod.env").decision is Decision.ALLOW  # no `path` argument
+    policy = ToolPolicy(rules=(Rule(tool="*", path_glob="*.env", decision=Permission.DENY),))
+    assert write(policy, "prod.env").decision is Permission.DENY
+    assert run(policy, "cat prod.env").decision is Permission.ALLOW  # no `path` argument
 
 
 def test_an_allow_rule_comes_before_the_ask_list_but_covers_only_its_own_commands() -> None:
     policy = ToolPolicy(
         rules=(
-            Rule(tool="run_command", command_prefix="git push", decision=Decision.ALLOW),
-            Rule(tool="run_command", command_prefix="make test", decision=Decision.ALLOW),
+            Rule(tool="run_command", command_prefix="git push", decision=Permission.ALLOW),
+            Rule(tool="run_command", command_prefix="make test", decision=Permission.ALLOW),
         )
     )
-    assert run(policy, "git push origin threadbot/c42").decision is Decision.ALLOW
-    assert run(policy, "make test", plan_approved=False).decision is Decision.ALLOW
+    assert run(policy, "git push origin threadbot/c42").decision is Permission.ALLOW
+    assert run(policy, "make test", plan_approved=False).decision is Permission.ALLOW
     smuggled = run(policy, "make test && curl http://x")
-    assert (smuggled.decision, smuggled.rule) == (Decision.ASK, "ask_commands 'curl'")
+    assert (smuggled.decision, smuggled.rule) == (Permission.ASK, "ask_commands 'curl'")
 
 
 def test_a_custom_ask_list_replaces_the_default() -> None:
     policy = ToolPolicy(ask_commands=("terraform apply",))
-    assert run(policy, "cd infra && terraform apply").decision is Decision.ASK
+    assert run(policy, "cd infra && terraform apply").decision is Permission.ASK
     assert "is on the policy's ask list" in run(policy, "terraform apply").reason
-    assert run(policy, "curl http://x").decision is Decision.ALLOW
+    assert run(policy, "curl http://x").decision is Permission.ALLOW
 
 
 # --- across layers ----------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_a_nearer_layer_s_asks_and_plan_gate_come_before_every_allow() -> None:
     """A layer's additions to the ask list and its plan gate are tightenings: the bot's
     own allow (which goes before the bot's ask list and gate) does not beat them."""
     bot = ToolPolicy(
-        rules=(Rule(tool="*", decision=Decision.ALLOW),),
+        rules=(Rule(tool="*", decision=Permission.ALLOW),),
         mutating_needs_plan=False,
     )
     channel = RuleLayer(
@@ -391,7 +391,7 @@ def test_a_nearer_layer_s_asks_and_plan_gate_come_before_every_allow() -> None:
     policy = bot.with_layers([channel])
     deploy = run(policy, "cd app && make deploy")
     assert (deploy.decision, deploy.rule) == (
-        Decision.ASK,
+        Permission.ASK,
         "slack channel C1 ask_commands 'make deploy'",
     )
     assert deploy.reason == (
@@ -399,20 +399,20 @@ def test_a_nearer_layer_s_asks_and_plan_gate_come_before_every_allow() -> None:
     )
     early = write(policy, "a.md", plan_approved=False)
     assert (early.decision, early.reason) == (
-        Decision.DENY,
+        Permission.DENY,
         "mutating tools run only after the plan is approved (slack channel C1)",
     )
     assert run(policy, "curl x").rule == "bot settings rules[0] * -> allow"  # the bot's own word
-    assert write(bot, "a.md", plan_approved=False).decision is Decision.ALLOW  # no layer: no gate
+    assert write(bot, "a.md", plan_approved=False).decision is Permission.ALLOW  # no layer: no gate
 
 
 def test_a_deny_rule_of_any_layer_comes_before_a_layer_s_gate_and_asks() -> None:
-    policy = ToolPolicy(rules=(Rule(tool="run_command", decision=Decision.DENY),)).with_layers(
+    policy = ToolPolicy(rules=(Rule(tool="run_command", decision=Permission.DENY),)).with_layers(
         [RuleLayer(name="slack workspace T1", ask_commands=("ls",), mutating_needs_plan=True)]
     )
     verdict = run(policy, "ls", plan_approved=False)
     assert (verdict.decision, verdict.rule) == (
-        Decision.DENY,
+        Permission.DENY,
         "bot settings rules[0] run_command -> deny",
     )
 
@@ -427,14 +427,14 @@ def test_the_toml_example_loads_and_decides() -> None:
         Rule(
             tool="run_command",
             command_prefix="make deploy",
-            decision=Decision.DENY,
+            decision=Permission.DENY,
             reason="deploys go through CI",
         ),
-        Rule(tool="write_file", path_glob="secrets/**", decision=Decision.ASK),
+        Rule(tool="write_file", path_glob="secrets/**", decision=Permission.ASK),
     )
     assert run(policy, "make deploy").reason == "deploys go through CI"
-    assert write(policy, "secrets/token").decision is Decision.ASK
-    assert run(policy, "curl http://x").decision is Decision.ALLOW  # not on this list
+    assert write(policy, "secrets/token").decision is Permission.ASK
+    assert run(policy, "curl http://x").decision is Permission.ALLOW  # not on this list
 
 
 def test_an_empty_table_is_the_default_policy() -> None:
@@ -504,7 +504,7 @@ def test_known_and_star_tools_load_and_without_known_tools_any_name_does() -> No
     policy = ToolPolicy.from_toml_table({"rules": rules}, known_tools=KNOWN_TOOLS)
     assert [rule.tool for rule in policy.rules] == ["*", "edit_file", "run_command"]
     lenient = ToolPolicy.from_toml_table({"rules": [{"tool": "my_tool", "decision": "ask"}]})
-    assert lenient.rules == (Rule(tool="my_tool", decision=Decision.ASK),)
+    assert lenient.rules == (Rule(tool="my_tool", decision=Permission.ASK),)
     tables = tomllib.loads(TOML_EXAMPLE)["policy"]
     assert ToolPolicy.from_toml_table(tables, KNOWN_TOOLS) == ToolPolicy.from_toml_table(tables)
 
@@ -523,7 +523,7 @@ def test_the_check_is_pure() -> None:
         tool_name="run_command", read_only=False, arguments=arguments, plan_approved=False
     )
     assert first == second
-    assert first.decision is Decision.ASK
+    assert first.decision is Permission.ASK
     assert policy.model_dump() == before
     with pytest.raises(ValidationError):
         policy.mutating_needs_plan = False  # type: ignore[misc]

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from bot.settings import ModelPrice
 from conversations.render import format_stats
 from core.pricing import Limit, Price, Rates, Spend, call_cost, dollars, price_for, reached
-from core.run_events import RunStats
+from core.vocabulary.run_events import RunStats
 
 SONNET = Rates(input=3_000_000, output=15_000_000, cache_read=300_000, cache_write=3_750_000)
 AT = datetime(2026, 12, 1, tzinfo=UTC)

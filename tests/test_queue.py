@@ -15,8 +15,8 @@ from contextvars import ContextVar
 import pytest
 
 from conversations.queue import ConversationQueue, Job
-from core.inputs import Reply
-from core.people import Person
+from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.people import Person
 
 SESSION: ContextVar[int] = ContextVar("test_session", default=0)
 
@@ -278,8 +278,8 @@ async def test_pause_lets_the_running_job_end_and_closes_the_session() -> None:
 async def test_a_run_takes_the_replies_queued_behind_it() -> None:
     queue = ConversationQueue()
     gate = asyncio.Event()
-    taken: list[list[Reply]] = []
-    reply = Reply(text="also this", author=Person(id="console:bob", name="bob"))
+    taken: list[list[ThreadMessage]] = []
+    reply = ThreadMessage(text="also this", author=Person(id="console:bob", name="bob"))
 
     async def run() -> None:
         await gate.wait()

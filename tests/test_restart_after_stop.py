@@ -9,8 +9,8 @@ on with anyone's reply, as before.
 
 from __future__ import annotations
 
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.lifecycle import Lifecycle
 from tests.harness import Chat
 
 QUESTION = ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which one?"})])

@@ -21,19 +21,18 @@ from sqlalchemy import text as sql
 
 from bot.app import App
 from bot.settings import Settings
-from conversations import migrate
 from conversations.events import Author, MessagePosted, PlatformRef, PostReply, inbound_adapter
 from conversations.render import CLOSED, render_event
-from conversations.store import Outgoing, Pruned, Store
+from conversations.store import Outgoing, Pruned, Store, migrate
 from conversations.store.sql import SqlStore, create_engine
 from conversations.sweeper import Sweeper
-from core import lifecycle
-from core.journal import Change, RequestResolution
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
-from core.requests.shapes import PlanApproval, RequestState
-from core.requests.verdicts import Approved
+from core.vocabulary import lifecycle
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PlanApproval, RequestState
+from core.vocabulary.verdicts import Approved
 from tests.harness import Chat
 from tests.slack_harness import ALICE as SLACK_ALICE
 from tests.slack_harness import BOT_USER_ID, CHANNEL, slack_workspace

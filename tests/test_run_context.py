@@ -16,14 +16,14 @@ from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from core.context import CountingIds, ManualClock, RunContext
-from core.inputs import Approve, DecideOutcome, Start
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
-from core.requests.shapes import PlanApproval, Question, RequestState
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
+from core.vocabulary.inputs import Approve, DecideOutcome, ThreadMessage
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PlanApproval, Question, RequestState
 from core.workflow import default_workflow
 
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -45,7 +45,7 @@ async def mention(store: MemoryStore, engine: Engine, text: str) -> str:
         position=default_workflow().start,
     )
     assert cid is not None
-    await engine.start(cid, Start(text=text, author=ALICE))
+    await engine.start(cid, ThreadMessage(text=text, author=ALICE))
     return cid
 
 

@@ -29,13 +29,13 @@ import pytest
 from bot.app import build
 from bot.sandboxing import NOBODY, confine
 from bot.settings import Settings
-from core.errors import ToolError
-from core.journal import ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.policy.policy import Decision, Rule, RuleLayer, ToolPolicy
+from core.policy.policy import Permission, Rule, RuleLayer, ToolPolicy
 from core.secrets import Redactor
 from core.tools.base import ToolContext
 from core.tools.command import RunCommand
+from core.vocabulary.errors import ToolError
+from core.vocabulary.tool_records import ToolState
 from tests.harness import Chat
 from tests.process_harness import live_with
 
@@ -349,7 +349,7 @@ async def test_when_the_probe_fails_every_command_asks_first(tmp_path: Path) -> 
             arguments={"command": command},
             plan_approved=True,
         )
-        assert verdict.decision is Decision.ASK, command
+        assert verdict.decision is Permission.ASK, command
         assert "every command asks first" in verdict.reason
     denied = ToolPolicy(
         every_command_asks=True,
@@ -357,7 +357,7 @@ async def test_when_the_probe_fails_every_command_asks_first(tmp_path: Path) -> 
     ).check(
         tool_name="run_command", read_only=False, arguments={"command": "rm x"}, plan_approved=True
     )
-    assert denied.decision is Decision.DENY  # a deny still wins
+    assert denied.decision is Permission.DENY  # a deny still wins
 
 
 async def test_a_bot_without_a_working_sandbox_says_so_and_asks_before_a_command(

@@ -29,15 +29,15 @@ from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Outgoing
 from conversations.store.memory import MemoryStore
-from core.inputs import Start
-from core.journal import ToolResultEntry
-from core.models.base import ToolSpec
+from core.models.base import ToolKind, ToolSpec
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.run.engine import Engine
 from core.secrets import RedactingFilter, Redactor
 from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
+from core.vocabulary.entries import ToolResultEntry
+from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.people import Person
 from core.workflow import default_workflow
 from tests.harness import Chat
 from tests.test_cli import _run
@@ -155,11 +155,14 @@ def test_log_records_lose_secrets_in_their_message_args_and_traceback() -> None:
 class Leaky:
     """A read-only tool whose output, note and (on demand) error hold the token."""
 
-    read_only = True
-
     def __init__(self, *, fails: bool = False) -> None:
         name = "leak_error" if fails else "leak"
-        self.spec = ToolSpec(name=name, description="prints env", input_schema={"type": "object"})
+        self.spec = ToolSpec(
+            name=name,
+            description="prints env",
+            input_schema={"type": "object"},
+            kind=ToolKind.READ_ONLY,
+        )
         self.fails = fails
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -206,7 +209,7 @@ async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_th
     )
     engine, cid = await redacting_engine(store, tmp_path, model, Leaky(), Leaky(fails=True))
 
-    await engine.start(cid, Start(text="print the env", author=ALICE))
+    await engine.start(cid, ThreadMessage(text="print the env", author=ALICE))
     await deliverer.drain()
 
     snap = await store.journal.load(cid)
@@ -231,7 +234,7 @@ async def test_a_token_a_person_pastes_is_redacted_before_it_is_journaled_or_sen
     model = ScriptedModel([ScriptedTurn(text="Never paste a token.")])
     engine, cid = await redacting_engine(store, tmp_path, model)
 
-    await engine.start(cid, Start(text=f"why does {TOKEN} fail?", author=ALICE))
+    await engine.start(cid, ThreadMessage(text=f"why does {TOKEN} fail?", author=ALICE))
 
     snap = await store.journal.load(cid)
     assert TOKEN not in snap.model_dump_json()

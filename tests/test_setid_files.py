@@ -22,11 +22,11 @@ import pytest
 from bot.app import build
 from bot.sandboxing import NOBODY, confine
 from bot.settings import Settings
-from core.errors import ToolError
-from core.journal import ToolResultEntry
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.tools.base import ToolContext
 from core.tools.command import RunCommand
+from core.vocabulary.entries import ToolResultEntry
+from core.vocabulary.errors import ToolError
 from tests.conftest import wait_for
 from tests.harness import Chat
 

@@ -21,12 +21,13 @@ import pytest
 
 from bot.layer_tables import LAYERED, POLICY_KEYS
 from bot.settings import Settings
-from core.journal import AssistantTurn, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.policy.policy import Decision
-from core.requests.shapes import RequestState
+from core.policy.policy import Permission
 from core.run.settings import EngineSettings
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.tool_records import ToolState
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace
@@ -232,14 +233,14 @@ def test_a_lower_layers_deny_and_ask_beat_a_channels_allow(settings) -> None:
     )
     policy = policy_at(s)
     denied = verdict(policy, "make deploy")
-    assert denied.decision is Decision.DENY and denied.rule.startswith("bot settings rules[0]")
+    assert denied.decision is Permission.DENY and denied.rule.startswith("bot settings rules[0]")
     asked = verdict(policy, "make release")
-    assert asked.decision is Decision.ASK
+    assert asked.decision is Permission.ASK
     assert (
         asked.rule.startswith(f"slack workspace {TEAM_ID}") and "(slack workspace" in asked.reason
     )
     allowed = verdict(policy, "make test")
-    assert allowed.decision is Decision.ALLOW and allowed.rule.startswith(
+    assert allowed.decision is Permission.ALLOW and allowed.rule.startswith(
         f"slack channel {CHANNEL}"
     )
     # Elsewhere in the workspace, without the channel's allow: the shipped gate decides.

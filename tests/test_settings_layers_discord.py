@@ -22,10 +22,11 @@ import pytest
 from adapters.discord.runner import commands
 from bot.settings import Settings
 from conversations.events import Author, CommandInvoked, InboundEvent, PlatformRef
-from core.journal import AssistantTurn, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestState
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.tool_records import ToolState
 from tests.fakes.discord_api import BOT_USER_ID, GUILD_ID, HUMAN_USERS, TEXT_CHANNEL_ID, FakeDiscord
 from tests.test_discord_story import ALICE, BOB, Guild, discord_guild
 from tests.test_settings_layers import layered

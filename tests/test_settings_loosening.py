@@ -25,10 +25,10 @@ from bot import layer_tables
 from bot.layer_tables import DIRECTIONS, LAYERED, LOOSENABLE, POLICY_KEYS, Direction
 from bot.layers import Effective
 from bot.settings import Settings
-from core.journal import ToolState
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.policy.policy import DEFAULT_ASK_COMMANDS, Decision
+from core.policy.policy import DEFAULT_ASK_COMMANDS, Permission
 from core.run.settings import EngineSettings
+from core.vocabulary.tool_records import ToolState
 from tests.fakes.slack_api import TEAM_ID
 from tests.slack_harness import ALICE, BOB, CHANNEL, slack_workspace
 from tests.test_settings_layers import (
@@ -375,7 +375,7 @@ def test_a_channel_tightens_freely_and_its_asks_beat_the_bot_s_allow(settings: S
         plan_approved=True,
     )
     assert (deploy.decision, deploy.reason) == (
-        Decision.ASK,
+        Permission.ASK,
         "`make deploy` is on the policy's ask list: the policy asks first "
         f"(slack channel {CHANNEL})",
     )

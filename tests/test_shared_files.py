@@ -1,6 +1,6 @@
 """Files shared in a thread, as the model reads them (issue 16, core's side).
 
-The hub hands the engine fetched files (:class:`core.inputs.SharedFile`); the engine
+The hub hands the engine fetched files (:class:`core.vocabulary.inputs.SharedFile`); the engine
 reads them into content blocks once (:class:`core.files.FileReader`): an image is an
 image block (its type read from its bytes, within the Messages API's limits), a text
 file is inlined up to the limit, anything else is saved into the conversation's
@@ -21,21 +21,21 @@ import pytest
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core import lifecycle
 from core.files import FileReader
 from core.files.blocks import MAX_IMAGES
 from core.files.images import ImageInfo, image_info
 from core.files.kinds import as_text, looks_like_text
 from core.files.saving import SHARED_DIR, safe_name, save_shared
-from core.inputs import Reply, SharedFile, Start
-from core.journal import ConversationSnapshot, JournalRecord, UserText
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
 from core.run.engine import Engine
 from core.run.history import build_messages
-from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import JournalRecord, UserText
+from core.vocabulary.inputs import SharedFile, ThreadMessage
+from core.vocabulary.people import Person
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import default_workflow
 from tests.fakes.files import png
 
@@ -57,17 +57,13 @@ def snapshot(workspace: Path, journal: tuple[JournalRecord, ...] = ()) -> Conver
     )
 
 
-def reader(text_limit: int = 50_000) -> FileReader:
-    return FileReader(settings=lambda: EngineSettings(file_text_limit=text_limit))
-
-
 def shared(name: str, data: bytes, media_type: str = "application/octet-stream") -> SharedFile:
     return SharedFile(name=name, media_type=media_type, size=len(data), data=data)
 
 
 async def read(tmp_path: Path, *files: SharedFile, limit: int = 50_000) -> list[dict]:
-    message = Start(text="look at these", author=ALICE, files=files)
-    done = await reader(limit).read(snapshot(tmp_path / "ws"), message)
+    message = ThreadMessage(text="look at these", author=ALICE, files=files)
+    done = await FileReader().read(snapshot(tmp_path / "ws"), message, text_limit=limit)
     assert done.files == ()
     return list(done.blocks)
 
@@ -262,15 +258,17 @@ async def test_an_image_past_the_api_limits_is_saved_not_sent(tmp_path: Path) ->
 
 async def test_a_conversation_shows_at_most_twenty_images(tmp_path: Path) -> None:
     image = png(2, 2)
-    shown = Start(text="", author=ALICE, files=tuple(shared(f"{n}.png", image) for n in range(19)))
-    first = await reader().read(snapshot(tmp_path / "ws"), shown)
+    shown = ThreadMessage(
+        text="", author=ALICE, files=tuple(shared(f"{n}.png", image) for n in range(19))
+    )
+    first = await FileReader().read(snapshot(tmp_path / "ws"), shown)
     entry = UserText(author=ALICE, text="", files=first.blocks)
     journal = (JournalRecord(seq=1, at="2026-01-01T00:00:00Z", entry=entry),)
-    more = Reply(
+    more = ThreadMessage(
         text="two more", author=ALICE, files=(shared("a.png", image), shared("b.png", image))
     )
 
-    blocks = (await reader().read(snapshot(tmp_path / "ws", journal), more)).blocks
+    blocks = (await FileReader().read(snapshot(tmp_path / "ws", journal), more)).blocks
 
     assert [b["type"] for b in blocks] == ["text", "image", "text"]
     assert blocks[2]["text"].startswith("[alice shared b.png (image/png")
@@ -355,8 +353,10 @@ async def test_the_engine_journals_what_the_model_read_of_each_message(tmp_path:
     )
     image = png(2, 2)
 
-    await engine.start(cid, Start(text="fix it", author=ALICE, files=(shared("a.png", image),)))
-    answer = Reply(text="this one", author=ALICE, files=(shared("b.log", b"boom\n"),))
+    await engine.start(
+        cid, ThreadMessage(text="fix it", author=ALICE, files=(shared("a.png", image),))
+    )
+    answer = ThreadMessage(text="this one", author=ALICE, files=(shared("b.log", b"boom\n"),))
     await engine.reply(cid, answer)
 
     said = [

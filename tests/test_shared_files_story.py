@@ -19,9 +19,9 @@ import copy
 from typing import Any
 
 from bot.settings import Settings
-from core.journal import UserText
 from core.models.anthropic import anthropic_model_from
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.entries import UserText
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.fakes.files import FakeFileHost, png
 from tests.fakes.slack_api import BOT_USER_ID

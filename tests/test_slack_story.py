@@ -21,10 +21,10 @@ import pytest
 
 from adapters.slack.outbound import escape, render
 from conversations.events import PlatformRef, PostReply
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestState
-from core.requests.verdicts import Approved
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.requests import RequestState
+from core.vocabulary.verdicts import Approved
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID
 from tests.slack_harness import (

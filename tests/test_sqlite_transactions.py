@@ -17,9 +17,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from conversations import migrate
 from conversations.render import render_event
-from conversations.store import Store
+from conversations.store import Store, migrate
 from conversations.store.sql import SqlStore, create_engine
 
 

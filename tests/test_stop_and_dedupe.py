@@ -16,9 +16,9 @@ from conversations.events import (
     PlatformRef,
     ReactionChanged,
 )
-from core.journal import ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.tool_records import ToolState
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import check_tool_results
 from tests.process_harness import live_with

@@ -9,8 +9,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from conversations.stopping import STOPPING
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.lifecycle import Lifecycle
 from tests.harness import Chat
 
 QUESTION = ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which one?"})])

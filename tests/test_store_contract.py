@@ -24,33 +24,24 @@ from typing import Any
 
 import pytest
 
-from conversations import migrate
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
-from conversations.store import Outgoing, Pruned, Store, interfaces
+from conversations.store import Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
-from core import lifecycle
-from core.errors import ConversationNotFound, LeaseLost, RequestConflict, StaleSnapshot
-from core.fold import apply_change
-from core.journal import (
-    AssistantTurn,
-    Change,
-    Committed,
-    Journal,
-    RequestResolution,
-    ToolCall,
-    ToolCallRecord,
-    ToolState,
-    UserText,
-)
 from core.outputs import OutputStore
-from core.people import Person
-from core.requests.shapes import PendingRequest, PlanApproval, RequestState
-from core.requests.verdicts import Approved, Rejected
-from core.run_events import PlanProposed, ProgressNote, Stopped
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, ToolCall, UserText
+from core.vocabulary.errors import ConversationNotFound, LeaseLost, RequestConflict, StaleSnapshot
+from core.vocabulary.fold import apply_change
+from core.vocabulary.journal import Change, Committed, Journal, RequestResolution
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PendingRequest, PlanApproval, RequestState
+from core.vocabulary.run_events import PlanProposed, ProgressNote, Stopped
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
+from core.vocabulary.verdicts import Approved, Rejected
 
 ALICE = Person(id="U0ALICE001", name="alice")
 BOB = Person(id="U0BOB00001", name="bob")
@@ -200,7 +191,8 @@ async def test_a_commit_applies_its_whole_change_and_load_reads_it_back(store: S
 
 
 async def test_a_change_folded_into_a_snapshot_equals_the_reload(store: Store) -> None:
-    """What a run keeps in memory (``core.fold.apply_change``) is what the store loads."""
+    """What a run keeps in memory (``core.vocabulary.fold.apply_change``) is what the store
+    loads."""
     cid = await new_conversation(store)
     call = ToolCall(id="toolu_1", name="run_command", input={"command": "make"})
     changes = [

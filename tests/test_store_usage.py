@@ -18,9 +18,10 @@ from sqlalchemy.exc import IntegrityError
 from conversations.events import PlatformRef
 from conversations.store import Store
 from conversations.store.usage import UsageLine
-from core.errors import ConversationNotFound
-from core.journal import AssistantTurn, Change, ModelUsage
 from core.pricing import Rates, Spend
+from core.vocabulary.entries import AssistantTurn, ModelUsage
+from core.vocabulary.errors import ConversationNotFound
+from core.vocabulary.journal import Change
 from tests.test_store_contract import ALICE, BACKENDS
 
 SONNET = Rates(input=3_000_000, output=15_000_000, cache_read=300_000, cache_write=3_750_000)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from adapters.console import ConsoleAdapter
 from bot.app import App
-from core.journal import ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.tool_records import ToolState
 from tests.fakes.anthropic_server import check_tool_results
 
 

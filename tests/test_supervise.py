@@ -24,7 +24,7 @@ from bot.supervise import Backoff, supervised
 from conversations.events import OutboundAction, PlatformRef, PostReply
 from conversations.store import Outgoing
 from core.models.scripted import ScriptedModel
-from core.people import Person
+from core.vocabulary.people import Person
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,26 +15,20 @@ from typing import Any
 
 import pytest
 
-from conversations import migrate
 from conversations.events import PlatformRef
 from conversations.render import render_event
-from conversations.store import Store
+from conversations.store import Store, migrate
 from conversations.store.sql import SqlStore, create_engine
-from core import lifecycle
-from core.errors import RequestConflict
-from core.journal import (
-    AssistantTurn,
-    Change,
-    ConversationSnapshot,
-    ToolCall,
-    ToolCallRecord,
-    ToolResultEntry,
-    ToolState,
-)
 from core.models.base import Model, ModelRequest, ToolCallEvent
 from core.models.demo import DemoModel
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, ScriptFileModel
-from core.people import Person
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
+from core.vocabulary.errors import RequestConflict
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from tests.harness import Chat
 
 ALICE = Person(id="console:alice", name="alice")

@@ -13,9 +13,11 @@ import itertools
 
 import pytest
 
-from core.errors import IllegalTransition
-from core.journal import FINAL_TOOL_STATES, ToolCall, ToolCallRecord, ToolState
+from conversations.store import legacy
 from core.tool_state import MOVES, admit, allowed, move, opened
+from core.vocabulary.entries import ToolCall
+from core.vocabulary.errors import IllegalTransition
+from core.vocabulary.tool_records import FINAL_TOOL_STATES, ToolCallRecord, ToolState
 
 S = ToolState
 
@@ -126,7 +128,7 @@ def test_a_control_record_stored_before_0006_reads_as_approved(name: str, stored
             "name": name,
             "input": {},
             "read_only": True,
-            "state": stored,
+            "state": legacy.tool_state(name, stored),
             "turn_seq": 2,
             "index": 0,
         }

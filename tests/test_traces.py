@@ -41,9 +41,10 @@ from bot.errors import TracesUnavailable
 from bot.settings import ModelPrice, Settings
 from bot.tracing import OFF, traces_from
 from core import tracing
-from core.journal import AssistantTurn, ToolState
-from core.lifecycle import Lifecycle
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.tool_records import ToolState
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.harness import Chat
@@ -317,16 +318,15 @@ async def test_spans_are_recorded_within_a_run_only_and_a_failure_says_no_words(
     spans: Spans,
 ) -> None:
     traced = tracing.Tracing(provider=spans.provider)
-    async with traced.run("run", "c1", "r1"):
-        with tracing.model_call("claude-test", max_tokens=10):
+    async with traced.run("run", "c1", "r1") as run_span:
+        with run_span.model_call("claude-test", max_tokens=10):
             pass
-        async with traced.run("reply", "c1", "r2"):  # an entry point within: the same run
-            with tracing.tool_call("list_files", "toolu_1"):
-                tracing.tool_call_ended("toolu_9", ToolState.FAILED)  # not this call's state
-    with tracing.model_call("claude-test", max_tokens=10):  # after the run: not recorded
+        with run_span.tool_call("list_files", "toolu_1"):  # its final state never told
+            pass
+    with tracing.NO_SPAN.model_call("claude-test", max_tokens=10):  # no run: not recorded
         pass
-    with tracing.tool_call("list_files", "toolu_2"):
-        tracing.tool_call_ended("toolu_2", ToolState.DONE)
+    with tracing.NO_SPAN.tool_call("list_files", "toolu_2") as no_span:
+        no_span.ended(ToolState.DONE)
     with pytest.raises(RuntimeError):
         async with traced.run("run", "c2", "r3"):
             raise RuntimeError("the words of a message")

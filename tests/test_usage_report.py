@@ -22,7 +22,7 @@ from typing import Any
 
 from bot.settings import ModelPrice, Settings
 from bot.usage_report import since_argument
-from core.lifecycle import Lifecycle
+from core.vocabulary.lifecycle import Lifecycle
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.harness import Chat
 from tests.migration_crashes import upgrade

@@ -18,9 +18,9 @@ from typing import Any
 from adapters.discord.directory import DiscordDirectory
 from adapters.slack.directory import SlackDirectory
 from conversations.membership import DEFAULT_TTL
-from core.errors import ModelError
 from core.models.scripted import ScriptedModel, ScriptedTurn
-from core.requests.shapes import RequestState
+from core.vocabulary.errors import ModelError
+from core.vocabulary.requests import RequestState
 from tests.fakes.clock import VirtualClock
 from tests.fakes.discord_api import GUILD_ID
 from tests.fakes.slack_api import TEAM_ID

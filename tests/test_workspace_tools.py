@@ -15,7 +15,6 @@ from typing import Any, cast
 import pytest
 
 from bot.sandboxing import command_groups
-from core.errors import ToolError
 from core.tools import command
 from core.tools.base import Tool, Toolbox, ToolContext
 from core.tools.cgroups import CommandGroups
@@ -28,6 +27,7 @@ from core.tools.workspace import (
     WriteFile,
     resolve_in_workspace,
 )
+from core.vocabulary.errors import ToolError
 
 # Starts a background child, publishes "<shell pid> <child pid>" atomically, waits.
 SPAWN_AND_WAIT = 'echo started; sleep 600 & echo "$$ $!" > pids.tmp && mv pids.tmp pids; wait'

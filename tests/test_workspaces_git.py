@@ -21,13 +21,13 @@ from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from conversations.sweeper import Sweeper
-from core import lifecycle
-from core.errors import ToolError
-from core.journal import Change
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.people import Person
-from core.run_events import Answered, RunStats
 from core.tools.workspaces import GitWorkspaces, without_credentials
+from core.vocabulary import lifecycle
+from core.vocabulary.errors import ToolError
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import RunAnswered, RunStats
 from tests.harness import Chat
 
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -184,5 +184,5 @@ async def test_a_token_in_the_repository_url_reaches_neither_the_clone_nor_an_er
 
 async def test_file_and_branch_names_cannot_end_the_code_span_or_ping() -> None:
     stats = RunStats(branch="threadbot/c1", changed_files=("x` <!channel> `y", "ok.py"))
-    (row,) = render_event(BINDING, Answered(text="Done.", stats=stats))
+    (row,) = render_event(BINDING, RunAnswered(text="Done.", stats=stats))
     assert "<!channel>" not in row.action.text and "`x?" in row.action.text

@@ -16,8 +16,8 @@ from pathlib import Path
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from conversations import migrate
 from conversations.render import render_event
+from conversations.store import migrate
 from conversations.store.schema import DeliveryRow
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.sql.database import Database

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import assert_never
 
-from conversations.actions import Approve, Reject, Stop, decode
+from conversations.actions import ApproveButton, RejectButton, StopButton, decode
 from conversations.events import (
     Author,
     ButtonPressed,
@@ -38,7 +38,7 @@ from conversations.hub._chain import (
 from conversations.hub._settings import HubSettings
 from conversations.store import ConversationInfo, MessageLink, Requests, Threads
 from conversations.texts import PlatformTexts
-from core.requests.shapes import RequestState
+from core.vocabulary.requests import RequestState
 
 log = logging.getLogger("conversations.hub")
 
@@ -174,12 +174,12 @@ class Bind:
         match action:
             case None:
                 return unknown
-            case Stop():
+            case StopButton():
                 conversation = await self._threads.find(action.conversation)
                 if conversation is None:
                     return Respond(event.ref, "That conversation is gone.", to=event.author.id)
                 return StopRun(conversation, event.author)
-            case Approve() | Reject():
+            case ApproveButton() | RejectButton():
                 request_id = action.request
                 if request_id is None and event.ref.message is not None:
                     link = await self._link(event.ref)  # the request of the pressed message
@@ -190,7 +190,7 @@ class Bind:
                 if found is None:
                     return unknown
                 conversation = await self._threads.info(found)
-                approve = isinstance(action, Approve)
+                approve = isinstance(action, ApproveButton)
                 return await self._decision(
                     conversation, request_id, approve, event.author, action.call
                 )

@@ -33,7 +33,7 @@ from conversations.events import (
     PlatformRef,
 )
 from conversations.store import ConversationInfo
-from core.people import Person
+from core.vocabulary.people import Person
 
 Next = Callable[[], Awaitable[None]]
 """The rest of the chain."""

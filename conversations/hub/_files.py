@@ -6,7 +6,7 @@ the engine, :meth:`Downloads.of` fetches them through the fetcher of the event's
 platform (the adapter's; :meth:`conversations.hub.Hub.add_fetcher`), within the hub's
 :class:`~conversations.files.FileLimits`, and says in the conversation's thread which
 files a cap left out (through the outbox). The engine gets the bytes
-(:class:`core.inputs.SharedFile`) and reads them into what the model sees
+(:class:`core.vocabulary.inputs.SharedFile`) and reads them into what the model sees
 (:mod:`core.files`).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from conversations.events import MessagePosted
 from conversations.files import FileFetcher, FileLimits, caps_notice, fetch_shared
 from conversations.store import ConversationInfo, Threads
-from core.inputs import SharedFile
+from core.vocabulary.inputs import SharedFile
 
 Notify = Callable[[ConversationInfo, str], Awaitable[None]]
 """Posts a short message in the conversation's thread (through the outbox)."""

@@ -18,7 +18,7 @@ from typing import assert_never
 
 from conversations import logcontext
 from conversations.access import AccessPolicy
-from conversations.actions import Stop
+from conversations.actions import StopButton
 from conversations.events import Author, Button, CommandInvoked, PostReply
 from conversations.hub._chain import (
     Answer,
@@ -38,8 +38,8 @@ from conversations.hub._files import Downloads
 from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
-from core.inputs import Approve, DecideOutcome, Reject, Reply
 from core.run.engine import Engine
+from core.vocabulary.inputs import Approve, DecideOutcome, Reject, ThreadMessage
 
 log = logging.getLogger("conversations.hub")
 
@@ -85,7 +85,7 @@ class Route:
                 # Fetched before it is queued: a run at work may take it as a note.
                 downloads = self._downloads
                 files = await downloads.of(conversation.id, event) if downloads else ()
-                reply = Reply(
+                reply = ThreadMessage(
                     text=event.text,
                     author=person_of(event.author),
                     may_continue=may,
@@ -147,7 +147,7 @@ class Route:
             buttons = tuple(
                 Button(
                     label=f"Stop {c.binding.thread}",
-                    action=Stop(conversation=c.id),
+                    action=StopButton(conversation=c.id),
                     style="danger",
                 )
                 for c in active

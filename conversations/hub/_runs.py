@@ -7,7 +7,7 @@ session: taken before its first job, kept while more jobs of the conversation ar
 queued (a busy conversation pays one acquire and one release, not one per job),
 released when none is left, on a stop and at shutdown. Every job's commits are
 fenced by it: a job whose lease was taken over ends at its next commit
-(:class:`core.errors.LeaseLost`), which ends the session too, so the next job
+(:class:`core.vocabulary.errors.LeaseLost`), which ends the session too, so the next job
 takes the lease again rather than run under the lost one.
 
 A job that fails otherwise (the store could not be read or written: a pooled
@@ -34,9 +34,9 @@ from conversations.hub._files import Downloads
 from conversations.queue import ConversationQueue, Job
 from conversations.store import Inbox
 from conversations.store.leases import Leases
-from core.errors import LeaseLost
-from core.inputs import Reply, Start
 from core.run.engine import Engine
+from core.vocabulary.errors import LeaseLost
+from core.vocabulary.inputs import ThreadMessage
 
 log = logging.getLogger("conversations.hub")
 
@@ -78,7 +78,7 @@ class Runs:
 
         async def start() -> None:
             files = await self._downloads.of(conversation_id, event) if self._downloads else ()
-            request = Start(
+            request = ThreadMessage(
                 text=event.text,
                 author=person_of(event.author),
                 delivery_key=event.delivery_key,
@@ -89,7 +89,7 @@ class Runs:
         work = self._retried(conversation_id, start, event.delivery_key)
         self.queue.submit(conversation_id, Job(work))
 
-    def reply(self, conversation_id: str, reply: Reply) -> None:
+    def reply(self, conversation_id: str, reply: ThreadMessage) -> None:
         """Queue a reply in the thread (a run at work takes it as a note instead)."""
 
         async def answer() -> None:
@@ -125,7 +125,7 @@ class Runs:
             log.warning("runs still going after %s s of shutdown; cancelling them", grace)
             await self.queue.close()
 
-    def _inbox(self, conversation_id: str) -> Callable[[], list[Reply]]:
+    def _inbox(self, conversation_id: str) -> Callable[[], list[ThreadMessage]]:
         return lambda: self.queue.take_replies(conversation_id)
 
     def _go_on(self, conversation_id: str) -> Work:

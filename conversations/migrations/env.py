@@ -1,4 +1,5 @@
-"""Alembic environment: runs on a connection handed in by :func:`conversations.migrate.upgrade`.
+"""Alembic environment: runs on a connection handed in by
+:func:`conversations.store.migrate.upgrade`.
 
 Follows Alembic's cookbook recipe "Programmatic API use (connection sharing) with
 asyncio": https://alembic.sqlalchemy.org/en/latest/cookbook.html
@@ -9,7 +10,7 @@ without transactional DDL and then runs the migrations outside any transaction;
 (https://alembic.sqlalchemy.org/en/latest/api/runtime.html, ``EnvironmentContext.configure``),
 and the engine from :func:`conversations.store.sql.create_engine` makes SQLite
 really begin one, so a migration killed half-way leaves nothing behind. When
-:func:`conversations.migrate.upgrade` hands in a connection already in its
+:func:`conversations.store.migrate.upgrade` hands in a connection already in its
 transaction, Alembic runs everything in that one.
 """
 

@@ -21,7 +21,7 @@ mention, one approval, one stop").
   reply edited in place, a new one after each milestone
   (:mod:`conversations.outbox._status`).
 - A closed request's row (``purpose == "closed"``, written for
-  :class:`core.run_events.RequestClosed`) is a milestone, not a note: in its turn
+  :class:`core.vocabulary.run_events.RequestClosed`) is a milestone, not a note: in its turn
   it becomes the edit of the request's own message, found by the request id and
   the platform message id stored when that message was sent
   (:mod:`conversations.outbox._closing`); a message never delivered leaves

@@ -1,6 +1,6 @@
 """The edit that shows a closed request on its own message (rows of purpose ``closed``).
 
-A :class:`core.run_events.RequestClosed` is written as an outbox row of purpose
+A :class:`core.vocabulary.run_events.RequestClosed` is written as an outbox row of purpose
 :data:`conversations.render.CLOSED`, with the request's id and an
 :class:`~conversations.events.UpdateMessage` that holds only the outcome line.
 It is delivered in order like any milestone, so the request's own message (an

@@ -6,7 +6,10 @@
 - :mod:`~conversations.store.records`: the plain records every backend returns.
 - :mod:`~conversations.store.leases`: the holder of one process's leases (fencing).
 - :mod:`~conversations.store.sql`: the SQLAlchemy backend (SQLite by default), its
-  tables in :mod:`~conversations.store.schema`, migrated by Alembic.
+  tables in :mod:`~conversations.store.schema`, migrated by Alembic
+  (:mod:`~conversations.store.migrate`, the scripts in ``conversations/migrations``).
+- :mod:`~conversations.store.legacy`: rows stored before requests were typed, read
+  at the load edge.
 - :mod:`~conversations.store.memory`: the in-memory backend, for fast tests.
 - :mod:`~conversations.store.backends`: :func:`open_store` picks one by URL.
 """

@@ -6,7 +6,7 @@ which import the SQL backend.
 
 from __future__ import annotations
 
-from conversations import migrate
+from conversations.store import migrate
 from conversations.store.interfaces import Renderer, Store
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine

@@ -2,7 +2,7 @@
 
 Who takes which (docs/architecture.md, "Inside the packages"):
 
-- ``Journal`` (core's :class:`core.journal.Journal`): a conversation's journal, tool
+- ``Journal`` (core's :class:`core.vocabulary.journal.Journal`): a conversation's journal, tool
   records, requests and status, loaded and committed; the one way state moves.
   Taken by the engine.
 - :class:`Threads`: conversations and the threads they are bound to, and which
@@ -25,9 +25,9 @@ A backend implements every interface over one database and hands them out as one
 contract suite (``tests/test_store_contract.py``). A consumer names only the
 interfaces it uses, never a backend.
 
-Errors every backend raises the same way: :class:`core.errors.ConversationNotFound`
-(an unknown id), :class:`core.errors.RequestConflict` (a compare-and-set lost),
-:class:`core.errors.LeaseLost` (a fenced commit refused).
+Errors every backend raises the same way: :class:`core.vocabulary.errors.ConversationNotFound`
+(an unknown id), :class:`core.vocabulary.errors.RequestConflict` (a compare-and-set lost),
+:class:`core.vocabulary.errors.LeaseLost` (a fenced commit refused).
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from conversations.store.records import (
 from conversations.store.upkeep import Requests as Requests
 from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
-from core.journal import Journal
 from core.outputs import OutputStore
-from core.people import Person
-from core.run_events import RunEvent
+from core.vocabulary.journal import Journal
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import RunEvent
 
 Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
 """Turns a run event of a conversation bound to a thread into outbox rows; the journal
@@ -110,7 +110,7 @@ class Threads(Protocol):
         ...
 
     async def info(self, conversation_id: str) -> ConversationInfo:
-        """One conversation; raises :class:`core.errors.ConversationNotFound`."""
+        """One conversation; raises :class:`core.vocabulary.errors.ConversationNotFound`."""
         ...
 
     async def active(
@@ -253,7 +253,7 @@ class LeaseStore(Protocol):
 
     Taking a lease from free, expired or dead raises its epoch; renewing keeps it.
     A commit of the journal made inside :meth:`conversations.store.leases.Leases.held`
-    is refused with :class:`core.errors.LeaseLost` once the epoch moved on.
+    is refused with :class:`core.vocabulary.errors.LeaseLost` once the epoch moved on.
     """
 
     async def acquire_lease(

@@ -16,7 +16,7 @@ an expired holder, from a dead one), never when it is renewed. A job's commits
 transaction (in SQL by an ``UPDATE ... WHERE lease_owner = :owner AND lease_epoch =
 :epoch``): a process that was paused or cut off past the expiry, and whose
 conversation another process took over meanwhile, gets
-:class:`core.errors.LeaseLost` at its next commit and writes nothing. Only the
+:class:`core.vocabulary.errors.LeaseLost` at its next commit and writes nothing. Only the
 commits of a job that holds the lease are fenced; decisions, stops, reminders and
 notices stay guarded by their compare-and-set on the request or the lifecycle.
 (The pattern: M. Kleppmann, "How to do distributed locking", 2016, fencing tokens.)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from conversations.events import OutboundAction, PlatformRef, outbound_adapter
+from conversations.store import legacy
 from conversations.store.schema import (
     ConversationRow,
     OutboxRow,
@@ -20,11 +21,12 @@ from conversations.store.schema import (
     utcnow,
 )
 from core.context import random_id
-from core.journal import Change, CommandProcess, ToolCallRecord, ToolState
-from core.lifecycle import Lifecycle, Status, WaitKind
-from core.people import Person
-from core.requests.shapes import PendingRequest, request_adapter
-from core.requests.verdicts import Verdict, verdict_adapter
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle, Status, WaitKind
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PendingRequest, request_adapter
+from core.vocabulary.tool_records import CommandProcess, ToolCallRecord, ToolState
+from core.vocabulary.verdicts import Verdict, verdict_adapter
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def tool_record_of(row: ToolCallRow) -> ToolCallRecord:
         name=row.name,
         input=row.input,
         read_only=row.read_only,
-        state=ToolState(row.state),
+        state=ToolState(legacy.tool_state(row.name, row.state)),
         turn_seq=row.turn_seq,
         index=row.idx,
         process=(
@@ -192,21 +194,23 @@ def request_of(row: RequestRow) -> PendingRequest:
         else None
     )
     return request_adapter.validate_python(
-        {
-            "id": row.id,
-            "kind": row.kind,
-            "state": row.state,
-            "tool_use_id": row.tool_use_id,
-            "plan_version": row.plan_version,
-            "prompt": row.prompt,
-            "budget": row.budget_scope,
-            "tool_use_ids": (row.tool_use_ids or {}).get("ids", ()),
-            "expires_at": as_utc(row.expires_at),
-            "remind_at": as_utc(row.remind_at),
-            "verdict": row.verdict,
-            "decision": row.decision,
-            "decided_by": decided_by,
-        }
+        legacy.request(
+            {
+                "id": row.id,
+                "kind": row.kind,
+                "state": row.state,
+                "tool_use_id": row.tool_use_id,
+                "plan_version": row.plan_version,
+                "prompt": row.prompt,
+                "budget": row.budget_scope,
+                "tool_use_ids": (row.tool_use_ids or {}).get("ids", ()),
+                "expires_at": as_utc(row.expires_at),
+                "remind_at": as_utc(row.remind_at),
+                "verdict": row.verdict,
+                "decision": row.decision,
+                "decided_by": decided_by,
+            }
+        )
     )
 
 

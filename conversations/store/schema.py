@@ -170,9 +170,10 @@ class RequestRow(Base):
     remind_at: Mapped[datetime | None]
     reminded_at: Mapped[datetime | None]
     decision: Mapped[str | None] = mapped_column(String(32))
-    """The decision as text, in rows decided before 0006 (``core.legacy`` reads it)."""
+    """The decision as text, in rows decided before 0006 (read by
+    ``conversations.store.legacy``)."""
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
-    """The verdict (``core.requests.verdicts``, as JSON) of a request decided since 0006."""
+    """The verdict (``core.vocabulary.verdicts``, as JSON) of a request decided since 0006."""
     decided_by_id: Mapped[str | None] = mapped_column(String(128))
     decided_by_name: Mapped[str | None] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 from conversations.store.records import DueRequest, Pruned
-from core.requests.shapes import RequestState
+from core.vocabulary.requests import RequestState
 
 
 class Requests(Protocol):

@@ -63,7 +63,7 @@ class Usage(Protocol):
     async def channel_spend(self, conversation_id: str, since: datetime) -> Spend:
         """What every model call since ``since`` in the channel of ``conversation_id``
         spent (a Discord thread counts in the channel it was started in). Raises
-        :class:`core.errors.ConversationNotFound`."""
+        :class:`core.vocabulary.errors.ConversationNotFound`."""
         ...
 
     async def report(self, by: Grouping, since: datetime | None = None) -> list[UsageLine]:

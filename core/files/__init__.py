@@ -1,11 +1,11 @@
 """Files people share in the thread, as the model reads them.
 
 The hub fetches a message's files through the platform's adapter and hands them over
-in :class:`core.inputs.Start` / :class:`core.inputs.Reply` (``files``: name, media
-type, bytes, or why there are none); core never learns where they came from. Before
+in a :class:`core.vocabulary.inputs.ThreadMessage` (``files``: name, media type,
+bytes, or why there are none); core never learns where they came from. Before
 the engine journals the message, :meth:`FileReader.read` turns each file into
 Messages API content blocks, which the journal keeps as they were sent
-(:attr:`core.journal.UserText.files`) and the history sends before the person's words
+(:attr:`core.vocabulary.entries.UserText.files`) and the history sends before the person's words
 (:func:`core.run.history.user_blocks`):
 
 - a PNG, JPEG, GIF or WebP image (told by its bytes, :mod:`core.files.images`) is a
@@ -26,9 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
-from core.errors import ToolError
 from core.files.blocks import (
     Block,
     ImageBudget,
@@ -40,15 +38,13 @@ from core.files.blocks import (
 from core.files.images import image_info
 from core.files.kinds import as_text, looks_like_text, media_type_of, shown_name, size_said
 from core.files.saving import save_shared
-from core.inputs import Reply, SharedFile, Start
-from core.journal import ConversationSnapshot
-from core.run.settings import EngineSettings
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.workspaces import GitWorkspaces, Workspaces
+from core.vocabulary.errors import ToolError
+from core.vocabulary.inputs import SharedFile, ThreadMessage
+from core.vocabulary.snapshot import ConversationSnapshot
 
 __all__ = ["FileReader"]
-
-Message = TypeVar("Message", Start, Reply)
 
 _Save = Callable[[str, bytes], Awaitable[str]]
 """Saves ``data`` under ``name`` in the workspace; returns its path relative to it."""
@@ -57,41 +53,41 @@ _Save = Callable[[str, bytes], Awaitable[str]]
 class FileReader:
     """Reads the files shared with a message into the content blocks the model reads.
 
-    ``settings()`` gives the conversation's settings at the time of reading (the run's:
-    :meth:`core.run.settings.RunSettings.get`): ``file_text_limit``, characters of text
-    files inlined per message, and ``git_repo``, the repository its workspace is cloned
-    from. ``workspaces`` prepares the workspace before a file is saved there (a clone
-    is made first, as before a tool's first call). ``redactor`` takes the bot's
-    secrets out of the message's words and of inlined text before they are journaled
-    (a person who pastes a log with the API key in it does not store the key).
+    ``workspaces`` prepares the workspace before a file is saved there (a clone is
+    made first, as before a tool's first call). ``redactor`` takes the bot's secrets
+    out of the message's words and of inlined text before they are journaled (a
+    person who pastes a log with the API key in it does not store the key).
     """
 
     def __init__(
-        self,
-        *,
-        workspaces: Workspaces | None = None,
-        settings: Callable[[], EngineSettings] = EngineSettings,
-        redactor: Redactor = NO_SECRETS,
+        self, *, workspaces: Workspaces | None = None, redactor: Redactor = NO_SECRETS
     ) -> None:
         self._workspaces: Workspaces = workspaces or GitWorkspaces()
-        self._settings = settings
         self._redactor = redactor
 
-    async def read(self, snap: ConversationSnapshot, message: Message) -> Message:
+    async def read(
+        self,
+        snap: ConversationSnapshot,
+        message: ThreadMessage,
+        *,
+        text_limit: int = 50_000,
+        repo: str | None = None,
+    ) -> ThreadMessage:
         """``message`` with its ``files`` read into ``blocks`` (and ``files`` emptied), and
         the bot's secrets taken out of its words and inlined text.
 
         ``snap``: the conversation the message is for (its workspace, and the images
-        its journal already shows). A message without files is returned as it is.
-        Never raises for a file: one that cannot be saved is described with the reason.
+        its journal already shows). ``text_limit``: characters of text files inlined
+        per message (the settings' ``file_text_limit``); ``repo``: the repository the
+        workspace is cloned from (the settings' ``git_repo``). A message without files
+        is returned as it is. Never raises for a file: one that cannot be saved is
+        described with the reason.
         """
         text = self._redactor.redact(message.text)
         if not message.files:
             return message if text == message.text else message.model_copy(update={"text": text})
-        settings = self._settings()
-        limit = settings.file_text_limit
-        save = self._saver(snap, settings.git_repo)
-        reading = _Reading(snap=snap, text_left=limit, text_limit=limit, save=save)
+        save = self._saver(snap, repo)
+        reading = _Reading(snap=snap, text_left=text_limit, text_limit=text_limit, save=save)
         blocks: list[Block] = []
         for file in message.files:
             blocks += await reading.blocks(message.author.name, file)

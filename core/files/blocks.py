@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.files.images import ImageInfo
-from core.journal import JournalRecord, UserText
+from core.vocabulary.entries import JournalRecord, UserText
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """Base64 characters of one image at most (the API's 5 MB per image)."""

@@ -20,7 +20,7 @@ before it from the cache (:func:`with_breakpoints`; three of the four allowed).
 
 Retries are the SDK's: the client retries connection errors, 408, 409, 429 and 5xx
 ``max_retries`` times, honouring ``retry-after``. What is still failing afterwards
-becomes a :class:`~core.errors.ModelError` (https://docs.anthropic.com/en/api/errors)::
+becomes a :class:`~core.vocabulary.errors.ModelError` (https://docs.anthropic.com/en/api/errors)::
 
     429 rate_limit_error, 529 overloaded_error   -> ModelOverloaded (retryable)
     other 5xx, 408, 409, connection, timeout      -> ModelError(retryable=True)
@@ -43,8 +43,8 @@ import anthropic
 import httpx2
 from anthropic.types import MessageParam, ToolParam
 
-from core.errors import ModelError, ModelOverloaded
 from core.models.base import ModelEvent, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.vocabulary.errors import ModelError, ModelOverloaded
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,12 @@ class AnthropicModel:
         """Yield the events of one streamed response to ``request``.
 
         An empty ``system`` and an empty tool list are left out of the request. When
-        the model is overloaded (:class:`~core.errors.ModelOverloaded`: a 529, or a
+        the model is overloaded (:class:`~core.vocabulary.errors.ModelOverloaded`: a 529, or a
         429 after the client's own retries) before any event was yielded, the next
         of ``request.fallbacks`` is asked, with the same request otherwise; a model
         that fails after its answer began is not replaced (the caller retries from
-        the journal). Raises :class:`~core.errors.ModelOverloaded` when every model
-        was, or :class:`~core.errors.ModelError` (see the module docstring; a 400
+        the journal). Raises :class:`~core.vocabulary.errors.ModelOverloaded` when every model
+        was, or :class:`~core.vocabulary.errors.ModelError` (see the module docstring; a 400
         is never retried). Cancelling the consuming task, or closing this
         generator, closes the HTTP stream.
         """

@@ -14,6 +14,7 @@ notes and stop behave the same for every model.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,14 +23,31 @@ Message = dict[str, Any]
 """A Messages API message: ``{"role": "user" | "assistant", "content": [block, ...]}``."""
 
 
+class ToolKind(StrEnum):
+    """What a tool is, as data (pydantic-ai's ``ToolKind`` is the model): the engine and
+    the tool policy decide on it, never on a tool's name.
+
+    ``control``: the agent's own tools (propose a plan, ask, finish, report progress),
+    done by the engine, always allowed, changing nothing; ``read_only``: changes
+    nothing, so it may run beside its read-only neighbours and run again after a
+    crash; ``mutating``: may change the workspace or the world.
+    """
+
+    CONTROL = "control"
+    READ_ONLY = "read_only"
+    MUTATING = "mutating"
+
+
 class ToolSpec(BaseModel):
-    """A tool as the model sees it: name, description and JSON Schema of its input."""
+    """A tool: its name, description and input JSON Schema, as the model sees them, and
+    its kind (not sent to the model; a tool that says nothing is ``mutating``)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     description: str
     input_schema: dict[str, Any]
+    kind: ToolKind = ToolKind.MUTATING
 
 
 class ModelRequest(BaseModel):
@@ -96,7 +114,7 @@ ModelEvent = TextDelta | ToolCallEvent | Usage | TurnEnd
 class Model(Protocol):
     """Anything that answers a :class:`ModelRequest` with a stream of :data:`ModelEvent`.
 
-    Implementations raise :class:`core.errors.ModelError` when the call fails for
+    Implementations raise :class:`core.vocabulary.errors.ModelError` when the call fails for
     good (after their own retries). Cancelling the consuming task stops the call.
     """
 

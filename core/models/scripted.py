@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import ModelError
 from core.models.base import (
     ModelEvent,
     ModelRequest,
@@ -35,6 +34,7 @@ from core.models.base import (
     TurnEnd,
     Usage,
 )
+from core.vocabulary.errors import ModelError
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 A pure check with no side effects: :meth:`ToolPolicy.check` looks at the tool's
 name, whether it is read-only, its arguments and whether the plan is approved,
-and returns a :class:`Verdict` (``allow``, ``deny`` or ``ask``, a reason people
+and returns a :class:`Ruling` (``allow``, ``deny`` or ``ask``, a reason people
 and the model read, and the rule that matched, for logs). The engine acts on it.
 
 Rule order (first that applies wins). The shipped defaults are the widest layer
 (steps 6 and 8, as the bot's settings set them); every layer's ``deny`` and ``ask``
 rank above every ``allow``:
 
-1. control tools (:data:`core.tools.control.CONTROL_TOOLS`): ``allow``;
+1. control tools (:func:`core.tools.control.is_control`): ``allow``;
 2. mutating tools where :attr:`ToolPolicy.mutating_tools` is off: ``deny``;
 3. a ``deny`` from any layer: the explicit rules of the settings layers
    (:attr:`ToolPolicy.layers`, nearest first: channel, workspace or guild, then the
@@ -31,7 +31,7 @@ rank above every ``allow``:
    (or always ``allow`` when ``mutating_needs_plan`` is off).
 
 A rule may grant the commands it lets through network access (``network =
-true``): the winning ``allow`` or ``ask`` rule's grant is :attr:`Verdict.network`.
+true``): the winning ``allow`` or ``ask`` rule's grant is :attr:`Ruling.network`.
 
 Command patterns match wherever a command starts: at the beginning, after
 ``;``, ``&``, ``|``, ``(``, ``{``, a backtick, a quote, a newline or ``-exec``,
@@ -56,23 +56,23 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from core.policy.matching import asked
 from core.policy.rules import (
     RUN_COMMAND,
-    Decision,
+    Permission,
     Rule,
     RuleLayer,
-    Verdict,
+    Ruling,
     errors_said,
     rule_from_table,
 )
-from core.tools.control import CONTROL_TOOLS
+from core.tools import control
 
 __all__ = [
     "DEFAULT_ASK_COMMANDS",
     "RUN_COMMAND",
-    "Decision",
+    "Permission",
     "Rule",
     "RuleLayer",
+    "Ruling",
     "ToolPolicy",
-    "Verdict",
     "default_policy",
 ]
 
@@ -136,21 +136,21 @@ class ToolPolicy(BaseModel):
 
     def check(
         self, *, tool_name: str, read_only: bool, arguments: Mapping[str, Any], plan_approved: bool
-    ) -> Verdict:
-        """The verdict on one call; pure: the same input always gives the same verdict."""
-        if tool_name in CONTROL_TOOLS:
-            return _verdict(Decision.ALLOW, "control tools are always allowed", "control_tool")
+    ) -> Ruling:
+        """The ruling on one call; pure: the same input always gives the same ruling."""
+        if control.is_control(tool_name):
+            return _ruling(Permission.ALLOW, "control tools are always allowed", "control_tool")
         if not read_only and not self.mutating_tools:
             reason = "mutating tools are off here (the settings' `mutating_tools`)"
-            return _verdict(Decision.DENY, reason, "mutating_tools_off")
+            return _ruling(Permission.DENY, reason, "mutating_tools_off")
         explicit = self._explicit(tool_name, arguments)
-        if explicit is not None and explicit.decision is Decision.DENY:
+        if explicit is not None and explicit.decision is Permission.DENY:
             return explicit
         gate = next((layer.name for layer in self.layers if layer.mutating_needs_plan), None)
         if gate is not None and not read_only and not plan_approved:
             reason = f"mutating tools run only after the plan is approved ({gate})"
-            return _verdict(Decision.DENY, reason, f"{gate} plan_not_approved")
-        if explicit is not None and explicit.decision is Decision.ASK:
+            return _ruling(Permission.DENY, reason, f"{gate} plan_not_approved")
+        if explicit is not None and explicit.decision is Permission.ASK:
             return explicit
         given = arguments.get("command") if tool_name == RUN_COMMAND else None
         command = given if isinstance(given, str) else None
@@ -159,13 +159,13 @@ class ToolPolicy(BaseModel):
             return added
         if self.every_command_asks and tool_name == RUN_COMMAND:
             reason = "commands run without a sandbox here: every command asks first"
-            return _verdict(Decision.ASK, reason, "no_sandbox")
+            return _ruling(Permission.ASK, reason, "no_sandbox")
         if explicit is not None:
             return explicit
         listed = None if command is None else _on_ask_list(command, self.ask_commands, "")
         return listed or self._default(read_only=read_only, plan_approved=plan_approved)
 
-    def _added_asks(self, command: str) -> Verdict | None:
+    def _added_asks(self, command: str) -> Ruling | None:
         """The ``ask`` of the nearest layer that added a pattern ``command`` matches."""
         for layer in self.layers:
             added = _on_ask_list(command, layer.ask_commands, layer.name)
@@ -173,9 +173,9 @@ class ToolPolicy(BaseModel):
                 return added
         return None
 
-    def _explicit(self, tool_name: str, arguments: Mapping[str, Any]) -> Verdict | None:
-        """The verdict of the layers' explicit rules, or None when no rule matches."""
-        found: list[Verdict] = []
+    def _explicit(self, tool_name: str, arguments: Mapping[str, Any]) -> Ruling | None:
+        """The ruling of the layers' explicit rules, or None when no rule matches."""
+        found: list[Ruling] = []
         bot = RuleLayer(name="bot settings" if self.layers else "", rules=self.rules)
         for layer in (*self.layers, bot):
             for index, rule in enumerate(layer.rules):
@@ -185,12 +185,12 @@ class ToolPolicy(BaseModel):
                     reason = rule.reason or rule.describe()
                     if layer.name:
                         reason = f"{reason} ({layer.name})"
-                    network = rule.network and rule.decision is not Decision.DENY
+                    network = rule.network and rule.decision is not Permission.DENY
                     found.append(
-                        Verdict(decision=rule.decision, reason=reason, rule=label, network=network)
+                        Ruling(decision=rule.decision, reason=reason, rule=label, network=network)
                     )
                     break
-        for decision in (Decision.DENY, Decision.ASK, Decision.ALLOW):
+        for decision in (Permission.DENY, Permission.ASK, Permission.ALLOW):
             first = next((v for v in found if v.decision is decision), None)
             if first is not None:
                 return first
@@ -202,16 +202,16 @@ class ToolPolicy(BaseModel):
         """This policy with the rules of nearer ``layers`` (nearest first) checked too."""
         return self.model_copy(update={"layers": tuple(layers), "mutating_tools": mutating_tools})
 
-    def _default(self, *, read_only: bool, plan_approved: bool) -> Verdict:
+    def _default(self, *, read_only: bool, plan_approved: bool) -> Ruling:
         if read_only:
-            return _verdict(Decision.ALLOW, "read-only tools are allowed", "read_only")
+            return _ruling(Permission.ALLOW, "read-only tools are allowed", "read_only")
         if not self.mutating_needs_plan:
-            return _verdict(Decision.ALLOW, "mutating tools are allowed", "mutating")
+            return _ruling(Permission.ALLOW, "mutating tools are allowed", "mutating")
         if plan_approved:
             reason = "the plan is approved: mutating tools are allowed"
-            return _verdict(Decision.ALLOW, reason, "plan_approved")
+            return _ruling(Permission.ALLOW, reason, "plan_approved")
         reason = "mutating tools run only after the plan is approved"
-        return _verdict(Decision.DENY, reason, "plan_not_approved")
+        return _ruling(Permission.DENY, reason, "plan_not_approved")
 
     @classmethod
     def from_toml_table(
@@ -260,11 +260,11 @@ def default_policy() -> ToolPolicy:
 # --- text -------------------------------------------------------------------------
 
 
-def _verdict(decision: Decision, reason: str, rule: str) -> Verdict:
-    return Verdict(decision=decision, reason=reason, rule=rule)
+def _ruling(decision: Permission, reason: str, rule: str) -> Ruling:
+    return Ruling(decision=decision, reason=reason, rule=rule)
 
 
-def _on_ask_list(command: str, patterns: tuple[str, ...], layer: str) -> Verdict | None:
+def _on_ask_list(command: str, patterns: tuple[str, ...], layer: str) -> Ruling | None:
     """The ``ask`` of the first of ``patterns`` that ``command`` matches, said with the
     ``layer`` that added it (empty: the list in force), or None."""
     found = asked(command, patterns) if patterns else None
@@ -273,4 +273,4 @@ def _on_ask_list(command: str, patterns: tuple[str, ...], layer: str) -> Verdict
     pattern, shown = found
     why = _ASK_WHY.get(pattern, "is on the policy's ask list")
     reason = f"`{shown}` {why}: the policy asks first" + (f" ({layer})" if layer else "")
-    return _verdict(Decision.ASK, reason, f"{layer} ask_commands {pattern!r}".lstrip())
+    return _ruling(Permission.ASK, reason, f"{layer} ask_commands {pattern!r}".lstrip())

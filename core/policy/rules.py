@@ -1,4 +1,4 @@
-"""The shapes of the tool policy: decisions, verdicts, explicit rules and the rules of a layer.
+"""The shapes of the tool policy: permissions, rulings, explicit rules and the rules of a layer.
 
 How they are checked together: :mod:`core.policy.policy`. How a rule's patterns
 match a call's arguments: :mod:`core.policy.matching`.
@@ -25,7 +25,7 @@ from core.tools.command import RunCommand
 RUN_COMMAND = RunCommand.spec.name
 
 
-class Decision(StrEnum):
+class Permission(StrEnum):
     """What the policy says about a tool call."""
 
     ALLOW = "allow"
@@ -33,7 +33,7 @@ class Decision(StrEnum):
     ASK = "ask"
 
 
-class Verdict(BaseModel):
+class Ruling(BaseModel):
     """The outcome of :meth:`core.policy.policy.ToolPolicy.check`.
 
     ``reason`` is readable, shown to people and the model (e.g. "`rm -rf` deletes
@@ -47,7 +47,7 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    decision: Decision
+    decision: Permission
     reason: str
     rule: str
     network: bool = False
@@ -74,13 +74,13 @@ class Rule(BaseModel):
     or ``"*"``, a ``path_glob`` on ``run_command``, ``network`` on a ``deny``.
 
     ``network = true`` grants the calls the rule lets through network access (the
-    sandbox reads :attr:`Verdict.network`).
+    sandbox reads :attr:`Ruling.network`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tool: str
-    decision: Decision
+    decision: Permission
     command_prefix: str | None = None
     path_glob: str | None = None
     reason: str = ""
@@ -105,7 +105,7 @@ class Rule(BaseModel):
                 f"`path_glob` never matches `{RUN_COMMAND}` (it has no `path` argument): "
                 'use `command_prefix`, or name a file tool or "*"'
             )
-        if self.network and self.decision is Decision.DENY:
+        if self.network and self.decision is Permission.DENY:
             raise ValueError("`network = true` grants nothing on a deny rule")
         if self.network and self.tool not in ("*", RUN_COMMAND):
             raise ValueError(f'`network = true` applies only to `{RUN_COMMAND}` or "*"')
@@ -115,7 +115,7 @@ class Rule(BaseModel):
         """Whether the rule applies to a call of ``tool_name`` with ``arguments``."""
         if self.tool not in ("*", tool_name):
             return False
-        strict = self.decision is Decision.ALLOW
+        strict = self.decision is Permission.ALLOW
         if self.command_prefix is not None:
             command = arguments.get("command")
             if not isinstance(command, str) or not prefix_matches(
@@ -130,7 +130,11 @@ class Rule(BaseModel):
 
     def describe(self) -> str:
         """The generated reason, e.g. "the policy denies `run_command` for commands ..."."""
-        verb = {Decision.ALLOW: "allows", Decision.DENY: "denies", Decision.ASK: "asks before"}
+        verb = {
+            Permission.ALLOW: "allows",
+            Permission.DENY: "denies",
+            Permission.ASK: "asks before",
+        }
         what = "every tool" if self.tool == "*" else f"`{self.tool}`"
         parts = []
         if self.command_prefix is not None:
@@ -177,7 +181,7 @@ def rule_from_table(where: str, table: object, known: frozenset[str] | None) -> 
         raise ValueError(f'{where}.tool: missing; give a tool name or "*"')
     if "decision" not in table:
         raise ValueError(f"{where}.decision: missing; use allow, deny or ask")
-    if table["decision"] not in tuple(Decision):
+    if table["decision"] not in tuple(Permission):
         raise ValueError(
             f"{where}.decision: unknown decision {table['decision']!r}; use allow, deny or ask"
         )

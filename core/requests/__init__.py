@@ -3,8 +3,6 @@ the texts the model reads about it.
 
 ::
 
-    shapes.py         the requests, a tagged union (PendingRequest, request_adapter)
-    verdicts.py       what a person decided, a tagged union keyed by call (Verdict)
     common.py         ids and times of new requests, from the run context
     plan_approval.py  propose_plan: a plan version to approve
     plan_revision.py  a rejected plan: what should change? the answer revises it
@@ -15,5 +13,6 @@ the texts the model reads about it.
     closing.py        the event that edits a closed request's message
     call_verdicts.py  who decided each call of a tool approval, and how
 
-The package imports nothing at its top, so :mod:`core.journal` can use the shapes.
+The requests' shapes and verdicts are words of the vocabulary
+(:mod:`core.vocabulary.requests`, :mod:`core.vocabulary.verdicts`).
 """

@@ -1,21 +1,22 @@
 """Who decided each call of a tool approval, and how: the request's decisions replayed.
 
 A tool approval is decided by one or more journal decisions
-(:class:`core.journal.DecisionEntry`): each decides one call (its ``call``
+(:class:`core.vocabulary.entries.DecisionEntry`): each decides one call (its ``call``
 number) or every call still undecided. Replaying them in journal order gives,
 for each call number, the verdict and the name of the person who gave it. A
 decision written since 0006 names its calls (``CallsDecided``, keyed by
 ``tool_use_id``); one written before says ``approved`` or ``denied`` with its
-call number (:mod:`core.legacy`), and is replayed by that number.
+call number (:mod:`conversations.store.legacy`), and is replayed by that number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.journal import ConversationSnapshot, DecisionEntry
-from core.requests.shapes import ToolApproval
-from core.requests.verdicts import Approved, CallsDecided, CallVerdict, Denied
+from core.vocabulary.entries import DecisionEntry
+from core.vocabulary.requests import ToolApproval
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Approved, CallsDecided, CallVerdict, Denied
 
 
 def decided_calls(

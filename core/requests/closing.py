@@ -1,4 +1,4 @@
-"""The run event that closes a request's message: :class:`core.run_events.RequestClosed`.
+"""The run event that closes a request's message: :class:`core.vocabulary.run_events.RequestClosed`.
 
 Every change that resolves a request whose message asks for a decision (a plan, a
 tool approval, a go-on or a retry request) carries one, so the store writes the
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal, assert_never
 
-from core.journal import ConversationSnapshot, DecisionEntry, ToolCallRecord, ToolState
-from core.people import Person
 from core.requests.call_verdicts import decided_calls
-from core.requests.shapes import (
+from core.vocabulary.entries import DecisionEntry
+from core.vocabulary.people import Person
+from core.vocabulary.requests import (
     ContinueRequest,
     PendingRequest,
     PlanApproval,
@@ -25,10 +25,12 @@ from core.requests.shapes import (
     RetryRequest,
     ToolApproval,
 )
-from core.run_events import CallOutcome, RequestClosed
+from core.vocabulary.run_events import CallOutcome, RequestClosed
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 Outcome = Literal["approved", "rejected", "revised", "replaced", "decided", "stopped", "expired"]
-"""What became of a request (see :class:`core.run_events.RequestClosed`)."""
+"""What became of a request (see :class:`core.vocabulary.run_events.RequestClosed`)."""
 
 _UNDECIDED = frozenset({ToolState.PENDING_APPROVAL, ToolState.CANCELLED})
 

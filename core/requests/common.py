@@ -7,7 +7,6 @@ the id source gets the same requests every time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,12 +17,12 @@ from core.context import RunContext
 class Opening:
     """Ids and times of new requests: the run context and a request's lifetime.
 
-    ``ttl``: seconds a request waits before it expires, or a function giving them
-    (the current conversation's setting); its one reminder comes at half of it.
+    ``ttl``: seconds a request waits before it expires (the conversation's setting);
+    its one reminder comes at half of it.
     """
 
     context: RunContext
-    ttl: float | Callable[[], float]
+    ttl: float
 
     def new_id(self) -> str:
         """A new request id from the context's id source."""
@@ -32,5 +31,5 @@ class Opening:
     def times(self) -> tuple[datetime, datetime]:
         """``(expires_at, remind_at)`` of a request opened now (timezone-aware UTC)."""
         now = self.context.now()
-        ttl = timedelta(seconds=self.ttl() if callable(self.ttl) else self.ttl)
+        ttl = timedelta(seconds=self.ttl)
         return now + ttl, now + ttl / 2

@@ -4,7 +4,7 @@ Dispatches on the request's type (``match`` ending in ``assert_never``), so a ne
 kind of request is not forgotten here. Every change that closes a request does it
 by compare-and-set (``RequestResolution.only_if_open``, ``Change.guard_pending``):
 of two decisions arriving together the store applies one and refuses the other
-with :class:`core.errors.RequestConflict`, so there is one decision and one
+with :class:`core.vocabulary.errors.RequestConflict`, so there is one decision and one
 execution.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from core.inputs import Decision, Reply
-from core.journal import Change, ConversationSnapshot
 from core.requests import go_on, plan_approval, plan_revision, question, tool_approval
 from core.requests.common import Opening
-from core.requests.shapes import (
+from core.vocabulary.inputs import Decision, ThreadMessage
+from core.vocabulary.journal import Change
+from core.vocabulary.requests import (
     ContinueRequest,
     PendingRequest,
     PlanApproval,
@@ -25,6 +25,7 @@ from core.requests.shapes import (
     RetryRequest,
     ToolApproval,
 )
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import Workflow
 
 
@@ -59,7 +60,7 @@ def decision_change(
 
 
 def reply_change(
-    snap: ConversationSnapshot, request: PendingRequest, reply: Reply, workflow: Workflow
+    snap: ConversationSnapshot, request: PendingRequest, reply: ThreadMessage, workflow: Workflow
 ) -> Change | None:
     """The change a reply in the thread makes to the open ``request``.
 

@@ -2,10 +2,10 @@
 
 Two kinds of request ask it, each with its own message:
 
-- :class:`~core.requests.shapes.ContinueRequest`: the run used its model turns
+- :class:`~core.vocabulary.requests.ContinueRequest`: the run used its model turns
   (``waiting(continue)``, :func:`open_continue`), or a budget (:func:`open_budget`;
   approving it raises the budget by one more of its size, :mod:`core.pricing`);
-- :class:`~core.requests.shapes.RetryRequest`: the model API failed and trying
+- :class:`~core.vocabulary.requests.RetryRequest`: the model API failed and trying
   again may help (``waiting(retry)``, :func:`open_retry`).
 
 A decision (:func:`decide`) goes on (approve) or stops here (reject: the
@@ -17,25 +17,20 @@ simply goes on from the journal.
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.inputs import Approve, Reject, Reply
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    DecisionEntry,
-    RequestResolution,
-    StopEntry,
-    UserText,
-)
 from core.pricing import Reached
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import ContinueRequest, RequestState, RetryRequest
-from core.requests.verdicts import Approved, Rejected
-from core.run_events import BudgetReached, ContinueAsked, Refused, RunFailed, Stopped
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry, StopEntry, UserText
+from core.vocabulary.inputs import Approve, Reject, ThreadMessage
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import ContinueRequest, RequestState, RetryRequest
+from core.vocabulary.run_events import BudgetReached, ContinueAsked, Refused, RunFailed, Stopped
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Approved, Rejected
 
 
-def open_continue(turns: int, opening: Opening) -> Change:
+def open_continue(snap: ConversationSnapshot, turns: int, opening: Opening) -> Change:
     """The run used ``turns`` model turns: ask whether to go on."""
     expires_at, remind_at = opening.times()
     request = ContinueRequest(
@@ -46,12 +41,12 @@ def open_continue(turns: int, opening: Opening) -> Change:
     )
     return Change(
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         events=(ContinueAsked(request_id=request.id, turns=turns),),
     )
 
 
-def open_budget(reached: Reached, opening: Opening) -> Change:
+def open_budget(snap: ConversationSnapshot, reached: Reached, opening: Opening) -> Change:
     """A budget is used up (``reached``): ask whether to raise it and go on."""
     expires_at, remind_at = opening.times()
     request = ContinueRequest(
@@ -71,10 +66,14 @@ def open_budget(reached: Reached, opening: Opening) -> Change:
         budget_tokens=reached.budget.tokens,
         budget_micro_usd=reached.budget.micro_usd,
     )
-    return Change(open_request=request, status=lifecycle.waiting(request.wait), events=(event,))
+    return Change(
+        open_request=request,
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
+        events=(event,),
+    )
 
 
-def open_retry(error: str, opening: Opening) -> Change:
+def open_retry(snap: ConversationSnapshot, error: str, opening: Opening) -> Change:
     """The model call failed with ``error`` (safe to show): ask whether to try again."""
     expires_at, remind_at = opening.times()
     request = RetryRequest(
@@ -82,7 +81,7 @@ def open_retry(error: str, opening: Opening) -> Change:
     )
     return Change(
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         events=(RunFailed(error=error, request_id=request.id),),
     )
 
@@ -106,19 +105,24 @@ def decide(
         return Change(
             entries=(entry, StopEntry(by=by)),
             resolve=resolve,
-            status=lifecycle.CANCELLED,
+            status=lifecycle.move(snap.status, lifecycle.CANCELLED),
             events=(*closed, Stopped(by_name=by.name)),
         )
-    return Change(entries=(entry,), resolve=resolve, status=lifecycle.RUNNING, events=closed)
+    return Change(
+        entries=(entry,),
+        resolve=resolve,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
+        events=closed,
+    )
 
 
 def reply(
-    snap: ConversationSnapshot, request: ContinueRequest | RetryRequest, message: Reply
+    snap: ConversationSnapshot, request: ContinueRequest | RetryRequest, message: ThreadMessage
 ) -> Change:
     """A reply to "go on?": the requester or an approver goes on, in words.
 
     Anyone else's reply is kept as a note and answered in the thread with the
-    words a reaction of theirs gets (:class:`core.run_events.Refused`); the
+    words a reaction of theirs gets (:class:`core.vocabulary.run_events.Refused`); the
     request stays open. A budget is not raised in words, not even by them: the
     reply is kept as a note and the thread says how to raise it (a "no, don't"
     must not spend money).
@@ -141,6 +145,6 @@ def reply(
                 by=message.author,
             ),
         ),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
         events=request_closed(snap, request, "approved", by=message.author),
     )

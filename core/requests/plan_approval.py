@@ -12,34 +12,32 @@ rejected, a plan revision asks what should change
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.inputs import Approve, Reject
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    DecisionEntry,
-    RequestResolution,
-    ToolCallRecord,
-)
 from core.requests import plan_revision
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import PlanApproval, RequestState
-from core.requests.verdicts import Approved, Rejected
-from core.run_events import PlanProposed
 from core.tool_state import answer_control, opened
-from core.tools.control import plan_steps
+from core.tools.control import ProposePlan
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry
+from core.vocabulary.inputs import Approve, Reject
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import PlanApproval, RequestState
+from core.vocabulary.run_events import PlanProposed
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord
+from core.vocabulary.verdicts import Approved, Rejected
 from core.workflow import Transition, Workflow
 
 
 def open_plan(
-    snap: ConversationSnapshot, record: ToolCallRecord, workflow: Workflow, opening: Opening
+    snap: ConversationSnapshot,
+    record: ToolCallRecord,
+    plan: ProposePlan,
+    workflow: Workflow,
+    opening: Opening,
 ) -> Change:
-    """Propose the ``propose_plan`` call's plan as the next version.
-
-    Raises :class:`core.errors.ToolError` when its ``steps`` or ``tools`` are malformed.
-    """
-    steps, tools = plan_steps(record.input)
+    """Propose ``plan``, the ``propose_plan`` call ``record``'s, as the next version."""
+    steps, tools = plan.steps, plan.tools
     version = snap.plan_version + 1
     plans = [
         r
@@ -75,7 +73,7 @@ def open_plan(
         resolve=older,
         tool_calls=(opened(record, request.id),),
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         position=workflow.next(snap.position, Transition.PLAN_PROPOSED),
         plan_version=version,
         events=(
@@ -103,7 +101,7 @@ def decide(
     entry = DecisionEntry(request_id=request.id, verdict=verdict, by=by)
     closed = request_closed(snap, request, verdict.kind, by=by)
     if isinstance(verdict, Rejected):
-        return plan_revision.open_after_reject(request, entry, resolution, closed, opening)
+        return plan_revision.open_after_reject(snap, request, entry, resolution, closed, opening)
     text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
     answered = answer_control(snap, request.tool_use_id, text)
     position = workflow.next(snap.position, Transition.PLAN_APPROVED)
@@ -111,7 +109,7 @@ def decide(
         entries=(entry, *answered.results, *workflow.entered(snap.position, position)),
         tool_calls=answered.records,
         resolve=(resolution,),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
         position=position,
         events=closed,
     )

@@ -10,15 +10,17 @@ workflow goes back to planning.
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.inputs import Reply
-from core.journal import Change, ConversationSnapshot, DecisionEntry, RequestResolution, UserText
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import PlanApproval, PlanRevision, RequestState
-from core.requests.verdicts import Revised
-from core.run_events import QuestionAsked, RequestClosed
 from core.tool_state import answer_control
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry, UserText
+from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import PlanApproval, PlanRevision, RequestState
+from core.vocabulary.run_events import QuestionAsked, RequestClosed
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Revised
 from core.workflow import Transition, Workflow
 
 
@@ -31,6 +33,7 @@ def revision_text(plan_version: int, name: str, text: str) -> str:
 
 
 def open_after_reject(
+    snap: ConversationSnapshot,
     rejected: PlanApproval,
     decision: DecisionEntry,
     resolution: RequestResolution,
@@ -55,7 +58,7 @@ def open_after_reject(
         entries=(decision,),
         resolve=(resolution,),
         open_request=question,
-        status=lifecycle.waiting(question.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(question.wait)),
         events=(*closed, QuestionAsked(request_id=question.id, question=question.prompt)),
     )
 
@@ -63,7 +66,7 @@ def open_after_reject(
 def revise(
     snap: ConversationSnapshot,
     request: PlanApproval | PlanRevision,
-    reply: Reply,
+    reply: ThreadMessage,
     workflow: Workflow,
 ) -> Change:
     """A reply asking for a change: the plan call's result says what, back to planning.
@@ -84,7 +87,7 @@ def revise(
         ),
         tool_calls=answered.records,
         resolve=(RequestResolution(request_id=request.id, state=state, verdict=Revised(), by=by),),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
         position=position,
         events=request_closed(snap, request, "revised", by=by),
     )

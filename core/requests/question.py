@@ -8,44 +8,42 @@ becomes the call's result; reactions do not decide a question.
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.errors import ToolError
-from core.inputs import Reply
-from core.journal import Change, ConversationSnapshot, RequestResolution, ToolCallRecord, UserText
 from core.requests.common import Opening
-from core.requests.shapes import Question, RequestState
-from core.requests.verdicts import Answered
-from core.run_events import QuestionAsked
 from core.tool_state import answer_control, opened
+from core.tools.control import AskUser
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import UserText
+from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import Question, RequestState
+from core.vocabulary.run_events import QuestionAsked
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord
+from core.vocabulary.verdicts import Answered
 
 
-def open_question(record: ToolCallRecord, opening: Opening) -> Change:
-    """Ask the ``ask_user`` call's question (with its ``options``, if any).
-
-    Raises :class:`ToolError` when ``question`` is missing or blank.
-    """
-    question = record.input.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise ToolError("`question` must be a non-empty string")
-    raw = record.input.get("options") or []
-    options = tuple(str(o) for o in raw) if isinstance(raw, list) else ()
+def open_question(
+    snap: ConversationSnapshot, record: ToolCallRecord, asked: AskUser, opening: Opening
+) -> Change:
+    """Ask ``asked``, the ``ask_user`` call ``record``'s question (with its options, if any)."""
+    question, options = asked.question, tuple(asked.options)
     expires_at, remind_at = opening.times()
     request = Question(
         id=opening.new_id(),
         tool_use_id=record.tool_use_id,
-        prompt=question.strip(),
+        prompt=question,
         expires_at=expires_at,
         remind_at=remind_at,
     )
     return Change(
         tool_calls=(opened(record, request.id),),
         open_request=request,
-        status=lifecycle.waiting(request.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
         events=(QuestionAsked(request_id=request.id, question=request.prompt, options=options),),
     )
 
 
-def answer(snap: ConversationSnapshot, request: Question, reply: Reply) -> Change:
+def answer(snap: ConversationSnapshot, request: Question, reply: ThreadMessage) -> Change:
     """``reply`` answers ``request``: the model reads ``<name> answered: <text>``."""
     by = reply.author
     answered = answer_control(snap, request.tool_use_id, f"{by.name} answered: {reply.text}")
@@ -60,5 +58,5 @@ def answer(snap: ConversationSnapshot, request: Question, reply: Reply) -> Chang
                 request_id=request.id, state=RequestState.DECIDED, verdict=Answered(), by=by
             ),
         ),
-        status=lifecycle.RUNNING,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
     )

@@ -7,7 +7,7 @@ turn's allowed calls run, the request stays open; the run then waits
 decision (:func:`decide`) names one call or every call still undecided: each
 becomes ``approved`` (it runs when the run goes on) or ``denied`` (its result
 tells the model not to run it or work around it). The verdicts are keyed by
-``tool_use_id`` (:class:`core.requests.verdicts.CallsDecided`); once every call is
+``tool_use_id`` (:class:`core.vocabulary.verdicts.CallsDecided`); once every call is
 decided, the request is decided too and the run goes on.
 """
 
@@ -15,25 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core import lifecycle
-from core.inputs import Approve, Reject
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    DecisionEntry,
-    RequestResolution,
-    ToolCallRecord,
-    ToolState,
-)
 from core.policy.policy import ToolPolicy
 from core.policy.summary import summarize_call
 from core.requests.call_verdicts import decided_calls
 from core.requests.closing import request_closed
 from core.requests.common import Opening
-from core.requests.shapes import RequestState, ToolApproval
-from core.requests.verdicts import Approved, CallsDecided, CallVerdict, Denied
-from core.run_events import GatedCall, ToolApprovalRequested
 from core.tool_state import move, parts
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import DecisionEntry
+from core.vocabulary.inputs import Approve, Reject
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import RequestState, ToolApproval
+from core.vocabulary.run_events import GatedCall, ToolApprovalRequested
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
+from core.vocabulary.verdicts import Approved, CallsDecided, CallVerdict, Denied
 
 
 def open_approval(
@@ -77,14 +73,14 @@ def is_open_for(snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]) -> 
     )
 
 
-def wait(gated: Sequence[ToolCallRecord]) -> Change:
+def wait(snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]) -> Change:
     """Wait for a person (``waiting(tool_approval)``) if ``gated`` are all still undecided.
 
-    The store refuses the change (:class:`core.errors.RequestConflict`) when one of
+    The store refuses the change (:class:`core.vocabulary.errors.RequestConflict`) when one of
     them was decided meanwhile: the run goes on instead.
     """
     return Change(
-        status=lifecycle.waiting(ToolApproval.wait),
+        status=lifecycle.move(snap.status, lifecycle.waiting(ToolApproval.wait)),
         guard_pending=tuple(r.tool_use_id for r in gated),
     )
 
@@ -137,7 +133,7 @@ def decide(
                 request_id=request.id, state=RequestState.DECIDED, verdict=settled, by=by
             ),
         ),
-        status=lifecycle.RUNNING if waiting else None,
+        status=lifecycle.move(snap.status, lifecycle.RUNNING) if waiting else None,
         events=request_closed(snap, request, "decided", decided=records, decision=entry),
     )
 

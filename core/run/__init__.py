@@ -2,13 +2,19 @@
 
 ::
 
+    state.py        Run: what one run knows (snapshot, history, totals, settings, ids, span)
+    deps.py         RunDeps: what a run uses (journal, model, toolbox, workflow, outputs, files)
     engine.py       Engine: start, reply, decide, stop, remind, expire, interrupt, run
+    live.py         the run's commits, folded into its snapshot
     settings.py     EngineSettings: turn cap, tokens, tool limits, request lifetime
-    turn.py         RunLoop: model turn, tools, again; the turn cap and model failures
-    tool_calls.py   ToolRunner: drive a turn's calls to their end from the store
+    turn.py         Turns: model turn, tools, again; the turn cap and model failures
+    model_turn.py   one model call: the request, the streamed answer, its usage and cost
+    tool_calls.py   ToolCalls: drive a turn's calls to their end from the snapshot
+    one_call.py     one tool call: the policy just before, the run, its result committed
     admission.py    a new turn's calls and the states the policy gives them
     control.py      the control calls that end a turn: finish, propose_plan, ask_user
     close_calls.py  closing open calls on a stop, a failure, an expiry, a shutdown
+    restart.py      where a new request starts, and who may start a stopped one again
     history.py      the model's messages, built from the journal
     stats.py        the answer footer's totals
 """

@@ -1,28 +1,28 @@
 """Admitting a model turn's tool calls: the policy decides each call's first state.
 
 When a turn is committed, each call gets its record (:func:`core.tool_state.admit`):
-``approved``, ``denied`` (a tool the position does not offer, or the policy says
-no; its error result goes in the same commit) or ``pending_approval`` (the policy
-asks a person first, :mod:`core.requests.tool_approval`).
+``approved``, ``denied`` (a tool the position does not offer, a control call whose
+input is malformed, or the policy says no; its error result goes in the same
+commit) or ``pending_approval`` (the policy asks a person first,
+:mod:`core.requests.tool_approval`). A control call is parsed here, once, into its
+typed input (:func:`core.tools.control.parse`); a malformed one never comes up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.journal import (
-    AssistantTurn,
-    ConversationSnapshot,
-    ToolCall,
-    ToolCallRecord,
-    ToolResultEntry,
-    ToolState,
-)
+from core.models.base import ToolKind
 from core.policy import policy
 from core.policy.summary import summarize_call
-from core.run_events import ProgressNote
 from core.tool_state import admit, parts
+from core.tools import control
 from core.tools.base import Toolbox
+from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
+from core.vocabulary.errors import ToolError
+from core.vocabulary.run_events import ProgressNote
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from core.workflow import Workflow
 
 
@@ -42,11 +42,10 @@ def admit_turn(
         state, reason = _first_state(
             call, toolbox, tool_policy, offered, snap.position, position.mutating
         )
-        tool = toolbox.get(call.name)
         admitted.append(
             admit(
                 call,
-                read_only=tool.read_only if tool else True,
+                read_only=toolbox.read_only(call.name),
                 state=state,
                 turn_seq=turn_seq,
                 index=index,
@@ -80,11 +79,19 @@ def _first_state(
     tool = toolbox.get(call.name)
     if tool is None or call.name not in offered:
         return ToolState.DENIED, f"The tool {call.name} is not available at the {position} step."
+    if tool.spec.kind is ToolKind.CONTROL:
+        try:
+            control.parse(call.name, call.input)
+        except ToolError as exc:
+            return ToolState.DENIED, str(exc)
     verdict = tool_policy.check(
-        tool_name=call.name, read_only=tool.read_only, arguments=call.input, plan_approved=mutating
+        tool_name=call.name,
+        read_only=toolbox.read_only(call.name),
+        arguments=call.input,
+        plan_approved=mutating,
     )
-    if verdict.decision is policy.Decision.DENY:
+    if verdict.decision is policy.Permission.DENY:
         return ToolState.DENIED, f"Denied by policy: {verdict.reason}"
-    if verdict.decision is policy.Decision.ASK:
+    if verdict.decision is policy.Permission.ASK:
         return ToolState.PENDING_APPROVAL, verdict.reason
     return ToolState.APPROVED, ""

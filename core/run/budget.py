@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.journal import ConversationSnapshot
 from core.pricing import Budgets, Reached, journal_spend, raises, reached
 from core.run.settings import ChannelSpend
+from core.vocabulary.snapshot import ConversationSnapshot
 
 
 def day_start(now: datetime) -> datetime:

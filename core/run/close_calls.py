@@ -1,5 +1,9 @@
 """Closing the calls left open when a run ends early: a stop, a failure, an expiry, a shutdown.
 
+A stop and an expiry end the conversation ``cancelled`` in one change
+(:func:`stopped`, :func:`expired`): every open call gets its result, every open
+request is closed, and the requests' messages are edited.
+
 Every ``tool_use`` of the journal gets exactly one ``tool_result`` (the Messages
 API rejects anything else), so each call still without one gets a result and a
 final record, made by :func:`core.tool_state.move`: ``interrupted`` if it was
@@ -12,16 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.journal import (
-    AssistantTurn,
-    ConversationSnapshot,
-    ToolCall,
-    ToolCallRecord,
-    ToolResultEntry,
-    ToolState,
-)
+from core.requests.closing import requests_closed
 from core.tool_state import Moved, answered_calls, move, parts, unrecorded
-from core.tools.control import CONTROL_TOOLS
+from core.tools import control
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.people import Person
+from core.vocabulary.requests import RequestState
+from core.vocabulary.run_events import Expired, Stopped
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,8 @@ def close_open_calls(
     moves: list[Moved] = []
     cancelled = interrupted = 0
     for call, record in _all_open(snap, read_only):
-        was_running = record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+        is_control = control.is_control(call.name)
+        was_running = record.state is ToolState.RUNNING and not is_control
         if failed:
             to, text = ToolState.FAILED, f"Not run: the run ended with {by_name}."
         elif was_running:
@@ -59,7 +65,7 @@ def close_open_calls(
             text = f"Stopped by {by_name} while it ran; its effects may be partial."
         else:
             to, text = ToolState.CANCELLED, f"Stopped by {by_name} before it ran."
-        if call.name not in CONTROL_TOOLS:
+        if not is_control:
             interrupted += was_running
             cancelled += not was_running
         moves.append(move(record, to, result=text))
@@ -83,7 +89,7 @@ def interrupt_running(
     results, records = parts(
         move(record, ToolState.INTERRUPTED, result=text)
         for call, record in _all_open(snap, read_only)
-        if record.state is ToolState.RUNNING and call.name not in CONTROL_TOOLS
+        if record.state is ToolState.RUNNING and not control.is_control(call.name)
     )
     return Closing(results, records, 0, len(records))
 
@@ -99,3 +105,47 @@ def _all_open(
         for index, call in enumerate(rec.entry.tool_calls)
         if call.id not in answered
     ]
+
+
+def stopped(snap: ConversationSnapshot, by: Person, read_only: Callable[[str], bool]) -> Change:
+    """``by`` stopped the conversation: every open call closed (:func:`close_open_calls`),
+    every open request ``cancelled``, and the conversation ``cancelled``."""
+    closing = close_open_calls(snap, by.name, read_only)
+    return Change(
+        entries=(StopEntry(by=by), *closing.results),
+        tool_calls=closing.records,
+        resolve=tuple(
+            RequestResolution(request_id=r.id, state=RequestState.CANCELLED, by=by)
+            for r in snap.open_requests
+        ),
+        status=lifecycle.move(snap.status, lifecycle.CANCELLED),
+        events=(
+            *requests_closed(snap, snap.open_requests, "stopped", by=by),
+            Stopped(
+                by_name=by.name,
+                cancelled_calls=closing.cancelled,
+                interrupted_calls=closing.interrupted,
+            ),
+        ),
+    )
+
+
+def expired(
+    snap: ConversationSnapshot, request_id: str, read_only: Callable[[str], bool]
+) -> Change:
+    """The request ``request_id`` waited too long: every open call closed, every open
+    request ``expired`` (compare-and-set), and the conversation ``cancelled``."""
+    closing = close_open_calls(snap, "expiry of the request", read_only)
+    return Change(
+        entries=closing.results,
+        tool_calls=closing.records,
+        resolve=tuple(
+            RequestResolution(request_id=r.id, state=RequestState.EXPIRED)
+            for r in snap.open_requests
+        ),
+        status=lifecycle.move(snap.status, lifecycle.CANCELLED),
+        events=(
+            *requests_closed(snap, snap.open_requests, "expired"),
+            Expired(request_id=request_id),
+        ),
+    )

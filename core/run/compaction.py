@@ -6,7 +6,7 @@ again). Past ``compact_at`` of ``context_window`` tokens (the run's settings), t
 model is asked for a summary of everything but the newest :data:`KEEP_TURNS`
 turns, in a request that is the previous request's prefix (the same system prompt,
 tools and messages, so it is served from the prompt cache) with the ask added.
-The summary is journaled as a :class:`core.journal.Compacted` entry; from then on
+The summary is journaled as a :class:`core.vocabulary.entries.Compacted` entry; from then on
 the history starts with it (:class:`core.run.history.History`), so a resume
 rebuilds the same context, and each request extends the one before again.
 
@@ -20,18 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from core.journal import (
-    AssistantTurn,
-    Change,
-    Compacted,
-    ConversationSnapshot,
-    JournalRecord,
-    StepEntered,
-)
 from core.models.base import Message
 from core.run.history import build_messages
 from core.run.settings import EngineSettings
-from core.run_events import ProgressNote
+from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, StepEntered
+from core.vocabulary.journal import Change
+from core.vocabulary.run_events import ProgressNote
+from core.vocabulary.snapshot import ConversationSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +98,7 @@ async def compaction(
 ) -> Change | None:
     """The change that summarizes ``snap``'s oldest turns, or None when its context is
     within ``compact_at`` of ``context_window`` (or there is too little to summarize,
-    or the model wrote no summary). Raises :class:`core.errors.ModelError` from the
+    or the model wrote no summary). Raises :class:`core.vocabulary.errors.ModelError` from the
     summary's call, as from any model call."""
     size = context_tokens(snap.journal)
     if size is None or size < settings.compact_at * settings.context_window:

@@ -1,54 +1,37 @@
-"""What the control calls that end a turn do: ``finish``, ``propose_plan``, ``ask_user``.
+"""What ``finish`` does: the answer is posted with the request's totals, the run ends ``done``.
 
-``finish`` delivers the answer and ends the run ``done``; ``propose_plan`` and
-``ask_user`` open a request and the run waits (:mod:`core.requests.plan_approval`,
-:mod:`core.requests.question`). Pure: raises :class:`core.errors.ToolError` for
-malformed input, which the runner turns into an error result for the model.
+The other control calls are done where their request is (``propose_plan``:
+:mod:`core.requests.plan_approval`, ``ask_user``: :mod:`core.requests.question`) or
+as a progress note (``report_progress``); :meth:`core.run.tool_calls.ToolCalls`
+dispatches the parsed calls (:data:`core.tools.control.ControlCall`) in one ``match``.
 """
 
 from __future__ import annotations
 
-from core import lifecycle
-from core.errors import ToolError
-from core.journal import Change, ConversationSnapshot, ToolCallRecord, ToolState
-from core.requests import plan_approval, question
-from core.requests.common import Opening
-from core.run_events import Answered, RunStats
 from core.tool_state import move
-from core.tools.control import FINISH, PROPOSE_PLAN
+from core.tools.control import Finish
+from core.vocabulary import lifecycle
+from core.vocabulary.journal import Change
+from core.vocabulary.run_events import RunAnswered, RunStats
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from core.workflow import Transition, Workflow
 
 
-def control_change(
+def finish(
     snap: ConversationSnapshot,
     record: ToolCallRecord,
+    call: Finish,
     workflow: Workflow,
     stats: RunStats,
-    opening: Opening,
 ) -> Change:
-    """The change the waiting control call ``record`` makes.
-
-    ``stats``: the request's totals, for a ``finish`` answer's footer.
-    """
-    if record.name == FINISH:
-        return finish(snap, record, workflow, stats)
-    if record.name == PROPOSE_PLAN:
-        return plan_approval.open_plan(snap, record, workflow, opening)
-    return question.open_question(record, opening)
-
-
-def finish(
-    snap: ConversationSnapshot, record: ToolCallRecord, workflow: Workflow, stats: RunStats
-) -> Change:
-    """Post the ``finish`` call's answer with ``stats``; the run ends ``done``."""
-    answer = record.input.get("answer")
-    if not isinstance(answer, str) or not answer.strip():
-        raise ToolError("`answer` must be a non-empty string")
+    """Post ``call``'s answer (the ``finish`` call ``record``'s) with ``stats``, the
+    request's totals; the run ends ``done``."""
     done = move(record, ToolState.DONE, result="The answer is in the thread.")
     return Change(
         entries=done.results,
         tool_calls=done.records,
-        status=lifecycle.DONE,
+        status=lifecycle.move(snap.status, lifecycle.DONE),
         position=workflow.next(snap.position, Transition.FINISHED),
-        events=(Answered(text=answer.strip(), stats=stats),),
+        events=(RunAnswered(text=call.answer, stats=stats),),
     )

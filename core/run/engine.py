@@ -9,74 +9,49 @@ reads the conversation and goes on while its status is ``running``
 
 Calls are made one at a time per conversation by the caller (the hub's queue);
 :meth:`Engine.stop` is the exception and is called after the caller cancelled the
-conversation's task. Every change is one :meth:`core.journal.Journal.commit`;
-the time and new ids come from the engine's run context (:mod:`core.context`).
-Each entry point is one run for the journal: it loads its conversation once and
-keeps it in memory while it goes on (:mod:`core.run.live`).
+conversation's task. Each entry point is one run (:class:`core.run.state.Run`): it
+asks for the conversation's settings once, opens the run's span, loads the
+conversation once and keeps it in memory while it goes on, folding in each change
+it commits (:mod:`core.run.live`); an entry point that hands over to another (a
+start to the turns that follow) hands over its run. What the run uses is the
+engine's :class:`core.run.deps.RunDeps`. The time and new ids come from the
+engine's run context (:mod:`core.context`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
-from collections.abc import Awaitable, Callable
-from typing import Concatenate, ParamSpec, TypeVar
+from collections.abc import AsyncIterator
 
-from core import lifecycle
 from core.context import WALL, RunContext, random_id
-from core.errors import RequestConflict
 from core.faults import NO_FAULTS, Faults
-from core.inputs import DecideOutcome, Decision, Inbox, Reply, Start, delivery_keys
-from core.journal import (
-    Change,
-    ConversationSnapshot,
-    Journal,
-    RequestResolution,
-    StopEntry,
-    UserText,
-)
-from core.lifecycle import Lifecycle
+from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
-from core.people import Person
 from core.policy import policy
-from core.requests.closing import requests_closed
-from core.requests.common import Opening
 from core.requests.decide import answered_in_words, decision_change, reply_change
-from core.requests.shapes import RequestState, ToolApproval
-from core.run.close_calls import close_open_calls, interrupt_running
-from core.run.live import LiveJournal
-from core.run.restart import refused_restart
-from core.run.settings import ChannelSpend, EngineSettings, RunSettings, SettingsLookup
-from core.run.turn import RunLoop
-from core.run_events import Expired, Reminder, RunEvent, Stopped
+from core.run import live
+from core.run.close_calls import expired, interrupt_running, stopped
+from core.run.deps import RunDeps
+from core.run.live import CountingJournal
+from core.run.restart import next_position, refused_restart
+from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
+from core.run.state import Run
+from core.run.turn import Turns
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
-from core.tools.workspaces import Workspaces
+from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
-from core.workflow import Transition, Workflow
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _one_run(
-    method: Callable[Concatenate[Engine, str, P], Awaitable[R]],
-) -> Callable[Concatenate[Engine, str, P], Awaitable[R]]:
-    """An entry point is one run: it reads its conversation from the store once, at
-    its first read, and keeps it in memory after that (:mod:`core.run.live`); it
-    asks for the conversation's settings once, at its start (:class:`RunSettings`); it
-    is one run span (:meth:`core.tracing.Tracing.run`)."""
-
-    @functools.wraps(method)
-    async def entry(self: Engine, conversation_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        settings = await self._settings.of(conversation_id)
-        run_id = random_id(16)  # not from the context's ids: those number requests in tests
-        with self._journal.run(), self._settings.use(conversation_id, settings, run_id):
-            async with self._tracing.run(method.__name__, conversation_id, run_id):
-                return await method(self, conversation_id, *args, **kwargs)
-
-    return entry
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import UserText
+from core.vocabulary.errors import RequestConflict
+from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, ThreadMessage, delivery_keys
+from core.vocabulary.journal import Change, Journal
+from core.vocabulary.people import Person
+from core.vocabulary.requests import RequestState, ToolApproval
+from core.vocabulary.run_events import Reminder
+from core.workflow import Workflow
 
 
 class Engine:
@@ -96,7 +71,7 @@ class Engine:
     ``tracing`` makes each run a span, with its model calls and tool calls as child
     spans (:mod:`core.tracing`; by default to the global tracer provider, a no-op
     unless one was set).
-    Raises :class:`core.errors.ConversationNotFound` (from the journal) for an
+    Raises :class:`core.vocabulary.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
     """
@@ -119,29 +94,28 @@ class Engine:
         workspaces: Workspaces | None = None,
         tracing: Tracing | None = None,
     ) -> None:
-        self._journal = LiveJournal(journal)
-        self._workflow = workflow
+        self._journal = CountingJournal(journal)
         default = settings or EngineSettings()
         if tool_policy is not None:
             default = dataclasses.replace(default, tool_policy=tool_policy)
-        self._settings = RunSettings(default, settings_for)
+        self._default = default
+        self._settings_for = settings_for
         self._context = context
         self._tracing = tracing or Tracing()
-        self._opening = Opening(context=context, ttl=lambda: self._settings.get().request_ttl)
         self._suspended = False
-        self._loop = RunLoop(
+        workspaces = workspaces or GitWorkspaces()
+        self._deps = RunDeps(
             journal=self._journal,
             model=model,
             toolbox=toolbox,
             workflow=workflow,
-            settings=self._settings,
-            opening=self._opening,
-            faults=faults,
-            suspended=lambda: self._suspended,
-            redactor=redactor,
-            workspaces=workspaces,
-            channel_spend=channel_spend,
             outputs=outputs,
+            files=FileReader(workspaces=workspaces, redactor=redactor),
+            workspaces=workspaces,
+            redactor=redactor,
+            faults=faults,
+            channel_spend=channel_spend,
+            suspended=lambda: self._suspended,
         )
 
     @property
@@ -152,7 +126,7 @@ class Engine:
     @property
     def workflow(self) -> Workflow:
         """The workflow new conversations start in."""
-        return self._workflow
+        return self._deps.workflow
 
     def suspend(self) -> None:
         """Start no new step: each run ends after the step it is in (the process stops).
@@ -164,16 +138,39 @@ class Engine:
         """
         self._suspended = True
 
-    @_one_run
-    async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
-        """Go on while the conversation is ``running`` (see :meth:`core.run.turn.RunLoop.run`).
+    @contextlib.asynccontextmanager
+    async def _opened(self, entry: str, conversation_id: str) -> AsyncIterator[Run]:
+        """One run of ``conversation_id`` by the entry point ``entry``: its settings (asked
+        once), its span, its conversation (loaded once)."""
+        if self._settings_for is None:
+            settings = self._default
+        else:
+            settings = await self._settings_for(conversation_id)
+        run_id = random_id(16)  # not from the context's ids: those number requests in tests
+        async with self._tracing.run(entry, conversation_id, run_id) as span:
+            snapshot = await self._journal.load(conversation_id)
+            yield Run(
+                conversation_id=conversation_id,
+                snapshot=snapshot,
+                settings=settings,
+                run_id=run_id,
+                entry=entry,
+                span=span,
+                context=self._context,
+            )
 
-        Raises :class:`core.errors.LeaseLost` when another process took the
+    async def _commit(self, run: Run, change: Change) -> None:
+        await live.commit(run, self._journal, change)
+
+    async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
+        """Go on while the conversation is ``running`` (see :meth:`core.run.turn.Turns.go`).
+
+        Raises :class:`core.vocabulary.errors.LeaseLost` when another process took the
         conversation over; any other failure ends the run ``failed``.
         """
-        await self._loop.run(conversation_id, inbox)
+        async with self._opened("run", conversation_id) as run:
+            await Turns(run, self._deps).go(inbox)
 
-    @_one_run
     async def interrupt(self, conversation_id: str, reason: str) -> int:
         """Record the calls still running as ``interrupted`` after their run was cancelled.
 
@@ -182,99 +179,93 @@ class Engine:
         result saying ``reason``, and the conversation stays ``running``; the next
         start goes on and the model reads the results. Returns how many calls.
         """
-        snap = await self._journal.load(conversation_id)
-        closing = interrupt_running(snap, reason, self._loop.tools.read_only)
-        if closing.records:
-            await self._journal.commit(
-                conversation_id, Change(entries=closing.results, tool_calls=closing.records)
-            )
-        return len(closing.records)
+        async with self._opened("interrupt", conversation_id) as run:
+            closing = interrupt_running(run.snap, reason, self._deps.toolbox.read_only)
+            if closing.records:
+                await self._commit(run, Change(entries=closing.results, tool_calls=closing.records))
+            return len(closing.records)
 
     # --- inputs ------------------------------------------------------------------
 
-    @_one_run
-    async def start(self, conversation_id: str, request: Start, inbox: Inbox | None = None) -> None:
+    async def start(
+        self, conversation_id: str, message: ThreadMessage, inbox: Inbox | None = None
+    ) -> None:
         """Begin a run with a new request; from an ended run, the history is kept.
 
         After a stop, a request by someone who may not go on is kept as a note and
         refused (:mod:`core.run.restart`).
         """
-        snap = await self._journal.load(conversation_id)
+        async with self._opened("start", conversation_id) as run:
+            await self._start(run, message, inbox)
+
+    async def _start(self, run: Run, message: ThreadMessage, inbox: Inbox | None) -> None:
+        snap = run.snap
         if snap.status.active:
-            await self.reply(conversation_id, Reply(**request.model_dump()), inbox)
+            await self._reply(run, message, inbox)
             return
-        request = await self._loop.files.read(snap, request)
-        refused = refused_restart(snap, request)
+        message = await self._read_files(run, message)
+        refused = refused_restart(snap, message)
         if refused is not None:
-            await self._journal.commit(conversation_id, refused)
+            await self._commit(run, refused)
             return
-        position = self._next_position(snap, request)
-        step = self._workflow.entered(snap.position, position, first=not snap.journal)
-        await self._journal.commit(
-            conversation_id,
+        workflow = self._deps.workflow
+        position = next_position(snap, message, workflow)
+        step = workflow.entered(snap.position, position, first=not snap.journal)
+        request = UserText(
+            author=message.author, text=message.text, role="request", files=message.blocks
+        )
+        await self._commit(
+            run,
             Change(
-                entries=(
-                    *step,
-                    UserText(
-                        author=request.author,
-                        text=request.text,
-                        role="request",
-                        files=request.blocks,
-                    ),
-                ),
-                status=lifecycle.RUNNING,
+                entries=(*step, request),
+                status=lifecycle.move(snap.status, lifecycle.RUNNING),
                 position=position,
-                handled=delivery_keys(request),
+                handled=delivery_keys(message),
             ),
         )
-        await self.run(conversation_id, inbox)
+        await Turns(run, self._deps).go(inbox)
 
-    def _next_position(self, snap: ConversationSnapshot, request: Start) -> str:
-        """Where a new request starts: a stopped run, or someone else's retry, re-plans."""
-        if not snap.journal:
-            return self._workflow.start
-        if snap.status.lifecycle is Lifecycle.FAILED and request.may_continue:
-            return snap.position  # carry on from where it failed
-        if snap.status.lifecycle in (Lifecycle.CANCELLED, Lifecycle.FAILED):
-            return self._workflow.start  # no approval outlives a stop
-        return self._workflow.next(snap.position, Transition.NEW_MESSAGE)
-
-    @_one_run
-    async def reply(self, conversation_id: str, reply: Reply, inbox: Inbox | None = None) -> None:
+    async def reply(
+        self, conversation_id: str, message: ThreadMessage, inbox: Inbox | None = None
+    ) -> None:
         """A message in the thread: answers a question, revises a plan, goes on, or is a note.
 
         What it does to the open request is :func:`core.requests.decide.reply_change`;
         a reply to no request, to a tool approval, or to a request decided
         meanwhile is kept as a note.
         """
-        snap = await self._journal.load(conversation_id)
+        async with self._opened("reply", conversation_id) as run:
+            await self._reply(run, message, inbox)
+
+    async def _reply(self, run: Run, message: ThreadMessage, inbox: Inbox | None) -> None:
+        snap = run.snap
         if not snap.status.active:
-            await self.start(conversation_id, Start(**reply.model_dump()), inbox)
+            await self._start(run, message, inbox)
             return
-        reply = await self._loop.files.read(snap, reply)
+        message = await self._read_files(run, message)
         request = snap.open_requests[-1] if snap.open_requests else None
-        change = reply_change(snap, request, reply, self._workflow) if request else None
+        workflow = self._deps.workflow
+        change = reply_change(snap, request, message, workflow) if request else None
         if change is None:
-            await self._note(conversation_id, reply)
+            await self._note(run, message)
             return
         try:
-            await self._journal.commit(
-                conversation_id, change.model_copy(update={"handled": delivery_keys(reply)})
-            )
+            await self._commit(run, change.model_copy(update={"handled": delivery_keys(message)}))
         except RequestConflict:  # decided meanwhile: the words are kept as a note
-            await self._note(conversation_id, reply)
+            await self._note(run, message)
             return
-        await self.run(conversation_id, inbox)
+        await Turns(run, self._deps).go(inbox)
 
-    async def _note(
-        self, conversation_id: str, reply: Reply, events: tuple[RunEvent, ...] = ()
-    ) -> None:
-        note = UserText(author=reply.author, text=reply.text, role="note", files=reply.blocks)
-        await self._journal.commit(
-            conversation_id, Change(entries=(note,), handled=delivery_keys(reply), events=events)
+    async def _read_files(self, run: Run, message: ThreadMessage) -> ThreadMessage:
+        settings = run.settings
+        return await self._deps.files.read(
+            run.snap, message, text_limit=settings.file_text_limit, repo=settings.git_repo
         )
 
-    @_one_run
+    async def _note(self, run: Run, message: ThreadMessage) -> None:
+        note = UserText(author=message.author, text=message.text, role="note", files=message.blocks)
+        await self._commit(run, Change(entries=(note,), handled=delivery_keys(message)))
+
     async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
         """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
 
@@ -283,31 +274,32 @@ class Engine:
         request is unknown, superseded, cancelled, expired or answered in words,
         ``NO_SUCH_CALL`` for a call number the request does not have.
         """
-        snap = await self._journal.load(conversation_id)
-        request = next((r for r in snap.requests if r.id == decision.request_id), None)
-        if request is None:
-            return DecideOutcome.NOT_OPEN
-        if request.state is RequestState.DECIDED:
-            return DecideOutcome.ALREADY_DECIDED
-        if request.state is not RequestState.OPEN or answered_in_words(request):
-            return DecideOutcome.NOT_OPEN  # a question is answered in words, not reactions
-        if request.expires_at is not None and self._context.now() >= request.expires_at:
-            # The sweeper had not come by yet. Expire it in the conversation's turn, not
-            # here: a run may still hold the conversation, its calls running.
-            return DecideOutcome.EXPIRED
-        calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
-        if decision.call is not None and not 1 <= decision.call <= len(calls):
-            return DecideOutcome.NO_SUCH_CALL
-        change = decision_change(snap, request, decision, self._workflow, self._opening)
-        if change is None:
-            return DecideOutcome.ALREADY_DECIDED
-        try:
-            await self._journal.commit(conversation_id, change)
-        except RequestConflict:
-            return DecideOutcome.ALREADY_DECIDED
-        return DecideOutcome.DECIDED
+        async with self._opened("decide", conversation_id) as run:
+            snap = run.snap
+            request = next((r for r in snap.requests if r.id == decision.request_id), None)
+            if request is None:
+                return DecideOutcome.NOT_OPEN
+            if request.state is RequestState.DECIDED:
+                return DecideOutcome.ALREADY_DECIDED
+            if request.state is not RequestState.OPEN or answered_in_words(request):
+                return DecideOutcome.NOT_OPEN  # a question is answered in words, not reactions
+            if request.expires_at is not None and run.context.now() >= request.expires_at:
+                # The sweeper had not come by yet. Expire it in the conversation's turn, not
+                # here: a run may still hold the conversation, its calls running.
+                return DecideOutcome.EXPIRED
+            calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
+            if decision.call is not None and not 1 <= decision.call <= len(calls):
+                return DecideOutcome.NO_SUCH_CALL
+            workflow = self._deps.workflow
+            change = decision_change(snap, request, decision, workflow, run.opening)
+            if change is None:
+                return DecideOutcome.ALREADY_DECIDED
+            try:
+                await self._commit(run, change)
+            except RequestConflict:
+                return DecideOutcome.ALREADY_DECIDED
+            return DecideOutcome.DECIDED
 
-    @_one_run
     async def stop(self, conversation_id: str, by_name: str, by_id: str) -> bool:
         """Close everything open after the caller cancelled the run's task.
 
@@ -316,45 +308,26 @@ class Engine:
         conversation ends ``cancelled``. Returns False when nothing was active.
         """
         by = Person(id=by_id, name=by_name)
-        for _attempt in range(3):
-            snap = await self._journal.load(conversation_id)
-            if not snap.status.active:
-                return False
-            closing = close_open_calls(snap, by_name, self._loop.tools.read_only)
-            change = Change(
-                entries=(StopEntry(by=by), *closing.results),
-                tool_calls=closing.records,
-                resolve=tuple(
-                    RequestResolution(request_id=r.id, state=RequestState.CANCELLED, by=by)
-                    for r in snap.open_requests
-                ),
-                status=lifecycle.CANCELLED,
-                events=(
-                    *requests_closed(snap, snap.open_requests, "stopped", by=by),
-                    Stopped(
-                        by_name=by_name,
-                        cancelled_calls=closing.cancelled,
-                        interrupted_calls=closing.interrupted,
-                    ),
-                ),
-            )
-            try:
-                await self._journal.commit(conversation_id, change)
-            except RequestConflict:
-                continue
-            return True
-        return False
+        async with self._opened("stop", conversation_id) as run:
+            for _attempt in range(3):
+                snap = await live.current(run, self._journal)
+                if not snap.status.active:
+                    return False
+                try:
+                    await self._commit(run, stopped(snap, by, self._deps.toolbox.read_only))
+                except RequestConflict:
+                    continue
+                return True
+            return False
 
-    @_one_run
     async def remind(self, conversation_id: str, request_id: str) -> None:
         """Post the one reminder of an open request (the sweeper calls this at half-life)."""
-        snap = await self._journal.load(conversation_id)
-        request = next((r for r in snap.open_requests if r.id == request_id), None)
-        if request is not None:
-            event = Reminder(request_id=request.id, prompt=request.prompt)
-            await self._journal.commit(conversation_id, Change(events=(event,)))
+        async with self._opened("remind", conversation_id) as run:
+            request = next((r for r in run.snap.open_requests if r.id == request_id), None)
+            if request is not None:
+                event = Reminder(request_id=request.id, prompt=request.prompt)
+                await self._commit(run, Change(events=(event,)))
 
-    @_one_run
     async def expire(self, conversation_id: str, request_id: str) -> bool:
         """End a conversation whose request ``request_id`` waited too long.
 
@@ -362,27 +335,12 @@ class Engine:
         and the conversation ends ``cancelled`` with a message. False when the
         request was no longer open.
         """
-        snap = await self._journal.load(conversation_id)
-        if not any(r.id == request_id for r in snap.open_requests):
-            return False
-        closing = close_open_calls(snap, "expiry of the request", self._loop.tools.read_only)
-        try:
-            await self._journal.commit(
-                conversation_id,
-                Change(
-                    entries=closing.results,
-                    tool_calls=closing.records,
-                    resolve=tuple(
-                        RequestResolution(request_id=r.id, state=RequestState.EXPIRED)
-                        for r in snap.open_requests
-                    ),
-                    status=lifecycle.CANCELLED,
-                    events=(
-                        *requests_closed(snap, snap.open_requests, "expired"),
-                        Expired(request_id=request_id),
-                    ),
-                ),
-            )
-        except RequestConflict:
-            return False
-        return True
+        async with self._opened("expire", conversation_id) as run:
+            snap = run.snap
+            if not any(r.id == request_id for r in snap.open_requests):
+                return False
+            try:
+                await self._commit(run, expired(snap, request_id, self._deps.toolbox.read_only))
+            except RequestConflict:
+                return False
+            return True

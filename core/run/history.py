@@ -16,7 +16,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from core.journal import (
+from core.models.base import Message
+from core.vocabulary.entries import (
     AssistantTurn,
     Compacted,
     JournalRecord,
@@ -24,7 +25,6 @@ from core.journal import (
     ToolResultEntry,
     UserText,
 )
-from core.models.base import Message
 
 _ROLE_LABEL = {
     "request": "",

@@ -1,144 +1,104 @@
 """A run's conversation in memory: loaded once, kept up to date by its own commits.
 
 While a run holds a conversation's lease nobody else runs it, so the run need not
-read the conversation back after each step: :class:`LiveJournal` loads it at the
-run's first read and, after each commit the store accepted, applies the change to
-the snapshot with :func:`core.fold.apply_change` (the function the stores build
-their state from). Commits name the position they append after (``after_seq``),
-so the store writes no ``SELECT max(seq)`` and refuses a commit computed from a
-stale snapshot.
+read the conversation back after each step: the run loads it at its start
+(:class:`core.run.state.Run`) and, after each commit the store accepted,
+:func:`commit` applies the change to the run's snapshot with
+:func:`core.vocabulary.fold.apply_change` (the function the stores build their
+state from). Commits name the position they append after (``after_seq``), so the
+store writes no ``SELECT max(seq)`` and refuses a commit computed from a stale
+snapshot.
 
-A run is one call of an engine entry point (:meth:`LiveJournal.run`): a run
-after a person's answer, or after a crash, starts with an empty cache and loads
-from the store. Writes beside a run are few and guarded: a decision on a tool
-approval may land while the turn's allowed calls run (from the hub, or another
-instance). Such a write shows as a :class:`core.errors.StaleSnapshot` (its
-journal entries took our ``seq`` numbers: reload, renumber, commit again, unless
-the write gave one of our calls its result already) or a
-:class:`core.errors.RequestConflict` (a compare-and-set failed: the cached
-snapshot is dropped and the next read loads). Any other failure of a commit,
-cancellation included, drops the cached snapshot too, since its outcome is not
+A run after a person's answer, or after a crash, loads from the store. Writes
+beside a run are few and guarded: a decision on a tool approval may land while the
+turn's allowed calls run (from the hub, or another instance). Such a write shows as
+a :class:`core.vocabulary.errors.StaleSnapshot` (its journal entries took our
+``seq`` numbers: reload, renumber, commit again, unless the write gave one of our
+calls its result already) or a :class:`core.vocabulary.errors.RequestConflict` (a
+compare-and-set failed: the run's snapshot is dropped, and the code that goes on
+after it reads the conversation back with :func:`current`). Any other failure of a
+commit, cancellation included, drops the snapshot too, since its outcome is not
 known.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-
-from core.errors import RequestConflict, StaleSnapshot
-from core.fold import apply_change
-from core.journal import (
-    AssistantTurn,
-    Change,
-    Committed,
-    ConversationSnapshot,
-    Journal,
-    ToolResultEntry,
-)
+from core.run.state import Run
+from core.vocabulary.entries import AssistantTurn, ToolResultEntry
+from core.vocabulary.errors import RequestConflict, StaleSnapshot
+from core.vocabulary.fold import apply_change
+from core.vocabulary.journal import Change, Committed, Journal
+from core.vocabulary.snapshot import ConversationSnapshot
 
 RETRIES = 3
-"""Times a commit is tried again after a :class:`~core.errors.StaleSnapshot`."""
+"""Times a commit is tried again after a :class:`~core.vocabulary.errors.StaleSnapshot`."""
 
 
-@dataclass
-class _Run:
-    """What one run keeps: a snapshot per conversation it read, and one commit at a time."""
-
-    snapshots: dict[str, ConversationSnapshot] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-_run: ContextVar[_Run | None] = ContextVar("threadbot_live_run", default=None)
-
-
-class LiveJournal:
-    """:class:`core.journal.Journal` that serves a run's reads from memory.
-
-    Outside :meth:`run` it passes every call to ``journal``. Inside, the first
-    :meth:`load` of a conversation reads the store, later ones return the
-    snapshot kept up to date by :meth:`commit`. Tasks the run starts (its
-    concurrent tool calls) share the run's snapshot; their commits go one at a
-    time. ``loads`` counts the loads that reached the store.
-    """
+class CountingJournal:
+    """A :class:`core.vocabulary.journal.Journal` that counts the loads reaching ``journal``."""
 
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self.loads = 0
 
-    @contextlib.contextmanager
-    def run(self) -> Iterator[None]:
-        """The extent of one run (an engine entry point); nested calls share the outer run."""
-        if _run.get() is not None:
-            yield
-            return
-        state = _Run()
-        token = _run.set(state)
-        try:
-            yield
-        finally:
-            _run.reset(token)
-            state.snapshots.clear()  # a task that copied the run's context keeps nothing
-
     async def load(self, conversation_id: str) -> ConversationSnapshot:
-        """The conversation as the run last committed it; from the store at first."""
-        run = _run.get()
-        if run is None:
-            return await self._load(conversation_id)
-        snap = run.snapshots.get(conversation_id)
-        if snap is None:
-            snap = run.snapshots[conversation_id] = await self._load(conversation_id)
-        return snap
+        """The conversation, from the store (counted)."""
+        self.loads += 1
+        return await self._journal.load(conversation_id)
 
     async def commit(
         self, conversation_id: str, change: Change, *, after_seq: int | None = None
     ) -> Committed:
-        """Commit ``change`` after the run's newest entry; keep the snapshot up to date.
+        """``journal.commit``, as is."""
+        return await self._journal.commit(conversation_id, change, after_seq=after_seq)
 
-        Raises what the store raises (:class:`~core.errors.RequestConflict`,
-        :class:`~core.errors.LeaseLost`, ...) after dropping the cached snapshot;
-        a :class:`~core.errors.StaleSnapshot` is handled here (reload, renumber,
-        again) up to :data:`RETRIES` times.
-        """
-        run = _run.get()
-        if run is None:
-            return await self._journal.commit(conversation_id, change, after_seq=after_seq)
-        async with run.lock:
-            snap = run.snapshots.get(conversation_id)
-            try:
-                for _attempt in range(RETRIES):
-                    last = snap.last_seq if snap is not None else after_seq
-                    try:
-                        committed = await self._journal.commit(
-                            conversation_id, change, after_seq=last
-                        )
-                    except StaleSnapshot:
-                        snap = await self._load(conversation_id)
-                        _check_results(change, snap)
-                        change = renumbered(change, last or 0, snap.last_seq)
-                        continue
-                    if snap is not None:
-                        run.snapshots[conversation_id] = apply_change(snap, change, committed)
-                    return committed
-            except BaseException:
-                run.snapshots.pop(conversation_id, None)  # the outcome is not known here
-                raise
-            run.snapshots.pop(conversation_id, None)
-            raise StaleSnapshot(
-                f"conversation {conversation_id}: the journal kept moving under "
-                f"{RETRIES} commits in a row"
-            )
 
-    async def _load(self, conversation_id: str) -> ConversationSnapshot:
-        self.loads += 1
-        return await self._journal.load(conversation_id)
+async def reload(run: Run, journal: Journal) -> ConversationSnapshot:
+    """Read the run's conversation from the store again; it is the run's snapshot now."""
+    snap = run.snapshot = await journal.load(run.conversation_id)
+    return snap
+
+
+async def current(run: Run, journal: Journal) -> ConversationSnapshot:
+    """The run's snapshot, read back from the store if a failed commit dropped it."""
+    return run.snapshot if run.snapshot is not None else await reload(run, journal)
+
+
+async def commit(run: Run, journal: Journal, change: Change) -> Committed:
+    """Commit ``change`` after the run's newest entry; fold it into the run's snapshot.
+
+    Commits of one run go one at a time (the turn's concurrent tool calls share it).
+    Raises what the store raises (:class:`~core.vocabulary.errors.RequestConflict`,
+    :class:`~core.vocabulary.errors.LeaseLost`, ...) after dropping the snapshot; a
+    :class:`~core.vocabulary.errors.StaleSnapshot` is handled here (reload, renumber,
+    again) up to :data:`RETRIES` times.
+    """
+    cid = run.conversation_id
+    async with run.commits:
+        snap = run.snapshot
+        try:
+            for _attempt in range(RETRIES):
+                last = snap.last_seq if snap is not None else None
+                try:
+                    committed = await journal.commit(cid, change, after_seq=last)
+                except StaleSnapshot:
+                    snap = await journal.load(cid)
+                    _check_results(change, snap)
+                    change = renumbered(change, last or 0, snap.last_seq)
+                    continue
+                run.snapshot = None if snap is None else apply_change(snap, change, committed)
+                return committed
+        except BaseException:
+            run.snapshot = None  # the outcome is not known here
+            raise
+        run.snapshot = None
+        raise StaleSnapshot(
+            f"conversation {cid}: the journal kept moving under {RETRIES} commits in a row"
+        )
 
 
 def _check_results(change: Change, snap: ConversationSnapshot) -> None:
-    """Raise :class:`~core.errors.RequestConflict` when ``change`` gives a call a result
+    """Raise :class:`~core.vocabulary.errors.RequestConflict` when ``change`` gives a call a result
     that the journal already holds: the write beside the run closed it (no call ever
     has two results)."""
     giving = {e.tool_use_id for e in change.entries if isinstance(e, ToolResultEntry)}

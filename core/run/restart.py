@@ -1,21 +1,27 @@
-"""Who starts a conversation again after its run ended: after a stop, the people who may stop it.
+"""Starting a conversation again after its run ended: where it starts, and who may.
+
+A new request starts at the workflow's start, or where the last run ended
+(:func:`next_position`).
 
 A finished or failed conversation goes on with anyone's message in its thread
 (docs/architecture.md, "Conversation lifecycle and workflow position"). A stop is a person's
 will that the work ends, so after one only the requester or an approver (the
 people who may stop it, ``may_continue`` on the message) starts it again; anyone
 else's message is kept as a note, and the thread answers with the words a
-bystander's stop gets (:class:`core.run_events.Refused`). A conversation that
+bystander's stop gets (:class:`core.vocabulary.run_events.Refused`). A conversation that
 ended ``cancelled`` because its request expired is not stopped: anyone may
 mention the bot again, as the expiry message says.
 """
 
 from __future__ import annotations
 
-from core.inputs import Start, delivery_keys
-from core.journal import Change, ConversationSnapshot, StopEntry, UserText
-from core.lifecycle import Lifecycle
-from core.run_events import Refused
+from core.vocabulary.entries import StopEntry, UserText
+from core.vocabulary.inputs import ThreadMessage, delivery_keys
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.run_events import Refused
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.workflow import Transition, Workflow
 
 
 def stopped(snap: ConversationSnapshot) -> bool:
@@ -34,7 +40,7 @@ def stopped(snap: ConversationSnapshot) -> bool:
     return False
 
 
-def refused_restart(snap: ConversationSnapshot, request: Start) -> Change | None:
+def refused_restart(snap: ConversationSnapshot, request: ThreadMessage) -> Change | None:
     """The change for ``request`` when its author may not start the stopped conversation
     again (its words kept as a note, the thread told, the conversation left
     ``cancelled``); None when it may start."""
@@ -46,3 +52,17 @@ def refused_restart(snap: ConversationSnapshot, request: Start) -> Change | None
         handled=delivery_keys(request),
         events=(Refused(action="restart", by_name=request.author.name),),
     )
+
+
+def next_position(snap: ConversationSnapshot, request: ThreadMessage, workflow: Workflow) -> str:
+    """Where ``request`` starts the conversation: a first request at the workflow's start;
+    a failed run carried on by someone who may (``may_continue``) where it failed; after
+    a stop or a failure, at the start again (no approval outlives a stop); after an
+    answer, where the workflow's ``new_message`` leads."""
+    if not snap.journal:
+        return workflow.start
+    if snap.status.lifecycle is Lifecycle.FAILED and request.may_continue:
+        return snap.position  # carry on from where it failed
+    if snap.status.lifecycle in (Lifecycle.CANCELLED, Lifecycle.FAILED):
+        return workflow.start  # no approval outlives a stop
+    return workflow.next(snap.position, Transition.NEW_MESSAGE)

@@ -2,15 +2,14 @@
 
 A team may give each channel its own model, instructions, tool rules and limits
 (the bot's settings layers). The engine asks for a conversation's
-:class:`EngineSettings` once per run (:class:`RunSettings`), so core never learns
-where a conversation lives: the caller's lookup does.
+:class:`EngineSettings` once per run (:data:`SettingsLookup`; the run holds them,
+:attr:`core.run.state.Run.settings`), so core never learns where a conversation
+lives: the caller's lookup does.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -87,54 +86,3 @@ SettingsLookup = Callable[[str], Awaitable[EngineSettings]]
 ChannelSpend = Callable[[str, datetime], Awaitable[Spend]]
 """What the model calls in the channel of a conversation (by its id) spent since a time
 (UTC), this conversation's included (the bot knows where conversations live)."""
-
-
-class RunSettings:
-    """The settings of the run in progress: its conversation's, else ``default``.
-
-    :meth:`use` sets them for the run's task (a context variable, so runs of
-    different conversations at once each see their own); :meth:`get` reads them,
-    and :attr:`run_id` names the run (the outermost entry point's).
-    """
-
-    def __init__(self, default: EngineSettings, lookup: SettingsLookup | None = None) -> None:
-        self.default = default
-        self._lookup = lookup
-        self._current: contextvars.ContextVar[tuple[str, EngineSettings, str] | None] = (
-            contextvars.ContextVar("run_settings", default=None)
-        )
-
-    def get(self) -> EngineSettings:
-        """The current run's settings (``default`` outside a run)."""
-        current = self._current.get()
-        return self.default if current is None else current[1]
-
-    @property
-    def run_id(self) -> str | None:
-        """The id of the run in progress (None outside a run)."""
-        current = self._current.get()
-        return None if current is None else current[2]
-
-    async def of(self, conversation_id: str) -> EngineSettings:
-        """The settings of ``conversation_id``: the run's own when it is the current run's
-        (an entry point called from another), else from the lookup (``default`` without)."""
-        current = self._current.get()
-        if current is not None and current[0] == conversation_id:
-            return current[1]
-        if self._lookup is None:
-            return self.default
-        return await self._lookup(conversation_id)
-
-    @contextlib.contextmanager
-    def use(self, conversation_id: str, settings: EngineSettings, run_id: str) -> Iterator[None]:
-        """Make ``settings`` the current run's (of ``conversation_id``) within the block;
-        ``run_id`` names the run, unless an entry point of the same conversation called
-        this one (then the run goes on under its id)."""
-        current = self._current.get()
-        if current is not None and current[0] == conversation_id:
-            run_id = current[2]
-        token = self._current.set((conversation_id, settings, run_id))
-        try:
-            yield
-        finally:
-            self._current.reset(token)

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.journal import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
-from core.run_events import RunStats
-from core.tools.control import CONTROL_TOOLS
+from core.tools import control
+from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
+from core.vocabulary.run_events import RunStats
 
 
 @dataclass
@@ -86,7 +86,7 @@ class RequestTotals:
         self.cost_micro_usd = None
 
     def _add_turn(self, turn: AssistantTurn) -> None:
-        self.tool_calls += sum(1 for c in turn.tool_calls if c.name not in CONTROL_TOOLS)
+        self.tool_calls += sum(1 for c in turn.tool_calls if not control.is_control(c.name))
         if turn.usage is not None:
             self._add_usage(turn.usage)
 

@@ -1,8 +1,8 @@
 """Running the tool calls of a model turn, with a durable record per call.
 
-When a turn is committed, each call gets a :class:`core.journal.ToolCallRecord`
+When a turn is committed, each call gets a :class:`core.vocabulary.tool_records.ToolCallRecord`
 whose state the tool policy decides (:mod:`core.run.admission`).
-:meth:`ToolRunner.continue_turn` then drives the turn to its end from whatever the
+:meth:`ToolCalls.continue_turn` then drives the turn to its end from whatever the
 store holds, so a fresh turn, a turn resumed after a crash and a turn resumed
 after a person's decision take the same path (docs/architecture.md, "Durability and
 exactly-once"):
@@ -16,50 +16,45 @@ exactly-once"):
 - ``pending_approval`` calls share one tool approval request; the allowed calls
   of the turn run while they wait, and the run ends ``waiting(tool_approval)`` if
   they are still undecided then;
-- the control calls ``propose_plan``, ``ask_user`` and ``finish`` come last.
+- a ``report_progress`` call is its note, in its place among the calls; the control
+  calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come last.
+  Both are parsed (:func:`core.tools.control.parse`) and done in one ``match``
+  (:meth:`ToolCalls._control`).
 
-Every state change is a :func:`core.tool_state.move`, committed with its result.
-Every result and progress note is committed through :meth:`ToolRunner._finish_call`,
-which redacts the bot's secrets from it first (:mod:`core.secrets`): the journal,
-the tool records, the model's next request and the thread never hold a token.
+Every state change is a :func:`core.tool_state.move`, committed with its result;
+one call runs in :mod:`core.run.one_call`, whose :func:`~core.run.one_call.finish_call`
+commits every result, redacted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
+from typing import assert_never
 
-from core import tracing
-from core.errors import LeaseLost, RequestConflict, ToolError
-from core.faults import NO_FAULTS, Faults
-from core.journal import (
-    Change,
-    CommandProcess,
-    ConversationSnapshot,
-    Journal,
-    ToolCallRecord,
-    ToolState,
-)
-from core.outputs import OutputCache
-from core.policy import policy
-from core.policy.summary import summarize_call
-from core.requests import tool_approval
-from core.requests.common import Opening
-from core.requests.shapes import control_call
-from core.run.control import control_change
-from core.run.settings import RunSettings
-from core.run.stats import RequestTotals, request_stats
-from core.run_events import ProgressNote, RunStats
-from core.secrets import NO_SECRETS, Redactor
-from core.tool_state import move, open_calls, started
-from core.tools.base import Toolbox, ToolContext, ToolOutput
-from core.tools.control import FINISH, REPORT_PROGRESS, WAITING_CONTROL
+from core.models.base import ToolKind
+from core.requests import plan_approval, question, tool_approval
+from core.run import live
+from core.run.control import finish
+from core.run.deps import RunDeps
+from core.run.one_call import finish_call, run_call
+from core.run.state import Run
+from core.run.stats import request_stats
+from core.tool_state import open_calls
+from core.tools import control
+from core.tools.base import ToolOutput
+from core.tools.control import AskUser, Finish, ProposePlan, ReportProgress
 from core.tools.processes import kill_left_behind
-from core.tools.workspaces import GitWorkspaces, Workspaces
-from core.workflow import Workflow
+from core.vocabulary.errors import RequestConflict, ToolError
+from core.vocabulary.journal import Change
+from core.vocabulary.requests import control_call
+from core.vocabulary.run_events import RunStats
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 log = logging.getLogger(__name__)
 
@@ -77,93 +72,56 @@ class TurnOutcome(StrEnum):
     SUSPENDED = "suspended"
 
 
-class ToolRunner:
-    """Executes turns' tool calls against the journal (used by the engine).
+class ToolCalls:
+    """The tool calls of one run's turns: what ``run`` knows, what ``deps`` gives it."""
 
-    ``opening`` gives new requests their ids and times; ``suspended()`` True
-    means: start no new tool call (the process is stopping). ``redactor`` takes the
-    bot's secrets out of every result and note before it is committed, and is handed
-    to the tools (``ToolContext.redactor``) for output they stream.
-    """
+    def __init__(self, run: Run, deps: RunDeps) -> None:
+        self._run = run
+        self._deps = deps
 
-    def __init__(
-        self,
-        *,
-        journal: Journal,
-        toolbox: Toolbox,
-        settings: RunSettings,
-        opening: Opening,
-        faults: Faults = NO_FAULTS,
-        suspended: Callable[[], bool] = lambda: False,
-        redactor: Redactor = NO_SECRETS,
-        workspaces: Workspaces | None = None,
-        outputs: OutputCache | None = None,
-    ) -> None:
-        self._journal = journal
-        self._toolbox = toolbox
-        self._settings = settings
-        self._opening = opening
-        self._faults = faults
-        self._suspended = suspended
-        self._workspaces: Workspaces = workspaces or GitWorkspaces()
-        self._redactor = redactor
-        self._outputs = outputs
-        self.totals: dict[str, RequestTotals] = {}
-        """Each conversation's request totals while a run is at it (the notes' status
-        line); the run loop drops them when the run ends."""
+    async def _commit(self, change: Change) -> None:
+        await live.commit(self._run, self._deps.journal, change)
 
-    def _outputs_of(self, conversation_id: str) -> Callable[[str], Awaitable[str | None]] | None:
-        """The conversation's stored outputs by id, for ``read_output`` (None: no cache)."""
-        cache = self._outputs
-        if cache is None:
-            return None
-        return lambda output_id: cache.retrieve(conversation_id, output_id)
-
-    def read_only(self, name: str) -> bool:
-        """Whether the tool ``name`` is read-only (an unknown tool counts as read-only)."""
-        tool = self._toolbox.get(name)
-        return tool.read_only if tool else True
-
-    async def continue_turn(self, conversation_id: str, *, workflow: Workflow) -> TurnOutcome:
+    async def continue_turn(self) -> TurnOutcome:
         """Run what the last turn still needs; see the module docstring for the order."""
+        run = self._run
         while True:
-            snap = await self._journal.load(conversation_id)
+            snap = run.snap
             open_ = open_calls(snap)
             if not open_:
                 return TurnOutcome.CONTINUE
             records = [snap.tool_calls[c.id] for c in open_ if c.id in snap.tool_calls]
             gated = [r for r in records if r.state is ToolState.PENDING_APPROVAL]
             if gated and not tool_approval.is_open_for(snap, gated):
-                change = tool_approval.open_approval(
-                    gated, self._settings.get().tool_policy, self._opening
-                )
-                await self._journal.commit(conversation_id, change)
+                policy = run.settings.tool_policy
+                await self._commit(tool_approval.open_approval(gated, policy, run.opening))
                 continue
             runnable = [r for r in records if _runnable(r)]
             if runnable:
-                if self._suspended():
+                if self._deps.suspended():
                     return TurnOutcome.SUSPENDED
-                mutating = workflow.position(snap.position).mutating
-                await self._run_batch(conversation_id, snap, runnable, plan_approved=mutating)
+                if self._kind(runnable[0]) is ToolKind.CONTROL:
+                    await self._control(snap, runnable[0])  # report_progress: its note
+                else:
+                    await self._run_batch(snap, runnable)
                 continue
             if gated:
-                if await self._wait_for_approval(conversation_id, gated):
+                if await self._wait_for_approval(snap, gated):
                     return TurnOutcome.WAIT
                 continue  # a decision landed between our look and our commit
-            control = next((r for r in records if r.name in WAITING_CONTROL), None)
-            if control is None:
-                await self._close_strays(conversation_id, records)
+            ending = next((r for r in records if control.ends_turn(r.name)), None)
+            if ending is None:
+                await self._close_strays(records)
                 return TurnOutcome.CONTINUE
-            return await self._control(conversation_id, snap, control, workflow)
+            return await self._control(snap, ending)
+
+    def _kind(self, record: ToolCallRecord) -> ToolKind:
+        return self._deps.toolbox.kind(record.name)
 
     async def _run_batch(
-        self,
-        conversation_id: str,
-        snap: ConversationSnapshot,
-        runnable: Sequence[ToolCallRecord],
-        *,
-        plan_approved: bool,
+        self, snap: ConversationSnapshot, runnable: Sequence[ToolCallRecord]
     ) -> None:
+        run, deps = self._run, self._deps
         await self._kill_left_behind(runnable)
         first = runnable[0]
         if first.state is ToolState.RUNNING and not first.read_only:
@@ -174,17 +132,24 @@ class ToolRunner:
             output = ToolOutput(
                 content=content, note=f"{first.name}: outcome unknown", is_error=True
             )
-            await self._finish_call(conversation_id, first, output, state=ToolState.UNKNOWN)
+            await finish_call(run, deps, first, output, state=ToolState.UNKNOWN)
             return
         batch = [first]
         if first.read_only:
             for record in runnable[1:]:
-                if not record.read_only:
+                if not record.read_only or self._kind(record) is ToolKind.CONTROL:
                     break
                 batch.append(record)
+        workspace = Path(snap.workspace)
+        mutating = deps.workflow.position(snap.position).mutating
         calls = [
             asyncio.ensure_future(
-                tracing.traced_call(r, self._run_call, conversation_id, snap, r, plan_approved)
+                run.span.traced_call(
+                    r,
+                    functools.partial(
+                        run_call, run, deps, r, workspace=workspace, plan_approved=mutating
+                    ),
+                )
             )
             for r in batch
         ]
@@ -206,192 +171,79 @@ class ToolRunner:
         """
         for record in records:
             if record.state is ToolState.RUNNING and record.process is not None:
-                root = self._settings.get().cgroup_root
+                root = self._run.settings.cgroup_root
                 await asyncio.to_thread(kill_left_behind, record.process, cgroup_root=root)
 
-    async def with_changes(
-        self, conversation_id: str, snap: ConversationSnapshot, stats: RunStats
-    ) -> RunStats:
+    async def with_changes(self, snap: ConversationSnapshot, stats: RunStats) -> RunStats:
         """``stats`` with the branch and changed files of the conversation's clone, if any."""
-        repo = self._settings.get().git_repo
+        cid, repo = self._run.conversation_id, self._run.settings.git_repo
         try:
-            changes = await self._workspaces.changes(conversation_id, Path(snap.workspace), repo)
+            changes = await self._deps.workspaces.changes(cid, Path(snap.workspace), repo)
         except ToolError as exc:
-            log.warning("%s: cannot tell what changed in the workspace: %s", conversation_id, exc)
+            log.warning("%s: cannot tell what changed in the workspace: %s", cid, exc)
             return stats
         if changes is None:
             return stats
         return stats.model_copy(update={"branch": changes.branch, "changed_files": changes.files})
 
-    async def _run_call(
-        self,
-        conversation_id: str,
-        snap: ConversationSnapshot,
-        record: ToolCallRecord,
-        plan_approved: bool,
-    ) -> None:
-        tool = self._toolbox.get(record.name)
-        assert tool is not None  # admitted calls name known tools
-        settings = self._settings.get()
-        verdict = await self._checked_now(conversation_id, record, plan_approved)
-        if verdict is None:
-            return
-        running = move(record, ToolState.RUNNING).records
-        await self._journal.commit(conversation_id, Change(tool_calls=running))
-        workspace = Path(snap.workspace)
-        try:
-            await self._workspaces.prepare(conversation_id, workspace, settings.git_repo)
-        except ToolError as exc:  # the clone failed: the call fails, the model is told
-            output = ToolOutput(
-                content=str(exc), note=f"{record.name} failed: {exc}", is_error=True
-            )
-            await self._finish_call(conversation_id, running[0], output)
-            return
-
-        async def on_start(process: CommandProcess) -> None:
-            with_process = started(running[0], process)
-            await self._journal.commit(conversation_id, Change(tool_calls=(with_process,)))
-
-        ctx = ToolContext(
-            workspace=workspace,
-            command_timeout=settings.command_timeout,
-            command_cpu_seconds=settings.command_cpu_seconds,
-            command_memory_mb=settings.command_memory_mb,
-            command_processes=settings.command_processes,
-            output_limit=settings.output_store_limit if self._outputs else settings.output_limit,
-            read_limit=settings.output_limit,
-            network=verdict.network,
-            started=on_start,
-            outputs=self._outputs_of(conversation_id),
-            redactor=self._redactor,
-        )
-        try:
-            output = await tool.run(record.input, ctx)
-        except LeaseLost:
-            raise
-        except ToolError as exc:
-            lines = str(exc).strip().splitlines()
-            note = f"{record.name} failed: {lines[0][:200] if lines else 'no reason given'}"
-            output = ToolOutput(content=str(exc), note=note, is_error=True)
-        except Exception as exc:  # a tool's bug must not take the run down
-            log.exception("tool %s crashed", record.name)
-            output = ToolOutput(
-                content=f"The tool crashed: {exc!r}", note=f"{record.name} crashed", is_error=True
-            )
-        step = record.input.get("step") if record.name == REPORT_PROGRESS else None
-        await self._finish_call(
-            conversation_id, running[0], output, step=step if isinstance(step, str) else None
-        )
-        self._faults.hit("after_tool_result")
-
-    async def _checked_now(
-        self, conversation_id: str, record: ToolCallRecord, plan_approved: bool
-    ) -> policy.Verdict | None:
-        """Check the policy again as the call is about to run; a ``deny`` ends it ``denied``
-        (None), else the verdict (its network grant goes with the call).
-
-        The policy may have changed since the call was admitted or approved (new
-        settings, a restart with other rules). Only ``deny`` stops it here: an
-        ``ask`` was answered already (a person approved the call, or the policy
-        allowed it when the turn came), and asking again would reopen a decided
-        request. The model reads the reason in the call's result.
-        """
-        verdict = self._settings.get().tool_policy.check(
-            tool_name=record.name,
-            read_only=record.read_only,
-            arguments=record.input,
-            plan_approved=plan_approved,
-        )
-        if verdict.decision is not policy.Decision.DENY:
-            return verdict
-        log.info("%s: %s denied before it ran (%s)", conversation_id, record.name, verdict.rule)
-        summary = summarize_call(record.name, record.input)
-        output = ToolOutput(
-            content=f"Denied by policy before it ran: {verdict.reason}",
-            note=f"{summary} was not run: {verdict.reason}",
-            is_error=True,
-        )
-        await self._finish_call(conversation_id, record, output, state=ToolState.DENIED)
-        return None
-
-    async def _finish_call(
-        self,
-        conversation_id: str,
-        record: ToolCallRecord,
-        output: ToolOutput,
-        *,
-        step: str | None = None,
-        state: ToolState | None = None,
-    ) -> None:
-        """Commit ``record``'s final state (``state``, else ``done`` or ``failed``) with its
-        result and the output's note, both redacted (and the plan step the note is about).
-
-        Every result of a call goes through here: a tool's output, its error, a
-        crash, a denial, a control call's refusal."""
-        redact = self._redactor.redact
-        final = state or (ToolState.FAILED if output.is_error else ToolState.DONE)
-        tracing.tool_call_ended(record.tool_use_id, final)
-        content = redact(output.content)
-        limit = self._settings.get().output_limit
-        if self._outputs is not None and len(content) > limit:  # stored whole, previewed
-            content, _ = await self._outputs.preview(conversation_id, content, limit)
-        moved = move(record, final, result=content)
-        events: tuple[ProgressNote, ...] = ()
-        if output.note:
-            now = self._opening.context.now()
-            journal = (await self._journal.load(conversation_id)).journal
-            totals = self.totals.setdefault(conversation_id, RequestTotals()).of(journal, now)
-            step = redact(step) if step else step
-            events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
-        await self._journal.commit(
-            conversation_id,
-            Change(
-                entries=moved.results,
-                tool_calls=moved.records,
-                events=events,
-            ),
-        )
-
     async def _wait_for_approval(
-        self, conversation_id: str, gated: Sequence[ToolCallRecord]
+        self, snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]
     ) -> bool:
-        """Commit ``waiting(tool_approval)`` if ``gated`` are all still undecided."""
+        """Commit ``waiting(tool_approval)`` if ``gated`` are all still undecided; else
+        (a decision landed meanwhile) read the conversation back."""
         try:
-            await self._journal.commit(conversation_id, tool_approval.wait(gated))
+            await self._commit(tool_approval.wait(snap, gated))
         except RequestConflict:
+            await live.reload(self._run, self._deps.journal)
             return False
         return True
 
-    async def _close_strays(self, conversation_id: str, records: Sequence[ToolCallRecord]) -> None:
+    async def _close_strays(self, records: Sequence[ToolCallRecord]) -> None:
         """Give a result to open calls no rule runs (never expected; keeps requests valid)."""
         for record in records:
             output = ToolOutput(content="This call was not run.", note="", is_error=True)
-            await self._finish_call(conversation_id, record, output, state=ToolState.CANCELLED)
+            await finish_call(self._run, self._deps, record, output, state=ToolState.CANCELLED)
 
-    async def _control(
-        self,
-        conversation_id: str,
-        snap: ConversationSnapshot,
-        record: ToolCallRecord,
-        workflow: Workflow,
-    ) -> TurnOutcome:
+    async def _control(self, snap: ConversationSnapshot, record: ToolCallRecord) -> TurnOutcome:
+        """Do the control call ``record``: its note, the answer, or the request it opens.
+
+        Its input was checked when its turn was admitted (:mod:`core.run.admission`);
+        a call admitted before that (an older version's) may still be malformed, and
+        gets its error as its result.
+        """
+        run, deps = self._run, self._deps
         if any(control_call(r) == record.tool_use_id for r in snap.open_requests):
             return TurnOutcome.WAIT
-        stats = request_stats(snap.journal, self._opening.context.now())
-        if record.name == FINISH:
-            stats = await self.with_changes(conversation_id, snap, stats)
         try:
-            change = control_change(snap, record, workflow, stats, self._opening)
+            call = control.parse(record.name, record.input)
         except ToolError as exc:
-            await self._finish_call(
-                conversation_id, record, ToolOutput(content=str(exc), note="", is_error=True)
-            )
+            output = ToolOutput(content=str(exc), note="", is_error=True)
+            await finish_call(run, deps, record, output)
             return TurnOutcome.CONTINUE
-        await self._journal.commit(conversation_id, change)
-        return TurnOutcome.DONE if record.name == FINISH else TurnOutcome.WAIT
+        match call:
+            case ReportProgress():
+                output = ToolOutput(content="Noted.", note=call.note, step=call.step)
+                await finish_call(run, deps, record, output)
+                return TurnOutcome.CONTINUE
+            case Finish():
+                stats = request_stats(snap.journal, run.context.now())
+                stats = await self.with_changes(snap, stats)
+                await self._commit(finish(snap, record, call, deps.workflow, stats))
+                return TurnOutcome.DONE
+            case ProposePlan():
+                opened = plan_approval.open_plan(snap, record, call, deps.workflow, run.opening)
+                await self._commit(opened)
+                return TurnOutcome.WAIT
+            case AskUser():
+                await self._commit(question.open_question(snap, record, call, run.opening))
+                return TurnOutcome.WAIT
+            case _:
+                assert_never(call)
 
 
 def _runnable(record: ToolCallRecord) -> bool:
-    if record.name in WAITING_CONTROL:
+    """Whether ``record`` runs now: ``approved``, or ``running`` when the process died
+    (never a control call that ends the turn: those come last)."""
+    if control.ends_turn(record.name):
         return False
     return record.state in (ToolState.APPROVED, ToolState.RUNNING)

@@ -1,10 +1,12 @@
 """The ``Tool`` protocol, what a tool returns, and the ``Toolbox`` that holds them.
 
-A tool receives its parsed input (a JSON object, checked against
-``input_schema`` by the tool itself) and a :class:`ToolContext`, and returns a
-:class:`ToolOutput`. It raises :class:`core.errors.ToolError` for anything the model
-should be told (bad input, a path outside the workspace, a timeout); the engine
-turns that into an error ``tool_result``. Cancelling the task that runs a tool
+A tool receives its input (a JSON object, read into its input model by the tool
+itself, :class:`core.tools.inputs.ToolInput`) and a :class:`ToolContext`, and returns
+a :class:`ToolOutput`. What a tool is (control, read-only, mutating) is data, its
+spec's ``kind`` (:class:`core.models.base.ToolKind`). It raises
+:class:`core.vocabulary.errors.ToolError` for anything the model should be told (bad
+input, a path outside the workspace, a timeout); the engine turns that into an error
+``tool_result``. Cancelling the task that runs a tool
 stops it (``run_command`` kills its process group).
 """
 
@@ -15,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.journal import CommandProcess
-from core.models.base import ToolSpec
+from core.models.base import ToolKind, ToolSpec
 from core.secrets import NO_SECRETS, Redactor
+from core.vocabulary.tool_records import CommandProcess
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,33 +59,31 @@ class ToolContext:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolOutput:
-    """What a tool returns: ``content`` for the model, ``note`` for the thread."""
+    """What a tool returns: ``content`` for the model, ``note`` for the thread, and the
+    step of the plan the note is about (``report_progress``'s ``step``, None for others)."""
 
     content: str
     note: str
     is_error: bool = False
+    step: str | None = None
 
 
 class Tool(Protocol):
-    """One tool: its spec for the model, whether it mutates, and how it runs."""
+    """One tool: its spec (for the model, and its kind), and how it runs."""
 
     @property
     def spec(self) -> ToolSpec:
-        """Name, description and input JSON Schema, as the model sees them."""
-        ...
-
-    @property
-    def read_only(self) -> bool:
-        """True when running the tool changes nothing (safe to re-run after a crash)."""
+        """Name, description and input JSON Schema, as the model sees them, and kind."""
         ...
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        """Do the work; raise :class:`core.errors.ToolError` for a refusal or failure."""
+        """Do the work; raise :class:`core.vocabulary.errors.ToolError` for a refusal or failure."""
         ...
 
 
 class Toolbox:
-    """Tools by name, and the groups ``read_only`` and ``all`` used by workflows.
+    """Tools by name, and the groups ``read_only`` (every tool that changes nothing, the
+    control tools too) and ``all`` used by workflows.
 
     Raises ``ValueError`` when two tools share a name.
     """
@@ -104,6 +104,16 @@ class Toolbox:
         """The tool called ``name``, or None."""
         return self._tools.get(name)
 
+    def kind(self, name: str) -> ToolKind:
+        """The kind of the tool ``name`` (an unknown tool counts as read-only)."""
+        tool = self._tools.get(name)
+        return tool.spec.kind if tool else ToolKind.READ_ONLY
+
+    def read_only(self, name: str) -> bool:
+        """Whether running the tool ``name`` changes nothing: a read-only or control tool
+        (an unknown tool counts as read-only)."""
+        return self.kind(name) is not ToolKind.MUTATING
+
     def select(self, names: Iterable[str]) -> list[Tool]:
         """Tools for a workflow position: names, ``read_only`` or ``all``; unknown names skipped."""
         chosen: dict[str, Tool] = {}
@@ -111,7 +121,7 @@ class Toolbox:
             if name == "all":
                 chosen.update(self._tools)
             elif name == "read_only":
-                chosen.update({n: t for n, t in self._tools.items() if t.read_only})
+                chosen.update({n: t for n, t in self._tools.items() if self.read_only(n)})
             elif name in self._tools:
                 chosen[name] = self._tools[name]
         return list(chosen.values())

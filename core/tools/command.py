@@ -43,17 +43,19 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from core.errors import ToolError
-from core.models.base import ToolSpec
+from pydantic import Field
+
+from core.models.base import ToolKind, ToolSpec
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.capture import Capture
 from core.tools.cgroups import CommandGroups, Group
 from core.tools.file_modes import strip_setid
+from core.tools.inputs import ToolInput
 from core.tools.processes import describe
 from core.tools.sandbox import Launch, Sandbox, hand_over
 from core.tools.shim import Hold, shimmed
 from core.tools.spawn import kill_all, run_to_end, start, wait_exit
-from core.tools.workspace import optional_arg, required_arg
+from core.vocabulary.errors import ToolError
 
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when a command times out."""
@@ -64,6 +66,17 @@ PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TER
 _NOTE_WIDTH = 60
 
 
+class RunCommandInput(ToolInput):
+    """``run_command``: the command line, and the seconds it may take."""
+
+    command: str = Field(description="Shell command line.")
+    timeout: float | None = Field(
+        None,
+        description="Seconds.",
+        json_schema_extra={"exclusiveMinimum": 0},  # refused in words by _timeout
+    )
+
+
 class RunCommand:
     """``run_command``: run ``{"command": str, "timeout"?: seconds}`` with ``/bin/sh -c``.
 
@@ -72,8 +85,6 @@ class RunCommand:
     :class:`ToolError` for bad input, a command that cannot start, or a timeout
     (the message holds the output captured so far).
     """
-
-    read_only = False
 
     def __init__(
         self,
@@ -94,23 +105,17 @@ class RunCommand:
             "stdin is empty; background processes are killed when the command ends. "
             "Give `timeout` in seconds for long commands (capped by the bot)."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "Shell command line."},
-                "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds."},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
+        input_schema=RunCommandInput.json_schema(),
+        kind=ToolKind.MUTATING,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Run the command; see the module docstring for caps, timeout and cancellation."""
-        command = required_arg(args, "command", str)
+        given = RunCommandInput.parse(args)
+        command = given.command
         if not command.strip():
             raise ToolError("`command` is empty")
-        timeout = _timeout(args, ctx)
+        timeout = _timeout(given.timeout, ctx)
         capture = Capture(ctx.output_limit, ctx.redactor.stream())
         if self.sandbox is not None:
             await asyncio.to_thread(self.sandbox.prepare, ctx.workspace)
@@ -245,9 +250,8 @@ def _retire(group: Group, ctx: ToolContext) -> list[str]:
     return hits
 
 
-def _timeout(args: Mapping[str, Any], ctx: ToolContext) -> float:
-    """Seconds the command may run: ``args["timeout"]`` capped at ``ctx.command_timeout``."""
-    asked = optional_arg(args, "timeout", float)
+def _timeout(asked: float | None, ctx: ToolContext) -> float:
+    """Seconds the command may run: ``asked`` capped at ``ctx.command_timeout``."""
     if asked is None:
         return ctx.command_timeout
     if not (math.isfinite(asked) and asked > 0):

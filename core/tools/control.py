@@ -1,137 +1,196 @@
-"""Control tools: how the model talks to the workflow rather than the workspace.
+"""The agent's own tools: how the model talks to the workflow rather than the workspace.
 
-``propose_plan`` and ``ask_user`` end the run until a person answers;
-``finish`` delivers the answer; ``report_progress`` posts a progress note. The
-engine does what they mean (:mod:`core.run.control`, :mod:`core.requests`); ``run``
-only validates the input and shapes the result, so the tools fit the same
-:class:`core.tools.base.Tool` protocol.
+``propose_plan`` and ``ask_user`` end the run until a person answers; ``finish``
+delivers the answer; ``report_progress`` posts a progress note. Each one's input is a
+pydantic model (:class:`ProposePlan`, :class:`AskUser`, :class:`Finish`,
+:class:`ReportProgress`), tagged by the tool's name and joined in one union,
+:data:`ControlCall`; the tools' JSON schemas are generated from them. A call is
+parsed once, when its turn is admitted (:func:`parse`, :mod:`core.run.admission`,
+which refuses a malformed one there), and the engine does what it means in one
+``match`` (:mod:`core.run.control`).
+
+This module is the one place that knows the control tools by name: everything else
+reads a tool's kind (:class:`core.models.base.ToolKind`, ``control``) or asks here
+(:func:`is_control`, :func:`ends_turn`, :func:`opens_request`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from core.errors import ToolError
-from core.models.base import ToolSpec
+from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic.json_schema import SkipJsonSchema
+
+from core.models.base import ToolKind, ToolSpec
 from core.tools.base import ToolContext, ToolOutput
-
-PROPOSE_PLAN = "propose_plan"
-ASK_USER = "ask_user"
-FINISH = "finish"
-REPORT_PROGRESS = "report_progress"
-CONTROL_TOOLS = frozenset({PROPOSE_PLAN, ASK_USER, FINISH, REPORT_PROGRESS})
-WAITING_CONTROL = frozenset({PROPOSE_PLAN, ASK_USER, FINISH})
-"""Control tools that end the turn: they wait for a person, or finish the run."""
+from core.tools.inputs import ToolInput
+from core.vocabulary.errors import ToolError
 
 
-def _string_list(value: object, field: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ToolError(f"`{field}` must be a list of non-empty strings")
-    return [v.strip() for v in value]
-
-
-def _text(args: Mapping[str, Any], field: str) -> str:
-    value = args.get(field)
+def _text(value: object, info: ValidationInfo) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ToolError(f"`{field}` must be a non-empty string")
+        raise ValueError(f"`{info.field_name}` must be a non-empty string")
     return value.strip()
 
 
-class ControlTool:
-    """A control tool: a spec plus input checks; the engine does the rest."""
+def _texts(value: object, info: ValidationInfo) -> list[str]:
+    """Non-empty strings, stripped; nothing (absent, null, empty) is no strings."""
+    if not value:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(f"`{info.field_name}` must be a list of non-empty strings")
+    return [v.strip() for v in value]
 
-    read_only = True
+
+def _steps(value: object, info: ValidationInfo) -> list[str]:
+    steps = _texts(value, info)
+    if not steps:
+        raise ValueError(f"`{info.field_name}` must be a list of non-empty strings")
+    return steps
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+"""A non-empty string, stripped."""
+Texts = Annotated[list[str], BeforeValidator(_texts)]
+"""A list of non-empty strings, stripped."""
+
+
+class ProposePlan(ToolInput):
+    """``propose_plan``: the plan's steps, and the tools they need."""
+
+    tool: SkipJsonSchema[Literal["propose_plan"]] = "propose_plan"
+    steps: Annotated[list[str], BeforeValidator(_steps)] = Field(min_length=1)
+    tools: Texts = Field(default_factory=list)
+
+
+class AskUser(ToolInput):
+    """``ask_user``: a question for the thread, and the options it offers (maybe none)."""
+
+    tool: SkipJsonSchema[Literal["ask_user"]] = "ask_user"
+    question: Text
+    options: Annotated[
+        list[str], BeforeValidator(lambda v: [str(o) for o in v] if isinstance(v, list) else [])
+    ] = Field(default_factory=list)
+
+
+class Finish(ToolInput):
+    """``finish``: the final answer, posted in the thread."""
+
+    tool: SkipJsonSchema[Literal["finish"]] = "finish"
+    answer: Text
+
+
+class ReportProgress(ToolInput):
+    """``report_progress``: a note for the thread, and the plan step it is about."""
+
+    tool: SkipJsonSchema[Literal["report_progress"]] = "report_progress"
+    note: Text
+    step: Annotated[str | None, BeforeValidator(lambda v: v if isinstance(v, str) else None)] = None
+
+
+ControlCall = Annotated[
+    ProposePlan | AskUser | Finish | ReportProgress, Field(discriminator="tool")
+]
+"""A control call, parsed; ``tool`` (its tool's name) tells which."""
+
+_INPUTS: dict[str, type[ProposePlan | AskUser | Finish | ReportProgress]] = {
+    "propose_plan": ProposePlan,
+    "ask_user": AskUser,
+    "finish": Finish,
+    "report_progress": ReportProgress,
+}
+_ENDS_TURN = frozenset({"propose_plan", "ask_user", "finish"})
+_OPENS_REQUEST = frozenset({"propose_plan", "ask_user"})
+
+
+def is_control(name: str) -> bool:
+    """Whether ``name`` is a control tool's."""
+    return name in _INPUTS
+
+
+def ends_turn(name: str) -> bool:
+    """Whether a call of ``name`` ends its turn: it waits for a person (``propose_plan``,
+    ``ask_user``) or finishes the run (``finish``). Such a call never runs a process nor
+    waits for an approval of its own."""
+    return name in _ENDS_TURN
+
+
+def opens_request(name: str) -> bool:
+    """Whether a call of ``name`` opens a request a person answers (``propose_plan``,
+    ``ask_user``)."""
+    return name in _OPENS_REQUEST
+
+
+def parse(name: str, args: Mapping[str, Any]) -> ControlCall:
+    """The control call of the tool ``name`` with the input ``args``.
+
+    Raises :class:`ToolError` naming the field when the input is malformed, and
+    ``ValueError`` when ``name`` is no control tool (:func:`is_control`).
+    """
+    try:
+        model = _INPUTS[name]
+    except KeyError:
+        raise ValueError(f"{name!r} is not a control tool") from None
+    return model.parse(args)
+
+
+class ControlTool:
+    """A control tool: its spec (generated from its input model); the engine does the rest.
+
+    Only ``report_progress`` runs as a tool would (its output is the note); the calls
+    that end a turn are done by the engine (:mod:`core.run.control`), never run.
+    """
 
     def __init__(self, spec: ToolSpec) -> None:
         self._spec = spec
 
     @property
     def spec(self) -> ToolSpec:
-        """Name, description and input schema."""
+        """Name, description, input schema and kind (``control``)."""
         return self._spec
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        """Validate ``args``; raises :class:`ToolError` on a missing or wrong field."""
-        name = self._spec.name
-        if name == PROPOSE_PLAN:
-            steps, _tools = plan_steps(args)
-            return ToolOutput(content="", note=f"plan with {len(steps)} steps")
-        if name == ASK_USER:
-            return ToolOutput(content="", note=_text(args, "question"))
-        if name == FINISH:
-            return ToolOutput(content="The answer is posted in the thread.", note="finished")
-        return ToolOutput(content="Noted.", note=_text(args, "note"))
+        """The note of a ``report_progress`` call; raises :class:`ToolError` when malformed
+        or for a call the engine does (one that ends its turn)."""
+        call = parse(self._spec.name, args)
+        if not isinstance(call, ReportProgress):
+            raise ToolError(f"{self._spec.name} is done by the engine, not run")
+        return ToolOutput(content="Noted.", note=call.note, step=call.step)
 
 
-def plan_steps(args: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """``(steps, tools)`` of a ``propose_plan`` input; raises :class:`ToolError` when malformed."""
-    steps = _string_list(args.get("steps"), "steps")
-    tools = _string_list(args["tools"], "tools") if args.get("tools") else []
-    return steps, tools
+def _spec(model: type[ToolInput], name: str, description: str) -> ControlTool:
+    return ControlTool(
+        ToolSpec(
+            name=name,
+            description=description,
+            input_schema=model.json_schema(),
+            kind=ToolKind.CONTROL,
+        )
+    )
 
 
 def control_tools() -> list[ControlTool]:
     """The four control tools with their specs."""
     return [
-        ControlTool(
-            ToolSpec(
-                name=PROPOSE_PLAN,
-                description=(
-                    "Propose a plan for the request and wait for a person to approve it. "
-                    "Give short, concrete steps and the tools they need. Nothing is "
-                    "changed before the plan is approved."
-                ),
-                input_schema={
-                    "type": "object",
-                    "properties": {
-                        "steps": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                        "tools": {"type": "array", "items": {"type": "string"}},
-                    },
-                    "required": ["steps"],
-                },
-            )
+        _spec(
+            ProposePlan,
+            "propose_plan",
+            "Propose a plan for the request and wait for a person to approve it. "
+            "Give short, concrete steps and the tools they need. Nothing is "
+            "changed before the plan is approved.",
         ),
-        ControlTool(
-            ToolSpec(
-                name=ASK_USER,
-                description=(
-                    "Ask the people in the thread a clarification question and wait for "
-                    "the answer. Offer options when there are a few clear choices."
-                ),
-                input_schema={
-                    "type": "object",
-                    "properties": {
-                        "question": {"type": "string"},
-                        "options": {"type": "array", "items": {"type": "string"}},
-                    },
-                    "required": ["question"],
-                },
-            )
+        _spec(
+            AskUser,
+            "ask_user",
+            "Ask the people in the thread a clarification question and wait for "
+            "the answer. Offer options when there are a few clear choices.",
         ),
-        ControlTool(
-            ToolSpec(
-                name=FINISH,
-                description="Deliver the final answer to the thread and end the run.",
-                input_schema={
-                    "type": "object",
-                    "properties": {"answer": {"type": "string"}},
-                    "required": ["answer"],
-                },
-            )
-        ),
-        ControlTool(
-            ToolSpec(
-                name=REPORT_PROGRESS,
-                description=(
-                    "Tell the thread where you are in the plan, e.g. step='step 2 of 3', "
-                    "note='reading the session fixture'."
-                ),
-                input_schema={
-                    "type": "object",
-                    "properties": {"step": {"type": "string"}, "note": {"type": "string"}},
-                    "required": ["note"],
-                },
-            )
+        _spec(Finish, "finish", "Deliver the final answer to the thread and end the run."),
+        _spec(
+            ReportProgress,
+            "report_progress",
+            "Tell the thread where you are in the plan, e.g. step='step 2 of 3', "
+            "note='reading the session fixture'.",
         ),
     ]

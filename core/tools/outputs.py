@@ -11,11 +11,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.errors import ToolError
-from core.models.base import ToolSpec
+from pydantic import Field
+
+from core.models.base import ToolKind, ToolSpec
 from core.outputs import NOTE_ROOM
 from core.tools.base import ToolContext, ToolOutput
-from core.tools.workspace import optional_arg, required_arg
+from core.tools.inputs import ToolInput
+from core.vocabulary.errors import ToolError
+
+
+class ReadOutputInput(ToolInput):
+    """``read_output``: the output's id, and the character to start at."""
+
+    id: str = Field(description="The output's id, out_...")
+    offset: int | None = Field(
+        0,
+        description="The character to start at (0: the beginning).",
+        json_schema_extra={"minimum": 0},  # a negative one is refused in words by run()
+    )
 
 
 class ReadOutput:
@@ -27,7 +40,6 @@ class ReadOutput:
     past the end.
     """
 
-    read_only = True
     spec = ToolSpec(
         name="read_output",
         description=(
@@ -35,26 +47,14 @@ class ReadOutput:
             "preview names (out_...), from a character offset. Each call returns one "
             "page and says the offset of the next."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "The output's id, out_..."},
-                "offset": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "default": 0,
-                    "description": "The character to start at (0: the beginning).",
-                },
-            },
-            "required": ["id"],
-            "additionalProperties": False,
-        },
+        input_schema=ReadOutputInput.json_schema(),
+        kind=ToolKind.READ_ONLY,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """The page of output ``args["id"]`` that starts at ``args["offset"]``."""
-        output_id = required_arg(args, "id", str)
-        offset = optional_arg(args, "offset", int) or 0
+        given = ReadOutputInput.parse(args)
+        output_id, offset = given.id, given.offset or 0
         content = await ctx.outputs(output_id) if ctx.outputs is not None else None
         if content is None:
             raise ToolError(f"there is no output {output_id!r} in this conversation")

@@ -26,8 +26,8 @@ import signal
 import time
 from pathlib import Path
 
-from core.journal import CommandProcess
 from core.tools.cgroups import ROOT, find_group
+from core.vocabulary.tool_records import CommandProcess
 
 log = logging.getLogger(__name__)
 

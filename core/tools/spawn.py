@@ -19,11 +19,11 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from core.errors import ToolError
 from core.tools.capture import Capture
 from core.tools.cgroups import Group
 from core.tools.processes import group_alive, signal_group
 from core.tools.sandbox import Launch
+from core.vocabulary.errors import ToolError
 
 T = TypeVar("T")
 

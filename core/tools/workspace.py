@@ -1,5 +1,8 @@
 """File tools confined to the conversation's workspace: list, read, write, edit.
 
+Each tool's input is a pydantic model (:class:`core.tools.inputs.ToolInput`), from
+which the JSON schema the model sees is generated.
+
 Every path the model gives is relative to ``ctx.workspace`` (an absolute path is
 accepted only when it lies inside it) and goes through :func:`resolve_in_workspace`,
 which resolves symlinks and refuses anything that lands outside. Files are UTF-8
@@ -18,43 +21,20 @@ import stat
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
-from core.errors import ToolError
-from core.models.base import ToolSpec
+from pydantic import Field
+
+from core.models.base import ToolKind, ToolSpec
 from core.tools.base import ToolContext, ToolOutput
-
-T = TypeVar("T", str, int, float)
+from core.tools.inputs import ToolInput
+from core.vocabulary.errors import ToolError
 
 LIST_LIMIT = 500
 """Entries ``list_files`` returns at most."""
 
 _SKIPPED = frozenset({".git"})
 _CHUNK = 64 * 1024
-_JSON_TYPES: dict[type, str] = {str: "a string", int: "an integer", float: "a number"}
-
-
-def optional_arg(args: Mapping[str, Any], name: str, kind: type[T]) -> T | None:
-    """``args[name]`` checked against ``kind`` (str, int or float), or None when absent or null.
-
-    An int is accepted for float; a bool is never a number. Raises :class:`ToolError`
-    naming the field when the value has another type.
-    """
-    value = args.get(name)
-    if value is None:
-        return None
-    ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
-    if not ok or isinstance(value, bool):
-        raise ToolError(f"`{name}` must be {_JSON_TYPES[kind]}, got {type(value).__name__}")
-    return cast(T, value)
-
-
-def required_arg(args: Mapping[str, Any], name: str, kind: type[T]) -> T:
-    """Like :func:`optional_arg`, but raises :class:`ToolError` when the field is missing."""
-    value = optional_arg(args, name, kind)
-    if value is None:
-        raise ToolError(f"`{name}` is required")
-    return value
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
@@ -116,16 +96,36 @@ def _file_error(exc: OSError, path: str) -> ToolError:
     return ToolError(f"{path}: {exc.strerror or exc}")
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
+_PATH = "Path relative to the workspace root."
 
 
-_PATH = {"type": "string", "description": "Path relative to the workspace root."}
+class ListFilesInput(ToolInput):
+    """``list_files``: the directory to list (the workspace root by default)."""
+
+    path: str | None = Field(".", description=_PATH)
+
+
+class ReadFileInput(ToolInput):
+    """``read_file``: the file, and the range of its lines to read (all by default)."""
+
+    path: str = Field(description=_PATH)
+    offset: int | None = Field(None, ge=1, description="First line, 1-based.")
+    limit: int | None = Field(None, ge=1, description="Number of lines.")
+
+
+class WriteFileInput(ToolInput):
+    """``write_file``: the file, and its whole new text."""
+
+    path: str = Field(description=_PATH)
+    content: str = Field(description="The whole file.")
+
+
+class EditFileInput(ToolInput):
+    """``edit_file``: the file, the exact text to replace, and its replacement."""
+
+    path: str = Field(description=_PATH)
+    old: str = Field(description="Exact text to replace, non-empty.")
+    new: str = Field(description="Replacement text.")
 
 
 class ListFiles:
@@ -135,7 +135,6 @@ class ListFiles:
     so); directories end in ``/``; ``.git`` is skipped, symlinked dirs not entered.
     """
 
-    read_only = True
     spec = ToolSpec(
         name="list_files",
         description=(
@@ -143,12 +142,13 @@ class ListFiles:
             f"(at most {LIST_LIMIT} entries, shallowest first; .git is skipped). "
             "Paths are relative to the workspace root; directories end with '/'."
         ),
-        input_schema=_schema({"path": {**_PATH, "default": "."}}, []),
+        input_schema=ListFilesInput.json_schema(),
+        kind=ToolKind.READ_ONLY,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """List ``args["path"]``; raises :class:`ToolError` when it is not a directory."""
-        path = optional_arg(args, "path", str) or "."
+        path = ListFilesInput.parse(args).path or "."
         start = resolve_in_workspace(ctx.workspace, path)
         root = ctx.workspace.resolve()
         entries, capped = await asyncio.to_thread(_walk, root, start, path, LIST_LIMIT)
@@ -203,31 +203,21 @@ class ReadFile:
     missing file, a directory, or a file that is not UTF-8 text (binary).
     """
 
-    read_only = True
     spec = ToolSpec(
         name="read_file",
         description=(
             "Read a UTF-8 text file of the workspace. Long output is cut; use offset "
             "(first line, 1-based) and limit (number of lines) to read a part."
         ),
-        input_schema=_schema(
-            {
-                "path": _PATH,
-                "offset": {"type": "integer", "minimum": 1, "description": "First line, 1-based."},
-                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
-            },
-            ["path"],
-        ),
+        input_schema=ReadFileInput.json_schema(),
+        kind=ToolKind.READ_ONLY,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Read ``args["path"]``; see the class docstring for the errors."""
-        path = required_arg(args, "path", str)
-        offset = optional_arg(args, "offset", int)
-        offset = 1 if offset is None else offset
-        limit = optional_arg(args, "limit", int)
-        if offset < 1 or (limit is not None and limit < 1):
-            raise ToolError("`offset` and `limit` must be at least 1")
+        given = ReadFileInput.parse(args)
+        path, limit = given.path, given.limit
+        offset = 1 if given.offset is None else given.offset
         target = resolve_in_workspace(ctx.workspace, path)
         text, more = await asyncio.to_thread(
             _read_range, target, path, offset, limit, ctx.output_limit
@@ -290,23 +280,20 @@ class WriteFile:
     Raises :class:`ToolError` when the path is a directory or cannot be written.
     """
 
-    read_only = False
     spec = ToolSpec(
         name="write_file",
         description=(
             "Create or overwrite a file in the workspace with the given text "
             "(parent directories are created). Prefer edit_file for small changes."
         ),
-        input_schema=_schema(
-            {"path": _PATH, "content": {"type": "string", "description": "The whole file."}},
-            ["path", "content"],
-        ),
+        input_schema=WriteFileInput.json_schema(),
+        kind=ToolKind.MUTATING,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Write ``args["content"]`` to ``args["path"]``; returns the number of bytes."""
-        path = required_arg(args, "path", str)
-        content = required_arg(args, "content", str)
+        given = WriteFileInput.parse(args)
+        path, content = given.path, given.content
         target = resolve_in_workspace(ctx.workspace, path)
         size = await asyncio.to_thread(_write, target, path, content)
         return ToolOutput(content=f"wrote {size} bytes to {path}", note=f"wrote {path}")
@@ -334,28 +321,20 @@ class EditFile:
     (the message says how many), or the file is missing or not UTF-8 text.
     """
 
-    read_only = False
     spec = ToolSpec(
         name="edit_file",
         description=(
             "Replace exact text in a workspace file. `old` must occur exactly once: "
             "include enough surrounding lines to make it unique. Whitespace counts."
         ),
-        input_schema=_schema(
-            {
-                "path": _PATH,
-                "old": {"type": "string", "description": "Exact text to replace, non-empty."},
-                "new": {"type": "string", "description": "Replacement text."},
-            },
-            ["path", "old", "new"],
-        ),
+        input_schema=EditFileInput.json_schema(),
+        kind=ToolKind.MUTATING,
     )
 
     async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Edit ``args["path"]`` in place; the result names the line of the change."""
-        path = required_arg(args, "path", str)
-        old = required_arg(args, "old", str)
-        new = required_arg(args, "new", str)
+        given = EditFileInput.parse(args)
+        path, old, new = given.path, given.old, given.new
         if not old:
             raise ToolError("`old` must not be empty; use write_file to create a file")
         target = resolve_in_workspace(ctx.workspace, path)

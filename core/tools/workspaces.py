@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from core.errors import ToolError
 from core.tools.sandbox import Sandbox
+from core.vocabulary.errors import ToolError
 
 BRANCH_PREFIX = "threadbot/"
 GIT_TIMEOUT = 300.0

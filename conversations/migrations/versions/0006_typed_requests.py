@@ -7,10 +7,10 @@ Create Date: 2026-12-01
 - ``tool_calls.request_id``: a control call (``propose_plan``, ``ask_user``) keeps
   its ``approved`` record while it waits and points at the request it opened;
   the request carries the wait. Records written before, with the tool state the
-  call borrowed (``pending_approval``, ``running``), are read by ``core.legacy``.
+  call borrowed (``pending_approval``, ``running``), are read by ``conversations.store.legacy``.
 - ``pending_requests.verdict``: what was decided, a tagged union
-  (``core.requests.verdicts``) as JSON. Rows decided before keep their text in
-  ``decision`` and are read by ``core.legacy``; no row is rewritten.
+  (``core.vocabulary.verdicts``) as JSON. Rows decided before keep their text in
+  ``decision`` and are read by ``conversations.store.legacy``; no row is rewritten.
 """
 
 import sqlalchemy as sa

@@ -3,8 +3,8 @@
 Nothing is kept past the process: it serves fast tests (and a quick try of the bot,
 ``THREADBOT_DATABASE_URL=memory://``). It keeps the SQL store's promises, checked
 by the same contract suite (``tests/test_store_contract.py``): compare-and-set
-decisions (:class:`core.errors.RequestConflict`), fenced lease commits
-(:class:`core.errors.LeaseLost`), a delivery key taken once, outbox ids that grow
+decisions (:class:`core.vocabulary.errors.RequestConflict`), fenced lease commits
+(:class:`core.vocabulary.errors.LeaseLost`), a delivery key taken once, outbox ids that grow
 and are never reused, outbox states and order, stop requests and retention. One
 module per interface, all sharing one :class:`~conversations.store.memory._tables.Tables`.
 """

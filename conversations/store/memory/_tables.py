@@ -18,12 +18,13 @@ from conversations.events import OutboundAction, PlatformRef
 from conversations.store.interfaces import Renderer
 from conversations.store.records import ConversationInfo, OutboxRecord
 from conversations.store.schema import utcnow
-from core.errors import ConversationNotFound
-from core.journal import JournalRecord, ToolCallRecord
-from core.lifecycle import Status
-from core.people import Person
 from core.pricing import Price
-from core.requests.shapes import PendingRequest
+from core.vocabulary.entries import JournalRecord
+from core.vocabulary.errors import ConversationNotFound
+from core.vocabulary.lifecycle import Status
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PendingRequest
+from core.vocabulary.tool_records import ToolCallRecord
 
 
 async def checkpoint() -> None:
@@ -156,7 +157,7 @@ class Tables:
     last_stop_id: int = 0
 
     def conversation(self, conversation_id: str) -> Conversation:
-        """The conversation; raises :class:`core.errors.ConversationNotFound`."""
+        """The conversation; raises :class:`core.vocabulary.errors.ConversationNotFound`."""
         found = self.conversations.get(conversation_id)
         if found is None:
             raise ConversationNotFound(conversation_id)

@@ -14,21 +14,17 @@ from datetime import datetime
 from conversations.store import leases
 from conversations.store.memory._tables import Conversation, Request, Tables, checkpoint
 from conversations.store.records import Outgoing
-from core import fold
-from core.errors import LeaseLost, RequestConflict, StaleSnapshot
-from core.journal import (
-    Change,
-    Committed,
-    ConversationSnapshot,
-    RequestResolution,
-    ToolState,
-)
-from core.requests.shapes import RequestState
-from core.run_events import RunEvent, Stopped
+from core.vocabulary import fold
+from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
+from core.vocabulary.journal import Change, Committed, RequestResolution
+from core.vocabulary.requests import RequestState
+from core.vocabulary.run_events import RunEvent, Stopped
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolState
 
 
 class MemoryJournal:
-    """:class:`core.journal.Journal` in memory."""
+    """:class:`core.vocabulary.journal.Journal` in memory."""
 
     def __init__(self, tables: Tables) -> None:
         self._t = tables

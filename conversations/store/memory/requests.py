@@ -6,7 +6,7 @@ from datetime import datetime
 
 from conversations.store.memory._tables import Tables, checkpoint
 from conversations.store.records import DueRequest
-from core.requests.shapes import RequestState
+from core.vocabulary.requests import RequestState
 
 
 class MemoryRequests:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from conversations.store.memory._tables import Tables, checkpoint
 from conversations.store.records import Pruned
-from core.requests.shapes import RequestState
+from core.vocabulary.requests import RequestState
 
 SETTLED = ("sent", "failed", "dropped")
 """Outbox states a row never leaves."""

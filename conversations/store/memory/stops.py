@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 from conversations.store.memory._tables import StopEntry, Tables, checkpoint
 from conversations.store.records import StopRequest
-from core.people import Person
+from core.vocabulary.people import Person
 
 
 class MemoryStopRequests:

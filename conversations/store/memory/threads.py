@@ -10,8 +10,8 @@ from conversations.events import PlatformRef
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.memory.inbox import add_delivery
 from conversations.store.records import ConversationInfo, MessageLink, new_conversation_id
-from core.lifecycle import IDLE, Lifecycle
-from core.people import Person
+from core.vocabulary.lifecycle import IDLE, Lifecycle
+from core.vocabulary.people import Person
 
 _ACTIVE = (Lifecycle.RUNNING, Lifecycle.WAITING)
 _ENDED = (Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED)
@@ -88,7 +88,7 @@ class MemoryThreads:
         return found.info() if found else None
 
     async def info(self, conversation_id: str) -> ConversationInfo:
-        """One conversation; raises :class:`core.errors.ConversationNotFound`."""
+        """One conversation; raises :class:`core.vocabulary.errors.ConversationNotFound`."""
         await checkpoint()
         return self._t.conversation(conversation_id).info()
 

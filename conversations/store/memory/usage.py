@@ -7,8 +7,8 @@ from datetime import datetime
 
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.usage import Grouping, UsageLine, channel_key
-from core.journal import AssistantTurn, Compacted, ModelUsage
 from core.pricing import Price, Rates, Spend
+from core.vocabulary.entries import AssistantTurn, Compacted, ModelUsage
 
 
 class MemoryUsage:

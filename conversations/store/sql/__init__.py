@@ -2,7 +2,7 @@
 
 SQLite (through aiosqlite, WAL mode) is the embedded default; the schema
 (:mod:`conversations.store.schema`) is created and upgraded by Alembic migrations
-(``conversations/migrations``, :mod:`conversations.migrate`). One module per
+(``conversations/migrations``, :mod:`conversations.store.migrate`). One module per
 interface, all sharing one :class:`~conversations.store.sql.database.Database`
 (its engine, and one write lock and transaction helper):
 
@@ -44,7 +44,7 @@ __all__ = ["BEGIN_IMMEDIATE", "SqlStore", "create_engine"]
 class SqlStore:
     """A :class:`conversations.store.interfaces.Store` over the database behind ``engine``.
 
-    The schema must be at the newest revision (:func:`conversations.migrate.upgrade`).
+    The schema must be at the newest revision (:func:`conversations.store.migrate.upgrade`).
     ``render`` turns run events into outbox rows; ``on_outbox`` is called after a
     commit that wrote any. ``engine`` is there for SQL-level tests and tools.
     """

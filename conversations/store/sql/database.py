@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from conversations.store.schema import ConversationRow
 from conversations.store.sql.writer import Runner, Transaction, WriteSession
-from core.errors import ConversationNotFound
+from core.vocabulary.errors import ConversationNotFound
 
 T = TypeVar("T")
 
@@ -210,7 +210,7 @@ class Database:
 
 def conversation_row_sync(session: Session, conversation_id: str) -> ConversationRow:
     """The conversation's row, in a synchronous session (a write, or a read in the reader
-    thread); raises :class:`core.errors.ConversationNotFound`."""
+    thread); raises :class:`core.vocabulary.errors.ConversationNotFound`."""
     row = session.get(ConversationRow, conversation_id)
     if row is None:
         raise ConversationNotFound(conversation_id)
@@ -218,7 +218,7 @@ def conversation_row_sync(session: Session, conversation_id: str) -> Conversatio
 
 
 async def conversation_row(session: AsyncSession, conversation_id: str) -> ConversationRow:
-    """The conversation's row; raises :class:`core.errors.ConversationNotFound`."""
+    """The conversation's row; raises :class:`core.vocabulary.errors.ConversationNotFound`."""
     row = await session.get(ConversationRow, conversation_id)
     if row is None:
         raise ConversationNotFound(conversation_id)

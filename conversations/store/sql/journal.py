@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
-from conversations.store import leases
+from conversations.store import leases, legacy
 from conversations.store.interfaces import Renderer
 from conversations.store.records import (
     Bound,
@@ -46,19 +46,13 @@ from conversations.store.schema import (
 from conversations.store.sql.database import Database, conversation_row_sync
 from conversations.store.sql.outbox import drop_pending_notes
 from conversations.store.sql.requests import resolve
-from core.errors import LeaseLost, RequestConflict, StaleSnapshot
-from core.journal import (
-    AssistantTurn,
-    Change,
-    Committed,
-    Compacted,
-    ConversationSnapshot,
-    Entry,
-    JournalRecord,
-    ToolState,
-)
-from core.people import Person
-from core.run_events import Stopped
+from core.vocabulary.entries import AssistantTurn, Compacted, Entry, JournalRecord
+from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
+from core.vocabulary.journal import Change, Committed
+from core.vocabulary.people import Person
+from core.vocabulary.run_events import Stopped
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolState
 
 _entry_adapter: TypeAdapter[Entry] = TypeAdapter(Entry)
 
@@ -86,8 +80,9 @@ _INSERT_OUTBOX = insert(OUTBOX)
 
 
 class SqlJournal:
-    """:class:`core.journal.Journal` on the ``journal``, ``tool_calls``, ``pending_requests``
-    and ``conversations`` tables; ``render`` turns run events into outbox rows."""
+    """:class:`core.vocabulary.journal.Journal` on the ``journal``, ``tool_calls``,
+    ``pending_requests`` and ``conversations`` tables; ``render`` turns run events into
+    outbox rows."""
 
     def __init__(self, db: Database, render: Renderer) -> None:
         self._db = db
@@ -206,7 +201,11 @@ def _load(session: Session, conversation_id: str) -> ConversationSnapshot:
         plan_version=row.plan_version,
         workspace=row.workspace_dir,
         journal=tuple(
-            JournalRecord(seq=seq, at=as_utc(at) or at, entry=_entry_adapter.validate_python(body))
+            JournalRecord(
+                seq=seq,
+                at=as_utc(at) or at,
+                entry=_entry_adapter.validate_python(legacy.entry(body)),
+            )
             for seq, at, body in journal
         ),
         tool_calls={c.tool_use_id: tool_record_of(c) for c in calls},

@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session
 from conversations.store.records import DueRequest, MessageLink, as_utc, verdict_json
 from conversations.store.schema import OutboxRow, RequestRow, utcnow
 from conversations.store.sql.database import Database, changed
-from core.errors import RequestConflict
-from core.journal import RequestResolution
-from core.requests.shapes import RequestState
+from core.vocabulary.errors import RequestConflict
+from core.vocabulary.journal import RequestResolution
+from core.vocabulary.requests import RequestState
 
 REQUEST_POST = "milestone"
 """``purpose`` of a request's own post (the default purpose of a milestone row)."""
@@ -91,7 +91,7 @@ def _at_or_before(moment: datetime | None, now: datetime) -> bool:
 
 def resolve(session: Session, res: RequestResolution) -> None:
     """Close request ``res.request_id``; with ``res.only_if_open``, a compare-and-set that
-    raises :class:`core.errors.RequestConflict` when the request is no longer open."""
+    raises :class:`core.vocabulary.errors.RequestConflict` when the request is no longer open."""
     stmt = update(RequestRow).where(RequestRow.id == res.request_id)
     if res.only_if_open:
         stmt = stmt.where(RequestRow.state == RequestState.OPEN.value)

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session, aliased
 from conversations.store.records import Pruned
 from conversations.store.schema import DeliveryRow, OutboxRow, RequestRow
 from conversations.store.sql.database import Database
-from core.requests.shapes import RequestState
+from core.vocabulary.requests import RequestState
 
 Write = Callable[[Callable[[Session], int]], Awaitable[int]]
 """Runs one write transaction (the store's :meth:`Database.write`): committed when it returns."""

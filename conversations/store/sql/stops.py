@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from conversations.store.records import StopRequest
 from conversations.store.schema import ConversationRow, StopRequestRow, utcnow
 from conversations.store.sql.database import Database, changed
-from core.people import Person
+from core.vocabulary.people import Person
 
 
 class SqlStopRequests:

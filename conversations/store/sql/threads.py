@@ -20,8 +20,8 @@ from conversations.store.schema import ConversationRow, OutboxRow
 from conversations.store.sql.database import Database, conversation_row
 from conversations.store.sql.inbox import add_delivery
 from conversations.store.sql.requests import request_link
-from core.lifecycle import Lifecycle
-from core.people import Person
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
 
 _ENDED = (Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED)
 
@@ -115,7 +115,7 @@ class SqlThreads:
         )
 
     async def info(self, conversation_id: str) -> ConversationInfo:
-        """One conversation; raises :class:`core.errors.ConversationNotFound`."""
+        """One conversation; raises :class:`core.vocabulary.errors.ConversationNotFound`."""
         async with self._db.read() as session:
             return info_of(await conversation_row(session, conversation_id))
 

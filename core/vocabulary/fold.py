@@ -1,4 +1,4 @@
-"""Folding a committed :class:`~core.journal.Change` into a conversation's snapshot.
+"""Folding a committed :class:`~core.vocabulary.journal.Change` into a conversation's snapshot.
 
 A run keeps its conversation in memory while it holds the lease
 (:mod:`core.run.live`): after each commit it applies the change to its snapshot
@@ -11,24 +11,19 @@ contract suite (``tests/test_store_contract.py``) checks ``apply_change`` agains
 a reload on every backend.
 
 Pure functions: no I/O, no clock (the time comes from the store's
-:class:`~core.journal.Committed`).
+:class:`~core.vocabulary.journal.Committed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from core.journal import (
-    Change,
-    Committed,
-    ConversationSnapshot,
-    Entry,
-    JournalRecord,
-    RequestResolution,
-    ToolCallRecord,
-)
-from core.people import Person
-from core.requests.shapes import PendingRequest
+from core.vocabulary.entries import Entry, JournalRecord
+from core.vocabulary.journal import Change, Committed, RequestResolution
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PendingRequest
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord
 
 
 def opened(request: PendingRequest) -> PendingRequest:
@@ -77,7 +72,7 @@ def apply_change(
 ) -> ConversationSnapshot:
     """The snapshot after ``change`` was committed as ``committed``.
 
-    Applied in the order the store applies a change (:class:`~core.journal.Change`):
+    Applied in the order the store applies a change (:class:`~core.vocabulary.journal.Change`):
     entries, tool records, resolutions, the new request, status, position, plan
     version. Run events and delivery keys do not show in a snapshot. Costs the
     size of the change plus one copy of the journal's tuple of references.

@@ -11,8 +11,9 @@ The tree::
     ├── RequestConflict   a pending request was decided or closed meanwhile
     ├── LeaseLost         a run's commit was refused: another process runs the
     │                     conversation now (fencing); nothing was written
-    └── IllegalTransition a tool call's state was asked to move where the table of
-                          :mod:`core.tool_state` does not allow (a bug, not a person's doing)
+    └── IllegalTransition a tool call's state or a conversation's lifecycle was asked
+                          to move where its table does not allow (:mod:`core.tool_state`,
+                          :mod:`core.vocabulary.lifecycle`; a bug, not a person's doing)
 
 Control flow (a plan to approve, a question to answer, a stop) is not an
 exception: a run ends by returning, and a stop is a cancelled task.
@@ -64,10 +65,12 @@ class LeaseLost(CoreError):
 
 
 class IllegalTransition(CoreError):
-    """A tool call record was asked to move to a state its current state cannot reach.
+    """A tool call record, or a conversation's lifecycle, was asked to move to a state
+    its current state cannot reach.
 
-    Raised by :func:`core.tool_state.move` before anything is written; the table
-    of allowed moves is in that module's docstring. Always a bug in threadbot.
+    Raised by :func:`core.tool_state.move` and :func:`core.vocabulary.lifecycle.move`
+    before anything is written; the tables of allowed moves are in those modules'
+    docstrings. Always a bug in threadbot.
     """
 
 
@@ -78,5 +81,5 @@ class StaleSnapshot(CoreError):
     (a decision made beside a run, another instance) has appended to the
     conversation's journal since the snapshot the caller holds: the new entries'
     ``seq`` numbers are taken. Nothing of the change was written; the caller
-    reloads the conversation and commits again (:class:`core.run.live.LiveJournal`).
+    reloads the conversation and commits again (:func:`core.run.live.commit`).
     """

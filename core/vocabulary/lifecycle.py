@@ -1,21 +1,29 @@
-"""Conversation lifecycle status, kept apart from the workflow position.
+"""Conversation lifecycle status, kept apart from the workflow position; its table of moves.
 
 The lifecycle says whether something runs (docs/architecture.md, "Conversation
-lifecycle and workflow position")::
+lifecycle and workflow position"). Every change of a conversation's status goes
+through :func:`move`, checked against :data:`MOVES`; nothing else puts a status
+into a :class:`core.vocabulary.journal.Change` (a test walks the code for it)::
 
-    idle -> running -> waiting(kind) | done | failed | cancelled
-    waiting(kind) --person answers--> running
-    done | failed | cancelled --new message in the thread--> running
+    idle                      -> running
+    running                   -> waiting(kind) | done | failed | cancelled
+    waiting(kind)             -> running (a person answered) | waiting(kind) (a plan
+                                 rejected: what should change?) | failed | cancelled
+    done | failed | cancelled -> running (a new message in the thread)
 
-The workflow position (``planning``, ``approval``, ...) lives in
+A move the table does not allow raises :class:`core.vocabulary.errors.IllegalTransition`
+and writes nothing. The workflow position (``planning``, ``approval``, ...) lives in
 :mod:`core.workflow` and is data, not one of these states.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
+
+from core.vocabulary.errors import IllegalTransition
 
 
 class Lifecycle(StrEnum):
@@ -77,3 +85,30 @@ CANCELLED = Status(lifecycle=Lifecycle.CANCELLED)
 def waiting(kind: WaitKind) -> Status:
     """The ``waiting(kind)`` status."""
     return Status(lifecycle=Lifecycle.WAITING, wait=kind)
+
+
+L = Lifecycle
+MOVES: Mapping[Lifecycle, frozenset[Lifecycle]] = {
+    L.IDLE: frozenset({L.RUNNING}),
+    L.RUNNING: frozenset({L.WAITING, L.DONE, L.FAILED, L.CANCELLED}),
+    L.WAITING: frozenset({L.RUNNING, L.WAITING, L.FAILED, L.CANCELLED}),
+    **{ended: frozenset({L.RUNNING}) for ended in ENDED},
+}
+"""``{lifecycle: lifecycles it may move to}`` (a waiting kind may change with a wait)."""
+
+
+def allowed(before: Status, after: Status) -> bool:
+    """Whether the table lets a conversation in ``before`` move to ``after``."""
+    return after.lifecycle in MOVES[before.lifecycle]
+
+
+def move(before: Status, to: Status) -> Status:
+    """``to``, the status a change gives a conversation now in ``before``.
+
+    The one writer of a conversation's lifecycle: a change sets its ``status`` with
+    what this returns. Raises :class:`IllegalTransition` when :data:`MOVES` does
+    not allow the move (a bug: nothing is written).
+    """
+    if not allowed(before, to):
+        raise IllegalTransition(f"a conversation {before} cannot move to {to}")
+    return to

@@ -30,7 +30,7 @@ _DDL = frozenset({"CREATE", "ALTER", "DROP"})
 def alembic_config(url: str = "") -> Config:
     """An Alembic config pointing at the packaged migrations (and ``url`` for the CLI)."""
     config = Config()
-    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    config.set_main_option("script_location", str(Path(__file__).parents[1] / "migrations"))
     if url:
         config.set_main_option("sqlalchemy.url", url)
     return config

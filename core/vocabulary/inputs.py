@@ -1,9 +1,11 @@
 """What people give a conversation, as the engine takes it.
 
-The hub turns chat events into these: a mention or a new message in an ended
-conversation's thread is a :class:`Start`; any other message in the thread is a
-:class:`Reply` (an answer, plan feedback, or a note mid-run); a reaction or button
-on a pending request is a :data:`Decision`, :class:`Approve` or :class:`Reject`.
+The hub turns chat events into these: a person's message in the thread is a
+:class:`ThreadMessage`, whether it starts a run (the mention, a new message after
+the end: :meth:`core.run.engine.Engine.start`) or comes while the conversation is
+active (an answer, plan feedback, a note mid-run: :meth:`core.run.engine.Engine.reply`);
+a reaction or button on a pending request is a :data:`Decision`, :class:`Approve`
+or :class:`Reject`.
 Stop is not an input: it jumps the queue (:meth:`core.run.engine.Engine.stop`).
 """
 
@@ -15,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.people import Person
+from core.vocabulary.people import Person
 
 
 class SharedFile(BaseModel):
@@ -38,8 +40,9 @@ class SharedFile(BaseModel):
     problem: str | None = None
 
 
-class Start(BaseModel):
-    """A request that starts a run: the mention, or a new message after the end.
+class ThreadMessage(BaseModel):
+    """A person's message in the conversation's thread: the mention, a new message
+    after the end, an answer, plan feedback, or a note mid-run.
 
     ``may_continue``: the author may carry on a failed run where it stopped (the
     requester or an approver); anyone else's message starts over at the plan, and
@@ -48,7 +51,7 @@ class Start(BaseModel):
     ``files``: files shared with the message, fetched; the engine reads them into
     ``blocks`` before it journals the message (:class:`core.files.FileReader`), and
     ``blocks`` are what the model reads of them: Messages API content blocks, kept
-    as :attr:`core.journal.UserText.files`.
+    as :attr:`core.vocabulary.entries.UserText.files`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -60,23 +63,11 @@ class Start(BaseModel):
     blocks: tuple[dict[str, Any], ...] = ()
 
 
-class Reply(BaseModel):
-    """A message in the conversation's thread (fields as in :class:`Start`)."""
-
-    model_config = ConfigDict(frozen=True)
-    text: str
-    author: Person
-    may_continue: bool = False
-    delivery_key: str | None = None
-    files: tuple[SharedFile, ...] = ()
-    blocks: tuple[dict[str, Any], ...] = ()
+Inbox = Callable[[], Sequence[ThreadMessage]]
+"""Returns (and removes) messages that arrived while the run works; called at turn boundaries."""
 
 
-Inbox = Callable[[], Sequence[Reply]]
-"""Returns (and removes) replies that arrived while the run works; called at turn boundaries."""
-
-
-def delivery_keys(message: Start | Reply) -> tuple[str, ...]:
+def delivery_keys(message: ThreadMessage) -> tuple[str, ...]:
     """The delivery key of ``message``, if it has one, for ``Change.handled``."""
     return (message.delivery_key,) if message.delivery_key else ()
 

@@ -2,16 +2,17 @@
 
 Databases written by earlier versions keep their rows and journal entries as they
 are; these readers turn the old shapes into the new ones as they are loaded, so
-no data is rewritten (a crash in an upgrade cannot lose it) and every store
-reads them the same way. Each takes the raw mapping a model is validated from
-and returns the mapping in today's shape; a mapping in today's shape passes
+no data is rewritten (a crash in an upgrade cannot lose it). They are the SQL
+store's load edge (:mod:`conversations.store.records`, the journal's load): core's
+models know only today's shapes. Each takes the raw mapping a model is validated
+from and returns the mapping in today's shape; a mapping in today's shape passes
 unchanged. Raises ``ValueError`` for an old decision text it does not know.
 
 What changed:
 
 - a decision was a text: ``"approved"``, ``"rejected"``, ``"denied"`` (each
   perhaps with ``" call N"``), ``"revise"``, ``"answer"``, ``"go on"``; it is a
-  :data:`core.requests.verdicts.Verdict` now (:func:`from_label`);
+  :data:`core.vocabulary.verdicts.Verdict` now (:func:`from_label`);
 - the "what should change in plan vN?" question was a ``question`` with a plan
   version; it is a ``plan_revision`` now;
 - a waiting control call borrowed a tool state (``propose_plan`` sat
@@ -24,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.requests.verdicts import Answered, Approved, Denied, Rejected, Revised, Verdict
+from core.tools import control
+from core.vocabulary.verdicts import Answered, Approved, Denied, Rejected, Revised, Verdict
 
 _LABELS: dict[str, Approved | Rejected | Denied | Revised | Answered] = {
     "approved": Approved(),
@@ -34,7 +36,6 @@ _LABELS: dict[str, Approved | Rejected | Denied | Revised | Answered] = {
     "revise": Revised(),
     "answer": Answered(),
 }
-_WAITING_CONTROL = frozenset({"propose_plan", "ask_user"})
 _BORROWED_STATES = frozenset({"pending_approval", "running"})
 
 
@@ -65,6 +66,14 @@ def request(data: Any) -> Any:
     return fields
 
 
+def entry(data: Any) -> Any:
+    """A journal entry's body as stored, in today's shape (a decision's is read by
+    :func:`decision_entry`; every other kind passes unchanged)."""
+    if isinstance(data, Mapping) and data.get("kind") == "decision":
+        return decision_entry(data)
+    return data
+
+
 def decision_entry(data: Any) -> Any:
     """A journal decision as stored before 0006 (``decision`` text) in today's shape."""
     if not isinstance(data, Mapping) or "decision" not in data:
@@ -77,10 +86,9 @@ def decision_entry(data: Any) -> Any:
     return fields
 
 
-def tool_record(data: Any) -> Any:
-    """A tool call record as stored before 0006: a waiting control call is ``approved``."""
-    if not isinstance(data, Mapping):
-        return data
-    if data.get("name") in _WAITING_CONTROL and str(data.get("state")) in _BORROWED_STATES:
-        return {**data, "state": "approved"}
-    return data
+def tool_state(name: str, state: str) -> str:
+    """A tool call's state as stored (``state``, of the tool ``name``), in today's terms:
+    a waiting control call stored before 0006 in a borrowed state is ``approved``."""
+    if control.opens_request(name) and state in _BORROWED_STATES:
+        return "approved"
+    return state

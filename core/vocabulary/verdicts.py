@@ -6,7 +6,7 @@ from ``tool_use_id`` to :data:`CallVerdict`. Serialise with :data:`verdict_adapt
 (``{"kind": "approved"}``, ``{"kind": "calls_decided", "calls": {"toolu_1":
 {"kind": "denied"}}}``).
 
-Which verdicts each request takes (:mod:`core.requests.shapes`):
+Which verdicts each request takes (:mod:`core.vocabulary.requests`):
 
 - plan approval: :class:`Approved`, :class:`Rejected`, or :class:`Revised` (the
   plan was answered in words: a change was asked for);
@@ -15,10 +15,10 @@ Which verdicts each request takes (:mod:`core.requests.shapes`):
 - go on (turn cap, retry): :class:`Approved` (go on) or :class:`Rejected` (stop here).
 
 A journal decision names one person's verdict on one request
-(:class:`core.journal.DecisionEntry`): :class:`Approved` or :class:`Rejected`,
+(:class:`core.vocabulary.entries.DecisionEntry`): :class:`Approved` or :class:`Rejected`,
 or :class:`CallsDecided` with the calls it decided. Requests and decisions stored
 before these types were strings (``"approved call 2"``, ``"revise"``, ``"go on"``):
-:mod:`core.legacy` reads them.
+the store reads them at its load edge (:mod:`conversations.store.legacy`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ The request carries the wait: :attr:`wait` is the ``waiting(kind)`` status the
 conversation takes while it is open, and the control call that opened it
 (``propose_plan``, ``ask_user``) keeps its ``approved`` record, pointing at it.
 
-Kinds (one module each in :mod:`core.requests`)::
+Kinds (one module each in :mod:`core.requests`, which opens and decides them)::
 
     PlanApproval    a plan version to approve          -> plan_approval.py
     PlanRevision    "what should change in plan vN?"   -> plan_revision.py
@@ -17,7 +17,7 @@ Kinds (one module each in :mod:`core.requests`)::
     RetryRequest    the model API failed: try again?    -> go_on.py
 
 Rows stored before these types (a ``decision`` text, a plan question stored as a
-``question``) are read by :func:`core.legacy.request`.
+``question``) are read at the store's load edge (:mod:`conversations.store.legacy`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal, assert_never
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from core import legacy
-from core.lifecycle import WaitKind
-from core.people import Person
-from core.requests.verdicts import Verdict
+from core.vocabulary.lifecycle import WaitKind
+from core.vocabulary.people import Person
+from core.vocabulary.verdicts import Verdict
 
 
 class RequestKind(StrEnum):
@@ -132,13 +131,10 @@ class RetryRequest(_Request):
 
 
 PendingRequest = Annotated[
-    Annotated[
-        PlanApproval | PlanRevision | Question | ToolApproval | ContinueRequest | RetryRequest,
-        Field(discriminator="kind"),
-    ],
-    BeforeValidator(legacy.request),
+    PlanApproval | PlanRevision | Question | ToolApproval | ContinueRequest | RetryRequest,
+    Field(discriminator="kind"),
 ]
-"""Any pending request; ``kind`` tells which (old rows are read by :func:`core.legacy.request`)."""
+"""Any pending request; ``kind`` tells which."""
 
 request_adapter: TypeAdapter[PendingRequest] = TypeAdapter(PendingRequest)
 """Validates and dumps :data:`PendingRequest` (the one serialiser of requests)."""

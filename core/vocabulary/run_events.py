@@ -104,7 +104,7 @@ class Expired(_Frozen):
     request_id: str
 
 
-class Answered(_Frozen):
+class RunAnswered(_Frozen):
     """The final answer of a run, with its totals."""
 
     kind: Literal["answered"] = "answered"
@@ -228,7 +228,7 @@ RunEvent = Annotated[
     | ToolApprovalRequested
     | Reminder
     | Expired
-    | Answered
+    | RunAnswered
     | RunFailed
     | ContinueAsked
     | BudgetReached

@@ -1,0 +1,55 @@
+"""What a run uses (:class:`RunDeps`), apart from what it knows (:class:`core.run.state.Run`).
+
+The engine builds its deps once and hands them, with each run's state, to the
+turn (:class:`core.run.turn.Turns`) and the tool calls
+(:class:`core.run.tool_calls.ToolCalls`); nothing in them belongs to one
+conversation. The tool policy is the run's settings' (a channel may have its own:
+``Run.settings.tool_policy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from core.faults import NO_FAULTS, Faults
+from core.files import FileReader
+from core.models.base import Model
+from core.outputs import OutputCache
+from core.run.settings import ChannelSpend
+from core.secrets import NO_SECRETS, Redactor
+from core.tools.base import Toolbox
+from core.tools.workspaces import GitWorkspaces, Workspaces
+from core.vocabulary.journal import Journal
+from core.workflow import Workflow
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunDeps:
+    """The journal a run commits to, the model it asks, the tools it runs, and the rest.
+
+    ``outputs`` keeps tool outputs past the settings' ``output_limit`` whole (None:
+    cut to head and tail); ``files`` reads the files shared with a message;
+    ``workspaces`` prepares a conversation's workspace (a clone) before a tool runs
+    in it; ``redactor`` takes the bot's secrets out of every result and note;
+    ``faults`` kills the process at a named point (crash tests); ``channel_spend``
+    tells what a conversation's channel spent today (None: only the conversation's
+    own calls count); ``suspended()`` True means: start no new step (the process is
+    stopping).
+    """
+
+    journal: Journal
+    model: Model
+    toolbox: Toolbox
+    workflow: Workflow
+    outputs: OutputCache | None = None
+    files: FileReader
+    workspaces: Workspaces = field(default_factory=GitWorkspaces)
+    redactor: Redactor = NO_SECRETS
+    faults: Faults = NO_FAULTS
+    channel_spend: ChannelSpend | None = None
+    suspended: Callable[[], bool] = _never

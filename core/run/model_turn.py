@@ -1,0 +1,107 @@
+"""One model call of a run: the request, the streamed answer, its usage and cost.
+
+The request is the same in every position, the cached prefix of every call: the
+run's system prompt and every tool (a position's instructions are in the history,
+:class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
+refused when called, :mod:`core.run.admission`). The answer becomes an
+:class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
+price entry and cost (:mod:`core.pricing`), in its trace span
+(:meth:`core.tracing.RunSpan.model_call`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from core.models.base import Message, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.pricing import call_cost, price_for
+from core.run.deps import RunDeps
+from core.run.state import Run
+from core.vocabulary.entries import AssistantTurn, ModelUsage, ToolCall
+from core.vocabulary.snapshot import ConversationSnapshot
+
+
+async def model_turn(
+    run: Run, deps: RunDeps, snap: ConversationSnapshot, messages: list[Message] | None = None
+) -> AssistantTurn:
+    """The model's answer to ``messages`` (None: the run's history of ``snap``), in its span.
+
+    Raises :class:`core.vocabulary.errors.ModelError` when the model fails for good.
+    """
+    settings = run.settings
+    model = settings.model or deps.model.name
+    with run.span.model_call(model, max_tokens=settings.max_tokens) as span:
+        turn = await _streamed(run, deps, snap, messages)
+        span.answered(turn.usage, turn.stop_reason)
+        return turn
+
+
+async def _streamed(
+    run: Run, deps: RunDeps, snap: ConversationSnapshot, messages: list[Message] | None
+) -> AssistantTurn:
+    settings = run.settings
+    request = ModelRequest(
+        system=settings.system,
+        messages=messages or run.history.build(snap.journal),
+        tools=[t.spec for t in deps.toolbox.select(["all"])],
+        max_tokens=settings.max_tokens,
+        model=settings.model,
+        fallbacks=settings.fallback_models,
+    )
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    model = settings.model or deps.model.name
+    usage = ModelUsage(model=model, input_tokens=0, output_tokens=0)
+    stop_reason = "end_turn"
+    content: tuple[dict[str, Any], ...] = ()
+    started = time.monotonic()
+    async for event in deps.model.stream(request):
+        match event:
+            case TextDelta():
+                text.append(event.text)
+            case ToolCallEvent():
+                calls.append(ToolCall(id=event.id, name=event.name, input=event.input))
+            case Usage():
+                model = event.model  # the model that answered (maybe a fallback)
+                usage = ModelUsage(
+                    model=event.model,
+                    input_tokens=event.input_tokens,
+                    output_tokens=event.output_tokens,
+                    cache_read_tokens=event.cache_read_tokens,
+                    cache_write_tokens=event.cache_write_tokens,
+                )
+            case TurnEnd():
+                stop_reason = event.stop_reason
+                content = event.content
+    return AssistantTurn(
+        text="".join(text).strip(),
+        tool_calls=tuple(calls),
+        stop_reason=stop_reason,
+        model=model,
+        content=content,
+        usage=_priced(run, usage, snap.position, time.monotonic() - started),
+    )
+
+
+def _priced(run: Run, usage: ModelUsage, position: str, seconds: float) -> ModelUsage:
+    """``usage`` with the call's run, position, latency, price entry and cost."""
+    price = price_for(run.settings.prices, usage.model)
+    cost = None
+    if price is not None:
+        cost = call_cost(
+            price.rates,
+            input=usage.input_tokens,
+            output=usage.output_tokens,
+            cache_read=usage.cache_read_tokens,
+            cache_write=usage.cache_write_tokens,
+        )
+    return usage.model_copy(
+        update={
+            "latency_ms": round(seconds * 1000),
+            "price_id": None if price is None else price.id,
+            "cost_micro_usd": cost,
+            "run_id": run.run_id or None,
+            "position": position,
+        }
+    )

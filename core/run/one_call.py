@@ -1,0 +1,175 @@
+"""One tool call of a run: checked against the policy just before, run, its result committed.
+
+:func:`run_call` runs an ``approved`` (or, after a crash, a read-only ``running``)
+call: the policy is asked again first (a ``deny`` now ends it ``denied``), the
+record moves to ``running`` (with its command's process group once it starts), the
+conversation's workspace is prepared, the tool runs, and :func:`finish_call`
+commits its final state with its one result.
+
+Every result and progress note of a call is committed through :func:`finish_call`,
+which redacts the bot's secrets from it first (:mod:`core.secrets`): the journal,
+the tool records, the model's next request and the thread never hold a token.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from core.policy import policy
+from core.policy.summary import summarize_call
+from core.run import live
+from core.run.deps import RunDeps
+from core.run.state import Run
+from core.tool_state import move, started
+from core.tools.base import ToolContext, ToolOutput
+from core.tracing import ToolSpan
+from core.vocabulary.errors import LeaseLost, ToolError
+from core.vocabulary.journal import Change
+from core.vocabulary.run_events import ProgressNote
+from core.vocabulary.tool_records import CommandProcess, ToolCallRecord, ToolState
+
+log = logging.getLogger(__name__)
+
+
+async def run_call(
+    run: Run,
+    deps: RunDeps,
+    record: ToolCallRecord,
+    span: ToolSpan | None = None,
+    *,
+    workspace: Path,
+    plan_approved: bool,
+) -> None:
+    """Run the call ``record`` in ``workspace`` and commit its result.
+
+    ``plan_approved``: the position lets mutating tools run; ``span``: the call's
+    trace span, told its final state. Raises only what the store raises for a
+    commit (:class:`core.vocabulary.errors.LeaseLost`, ...): a tool's failure or crash
+    is the call's error result.
+    """
+    tool = deps.toolbox.get(record.name)
+    assert tool is not None  # admitted calls name known tools
+    settings = run.settings
+    ruling = await checked_now(run, deps, record, plan_approved, span)
+    if ruling is None:
+        return
+    running = move(record, ToolState.RUNNING).records
+    await live.commit(run, deps.journal, Change(tool_calls=running))
+    try:
+        await deps.workspaces.prepare(run.conversation_id, workspace, settings.git_repo)
+    except ToolError as exc:  # the clone failed: the call fails, the model is told
+        output = ToolOutput(content=str(exc), note=f"{record.name} failed: {exc}", is_error=True)
+        await finish_call(run, deps, running[0], output, span=span)
+        return
+
+    async def on_start(process: CommandProcess) -> None:
+        with_process = started(running[0], process)
+        await live.commit(run, deps.journal, Change(tool_calls=(with_process,)))
+
+    ctx = ToolContext(
+        workspace=workspace,
+        command_timeout=settings.command_timeout,
+        command_cpu_seconds=settings.command_cpu_seconds,
+        command_memory_mb=settings.command_memory_mb,
+        command_processes=settings.command_processes,
+        output_limit=settings.output_store_limit if deps.outputs else settings.output_limit,
+        read_limit=settings.output_limit,
+        network=ruling.network,
+        started=on_start,
+        outputs=_outputs_of(run, deps),
+        redactor=deps.redactor,
+    )
+    try:
+        output = await tool.run(record.input, ctx)
+    except LeaseLost:
+        raise
+    except ToolError as exc:
+        lines = str(exc).strip().splitlines()
+        note = f"{record.name} failed: {lines[0][:200] if lines else 'no reason given'}"
+        output = ToolOutput(content=str(exc), note=note, is_error=True)
+    except Exception as exc:  # a tool's bug must not take the run down
+        log.exception("tool %s crashed", record.name)
+        output = ToolOutput(
+            content=f"The tool crashed: {exc!r}", note=f"{record.name} crashed", is_error=True
+        )
+    await finish_call(run, deps, running[0], output, span=span)
+    deps.faults.hit("after_tool_result")
+
+
+def _outputs_of(run: Run, deps: RunDeps) -> Callable[[str], Awaitable[str | None]] | None:
+    """The conversation's stored outputs by id, for ``read_output`` (None: no cache)."""
+    cache, cid = deps.outputs, run.conversation_id
+    if cache is None:
+        return None
+    return lambda output_id: cache.retrieve(cid, output_id)
+
+
+async def checked_now(
+    run: Run,
+    deps: RunDeps,
+    record: ToolCallRecord,
+    plan_approved: bool,
+    span: ToolSpan | None = None,
+) -> policy.Ruling | None:
+    """Check the policy again as the call is about to run; a ``deny`` ends it ``denied``
+    (None), else the ruling (its network grant goes with the call).
+
+    The policy may have changed since the call was admitted or approved (new
+    settings, a restart with other rules). Only ``deny`` stops it here: an
+    ``ask`` was answered already (a person approved the call, or the policy
+    allowed it when the turn came), and asking again would reopen a decided
+    request. The model reads the reason in the call's result.
+    """
+    ruling = run.settings.tool_policy.check(
+        tool_name=record.name,
+        read_only=record.read_only,
+        arguments=record.input,
+        plan_approved=plan_approved,
+    )
+    if ruling.decision is not policy.Permission.DENY:
+        return ruling
+    log.info("%s: %s denied before it ran (%s)", run.conversation_id, record.name, ruling.rule)
+    summary = summarize_call(record.name, record.input)
+    output = ToolOutput(
+        content=f"Denied by policy before it ran: {ruling.reason}",
+        note=f"{summary} was not run: {ruling.reason}",
+        is_error=True,
+    )
+    await finish_call(run, deps, record, output, state=ToolState.DENIED, span=span)
+    return None
+
+
+async def finish_call(
+    run: Run,
+    deps: RunDeps,
+    record: ToolCallRecord,
+    output: ToolOutput,
+    *,
+    state: ToolState | None = None,
+    span: ToolSpan | None = None,
+) -> None:
+    """Commit ``record``'s final state (``state``, else ``done`` or ``failed``) with its
+    result and the output's note, both redacted (and the plan step the note is about,
+    ``output.step``); ``span``, the call's trace span, is told the final state.
+
+    Every result of a call goes through here: a tool's output, its error, a
+    crash, a denial, a control call's refusal."""
+    redact = deps.redactor.redact
+    final = state or (ToolState.FAILED if output.is_error else ToolState.DONE)
+    if span is not None:
+        span.ended(final)
+    content = redact(output.content)
+    limit = run.settings.output_limit
+    if deps.outputs is not None and len(content) > limit:  # stored whole, previewed
+        content, _ = await deps.outputs.preview(run.conversation_id, content, limit)
+    moved = move(record, final, result=content)
+    events: tuple[ProgressNote, ...] = ()
+    if output.note:
+        journal = (await live.current(run, deps.journal)).journal
+        totals = run.totals.of(journal, run.context.now())
+        step = redact(output.step) if output.step else None
+        events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
+    change = Change(entries=moved.results, tool_calls=moved.records, events=events)
+    await live.commit(run, deps.journal, change)

@@ -1,0 +1,64 @@
+"""One run: what it knows (:class:`Run`), passed explicitly to everything it does.
+
+A run is one call of an engine entry point (:class:`core.run.engine.Engine`): it
+loads its conversation once, keeps the snapshot in memory while it holds the
+lease, and folds each change it commits into it (:mod:`core.run.live`,
+:func:`core.vocabulary.fold.apply_change`). What it uses (the journal, the model,
+the toolbox...) is apart, in :class:`core.run.deps.RunDeps`: the split of
+pydantic-ai's ``GraphAgentState`` and ``GraphAgentDeps``. Nothing of a run is kept
+anywhere else: no context variable, no dict of conversations on a long-lived
+object; a run that ends takes its history and totals with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from core.context import WALL, RunContext
+from core.requests.common import Opening
+from core.run.history import History
+from core.run.settings import EngineSettings
+from core.run.stats import RequestTotals
+from core.tracing import NO_SPAN, RunSpan
+from core.vocabulary.snapshot import ConversationSnapshot
+
+
+@dataclass(kw_only=True)
+class Run:
+    """What one run of a conversation knows.
+
+    ``snapshot``: the conversation as the run last committed it (loaded at the run's
+    start; None after a commit whose outcome is unknown dropped it: read it back with
+    :func:`core.run.live.current`). ``settings``: the conversation's, asked once at
+    the run's start. ``run_id`` names the run (its model calls are stored with it),
+    ``entry`` the entry point that began it; ``span`` is its trace span, ``context``
+    the clock and ids of its decisions. ``history`` builds the model's messages as the
+    journal grows, ``totals`` the request's totals for the notes' status line;
+    ``commits`` lets one commit through at a time (the turn's concurrent tool calls
+    share the run).
+    """
+
+    conversation_id: str
+    snapshot: ConversationSnapshot | None
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    run_id: str = ""
+    entry: str = ""
+    span: RunSpan = NO_SPAN
+    context: RunContext = WALL
+    history: History = field(default_factory=History)
+    totals: RequestTotals = field(default_factory=RequestTotals)
+    commits: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def snap(self) -> ConversationSnapshot:
+        """The snapshot; raises ``LookupError`` when a failed commit dropped it (a bug:
+        the code after a failed commit reads it back with :func:`core.run.live.current`)."""
+        if self.snapshot is None:
+            raise LookupError(f"conversation {self.conversation_id}: the snapshot was dropped")
+        return self.snapshot
+
+    @property
+    def opening(self) -> Opening:
+        """Ids and times of the requests the run opens (their lifetime: the settings')."""
+        return Opening(context=self.context, ttl=self.settings.request_ttl)

@@ -1,0 +1,183 @@
+"""Journal entries: what a conversation's append-only journal holds, in ``seq`` order.
+
+People's messages, model turns (with the tool calls they asked for and their usage),
+tool results, decisions, entered workflow positions, compaction summaries and stops,
+joined in one tagged union (:data:`Entry`); :class:`JournalRecord` is an entry as
+stored, with its ``seq`` and time (docs/architecture.md, "Durability and exactly-once").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.vocabulary.people import Person
+from core.vocabulary.verdicts import Verdict
+
+
+class ToolCall(BaseModel):
+    """A ``tool_use`` block the model asked for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ModelUsage(BaseModel):
+    """One model call as the store keeps it: the model that answered, its tokens as the
+    API reported them, how long it took and what it cost.
+
+    ``latency_ms``: milliseconds from sending the request to the end of the response;
+    ``price_id``: the dated price entry the cost was computed with (None: the model
+    had no price, so ``cost_micro_usd`` is None too); ``cost_micro_usd``: integer
+    micro-dollars, rounded half-up per call (:func:`core.pricing.call_cost`);
+    ``run_id``: the engine entry point that made the call; ``position``: the workflow
+    position it was made in. Calls journaled before these were kept have them empty.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: int | None = None
+    price_id: int | None = None
+    cost_micro_usd: int | None = None
+    run_id: str | None = None
+    position: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        """Every token of the call: input, output, cache reads and cache writes."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+
+class UserText(BaseModel):
+    """A person's words: the request, an answer, plan feedback, or a note mid-run.
+
+    ``files``: the files shared with the words, as the model read them: the exact
+    Messages API content blocks sent (an image's base64 data included, text inlined,
+    notes for what was saved or left out; :class:`core.files.FileReader`), so a
+    resume sends the same bytes without fetching anything again.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["user_text"] = "user_text"
+    author: Person
+    text: str
+    role: Literal["request", "answer", "feedback", "note"] = "request"
+    files: tuple[dict[str, Any], ...] = ()
+
+
+class AssistantTurn(BaseModel):
+    """One model response: its text and its tool calls, in order."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["assistant_turn"] = "assistant_turn"
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str = "end_turn"
+    model: str = ""
+    content: tuple[dict[str, Any], ...] = ()
+    """The exact content blocks the API returned (thinking included), sent back as is."""
+    usage: ModelUsage | None = None
+    """Tokens of the call that produced this turn (also stored per call for queries)."""
+
+
+class ToolResultEntry(BaseModel):
+    """The one result of one ``tool_use``; ``content`` is what the model reads."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+class DecisionEntry(BaseModel):
+    """A person decided a pending request (for the record; the model sees the result).
+
+    ``verdict``: :class:`~core.vocabulary.verdicts.Approved` or
+    :class:`~core.vocabulary.verdicts.Rejected` for a plan or a go-on request;
+    :class:`~core.vocabulary.verdicts.CallsDecided` for a tool approval, keyed by the
+    ``tool_use_id`` of each call it decided. ``call``: for a tool approval decided
+    call by call, the call's number (from 1); None when the decision was about
+    every call still undecided (or no calls). Entries stored with a ``decision``
+    text are read at the store's load edge (:mod:`conversations.store.legacy`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["decision"] = "decision"
+    request_id: str
+    verdict: Verdict
+    by: Person
+    call: int | None = None
+
+
+class StepEntered(BaseModel):
+    """The conversation entered a workflow position: its instructions, as the model reads
+    them from then on (sent as a message, so the system prompt and the tools, the
+    cached prefix of every request, stay the same across positions)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["step_entered"] = "step_entered"
+    position: str
+    instructions: str
+
+
+class Compacted(BaseModel):
+    """The oldest part of the conversation, up to entry ``through_seq``, summarized by the
+    model when the context grew past its share of the window (:mod:`core.run.compaction`).
+
+    From then on the model reads ``summary`` (and the step it was in, ``step``) in
+    place of those entries; they stay in the journal. ``usage``: the summary's model
+    call, recorded and priced like any other.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["compacted"] = "compacted"
+    summary: str
+    through_seq: int
+    step: StepEntered | None = None
+    usage: ModelUsage | None = None
+
+
+class StopEntry(BaseModel):
+    """A person stopped the run."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["stop"] = "stop"
+    by: Person
+
+
+Entry = Annotated[
+    UserText
+    | AssistantTurn
+    | ToolResultEntry
+    | DecisionEntry
+    | StepEntered
+    | Compacted
+    | StopEntry,
+    Field(discriminator="kind"),
+]
+
+
+class JournalRecord(BaseModel):
+    """An entry as stored: its per-conversation sequence number and time (UTC)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    at: datetime
+    entry: Entry
