@@ -55,16 +55,19 @@ async def make_app(
         await app.close()
 
 
-async def wait_for(condition: Callable[[], object], *, attempts: int = 500) -> None:
-    """Poll ``condition`` (sync or async) every 10 ms until truthy; fail after ~5 s."""
-    for _ in range(attempts):
+async def wait_for(condition: Callable[[], object], *, seconds: float = 60.0) -> None:
+    """Poll ``condition`` (sync or async) every 10 ms until truthy; fail after ``seconds``
+    (far more than any condition takes: the limit holds on a machine ten times slower)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
         value = condition()
         if asyncio.iscoroutine(value):
             value = await value
         if value:
             return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture

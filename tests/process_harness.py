@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import sqlite3
@@ -30,7 +31,15 @@ from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
 from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-WAIT = 30.0
+WAIT = 120.0
+"""Seconds a test waits for what another process does (it goes on as soon as it happens;
+the limit holds on a machine ten times slower)."""
+
+
+def sleep_marker(whole: int = 60) -> str:
+    """Seconds for ``sleep`` (``whole`` and a random fraction) that no other test's
+    process, nor another run's beside this one, has on its command line."""
+    return f"{whole}.{secrets.randbelow(10**9):09d}"
 
 
 def live_with(marker: str) -> list[int]:

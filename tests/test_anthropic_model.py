@@ -363,7 +363,7 @@ async def test_cancelling_the_consumer_propagates(
                 first_text.set()
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(first_text.wait(), timeout=5)
+    await asyncio.wait_for(first_text.wait(), timeout=60)
     task.cancel()
 
     with pytest.raises(asyncio.CancelledError):

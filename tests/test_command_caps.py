@@ -35,7 +35,7 @@ from core.vocabulary.entries import ToolResultEntry
 from core.vocabulary.errors import ToolError
 from core.vocabulary.tool_records import CommandProcess, ToolState
 from tests.harness import Chat
-from tests.process_harness import live_with
+from tests.process_harness import live_with, sleep_marker
 
 HOG = """\
 import os, select, sys
@@ -58,11 +58,6 @@ print(f"held {held} of {n}", flush=True)
 """
 """``python3 hog.py N MB``: N children each fill MB megabytes and hold them until all N
 hold theirs (or one died); prints how many held theirs at once."""
-
-
-def sleep_marker() -> str:
-    """Seconds for ``sleep`` that no other test's process has on its command line."""
-    return f"60.{secrets.randbelow(10**9):09d}"
 
 
 @pytest.fixture

@@ -79,7 +79,7 @@ def test_a_mutating_call_found_running_after_a_crash_becomes_unknown(tmp_path: P
         while not (workspace / "started").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
     ((leftover,),) = bot.query("select process_group from tool_calls where name='run_command'")
@@ -114,7 +114,7 @@ def test_a_crash_before_a_decision_resumes_still_waiting_for_it(tmp_path: Path) 
             "where p.kind = 'tool_approval' and o.state = 'sent'"
         )
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
 
@@ -189,7 +189,7 @@ def test_a_note_sent_while_a_command_runs_survives_a_crash(tmp_path: Path) -> No
         proc.stdin.flush()
         bot.wait_until("select 1 from deliveries where event is not null and handled_at is null")
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
     workspace = bot.workspace()

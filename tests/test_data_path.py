@@ -31,6 +31,7 @@ from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 from core.vocabulary.tool_records import ToolState
+from tests.conftest import wait_for
 from tests.harness import Chat
 
 ALICE_P = Person(id="alice", name="alice")
@@ -130,10 +131,8 @@ async def until_tool_approval(chat: Chat) -> str:
     await chat.app.start()
     await chat.mention("build it")
     await chat.react(chat.bot_message("📋 Plan (v1)"))
-    for _ in range(300):  # the approval is posted while the allowed call runs
-        if "🔐 May I run this?" in chat.out.getvalue():
-            break
-        await asyncio.sleep(0.01)
+    # the approval is posted while the allowed call runs
+    await wait_for(lambda: "🔐 May I run this?" in chat.out.getvalue())
     return chat.bot_message("🔐 May I run this?")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +31,13 @@ from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import PlanProposed, ProgressNote, RunAnswered, RunStats
-from tests.conftest import wait_for as _wait_for
+from tests.conftest import wait_for
 from tests.fakes.clock import VirtualClock
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi, RecordedCall
 from tests.slack_harness import CHANNEL, SECRET, WAIT, Workspace
 
 STORMY = "C0STORMY01"
 CALM = "C0CALM0001"
-
-
-async def wait_for(condition: Callable[[], object]) -> None:
-    """Wait on ``condition`` (polled in real time) with room for a loaded machine."""
-    await _wait_for(condition, attempts=3_000)
 
 
 @dataclass

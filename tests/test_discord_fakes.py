@@ -25,7 +25,7 @@ from tests.fakes.discord_api import (
     FakeDiscord,
 )
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(300)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "discord"
 TOKEN = "fake-bot-token"
@@ -79,12 +79,12 @@ async def running(
         yield client
     finally:
         await asyncio.wait_for(client.close(), 5)
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 60)
 
 
 async def next_event(client: discord.Client, event: str, **kwargs: Any) -> asyncio.Future[Any]:
     """Listen for ``event`` now (before anything is dispatched); await the result later."""
-    waiter = asyncio.ensure_future(client.wait_for(event, timeout=5, **kwargs))
+    waiter = asyncio.ensure_future(client.wait_for(event, timeout=60, **kwargs))
     await asyncio.sleep(0)
     return waiter
 

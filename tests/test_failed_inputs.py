@@ -80,7 +80,7 @@ async def test_a_mention_whose_store_call_fails_once_still_gets_its_answer(
             def answered() -> bool:
                 return any(m["text"].startswith("✅ Found it.") for m in ws.posts(root))
 
-            await wait_for(answered, attempts=3_000)
+            await wait_for(answered)
 
         snapshot = await ws.snapshot(root)
         assert snapshot.status.lifecycle is Lifecycle.DONE

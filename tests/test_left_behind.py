@@ -18,7 +18,6 @@ seconds no other test uses, and is checked gone by that marker.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -30,12 +29,7 @@ import pytest
 from core.tools.cgroups import find_group
 from core.tools.processes import group_alive, start_time
 from tests.console_process import ROOT, Bot, command, finish, plan
-from tests.process_harness import live_with
-
-
-def sleep_marker() -> str:
-    """Seconds for ``sleep`` that no other test's process has on its command line."""
-    return f"60.{secrets.randbelow(10**9):09d}"
+from tests.process_harness import live_with, sleep_marker
 
 
 def long_job(marker: str) -> list[dict]:
@@ -68,7 +62,7 @@ def killed_while_the_command_runs(bot: Bot) -> int:
             time.sleep(0.05)
     finally:
         proc.kill()
-        proc.wait(timeout=20)
+        proc.wait(timeout=120)
     return pid
 
 

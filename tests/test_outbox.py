@@ -24,15 +24,10 @@ from conversations.store.memory import MemoryStore
 from core.vocabulary.journal import Change
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import ProgressNote, RunAnswered, RunStats
-from tests.conftest import wait_for as _wait_for
+from tests.conftest import wait_for
 from tests.fakes.clock import VirtualClock
 
 Match = Callable[[OutboundAction], bool]
-
-
-async def wait_for(condition: Callable[[], object]) -> None:
-    """Wait on ``condition`` (polled in real time) with room for a loaded machine."""
-    await _wait_for(condition, attempts=3_000)
 
 
 def anything(_: OutboundAction) -> bool:

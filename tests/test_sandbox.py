@@ -37,7 +37,7 @@ from core.tools.command import RunCommand
 from core.vocabulary.errors import ToolError
 from core.vocabulary.tool_records import ToolState
 from tests.harness import Chat
-from tests.process_harness import live_with
+from tests.process_harness import live_with, sleep_marker
 
 TOKEN = "xoxb-7777777777-sandbox-test-token"
 
@@ -212,12 +212,14 @@ async def test_no_connection_reaches_the_host_s_loopback_or_its_unix_sockets(
 # --- nothing outlives the command ----------------------------------------------------------
 
 
-async def gone(marker: str, seconds: float = 5.0) -> bool:
-    for _ in range(int(seconds / 0.05)):
-        if not live_with(marker):
-            return True
+async def gone(marker: str, seconds: float = 60.0) -> bool:
+    """Whether every process with ``marker`` is gone within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while live_with(marker):
+        if time.monotonic() > deadline:
+            return False
         await asyncio.sleep(0.05)
-    return not live_with(marker)
+    return True
 
 
 ESCAPES = "setsid sleep {m}1 &\n(sleep {m}2 &)\nnohup sleep {m}3 >/dev/null 2>&1 &\n"
@@ -228,14 +230,14 @@ duration (``{m}`` + a digit makes each one findable in ``/proc``)."""
 async def test_setsid_and_double_forked_children_die_when_the_command_ends(
     sandboxed: RunCommand, tmp_path: Path
 ) -> None:
-    marker = "3001.4"
+    marker = sleep_marker(3001)
     out = await run(sandboxed, ESCAPES.format(m=marker) + "echo started", tmp_path / "ws")
     assert "started" in out
     assert await gone(marker)
 
 
 async def test_they_die_at_a_timeout_too(sandboxed: RunCommand, tmp_path: Path) -> None:
-    marker = "3002.4"
+    marker = sleep_marker(3002)
     command = ESCAPES.format(m=marker) + "sleep 600"
     with pytest.raises(ToolError, match="timed out"):
         await run(sandboxed, command, tmp_path / "ws", command_timeout=1.0)
@@ -243,15 +245,14 @@ async def test_they_die_at_a_timeout_too(sandboxed: RunCommand, tmp_path: Path) 
 
 
 async def test_they_die_when_the_call_is_stopped(sandboxed: RunCommand, tmp_path: Path) -> None:
-    marker = "3003.4"
+    marker = sleep_marker(3003)
     task = asyncio.create_task(
         run(sandboxed, ESCAPES.format(m=marker) + "sleep 600", tmp_path / "ws")
     )
-    for _ in range(200):
-        if len(live_with(marker)) >= 3:
-            break
+    deadline = time.monotonic() + 60
+    while len(live_with(marker)) < 3:  # until all three escaped children run
+        assert not task.done() and time.monotonic() < deadline, "the children never ran"
         await asyncio.sleep(0.05)
-    assert len(live_with(marker)) >= 3  # all three escaped children were running
     task.cancel()  # what /stop does to the run's task
     with pytest.raises(asyncio.CancelledError):
         await task

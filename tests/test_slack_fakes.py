@@ -24,7 +24,7 @@ from tests.conftest import wait_for
 from tests.fakes.slack_api import FakeSlackApi, sign
 from tests.fakes.slack_socket import FakeSocketModeServer
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(300)
 
 CHANNEL = "C0PROJ0001"
 ROOT_TS = "1717171717.000100"

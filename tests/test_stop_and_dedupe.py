@@ -82,18 +82,14 @@ async def test_stop_while_a_command_runs_kills_it_and_ends_the_conversation_canc
         snap = await app.store.journal.load(conversation_id)
         return [r for r in snap.tool_calls.values() if r.name == "run_command" and r.process]
 
-    for _ in range(500):
-        if running := await running_calls():
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(running_calls)
+    running = await running_calls()
     assert running[0].state is ToolState.RUNNING  # the stop is handled while it still runs
     assert running[0].process is not None
     pid = running[0].process.group
 
     pipe.send("/stop 1")
-    await wait_for(
-        lambda: _conversation_status(app, conversation_id, Lifecycle.CANCELLED), attempts=1000
-    )
+    await wait_for(lambda: _conversation_status(app, conversation_id, Lifecycle.CANCELLED))
     pipe.close()
     assert await console_run == 0
 

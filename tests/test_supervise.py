@@ -25,6 +25,7 @@ from conversations.events import OutboundAction, PlatformRef, PostReply
 from conversations.store import Outgoing
 from core.models.scripted import ScriptedModel
 from core.vocabulary.people import Person
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,10 +181,7 @@ async def test_the_deliverer_restarts_after_its_store_failed_and_delivers_the_ne
         ],
     )
 
-    for _ in range(500):
-        if sender.sent:
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: sender.sent)
     assert [a.text for a in sender.sent if isinstance(a, PostReply)] == ["after the failure"]
     assert failures["left"] == 0 and app.failure is None
 
