@@ -270,6 +270,7 @@ async def build(
         file_text_limit=settings.shared_text_limit,
         prices=prices,
         cgroup_root=settings.cgroup_root,
+        running_note_every=settings.running_note_every or None,
     )
     places = ConversationSettings(layers, _binding_of(store), base=base)
     deliverer = Deliverer(

@@ -213,6 +213,9 @@ class Settings(BaseSettings):
     stop_command: str = "stop"
     progress_mode: Literal["replies", "status"] = "replies"
     progress_interval: float = Field(default=3.0, ge=0)
+    running_note_every: float = Field(default=30.0, ge=0, le=24 * 3600, allow_inf_nan=False)
+    """Seconds between two notes that a tool call (a long command) is still running; 0:
+    none."""
     console_user: str = "you"
     console_state: Path = Path(".threadbot/console.jsonl")
     console_wait: Literal["auto", "yes", "no"] = "auto"

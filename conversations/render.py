@@ -23,6 +23,7 @@ from conversations.actions import ApproveButton, RejectButton
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from core.pricing import dollars
+from core.run.stats import duration_said
 from core.vocabulary.run_events import (
     BudgetReached,
     CallOutcome,
@@ -158,7 +159,7 @@ def format_stats(stats: RunStats) -> str:
     out when no call had a price.
     """
     tokens = stats.input_tokens + stats.output_tokens
-    text = f"{_calls(stats.tool_calls)} · {_duration(stats.seconds)} · {_count(tokens)} tokens"
+    text = f"{_calls(stats.tool_calls)} · {duration_said(stats.seconds)} · {_count(tokens)} tokens"
     if stats.cache_read_tokens and stats.input_tokens:
         share = stats.cache_read_tokens * 100 // stats.input_tokens
         text += f" ({share}% from cache)"
@@ -382,11 +383,6 @@ def _call_outcome(call: CallOutcome) -> str:
 
 def _calls(n: int) -> str:
     return f"{n} tool call" + ("" if n == 1 else "s")
-
-
-def _duration(seconds: float) -> str:
-    whole = round(seconds)
-    return f"{whole // 60}m {whole % 60}s" if whole >= 60 else f"{whole}s"
 
 
 def _count(n: int) -> str:

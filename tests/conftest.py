@@ -27,6 +27,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
         database_url="memory://",
         workspace_root=tmp_path / "workspaces",
         progress_interval=0,
+        running_note_every=0,  # no "still running" note, however slow the machine
         console_user="alice",
     )
 

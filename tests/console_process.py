@@ -42,6 +42,7 @@ class Bot:
             THREADBOT_CONSOLE_STATE=str(self.dir / "console.jsonl"),
             THREADBOT_MODEL_SCRIPT=str(self.script),
             THREADBOT_PROGRESS_INTERVAL="0",
+            THREADBOT_RUNNING_NOTE_EVERY="0",
             THREADBOT_CONSOLE_USER="alice",
             THREADBOT_FAULT=fault,
         )

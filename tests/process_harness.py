@@ -89,6 +89,7 @@ class BotProcess:
             "THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{self.db}",
             "THREADBOT_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
             "THREADBOT_LOG_LEVEL": "WARNING",
+            "THREADBOT_RUNNING_NOTE_EVERY": "0",  # threads as the tests write them, however slow
         }
         self.env = env | {f"THREADBOT_{k.upper()}": v for k, v in settings.items()}
         self.proc: asyncio.subprocess.Process | None = None

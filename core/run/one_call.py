@@ -13,15 +13,18 @@ the tool records, the model's next request and the thread never hold a token.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from core.policy import policy
 from core.policy.summary import summarize_call
 from core.run import live
 from core.run.deps import RunDeps
 from core.run.state import Run
+from core.run.stats import duration_said
 from core.tool_state import move, started
 from core.tools.base import ToolContext, ToolOutput
 from core.tracing import ToolSpan
@@ -82,7 +85,7 @@ async def run_call(
         redactor=deps.redactor,
     )
     try:
-        output = await tool.run(record.input, ctx)
+        output = await _told_while_running(run, deps, record, tool.run(record.input, ctx))
     except LeaseLost:
         raise
     except ToolError as exc:
@@ -96,6 +99,33 @@ async def run_call(
         )
     await finish_call(run, deps, running[0], output, span=span)
     deps.faults.hit("after_tool_result")
+
+
+async def _told_while_running(
+    run: Run, deps: RunDeps, record: ToolCallRecord, work: Coroutine[Any, Any, ToolOutput]
+) -> ToolOutput:
+    """``work``'s output; while it runs, a progress note every
+    ``run.settings.running_note_every`` seconds says the call still runs and for how
+    long (``⏳ `make test` still running · 1m 30s`` in the thread), so a long command is
+    not silence. A cancellation (a stop, a shutdown) cancels ``work`` and waits for
+    it: a command's process group is killed before this returns."""
+    every = run.settings.running_note_every
+    task = asyncio.ensure_future(work)
+    if every is None:
+        return await task
+    began = run.context.now()
+    try:
+        while not (await asyncio.wait({task}, timeout=every))[0]:
+            seconds = (run.context.now() - began).total_seconds()
+            said = summarize_call(record.name, record.input)
+            text = f"{said} still running · {duration_said(seconds)}"
+            note = ProgressNote(text=deps.redactor.redact(text))
+            await live.commit(run, deps.journal, Change(events=(note,)))
+    except BaseException:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    return task.result()
 
 
 def _outputs_of(run: Run, deps: RunDeps) -> Callable[[str], Awaitable[str | None]] | None:

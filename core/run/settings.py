@@ -32,6 +32,8 @@ class EngineSettings:
 
     max_turns: int = 30
     max_tokens: int = 4096
+    running_note_every: float | None = None
+    """Seconds between two progress notes that a call still runs (None: no such note)."""
     command_timeout: float = 120.0
     """Wall-clock seconds a command may run."""
     command_cpu_seconds: float | None = None

@@ -101,3 +101,9 @@ class RequestTotals:
 def request_stats(journal: Sequence[JournalRecord], now: datetime) -> RunStats:
     """The totals of the current request of ``journal``, read whole (see :class:`RequestTotals`)."""
     return RequestTotals().of(journal, now)
+
+
+def duration_said(seconds: float) -> str:
+    """``45s``, ``2m 40s``: a duration as the footer and the notes show it (whole seconds)."""
+    whole = round(seconds)
+    return f"{whole // 60}m {whole % 60}s" if whole >= 60 else f"{whole}s"
