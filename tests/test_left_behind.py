@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -92,6 +93,26 @@ def test_a_sandboxed_command_dies_with_a_killed_bot(tmp_path: Path) -> None:
     assert not (bot.workspace() / "late").exists()
     assert bot.query("select state from tool_calls where name = 'run_command'") == [("unknown",)]
     assert "The job's outcome is unknown" in again.stdout
+
+
+@pytest.mark.usefixtures("working_bwrap")
+def test_a_setuid_file_made_by_the_command_of_a_killed_bot_loses_its_bit_at_resume(
+    tmp_path: Path,
+) -> None:
+    marker = sleep_marker()
+    plant = "cp /usr/bin/id myid && chmod 4755 myid && "
+    script = long_job(marker)
+    script[1] = {"calls": [command(f"{plant}echo $$ > pid; sleep {marker}; touch late")]}
+    bot = Bot(tmp_path, script)
+    killed_while_the_command_runs(bot)
+    planted = bot.workspace() / "myid"
+    assert planted.stat().st_mode & stat.S_ISUID  # the bot died before it could clear it
+
+    again = bot.run()
+
+    assert again.returncode == 0, again.stderr
+    assert not planted.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
+    assert bot.query("select state from tool_calls where name = 'run_command'") == [("unknown",)]
 
 
 def test_a_group_left_running_by_a_killed_bot_is_killed_at_resume(tmp_path: Path) -> None:

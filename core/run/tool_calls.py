@@ -48,6 +48,7 @@ from core.tool_state import open_calls
 from core.tools import control
 from core.tools.base import ToolOutput
 from core.tools.control import AskUser, Finish, ProposePlan, ReportProgress
+from core.tools.file_modes import strip_setid
 from core.tools.processes import kill_left_behind
 from core.vocabulary.errors import RequestConflict, ToolError
 from core.vocabulary.journal import Change
@@ -122,7 +123,7 @@ class ToolCalls:
         self, snap: ConversationSnapshot, runnable: Sequence[ToolCallRecord]
     ) -> None:
         run, deps = self._run, self._deps
-        await self._kill_left_behind(runnable)
+        await self._kill_left_behind(runnable, Path(snap.workspace))
         first = runnable[0]
         if first.state is ToolState.RUNNING and not first.read_only:
             content = (
@@ -161,18 +162,26 @@ class ToolCalls:
             await asyncio.gather(*calls, return_exceptions=True)
             raise
 
-    async def _kill_left_behind(self, records: Sequence[ToolCallRecord]) -> None:
+    async def _kill_left_behind(
+        self, records: Sequence[ToolCallRecord], workspace: Path
+    ) -> None:
         """Kill command groups that calls found ``running`` left behind (a crash).
 
         Before such a call is re-run or told ``unknown``, a group still running from
         the earlier process must go, or it would go on changing the workspace. A
         group of another boot or host, or whose id was reused, is left alone
-        (:func:`core.tools.processes.kill_left_behind`).
+        (:func:`core.tools.processes.kill_left_behind`). Then, as after every command,
+        no file of the workspace keeps a setuid or setgid bit the command gave it
+        (:func:`core.tools.file_modes.strip_setid`): the process that ran it died
+        before it could clear them.
         """
-        for record in records:
-            if record.state is ToolState.RUNNING and record.process is not None:
-                root = self._run.settings.cgroup_root
-                await asyncio.to_thread(kill_left_behind, record.process, cgroup_root=root)
+        left = [r for r in records if r.state is ToolState.RUNNING and r.process is not None]
+        for record in left:
+            assert record.process is not None
+            root = self._run.settings.cgroup_root
+            await asyncio.to_thread(kill_left_behind, record.process, cgroup_root=root)
+        if left:
+            await asyncio.to_thread(strip_setid, workspace)
 
     async def with_changes(self, snap: ConversationSnapshot, stats: RunStats) -> RunStats:
         """``stats`` with the branch and changed files of the conversation's clone, if any."""
