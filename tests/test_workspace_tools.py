@@ -20,6 +20,7 @@ from core.tools.base import Tool, Toolbox, ToolContext
 from core.tools.cgroups import CommandGroups
 from core.tools.command import RunCommand
 from core.tools.workspace import (
+    EDIT_LIMIT,
     LIST_LIMIT,
     EditFile,
     ListFiles,
@@ -179,6 +180,18 @@ async def test_edit_needs_exactly_one_match(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match=re.escape("no such file: b.py")):
         await EditFile().run({"path": "b.py", "old": "x", "new": "z"}, ctx)
     assert (tmp_path / "a.py").read_text() == "x = 1\nx = 1\n"
+
+
+async def test_a_file_past_the_edit_limit_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    with big.open("wb") as f:  # one byte past the limit (sparse: nothing is written)
+        f.truncate(EDIT_LIMIT + 1)
+    ctx = ctx_for(tmp_path)
+
+    with pytest.raises(ToolError, match=r"larger than 16 MB, the most edit_file edits"):
+        await EditFile().run({"path": "big.txt", "old": "x", "new": "y"}, ctx)
+
+    assert big.stat().st_size == EDIT_LIMIT + 1
 
 
 @pytest.mark.parametrize(

@@ -162,9 +162,7 @@ class ToolCalls:
             await asyncio.gather(*calls, return_exceptions=True)
             raise
 
-    async def _kill_left_behind(
-        self, records: Sequence[ToolCallRecord], workspace: Path
-    ) -> None:
+    async def _kill_left_behind(self, records: Sequence[ToolCallRecord], workspace: Path) -> None:
         """Kill command groups that calls found ``running`` left behind (a crash).
 
         Before such a call is re-run or told ``unknown``, a group still running from

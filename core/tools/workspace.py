@@ -31,6 +31,9 @@ from core.tools.inputs import ToolInput
 from core.vocabulary.errors import ToolError
 
 LIST_LIMIT = 500
+EDIT_LIMIT = 16 * 1024 * 1024
+"""Bytes of the largest file ``edit_file`` edits: it holds the file in the bot's own
+memory (twice, as bytes and as text), where no command cap applies."""
 """Entries ``list_files`` returns at most."""
 
 _SKIPPED = frozenset({".git"})
@@ -318,7 +321,8 @@ class EditFile:
     """``edit_file`` ``{"path", "old", "new"}``: replace the one occurrence of ``old``.
 
     Raises :class:`ToolError` when ``old`` is empty or occurs zero or several times
-    (the message says how many), or the file is missing or not UTF-8 text.
+    (the message says how many), the file is missing, not UTF-8 text, or larger than
+    :data:`EDIT_LIMIT` (a command, ``sed -i`` say, edits those within its caps).
     """
 
     spec = ToolSpec(
@@ -346,7 +350,13 @@ def _edit(target: Path, path: str, old: str, new: str) -> int:
     """Replace the single ``old`` by ``new``; returns its 1-based line. Raises ToolError."""
     try:
         with open(open_regular(target, path), "rb") as f:
-            text = f.read().decode("utf-8")
+            data = f.read(EDIT_LIMIT + 1)  # never more: the bot holds what it reads
+        if len(data) > EDIT_LIMIT:
+            raise ToolError(
+                f"{path} is larger than {EDIT_LIMIT // 2**20} MB, the most edit_file edits: "
+                "change it with a command (sed -i ...)"
+            )
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ToolError(f"{path} is not a UTF-8 text file") from exc
     except OSError as exc:
