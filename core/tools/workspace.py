@@ -248,7 +248,8 @@ def _read_range(
             for piece in _line_range(iter(lambda: f.read(_CHUNK), ""), first, count):
                 if "\0" in piece:
                     raise ToolError(f"{path} is not a text file")
-                kept.append(piece[:room])
+                if room:
+                    kept.append(piece[:room])
                 more += max(0, len(piece) - room)
                 room = max(0, room - len(piece))
     except UnicodeDecodeError as exc:
