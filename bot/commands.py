@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # its reader left: bot.cli ends quietly
     except (OSError, SQLAlchemyError) as exc:
         print(f"threadbot: {redactor.redact(_said(settings, exc))}", file=sys.stderr)
         return 2

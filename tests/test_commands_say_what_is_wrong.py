@@ -97,8 +97,9 @@ def test_a_file_where_the_database_folder_should_be_is_said_so(tmp_path: Path) -
     [
         ("doctor",),
         ("settings", "explain", "--platform", "slack", "--team", "T0123", "--channel", "C0456"),
+        ("run",),
     ],
-    ids=["doctor", "settings explain"],
+    ids=["doctor", "settings explain", "run (the console)"],
 )
 def test_output_cut_short_by_a_closed_pipe_ends_quietly(
     tmp_path: Path, command: tuple[str, ...]
@@ -108,6 +109,7 @@ def test_output_cut_short_by_a_closed_pipe_ends_quietly(
     try:
         result = subprocess.run(
             [sys.executable, "-m", "bot", *command],
+            input="tidy up the notes\n",
             stdout=writer,
             stderr=subprocess.PIPE,
             text=True,
