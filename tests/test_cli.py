@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -388,3 +389,12 @@ def test_help_answers_without_importing_the_platform_sdks_or_the_model_client(
     assert result.returncode == 0, result.stderr
     assert "usage: threadbot" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_data_folder_and_the_console_state_are_the_bots_alone(tmp_path: Path) -> None:
+    result = _run(tmp_path, {}, "tidy up the notes\n")
+
+    assert result.returncode == 0, result.stderr
+    data = tmp_path / ".threadbot"
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700  # the database holds every conversation
+    assert stat.S_IMODE((data / "console.jsonl").stat().st_mode) == 0o600

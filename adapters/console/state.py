@@ -172,8 +172,9 @@ class ConsoleState:
 
     def _replay(self, path: Path) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a+b") as file:  # creates it; fails now if it cannot be written
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            made = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)  # the bot's alone
+            with open(made, "a+b") as file:  # fails now if it cannot be written
                 file.seek(0)
                 data = file.read()
                 self.created = not data.strip()

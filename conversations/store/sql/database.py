@@ -80,6 +80,10 @@ def _sqlite_begin(connection: Connection) -> None:
 def create_engine(url: str, **options: Any) -> AsyncEngine:
     """An async engine for ``url``; for SQLite, makes the file's folder and sets it up.
 
+    A folder it makes is the bot's alone (0700): the database holds every
+    conversation, and another local user, or a command run without a sandbox as
+    ``nobody``, must not read it.
+
     SQLite gets WAL (readers go on while one process writes), ``synchronous=NORMAL``,
     foreign keys, a 10 s ``busy_timeout``, and real transactions: SQLAlchemy emits
     ``BEGIN`` when a transaction begins, so every statement of it, DDL included,
@@ -94,7 +98,7 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
     engine = create_async_engine(url, **options)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            Path(parsed.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         setup_sqlite(engine.sync_engine)
     return engine
 
