@@ -368,6 +368,56 @@ def test_an_allow_rule_comes_before_the_ask_list_but_covers_only_its_own_command
     assert (smuggled.decision, smuggled.rule) == (Permission.ASK, "ask_commands 'curl'")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        'python3 -c "print(1)"',
+        'python3 -m pytest -k "a or (b and c)"',
+        "python3 -c 'import os; print(os.getcwd())'",
+        'python3 -c "print(\\"x; y\\")"',
+        "python3 a.py \\; echo",
+    ],
+)
+def test_an_allow_rule_reads_quotes_as_the_shell_does(command: str) -> None:
+    """Parentheses, semicolons and pipes inside quotes are text, not commands: the
+    allow rule (and its network grant) still covers the command."""
+    policy = ToolPolicy(
+        rules=(
+            Rule(
+                tool="run_command",
+                command_prefix="python3",
+                decision=Permission.ALLOW,
+                network=True,
+            ),
+        )
+    )
+    ruling = run(policy, command)
+    assert (ruling.decision, ruling.network) == (Permission.ALLOW, True), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'python3 -c "$(rm -rf ~)"',
+        'python3 -c "`rm -rf ~`"',
+        'python3 -c "x" "$(echo "$(rm -rf ~)")"',
+        "python3 a.py; rm -rf ~",
+        'python3 -c "unbalanced; rm -rf ~',
+        "python3 -c 'x' && rm -rf ~",
+    ],
+)
+def test_an_allow_rule_still_stops_at_what_the_shell_runs_as_another_command(
+    command: str,
+) -> None:
+    """A command substitution inside double quotes, a chain after a quoted word, or
+    quotes that do not pair up: the rm is another command, so the allow does not cover
+    it and the ask list asks."""
+    policy = ToolPolicy(
+        rules=(Rule(tool="run_command", command_prefix="python3", decision=Permission.ALLOW),)
+    )
+    assert run(policy, command).decision is Permission.ASK, command
+
+
 def test_a_custom_ask_list_replaces_the_default() -> None:
     policy = ToolPolicy(ask_commands=("terraform apply",))
     assert run(policy, "cd infra && terraform apply").decision is Permission.ASK

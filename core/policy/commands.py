@@ -30,6 +30,7 @@ from functools import lru_cache
 _SEPARATORS = r"[;&|(){}`\n\r]|(?<![\w-])-(?:exec|execdir|ok|okdir)(?![\w-])"
 _CHAIN = re.compile(_SEPARATORS)
 _CHAIN_OR_QUOTE = re.compile(_SEPARATORS + r"|[\"']")
+_EXEC_AT = re.compile(r"(?<![\w-])-(?:exec|execdir|ok|okdir)(?![\w-])")
 _WRAPPERS = (
     "then|do|else|elif|if|while|until|time|nohup|exec|command|builtin|env|xargs|nice|ionice|"
     "stdbuf|timeout|watch|setsid|unbuffer|strace|chroot|doas|sudo|su|runuser|eval"
@@ -58,9 +59,89 @@ def squash(text: str) -> str:
 
 
 def chain_parts(command: str) -> list[str]:
-    """The commands of a chain (``a && b``), squashed: split at every separator."""
-    parts = (squash(part) for part in _CHAIN.split(command.replace("\\\n", " ")))
-    return [part for part in parts if part]
+    """The commands of a chain (``a && b``), squashed, read as the shell quotes them.
+
+    Split at every separator outside quotes and backslash escapes; inside double
+    quotes only where a command substitution (``$(...)``, a backtick) starts or ends;
+    inside single quotes never. So ``python3 -c "print(1)"`` and ``pytest -k "a or
+    (b)"`` are one command each, while ``echo "$(curl x)"`` is two (``curl x`` one of
+    them). Quotes that do not pair up fall back to splitting at every separator,
+    quoted or not: what cannot be read is read as the most commands (an ``allow``
+    rule, the only user, then fails closed). Quoting as in the POSIX shell
+    specification, "2.2 Quoting".
+    """
+    text = command.replace("\\\n", " ")
+    parts = _quoted_split(text)
+    if parts is None:
+        parts = _CHAIN.split(text)
+    return [squashed for part in parts if (squashed := squash(part))]
+
+
+def _quoted_split(text: str) -> list[str] | None:
+    """``text`` split at separators the shell reads as such; None for unpaired quotes.
+
+    A stack of contexts: ``"`` (inside double quotes), ``)`` and `````` (inside a
+    command substitution, which ends at that character); the bottom is the command
+    line itself. Parts keep their quotes and backslashes as written.
+    """
+    parts: list[str] = []
+    start = 0
+    stack: list[str] = []
+    index = 0
+
+    def cut(at: int, resume: int) -> None:
+        nonlocal start
+        parts.append(text[start:at])
+        start = resume
+
+    while index < len(text):
+        char = text[index]
+        inside = stack[-1] if stack else ""
+        if char == "\\":
+            index += 2
+            continue
+        if inside == '"':
+            if char == '"':
+                stack.pop()
+            elif char == "`" or text.startswith("$(", index):
+                step = 1 if char == "`" else 2
+                cut(index, index + step)
+                stack.append("`" if char == "`" else ")")
+                index += step
+                continue
+            index += 1
+            continue
+        if char == "'":
+            end = text.find("'", index + 1)
+            if end < 0:
+                return None
+            index = end + 1
+            continue
+        if char == '"':
+            stack.append('"')
+        elif inside and char == inside:
+            stack.pop()
+            cut(index, index + 1)
+        elif char in "()":
+            if char == "(":
+                stack.append(")")
+            cut(index, index + 1)
+        elif char == "`":
+            stack.append("`")
+            cut(index, index + 1)
+        else:
+            exec_word = _EXEC_AT.match(text, index)
+            if exec_word is not None:
+                cut(index, exec_word.end())
+                index = exec_word.end()
+                continue
+            if char in ";&|{}\n\r":
+                cut(index, index + 1)
+        index += 1
+    if stack and stack != [")"] * len(stack):
+        return None
+    parts.append(text[start:])
+    return parts
 
 
 def command_starts(command: str) -> Iterator[str]:
