@@ -29,6 +29,7 @@ from conversations.render import render_event
 from conversations.store import Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
+from conversations.store.records import Lease, opened_lease, opened_snapshot
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
 from core.outputs import OutputStore
@@ -355,6 +356,47 @@ async def test_acquiring_a_lease_raises_its_epoch_and_renewing_keeps_it(store: S
     assert released is not None and released.owner is None and not released.live(now)
     again = await store.leases.acquire_lease(cid, "host-a:1", ttl=60)
     assert again is not None and again.epoch == 2  # acquired from free: a new epoch
+
+
+async def test_a_conversation_opened_leased_is_held_at_epoch_1_and_loads_as_its_opened_snapshot(
+    store: Store,
+) -> None:
+    """The mention's run starts from the conversation as opened, under the lease it was
+    created with: both must be what the store holds."""
+    cid = await store.threads.open_conversation(
+        delivery_key="Ev1",
+        binding=THREAD,
+        requester=ALICE,
+        workspace_root=Path("workspaces"),
+        position="planning",
+        lease=("host-a:1", 60.0),
+    )
+    assert cid is not None
+    state = await store.leases.lease_state(cid)
+    assert state is not None and (state.owner, state.epoch) == ("host-a:1", 1)
+    assert state.live(datetime.now(UTC)) and not state.live(
+        datetime.now(UTC) + timedelta(seconds=61)
+    )
+    assert opened_lease(cid, "host-a:1") == Lease(cid, "host-a:1", 1)
+    opened = opened_snapshot(
+        cid, requester=ALICE, position="planning", workspace_root=Path("workspaces")
+    )
+    assert await store.journal.load(cid) == opened
+    # another owner cannot take it while it lives
+    assert await store.leases.acquire_lease(cid, "host-b:2", ttl=60) is None
+
+
+async def test_a_lease_taken_says_when_the_conversation_last_changed(store: Store) -> None:
+    """A run handed a conversation as a commit left it starts from it only when the lease
+    it takes says nothing changed since (:class:`core.run.state.Handover`)."""
+    cid = await new_conversation(store)
+    committed = await store.journal.commit(cid, note("one"))
+    lease = await store.leases.acquire_lease(cid, "host-a:1", ttl=60)
+    assert lease is not None and lease.changed_at == committed.at
+    assert await store.leases.release_lease(lease)
+    later = await store.journal.commit(cid, note("two"))
+    again = await store.leases.acquire_lease(cid, "host-a:1", ttl=60)
+    assert again is not None and again.changed_at == later.at != committed.at
 
 
 async def test_a_busy_process_renews_a_thousand_and_more_leases_at_once(store: Store) -> None:

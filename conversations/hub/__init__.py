@@ -102,6 +102,7 @@ class Hub:
                 threads=store.threads,
                 workspace_root=settings.workspace_root,
                 position=self._engine.workflow.start,
+                leases=self.leases,
             ),
             self._authorise,
             Route(

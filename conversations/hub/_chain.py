@@ -34,6 +34,7 @@ from conversations.events import (
 )
 from conversations.store import ConversationInfo
 from core.vocabulary.people import Person
+from core.vocabulary.snapshot import ConversationSnapshot
 
 Next = Callable[[], Awaitable[None]]
 """The rest of the chain."""
@@ -52,10 +53,12 @@ class Open:
 
 @dataclass(frozen=True)
 class Begin:
-    """Start the run of the conversation ``conversation_id`` just opened for ``event``."""
+    """Start the run of the conversation ``conversation_id`` just opened for ``event``;
+    ``snapshot``: the conversation as opened (the run starts from it, no read)."""
 
     conversation_id: str
     event: MessagePosted
+    snapshot: ConversationSnapshot | None = None
 
 
 @dataclass(frozen=True)

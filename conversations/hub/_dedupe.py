@@ -1,7 +1,9 @@
 """The dedupe step: the delivery key is recorded; a duplicate stops here, in the database.
 
 A mention's key is recorded with the conversation it opens, in one write
-(:meth:`conversations.store.Threads.open_conversation`); a message in a thread is
+(:meth:`conversations.store.Threads.open_conversation`), which also gives this
+process the conversation's lease (its run needs no write to take it) and from
+which its run starts without reading the conversation back; a message in a thread is
 kept in the inbox with its conversation until its effect is journaled (a crash
 before that hands it back at start: :meth:`conversations.hub.Hub.resume_unhandled`).
 """
@@ -13,35 +15,55 @@ from pathlib import Path
 from conversations.events import MessagePosted, inbound_adapter
 from conversations.hub._chain import Answer, Begin, Inbound, Next, Open, person_of
 from conversations.store import Inbox, Threads
+from conversations.store.leases import Leases
+from conversations.store.records import opened_lease, opened_snapshot
 
 
 class Dedupe:
     """Records each delivery once; new conversations start at ``position``."""
 
     def __init__(
-        self, *, inbox: Inbox, threads: Threads, workspace_root: Path, position: str
+        self,
+        *,
+        inbox: Inbox,
+        threads: Threads,
+        workspace_root: Path,
+        position: str,
+        leases: Leases | None = None,
     ) -> None:
         self._inbox = inbox
         self._threads = threads
         self._workspace_root = workspace_root
         self._position = position
+        self._leases = leases
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
         """Go on with a delivery seen for the first time; an :class:`Open` becomes a
         :class:`Begin` of the conversation it opened."""
         event, intent = inbound.event, inbound.intent
         if isinstance(intent, Open):
+            requester = person_of(intent.event.author)
+            leases = self._leases
             conversation_id = await self._threads.open_conversation(
                 delivery_key=event.delivery_key,
                 binding=intent.binding,
-                requester=person_of(intent.event.author),
+                requester=requester,
                 workspace_root=self._workspace_root,
                 position=self._position,
                 event=inbound_adapter.dump_python(intent.event, mode="json"),
+                lease=(leases.owner, leases.ttl) if leases is not None else None,
             )
             if conversation_id is None:
                 return
-            inbound.intent = Begin(conversation_id, intent.event)
+            if leases is not None:
+                leases.opened(opened_lease(conversation_id, leases.owner))
+            snapshot = opened_snapshot(
+                conversation_id,
+                requester=requester,
+                position=self._position,
+                workspace_root=self._workspace_root,
+            )
+            inbound.intent = Begin(conversation_id, intent.event, snapshot)
         else:
             in_thread = inbound.conversation if isinstance(event, MessagePosted) else None
             kept = (

@@ -39,6 +39,7 @@ from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
 from core.run.engine import Engine
+from core.run.state import Handover
 from core.vocabulary.inputs import Approve, DecideOutcome, Reject, ThreadMessage
 
 log = logging.getLogger("conversations.hub")
@@ -79,8 +80,8 @@ class Route:
         """Do what ``inbound.intent`` asks."""
         intent = inbound.intent
         match intent:
-            case Begin(conversation_id=conversation_id, event=event):
-                self._runs.start(conversation_id, event)
+            case Begin(conversation_id=conversation_id, event=event, snapshot=snapshot):
+                self._runs.start(conversation_id, event, snapshot)
             case Answer(conversation=conversation, event=event, may_continue=may):
                 # Fetched before it is queued: a run at work may take it as a note.
                 downloads = self._downloads
@@ -119,13 +120,14 @@ class Route:
         conversation, who = intent.conversation, intent.who
         verdict = Approve if intent.approve else Reject
         decision = verdict(request_id=intent.request_id, by=person_of(who), call=intent.call)
-        outcome = await self._engine.decide(conversation.id, decision)
+        handed: list[Handover] = []
+        outcome = await self._engine.decide(conversation.id, decision, handover=handed.append)
         if outcome is DecideOutcome.ALREADY_DECIDED:
             await self._notice(conversation, f"This was already decided, {who.name}.")
         elif outcome is DecideOutcome.NO_SUCH_CALL:
             await self._notice(conversation, f"That request has no call {intent.call}, {who.name}.")
         elif outcome is DecideOutcome.DECIDED:
-            self._runs.run(conversation.id)
+            self._runs.run(conversation.id, handed[0] if handed else None)
         elif outcome is DecideOutcome.EXPIRED:
             self._runs.expire(conversation.id, intent.request_id)  # after the run, if one works
 

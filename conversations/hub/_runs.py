@@ -33,10 +33,12 @@ from conversations.hub._chain import person_of
 from conversations.hub._files import Downloads
 from conversations.queue import ConversationQueue, Job
 from conversations.store import Inbox
-from conversations.store.leases import Leases
+from conversations.store.leases import Leases, current_lease
 from core.run.engine import Engine
+from core.run.state import Handover
 from core.vocabulary.errors import LeaseLost
 from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.snapshot import ConversationSnapshot
 
 log = logging.getLogger("conversations.hub")
 
@@ -72,9 +74,17 @@ class Runs:
         self._shutdown = asyncio.Event()
         """Set by :meth:`shutdown`: a failed job waiting to be tried again stops waiting."""
 
-    def start(self, conversation_id: str, event: MessagePosted) -> None:
+    def start(
+        self,
+        conversation_id: str,
+        event: MessagePosted,
+        snapshot: ConversationSnapshot | None = None,
+    ) -> None:
         """Queue the first run of a conversation a mention opened; the files it shares
-        are fetched in the job (:class:`~conversations.hub._files.Downloads`)."""
+        are fetched in the job (:class:`~conversations.hub._files.Downloads`).
+        ``snapshot``: the conversation as it was opened, to start from without reading
+        it (its first try only: a try after a failure reads it)."""
+        opened = [snapshot] if snapshot is not None else []
 
         async def start() -> None:
             files = await self._downloads.of(conversation_id, event) if self._downloads else ()
@@ -84,7 +94,12 @@ class Runs:
                 delivery_key=event.delivery_key,
                 files=files,
             )
-            await self._engine.start(conversation_id, request, self._inbox(conversation_id))
+            await self._engine.start(
+                conversation_id,
+                request,
+                self._inbox(conversation_id),
+                snapshot=opened.pop() if opened else None,
+            )
 
         work = self._retried(conversation_id, start, event.delivery_key)
         self.queue.submit(conversation_id, Job(work))
@@ -98,11 +113,32 @@ class Runs:
         work = self._retried(conversation_id, answer, reply.delivery_key)
         self.queue.submit(conversation_id, Job(work, reply=reply))
 
-    def run(self, conversation_id: str) -> None:
-        """Queue a run that goes on from the journal (after a decision, or a crash)."""
-        self.queue.submit(
-            conversation_id, Job(self._retried(conversation_id, self._go_on(conversation_id)))
-        )
+    def run(self, conversation_id: str, handover: Handover | None = None) -> None:
+        """Queue a run that goes on from the journal (after a decision, or a crash).
+
+        ``handover``: the conversation as the decision's commit left it; the run
+        starts from it instead of reading the conversation, when the lease it takes
+        says nothing was committed since (:meth:`_handed`).
+        """
+
+        handed = [handover] if handover is not None else []
+
+        async def go_on() -> None:
+            snapshot = self._handed(conversation_id, handed.pop() if handed else None)  # once
+            await self._engine.run(conversation_id, self._inbox(conversation_id), snapshot=snapshot)
+
+        self.queue.submit(conversation_id, Job(self._retried(conversation_id, go_on)))
+
+    @staticmethod
+    def _handed(conversation_id: str, handover: Handover | None) -> ConversationSnapshot | None:
+        """``handover``'s snapshot if the conversation is still as it left it: the lease
+        this job holds read the conversation's last change, and it is the handover's
+        own commit. Anything committed since (a stop, an expiry, another instance)
+        makes it stale: the run reads the conversation."""
+        lease = current_lease(conversation_id)
+        if handover is None or lease is None or lease.changed_at is None:
+            return None
+        return handover.snapshot if lease.changed_at == handover.at else None
 
     def expire(self, conversation_id: str, request_id: str) -> None:
         """Queue the expiry of a request."""

@@ -78,13 +78,17 @@ class Threads(Protocol):
         workspace_root: Path,
         position: str,
         event: dict[str, Any] | None = None,
+        lease: tuple[str, float] | None = None,
     ) -> str | None:
         """Record the delivery ``delivery_key`` and create an ``idle`` conversation bound
         to ``binding.thread``, with its workspace at ``workspace_root / <id>``.
 
         Returns the new id (32 hex digits), or None when the delivery was seen before
         (and nothing is written). ``event`` is kept in the inbox until a change names
-        the key in ``Change.handled`` (see :meth:`Inbox.unhandled`).
+        the key in ``Change.handled`` (see :meth:`Inbox.unhandled`). ``lease``
+        (owner, seconds): the conversation is created leased to that owner for that
+        long, at epoch 1 (:func:`opened_lease`), so the process that opens it runs it
+        without taking the lease in a write of its own.
         """
         ...
 

@@ -69,6 +69,8 @@ class Leases:
         self.owner = owner
         self.ttl = ttl
         self._held: dict[str, Lease] = {}
+        self._opened: dict[str, Lease] = {}
+        """Leases of conversations this process opened leased, until their worker holds them."""
 
     @property
     def held_ids(self) -> frozenset[str]:
@@ -83,7 +85,7 @@ class Leases:
         Commits made inside the block (and in tasks it starts) are fenced by the
         lease. The lease is released at the end, unless another holder has it by then.
         """
-        lease = await self._acquire(conversation_id)
+        lease = self._opened.pop(conversation_id, None) or await self._acquire(conversation_id)
         self._held[conversation_id] = lease
         token = _current.set(lease)
         try:
@@ -92,6 +94,13 @@ class Leases:
             _current.reset(token)
             self._held.pop(conversation_id, None)
             await asyncio.shield(self._store.release_lease(lease))
+
+    def opened(self, lease: Lease) -> None:
+        """Hold ``lease``, which the conversation was created with (``open_conversation``
+        given this process as the owner): the conversation's worker takes it as it is
+        (:meth:`held`) instead of acquiring it in a write of its own. Renewed from then on."""
+        self._opened[lease.conversation_id] = lease
+        self._held[lease.conversation_id] = lease
 
     @contextlib.asynccontextmanager
     async def held_now(self, conversation_id: str) -> AsyncIterator[Lease | None]:

@@ -7,8 +7,9 @@ no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from conversations.events import OutboundAction, PlatformRef, outbound_adapter
@@ -22,9 +23,10 @@ from conversations.store.schema import (
 )
 from core.context import random_id
 from core.vocabulary.journal import Change
-from core.vocabulary.lifecycle import Lifecycle, Status, WaitKind
+from core.vocabulary.lifecycle import IDLE, Lifecycle, Status, WaitKind
 from core.vocabulary.people import Person
 from core.vocabulary.requests import PendingRequest, request_adapter
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import CommandProcess, ToolCallRecord, ToolState
 from core.vocabulary.verdicts import Verdict, verdict_adapter
 
@@ -277,11 +279,18 @@ def new_conversation_id() -> str:
 
 @dataclass(frozen=True)
 class Lease:
-    """A held lease: the conversation, its owner and the epoch it was acquired at."""
+    """A held lease: the conversation, its owner and the epoch it was acquired at.
+
+    ``changed_at``: when the conversation was last committed (its ``updated_at``),
+    as the acquisition read it; None when not read. A run handed a snapshot
+    computed at that time may start from it without reading the conversation back
+    (:class:`core.run.state.Handover`).
+    """
 
     conversation_id: str
     owner: str
     epoch: int
+    changed_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -330,3 +339,32 @@ class OutboxRecord:
     platform_message_id: str | None = None
     attempts: int = 0
     last_error: str | None = None
+
+
+OPENED_EPOCH = 1
+"""The lease epoch of a conversation created leased (``open_conversation(lease=...)``):
+the first acquisition's, as if the lease had been taken from free."""
+
+
+def opened_lease(conversation_id: str, owner: str) -> Lease:
+    """The lease ``owner`` holds on a conversation it just opened leased."""
+    return Lease(conversation_id, owner, OPENED_EPOCH)
+
+
+def opened_snapshot(
+    conversation_id: str, *, requester: Person, position: str, workspace_root: Path
+) -> ConversationSnapshot:
+    """The snapshot of a conversation ``open_conversation`` just created with these
+    arguments, as a load would read it: ``idle``, nothing journaled, no call, no
+    request (the store contract suite checks it against a load)."""
+    return ConversationSnapshot(
+        id=conversation_id,
+        requester=requester,
+        status=IDLE,
+        position=position,
+        plan_version=0,
+        workspace=str(workspace_root / conversation_id),
+        journal=(),
+        tool_calls={},
+        requests=(),
+    )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from core.context import WALL, RunContext, random_id
 from core.faults import NO_FAULTS, Faults
@@ -37,7 +37,7 @@ from core.run.deps import RunDeps
 from core.run.live import CountingJournal
 from core.run.restart import next_position, refused_restart
 from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
-from core.run.state import Run
+from core.run.state import Handover, Run
 from core.run.turn import Turns
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
@@ -51,6 +51,7 @@ from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState, ToolApproval
 from core.vocabulary.run_events import Reminder
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import Workflow
 
 
@@ -139,16 +140,20 @@ class Engine:
         self._suspended = True
 
     @contextlib.asynccontextmanager
-    async def _opened(self, entry: str, conversation_id: str) -> AsyncIterator[Run]:
+    async def _opened(
+        self, entry: str, conversation_id: str, snapshot: ConversationSnapshot | None = None
+    ) -> AsyncIterator[Run]:
         """One run of ``conversation_id`` by the entry point ``entry``: its settings (asked
-        once), its span, its conversation (loaded once)."""
+        once), its span, its conversation (loaded once, unless ``snapshot`` is handed in:
+        the caller vouches that it is the conversation as stored now)."""
         if self._settings_for is None:
             settings = self._default
         else:
             settings = await self._settings_for(conversation_id)
         run_id = random_id(16)  # not from the context's ids: those number requests in tests
         async with self._tracing.run(entry, conversation_id, run_id) as span:
-            snapshot = await self._journal.load(conversation_id)
+            if snapshot is None:
+                snapshot = await self._journal.load(conversation_id)
             yield Run(
                 conversation_id=conversation_id,
                 snapshot=snapshot,
@@ -162,13 +167,21 @@ class Engine:
     async def _commit(self, run: Run, change: Change) -> None:
         await live.commit(run, self._journal, change)
 
-    async def run(self, conversation_id: str, inbox: Inbox | None = None) -> None:
+    async def run(
+        self,
+        conversation_id: str,
+        inbox: Inbox | None = None,
+        *,
+        snapshot: ConversationSnapshot | None = None,
+    ) -> None:
         """Go on while the conversation is ``running`` (see :meth:`core.run.turn.Turns.go`).
 
+        ``snapshot``: the conversation as stored now, handed over by the run before
+        (:class:`core.run.state.Handover`, checked by the caller); None: it is read.
         Raises :class:`core.vocabulary.errors.LeaseLost` when another process took the
         conversation over; any other failure ends the run ``failed``.
         """
-        async with self._opened("run", conversation_id) as run:
+        async with self._opened("run", conversation_id, snapshot) as run:
             await Turns(run, self._deps).go(inbox)
 
     async def interrupt(self, conversation_id: str, reason: str) -> int:
@@ -188,14 +201,20 @@ class Engine:
     # --- inputs ------------------------------------------------------------------
 
     async def start(
-        self, conversation_id: str, message: ThreadMessage, inbox: Inbox | None = None
+        self,
+        conversation_id: str,
+        message: ThreadMessage,
+        inbox: Inbox | None = None,
+        *,
+        snapshot: ConversationSnapshot | None = None,
     ) -> None:
         """Begin a run with a new request; from an ended run, the history is kept.
 
         After a stop, a request by someone who may not go on is kept as a note and
-        refused (:mod:`core.run.restart`).
+        refused (:mod:`core.run.restart`). ``snapshot``: the conversation as stored
+        now (one just opened), handed in by the caller; None: it is read.
         """
-        async with self._opened("start", conversation_id) as run:
+        async with self._opened("start", conversation_id, snapshot) as run:
             await self._start(run, message, inbox)
 
     async def _start(self, run: Run, message: ThreadMessage, inbox: Inbox | None) -> None:
@@ -266,8 +285,17 @@ class Engine:
         note = UserText(author=message.author, text=message.text, role="note", files=message.blocks)
         await self._commit(run, Change(entries=(note,), handled=delivery_keys(message)))
 
-    async def decide(self, conversation_id: str, decision: Decision) -> DecideOutcome:
+    async def decide(
+        self,
+        conversation_id: str,
+        decision: Decision,
+        *,
+        handover: Callable[[Handover], None] | None = None,
+    ) -> DecideOutcome:
         """Decide a pending request once (compare-and-set); the run goes on via :meth:`run`.
+
+        ``handover`` is called with the conversation as the decision left it, when it
+        was decided, for :meth:`run` to start from (:class:`core.run.state.Handover`).
 
         Returns ``ALREADY_DECIDED`` when another decision won, ``EXPIRED`` when its time
         ran out (nothing written: the caller queues :meth:`expire`), ``NOT_OPEN`` when the
@@ -298,6 +326,9 @@ class Engine:
                 await self._commit(run, change)
             except RequestConflict:
                 return DecideOutcome.ALREADY_DECIDED
+            handed = run.handover()
+            if handover is not None and handed is not None:
+                handover(handed)
             return DecideOutcome.DECIDED
 
     async def stop(self, conversation_id: str, by_name: str, by_id: str) -> bool:

@@ -23,6 +23,9 @@ known.
 
 from __future__ import annotations
 
+import asyncio
+import functools
+
 from core.run.state import Run
 from core.vocabulary.entries import AssistantTurn, ToolResultEntry
 from core.vocabulary.errors import RequestConflict, StaleSnapshot
@@ -64,15 +67,72 @@ async def current(run: Run, journal: Journal) -> ConversationSnapshot:
     return run.snapshot if run.snapshot is not None else await reload(run, journal)
 
 
-async def commit(run: Run, journal: Journal, change: Change) -> Committed:
+async def commit(
+    run: Run, journal: Journal, change: Change, *, together: bool = False
+) -> Committed:
     """Commit ``change`` after the run's newest entry; fold it into the run's snapshot.
 
     Commits of one run go one at a time (the turn's concurrent tool calls share it).
+    ``together``: the change may share its commit with the other ``together``
+    changes of the run asked for in the same turn of the event loop (the results
+    of read-only calls that ran concurrently and finished at once): the first of
+    them lets the loop go round once, then commits them all as one change
+    (:meth:`Change.then`, in the order they were asked for), and each caller gets
+    that commit's outcome. None of them waits for a call still running.
     Raises what the store raises (:class:`~core.vocabulary.errors.RequestConflict`,
     :class:`~core.vocabulary.errors.LeaseLost`, ...) after dropping the snapshot; a
     :class:`~core.vocabulary.errors.StaleSnapshot` is handled here (reload, renumber,
     again) up to :data:`RETRIES` times.
     """
+    if together:
+        return await _together(run, journal, change)
+    return await _commit(run, journal, change)
+
+
+async def _together(run: Run, journal: Journal, change: Change) -> Committed:
+    """:func:`commit` of a ``together`` change (see there)."""
+    joining = run.joining
+    if joining:  # a commit for those that came together is being gathered: join it
+        joined: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
+        joining.append((change, joined))
+        return await joined
+    joining.append((change, None))
+    batch: list[tuple[Change, asyncio.Future[Committed] | None]] = []
+    try:
+        await asyncio.sleep(0)  # the loop goes round once: calls that finished join
+        batch = _taken(joining)
+        merged = functools.reduce(Change.then, [c for c, _ in batch])
+        committed = await _commit(run, journal, merged)
+    except BaseException as exc:
+        for future in _followers(batch or _taken(joining)):
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+        raise
+    for future in _followers(batch):
+        future.set_result(committed)
+    return committed
+
+
+def _taken(
+    joining: list[tuple[Change, asyncio.Future[Committed] | None]],
+) -> list[tuple[Change, asyncio.Future[Committed] | None]]:
+    """The changes gathered so far, taken out of ``joining``."""
+    batch = list(joining)
+    joining.clear()
+    return batch
+
+
+def _followers(
+    batch: list[tuple[Change, asyncio.Future[Committed] | None]],
+) -> list[asyncio.Future[Committed]]:
+    """The futures of the changes that joined another's commit."""
+    return [future for _, future in batch if future is not None and not future.done()]
+
+
+async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
+    """:func:`commit` of one change (see there)."""
     cid = run.conversation_id
     async with run.commits:
         snap = run.snapshot
@@ -87,6 +147,7 @@ async def commit(run: Run, journal: Journal, change: Change) -> Committed:
                     change = renumbered(change, last or 0, snap.last_seq)
                     continue
                 run.snapshot = None if snap is None else apply_change(snap, change, committed)
+                run.committed_at = committed.at
                 return committed
         except BaseException:
             run.snapshot = None  # the outcome is not known here

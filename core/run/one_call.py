@@ -2,9 +2,12 @@
 
 :func:`run_call` runs an ``approved`` (or, after a crash, a read-only ``running``)
 call: the policy is asked again first (a ``deny`` now ends it ``denied``), the
-record moves to ``running`` (with its command's process group once it starts), the
+record moves to ``running`` (committed for a call that may change something, and
+with its command's process group once it starts; a read-only call, which runs
+again after a crash whether it was marked or not, is marked in memory only), the
 conversation's workspace is prepared, the tool runs, and :func:`finish_call`
-commits its final state with its one result.
+commits its final state with its one result (together with the results of the
+calls that ran beside it and finished at once: :func:`core.run.live.commit`).
 
 Every result and progress note of a call is committed through :func:`finish_call`,
 which redacts the bot's secrets from it first (:mod:`core.secrets`): the journal,
@@ -59,7 +62,8 @@ async def run_call(
     if ruling is None:
         return
     running = move(record, ToolState.RUNNING).records
-    await live.commit(run, deps.journal, Change(tool_calls=running))
+    if not record.read_only:  # a read-only call runs again after a crash either way
+        await live.commit(run, deps.journal, Change(tool_calls=running))
     try:
         await deps.workspaces.prepare(run.conversation_id, workspace, settings.git_repo)
     except ToolError as exc:  # the clone failed: the call fails, the model is told
@@ -202,4 +206,4 @@ async def finish_call(
         step = redact(output.step) if output.step else None
         events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
     change = Change(entries=moved.results, tool_calls=moved.records, events=events)
-    await live.commit(run, deps.journal, change)
+    await live.commit(run, deps.journal, change, together=True)

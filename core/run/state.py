@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from core.context import WALL, RunContext
 from core.requests.common import Opening
@@ -21,7 +22,24 @@ from core.run.history import History
 from core.run.settings import EngineSettings
 from core.run.stats import RequestTotals
 from core.tracing import NO_SPAN, RunSpan
+from core.vocabulary.journal import Change, Committed
 from core.vocabulary.snapshot import ConversationSnapshot
+
+
+@dataclass(frozen=True)
+class Handover:
+    """A conversation as a run's last commit left it, handed to the run that goes on next.
+
+    ``snapshot``: the run's snapshot after that commit; ``at``: the commit's time
+    (UTC; the store keeps it as the conversation's last change). The next run may
+    start from ``snapshot`` instead of reading the conversation back, but only when
+    the store says the conversation has not changed since ``at`` (the hub checks it
+    as it takes the lease: :class:`conversations.store.leases.Leases`); otherwise
+    it loads, as every run may.
+    """
+
+    snapshot: ConversationSnapshot
+    at: datetime
 
 
 @dataclass(kw_only=True)
@@ -36,7 +54,8 @@ class Run:
     the clock and ids of its decisions. ``history`` builds the model's messages as the
     journal grows, ``totals`` the request's totals for the notes' status line;
     ``commits`` lets one commit through at a time (the turn's concurrent tool calls
-    share the run).
+    share the run); ``joining`` holds the changes gathered for one commit together
+    (:func:`core.run.live.commit`); ``committed_at`` is the time of its last commit.
     """
 
     conversation_id: str
@@ -49,6 +68,15 @@ class Run:
     history: History = field(default_factory=History)
     totals: RequestTotals = field(default_factory=RequestTotals)
     commits: asyncio.Lock = field(default_factory=asyncio.Lock)
+    joining: list[tuple[Change, asyncio.Future[Committed] | None]] = field(default_factory=list)
+    committed_at: datetime | None = None
+
+    def handover(self) -> Handover | None:
+        """The run's snapshot as its last commit left it, for the run that goes on next;
+        None when it committed nothing or a failed commit dropped the snapshot."""
+        if self.snapshot is None or self.committed_at is None:
+            return None
+        return Handover(snapshot=self.snapshot, at=self.committed_at)
 
     @property
     def snap(self) -> ConversationSnapshot:

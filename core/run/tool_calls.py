@@ -51,7 +51,8 @@ from core.tools.control import AskUser, Finish, ProposePlan, ReportProgress
 from core.tools.file_modes import strip_setid
 from core.tools.processes import kill_left_behind
 from core.vocabulary.errors import RequestConflict, ToolError
-from core.vocabulary.journal import Change
+from core.vocabulary.fold import apply_change
+from core.vocabulary.journal import Change, Committed
 from core.vocabulary.requests import control_call
 from core.vocabulary.run_events import RunStats
 from core.vocabulary.snapshot import ConversationSnapshot
@@ -227,23 +228,63 @@ class ToolCalls:
             output = ToolOutput(content=str(exc), note="", is_error=True)
             await finish_call(run, deps, record, output)
             return TurnOutcome.CONTINUE
+        if isinstance(call, ReportProgress):
+            output = ToolOutput(content="Noted.", note=call.note, step=call.step)
+            await finish_call(run, deps, record, output)
+            return TurnOutcome.CONTINUE
+        change, outcome = await self._ending(snap, record, call)
+        await self._commit(change)
+        return outcome
+
+    @staticmethod
+    def ends_at_once(records: Sequence[ToolCallRecord]) -> ToolCallRecord | None:
+        """The call that ends a turn at once, when it is the turn's only call: a
+        ``propose_plan``, ``ask_user`` or ``finish`` admitted ``approved`` (its input
+        parsed at admission). None otherwise."""
+        if len(records) != 1:
+            return None
+        record = records[0]
+        if not control.ends_turn(record.name) or record.state is not ToolState.APPROVED:
+            return None
+        return record
+
+    async def end_with(self, turn: Change, record: ToolCallRecord) -> TurnOutcome:
+        """Commit the model turn ``turn`` and what its one ending call ``record`` does, in
+        one commit (:meth:`Change.then`): nothing runs between them, so they are one
+        step (docs/architecture.md, "Durability and exactly-once").
+
+        The ending call's change is computed from the snapshot as it will be after
+        ``turn``: folded here with provisional numbers and time, which the commit
+        then gives for real.
+        """
+        run = self._run
+        snap = run.snap
+        seqs = tuple(range(snap.last_seq + 1, snap.last_seq + 1 + len(turn.entries)))
+        after = apply_change(snap, turn, Committed(seqs=seqs, at=run.context.now()))
+        call = control.parse(record.name, record.input)
+        assert not isinstance(call, ReportProgress), "report_progress does not end a turn"
+        change, outcome = await self._ending(after, record, call)
+        await self._commit(turn.then(change))
+        return outcome
+
+    async def _ending(
+        self,
+        snap: ConversationSnapshot,
+        record: ToolCallRecord,
+        call: Finish | ProposePlan | AskUser,
+    ) -> tuple[Change, TurnOutcome]:
+        """What the ending call ``call`` (of ``record``) changes, and how the turn ends."""
+        run, deps = self._run, self._deps
         match call:
-            case ReportProgress():
-                output = ToolOutput(content="Noted.", note=call.note, step=call.step)
-                await finish_call(run, deps, record, output)
-                return TurnOutcome.CONTINUE
             case Finish():
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
-                await self._commit(finish(snap, record, call, deps.workflow, stats))
-                return TurnOutcome.DONE
+                return finish(snap, record, call, deps.workflow, stats), TurnOutcome.DONE
             case ProposePlan():
                 opened = plan_approval.open_plan(snap, record, call, deps.workflow, run.opening)
-                await self._commit(opened)
-                return TurnOutcome.WAIT
+                return opened, TurnOutcome.WAIT
             case AskUser():
-                await self._commit(question.open_question(snap, record, call, run.opening))
-                return TurnOutcome.WAIT
+                return question.open_question(snap, record, call, run.opening), TurnOutcome.WAIT
             case _:
                 assert_never(call)
 

@@ -128,7 +128,7 @@ class Turns:
             except ModelError as exc:
                 await self._wait_or_fail(exc)
                 return
-            if await self._after_turn(turn) is TurnOutcome.DONE:
+            if await self._after_turn(turn) is not TurnOutcome.CONTINUE:
                 return
         await self._commit(go_on.open_continue(run.snap, run.settings.max_turns, run.opening))
 
@@ -208,15 +208,19 @@ class Turns:
             turn, snap.last_seq + 1, snap, workflow, self._deps.toolbox, run.settings.tool_policy
         )
         notes = (ProgressNote(text=turn.text, totals=totals),) if turn.text else ()
-        await self._commit(
-            Change(
-                entries=(turn, *denials),
-                tool_calls=records,
-                events=(*notes, *denial_notes(turn, denials)),
-            )
+        change = Change(
+            entries=(turn, *denials),
+            tool_calls=records,
+            events=(*notes, *denial_notes(turn, denials)),
         )
+        ending = self.tools.ends_at_once(records)
+        if ending is not None:  # the turn and its ending call are one commit
+            outcome = await self.tools.end_with(change, ending)
+        else:
+            await self._commit(change)
+            outcome = TurnOutcome.CONTINUE
         self._deps.faults.hit("after_model_response")
-        return TurnOutcome.CONTINUE
+        return outcome
 
     async def _wait_or_fail(self, exc: ModelError) -> None:
         """A model failure that a retry may mend waits for a person; others fail."""

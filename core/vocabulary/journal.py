@@ -65,6 +65,40 @@ class Change(BaseModel):
     """Compare-and-set on tool calls: when any of these records is no longer
     ``pending_approval``, the store raises :class:`core.vocabulary.errors.RequestConflict`."""
 
+    def then(self, later: Change) -> Change:
+        """This change and ``later`` (computed from the snapshot after this one) as one.
+
+        Committing the result is committing this change, then ``later``, in one
+        transaction: entries, run events, resolutions, delivery keys and guards in
+        order; a tool record ``later`` gives again replaces this change's (in its
+        place); ``later``'s request, status, position and plan version win where
+        it sets them. Raises ``ValueError`` when both open a request (a commit opens
+        at most one).
+        """
+        if self.open_request is not None and later.open_request is not None:
+            raise ValueError("two changes that each open a request cannot be one commit")
+        records = {r.tool_use_id: r for r in self.tool_calls}
+        records.update((r.tool_use_id, r) for r in later.tool_calls)
+        latest = {
+            name: value for name in _LATER_WINS if (value := getattr(later, name)) is not None
+        }
+        return self.model_copy(
+            update={
+                "entries": self.entries + later.entries,
+                "tool_calls": tuple(records.values()),
+                "resolve": self.resolve + later.resolve,
+                "events": self.events + later.events,
+                "handled": self.handled + later.handled,
+                "guard_pending": self.guard_pending + later.guard_pending,
+                **latest,
+            }
+        )
+
+
+_LATER_WINS = ("open_request", "status", "position", "plan_version")
+"""The fields of a :class:`Change` that :meth:`Change.then` takes from the later change
+when it sets them (the status as that change's ``lifecycle.move`` computed it)."""
+
 
 class Committed(BaseModel):
     """What a commit gave a change: the ``seq`` of each new entry, in order, and the time

@@ -33,7 +33,7 @@ class MemoryLeases:
             return None
         found.lease_owner, found.lease_until = owner, now + timedelta(seconds=ttl)
         found.lease_epoch += 1
-        return Lease(conversation_id, owner, found.lease_epoch)
+        return Lease(conversation_id, owner, found.lease_epoch, changed_at=found.updated_at)
 
     async def renew_leases(
         self, held: Collection[Lease], *, ttl: float, now: datetime | None = None

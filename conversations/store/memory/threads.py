@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from conversations.events import PlatformRef
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.memory.inbox import add_delivery
-from conversations.store.records import ConversationInfo, MessageLink, new_conversation_id
+from conversations.store.records import (
+    OPENED_EPOCH,
+    ConversationInfo,
+    MessageLink,
+    new_conversation_id,
+)
 from core.vocabulary.lifecycle import IDLE, Lifecycle
 from core.vocabulary.people import Person
 
@@ -32,6 +37,7 @@ class MemoryThreads:
         workspace_root: Path,
         position: str,
         event: dict[str, Any] | None = None,
+        lease: tuple[str, float] | None = None,
     ) -> str | None:
         """Record a delivery and create a conversation bound to ``binding.thread``; None
         when the delivery was seen before. Raises ``ValueError`` for a bound thread."""
@@ -54,6 +60,10 @@ class MemoryThreads:
             created_at=now,
             updated_at=now,
         )
+        if lease is not None:
+            found = self._t.conversations[conversation_id]
+            found.lease_owner, found.lease_until = lease[0], now + timedelta(seconds=lease[1])
+            found.lease_epoch = OPENED_EPOCH
         return conversation_id
 
     async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:

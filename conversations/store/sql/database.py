@@ -9,7 +9,7 @@ Reads are async sessions on the engine's pool.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -227,6 +227,30 @@ async def conversation_row(session: AsyncSession, conversation_id: str) -> Conve
     if row is None:
         raise ConversationNotFound(conversation_id)
     return row
+
+
+ROWS_PER_STATEMENT = 200
+"""Rows one multi-row ``INSERT`` carries at most: 200 rows of the widest table (14
+columns) stay far below SQLite's 32,766 bound parameters
+(https://www.sqlite.org/limits.html, "Maximum Number Of Host Parameters")."""
+
+
+def insert_rows(conn: Connection, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Execute the ``INSERT`` ``statement`` for ``rows`` as one statement with a ``VALUES``
+    list (one per :data:`ROWS_PER_STATEMENT` rows), not once per row.
+
+    A list of parameters is an ``executemany``, which the driver runs once per row
+    (https://docs.sqlalchemy.org/en/20/tutorial/dbapi_transactions.html#sending-multiple-parameters);
+    a ``VALUES`` list is one statement that SQLite (since 3.7.11) and PostgreSQL run
+    whole. ``statement`` may carry an ``ON CONFLICT`` clause. Raises what the driver
+    raises (``IntegrityError`` on a taken key).
+    """
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start : start + ROWS_PER_STATEMENT]
+        if len(chunk) == 1:
+            conn.execute(statement, chunk[0])
+        else:
+            conn.execute(statement.values(list(chunk)))
 
 
 def changed(result: object) -> int:

@@ -43,7 +43,7 @@ from conversations.store.schema import (
     ToolCallRow,
     utcnow,
 )
-from conversations.store.sql.database import Database, conversation_row_sync
+from conversations.store.sql.database import Database, conversation_row_sync, insert_rows
 from conversations.store.sql.outbox import drop_pending_notes
 from conversations.store.sql.requests import resolve
 from core.vocabulary.entries import AssistantTurn, Compacted, Entry, JournalRecord
@@ -142,7 +142,8 @@ class SqlJournal:
             )
         committed = _append(conn, conversation_id, change.entries, after_seq, now)
         if change.tool_calls:
-            conn.execute(
+            insert_rows(
+                conn,
                 self._db.upsert(TOOL_CALLS, ("conversation_id", "tool_use_id")),
                 [tool_values(conversation_id, r) for r in change.tool_calls],
             )
@@ -161,7 +162,7 @@ class SqlJournal:
             if isinstance(e, AssistantTurn | Compacted) and e.usage is not None
         ]
         if calls:
-            conn.execute(_INSERT_MODEL_CALL, calls)
+            insert_rows(conn, _INSERT_MODEL_CALL, calls)
         outbox: list[dict[str, Any]] = []
         for run_event in change.events:
             if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
@@ -269,7 +270,7 @@ def _append(
         for seq, entry in zip(seqs, entries, strict=True)
     ]
     try:
-        conn.execute(_INSERT_JOURNAL, rows)
+        insert_rows(conn, _INSERT_JOURNAL, rows)
     except IntegrityError as exc:
         raise StaleSnapshot(
             f"conversation {conversation_id}: seq {seqs[0]} is taken; reload and commit again"

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
-from conversations.store.records import Lease, LeaseState
+from conversations.store.records import Lease, LeaseState, as_utc
 from conversations.store.schema import ConversationRow, utcnow
 from conversations.store.sql.database import Database, changed
 
@@ -97,10 +97,12 @@ def acquire(
         update(ConversationRow)
         .where(ConversationRow.id == conversation_id, takeable)
         .values(lease_owner=owner, lease_until=until, lease_epoch=ConversationRow.lease_epoch + 1)
-        .returning(ConversationRow.lease_epoch)
+        .returning(ConversationRow.lease_epoch, ConversationRow.updated_at)
     )
-    epoch = (session.execute(stmt)).scalar_one_or_none()
-    return None if epoch is None else Lease(conversation_id, owner, int(epoch))
+    row = session.execute(stmt).one_or_none()
+    if row is None:
+        return None
+    return Lease(conversation_id, owner, int(row[0]), changed_at=as_utc(row[1]))
 
 
 RENEW_BATCH = 1000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +11,13 @@ from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
 from conversations.store.records import (
+    OPENED_EPOCH,
     ConversationInfo,
     MessageLink,
     info_of,
     new_conversation_id,
 )
-from conversations.store.schema import ConversationRow, OutboxRow
+from conversations.store.schema import ConversationRow, OutboxRow, utcnow
 from conversations.store.sql.database import Database, conversation_row
 from conversations.store.sql.inbox import add_delivery
 from conversations.store.sql.requests import request_link
@@ -41,6 +42,7 @@ class SqlThreads:
         workspace_root: Path,
         position: str,
         event: dict[str, Any] | None = None,
+        lease: tuple[str, float] | None = None,
     ) -> str | None:
         """Record a delivery and create a conversation bound to ``binding.thread``.
 
@@ -65,6 +67,7 @@ class SqlThreads:
                     lifecycle=Lifecycle.IDLE.value,
                     position=position,
                     workspace_dir=str(workspace_root / conversation_id),
+                    **_leased(lease),
                 )
             )
             return conversation_id
@@ -181,3 +184,15 @@ class SqlThreads:
 
 def _info(row: ConversationRow | None) -> ConversationInfo | None:
     return info_of(row) if row is not None else None
+
+
+def _leased(lease: tuple[str, float] | None) -> dict[str, Any]:
+    """The lease columns of a conversation created leased (see ``open_conversation``)."""
+    if lease is None:
+        return {}
+    owner, ttl = lease
+    return {
+        "lease_owner": owner,
+        "lease_until": utcnow() + timedelta(seconds=ttl),
+        "lease_epoch": OPENED_EPOCH,
+    }
