@@ -92,6 +92,10 @@ class ConversationQueue:
             taken.append(reply)
         return taken
 
+    def queued(self, conversation_id: str) -> bool:
+        """True while jobs of the conversation wait behind the one running."""
+        return bool(self._jobs.get(conversation_id))
+
     def busy(self, conversation_id: str) -> bool:
         """True while the conversation has a job running or queued (or its session open)."""
         return conversation_id in self._workers

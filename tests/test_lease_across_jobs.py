@@ -21,9 +21,11 @@ from conversations.render import render_event
 from conversations.store.leases import Leases, current_lease
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease
+from core.vocabulary import lifecycle
 from core.vocabulary.entries import UserText
 from core.vocabulary.errors import LeaseLost
 from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import WaitKind
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import ProgressNote
 from tests.test_store_contract import new_conversation
@@ -260,4 +262,60 @@ async def test_shutdown_lets_the_running_job_end_and_releases_the_lease(setup: S
 
     assert len(started) == 1 and setup.engine.interrupts == []
     assert setup.counting.released == setup.counting.acquired
+    assert await setup.owner(cid) is None
+
+
+def ending(setup: Setup, cid: str, seen: list[Lease | None]) -> Job:
+    """A job whose run ends waiting for a person: its last commit moves the lifecycle."""
+
+    async def run() -> None:
+        seen.append(current_lease(cid))
+        snap = await setup.store.journal.load(cid)
+        running = lifecycle.move(snap.status, lifecycle.RUNNING)
+        await setup.store.journal.commit(cid, Change(status=running))
+        waits = lifecycle.move(running, lifecycle.waiting(WaitKind.PLAN_APPROVAL))
+        await setup.store.journal.commit(cid, Change(status=waits))
+
+    return Job(run)
+
+
+async def test_the_commit_that_ends_the_run_gives_the_lease_up_when_nothing_is_queued(
+    setup: Setup,
+) -> None:
+    """No release of its own after a run that ended waiting: its last commit wrote it."""
+    cid = await new_conversation(setup.store)
+    seen: list[Lease | None] = []
+    setup.queue.submit(cid, ending(setup, cid, seen))
+    await setup.queue.idle()
+
+    assert await setup.owner(cid) is None
+    assert len(setup.counting.acquired) == 1 and setup.counting.released == []
+    assert cid not in setup.leases.held_ids
+    # the next job takes a new lease; its commits are fenced by it
+    notes: list[tuple[str, Lease | None, str]] = []
+    setup.queue.submit(cid, committing(setup, cid, "later", notes))
+    await setup.queue.idle()
+    first, second = setup.counting.acquired
+    assert second.epoch == first.epoch + 1 and notes[0][1] == second
+
+
+async def test_a_job_queued_behind_the_run_that_ends_keeps_the_lease_for_it(
+    setup: Setup,
+) -> None:
+    """With a job waiting behind it, the ending commit keeps the lease: the job runs under
+    the same one, and the worker lets it go once, at the end."""
+    cid = await new_conversation(setup.store)
+    gate = asyncio.Event()
+    first: list[Lease | None] = []
+    seen: list[Lease | None] = []
+    notes: list[tuple[str, Lease | None, str]] = []
+    setup.queue.submit(cid, waiting(cid, gate, first))
+    setup.queue.submit(cid, ending(setup, cid, seen))
+    setup.queue.submit(cid, committing(setup, cid, "behind", notes))
+    gate.set()
+    await setup.queue.idle()
+
+    (lease,) = setup.counting.acquired
+    assert first == seen == [lease] and notes[0][1] == lease
+    assert setup.counting.released == [lease]
     assert await setup.owner(cid) is None

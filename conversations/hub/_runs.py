@@ -5,7 +5,8 @@ the queue (:class:`conversations.queue.ConversationQueue`). The conversation's
 worker holds its lease (:class:`conversations.store.leases.Leases`) as the queue's
 session: taken before its first job, kept while more jobs of the conversation are
 queued (a busy conversation pays one acquire and one release, not one per job),
-released when none is left, on a stop and at shutdown. Every job's commits are
+released when none is left (by the commit that ends the run, in the same write, when
+nothing is queued behind it), on a stop and at shutdown. Every job's commits are
 fenced by it: a job whose lease was taken over ends at its next commit
 (:class:`core.vocabulary.errors.LeaseLost`), which ends the session too, so the next job
 takes the lease again rather than run under the lost one.
@@ -217,15 +218,21 @@ class Runs:
         lease is let go and the next job takes it again.
         """
         logcontext.conversation.set(conversation_id)  # this worker runs only this conversation
+
+        def may_release() -> bool:  # the run's last commit gives the lease up: none queued
+            return not self.queue.queued(conversation_id)
+
         try:
-            async with self._leases.held(conversation_id):
+            async with self._leases.held(conversation_id, may_release=may_release):
                 yield
         except LeaseLost as exc:
             log.warning("%s; the run ended here", exc)
 
     async def _job(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run one job (the queue's ``around``); cut by a shutdown, it first records the
-        interruption, while the worker still holds the lease."""
+        interruption, while the worker still holds the lease. The job before may have
+        given the lease up with the commit that ended its run: it is taken again first."""
+        await self._leases.again(conversation_id)
         try:
             await work()
         except asyncio.CancelledError:

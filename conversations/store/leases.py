@@ -35,15 +35,44 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from conversations.store.interfaces import LeaseStore
 from conversations.store.records import Lease, LeaseState
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Lease", "LeaseState", "Leases", "current_lease", "holder_gone"]
+__all__ = [
+    "Holding",
+    "Lease",
+    "LeaseState",
+    "Leases",
+    "current_holding",
+    "current_lease",
+    "holder_gone",
+    "releases_with",
+]
 
-_current: ContextVar[Lease | None] = ContextVar("threadbot_lease", default=None)
+
+@dataclass
+class Holding:
+    """A lease as the jobs of one worker hold it (:meth:`Leases.held`).
+
+    ``may_release()``: whether the worker has no job queued after the one running; a
+    commit that ends the run (its conversation no longer ``running``) then gives
+    the lease up in its own ``UPDATE`` (:func:`releases_with`) and sets ``released``,
+    so the worker writes no release of its own, and a job that comes after all
+    takes the lease again first (:meth:`Leases.again`).
+    """
+
+    lease: Lease
+    may_release: Callable[[], bool] = lambda: False
+    released: bool = False
+
+
+_current: ContextVar[Holding | None] = ContextVar("threadbot_lease", default=None)
 
 
 def current_lease(conversation_id: str) -> Lease | None:
@@ -53,8 +82,31 @@ def current_lease(conversation_id: str) -> Lease | None:
     and the tasks it starts (each job); every backend's journal fences the commits
     made under it.
     """
-    lease = _current.get()
-    return lease if lease is not None and lease.conversation_id == conversation_id else None
+    holding = current_holding(conversation_id)
+    return holding.lease if holding is not None else None
+
+
+def current_holding(conversation_id: str) -> Holding | None:
+    """How this task's job holds the lease on ``conversation_id`` (see :class:`Holding`)."""
+    holding = _current.get()
+    if holding is None or holding.lease.conversation_id != conversation_id:
+        return None
+    return holding
+
+
+def releases_with(conversation_id: str, change: Change) -> Holding | None:
+    """The holding whose lease a commit of ``change`` gives up, if it does: the change
+    ends the run (its status is not ``running``) and the worker has nothing queued.
+
+    Call before the commit, in the job's task (the queue is read there); the journal
+    sets ``released`` once the commit went through.
+    """
+    holding = current_holding(conversation_id)
+    if holding is None or holding.released or change.status is None:
+        return None
+    if change.status.lifecycle is Lifecycle.RUNNING or not holding.may_release():
+        return None
+    return holding
 
 
 class Leases:
@@ -68,7 +120,7 @@ class Leases:
         self._store = store
         self.owner = owner
         self.ttl = ttl
-        self._held: dict[str, Lease] = {}
+        self._held: dict[str, Holding] = {}
         self._opened: dict[str, Lease] = {}
         """Leases of conversations this process opened leased, until their worker holds them."""
 
@@ -78,29 +130,44 @@ class Leases:
         return frozenset(self._held)
 
     @contextlib.asynccontextmanager
-    async def held(self, conversation_id: str) -> AsyncIterator[Lease]:
+    async def held(
+        self, conversation_id: str, *, may_release: Callable[[], bool] | None = None
+    ) -> AsyncIterator[Lease]:
         """Hold the conversation's lease for the block; waits while a live process has it
         (or while the store cannot be written: :meth:`_acquire`).
 
         Commits made inside the block (and in tasks it starts) are fenced by the
-        lease. The lease is released at the end, unless another holder has it by then.
+        lease. The lease is released at the end, unless another holder has it by then,
+        or a commit that ended the run gave it up already (``may_release``: see
+        :class:`Holding`; without it, never).
         """
         lease = self._opened.pop(conversation_id, None) or await self._acquire(conversation_id)
-        self._held[conversation_id] = lease
-        token = _current.set(lease)
+        holding = Holding(lease, may_release or (lambda: False))
+        self._held[conversation_id] = holding
+        token = _current.set(holding)
         try:
             yield lease
         finally:
             _current.reset(token)
             self._held.pop(conversation_id, None)
-            await asyncio.shield(self._store.release_lease(lease))
+            if not holding.released:
+                await asyncio.shield(self._store.release_lease(holding.lease))
+
+    async def again(self, conversation_id: str) -> None:
+        """Before a job: take the lease again if the job before gave it up with the
+        commit that ended its run (see :class:`Holding`); waits like :meth:`held`."""
+        holding = current_holding(conversation_id)
+        if holding is None or not holding.released:
+            return
+        holding.lease = await self._acquire(conversation_id)
+        holding.released = False
 
     def opened(self, lease: Lease) -> None:
         """Hold ``lease``, which the conversation was created with (``open_conversation``
         given this process as the owner): the conversation's worker takes it as it is
         (:meth:`held`) instead of acquiring it in a write of its own. Renewed from then on."""
         self._opened[lease.conversation_id] = lease
-        self._held[lease.conversation_id] = lease
+        self._held[lease.conversation_id] = Holding(lease)
 
     @contextlib.asynccontextmanager
     async def held_now(self, conversation_id: str) -> AsyncIterator[Lease | None]:
@@ -109,8 +176,8 @@ class Leases:
         if lease is None:
             yield None
             return
-        self._held[conversation_id] = lease
-        token = _current.set(lease)
+        self._held[conversation_id] = Holding(lease)
+        token = _current.set(self._held[conversation_id])
         try:
             yield lease
         finally:
@@ -125,7 +192,7 @@ class Leases:
 
     async def renew_all(self) -> set[str]:
         """Renew every held lease at once; returns the ids found lost (taken over)."""
-        leases = list(self._held.values())
+        leases = [h.lease for h in self._held.values() if not h.released]
         kept = await self._store.renew_leases(leases, ttl=self.ttl)
         lost = {lease.conversation_id for lease in leases} - kept
         for conversation_id in lost:

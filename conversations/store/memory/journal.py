@@ -57,8 +57,10 @@ class MemoryJournal:
         and the change has entries, :class:`RequestConflict` when a compare-and-set
         finds its request no longer open or a guarded call decided,
         :class:`ConversationNotFound`, and ``ValueError`` for a new request whose id
-        is taken; each writes nothing.
+        is taken; each writes nothing. A commit that ends the run while its worker
+        has nothing queued gives the lease up (:func:`conversations.store.leases.releases_with`).
         """
+        releasing = leases.releases_with(conversation_id, change)
         await checkpoint()
         conversation = self._fenced(conversation_id)
         last = conversation.journal[-1].seq if conversation.journal else 0
@@ -69,7 +71,11 @@ class MemoryJournal:
         if change.open_request is not None and change.open_request.id in self._t.requests:
             raise ValueError(f"request id {change.open_request.id} is taken")
         rendered = [(e, self._t.render(conversation.binding, e)) for e in change.events]
-        return self._apply(conversation, change, rendered)
+        committed = self._apply(conversation, change, rendered)
+        if releasing is not None:
+            conversation.lease_owner, conversation.lease_until = None, None
+            releasing.released = True
+        return committed
 
     def _fenced(self, conversation_id: str) -> Conversation:
         lease = leases.current_lease(conversation_id)

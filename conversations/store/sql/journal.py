@@ -111,12 +111,19 @@ class SqlJournal:
         no longer open, :class:`ConversationNotFound`; a commit made while holding
         the conversation's lease (a run's, see :mod:`conversations.store.leases`) is
         fenced: it raises :class:`LeaseLost` when another process has taken the
-        lease over since (its ``lease_epoch`` went up). Each applies nothing.
+        lease over since (its ``lease_epoch`` went up). Each applies nothing. A
+        commit that ends the run while its worker has nothing queued gives the lease
+        up in the same ``UPDATE`` (:func:`conversations.store.leases.releases_with`).
         """
         lease = leases.current_lease(conversation_id)  # here: the writer thread has no context
+        releasing = leases.releases_with(conversation_id, change)
         committed, wrote_outbox = await self._db.write(
-            lambda session: self._commit(session, conversation_id, change, after_seq, lease)
+            lambda session: self._commit(
+                session, conversation_id, change, after_seq, lease, release=bool(releasing)
+            )
         )
+        if releasing is not None:
+            releasing.released = True
         if wrote_outbox:
             self._db.on_outbox()
         return committed
@@ -128,11 +135,14 @@ class SqlJournal:
         change: Change,
         after_seq: int | None,
         lease: Lease | None,
+        *,
+        release: bool = False,
     ) -> tuple[Committed, bool]:
-        """The statements of :meth:`commit`, in its transaction; whether outbox rows went in."""
+        """The statements of :meth:`commit`, in its transaction; whether outbox rows went in.
+        ``release``: the conversation's ``UPDATE`` also gives ``lease`` up."""
         conn = session.connection()  # Core on the connection: no ORM in the way
         now = utcnow()
-        binding = _touch(session, conn, conversation_id, change, lease, now)
+        binding = _touch(session, conn, conversation_id, change, lease, now, release=release)
         _check_pending(conn, conversation_id, change.guard_pending)
         if change.handled:
             conn.execute(
@@ -221,15 +231,20 @@ def _touch(
     change: Change,
     lease: Lease | None,
     now: datetime,
+    *,
+    release: bool = False,
 ) -> PlatformRef:
     """Write the change's status, position and plan version (and ``updated_at``) in one
-    ``UPDATE``, fenced by ``lease``; return the conversation's thread.
+    ``UPDATE``, fenced by ``lease`` (and giving it up, with ``release``); return the
+    conversation's thread.
 
     Raises :class:`LeaseLost` or :class:`ConversationNotFound` when no row matched.
     """
     params = {**status_values(change, now), "b_id": conversation_id}
     if lease is not None:
         params |= {"b_owner": lease.owner, "b_epoch": lease.epoch}
+        if release:
+            params |= {"lease_owner": None, "lease_until": None}
     found = conn.execute(_TOUCH_FENCED if lease is not None else _TOUCH, params).first()
     if found is not None:
         return binding_of(cast(Bound, found))
