@@ -7,6 +7,7 @@ no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -330,3 +331,22 @@ class OutboxRecord:
     platform_message_id: str | None = None
     attempts: int = 0
     last_error: str | None = None
+
+    def pending_send(self) -> PendingSend:
+        """The row as the deliverer sends it (meaningful for a ``pending`` row)."""
+        return PendingSend(
+            id=self.id,
+            conversation_id=self.conversation_id,
+            purpose=self.purpose,
+            action=self.action,
+            request_id=self.request_id,
+        )
+
+
+OutboxListener = Callable[[Sequence[OutboxRecord]], None]
+"""Told, right after a write committed, the outbox rows it wrote: the new rows
+(``pending``, or ``dropped`` for a note a stop in the same change made moot) and
+the rows it settled on the way (notes a stop ``dropped``), oldest first. The
+deliverer queues the pending ones and forgets the others, so it sends what a
+commit wrote without reading it back (docs/architecture.md, "One mention, one
+approval, one stop"). Never called for a write that touched no outbox row."""

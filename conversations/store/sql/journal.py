@@ -23,6 +23,7 @@ from conversations.store.interfaces import Renderer
 from conversations.store.records import (
     Bound,
     Lease,
+    OutboxRecord,
     as_utc,
     binding_of,
     outbox_values,
@@ -44,7 +45,7 @@ from conversations.store.schema import (
     utcnow,
 )
 from conversations.store.sql.database import Database, conversation_row_sync
-from conversations.store.sql.outbox import drop_pending_notes
+from conversations.store.sql.outbox import drop_pending_notes, insert_outbox
 from conversations.store.sql.requests import resolve
 from core.vocabulary.entries import AssistantTurn, Compacted, Entry, JournalRecord
 from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
@@ -114,11 +115,11 @@ class SqlJournal:
         lease over since (its ``lease_epoch`` went up). Each applies nothing.
         """
         lease = leases.current_lease(conversation_id)  # here: the writer thread has no context
-        committed, wrote_outbox = await self._db.write(
+        committed, written = await self._db.write(
             lambda session: self._commit(session, conversation_id, change, after_seq, lease)
         )
-        if wrote_outbox:
-            self._db.on_outbox()
+        if written:
+            self._db.on_outbox(written)
         return committed
 
     def _commit(
@@ -128,8 +129,8 @@ class SqlJournal:
         change: Change,
         after_seq: int | None,
         lease: Lease | None,
-    ) -> tuple[Committed, bool]:
-        """The statements of :meth:`commit`, in its transaction; whether outbox rows went in."""
+    ) -> tuple[Committed, list[OutboxRecord]]:
+        """The statements of :meth:`commit`, in its transaction; the outbox rows it wrote."""
         conn = session.connection()  # Core on the connection: no ORM in the way
         now = utcnow()
         binding = _touch(session, conn, conversation_id, change, lease, now)
@@ -172,9 +173,7 @@ class SqlJournal:
             outbox += [
                 outbox_values(conversation_id, out) for out in self._render(binding, run_event)
             ]
-        if outbox:
-            conn.execute(_INSERT_OUTBOX, outbox)
-        return committed, bool(outbox)
+        return committed, insert_outbox(session, outbox)  # and the notes a stop dropped
 
 
 def _load(session: Session, conversation_id: str) -> ConversationSnapshot:
