@@ -674,7 +674,12 @@ async def test_ended_conversations_are_listed_by_when_they_ended(store: Store) -
     assert await store.threads.ended_between(None, past) == []
 
 
-async def test_a_bot_message_leads_to_its_request_or_its_conversation(store: Store) -> None:
+@pytest.mark.parametrize("held", [False, True], ids=["ids", "rows held"])
+async def test_a_bot_message_leads_to_its_request_or_its_conversation(
+    store: Store, held: bool
+) -> None:
+    """Marked sent by id (the store finds the request posts) or with the rows the
+    deliverer holds (nothing read): the same links."""
     cid = await new_conversation(store)
     await store.journal.commit(cid, Change(open_request=plan_request()))
     plan, notice, edit = await enqueued(
@@ -685,11 +690,18 @@ async def test_a_bot_message_leads_to_its_request_or_its_conversation(store: Sto
         Outgoing(UpdateMessage(ref=THREAD, text="edited"), purpose="closed", request_id="req1"),
     )
     assert await store.threads.find_by_message("slack", "C1", "1.10") is None
+    records = {r.id: r.pending_send() for r in await store.outbox.rows(cid)}
 
-    await store.outbox.mark_sent([plan], "1.10")
-    await store.outbox.mark_sent([notice], "1.11")
-    await store.outbox.mark_sent([edit], "1.99")  # an edit is not the request's own post
+    async def mark_sent(row_id: int, message_id: str) -> None:
+        rows = [records[row_id]] if held else None
+        await store.outbox.mark_sent([row_id], message_id, rows=rows)
 
+    await mark_sent(plan, "1.10")
+    await mark_sent(notice, "1.11")
+    await mark_sent(edit, "1.99")  # an edit is not the request's own post
+    await mark_sent(plan, "1.12")  # sent already: neither the row nor the link changes
+
+    assert await store.threads.find_by_message("slack", "C1", "1.12") is None
     found = await store.threads.find_by_message("slack", "C1", "1.10")
     assert found is not None and (found.conversation_id, found.request_id) == (cid, "req1")
     found = await store.threads.find_by_message("slack", "C1", "1.11")
