@@ -23,9 +23,10 @@ Settled here, kept in memory too:
   request's closing edit (:mod:`conversations.outbox._closing`); the store is read
   only for a request this deliverer did not post (sent before a restart, say).
 
-Rows dropped by another process (a stop it made) while known here are still sent:
-several processes on one database are not supported yet (docs/architecture.md,
-"Durability and exactly-once", "Leases and fencing").
+Rows dropped by another process (a stop it made) while known here are still sent,
+and a row another process wrote waits for the poll even when rows written here
+after it went out: several processes on one database are not supported yet
+(docs/architecture.md, "Durability and exactly-once").
 """
 
 from __future__ import annotations
