@@ -485,12 +485,12 @@ async def test_a_store_error_ends_run_and_run_goes_on_when_called_again(
     real = bench.store.outbox.mark_sent
     calls = 0
 
-    async def broken_once(ids, message_id):
+    async def broken_once(ids, message_id, **known):
         nonlocal calls
         calls += 1
         if calls == 1:
             raise OSError("disk I/O error")
-        await real(ids, message_id)
+        await real(ids, message_id, **known)
 
     monkeypatch.setattr(bench.store.outbox, "mark_sent", broken_once)
     await bench.answer(cid, "posted, then the store failed")

@@ -26,7 +26,7 @@ import pytest
 
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
-from conversations.store import Outgoing, Pruned, Store, interfaces, migrate
+from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
@@ -317,21 +317,57 @@ async def test_a_stop_drops_the_pending_notes_of_its_own_conversation(store: Sto
     assert [r.state for r in await store.outbox.rows(other)] == ["pending"]
 
 
-async def test_the_deliverer_is_told_after_each_write_that_added_rows(store: Store) -> None:
-    told: list[str] = []
-    store.on_outbox = lambda: told.append("wake")
+async def test_each_write_that_added_rows_hands_them_over_as_stored(store: Store) -> None:
+    told: list[list[OutboxRecord]] = []
+    store.on_outbox = lambda rows: told.append(list(rows))
     cid = await new_conversation(store)
 
     await store.journal.commit(cid, Change(position="executing"))  # no events, no rows
     assert told == []
     await store.journal.commit(cid, note("a note"))
-    await store.outbox.enqueue(cid, [posted("a notice")])
-    [first, _] = await store.outbox.rows(cid)
-    await store.outbox.fail_for_good(cid, [first.id], "gone", posted("⚠️ could not post"))
+    await store.outbox.enqueue(cid, [posted("a notice"), posted("another")])
+    [first, *_] = await store.outbox.rows(cid)
+    report = posted("⚠️ could not post", purpose="report")
+    await store.outbox.fail_for_good(cid, [first.id], "gone", report)
     await store.outbox.fail_for_good(cid, [first.id], "gone", posted("⚠️ reported twice"))
     await store.outbox.enqueue(cid, [])
 
-    assert told == ["wake", "wake", "wake"]
+    assert [[(r.purpose, r.state, _text(r.action)) for r in rows] for rows in told] == [
+        [("note", "pending", "⏳ a note")],
+        [("milestone", "pending", "a notice"), ("milestone", "pending", "another")],
+        [("report", "pending", "⚠️ could not post")],
+    ]
+    handed = {r.id: r for rows in told for r in rows}
+    stored = {r.id: r for r in await store.outbox.rows(cid)}
+    assert sorted(handed) == sorted(stored)  # every row, with the id it has in the store
+    assert [handed[i].action for i in sorted(handed)] == [stored[i].action for i in sorted(stored)]
+    assert all(r.conversation_id == cid for r in handed.values())
+
+
+async def test_a_stop_hands_over_the_notes_it_dropped_with_its_own_rows(store: Store) -> None:
+    cid = await new_conversation(store)
+    await store.journal.commit(cid, note("one"))
+    [held] = await store.outbox.rows(cid)
+    told: list[list[OutboxRecord]] = []
+    store.on_outbox = lambda rows: told.append(list(rows))
+
+    await store.journal.commit(
+        cid, Change(events=(ProgressNote(text="two"), Stopped(by_name="bob")))
+    )
+
+    [rows] = told
+    assert [(r.id, r.purpose, r.state) for r in rows] == [
+        (held.id, "note", "dropped"),  # written before: the stop dropped it
+        (rows[1].id, "note", "dropped"),  # a note of the stopping change itself
+        (rows[2].id, "milestone", "pending"),  # "⏹ Stopped by bob."
+    ]
+    assert [r.id for r in rows] == sorted(r.id for r in rows)
+    stored = {r.id: r.state for r in await store.outbox.rows(cid)}
+    assert {r.id: r.state for r in rows} == stored
+
+
+def _text(action: object) -> str:
+    return str(getattr(action, "text", ""))
 
 
 # --- leases --------------------------------------------------------------------------------
@@ -680,7 +716,12 @@ async def test_ended_conversations_are_listed_by_when_they_ended(store: Store) -
     assert await store.threads.ended_between(None, past) == []
 
 
-async def test_a_bot_message_leads_to_its_request_or_its_conversation(store: Store) -> None:
+@pytest.mark.parametrize("held", [False, True], ids=["ids", "rows held"])
+async def test_a_bot_message_leads_to_its_request_or_its_conversation(
+    store: Store, held: bool
+) -> None:
+    """Marked sent by id (the store finds the request posts) or with the rows the
+    deliverer holds (nothing read): the same links."""
     cid = await new_conversation(store)
     await store.journal.commit(cid, Change(open_request=plan_request()))
     plan, notice, edit = await enqueued(
@@ -691,11 +732,18 @@ async def test_a_bot_message_leads_to_its_request_or_its_conversation(store: Sto
         Outgoing(UpdateMessage(ref=THREAD, text="edited"), purpose="closed", request_id="req1"),
     )
     assert await store.threads.find_by_message("slack", "C1", "1.10") is None
+    records = {r.id: r.pending_send() for r in await store.outbox.rows(cid)}
 
-    await store.outbox.mark_sent([plan], "1.10")
-    await store.outbox.mark_sent([notice], "1.11")
-    await store.outbox.mark_sent([edit], "1.99")  # an edit is not the request's own post
+    async def mark_sent(row_id: int, message_id: str) -> None:
+        rows = [records[row_id]] if held else None
+        await store.outbox.mark_sent([row_id], message_id, rows=rows)
 
+    await mark_sent(plan, "1.10")
+    await mark_sent(notice, "1.11")
+    await mark_sent(edit, "1.99")  # an edit is not the request's own post
+    await mark_sent(plan, "1.12")  # sent already: neither the row nor the link changes
+
+    assert await store.threads.find_by_message("slack", "C1", "1.12") is None
     found = await store.threads.find_by_message("slack", "C1", "1.10")
     assert found is not None and (found.conversation_id, found.request_id) == (cid, "req1")
     found = await store.threads.find_by_message("slack", "C1", "1.11")

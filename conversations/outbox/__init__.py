@@ -4,13 +4,17 @@ Every pending row goes out, concurrently across conversations and in order withi
 one; a rate limit delays a row, it never fails it (docs/architecture.md, "One
 mention, one approval, one stop").
 
-- A dispatcher (:meth:`Deliverer.run`) finds conversations with pending rows,
-  the one with the oldest row first, and runs one worker per conversation, at
-  most ``concurrency`` at once. It looks when woken (:meth:`Deliverer.wake`,
-  after a commit that wrote rows) and every ``poll_interval`` seconds (rows
-  another process wrote). A conversation that must wait (a rate limit, a
-  backoff, notes held for their interval) gives its worker slot back and waits
-  in the dispatcher, so it never holds up the others.
+- A commit that writes outbox rows hands them over (:meth:`Deliverer.wake` with
+  the rows, the store's ``on_outbox``): the deliverer keeps them in memory per
+  conversation and sends them without reading them back; settling a row is one
+  write and no read (:mod:`conversations.outbox._known`). The store is looked at
+  only as a fallback: at start (rows left pending), every ``poll_interval``
+  seconds (rows another process wrote) and when woken without rows.
+- A dispatcher (:meth:`Deliverer.run`) runs one worker per conversation with
+  pending rows, the one with the oldest row first, at most ``concurrency`` at
+  once. A conversation that must wait (a rate limit, a backoff, notes held for
+  their interval) gives its worker slot back and waits in the dispatcher, so it
+  never holds up the others.
 - A worker sends its conversation's rows oldest first, in bounded batches, until
   none is left. The outbox id is the idempotency key (``tb-{id}``); the platform
   message id is stored, so a reaction on the message finds its conversation.
@@ -23,7 +27,8 @@ mention, one approval, one stop").
 - A closed request's row (``purpose == "closed"``, written for
   :class:`core.vocabulary.run_events.RequestClosed`) is a milestone, not a note: in its turn
   it becomes the edit of the request's own message, found by the request id and
-  the platform message id stored when that message was sent
+  the platform message id stored when that message was sent (kept in memory when
+  this deliverer sent it)
   (:mod:`conversations.outbox._closing`); a message never delivered leaves
   nothing to edit, and the row is settled ``dropped`` without a send.
 - A 429 is no failure: the row waits ``Retry-After`` and goes again, its

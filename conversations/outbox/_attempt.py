@@ -37,7 +37,8 @@ from conversations.adapter import Sender
 from conversations.errors import DeliveryError, RateLimited
 from conversations.events import AddReaction, OutboundAction, PostReply, UpdateMessage
 from conversations.outbox._clock import Clock
-from conversations.store import Outbox, Outgoing, PendingSend
+from conversations.outbox._known import KnownRows
+from conversations.store import Outgoing, PendingSend
 from core.faults import Faults
 
 log = logging.getLogger("conversations.outbox")
@@ -89,7 +90,7 @@ class Attempts:
     def __init__(
         self,
         *,
-        outbox: Outbox,
+        outbox: KnownRows,
         senders: Mapping[str, Sender],
         clock: Clock,
         faults: Faults,
@@ -133,7 +134,7 @@ class Attempts:
             self._faults.hit("after_platform_accept")
             if isinstance(action, UpdateMessage):  # the rows are shown in the edited message
                 message_id = action.ref.message
-            await self._outbox.mark_sent([r.id for r in rows], message_id)
+            await self._outbox.mark_sent(rows, message_id)
             return Sent(message_id)
         finally:
             done.set()
@@ -161,7 +162,7 @@ class Attempts:
             log.warning("outbox rows %s failed for good: %s", ids, error)
             thread = action.ref.model_copy(update={"message": None, "user": None})
             report = Outgoing(PostReply(ref=thread, text=report_text(action, refused)), REPORT)
-        await self._outbox.fail_for_good(head.conversation_id, ids, error, report)
+        await self._outbox.fail_for_good(rows, error, report)
 
     async def _failed(self, head: PendingSend, exc: DeliveryError) -> Refused:
         attempts = await self._outbox.record_failure(head.id, str(exc))

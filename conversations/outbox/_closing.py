@@ -6,8 +6,9 @@ A :class:`core.vocabulary.run_events.RequestClosed` is written as an outbox row 
 It is delivered in order like any milestone, so the request's own message (an
 earlier row of the conversation) has been sent, or given up, by then. Its turn
 come, :func:`closing_edit` finds that message (the first row with the request's
-id: its action, and the platform message id stored when it was sent) and builds
-the edit with :func:`conversations.render.closed_message`.
+id: its action, and the platform message id stored when it was sent: kept in memory when this
+deliverer sent it, else read from the store) and builds the edit with
+:func:`conversations.render.closed_message`.
 
 A message never delivered (failed for good, or sent without an id) has nothing to
 edit: the row is settled ``dropped`` with the reason, and logged; nothing is sent.
@@ -18,13 +19,14 @@ from __future__ import annotations
 import logging
 
 from conversations.events import PostReply, UpdateMessage
+from conversations.outbox._known import KnownRows
 from conversations.render import closed_message
-from conversations.store import Outbox, PendingSend
+from conversations.store import PendingSend
 
 log = logging.getLogger("conversations.outbox")
 
 
-async def closing_edit(outbox: Outbox, row: PendingSend) -> UpdateMessage | None:
+async def closing_edit(outbox: KnownRows, row: PendingSend) -> UpdateMessage | None:
     """The edit to send for the closing row ``row``, or None when there is nothing to edit.
 
     None settles ``row`` (``dropped``, the reason in ``last_error``) and logs why.
@@ -34,11 +36,12 @@ async def closing_edit(outbox: Outbox, row: PendingSend) -> UpdateMessage | None
     if isinstance(reason, UpdateMessage):
         return reason
     log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
-    await outbox.settle_unsent([row.id], reason)
+    await outbox.settle_unsent([row], reason)
+    outbox.forget_request(row.request_id)
     return None
 
 
-async def _edit_or_reason(outbox: Outbox, row: PendingSend) -> UpdateMessage | str:
+async def _edit_or_reason(outbox: KnownRows, row: PendingSend) -> UpdateMessage | str:
     """The edit for ``row``, or why there is none."""
     if row.request_id is None or not isinstance(row.action, UpdateMessage):
         return "not an edit of a request's message"

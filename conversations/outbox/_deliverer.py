@@ -1,4 +1,9 @@
-"""The dispatcher: finds conversations with pending rows and runs a worker for each."""
+"""The dispatcher: runs a worker for each conversation with pending rows it knows of.
+
+The rows come from the commits that wrote them (:meth:`Deliverer.wake` with rows,
+kept in :class:`~conversations.outbox._known.KnownRows`); the store is looked at
+only at start, every ``poll_interval`` seconds, and when woken without rows.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,7 @@ import functools
 import logging
 import math
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from conversations.adapter import Sender
 from conversations.channels import ProgressMode
@@ -17,6 +21,7 @@ from conversations.errors import DeliveryError
 from conversations.events import PostReply
 from conversations.outbox._attempt import Attempts
 from conversations.outbox._clock import Clock, as_clock, wait_for_event
+from conversations.outbox._known import KnownRows
 from conversations.outbox._redact import redacting
 from conversations.outbox._status import StatusWorker
 from conversations.outbox._worker import (
@@ -26,7 +31,7 @@ from conversations.outbox._worker import (
     Deferral,
     RepliesWorker,
 )
-from conversations.store import Outbox
+from conversations.store import Outbox, OutboxRecord
 from core.context import random_id
 from core.faults import NO_FAULTS, Faults
 from core.secrets import NO_SECRETS, Redactor
@@ -37,8 +42,8 @@ ModeLookup = Callable[[str], Awaitable[ProgressMode]]
 """The progress mode of a conversation, by its id (its channel's setting)."""
 
 LOOKAHEAD = 4
-"""Conversations read per look at the store, per worker slot: those that do not fit
-start as workers end, without another look (a look costs a scan of pending rows)."""
+"""Conversations listed per look at the store, per worker slot (a look costs a scan of
+pending rows); those left out are found by a later look."""
 
 
 class Deliverer:
@@ -48,8 +53,8 @@ class Deliverer:
     (``progress_mode_of``, when given, says it per conversation: its channel's);
     ``max_attempts``: failed attempts (429s not counted) before a row fails for
     good; ``concurrency``: conversations delivered at once; ``poll_interval``:
-    seconds between looks at the store for rows that no :meth:`wake` announced
-    (another process wrote them); ``clock``: a :class:`Clock`, or a bare callable
+    seconds between looks at the store for rows that no :meth:`wake` handed over
+    (another process wrote them, or a tool); ``clock``: a :class:`Clock`, or a bare callable
     of monotonic seconds (then sleeps are real); ``faults``: the crash points;
     ``redactor``: the bot's secrets, taken out of every text sent through any sender,
     given here or added later (:mod:`conversations.outbox._redact` says why there).
@@ -70,18 +75,18 @@ class Deliverer:
         faults: Faults = NO_FAULTS,
         redactor: Redactor = NO_SECRETS,
     ) -> None:
-        self._outbox = outbox
+        self._known = KnownRows(outbox)
         self._clock = as_clock(clock)
         self._redactor = redactor
         self._attempts = Attempts(
-            outbox=outbox,
+            outbox=self._known,
             senders={p: redacting(s, redactor) for p, s in senders.items()},
             clock=self._clock,
             faults=faults,
             max_attempts=max_attempts,
         )
         self._ctx = Context(
-            outbox=outbox,
+            outbox=self._known,
             attempts=self._attempts,
             clock=self._clock,
             note_interval=note_interval,
@@ -95,10 +100,11 @@ class Deliverer:
         self._progress = asyncio.Event()
         self._workers: dict[str, asyncio.Task[Deferral | None]] = {}
         self._deferred: dict[str, Deferral] = {}
-        self._ready: deque[str] = deque()
-        """Conversations read from the store, ready, not started yet (oldest row first)."""
-        self._stale = True
-        self._wakes = 0
+        self._looks_asked = 1
+        """Looks at the store asked for (the first: at start); one is due while more
+        were asked than :attr:`_looks_made`."""
+        self._looks_made = 0
+        self._looked_at = -math.inf
         self._states: dict[str, ConversationState] = {}
         self._failure: BaseException | None = None
         self._running = False
@@ -111,10 +117,15 @@ class Deliverer:
         """Route rows of ``sender.platform`` to ``sender`` (what it sends is redacted)."""
         self._attempts.senders[sender.platform] = redacting(sender, self._redactor)
 
-    def wake(self) -> None:
-        """Look at the outbox now (the store calls this after a commit that wrote rows)."""
-        self._wakes += 1
-        self._stale = True
+    def wake(self, rows: Sequence[OutboxRecord] | None = None) -> None:
+        """Take ``rows``, the outbox rows a commit wrote (the store's ``on_outbox``): the
+        pending ones are sent without reading them back, the others (notes a stop
+        dropped) are not sent. Without ``rows``: look at the store at once (rows
+        written behind the store's back, or at start)."""
+        if rows is None:
+            self._looks_asked += 1
+        else:
+            self._known.take(rows)
         self._wakeup.set()
 
     async def run(self) -> None:
@@ -129,7 +140,7 @@ class Deliverer:
             raise RuntimeError("the deliverer is running already")
         self._running = True
         self._suspects_known = False
-        self._stale = True
+        self._looks_asked += 1  # rows may have come while it was not running
         try:
             await self._loop(until_idle=False)
         finally:
@@ -143,9 +154,15 @@ class Deliverer:
         Held notes are flushed at once meanwhile; rate limits and backoffs are
         waited out. Without :meth:`run` going, delivers by itself. Raises what a
         worker or the store raised.
+
+        "Pending" is what the commits handed over and the last look at the store
+        found; a deliverer never handed any rows (no store tells it what it writes)
+        looks at the store first.
         """
         self._draining += 1
-        self.wake()  # held notes are ready now
+        if not self._known.fed:
+            self._looks_asked += 1
+        self._wakeup.set()  # held notes are ready now
         try:
             while True:
                 if not (self._running or self._driving):
@@ -178,7 +195,7 @@ class Deliverer:
         suspects = self._attempts.suspect_up_to
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(patience):
-                while await self._outbox.has_pending_in(platform, channel, up_to=suspects):
+                while await self._known.has_pending_in(platform, channel, up_to=suspects):
                     self.wake()
                     await self._progress.wait()
 
@@ -208,61 +225,64 @@ class Deliverer:
     async def _loop(self, *, until_idle: bool) -> None:
         """Start workers for ready conversations until cancelled (or idle, or run() took over)."""
         if not self._suspects_known:
-            self._attempts.suspect_up_to = await self._outbox.last_outbox_id()
+            self._attempts.suspect_up_to = await self._known.last_outbox_id()
             self._suspects_known = True
         while True:
             self._raise_failure()
-            look, self._stale = self._stale, False
             self._wakeup.clear()
-            found, due = await self._pass(look=look)
+            if self._look_due():
+                await self._look()
+            found, due = self._pass()
             self._notify()
             if until_idle and (self._running or (not found and not self._workers)):
                 return
-            timeout = self._poll if due is None else min(self._poll, due - self._clock.now())
+            now = self._clock.now()
+            timeout = self._looked_at + self._poll - now
+            if due is not None:
+                timeout = min(timeout, due - now)
             await wait_for_event(self._clock, self._wakeup, max(timeout, 0.0))
-            if not self._wakeup.is_set():
-                self._stale = True  # the poll timer, or a deferral's time: look again
 
-    async def _pass(self, *, look: bool) -> tuple[bool, float | None]:
-        """Start what is ready; whether anything is pending, and when a deferral falls due.
+    def _look_due(self) -> bool:
+        """Whether to look at the store: asked to, ``poll_interval`` passed since the last,
+        or the last one left some out and those it listed are done."""
+        if self._looks_asked > self._looks_made:
+            return True
+        if self._known.more and self._known.empty() and not self._workers:
+            return True
+        return self._clock.now() >= self._looked_at + self._poll
 
-        The store is asked only when ``look`` (woken, or a timer ran out) or when
-        no conversation read before is left to start; a worker's end alone starts
-        the next one read before.
-        """
-        free = self._concurrency - len(self._workers)
-        if free <= 0:
-            return True, None  # a worker that ends wakes the loop
-        now = self._clock.now()
-        found = await self._look(now) if look or not self._ready else True
-        while free > 0 and self._ready:
-            conversation_id = self._ready.popleft()
-            if conversation_id not in self._workers and conversation_id not in self._deferred:
-                self._start(conversation_id)
-                free -= 1
-        self._sweep(now)
-        due = min((d.until for d in self._deferred.values()), default=None)
-        return found, due
-
-    async def _look(self, now: float) -> bool:
-        """Read the conversations with pending rows into the ready queue; whether any are."""
+    async def _look(self) -> None:
+        """Look at the store for conversations with pending rows (the fallback)."""
+        asked = self._looks_asked
+        self._looked_at = self._clock.now()
         limit = self._concurrency * LOOKAHEAD + len(self._deferred) + len(self._workers)
-        pending = await self._outbox.pending_conversations(limit)
+        await self._known.look(limit)
+        self._looks_made = asked
+
+    def _pass(self) -> tuple[bool, float | None]:
+        """Start the ready conversations, oldest row first, as many as there are free
+        slots; whether any conversation is pending, and when a deferral falls due."""
+        now = self._clock.now()
         draining = self._draining > 0
-        self._ready.clear()
+        pending = self._known.conversations()
+        free = self._concurrency - len(self._workers)
         for conversation_id, milestone in pending:
+            if free <= 0:
+                break
             if conversation_id in self._workers:
                 continue
             deferral = self._deferred.get(conversation_id)
-            if deferral is not None:
-                if not deferral.ready(now, milestone=milestone, draining=draining):
-                    continue
-                del self._deferred[conversation_id]
-            self._ready.append(conversation_id)
-        if len(pending) < limit:  # every pending conversation was seen: forget the others' waits
-            seen = {conversation_id for conversation_id, _ in pending}
-            self._deferred = {c: d for c, d in self._deferred.items() if c in seen}
-        return bool(pending)
+            if deferral is not None and not deferral.ready(
+                now, milestone=milestone, draining=draining
+            ):
+                continue
+            self._start(conversation_id)
+            free -= 1
+        seen = {conversation_id for conversation_id, _ in pending}
+        self._deferred = {c: d for c, d in self._deferred.items() if c in seen}
+        self._sweep(now)
+        due = min((d.until for d in self._deferred.values()), default=None)
+        return bool(pending), due
 
     def _start(self, conversation_id: str) -> None:
         self._deferred.pop(conversation_id, None)
@@ -271,7 +291,7 @@ class Deliverer:
             self._deliver(conversation_id, state), name=f"deliver {conversation_id}"
         )
         self._workers[conversation_id] = task
-        done = functools.partial(self._finished, conversation_id, self._wakes)
+        done = functools.partial(self._finished, conversation_id)
         task.add_done_callback(done)
 
     async def _deliver(self, conversation_id: str, state: ConversationState) -> Deferral | None:
@@ -282,9 +302,7 @@ class Deliverer:
         worker_type: type[ConversationWorker] = StatusWorker if mode == "status" else RepliesWorker
         return await worker_type(self._ctx, conversation_id, state).run()
 
-    def _finished(
-        self, conversation_id: str, wakes: int, task: asyncio.Task[Deferral | None]
-    ) -> None:
+    def _finished(self, conversation_id: str, task: asyncio.Task[Deferral | None]) -> None:
         """A worker ended: keep its deferral or its error, forget an idle state, go on."""
         self._workers.pop(conversation_id, None)
         deferral: Deferral | None = None
@@ -300,8 +318,6 @@ class Deliverer:
             and state.idle(self._clock.now(), self._ctx.note_interval)
         ):
             del self._states[conversation_id]
-        if self._wakes != wakes:  # rows came meanwhile; a look while it ran skipped it
-            self._stale = True
         self._wakeup.set()
         self._notify()
 
@@ -328,7 +344,8 @@ class Deliverer:
         self._progress = asyncio.Event()
 
     async def _idle(self) -> bool:
-        return not self._workers and not await self._outbox.pending_conversations(1)
+        """No worker busy, no look at the store due, no pending row known."""
+        return not self._workers and not self._look_due() and self._known.empty()
 
     async def _stop_workers(self) -> None:
         workers = list(self._workers.values())

@@ -1,6 +1,7 @@
 """A conversation's worker: sends its pending rows in order until none is left or it must wait.
 
-A worker reads its conversation's pending rows in bounded batches, oldest first,
+A worker reads its conversation's pending rows in bounded batches, oldest first (from
+the rows the deliverer knows of: :mod:`conversations.outbox._known`),
 sends what it can, and ends with either nothing left (None) or a
 :class:`Deferral`: when the dispatcher should start a worker for it again. A held
 note, a rate limit or a backoff never keeps a worker slot: the worker ends and the
@@ -26,8 +27,9 @@ from conversations.outbox._attempt import NOTE, Attempts, Outcome, Refused, Sent
 from conversations.outbox._board import StatusBoard
 from conversations.outbox._clock import Clock
 from conversations.outbox._closing import closing_edit
+from conversations.outbox._known import KnownRows
 from conversations.render import CLOSED
-from conversations.store import Outbox, PendingSend
+from conversations.store import PendingSend
 
 NOTE_REPLY_CHARS = 3_500
 """Characters of merged notes in one reply: one Slack message (3,900 at most per
@@ -70,9 +72,10 @@ Next = Deferral | Literal["again", "done"]
 
 @dataclass(frozen=True)
 class Context:
-    """What every worker shares: the outbox, the attempts, the clock and the settings."""
+    """What every worker shares: the known rows (over the outbox), the attempts, the clock
+    and the settings."""
 
-    outbox: Outbox
+    outbox: KnownRows
     attempts: Attempts
     clock: Clock
     note_interval: float
@@ -124,7 +127,8 @@ class ConversationWorker(ABC):
     async def read(self) -> tuple[list[PendingSend], bool]:
         """Up to ``batch`` pending rows not waiting in a status reply, in the
         conversation's order (a report of a failed row first, in that row's place:
-        :meth:`conversations.store.Outbox.pending_rows`).
+        :meth:`conversations.store.Outbox.pending_rows`), as the deliverer knows them
+        (:class:`~conversations.outbox._known.KnownRows`: no read of the store).
 
         The flag says more may follow. Rows waiting in a status reply are paged
         over, so however many wait, the rows after them are read.
@@ -186,7 +190,10 @@ class ConversationWorker(ABC):
         edit = await closing_edit(self.ctx.outbox, row)
         if edit is None:
             return Sent(None)
-        return await self.deliver([row], edit)
+        outcome = await self.deliver([row], edit)
+        if isinstance(outcome, Sent) or outcome.final:
+            self.ctx.outbox.forget_request(row.request_id)
+        return outcome
 
     @staticmethod
     def follow(outcome: Outcome) -> Next:

@@ -43,6 +43,7 @@ from conversations.store.records import (
     Lease,
     LeaseState,
     MessageLink,
+    OutboxListener,
     OutboxRecord,
     Outgoing,
     PendingSend,
@@ -222,12 +223,21 @@ class Outbox(Protocol):
         """The id of the newest row, 0 for an empty outbox."""
         ...
 
-    async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
+    async def mark_sent(
+        self,
+        ids: Sequence[int],
+        platform_message_id: str | None,
+        *,
+        rows: Sequence[PendingSend] | None = None,
+    ) -> None:
         """Rows delivered as ``platform_message_id`` (several when notes were merged).
 
         Only pending rows change. A request's own post (purpose ``milestone`` with a
         request id) also links the message to its request, in the same write, so a
-        reaction finds the request for as long as the request is kept.
+        reaction finds the request for as long as the request is kept. ``rows``: the
+        rows of ``ids`` as the caller holds them (the deliverer does), so which of
+        them are request posts, and where they went, need not be read back; None:
+        the store finds out itself.
         """
         ...
 
@@ -319,9 +329,11 @@ class StopRequests(Protocol):
 
 class Store(Protocol):
     """One database, handed out as one interface per consumer; ``on_outbox`` is called
-    after every write that added outbox rows (the bot sets it to wake the deliverer)."""
+    with the outbox rows after every write that added some (or dropped pending notes:
+    :data:`~conversations.store.records.OutboxListener`); the bot hands them to the
+    deliverer."""
 
-    on_outbox: Callable[[], None]
+    on_outbox: OutboxListener
 
     @property
     def journal(self) -> Journal:

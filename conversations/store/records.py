@@ -7,6 +7,7 @@ no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -340,6 +341,16 @@ class OutboxRecord:
     attempts: int = 0
     last_error: str | None = None
 
+    def pending_send(self) -> PendingSend:
+        """The row as the deliverer sends it (meaningful for a ``pending`` row)."""
+        return PendingSend(
+            id=self.id,
+            conversation_id=self.conversation_id,
+            purpose=self.purpose,
+            action=self.action,
+            request_id=self.request_id,
+        )
+
 
 OPENED_EPOCH = 1
 """The lease epoch of a conversation created leased (``open_conversation(lease=...)``):
@@ -368,3 +379,12 @@ def opened_snapshot(
         tool_calls={},
         requests=(),
     )
+
+
+OutboxListener = Callable[[Sequence[OutboxRecord]], None]
+"""Told, right after a write committed, the outbox rows it wrote: the new rows
+(``pending``, or ``dropped`` for a note a stop in the same change made moot) and
+the rows it settled on the way (notes a stop ``dropped``), oldest first. The
+deliverer queues the pending ones and forgets the others, so it sends what a
+commit wrote without reading it back (docs/architecture.md, "One mention, one
+approval, one stop"). Never called for a write that touched no outbox row."""

@@ -26,6 +26,7 @@ from conversations.store.memory.retention import MemoryRetention
 from conversations.store.memory.stops import MemoryStopRequests
 from conversations.store.memory.threads import MemoryThreads
 from conversations.store.memory.usage import MemoryUsage
+from conversations.store.records import OutboxListener
 from conversations.store.schema import utcnow
 
 __all__ = ["MemoryStore"]
@@ -34,8 +35,9 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """A :class:`conversations.store.interfaces.Store` in memory.
 
-    ``render`` turns run events into outbox rows; ``on_outbox`` is called after a
-    write that added any; ``clock`` gives the time stored rows carry (timezone-aware
+    ``render`` turns run events into outbox rows; ``on_outbox`` is called with
+    the outbox rows a write wrote (:data:`~conversations.store.records.OutboxListener`);
+    ``clock`` gives the time stored rows carry (timezone-aware
     UTC).
     """
 
@@ -43,7 +45,7 @@ class MemoryStore:
         self,
         *,
         render: Renderer,
-        on_outbox: Callable[[], None] = lambda: None,
+        on_outbox: OutboxListener = lambda _rows: None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._tables = Tables(render=render, clock=clock, on_outbox=on_outbox)
@@ -59,12 +61,12 @@ class MemoryStore:
         self.outputs = MemoryOutputs(self._tables)
 
     @property
-    def on_outbox(self) -> Callable[[], None]:
-        """Called after a write that added outbox rows."""
+    def on_outbox(self) -> OutboxListener:
+        """Called with the outbox rows a write wrote (the deliverer queues them)."""
         return self._tables.on_outbox
 
     @on_outbox.setter
-    def on_outbox(self, callback: Callable[[], None]) -> None:
+    def on_outbox(self, callback: OutboxListener) -> None:
         self._tables.on_outbox = callback
 
     async def close(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from conversations.events import OutboundAction, PlatformRef
 from conversations.store.interfaces import Renderer
-from conversations.store.records import ConversationInfo, OutboxRecord
+from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schema import utcnow
 from core.pricing import Price
 from core.vocabulary.entries import JournalRecord
@@ -140,12 +140,13 @@ class Tables:
     """Everything the in-memory store holds, and what every interface shares.
 
     ``clock``: the current time, timezone-aware UTC; ``render``: run events to
-    outbox rows; ``on_outbox``: called after a write that added outbox rows.
+    outbox rows; ``on_outbox``: called with the outbox rows a write wrote
+    (:data:`~conversations.store.records.OutboxListener`).
     """
 
     render: Renderer
     clock: Callable[[], datetime] = utcnow
-    on_outbox: Callable[[], None] = lambda: None
+    on_outbox: OutboxListener = lambda _rows: None
     conversations: dict[str, Conversation] = field(default_factory=dict)
     deliveries: dict[str, Delivery] = field(default_factory=dict)
     requests: dict[str, Request] = field(default_factory=dict)

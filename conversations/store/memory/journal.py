@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from conversations.store import leases
-from conversations.store.memory._tables import Conversation, Request, Tables, checkpoint
+from conversations.store.memory._tables import (
+    Conversation,
+    OutboxRow,
+    Request,
+    Tables,
+    checkpoint,
+)
 from conversations.store.records import Outgoing
 from core.vocabulary import fold
 from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
@@ -126,15 +132,15 @@ class MemoryJournal:
         if change.plan_version is not None:
             conversation.plan_version = change.plan_version
         conversation.updated_at = now
-        wrote = False
+        written: dict[int, OutboxRow] = {}  # new rows, and notes a stop dropped
         for event, outgoing in rendered:
             if isinstance(event, Stopped):
-                _drop_pending_notes(t, conversation.id)
+                written |= {row.id: row for row in _drop_pending_notes(t, conversation.id)}
             for out in outgoing:
-                t.add_outbox(conversation.id, out.action, out.purpose, out.request_id)
-                wrote = True
-        if wrote:
-            t.on_outbox()
+                row = t.add_outbox(conversation.id, out.action, out.purpose, out.request_id)
+                written[row.id] = row
+        if written:
+            t.on_outbox([written[i].record() for i in sorted(written)])
         return committed
 
 
@@ -153,7 +159,10 @@ def _resolve(found: Request | None, res: RequestResolution, now: datetime) -> No
     found.decided_at = now
 
 
-def _drop_pending_notes(t: Tables, conversation_id: str) -> None:
+def _drop_pending_notes(t: Tables, conversation_id: str) -> list[OutboxRow]:
+    dropped = []
     for row in t.outbox.values():
         if (row.conversation_id, row.state, row.purpose) == (conversation_id, "pending", "note"):
             row.state = "dropped"
+            dropped.append(row)
+    return dropped

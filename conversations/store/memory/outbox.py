@@ -23,10 +23,12 @@ class MemoryOutbox:
     async def enqueue(self, conversation_id: str, items: Sequence[Outgoing]) -> None:
         """Write outbox rows that no state change goes with (notices to people)."""
         await checkpoint()
-        for out in items:
+        added = [
             self._t.add_outbox(conversation_id, out.action, out.purpose, out.request_id)
-        if items:
-            self._t.on_outbox()
+            for out in items
+        ]
+        if added:
+            self._t.on_outbox([row.record() for row in added])
 
     async def pending_conversations(self, limit: int) -> list[tuple[str, bool]]:
         """Conversations with pending rows, oldest pending row first:
@@ -104,16 +106,23 @@ class MemoryOutbox:
         await checkpoint()
         return max(self._t.outbox, default=0)
 
-    async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
-        """Pending rows of ``ids`` are sent; a request's own post links its message."""
+    async def mark_sent(
+        self,
+        ids: Sequence[int],
+        platform_message_id: str | None,
+        *,
+        rows: Sequence[PendingSend] | None = None,
+    ) -> None:
+        """Pending rows of ``ids`` are sent; a request's own post links its message.
+        ``rows`` changes nothing here: the rows are at hand anyway."""
         await checkpoint()
-        rows = self._rows(ids, pending=True)
-        for row in rows:
+        found = self._rows(ids, pending=True)
+        for row in found:
             request = self._t.requests.get(row.request_id or "")
             if platform_message_id is not None and row.purpose == REQUEST_POST and request:
                 request.message = (row.platform, row.channel, platform_message_id)
         now = self._t.clock()
-        for row in rows:
+        for row in found:
             row.state, row.platform_message_id, row.sent_at = "sent", platform_message_id, now
 
     async def record_failure(self, send_id: int, error: str) -> int:
@@ -138,8 +147,10 @@ class MemoryOutbox:
         for row in rows:
             row.state, row.last_error = "failed", error[:ERROR_CHARS]
         if rows and report is not None:
-            self._t.add_outbox(conversation_id, report.action, report.purpose, report.request_id)
-            self._t.on_outbox()
+            added = self._t.add_outbox(
+                conversation_id, report.action, report.purpose, report.request_id
+            )
+            self._t.on_outbox([added.record()])
         return bool(rows)
 
     async def rows(self, conversation_id: str | None = None) -> list[OutboxRecord]:

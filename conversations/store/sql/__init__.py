@@ -21,11 +21,10 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from conversations.store.interfaces import Renderer
+from conversations.store.records import OutboxListener
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
 from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.journal import SqlJournal
@@ -45,8 +44,9 @@ class SqlStore:
     """A :class:`conversations.store.interfaces.Store` over the database behind ``engine``.
 
     The schema must be at the newest revision (:func:`conversations.store.migrate.upgrade`).
-    ``render`` turns run events into outbox rows; ``on_outbox`` is called after a
-    commit that wrote any. ``engine`` is there for SQL-level tests and tools.
+    ``render`` turns run events into outbox rows; ``on_outbox`` is called with
+    the outbox rows a commit wrote (:data:`~conversations.store.records.OutboxListener`).
+    ``engine`` is there for SQL-level tests and tools.
     """
 
     def __init__(
@@ -54,7 +54,7 @@ class SqlStore:
         *,
         engine: AsyncEngine,
         render: Renderer,
-        on_outbox: Callable[[], None] = lambda: None,
+        on_outbox: OutboxListener = lambda _rows: None,
     ) -> None:
         self._db = Database(engine)
         self._db.on_outbox = on_outbox
@@ -71,12 +71,12 @@ class SqlStore:
         self.outputs = SqlOutputs(self._db)
 
     @property
-    def on_outbox(self) -> Callable[[], None]:
-        """Called after a write that added outbox rows committed."""
+    def on_outbox(self) -> OutboxListener:
+        """Called with the outbox rows a write wrote, once it committed."""
         return self._db.on_outbox
 
     @on_outbox.setter
-    def on_outbox(self, callback: Callable[[], None]) -> None:
+    def on_outbox(self, callback: OutboxListener) -> None:
         self._db.on_outbox = callback
 
     async def close(self) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Table, event
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy import Engine, Executable, Table, event
+from sqlalchemy.engine import Connection, Result, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session
 
+from conversations.store.records import OutboxListener
 from conversations.store.schema import ConversationRow
 from conversations.store.sql.writer import Runner, Transaction, WriteSession
 from core.vocabulary.errors import ConversationNotFound
@@ -128,6 +129,11 @@ def setup_sqlite(engine: Engine) -> None:
     event.listen(engine, "begin", _sqlite_begin)
 
 
+def changed(result: object) -> int:
+    """Rows an UPDATE, DELETE or INSERT ... SELECT touched (0 when the driver cannot say)."""
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 class Database:
     """The engine reads go through, the writer every write goes through, and who to tell
     about new outbox rows.
@@ -147,8 +153,10 @@ class Database:
     (https://www.sqlite.org/lang_transaction.html, "Read transactions versus write
     transactions"; https://www.sqlite.org/wal.html, "Sometimes Queries Return
     SQLITE_BUSY In WAL Mode"), and several bot processes share one file.
-    ``on_outbox`` is called after a write that added outbox rows committed (the
-    deliverer wakes up).
+    ``write_alone(statement)`` runs a write of one statement without ``BEGIN``: SQLite's
+    autocommit makes that statement its own transaction (see :meth:`write_alone`).
+    ``on_outbox`` is called with the outbox rows a write wrote, after it committed
+    (:data:`~conversations.store.records.OutboxListener`: the deliverer queues them).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -166,7 +174,7 @@ class Database:
         )
         self._reader = Runner(engine, setup_sqlite, {}, name="store-reader")
         self._upserts: dict[tuple[Table, tuple[str, ...]], Any] = {}
-        self.on_outbox: Callable[[], None] = lambda: None
+        self.on_outbox: OutboxListener = lambda _rows: None
 
     def upsert(self, table: Table, keys: tuple[str, ...]) -> Any:
         """``INSERT`` into ``table`` that updates every other column of a row whose ``keys``
@@ -204,6 +212,24 @@ class Database:
         locked") when the lock is not had within ``busy_timeout``.
         """
         return await self._writer.run(transaction)
+
+    async def write_alone(self, statement: Executable, result: Callable[[Result[Any]], T]) -> T:
+        """Run ``statement``, one write statement, in the writer without ``BEGIN``: on
+        SQLite it is its own transaction (autocommit), one statement instead of three
+        (``BEGIN IMMEDIATE``, it, ``COMMIT``). ``result`` reads what it returned, in
+        the writer thread (by default: the rows it changed).
+
+        Safe where ``BEGIN IMMEDIATE`` is needed for a whole transaction: a statement
+        that writes, run in autocommit, opens a write transaction as it starts
+        (https://www.sqlite.org/lang_transaction.html, "Implicit versus explicit
+        transactions"), so it asks for the write lock before it reads anything and
+        waits ``busy_timeout`` for it like ``BEGIN IMMEDIATE``; the read-then-upgrade
+        ``SQLITE_BUSY`` of a deferred transaction cannot happen within one statement.
+        It is atomic by itself, and the writer runs one thing at a time, so no other
+        write of this process comes in between. Elsewhere (PostgreSQL, SQLite
+        ``:memory:``) it is an ordinary transaction. Raises what :meth:`write` raises.
+        """
+        return await self._writer.run(lambda session: result(session.execute(statement)), NO_BEGIN)
 
     async def close(self) -> None:
         """Close the writer's and the reader's connections and every pooled one."""
@@ -251,8 +277,3 @@ def insert_rows(conn: Connection, statement: Any, rows: Sequence[Mapping[str, An
             conn.execute(statement, chunk[0])
         else:
             conn.execute(statement.values(list(chunk)))
-
-
-def changed(result: object) -> int:
-    """Rows an UPDATE, DELETE or INSERT ... SELECT touched (0 when the driver cannot say)."""
-    return int(getattr(result, "rowcount", 0) or 0)

@@ -23,6 +23,7 @@ from conversations.store.interfaces import Renderer
 from conversations.store.records import (
     Bound,
     Lease,
+    OutboxRecord,
     as_utc,
     binding_of,
     outbox_values,
@@ -44,7 +45,7 @@ from conversations.store.schema import (
     utcnow,
 )
 from conversations.store.sql.database import Database, conversation_row_sync, insert_rows
-from conversations.store.sql.outbox import drop_pending_notes
+from conversations.store.sql.outbox import drop_pending_notes, insert_outbox
 from conversations.store.sql.requests import resolve
 from core.vocabulary.entries import AssistantTurn, Compacted, Entry, JournalRecord
 from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
@@ -76,7 +77,6 @@ _TOUCH_FENCED = _TOUCH.where(
 """The same, fenced by the lease (owner and epoch)."""
 _INSERT_JOURNAL = insert(JOURNAL)
 _INSERT_MODEL_CALL = insert(MODEL_CALLS)
-_INSERT_OUTBOX = insert(OUTBOX)
 
 
 class SqlJournal:
@@ -117,15 +117,15 @@ class SqlJournal:
         """
         lease = leases.current_lease(conversation_id)  # here: the writer thread has no context
         releasing = leases.releases_with(conversation_id, change)
-        committed, wrote_outbox = await self._db.write(
+        committed, written = await self._db.write(
             lambda session: self._commit(
                 session, conversation_id, change, after_seq, lease, release=bool(releasing)
             )
         )
         if releasing is not None:
             releasing.released = True
-        if wrote_outbox:
-            self._db.on_outbox()
+        if written:
+            self._db.on_outbox(written)
         return committed
 
     def _commit(
@@ -137,8 +137,8 @@ class SqlJournal:
         lease: Lease | None,
         *,
         release: bool = False,
-    ) -> tuple[Committed, bool]:
-        """The statements of :meth:`commit`, in its transaction; whether outbox rows went in.
+    ) -> tuple[Committed, list[OutboxRecord]]:
+        """The statements of :meth:`commit`, in its transaction; the outbox rows it wrote.
         ``release``: the conversation's ``UPDATE`` also gives ``lease`` up."""
         conn = session.connection()  # Core on the connection: no ORM in the way
         now = utcnow()
@@ -183,9 +183,7 @@ class SqlJournal:
             outbox += [
                 outbox_values(conversation_id, out) for out in self._render(binding, run_event)
             ]
-        if outbox:
-            conn.execute(_INSERT_OUTBOX, outbox)
-        return committed, bool(outbox)
+        return committed, insert_outbox(session, outbox)  # and the notes a stop dropped
 
 
 def _load(session: Session, conversation_id: str) -> ConversationSnapshot:

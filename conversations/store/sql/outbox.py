@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, Table, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from conversations.events import PostReply, outbound_adapter
@@ -13,14 +14,62 @@ from conversations.store.records import (
     Outgoing,
     PendingSend,
     RequestMessage,
-    outbox_row,
+    outbox_values,
 )
-from conversations.store.schema import OutboxRow, utcnow
+from conversations.store.schema import OutboxRow, RequestRow, utcnow
 from conversations.store.sql.database import Database, changed
-from conversations.store.sql.requests import link_request_posts, request_message_id
+from conversations.store.sql.requests import (
+    REQUEST_POST,
+    link_request_posts,
+    request_message_id,
+)
 
 ERROR_CHARS = 2000
 """Characters of an error kept in ``last_error``."""
+
+OUTBOX = cast(Table, OutboxRow.__table__)
+_RECORD = (
+    OUTBOX.c.id,
+    OUTBOX.c.conversation_id,
+    OUTBOX.c.purpose,
+    OUTBOX.c.action,
+    OUTBOX.c.state,
+    OUTBOX.c.request_id,
+    OUTBOX.c.platform_message_id,
+    OUTBOX.c.attempts,
+    OUTBOX.c.last_error,
+)
+"""The columns of an :class:`OutboxRecord`, in its fields' order (for ``RETURNING``)."""
+_DROPPED = "threadbot_outbox_dropped"
+"""``session.info`` key: records of the notes :func:`drop_pending_notes` dropped in the
+session's transaction, handed on with the rows it inserts (:func:`insert_outbox`)."""
+
+
+def _record(row: Row[Any]) -> OutboxRecord:
+    values: tuple[Any, ...] = tuple(row)
+    return OutboxRecord(
+        id=values[0],
+        conversation_id=values[1],
+        purpose=values[2],
+        action=outbound_adapter.validate_python(values[3]),
+        state=values[4],
+        request_id=values[5],
+        platform_message_id=values[6],
+        attempts=values[7] or 0,
+        last_error=values[8],
+    )
+
+
+def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxRecord]:
+    """Insert ``rows`` (:func:`conversations.store.records.outbox_values`) in one
+    ``INSERT ... RETURNING`` (nothing for none); the records the transaction wrote, oldest
+    first: those rows with their new ids, and the notes :func:`drop_pending_notes` dropped
+    in the same transaction. For :data:`Database.on_outbox` once it committed."""
+    written = list(session.info.pop(_DROPPED, []))
+    if rows:
+        result = session.execute(insert(OUTBOX).values(list(rows)).returning(*_RECORD))
+        written += [_record(row) for row in result]
+    return sorted(written, key=lambda r: r.id)
 
 
 class SqlOutbox:
@@ -33,14 +82,15 @@ class SqlOutbox:
         self._db = db
 
     async def enqueue(self, conversation_id: str, items: Sequence[Outgoing]) -> None:
-        """Write outbox rows that no state change goes with (notices to people)."""
-
-        def enqueue(session: Session) -> None:
-            session.add_all([outbox_row(conversation_id, out) for out in items])
-
-        await self._db.write(enqueue)
-        if items:
-            self._db.on_outbox()
+        """Write outbox rows that no state change goes with (notices to people): one
+        ``INSERT ... RETURNING`` on its own (:meth:`Database.write_alone`), the rows
+        handed to ``on_outbox``; nothing for no items."""
+        if not items:
+            return
+        values = [outbox_values(conversation_id, out) for out in items]
+        stmt = insert(OUTBOX).values(values).returning(*_RECORD)
+        written = await self._db.write_alone(stmt, lambda result: [_record(r) for r in result])
+        self._db.on_outbox(sorted(written, key=lambda r: r.id))
 
     async def pending_conversations(self, limit: int) -> list[tuple[str, bool]]:
         """Conversations with pending rows: ``(id, whether a non-note row is pending)``.
@@ -111,7 +161,7 @@ class SqlOutbox:
             .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
             .values(state="dropped", last_error=reason[:ERROR_CHARS])
         )
-        await self._db.write(lambda session: session.execute(stmt))
+        await self._db.write_alone(stmt, changed)
 
     async def has_pending_milestone(self, conversation_id: str, *, after: int) -> bool:
         """Whether a pending row other than a note, with an id above ``after``, waits."""
@@ -148,17 +198,42 @@ class SqlOutbox:
         async with self._db.read() as session:
             return int(await session.scalar(select(func.max(OutboxRow.id))) or 0)
 
-    async def mark_sent(self, ids: Sequence[int], platform_message_id: str | None) -> None:
+    async def mark_sent(
+        self,
+        ids: Sequence[int],
+        platform_message_id: str | None,
+        *,
+        rows: Sequence[PendingSend] | None = None,
+    ) -> None:
         """Rows delivered; a request's own post also links the message to its request
-        (:func:`conversations.store.sql.requests.link_request_posts`), in one write."""
+        (:func:`conversations.store.sql.requests.link_request_posts`), in one write.
+
+        With ``rows`` (the deliverer's) nothing is read: no request post among them
+        is one ``UPDATE`` on its own (:meth:`Database.write_alone`); a request post
+        adds one ``UPDATE`` of its request, made only while its row is pending.
+        """
+        sent = (
+            update(OutboxRow)
+            .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
+            .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
+        )
+        if rows is not None:
+            wanted = set(ids)
+            posts = [r for r in rows if r.id in wanted and _request_post(r)]
+            if platform_message_id is None or not posts:
+                await self._db.write_alone(sent, changed)
+                return
+
+            def link_and_mark(session: Session) -> None:
+                _link_posts(session, posts, platform_message_id)
+                session.execute(sent)
+
+            await self._db.write(link_and_mark)
+            return
 
         def mark_sent(session: Session) -> None:
             link_request_posts(session, ids, platform_message_id)
-            session.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
-                .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
-            )
+            session.execute(sent)
 
         await self._db.write(mark_sent)
 
@@ -173,7 +248,7 @@ class SqlOutbox:
             .values(attempts=OutboxRow.attempts + 1, last_error=error[:ERROR_CHARS])
             .returning(OutboxRow.attempts)
         )
-        attempts = await self._db.write(lambda session: session.scalar(stmt))
+        attempts = await self._db.write_alone(stmt, lambda result: result.scalar())
         return int(attempts or 0)
 
     async def fail_for_good(
@@ -186,24 +261,26 @@ class SqlOutbox:
         """Stop retrying ``ids`` and write ``report`` (a row telling the thread), in one go.
 
         Only pending rows change; the report is written only when one did, so a
-        row failed twice (two processes) is reported once. Returns whether any did.
+        row failed twice (two processes) is reported once, and handed to
+        ``on_outbox``. Returns whether any did.
         """
+        failing = (
+            update(OutboxRow)
+            .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
+            .values(state="failed", last_error=error[:ERROR_CHARS])
+        )
+        if report is None:
+            return bool(await self._db.write_alone(failing, changed))
 
-        def fail(session: Session) -> bool:
-            result = session.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
-                .values(state="failed", last_error=error[:ERROR_CHARS])
-            )
-            failed = bool(changed(result))
-            if failed and report is not None:
-                session.add(outbox_row(conversation_id, report))
-            return failed
+        def fail(session: Session) -> list[OutboxRecord] | None:
+            if not changed(session.execute(failing)):
+                return None
+            return insert_outbox(session, [outbox_values(conversation_id, report)])
 
-        failed = await self._db.write(fail)
-        if failed and report is not None:
-            self._db.on_outbox()
-        return failed
+        written = await self._db.write(fail)
+        if written:
+            self._db.on_outbox(written)
+        return written is not None
 
     async def rows(self, conversation_id: str | None = None) -> list[OutboxRecord]:
         """Every row as stored, of one conversation or all, oldest first."""
@@ -228,13 +305,40 @@ class SqlOutbox:
 
 
 def drop_pending_notes(session: Session, conversation_id: str) -> None:
-    """Pending notes of the conversation become ``dropped`` (a stop made them moot)."""
-    session.execute(
-        update(OutboxRow)
+    """Pending notes of the conversation become ``dropped`` (a stop made them moot).
+
+    Their records are kept in the session for :func:`insert_outbox`, which hands them
+    on with the rows the transaction inserts: the deliverer forgets them (one
+    ``UPDATE ... RETURNING``, no read)."""
+    result = session.execute(
+        update(OUTBOX)
         .where(
-            OutboxRow.conversation_id == conversation_id,
-            OutboxRow.state == "pending",
-            OutboxRow.purpose == "note",
+            OUTBOX.c.conversation_id == conversation_id,
+            OUTBOX.c.state == "pending",
+            OUTBOX.c.purpose == "note",
         )
         .values(state="dropped")
+        .returning(*_RECORD)
     )
+    session.info.setdefault(_DROPPED, []).extend(_record(row) for row in result)
+
+
+def _request_post(row: PendingSend) -> bool:
+    """Whether ``row`` is a request's own post (the row whose message is linked to it)."""
+    return row.purpose == REQUEST_POST and row.request_id is not None
+
+
+def _link_posts(session: Session, posts: Sequence[PendingSend], message_id: str) -> None:
+    """Link ``message_id`` to the requests of ``posts`` (request posts the caller holds),
+    each only while its row is pending (as :func:`link_request_posts` does, unread)."""
+    for post in posts:
+        still_pending = exists().where(OUTBOX.c.id == post.id, OUTBOX.c.state == "pending")
+        session.execute(
+            update(RequestRow)
+            .where(RequestRow.id == post.request_id, still_pending)
+            .values(
+                message_platform=post.action.ref.platform,
+                message_channel=post.action.ref.channel,
+                message_id=message_id,
+            )
+        )

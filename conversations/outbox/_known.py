@@ -1,0 +1,232 @@
+"""The pending rows the deliverer knows of: handed over by the commits that wrote them.
+
+A commit that writes outbox rows hands them to the deliverer
+(:data:`conversations.store.OutboxListener`, :meth:`Deliverer.wake`), which keeps
+them here, per conversation, until they are settled: the dispatcher and the workers
+read them here, not from the store, and settling a row (sent, failed, dropped)
+writes it and forgets it. On the path of a run's messages the deliverer reads
+nothing (docs/architecture.md, "One mention, one approval, one stop").
+
+The store is still read, as a fallback, for what no commit of this process handed
+over: rows left pending before a start (read at start), and rows another process
+(or a tool) wrote, found by the poll every ``poll_interval`` seconds or when
+:meth:`Deliverer.wake` is called without rows. A look (:meth:`KnownRows.look`)
+lists the conversations with pending rows in the store; each is then *unsure*: its
+worker reads its rows from the store once (merged with those handed over), and it is
+sure again once a read found every one.
+
+Settled here, kept in memory too:
+
+- the ids settled lately, so a row handed over late (a look found it and it went
+  out first) is not sent again;
+- the message each request was posted as, when this deliverer sent it, for the
+  request's closing edit (:mod:`conversations.outbox._closing`); the store is read
+  only for a request this deliverer did not post (sent before a restart, say).
+
+Rows dropped by another process (a stop it made) while known here are still sent,
+and a row another process wrote waits for the poll even when rows written here
+after it went out: several processes on one database are not supported yet
+(docs/architecture.md, "Durability and exactly-once").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+
+from conversations.events import PostReply
+from conversations.store import (
+    Outbox,
+    OutboxRecord,
+    Outgoing,
+    PendingSend,
+    RequestMessage,
+)
+
+REQUEST_POST = "milestone"
+"""``purpose`` of a request's own post (its message is the one the closing edit edits)."""
+REPORT = "report"
+"""``purpose`` of a failure report: it goes before the conversation's other rows."""
+REMEMBERED = 4096
+"""Settled ids, and request messages, kept at most (the oldest are forgotten first)."""
+
+
+class KnownRows:
+    """The pending rows this deliverer knows of, per conversation, over the store.
+
+    Its reads (:meth:`conversations`, :meth:`pending_rows`, :meth:`still_pending`,
+    :meth:`has_pending_milestone`) answer from memory for every conversation that is
+    not unsure; its writes go to the store (``outbox``) and update the memory.
+    ``fed``: rows were handed over at least once (the store tells this deliverer
+    what it writes: a drain need not look at the store); ``more``: the store may
+    hold pending rows no look listed (the last look was cut at its limit, or this
+    deliverer, never fed, wrote a report): look again once the known ones are done.
+    Errors: what the store raises.
+    """
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.store = outbox
+        self.fed = False
+        self.more = False
+        self._rows: dict[str, dict[int, PendingSend]] = {}
+        self._unsure: dict[str, tuple[int, bool]] = {}
+        """Conversations a look found pending in the store: (place in the look, milestone)."""
+        self._settled: OrderedDict[int, None] = OrderedDict()
+        self._posts: OrderedDict[str, RequestMessage] = OrderedDict()
+
+    # --- what comes in ------------------------------------------------------------------
+
+    def take(self, records: Sequence[OutboxRecord]) -> None:
+        """Rows a commit wrote: pending ones are queued, others (dropped) forgotten."""
+        self.fed = True
+        for record in records:
+            if record.state == "pending" and record.id not in self._settled:
+                rows = self._rows.setdefault(record.conversation_id, {})
+                rows[record.id] = record.pending_send()
+            else:
+                self._forget([record.id], record.conversation_id)
+
+    async def look(self, limit: int) -> None:
+        """Read which conversations have pending rows in the store (up to ``limit``): each
+        becomes unsure, its rows read from the store by its next worker."""
+        found = await self.store.pending_conversations(limit)
+        self._unsure = {cid: (n, milestone) for n, (cid, milestone) in enumerate(found)}
+        self.more = len(found) >= limit
+
+    # --- reads, from memory ---------------------------------------------------------------
+
+    def conversations(self) -> list[tuple[str, bool]]:
+        """Conversations with pending rows, the oldest row first: ``(id, whether a row other
+        than a note is pending)`` (for an unsure one, as the look found it)."""
+        keys: dict[str, tuple[float, float]] = {}
+        flags: dict[str, bool] = {}
+        for cid, rows in self._rows.items():
+            if rows:
+                keys[cid] = (min(rows), math.inf)
+                flags[cid] = any(row.purpose != "note" for row in rows.values())
+        for cid, (place, milestone) in self._unsure.items():
+            keys[cid] = (keys.get(cid, (math.inf, 0))[0], place)
+            flags[cid] = flags.get(cid, False) or milestone
+        return [(cid, flags[cid]) for cid in sorted(keys, key=keys.__getitem__)]
+
+    def empty(self) -> bool:
+        """Whether no pending row is known, nor any conversation unsure."""
+        return not self._unsure and not any(self._rows.values())
+
+    async def pending_rows(
+        self, conversation_id: str, *, after: int = 0, limit: int = 100
+    ) -> list[PendingSend]:
+        """Up to ``limit`` pending rows of the conversation with ids above ``after``, in
+        its order: reports first, then the others oldest first (as
+        :meth:`conversations.store.Outbox.pending_rows`). From memory, or, for an
+        unsure conversation, from the store (what it finds is kept)."""
+        known = self._rows.get(conversation_id, {})
+        if conversation_id in self._unsure:
+            page = await self.store.pending_rows(conversation_id, after=after, limit=limit)
+            for row in page:
+                if row.id not in self._settled:
+                    known = self._rows.setdefault(conversation_id, {})
+                    known.setdefault(row.id, row)
+            if len(page) < limit:
+                self._unsure.pop(conversation_id, None)  # every pending row is known now
+        rows = sorted(
+            (row for row in known.values() if row.id > after),
+            key=lambda row: (row.purpose != REPORT, row.id),
+        )
+        return rows[: max(0, limit)]
+
+    async def has_pending_milestone(self, conversation_id: str, *, after: int) -> bool:
+        """Whether a pending row other than a note, with an id above ``after``, waits."""
+        if conversation_id in self._unsure:
+            return await self.store.has_pending_milestone(conversation_id, after=after)
+        rows = self._rows.get(conversation_id, {}).values()
+        return any(row.id > after and row.purpose != "note" for row in rows)
+
+    async def still_pending(self, ids: Collection[int]) -> set[int]:
+        """Which of ``ids`` are pending still (not settled, nor dropped by a stop)."""
+        pending = {i for rows in self._rows.values() for i in rows}
+        return {i for i in ids if i in pending}
+
+    async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
+        """The message request ``request_id`` was posted as: as this deliverer settled it,
+        else as the store says (:meth:`conversations.store.Outbox.request_message`)."""
+        known = self._posts.get(request_id)
+        if known is not None:
+            return known
+        return await self.store.request_message(conversation_id, request_id)
+
+    def forget_request(self, request_id: str | None) -> None:
+        """The request's closing edit is settled: its message need not be kept."""
+        self._posts.pop(request_id or "", None)
+
+    # --- writes, to the store -----------------------------------------------------------
+
+    async def mark_sent(self, rows: Sequence[PendingSend], message_id: str | None) -> None:
+        """``rows`` went out as ``message_id``: written (nothing read), then forgotten."""
+        await self.store.mark_sent([row.id for row in rows], message_id, rows=rows)
+        for row in rows:
+            self._remember_post(row, RequestMessage(row.action, "sent", message_id))
+        self._settle(rows)
+
+    async def settle_unsent(self, rows: Sequence[PendingSend], reason: str) -> None:
+        """``rows`` had nothing to send: ``dropped`` with ``reason``, then forgotten."""
+        await self.store.settle_unsent([row.id for row in rows], reason)
+        self._settle(rows)
+
+    async def record_failure(self, send_id: int, error: str) -> int:
+        """Count a failed attempt of row ``send_id`` in the store; the attempts so far."""
+        return await self.store.record_failure(send_id, error)
+
+    async def fail_for_good(
+        self, rows: Sequence[PendingSend], error: str, report: Outgoing | None
+    ) -> bool:
+        """``rows`` (of one conversation) failed for good, ``report`` written with them (the
+        store hands it over as a new row); then they are forgotten. Whether any was
+        still pending."""
+        failed = await self.store.fail_for_good(
+            rows[0].conversation_id, [row.id for row in rows], error, report
+        )
+        for row in rows:
+            self._remember_post(row, RequestMessage(row.action, "failed", None))
+        self._settle(rows)
+        if failed and report is not None and not self.fed:
+            self.more = True  # the report is not handed to a deliverer nobody feeds
+        return failed
+
+    async def has_pending_in(self, platform: str, channel: str, *, up_to: int) -> bool:
+        """Whether a pending row of ``platform``'s ``channel``, id up to ``up_to``, waits in
+        the store (rows an earlier process may have sent: only the store knows)."""
+        return await self.store.has_pending_in(platform, channel, up_to=up_to)
+
+    async def last_outbox_id(self) -> int:
+        """The id of the newest row in the store, 0 for none."""
+        return await self.store.last_outbox_id()
+
+    # --- bookkeeping ----------------------------------------------------------------------
+
+    def _settle(self, rows: Sequence[PendingSend]) -> None:
+        for row in rows:
+            self._forget([row.id], row.conversation_id)
+            self._settled[row.id] = None
+        while len(self._settled) > REMEMBERED:
+            self._settled.popitem(last=False)
+
+    def _forget(self, ids: Collection[int], conversation_id: str) -> None:
+        rows = self._rows.get(conversation_id)
+        if rows is None:
+            return
+        for i in ids:
+            rows.pop(i, None)
+        if not rows:
+            del self._rows[conversation_id]
+
+    def _remember_post(self, row: PendingSend, message: RequestMessage) -> None:
+        """Keep the message of a request's own post (the first one settled)."""
+        if row.purpose != REQUEST_POST or row.request_id is None:
+            return
+        if not isinstance(row.action, PostReply) or row.request_id in self._posts:
+            return
+        self._posts[row.request_id] = message
+        while len(self._posts) > REMEMBERED:
+            self._posts.popitem(last=False)
