@@ -109,14 +109,16 @@ class Bind:
         link = await self._link(event.ref)
         if link is None:
             return None
-        conversation = await self._threads.info(link.conversation_id)
+        conversation = link.conversation or await self._threads.info(link.conversation_id)
         settings = self._settings
         if event.emoji in settings.stop_reactions:
             return StopRun(conversation, event.author)
         approve = event.emoji in settings.approve_reactions
         if link.request_id is None or not (approve or event.emoji in settings.reject_reactions):
             return Ignore()
-        return await self._decision(conversation, link.request_id, approve, event.author)
+        return await self._decision(
+            conversation, link.request_id, approve, event.author, state=link.request_state
+        )
 
     async def _command(self, event: CommandInvoked) -> Intent:
         if event.name == "decide":
@@ -204,10 +206,14 @@ class Bind:
         approve: bool,
         who: Author,
         call: int | None = None,
+        *,
+        state: RequestState | None = None,
     ) -> Intent:
         """A decision on a request still open (or decided: the engine says so), else a
-        notice for a plan replaced meanwhile, or nothing for any other closed request."""
-        state = await self._requests.request_state(request_id)
+        notice for a plan replaced meanwhile, or nothing for any other closed request.
+        ``state``: the request's, when it was read with the message's link."""
+        if state is None:
+            state = await self._requests.request_state(request_id)
         if state is RequestState.SUPERSEDED:
             return Notice(conversation, "That plan was replaced by a newer version.")
         if state is not RequestState.OPEN and state is not RequestState.DECIDED:

@@ -26,7 +26,7 @@ from core.context import random_id
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import IDLE, Lifecycle, Status, WaitKind
 from core.vocabulary.people import Person
-from core.vocabulary.requests import PendingRequest, request_adapter
+from core.vocabulary.requests import PendingRequest, RequestState, request_adapter
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import CommandProcess, ToolCallRecord, ToolState
 from core.vocabulary.verdicts import Verdict, verdict_adapter
@@ -84,10 +84,16 @@ class DueRequest:
 
 @dataclass(frozen=True)
 class MessageLink:
-    """What a bot message is about: its conversation and, if any, its pending request."""
+    """What a bot message is about: its conversation and, if any, its pending request.
+
+    Found through the request's own post, it also says the request's state and the
+    conversation as the hub sees it, read with it (None when not read).
+    """
 
     conversation_id: str
     request_id: str | None
+    request_state: RequestState | None = field(default=None, compare=False)
+    conversation: ConversationInfo | None = field(default=None, compare=False)
 
 
 class Bound(Protocol):

@@ -24,9 +24,11 @@ known.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+from collections.abc import Iterator
 
-from core.run.state import Run
+from core.run.state import Gathering, Run
 from core.vocabulary.entries import AssistantTurn, ToolResultEntry
 from core.vocabulary.errors import RequestConflict, StaleSnapshot
 from core.vocabulary.fold import apply_change
@@ -73,62 +75,60 @@ async def commit(
     """Commit ``change`` after the run's newest entry; fold it into the run's snapshot.
 
     Commits of one run go one at a time (the turn's concurrent tool calls share it).
-    ``together``: the change may share its commit with the other ``together``
-    changes of the run asked for in the same turn of the event loop (the results
-    of read-only calls that ran concurrently and finished at once): the first of
-    them lets the loop go round once, then commits them all as one change
-    (:meth:`Change.then`, in the order they were asked for), and each caller gets
-    that commit's outcome. None of them waits for a call still running.
+    ``together``: while the run gathers the results of calls that run side by side
+    (:func:`gathered`), the change waits for the others and they are committed as
+    one change (:meth:`Change.then`, in the order they came), each caller getting
+    that commit's outcome; otherwise it is committed at once.
     Raises what the store raises (:class:`~core.vocabulary.errors.RequestConflict`,
     :class:`~core.vocabulary.errors.LeaseLost`, ...) after dropping the snapshot; a
     :class:`~core.vocabulary.errors.StaleSnapshot` is handled here (reload, renumber,
     again) up to :data:`RETRIES` times.
     """
-    if together:
-        return await _together(run, journal, change)
+    gathering = run.gathering
+    if together and gathering is not None:
+        return await _joined(run, journal, gathering, change)
     return await _commit(run, journal, change)
 
 
-async def _together(run: Run, journal: Journal, change: Change) -> Committed:
-    """:func:`commit` of a ``together`` change (see there)."""
-    joining = run.joining
-    if joining:  # a commit for those that came together is being gathered: join it
-        joined: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
-        joining.append((change, joined))
-        return await joined
-    joining.append((change, None))
-    batch: list[tuple[Change, asyncio.Future[Committed] | None]] = []
+@contextlib.contextmanager
+def gathered(run: Run, size: int) -> Iterator[None]:
+    """Inside the block, the ``together`` commits of the run (the results of ``size``
+    read-only calls run side by side) wait until all ``size`` have come, then go as
+    one commit. Every call of the block must commit its result once, or end the
+    block by raising (the others are then cancelled by the caller); what was
+    gathered and not committed when the block ends is dropped (a read-only call
+    runs again after a crash anyway)."""
+    run.gathering = Gathering(size=size)
     try:
-        await asyncio.sleep(0)  # the loop goes round once: calls that finished join
-        batch = _taken(joining)
+        yield
+    finally:
+        run.gathering = None
+
+
+async def _joined(run: Run, journal: Journal, gathering: Gathering, change: Change) -> Committed:
+    """:func:`commit` of a ``together`` change while ``gathering``."""
+    joined: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
+    gathering.changes.append((change, joined))
+    if len(gathering.changes) < gathering.size:
+        return await joined
+    batch = list(gathering.changes)
+    gathering.changes.clear()
+    try:
         merged = functools.reduce(Change.then, [c for c, _ in batch])
         committed = await _commit(run, journal, merged)
     except BaseException as exc:
-        for future in _followers(batch or _taken(joining)):
+        for _, future in batch:
+            if future is joined or future.done():
+                continue
             if isinstance(exc, asyncio.CancelledError):
                 future.cancel()
             else:
                 future.set_exception(exc)
         raise
-    for future in _followers(batch):
-        future.set_result(committed)
+    for _, future in batch:
+        if future is not joined and not future.done():
+            future.set_result(committed)
     return committed
-
-
-def _taken(
-    joining: list[tuple[Change, asyncio.Future[Committed] | None]],
-) -> list[tuple[Change, asyncio.Future[Committed] | None]]:
-    """The changes gathered so far, taken out of ``joining``."""
-    batch = list(joining)
-    joining.clear()
-    return batch
-
-
-def _followers(
-    batch: list[tuple[Change, asyncio.Future[Committed] | None]],
-) -> list[asyncio.Future[Committed]]:
-    """The futures of the changes that joined another's commit."""
-    return [future for _, future in batch if future is not None and not future.done()]
 
 
 async def _commit(run: Run, journal: Journal, change: Change) -> Committed:

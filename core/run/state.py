@@ -26,6 +26,15 @@ from core.vocabulary.journal import Change, Committed
 from core.vocabulary.snapshot import ConversationSnapshot
 
 
+@dataclass
+class Gathering:
+    """Results of ``size`` calls run side by side, gathered for one commit: each change
+    with the future its caller awaits (:func:`core.run.live.gathered`)."""
+
+    size: int
+    changes: list[tuple[Change, asyncio.Future[Committed]]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Handover:
     """A conversation as a run's last commit left it, handed to the run that goes on next.
@@ -54,8 +63,9 @@ class Run:
     the clock and ids of its decisions. ``history`` builds the model's messages as the
     journal grows, ``totals`` the request's totals for the notes' status line;
     ``commits`` lets one commit through at a time (the turn's concurrent tool calls
-    share the run); ``joining`` holds the changes gathered for one commit together
-    (:func:`core.run.live.commit`); ``committed_at`` is the time of its last commit.
+    share the run); ``gathering`` holds the results of calls run side by side until
+    they go as one commit (:func:`core.run.live.gathered`); ``committed_at`` is the
+    time of its last commit.
     """
 
     conversation_id: str
@@ -68,7 +78,7 @@ class Run:
     history: History = field(default_factory=History)
     totals: RequestTotals = field(default_factory=RequestTotals)
     commits: asyncio.Lock = field(default_factory=asyncio.Lock)
-    joining: list[tuple[Change, asyncio.Future[Committed] | None]] = field(default_factory=list)
+    gathering: Gathering | None = None
     committed_at: datetime | None = None
 
     def handover(self) -> Handover | None:

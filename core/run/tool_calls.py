@@ -156,7 +156,8 @@ class ToolCalls:
             for r in batch
         ]
         try:
-            await asyncio.gather(*calls)
+            with live.gathered(run, len(calls)):  # their results: one commit
+                await asyncio.gather(*calls)
         except BaseException:  # a refused commit or a stop: no call outlives its batch
             for call in calls:
                 call.cancel()

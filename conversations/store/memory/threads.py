@@ -85,7 +85,9 @@ class MemoryThreads:
         posted = (platform, channel, message)
         for r in reversed(self._t.requests.values()):
             if r.message == posted:
-                return MessageLink(r.conversation_id, r.request.id)
+                conversation = self._t.conversations.get(r.conversation_id)
+                info = conversation.info() if conversation is not None else None
+                return MessageLink(r.conversation_id, r.request.id, r.request.state, info)
         for row in self._t.outbox.values():
             if (row.platform, row.channel, row.platform_message_id) == posted:
                 return MessageLink(row.conversation_id, row.request_id)

@@ -22,13 +22,21 @@ def add_delivery(
     One ``INSERT ... ON CONFLICT DO NOTHING``: the key is the primary key, so a
     duplicate changes no row (https://www.sqlite.org/lang_upsert.html).
     """
+    stmt = delivery_insert(session.get_bind().dialect.name, key, conversation_id, event)
+    return changed(session.execute(stmt)) == 1
+
+
+def delivery_insert(
+    dialect: str, key: str, conversation_id: str | None, event: dict[str, Any] | None
+) -> Any:
+    """The ``INSERT ... ON CONFLICT DO NOTHING`` of the delivery ``key`` (see
+    :func:`add_delivery`)."""
     table = cast(Table, DeliveryRow.__table__)
-    stmt = (
-        conflict_insert(session.get_bind().dialect.name, table)
+    return (
+        conflict_insert(dialect, table)
         .values(key=key, conversation_id=conversation_id, event=event, received_at=utcnow())
         .on_conflict_do_nothing(index_elements=["key"])
     )
-    return changed(session.execute(stmt)) == 1
 
 
 class SqlInbox:
@@ -46,11 +54,12 @@ class SqlInbox:
         """Record an inbound delivery; False when the key was seen before.
 
         With ``event``, the delivery stays unhandled until a change names its key in
-        ``Change.handled``: at start, :meth:`unhandled` hands it back.
+        ``Change.handled``: at start, :meth:`unhandled` hands it back. One statement on
+        its own (:meth:`Database.write_alone`).
         """
-        return await self._db.write(
-            lambda session: add_delivery(session, delivery_key, conversation_id, event)
-        )
+        dialect = self._db.engine.dialect.name
+        stmt = delivery_insert(dialect, delivery_key, conversation_id, event)
+        return await self._db.write_alone(stmt, lambda result: changed(result) == 1)
 
     async def unhandled(self) -> list[tuple[str, str, dict[str, Any]]]:
         """``(key, conversation id, event)`` of kept deliveries not yet handled, oldest first."""

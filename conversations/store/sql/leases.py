@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
@@ -35,13 +36,13 @@ class SqlLeases:
         now: datetime | None = None,
         dead: str | None = None,
     ) -> Lease | None:
-        """Take the lease for ``ttl`` seconds with a new epoch (see the interface)."""
+        """Take the lease for ``ttl`` seconds with a new epoch (see the interface): one
+        statement on its own (:meth:`Database.write_alone`)."""
         now = now or utcnow()
         until = now + timedelta(seconds=ttl)
-        return await self._db.write(
-            lambda session: acquire(
-                session, conversation_id, owner, until=until, now=now, dead=dead
-            )
+        stmt = acquire_statement(conversation_id, owner, until=until, now=now, dead=dead)
+        return await self._db.write_alone(
+            stmt, lambda result: lease_taken(conversation_id, owner, result.one_or_none())
         )
 
     async def renew_leases(
@@ -76,16 +77,17 @@ class SqlLeases:
 # --- statements (run inside the store's write transactions) ---------------------------
 
 
-def acquire(
-    session: Session,
+def acquire_statement(
     conversation_id: str,
     owner: str,
     *,
     until: datetime,
     now: datetime,
     dead: str | None,
-) -> Lease | None:
-    """Take the lease if it is free, expired, ``owner``'s own or ``dead``'s; bumps the epoch."""
+) -> Any:
+    """The ``UPDATE`` that takes the lease if it is free, expired, ``owner``'s own or
+    ``dead``'s, bumping the epoch; it returns the epoch and the conversation's last
+    change (:func:`lease_taken` reads them)."""
     takeable = (
         ConversationRow.lease_owner.is_(None)
         | (ConversationRow.lease_owner == owner)
@@ -99,7 +101,11 @@ def acquire(
         .values(lease_owner=owner, lease_until=until, lease_epoch=ConversationRow.lease_epoch + 1)
         .returning(ConversationRow.lease_epoch, ConversationRow.updated_at)
     )
-    row = session.execute(stmt).one_or_none()
+    return stmt
+
+
+def lease_taken(conversation_id: str, owner: str, row: Any) -> Lease | None:
+    """The lease :func:`acquire_statement` took, from the row it returned (None: not taken)."""
     if row is None:
         return None
     return Lease(conversation_id, owner, int(row[0]), changed_at=as_utc(row[1]))

@@ -20,8 +20,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from conversations.store.records import DueRequest, MessageLink, as_utc, verdict_json
-from conversations.store.schema import OutboxRow, RequestRow, utcnow
+from conversations.store.records import DueRequest, MessageLink, as_utc, info_of, verdict_json
+from conversations.store.schema import ConversationRow, OutboxRow, RequestRow, utcnow
 from conversations.store.sql.database import Database, changed
 from core.vocabulary.errors import RequestConflict
 from core.vocabulary.journal import RequestResolution
@@ -140,9 +140,11 @@ def link_request_posts(
 async def request_link(
     session: AsyncSession, platform: str, channel: str, message: str
 ) -> MessageLink | None:
-    """The request posted as ``message`` in ``platform``'s ``channel``, if any (the newest)."""
+    """The request posted as ``message`` in ``platform``'s ``channel``, if any (the newest),
+    with its state and its conversation, in one ``SELECT``."""
     stmt = (
-        select(RequestRow.conversation_id, RequestRow.id)
+        select(RequestRow.conversation_id, RequestRow.id, RequestRow.state, ConversationRow)
+        .join(ConversationRow, ConversationRow.id == RequestRow.conversation_id)
         .where(
             RequestRow.message_platform == platform,
             RequestRow.message_channel == channel,
@@ -152,7 +154,10 @@ async def request_link(
         .limit(1)
     )
     found = (await session.execute(stmt)).first()
-    return MessageLink(found[0], found[1]) if found else None
+    if found is None:
+        return None
+    cid, request_id, state, row = found
+    return MessageLink(cid, request_id, RequestState(state), info_of(row))
 
 
 async def request_message_id(session: AsyncSession, request_id: str) -> str | None:
