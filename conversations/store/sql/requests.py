@@ -157,7 +157,11 @@ async def request_link(
     if found is None:
         return None
     cid, request_id, state, row = found
-    return MessageLink(cid, request_id, RequestState(state), info_of(row))
+    try:
+        info = info_of(row)
+    except ValueError:  # a row older data left unreadable: the caller reads it itself
+        info = None
+    return MessageLink(cid, request_id, RequestState(state), info)
 
 
 async def request_message_id(session: AsyncSession, request_id: str) -> str | None:
