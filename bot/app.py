@@ -311,6 +311,7 @@ async def build(
         stop_command=settings.stop_command,
         lease_ttl=settings.lease_ttl,
         shutdown_grace=settings.shutdown_grace,
+        on_open=places.know,
         files=FileLimits(
             max_bytes=int(settings.shared_file_mb * 1024 * 1024),
             per_message=settings.shared_files_per_message,

@@ -217,15 +217,23 @@ class ConversationSettings:
         """The settings of ``ref``'s channel (a :data:`conversations.channels.ChannelLookup`)."""
         return self.at(ref).channel_settings
 
+    def know(self, conversation_id: str, ref: PlatformRef) -> None:
+        """Keep the settings of a conversation just opened at ``ref``'s place, so its first
+        run asks the store nothing for them (:attr:`conversations.hub.HubSettings.on_open`)."""
+        self._remember(conversation_id, self.at(ref))
+
+    def _remember(self, conversation_id: str, found: Effective) -> None:
+        self._known[conversation_id] = found  # shared by every conversation of the place
+        if len(self._known) > self._keep:
+            self._known.popitem(last=False)
+
     async def of(self, conversation_id: str) -> Effective:
         """The settings of a conversation; the bot's own for an unknown id."""
         found = self._known.get(conversation_id)
         if found is None:
             ref = await self._binding(conversation_id)
             found = self._layers.at("", "", "") if ref is None else self.at(ref)
-            self._known[conversation_id] = found  # shared by every conversation of the place
-            if len(self._known) > self._keep:
-                self._known.popitem(last=False)
+            self._remember(conversation_id, found)
         else:
             self._known.move_to_end(conversation_id)
         return found

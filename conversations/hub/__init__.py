@@ -103,6 +103,7 @@ class Hub:
                 workspace_root=settings.workspace_root,
                 position=self._engine.workflow.start,
                 leases=self.leases,
+                on_open=settings.on_open,
             ),
             self._authorise,
             Route(

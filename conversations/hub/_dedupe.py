@@ -10,9 +10,10 @@ before that hands it back at start: :meth:`conversations.hub.Hub.resume_unhandle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from conversations.events import MessagePosted, inbound_adapter
+from conversations.events import MessagePosted, PlatformRef, inbound_adapter
 from conversations.hub._chain import Answer, Begin, Inbound, Next, Open, person_of
 from conversations.store import Inbox, Threads
 from conversations.store.leases import Leases
@@ -20,7 +21,8 @@ from conversations.store.records import opened_lease, opened_snapshot
 
 
 class Dedupe:
-    """Records each delivery once; new conversations start at ``position``."""
+    """Records each delivery once; new conversations start at ``position``, leased to
+    this process (``leases``); ``on_open`` is told each conversation opened and its thread."""
 
     def __init__(
         self,
@@ -30,12 +32,14 @@ class Dedupe:
         workspace_root: Path,
         position: str,
         leases: Leases | None = None,
+        on_open: Callable[[str, PlatformRef], None] | None = None,
     ) -> None:
         self._inbox = inbox
         self._threads = threads
         self._workspace_root = workspace_root
         self._position = position
         self._leases = leases
+        self._on_open = on_open
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
         """Go on with a delivery seen for the first time; an :class:`Open` becomes a
@@ -57,6 +61,8 @@ class Dedupe:
                 return
             if leases is not None:
                 leases.opened(opened_lease(conversation_id, leases.owner))
+            if self._on_open is not None:
+                self._on_open(conversation_id, intent.binding)
             snapshot = opened_snapshot(
                 conversation_id,
                 requester=requester,

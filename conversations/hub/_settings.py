@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conversations.access import AccessPolicy
 from conversations.channels import ChannelLookup
+from conversations.events import PlatformRef
 from conversations.files import FileLimits
 from core.context import now
 
@@ -45,6 +46,9 @@ class HubSettings:
     ``/threadbot settings``); None: the same everywhere, from ``access``."""
     clock: Callable[[], datetime] = now
     """The current time, timezone-aware UTC (for the per-hour limits)."""
+    on_open: Callable[[str, PlatformRef], None] | None = None
+    """Told each conversation a mention opened here and its thread (the bot keeps its
+    place's settings for its first run, which then reads nothing for them)."""
     files: FileLimits = field(default_factory=FileLimits)
     """Caps on the files a message may share: bytes a file, files a message, seconds a
     download (:mod:`conversations.files`)."""

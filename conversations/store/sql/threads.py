@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
@@ -25,6 +25,9 @@ from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 
 _ENDED = (Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED)
+
+
+CONVERSATIONS = cast(Table, ConversationRow.__table__)
 
 
 class SqlThreads:
@@ -54,8 +57,8 @@ class SqlThreads:
         def open_(session: Session) -> str | None:
             if not add_delivery(session, delivery_key, conversation_id, event):
                 return None
-            session.add(
-                ConversationRow(
+            session.connection().execute(  # Core, not the ORM's unit of work
+                insert(CONVERSATIONS).values(
                     id=conversation_id,
                     platform=binding.platform,
                     workspace=binding.workspace,
