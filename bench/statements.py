@@ -20,10 +20,12 @@ Same schema, rows and number of write transactions, by construction.
 
 **Rounds.** A warm-up story, then ``rounds`` stories in the same app, each in a
 new thread and each its own round (its floor is counted from the same story, so
-there is nothing to alternate). Target: at most 40 statements, a count rather
+there is nothing to alternate). Target: at most 60 statements, a count rather
 than a ratio: the verdict is on the median of the stories' counts, printed with
 their spread (the count moves with timing: background work that happens to
-run during a story counts).
+run during a story counts). The target was 40 until the story's own write
+transactions were found to cost 97 statements at their floor (issue 24): grouping
+brought that floor to 55, and 60 leaves the reads a run does not hold.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from bench._trace import Statement, StatementTrace, conversation_loads, transact
 from bench._verdict import Target
 from tests.slack_harness import ALICE, CHANNEL
 
-TARGET = 40
+TARGET = 60
 TIMEOUT = 60.0
 
 

@@ -173,13 +173,14 @@ def test_db_upgrade_of_a_file_that_is_no_database_is_a_clear_error(tmp_path: Pat
 
 
 def _console_with_a_long_command(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
-    """The console running ``sleep 30`` after an approved plan; the process and the pid file."""
+    """The console running ``sleep 300`` after an approved plan; the process and the pid file
+    (long enough that ``late`` appears only if the kill never came, on a slow machine too)."""
     import json
     import sqlite3
     import time
 
     script = tmp_path / "script.json"
-    command = {"command": "echo $$ > pid; sleep 30; touch late"}
+    command = {"command": "echo $$ > pid; sleep 300; touch late"}
     script.write_text(
         json.dumps(
             [

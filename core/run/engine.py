@@ -11,9 +11,11 @@ Calls are made one at a time per conversation by the caller (the hub's queue);
 :meth:`Engine.stop` is the exception and is called after the caller cancelled the
 conversation's task. Each entry point is one run (:class:`core.run.state.Run`): it
 asks for the conversation's settings once, opens the run's span, loads the
-conversation once and keeps it in memory while it goes on, folding in each change
-it commits (:mod:`core.run.live`); an entry point that hands over to another (a
-start to the turns that follow) hands over its run. What the run uses is the
+conversation once (or starts from the snapshot its caller hands in: a conversation
+just opened, or as a decision left it, :class:`core.run.state.Handover`) and keeps it
+in memory while it goes on, folding in each change it commits
+(:mod:`core.run.live`); an entry point that hands over to another (a start to the
+turns that follow) hands over its run. What the run uses is the
 engine's :class:`core.run.deps.RunDeps`. The time and new ids come from the
 engine's run context (:mod:`core.context`).
 """

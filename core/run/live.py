@@ -1,4 +1,4 @@
-"""A run's conversation in memory: loaded once, kept up to date by its own commits.
+"""A run's conversation in memory: read at most once, kept up to date by its own commits.
 
 While a run holds a conversation's lease nobody else runs it, so the run need not
 read the conversation back after each step: the run loads it at its start
@@ -9,7 +9,10 @@ state from). Commits name the position they append after (``after_seq``), so the
 store writes no ``SELECT max(seq)`` and refuses a commit computed from a stale
 snapshot.
 
-A run after a person's answer, or after a crash, loads from the store. Writes
+A run after a reply, or after a crash, loads from the store; the first run of a
+mention starts from the conversation as it was opened, and the run after a decision
+from the snapshot the decision's commit left, when nothing changed since
+(:class:`core.run.state.Handover`). Writes
 beside a run are few and guarded: a decision on a tool approval may land while the
 turn's allowed calls run (from the hub, or another instance). Such a write shows as
 a :class:`core.vocabulary.errors.StaleSnapshot` (its journal entries took our
