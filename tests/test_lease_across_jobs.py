@@ -28,6 +28,7 @@ from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import WaitKind
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import ProgressNote
+from tests.conftest import wait_for
 from tests.test_store_contract import new_conversation
 
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -318,4 +319,39 @@ async def test_a_job_queued_behind_the_run_that_ends_keeps_the_lease_for_it(
     (lease,) = setup.counting.acquired
     assert first == seen == [lease] and notes[0][1] == lease
     assert setup.counting.released == [lease]
+    assert await setup.owner(cid) is None
+
+
+async def test_a_lease_given_up_while_its_renewal_waits_is_not_reported_lost(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The renewal reads the held leases, then waits its turn at the store; the run's last
+    commit gives its lease up meanwhile: that lease is let go, not lost."""
+    cid = await new_conversation(setup.store)
+    renewing, renew = asyncio.Event(), asyncio.Event()
+    inner = setup.store.leases
+
+    async def renew_late(held: Any, *, ttl: float, now: Any = None) -> set[str]:
+        renewing.set()
+        await renew.wait()
+        kept: set[str] = await inner.renew_leases(held, ttl=ttl, now=now)
+        return kept
+
+    setup.counting.renew_leases = renew_late  # type: ignore[method-assign]
+    gate = asyncio.Event()
+    seen: list[Lease | None] = []
+
+    async def end_after_gate() -> None:
+        await gate.wait()
+        await ending(setup, cid, seen).run()
+
+    setup.queue.submit(cid, Job(end_after_gate))
+    await wait_for(lambda: cid in setup.leases.held_ids)
+    renewal = asyncio.ensure_future(setup.leases.renew_all())
+    await renewing.wait()
+    gate.set()
+    await setup.queue.idle()  # the run ended waiting: its commit gave the lease up
+    renew.set()
+    assert await renewal == set()
+    assert "lost the lease" not in caplog.text
     assert await setup.owner(cid) is None

@@ -344,6 +344,25 @@ async def test_each_write_that_added_rows_hands_them_over_as_stored(store: Store
     assert all(r.conversation_id == cid for r in handed.values())
 
 
+async def test_a_commit_whose_caller_was_cancelled_still_hands_its_rows_over(
+    store: Store,
+) -> None:
+    """A stop cancels a run while its commit is in the writer: the commit goes through
+    whole, and its rows (a plan, say) reach the deliverer, before the stop's own."""
+    told: list[list[OutboxRecord]] = []
+    store.on_outbox = lambda rows: told.append(list(rows))
+    cid = await new_conversation(store)
+    committing = asyncio.ensure_future(store.journal.commit(cid, note("the plan")))
+    await asyncio.sleep(0)  # the commit has begun
+    committing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await committing
+    went = len((await store.journal.load(cid)).journal)  # whole, or (not begun) nothing
+    assert [[_text(r.action) for r in rows] for rows in told] == ([["⏳ the plan"]] if went else [])
+    if isinstance(store, SqlStore):
+        assert went == 1  # in the writer already when cancelled: it went through
+
+
 async def test_a_stop_hands_over_the_notes_it_dropped_with_its_own_rows(store: Store) -> None:
     cid = await new_conversation(store)
     await store.journal.commit(cid, note("one"))

@@ -191,10 +191,18 @@ class Leases:
             await work()
 
     async def renew_all(self) -> set[str]:
-        """Renew every held lease at once; returns the ids found lost (taken over)."""
+        """Renew every held lease at once; returns the ids found lost (taken over).
+
+        A lease let go while the renewal waited its turn at the writer (its run's
+        last commit gave it up, or its worker ended) is not lost: only one this
+        process still holds as it was is."""
         leases = [h.lease for h in self._held.values() if not h.released]
         kept = await self._store.renew_leases(leases, ttl=self.ttl)
-        lost = {lease.conversation_id for lease in leases} - kept
+        lost = {
+            lease.conversation_id
+            for lease in leases
+            if lease.conversation_id not in kept and self._still_held(lease)
+        }
         for conversation_id in lost:
             log.warning(
                 "lost the lease of conversation %s: another process took it over; "
@@ -202,6 +210,10 @@ class Leases:
                 conversation_id,
             )
         return lost
+
+    def _still_held(self, lease: Lease) -> bool:
+        holding = self._held.get(lease.conversation_id)
+        return holding is not None and not holding.released and holding.lease == lease
 
     async def keep_renewed(self) -> None:
         """Renew the held leases every third of ``ttl`` until cancelled (a supervised task)."""

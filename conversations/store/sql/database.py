@@ -204,16 +204,26 @@ class Database:
         and the deliverer's path; never waits for the writer."""
         return await self._reader.run(read, {} if snapshot else NO_BEGIN)
 
-    async def write(self, transaction: Transaction[T]) -> T:
+    async def write(
+        self, transaction: Transaction[T], *, then: Callable[[T], None] | None = None
+    ) -> T:
         """Run ``transaction(session)`` as one write transaction; its result.
 
         Committed when it returns, rolled back when it raises (the exception is
-        raised here). Raises ``sqlalchemy.exc.OperationalError`` ("database is
-        locked") when the lock is not had within ``busy_timeout``.
+        raised here). ``then`` is called with the result once it committed, even
+        when the caller was cancelled meanwhile (the outbox rows a commit wrote are
+        handed on from there). Raises ``sqlalchemy.exc.OperationalError`` ("database
+        is locked") when the lock is not had within ``busy_timeout``.
         """
-        return await self._writer.run(transaction)
+        return await self._writer.run(transaction, then=then)
 
-    async def write_alone(self, statement: Executable, result: Callable[[Result[Any]], T]) -> T:
+    async def write_alone(
+        self,
+        statement: Executable,
+        result: Callable[[Result[Any]], T],
+        *,
+        then: Callable[[T], None] | None = None,
+    ) -> T:
         """Run ``statement``, one write statement, in the writer without ``BEGIN``: on
         SQLite it is its own transaction (autocommit), one statement instead of three
         (``BEGIN IMMEDIATE``, it, ``COMMIT``). ``result`` reads what it returned, in
@@ -227,9 +237,12 @@ class Database:
         ``SQLITE_BUSY`` of a deferred transaction cannot happen within one statement.
         It is atomic by itself, and the writer runs one thing at a time, so no other
         write of this process comes in between. Elsewhere (PostgreSQL, SQLite
-        ``:memory:``) it is an ordinary transaction. Raises what :meth:`write` raises.
+        ``:memory:``) it is an ordinary transaction. ``then`` as for :meth:`write`.
+        Raises what :meth:`write` raises.
         """
-        return await self._writer.run(lambda session: result(session.execute(statement)), NO_BEGIN)
+        return await self._writer.run(
+            lambda session: result(session.execute(statement)), NO_BEGIN, then=then
+        )
 
     async def close(self) -> None:
         """Close the writer's and the reader's connections and every pooled one."""

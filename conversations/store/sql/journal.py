@@ -117,15 +117,21 @@ class SqlJournal:
         """
         lease = leases.current_lease(conversation_id)  # here: the writer thread has no context
         releasing = leases.releases_with(conversation_id, change)
-        committed, written = await self._db.write(
+
+        def committed_now(result: tuple[Committed, list[OutboxRecord]]) -> None:
+            # in the loop as soon as the commit went through, even if the run was
+            # cancelled meanwhile (a stop): its rows still reach the deliverer, in order
+            if releasing is not None:
+                releasing.released = True
+            if result[1]:
+                self._db.on_outbox(result[1])
+
+        committed, _ = await self._db.write(
             lambda session: self._commit(
                 session, conversation_id, change, after_seq, lease, release=bool(releasing)
-            )
+            ),
+            then=committed_now,
         )
-        if releasing is not None:
-            releasing.released = True
-        if written:
-            self._db.on_outbox(written)
         return committed
 
     def _commit(

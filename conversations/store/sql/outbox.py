@@ -89,8 +89,11 @@ class SqlOutbox:
             return
         values = [outbox_values(conversation_id, out) for out in items]
         stmt = insert(OUTBOX).values(values).returning(*_RECORD)
-        written = await self._db.write_alone(stmt, lambda result: [_record(r) for r in result])
-        self._db.on_outbox(sorted(written, key=lambda r: r.id))
+        await self._db.write_alone(
+            stmt,
+            lambda result: [_record(r) for r in result],
+            then=lambda written: self._db.on_outbox(sorted(written, key=lambda r: r.id)),
+        )
 
     async def pending_conversations(self, limit: int) -> list[tuple[str, bool]]:
         """Conversations with pending rows: ``(id, whether a non-note row is pending)``.
@@ -277,10 +280,11 @@ class SqlOutbox:
                 return None
             return insert_outbox(session, [outbox_values(conversation_id, report)])
 
-        written = await self._db.write(fail)
-        if written:
-            self._db.on_outbox(written)
-        return written is not None
+        def hand_on(written: list[OutboxRecord] | None) -> None:
+            if written:
+                self._db.on_outbox(written)
+
+        return await self._db.write(fail, then=hand_on) is not None
 
     async def rows(self, conversation_id: str | None = None) -> list[OutboxRecord]:
         """Every row as stored, of one conversation or all, oldest first."""

@@ -100,9 +100,19 @@ class Runner:
             setup(self._engine)
             self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
-    async def run(self, transaction: Transaction[T], options: Mapping[str, Any] = _NONE) -> T:
+    async def run(
+        self,
+        transaction: Transaction[T],
+        options: Mapping[str, Any] = _NONE,
+        *,
+        then: Callable[[T], None] | None = None,
+    ) -> T:
         """Run ``transaction`` in one transaction; its result, or what it raised.
 
+        ``then`` is called with the result in the event loop as soon as the
+        transaction has committed, whether or not the caller is still waiting (a
+        cancelled caller of a ``whole`` write still learns nothing, but what must
+        follow a commit, such as handing its outbox rows on, still happens).
         Raises ``sqlalchemy.exc.OperationalError`` ("database is locked") when a
         write waits for another process's write lock longer than ``busy_timeout``.
         """
@@ -110,9 +120,11 @@ class Runner:
         if self._executor is None:
             async with self._lock:
                 work = asyncio.ensure_future(self._on_async_engine(transaction, merged))
+                _after(work, then)
                 return await (_whole(work) if self._whole else work)
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, self._in_thread, transaction, merged)
+        _after(future, then)
         return await (_whole(future) if self._whole else future)
 
     def _in_thread(self, transaction: Transaction[T], options: dict[str, Any]) -> T:
@@ -138,6 +150,18 @@ class Runner:
             return
         await asyncio.get_running_loop().run_in_executor(self._executor, self._engine.dispose)
         self._executor.shutdown(wait=True)
+
+
+def _after(future: asyncio.Future[T], then: Callable[[T], None] | None) -> None:
+    """Call ``then`` with ``future``'s result once it has one (not when it failed)."""
+    if then is None:
+        return
+
+    def done(ended: asyncio.Future[T]) -> None:
+        if not ended.cancelled() and ended.exception() is None:
+            then(ended.result())
+
+    future.add_done_callback(done)
 
 
 async def _whole(future: asyncio.Future[T]) -> T:
