@@ -58,6 +58,17 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
+_CONTINUATION = re.compile(r"(?<!\\)((?:\\\\)*)\\\n")
+
+
+def joined_lines(text: str) -> str:
+    """``text`` with each line continuation (a backslash that is not itself escaped,
+    then a newline) removed, as the shell removes it: ``r\\<newline>m`` is ``rm``,
+    while after ``\\\\`` (an escaped backslash) the newline still ends the command
+    (POSIX shell specification, "2.2.1 Escape Character (Backslash)")."""
+    return _CONTINUATION.sub(r"\1", text)
+
+
 def chain_parts(command: str) -> list[str]:
     """The commands of a chain (``a && b``), squashed, read as the shell quotes them.
 
@@ -70,19 +81,22 @@ def chain_parts(command: str) -> list[str]:
     rule, the only user, then fails closed). Quoting as in the POSIX shell
     specification, "2.2 Quoting".
     """
-    text = command.replace("\\\n", " ")
-    parts = _quoted_split(text)
+    parts = _quoted_split(command)
     if parts is None:
-        parts = _CHAIN.split(text)
+        parts = _CHAIN.split(joined_lines(command))
     return [squashed for part in parts if (squashed := squash(part))]
 
 
 def _quoted_split(text: str) -> list[str] | None:
-    """``text`` split at separators the shell reads as such; None for unpaired quotes.
+    """``text`` split at separators the shell reads as such; None for what it does not
+    read (unpaired quotes, a here-document).
 
     A stack of contexts: ``"`` (inside double quotes), ``)`` and `````` (inside a
     command substitution, which ends at that character); the bottom is the command
-    line itself. Parts keep their quotes and backslashes as written.
+    line itself. A backslash escapes the next character (a newline after it
+    continues the line); ``'...'`` and ``$'...'`` (where a backslash escapes a
+    quote) are inert; a ``#`` that begins a word begins a comment, to the end of
+    its line. Parts keep their quotes and backslashes as written.
     """
     parts: list[str] = []
     start = 0
@@ -111,12 +125,18 @@ def _quoted_split(text: str) -> list[str] | None:
                 continue
             index += 1
             continue
-        if char == "'":
-            end = text.find("'", index + 1)
-            if end < 0:
+        if char == "'" or text.startswith("$'", index):
+            end = _quote_end(text, index)
+            if end is None:
                 return None
             index = end + 1
             continue
+        if char == "#" and (index == 0 or text[index - 1] in _BEFORE_WORD):
+            newline = text.find("\n", index)
+            index = len(text) if newline < 0 else newline  # the newline still ends it
+            continue
+        if text.startswith("<<", index):
+            return None  # a here-document's lines are data: not read here
         if char == '"':
             stack.append('"')
         elif inside and char == inside:
@@ -144,9 +164,30 @@ def _quoted_split(text: str) -> list[str] | None:
     return parts
 
 
+_BEFORE_WORD = frozenset(" \t\n\r;&|()`")
+"""Characters after which a ``#`` begins a word (and so a comment)."""
+
+
+def _quote_end(text: str, index: int) -> int | None:
+    """Where the ``'...'`` (or ANSI-C ``$'...'``) quote that starts at ``index`` ends;
+    None when it does not (inside ``$'...'`` a backslash escapes a quote)."""
+    if text[index] == "'":
+        end = text.find("'", index + 1)
+        return None if end < 0 else end
+    at = index + 2
+    while at < len(text):
+        if text[at] == "\\":
+            at += 2
+        elif text[at] == "'":
+            return at
+        else:
+            at += 1
+    return None
+
+
 def command_starts(command: str) -> Iterator[str]:
     """Every text that could be where a command starts, whitespace squashed (generous)."""
-    text = command.replace("\\\n", " ").replace("\\", "")
+    text = joined_lines(command).replace("\\", "")
     yield squash(text)
     for part in _pieces(text):
         yield from _unwrapped(part)
@@ -154,7 +195,7 @@ def command_starts(command: str) -> Iterator[str]:
 
 def command_words(command: str) -> Iterator[tuple[str, ...]]:
     """Every list of words that could be one simple command, program first (generous)."""
-    text = command.replace("\\\n", " ")
+    text = joined_lines(command)
     sources = dict.fromkeys([text, *_pieces(text.replace("\\", ""))])
     seen: set[tuple[str, ...]] = set()
     for source in sources:
