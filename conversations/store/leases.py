@@ -123,6 +123,9 @@ class Leases:
         self._held: dict[str, Holding] = {}
         self._opened: dict[str, Lease] = {}
         """Leases of conversations this process opened leased, until their worker holds them."""
+        self._taking: dict[str, asyncio.Event] = {}
+        """Conversations a holder of this process takes or holds, each with the event set
+        when it lets go: one holder at a time here (see :meth:`_enter`)."""
 
     @property
     def held_ids(self) -> frozenset[str]:
@@ -141,17 +144,37 @@ class Leases:
         or a commit that ended the run gave it up already (``may_release``: see
         :class:`Holding`; without it, never).
         """
-        lease = self._opened.pop(conversation_id, None) or await self._acquire(conversation_id)
-        holding = Holding(lease, may_release or (lambda: False))
-        self._held[conversation_id] = holding
-        token = _current.set(holding)
+        await self._enter(conversation_id)
         try:
-            yield lease
+            lease = self._opened.pop(conversation_id, None) or await self._acquire(conversation_id)
+            holding = Holding(lease, may_release or (lambda: False))
+            self._held[conversation_id] = holding
+            token = _current.set(holding)
+            try:
+                yield lease
+            finally:
+                _current.reset(token)
+                self._held.pop(conversation_id, None)
+                if not holding.released:
+                    await asyncio.shield(self._store.release_lease(holding.lease))
         finally:
-            _current.reset(token)
-            self._held.pop(conversation_id, None)
-            if not holding.released:
-                await asyncio.shield(self._store.release_lease(holding.lease))
+            self._leave(conversation_id)
+
+    async def _enter(self, conversation_id: str) -> None:
+        """Wait while another holder of this process (a worker, a stop) takes or holds the
+        conversation's lease, then be its one holder here. The store treats this
+        process's own lease as takeable (a restart under the same instance name takes
+        it back), so two holders here would each take it from the other, each fencing
+        out the other's commits."""
+        while (taken := self._taking.get(conversation_id)) is not None:
+            await taken.wait()
+        self._taking[conversation_id] = asyncio.Event()
+
+    def _leave(self, conversation_id: str) -> None:
+        """Let the next holder of this process in (see :meth:`_enter`)."""
+        left = self._taking.pop(conversation_id, None)
+        if left is not None:
+            left.set()
 
     async def again(self, conversation_id: str) -> None:
         """Before a job: take the lease again if the job before gave it up with the
@@ -171,19 +194,27 @@ class Leases:
 
     @contextlib.asynccontextmanager
     async def held_now(self, conversation_id: str) -> AsyncIterator[Lease | None]:
-        """Like :meth:`held`, without waiting: yields None when a live process has it."""
-        lease = await self._try_acquire(conversation_id)
-        if lease is None:
+        """Like :meth:`held`, without waiting: yields None when a live process has it, or
+        another holder of this process takes or holds it."""
+        if conversation_id in self._taking:
             yield None
             return
-        self._held[conversation_id] = Holding(lease)
-        token = _current.set(self._held[conversation_id])
+        self._taking[conversation_id] = asyncio.Event()
         try:
-            yield lease
+            lease = await self._try_acquire(conversation_id)
+            if lease is None:
+                yield None
+                return
+            self._held[conversation_id] = Holding(lease)
+            token = _current.set(self._held[conversation_id])
+            try:
+                yield lease
+            finally:
+                _current.reset(token)
+                self._held.pop(conversation_id, None)
+                await asyncio.shield(self._store.release_lease(lease))
         finally:
-            _current.reset(token)
-            self._held.pop(conversation_id, None)
-            await asyncio.shield(self._store.release_lease(lease))
+            self._leave(conversation_id)
 
     async def hold(self, conversation_id: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` holding the conversation's lease (see :meth:`held`)."""
