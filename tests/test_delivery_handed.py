@@ -138,7 +138,9 @@ async def test_handed_rows_are_sent_and_settled_without_a_read(mode: str, tmp_pa
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
 
-    assert outbox.reads() == {}  # nothing read back: not the rows, not the plan's message id
+    # nothing read back but the plan's message, for its closing edit (a conversation
+    # waiting on a person holds no memory, so the plan was not kept for it)
+    assert outbox.reads() == {"request_message": 1}
     assert texts(sender) == [
         "📋 Plan (v1)",
         "✅ Approved by alice (plan v1)",
@@ -234,7 +236,8 @@ async def test_on_sqlite_a_handed_row_costs_one_statement_to_settle(
         "UPDATE conversations",
         "INSERT outbox",
         "COMMIT",
-        "UPDATE outbox",  # the edit sent: the plan's message id was not read back
+        "SELECT",  # the plan's message, read back for its edit (nothing kept)
+        "UPDATE outbox",  # the edit sent
     ]
     edit = sender.sent[2]
     assert isinstance(edit, UpdateMessage) and edit.ref.message == "m2"

@@ -6,8 +6,8 @@ A :class:`core.vocabulary.run_events.RequestClosed` is written as an outbox row 
 It is delivered in order like any milestone, so the request's own message (an
 earlier row of the conversation) has been sent, or given up, by then. Its turn
 come, :func:`closing_edit` finds that message (the first row with the request's
-id: its action, and the platform message id stored when it was sent: kept in memory when this
-deliverer sent it, else read from the store) and builds the edit with
+id: its action, and the platform message id stored when it was sent, read from the
+store) and builds the edit with
 :func:`conversations.render.closed_message`.
 
 A message never delivered (failed for good, or sent without an id) has nothing to
@@ -37,7 +37,6 @@ async def closing_edit(outbox: KnownRows, row: PendingSend) -> UpdateMessage | N
         return reason
     log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
     await outbox.settle_unsent([row], reason)
-    outbox.forget_request(row.request_id)
     return None
 
 

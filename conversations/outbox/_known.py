@@ -15,13 +15,12 @@ lists the conversations with pending rows in the store; each is then *unsure*: i
 worker reads its rows from the store once (merged with those handed over), and it is
 sure again once a read found every one.
 
-Settled here, kept in memory too:
-
-- the ids settled lately, so a row handed over late (a look found it and it went
-  out first) is not sent again;
-- the message each request was posted as, when this deliverer sent it, for the
-  request's closing edit (:mod:`conversations.outbox._closing`); the store is read
-  only for a request this deliverer did not post (sent before a restart, say).
+Settled here, kept in memory too: the ids settled lately, so a row handed over late
+(a look found it and it went out first) is not sent again. Nothing else outlives its
+row: a request's closing edit reads the message it edits from the store, one
+``SELECT`` (:mod:`conversations.outbox._closing`), since a conversation waiting on a
+person holds no memory (docs/architecture.md, "Durability and exactly-once"): a plan
+posted is kilobytes, and thousands may wait.
 
 Rows dropped by another process (a stop it made) while known here are still sent,
 and a row another process wrote waits for the poll even when rows written here
@@ -35,7 +34,6 @@ import math
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
-from conversations.events import PostReply
 from conversations.store import (
     Outbox,
     OutboxRecord,
@@ -48,8 +46,9 @@ REQUEST_POST = "milestone"
 """``purpose`` of a request's own post (its message is the one the closing edit edits)."""
 REPORT = "report"
 """``purpose`` of a failure report: it goes before the conversation's other rows."""
-REMEMBERED = 4096
-"""Settled ids, and request messages, kept at most (the oldest are forgotten first)."""
+REMEMBERED = 64
+"""Settled ids kept at most (the oldest are forgotten first): a row is handed over
+right after its commit, so only a row settled moments ago can come in again."""
 
 
 class KnownRows:
@@ -73,7 +72,6 @@ class KnownRows:
         self._unsure: dict[str, tuple[int, bool]] = {}
         """Conversations a look found pending in the store: (place in the look, milestone)."""
         self._settled: OrderedDict[int, None] = OrderedDict()
-        self._posts: OrderedDict[str, RequestMessage] = OrderedDict()
 
     # --- what comes in ------------------------------------------------------------------
 
@@ -149,24 +147,15 @@ class KnownRows:
         return {i for i in ids if i in pending}
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
-        """The message request ``request_id`` was posted as: as this deliverer settled it,
-        else as the store says (:meth:`conversations.store.Outbox.request_message`)."""
-        known = self._posts.get(request_id)
-        if known is not None:
-            return known
+        """The message request ``request_id`` was posted as, as the store says
+        (:meth:`conversations.store.Outbox.request_message`)."""
         return await self.store.request_message(conversation_id, request_id)
-
-    def forget_request(self, request_id: str | None) -> None:
-        """The request's closing edit is settled: its message need not be kept."""
-        self._posts.pop(request_id or "", None)
 
     # --- writes, to the store -----------------------------------------------------------
 
     async def mark_sent(self, rows: Sequence[PendingSend], message_id: str | None) -> None:
         """``rows`` went out as ``message_id``: written (nothing read), then forgotten."""
         await self.store.mark_sent([row.id for row in rows], message_id, rows=rows)
-        for row in rows:
-            self._remember_post(row, RequestMessage(row.action, "sent", message_id))
         self._settle(rows)
 
     async def settle_unsent(self, rows: Sequence[PendingSend], reason: str) -> None:
@@ -187,8 +176,6 @@ class KnownRows:
         failed = await self.store.fail_for_good(
             rows[0].conversation_id, [row.id for row in rows], error, report
         )
-        for row in rows:
-            self._remember_post(row, RequestMessage(row.action, "failed", None))
         self._settle(rows)
         if failed and report is not None and not self.fed:
             self.more = True  # the report is not handed to a deliverer nobody feeds
@@ -220,13 +207,3 @@ class KnownRows:
             rows.pop(i, None)
         if not rows:
             del self._rows[conversation_id]
-
-    def _remember_post(self, row: PendingSend, message: RequestMessage) -> None:
-        """Keep the message of a request's own post (the first one settled)."""
-        if row.purpose != REQUEST_POST or row.request_id is None:
-            return
-        if not isinstance(row.action, PostReply) or row.request_id in self._posts:
-            return
-        self._posts[row.request_id] = message
-        while len(self._posts) > REMEMBERED:
-            self._posts.popitem(last=False)

@@ -190,10 +190,7 @@ class ConversationWorker(ABC):
         edit = await closing_edit(self.ctx.outbox, row)
         if edit is None:
             return Sent(None)
-        outcome = await self.deliver([row], edit)
-        if isinstance(outcome, Sent) or outcome.final:
-            self.ctx.outbox.forget_request(row.request_id)
-        return outcome
+        return await self.deliver([row], edit)
 
     @staticmethod
     def follow(outcome: Outcome) -> Next:

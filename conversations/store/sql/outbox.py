@@ -21,7 +21,6 @@ from conversations.store.sql.database import Database, changed
 from conversations.store.sql.requests import (
     REQUEST_POST,
     link_request_posts,
-    request_message_id,
 )
 
 ERROR_CHARS = 2000
@@ -141,15 +140,16 @@ class SqlOutbox:
         ]
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
-        """The message a request was posted as (see the interface); None if none."""
+        """The message a request was posted as (see the interface); None if none. One
+        ``SELECT``: the request's rows with the message id linked to the request."""
         stmt = (
-            select(OutboxRow)
+            select(OutboxRow, RequestRow.message_id)
+            .outerjoin(RequestRow, RequestRow.id == OutboxRow.request_id)
             .where(OutboxRow.conversation_id == conversation_id, OutboxRow.request_id == request_id)
             .order_by(OutboxRow.id)
         )
         async with self._db.read() as session:
-            linked = await request_message_id(session, request_id)
-            for row in (await session.execute(stmt)).scalars():
+            for row, linked in (await session.execute(stmt)).all():
                 action = outbound_adapter.validate_python(row.action)
                 if isinstance(action, PostReply) and linked is not None:
                     return RequestMessage(action, "sent", linked)

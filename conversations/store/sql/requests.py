@@ -162,8 +162,3 @@ async def request_link(
     except ValueError:  # a row older data left unreadable: the caller reads it itself
         info = None
     return MessageLink(cid, request_id, RequestState(state), info)
-
-
-async def request_message_id(session: AsyncSession, request_id: str) -> str | None:
-    """The platform message id linked to request ``request_id``, if its post was sent."""
-    return await session.scalar(select(RequestRow.message_id).where(RequestRow.id == request_id))
