@@ -264,9 +264,8 @@ class Deliverer:
         slots; whether any conversation is pending, and when a deferral falls due."""
         now = self._clock.now()
         draining = self._draining > 0
-        pending = self._known.conversations()
         free = self._concurrency - len(self._workers)
-        for conversation_id, milestone in pending:
+        for conversation_id, milestone in self._known.conversations():
             if free <= 0:
                 break
             if conversation_id in self._workers:
@@ -278,11 +277,10 @@ class Deliverer:
                 continue
             self._start(conversation_id)
             free -= 1
-        seen = {conversation_id for conversation_id, _ in pending}
-        self._deferred = {c: d for c, d in self._deferred.items() if c in seen}
+        self._deferred = {c: d for c, d in self._deferred.items() if self._known.pending(c)}
         self._sweep(now)
         due = min((d.until for d in self._deferred.values()), default=None)
-        return bool(pending), due
+        return not self._known.empty(), due
 
     def _start(self, conversation_id: str) -> None:
         self._deferred.pop(conversation_id, None)

@@ -30,9 +30,8 @@ after it went out: several processes on one database are not supported yet
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from conversations.store import (
     Outbox,
@@ -69,6 +68,10 @@ class KnownRows:
         self.fed = False
         self.more = False
         self._rows: dict[str, dict[int, PendingSend]] = {}
+        """Pending rows by conversation, the conversations in the order their first row
+        came in; a conversation with none left is removed."""
+        self._where: dict[int, str] = {}
+        """The conversation of each pending row in ``_rows``, by id."""
         self._unsure: dict[str, tuple[int, bool]] = {}
         """Conversations a look found pending in the store: (place in the look, milestone)."""
         self._settled: OrderedDict[int, None] = OrderedDict()
@@ -82,6 +85,7 @@ class KnownRows:
             if record.state == "pending" and record.id not in self._settled:
                 rows = self._rows.setdefault(record.conversation_id, {})
                 rows[record.id] = record.pending_send()
+                self._where[record.id] = record.conversation_id
             else:
                 self._forget([record.id], record.conversation_id)
 
@@ -94,23 +98,28 @@ class KnownRows:
 
     # --- reads, from memory ---------------------------------------------------------------
 
-    def conversations(self) -> list[tuple[str, bool]]:
-        """Conversations with pending rows, the oldest row first: ``(id, whether a row other
-        than a note is pending)`` (for an unsure one, as the look found it)."""
-        keys: dict[str, tuple[float, float]] = {}
-        flags: dict[str, bool] = {}
+    def conversations(self) -> Iterator[tuple[str, bool]]:
+        """Conversations with pending rows, lazily, in the order their first pending row
+        came in (the oldest row first: commits hand rows over in the order they were
+        written), then the unsure ones no row was handed for, in the look's order:
+        ``(id, whether a row other than a note is pending)`` (for an unsure one, as
+        the look found it). Costs what the caller takes, not every conversation: a
+        busy deliverer asks after every send."""
         for cid, rows in self._rows.items():
-            if rows:
-                keys[cid] = (min(rows), math.inf)
-                flags[cid] = any(row.purpose != "note" for row in rows.values())
-        for cid, (place, milestone) in self._unsure.items():
-            keys[cid] = (keys.get(cid, (math.inf, 0))[0], place)
-            flags[cid] = flags.get(cid, False) or milestone
-        return [(cid, flags[cid]) for cid in sorted(keys, key=keys.__getitem__)]
+            unsure = self._unsure.get(cid)
+            milestone = unsure is not None and unsure[1]
+            yield cid, milestone or any(row.purpose != "note" for row in rows.values())
+        for cid, (_place, milestone) in sorted(self._unsure.items(), key=lambda i: i[1][0]):
+            if cid not in self._rows:
+                yield cid, milestone
+
+    def pending(self, conversation_id: str) -> bool:
+        """Whether the conversation has pending rows known, or is unsure."""
+        return conversation_id in self._rows or conversation_id in self._unsure
 
     def empty(self) -> bool:
         """Whether no pending row is known, nor any conversation unsure."""
-        return not self._unsure and not any(self._rows.values())
+        return not self._unsure and not self._rows
 
     async def pending_rows(
         self, conversation_id: str, *, after: int = 0, limit: int = 100
@@ -126,6 +135,7 @@ class KnownRows:
                 if row.id not in self._settled:
                     known = self._rows.setdefault(conversation_id, {})
                     known.setdefault(row.id, row)
+                    self._where[row.id] = conversation_id
             if len(page) < limit:
                 self._unsure.pop(conversation_id, None)  # every pending row is known now
         rows = sorted(
@@ -143,8 +153,7 @@ class KnownRows:
 
     async def still_pending(self, ids: Collection[int]) -> set[int]:
         """Which of ``ids`` are pending still (not settled, nor dropped by a stop)."""
-        pending = {i for rows in self._rows.values() for i in rows}
-        return {i for i in ids if i in pending}
+        return {i for i in ids if i in self._rows.get(self._where.get(i, ""), ())}
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
         """The message request ``request_id`` was posted as, as the store says
@@ -204,6 +213,7 @@ class KnownRows:
         if rows is None:
             return
         for i in ids:
-            rows.pop(i, None)
+            if rows.pop(i, None) is not None:
+                self._where.pop(i, None)
         if not rows:
             del self._rows[conversation_id]
