@@ -15,7 +15,8 @@ Two generous readings, both best effort: a guard, not a shell.
   is found in ``rm -f -r d`` and ``rm -vrf d``, ``git push`` in ``git -C . push``,
   ``chmod -R`` in ``chmod 777 -R .``.
 
-Both err towards finding: ``echo "x; curl"`` has a command start at ``curl``.
+Both err towards finding: ``echo "x; curl"`` has a command start at ``curl``. The
+strict reading, for ``allow`` rules, is :mod:`core.policy.chains`.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-_SEPARATORS = r"[;&|(){}`\n\r]|(?<![\w-])-(?:exec|execdir|ok|okdir)(?![\w-])"
-_CHAIN = re.compile(_SEPARATORS)
-_CHAIN_OR_QUOTE = re.compile(_SEPARATORS + r"|[\"']")
-_EXEC_AT = re.compile(r"(?<![\w-])-(?:exec|execdir|ok|okdir)(?![\w-])")
+from core.policy.chains import CHAIN, SEPARATORS, joined_lines, squash
+
+_CHAIN_OR_QUOTE = re.compile(SEPARATORS + r"|[\"']")
 _WRAPPERS = (
     "then|do|else|elif|if|while|until|time|nohup|exec|command|builtin|env|xargs|nice|ionice|"
     "stdbuf|timeout|watch|setsid|unbuffer|strace|chroot|doas|sudo|su|runuser|eval"
@@ -51,138 +51,6 @@ _CLUSTER = re.compile(r"-[A-Za-z0-9]+")
 _VERSION = re.compile(r"(?<=[A-Za-z])[\d.]+$")
 _SINGLE_DASH_PROGRAMS = frozenset({"find"})
 """Programs whose ``-name`` words are whole options, not clusters of letters."""
-
-
-def squash(text: str) -> str:
-    """``text`` with every run of whitespace made one space, trimmed."""
-    return " ".join(text.split())
-
-
-_CONTINUATION = re.compile(r"(?<!\\)((?:\\\\)*)\\\n")
-
-
-def joined_lines(text: str) -> str:
-    """``text`` with each line continuation (a backslash that is not itself escaped,
-    then a newline) removed, as the shell removes it: ``r\\<newline>m`` is ``rm``,
-    while after ``\\\\`` (an escaped backslash) the newline still ends the command
-    (POSIX shell specification, "2.2.1 Escape Character (Backslash)")."""
-    return _CONTINUATION.sub(r"\1", text)
-
-
-def chain_parts(command: str) -> list[str]:
-    """The commands of a chain (``a && b``), squashed, read as the shell quotes them.
-
-    Split at every separator outside quotes and backslash escapes; inside double
-    quotes only where a command substitution (``$(...)``, a backtick) starts or ends;
-    inside single quotes never. So ``python3 -c "print(1)"`` and ``pytest -k "a or
-    (b)"`` are one command each, while ``echo "$(curl x)"`` is two (``curl x`` one of
-    them). Quotes that do not pair up fall back to splitting at every separator,
-    quoted or not: what cannot be read is read as the most commands (an ``allow``
-    rule, the only user, then fails closed). Quoting as in the POSIX shell
-    specification, "2.2 Quoting".
-    """
-    parts = _quoted_split(command)
-    if parts is None:
-        parts = _CHAIN.split(joined_lines(command))
-    return [squashed for part in parts if (squashed := squash(part))]
-
-
-def _quoted_split(text: str) -> list[str] | None:
-    """``text`` split at separators the shell reads as such; None for what it does not
-    read (unpaired quotes, a here-document).
-
-    A stack of contexts: ``"`` (inside double quotes), ``)`` and `````` (inside a
-    command substitution, which ends at that character); the bottom is the command
-    line itself. A backslash escapes the next character (a newline after it
-    continues the line); ``'...'`` and ``$'...'`` (where a backslash escapes a
-    quote) are inert; a ``#`` that begins a word begins a comment, to the end of
-    its line. Parts keep their quotes and backslashes as written.
-    """
-    parts: list[str] = []
-    start = 0
-    stack: list[str] = []
-    index = 0
-
-    def cut(at: int, resume: int) -> None:
-        nonlocal start
-        parts.append(text[start:at])
-        start = resume
-
-    while index < len(text):
-        char = text[index]
-        inside = stack[-1] if stack else ""
-        if char == "\\":
-            index += 2
-            continue
-        if inside == '"':
-            if char == '"':
-                stack.pop()
-            elif char == "`" or text.startswith("$(", index):
-                step = 1 if char == "`" else 2
-                cut(index, index + step)
-                stack.append("`" if char == "`" else ")")
-                index += step
-                continue
-            index += 1
-            continue
-        if char == "'" or text.startswith("$'", index):
-            end = _quote_end(text, index)
-            if end is None:
-                return None
-            index = end + 1
-            continue
-        if char == "#" and (index == 0 or text[index - 1] in _BEFORE_WORD):
-            newline = text.find("\n", index)
-            index = len(text) if newline < 0 else newline  # the newline still ends it
-            continue
-        if text.startswith("<<", index):
-            return None  # a here-document's lines are data: not read here
-        if char == '"':
-            stack.append('"')
-        elif inside and char == inside:
-            stack.pop()
-            cut(index, index + 1)
-        elif char in "()":
-            if char == "(":
-                stack.append(")")
-            cut(index, index + 1)
-        elif char == "`":
-            stack.append("`")
-            cut(index, index + 1)
-        else:
-            exec_word = _EXEC_AT.match(text, index)
-            if exec_word is not None:
-                cut(index, exec_word.end())
-                index = exec_word.end()
-                continue
-            if char in ";&|{}\n\r":
-                cut(index, index + 1)
-        index += 1
-    if stack and stack != [")"] * len(stack):
-        return None
-    parts.append(text[start:])
-    return parts
-
-
-_BEFORE_WORD = frozenset(" \t\n\r;&|()`")
-"""Characters after which a ``#`` begins a word (and so a comment)."""
-
-
-def _quote_end(text: str, index: int) -> int | None:
-    """Where the ``'...'`` (or ANSI-C ``$'...'``) quote that starts at ``index`` ends;
-    None when it does not (inside ``$'...'`` a backslash escapes a quote)."""
-    if text[index] == "'":
-        end = text.find("'", index + 1)
-        return None if end < 0 else end
-    at = index + 2
-    while at < len(text):
-        if text[at] == "\\":
-            at += 2
-        elif text[at] == "'":
-            return at
-        else:
-            at += 1
-    return None
 
 
 def command_starts(command: str) -> Iterator[str]:
@@ -302,7 +170,7 @@ def parse_pattern(pattern: str) -> CommandPattern | None:
 
 def _pieces(text: str) -> Iterator[str]:
     """The parts of ``text`` between separators, and between separators or quotes."""
-    yield from _CHAIN.split(text.replace('"', "").replace("'", ""))
+    yield from CHAIN.split(text.replace('"', "").replace("'", ""))
     yield from _CHAIN_OR_QUOTE.split(text)
 
 

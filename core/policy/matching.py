@@ -10,13 +10,12 @@ import posixpath
 import shlex
 from fnmatch import fnmatchcase
 
+from core.policy.chains import chain_parts, squash
 from core.policy.commands import (
-    chain_parts,
     command_starts,
     command_words,
     parse_pattern,
     program_name,
-    squash,
 )
 from core.policy.summary import shorten
 

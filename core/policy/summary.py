@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from core.policy.commands import squash
+from core.policy.chains import squash
 from core.tools.command import RunCommand
 
 _RUN_COMMAND = RunCommand.spec.name
