@@ -222,6 +222,7 @@ class Database:
         statement: Executable,
         result: Callable[[Result[Any]], T],
         *,
+        params: Sequence[Mapping[str, Any]] | None = None,
         then: Callable[[T], None] | None = None,
     ) -> T:
         """Run ``statement``, one write statement, in the writer without ``BEGIN``: on
@@ -237,11 +238,13 @@ class Database:
         ``SQLITE_BUSY`` of a deferred transaction cannot happen within one statement.
         It is atomic by itself, and the writer runs one thing at a time, so no other
         write of this process comes in between. Elsewhere (PostgreSQL, SQLite
-        ``:memory:``) it is an ordinary transaction. ``then`` as for :meth:`write`.
+        ``:memory:``) it is an ordinary transaction. ``params``: rows to execute it with
+        (an ``INSERT`` of several rows: still one statement, SQLAlchemy's
+        "insertmanyvalues"). ``then`` as for :meth:`write`.
         Raises what :meth:`write` raises.
         """
         return await self._writer.run(
-            lambda session: result(session.execute(statement)), NO_BEGIN, then=then
+            lambda session: result(session.execute(statement, params)), NO_BEGIN, then=then
         )
 
     async def close(self) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from conversations.events import PlatformRef
+from conversations.events import OutboundAction, PlatformRef
 from conversations.store import leases, legacy
 from conversations.store.interfaces import Renderer
 from conversations.store.records import (
@@ -180,16 +180,17 @@ class SqlJournal:
         if calls:
             insert_rows(conn, _INSERT_MODEL_CALL, calls)
         outbox: list[dict[str, Any]] = []
+        actions: list[OutboundAction] = []
         for run_event in change.events:
             if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
                 drop_pending_notes(session, conversation_id)
                 for row in outbox:
                     if row["purpose"] == "note":
                         row["state"] = "dropped"
-            outbox += [
-                outbox_values(conversation_id, out) for out in self._render(binding, run_event)
-            ]
-        return committed, insert_outbox(session, outbox)  # and the notes a stop dropped
+            for out in self._render(binding, run_event):
+                outbox.append(outbox_values(conversation_id, out))
+                actions.append(out.action)
+        return committed, insert_outbox(session, outbox, actions)  # and the notes dropped
 
 
 def _load(session: Session, conversation_id: str) -> ConversationSnapshot:

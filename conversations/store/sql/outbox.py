@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, exists, func, insert, select, update
+from sqlalchemy import Result, Row, Table, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from conversations.events import PostReply, outbound_adapter
+from conversations.events import OutboundAction, PostReply, outbound_adapter
 from conversations.store.records import (
     OutboxRecord,
     Outgoing,
@@ -39,6 +39,8 @@ _RECORD = (
     OUTBOX.c.last_error,
 )
 """The columns of an :class:`OutboxRecord`, in its fields' order (for ``RETURNING``)."""
+_INSERT_IDS = insert(OUTBOX).returning(OUTBOX.c.id)
+"""New outbox rows, executed with a list of rows: their ids (see :func:`insert_outbox`)."""
 _DROPPED = "threadbot_outbox_dropped"
 """``session.info`` key: records of the notes :func:`drop_pending_notes` dropped in the
 session's transaction, handed on with the rows it inserts (:func:`insert_outbox`)."""
@@ -59,16 +61,46 @@ def _record(row: Row[Any]) -> OutboxRecord:
     )
 
 
-def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxRecord]:
-    """Insert ``rows`` (:func:`conversations.store.records.outbox_values`) in one
-    ``INSERT ... RETURNING`` (nothing for none); the records the transaction wrote, oldest
-    first: those rows with their new ids, and the notes :func:`drop_pending_notes` dropped
-    in the same transaction. For :data:`Database.on_outbox` once it committed."""
+def insert_outbox(
+    session: Session, rows: Sequence[dict[str, Any]], actions: Sequence[OutboundAction]
+) -> list[OutboxRecord]:
+    """Insert ``rows`` (:func:`conversations.store.records.outbox_values`; ``actions``:
+    the action of each, as the objects they were rendered from) in one ``INSERT ...
+    RETURNING id`` (nothing for none); the records the transaction wrote, oldest first:
+    those rows with their new ids, and the notes :func:`drop_pending_notes` dropped in
+    the same transaction. For :data:`Database.on_outbox` once it committed.
+
+    Only the ids come back: the records are built from what was inserted, since reading
+    each action back (its JSON parsed, then validated) cost more than the whole write.
+    The rows go as one statement (SQLAlchemy's "insertmanyvalues",
+    https://docs.sqlalchemy.org/en/20/core/connections.html#engine-insertmanyvalues),
+    whose rows take ascending ids in their order (SQLite and PostgreSQL insert the
+    rows of a ``VALUES`` list in order, each taking the table's next id): sorted, the
+    ids returned match the rows. (Asking SQLAlchemy to sort them,
+    ``sort_by_parameter_order``, sends one statement per row on SQLite.)"""
     written = list(session.info.pop(_DROPPED, []))
     if rows:
-        result = session.execute(insert(OUTBOX).values(list(rows)).returning(*_RECORD))
-        written += [_record(row) for row in result]
+        written += _inserted(session.execute(_INSERT_IDS, list(rows)), rows, actions)
     return sorted(written, key=lambda r: r.id)
+
+
+def _inserted(
+    result: Result[Any], rows: Sequence[dict[str, Any]], actions: Sequence[OutboundAction]
+) -> list[OutboxRecord]:
+    """The records of ``rows`` (with ``actions``), given the ids their ``INSERT`` returned
+    (ascending in the rows' order: see :func:`insert_outbox`)."""
+    ids = sorted(result.scalars())
+    return [
+        OutboxRecord(
+            id=row_id,
+            conversation_id=row["conversation_id"],
+            purpose=row["purpose"],
+            action=action,
+            state=row["state"],
+            request_id=row["request_id"],
+        )
+        for row_id, row, action in zip(ids, rows, actions, strict=True)
+    ]
 
 
 class SqlOutbox:
@@ -87,11 +119,12 @@ class SqlOutbox:
         if not items:
             return
         values = [outbox_values(conversation_id, out) for out in items]
-        stmt = insert(OUTBOX).values(values).returning(*_RECORD)
+        actions = [out.action for out in items]
         await self._db.write_alone(
-            stmt,
-            lambda result: [_record(r) for r in result],
-            then=lambda written: self._db.on_outbox(sorted(written, key=lambda r: r.id)),
+            _INSERT_IDS,
+            lambda result: _inserted(result, values, actions),
+            params=values,
+            then=self._db.on_outbox,
         )
 
     async def pending_conversations(self, limit: int) -> list[tuple[str, bool]]:
@@ -278,7 +311,7 @@ class SqlOutbox:
         def fail(session: Session) -> list[OutboxRecord] | None:
             if not changed(session.execute(failing)):
                 return None
-            return insert_outbox(session, [outbox_values(conversation_id, report)])
+            return insert_outbox(session, [outbox_values(conversation_id, report)], [report.action])
 
         def hand_on(written: list[OutboxRecord] | None) -> None:
             if written:
