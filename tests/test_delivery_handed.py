@@ -37,6 +37,7 @@ from core.vocabulary.run_events import (
 from tests.conftest import wait_for
 from tests.fakes.clock import VirtualClock
 from tests.test_outbox import RecordingSender
+from tests.test_store_contract import sqlite_store
 
 THREAD = PlatformRef(platform="test", channel="c", thread="t")
 READS = frozenset(
@@ -168,13 +169,9 @@ def trace() -> Iterator[StatementTrace]:
 
 @pytest.fixture
 async def sql_store(tmp_path: Path, trace: StatementTrace) -> AsyncIterator[SqlStore]:
-    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'handed.db'}")
-    await migrate.upgrade(engine)
-    store = SqlStore(engine=engine, render=render_event)
-    try:
+    async with sqlite_store(tmp_path) as store:  # opened while traced
+        assert isinstance(store, SqlStore)
         yield store
-    finally:
-        await store.close()
 
 
 def said(statements: list[Statement]) -> list[str]:

@@ -127,7 +127,7 @@ async def test_two_queued_jobs_run_under_one_lease_acquisition(setup: Setup) -> 
     setup.queue.submit(cid, waiting(cid, gate, first))
     setup.queue.submit(cid, committing(setup, cid, "second", seen))
     setup.queue.submit(cid, committing(setup, cid, "third", seen))
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: first)  # the first job runs, under the lease
     assert cid in setup.leases.held_ids
 
     gate.set()
@@ -160,9 +160,10 @@ async def test_the_lease_is_released_once_the_queue_is_empty(setup: Setup) -> No
 
 async def test_a_stop_releases_the_lease_and_the_next_job_takes_a_new_one(setup: Setup) -> None:
     cid = await new_conversation(setup.store)
-    cancelled = asyncio.Event()
+    cancelled, begun = asyncio.Event(), asyncio.Event()
 
     async def forever() -> None:
+        begun.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -172,7 +173,7 @@ async def test_a_stop_releases_the_lease_and_the_next_job_takes_a_new_one(setup:
     seen: list[tuple[str, Lease | None, str]] = []
     setup.queue.submit(cid, Job(forever))
     setup.queue.submit(cid, committing(setup, cid, "dropped by the stop", seen))
-    await asyncio.sleep(0.01)
+    await begun.wait()
     assert await setup.owner(cid) == OWNER
 
     await setup.queue.stop(cid)
@@ -237,7 +238,7 @@ async def test_shutdown_interrupts_the_job_while_the_lease_is_held(setup: Setup)
     cid = await new_conversation(setup.store)
     started: list[Lease | None] = []
     setup.queue.submit(cid, waiting(cid, asyncio.Event(), started))
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: started)
 
     await setup.runs.shutdown(0.05)
 
@@ -254,10 +255,10 @@ async def test_shutdown_lets_the_running_job_end_and_releases_the_lease(setup: S
     started: list[Lease | None] = []
     setup.queue.submit(cid, waiting(cid, gate, started))
     setup.queue.submit(cid, waiting(cid, gate, started))  # left for the next start
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: started)
 
     shutting = asyncio.create_task(setup.runs.shutdown(5))
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: setup.runs._shutting_down)  # the queue is paused: none starts
     gate.set()
     await shutting
 

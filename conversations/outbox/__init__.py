@@ -27,9 +27,8 @@ mention, one approval, one stop").
 - A closed request's row (``purpose == "closed"``, written for
   :class:`core.vocabulary.run_events.RequestClosed`) is a milestone, not a note: in its turn
   it becomes the edit of the request's own message, found by the request id and
-  the platform message id stored when that message was sent (kept in memory when
-  this deliverer sent it)
-  (:mod:`conversations.outbox._closing`); a message never delivered leaves
+  the platform message id stored when that message was sent, read back from the
+  store (:mod:`conversations.outbox._closing`); a message never delivered leaves
   nothing to edit, and the row is settled ``dropped`` without a send.
 - A 429 is no failure: the row waits ``Retry-After`` and goes again, its
   ``attempts`` untouched. Other failures count; after ``max_attempts``, or at

@@ -228,7 +228,7 @@ class Database:
         """Run ``statement``, one write statement, in the writer without ``BEGIN``: on
         SQLite it is its own transaction (autocommit), one statement instead of three
         (``BEGIN IMMEDIATE``, it, ``COMMIT``). ``result`` reads what it returned, in
-        the writer thread (by default: the rows it changed).
+        the writer thread (:func:`changed` for the rows it changed).
 
         Safe where ``BEGIN IMMEDIATE`` is needed for a whole transaction: a statement
         that writes, run in autocommit, opens a write transaction as it starts
