@@ -94,14 +94,15 @@ async def commit(
 
 
 @contextlib.contextmanager
-def gathered(run: Run, size: int) -> Iterator[None]:
+def gathered(run: Run, size: int, order: dict[str, int] | None = None) -> Iterator[None]:
     """Inside the block, the ``together`` commits of the run (the results of ``size``
     read-only calls run side by side) wait until all ``size`` have come, then go as
-    one commit. Every call of the block must commit its result once, or end the
-    block by raising (the others are then cancelled by the caller); what was
-    gathered and not committed when the block ends is dropped (a read-only call
-    runs again after a crash anyway)."""
-    run.gathering = Gathering(size=size)
+    one commit, in ``order`` (each call's place by its ``tool_use`` id: the model's
+    order; unplaced changes keep the order they came in). Every call of the block
+    must commit its result once, or end the block by raising (the others are then
+    cancelled by the caller); what was gathered and not committed when the block
+    ends is dropped (a read-only call runs again after a crash anyway)."""
+    run.gathering = Gathering(size=size, order=dict(order or {}))
     try:
         yield
     finally:
@@ -114,7 +115,7 @@ async def _joined(run: Run, journal: Journal, gathering: Gathering, change: Chan
     gathering.changes.append((change, joined))
     if len(gathering.changes) < gathering.size:
         return await joined
-    batch = list(gathering.changes)
+    batch = sorted(gathering.changes, key=lambda c: _place(c[0], gathering.order))
     gathering.changes.clear()
     try:
         merged = functools.reduce(Change.then, [c for c, _ in batch])
@@ -132,6 +133,14 @@ async def _joined(run: Run, journal: Journal, gathering: Gathering, change: Chan
         if future is not joined and not future.done():
             future.set_result(committed)
     return committed
+
+
+def _place(change: Change, order: dict[str, int]) -> int:
+    """Where ``change`` goes in a gathered commit: its first result's call's place."""
+    for entry in change.entries:
+        if isinstance(entry, ToolResultEntry):
+            return order.get(entry.tool_use_id, len(order))
+    return len(order)
 
 
 async def _commit(run: Run, journal: Journal, change: Change) -> Committed:

@@ -17,6 +17,7 @@ the tool records, the model's next request and the thread never hold a token.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 from core.policy import policy
 from core.policy.summary import summarize_call
 from core.run import live
+from core.run.compose import CONTINUE, Outcome
 from core.run.deps import RunDeps
 from core.run.state import Run
 from core.run.stats import duration_said
@@ -207,3 +209,30 @@ async def finish_call(
         events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
     change = Change(entries=moved.results, tool_calls=moved.records, events=events)
     await live.commit(run, deps.journal, change, together=True)
+
+
+class ToolStep:
+    """One tool call as a step (:mod:`core.run.compose`): :func:`run_call` of ``record``
+    in ``workspace``, in the call's trace span; ``continue`` once its result is
+    committed. ``plan_approved``: the workflow position lets mutating tools run."""
+
+    def __init__(
+        self, deps: RunDeps, record: ToolCallRecord, *, workspace: Path, plan_approved: bool
+    ) -> None:
+        self._deps = deps
+        self.record = record
+        self._workspace = workspace
+        self._plan_approved = plan_approved
+
+    async def go(self, run: Run) -> Outcome:
+        """Run the call and commit its one result (see :func:`run_call` for what raises)."""
+        call = functools.partial(
+            run_call,
+            run,
+            self._deps,
+            self.record,
+            workspace=self._workspace,
+            plan_approved=self._plan_approved,
+        )
+        await run.span.traced_call(self.record, call)
+        return CONTINUE

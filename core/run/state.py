@@ -29,9 +29,12 @@ from core.vocabulary.snapshot import ConversationSnapshot
 @dataclass
 class Gathering:
     """Results of ``size`` calls run side by side, gathered for one commit: each change
-    with the future its caller awaits (:func:`core.run.live.gathered`)."""
+    with the future its caller awaits (:func:`core.run.live.gathered`); ``order``
+    places each call by its ``tool_use`` id (the model's order: the commit journals
+    the results in it, whichever finished first)."""
 
     size: int
+    order: dict[str, int] = field(default_factory=dict)
     changes: list[tuple[Change, asyncio.Future[Committed]]] = field(default_factory=list)
 
 

@@ -29,19 +29,19 @@ commits every result, redacted.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import assert_never
 
 from core.models.base import ToolKind
 from core.requests import plan_approval, question, tool_approval
 from core.run import live
+from core.run.compose import Flow
 from core.run.control import finish
+from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
-from core.run.one_call import finish_call, run_call
+from core.run.one_call import ToolStep, finish_call
 from core.run.state import Run
 from core.run.stats import request_stats
 from core.tool_state import open_calls
@@ -61,19 +61,6 @@ from core.vocabulary.tool_records import ToolCallRecord, ToolState
 log = logging.getLogger(__name__)
 
 
-class TurnOutcome(StrEnum):
-    """After a turn's tools: call the model again, wait for a person, or the run is done.
-
-    ``SUSPENDED``: the process is shutting down; the run ends here and goes on from
-    the store at the next start (the conversation stays ``running``).
-    """
-
-    CONTINUE = "continue"
-    WAIT = "wait"
-    DONE = "done"
-    SUSPENDED = "suspended"
-
-
 class ToolCalls:
     """The tool calls of one run's turns: what ``run`` knows, what ``deps`` gives it."""
 
@@ -84,14 +71,14 @@ class ToolCalls:
     async def _commit(self, change: Change) -> None:
         await live.commit(self._run, self._deps.journal, change)
 
-    async def continue_turn(self) -> TurnOutcome:
+    async def continue_turn(self) -> Flow:
         """Run what the last turn still needs; see the module docstring for the order."""
         run = self._run
         while True:
             snap = run.snap
             open_ = open_calls(snap)
             if not open_:
-                return TurnOutcome.CONTINUE
+                return Flow.CONTINUE
             records = [snap.tool_calls[c.id] for c in open_ if c.id in snap.tool_calls]
             gated = [r for r in records if r.state is ToolState.PENDING_APPROVAL]
             if gated and not tool_approval.is_open_for(snap, gated):
@@ -101,7 +88,7 @@ class ToolCalls:
             runnable = [r for r in records if _runnable(r)]
             if runnable:
                 if self._deps.suspended():
-                    return TurnOutcome.SUSPENDED
+                    return Flow.SUSPENDED
                 if self._kind(runnable[0]) is ToolKind.CONTROL:
                     await self._control(snap, runnable[0])  # report_progress: its note
                 else:
@@ -109,12 +96,12 @@ class ToolCalls:
                 continue
             if gated:
                 if await self._wait_for_approval(snap, gated):
-                    return TurnOutcome.WAIT
+                    return Flow.WAIT
                 continue  # a decision landed between our look and our commit
             ending = next((r for r in records if control.ends_turn(r.name)), None)
             if ending is None:
                 await self._close_strays(records)
-                return TurnOutcome.CONTINUE
+                return Flow.CONTINUE
             return await self._control(snap, ending)
 
     def _kind(self, record: ToolCallRecord) -> ToolKind:
@@ -136,27 +123,18 @@ class ToolCalls:
             )
             await finish_call(run, deps, first, output, state=ToolState.UNKNOWN)
             return
-        batch = [first]
-        if first.read_only:
-            for record in runnable[1:]:
-                if not record.read_only or self._kind(record) is ToolKind.CONTROL:
-                    break
-                batch.append(record)
+        batch = ModelDecision.side_by_side(runnable, deps.toolbox.kind)
         workspace = Path(snap.workspace)
         mutating = deps.workflow.position(snap.position).mutating
         calls = [
             asyncio.ensure_future(
-                run.span.traced_call(
-                    r,
-                    functools.partial(
-                        run_call, run, deps, r, workspace=workspace, plan_approved=mutating
-                    ),
-                )
+                ToolStep(deps, r, workspace=workspace, plan_approved=mutating).go(run)
             )
             for r in batch
         ]
         try:
-            with live.gathered(run, len(calls)):  # their results: one commit
+            order = {r.tool_use_id: i for i, r in enumerate(batch)}
+            with live.gathered(run, len(calls), order):  # their results: one commit
                 await asyncio.gather(*calls)
         except BaseException:  # a refused commit or a stop: no call outlives its batch
             for call in calls:
@@ -213,7 +191,7 @@ class ToolCalls:
             output = ToolOutput(content="This call was not run.", note="", is_error=True)
             await finish_call(self._run, self._deps, record, output, state=ToolState.CANCELLED)
 
-    async def _control(self, snap: ConversationSnapshot, record: ToolCallRecord) -> TurnOutcome:
+    async def _control(self, snap: ConversationSnapshot, record: ToolCallRecord) -> Flow:
         """Do the control call ``record``: its note, the answer, or the request it opens.
 
         Its input was checked when its turn was admitted (:mod:`core.run.admission`);
@@ -222,17 +200,17 @@ class ToolCalls:
         """
         run, deps = self._run, self._deps
         if any(control_call(r) == record.tool_use_id for r in snap.open_requests):
-            return TurnOutcome.WAIT
+            return Flow.WAIT
         try:
             call = control.parse(record.name, record.input)
         except ToolError as exc:
             output = ToolOutput(content=str(exc), note="", is_error=True)
             await finish_call(run, deps, record, output)
-            return TurnOutcome.CONTINUE
+            return Flow.CONTINUE
         if isinstance(call, ReportProgress):
             output = ToolOutput(content="Noted.", note=call.note, step=call.step)
             await finish_call(run, deps, record, output)
-            return TurnOutcome.CONTINUE
+            return Flow.CONTINUE
         change, outcome = await self._ending(snap, record, call)
         await self._commit(change)
         return outcome
@@ -249,7 +227,7 @@ class ToolCalls:
             return None
         return record
 
-    async def end_with(self, turn: Change, record: ToolCallRecord) -> TurnOutcome:
+    async def end_with(self, turn: Change, record: ToolCallRecord) -> Flow:
         """Commit the model turn ``turn`` and what its one ending call ``record`` does, in
         one commit (:meth:`Change.then`): nothing runs between them, so they are one
         step (docs/architecture.md, "Durability and exactly-once").
@@ -273,19 +251,19 @@ class ToolCalls:
         snap: ConversationSnapshot,
         record: ToolCallRecord,
         call: Finish | ProposePlan | AskUser,
-    ) -> tuple[Change, TurnOutcome]:
+    ) -> tuple[Change, Flow]:
         """What the ending call ``call`` (of ``record``) changes, and how the turn ends."""
         run, deps = self._run, self._deps
         match call:
             case Finish():
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
-                return finish(snap, record, call, deps.workflow, stats), TurnOutcome.DONE
+                return finish(snap, record, call, deps.workflow, stats), Flow.DONE
             case ProposePlan():
                 opened = plan_approval.open_plan(snap, record, call, deps.workflow, run.opening)
-                return opened, TurnOutcome.WAIT
+                return opened, Flow.WAIT
             case AskUser():
-                return question.open_question(snap, record, call, run.opening), TurnOutcome.WAIT
+                return question.open_question(snap, record, call, run.opening), Flow.WAIT
             case _:
                 assert_never(call)
 

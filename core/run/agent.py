@@ -1,0 +1,94 @@
+"""The agent, composed: ``Loop(until done) { tool steps -> notes -> model step }``.
+
+Built from the primitives of :mod:`core.run.compose` and the steps of
+:mod:`core.run.steps` (docs/architecture.md, "The agent as a composition")::
+
+    Loop(until: not running, or the process is stopping;
+         cap: settings.max_turns model turns since a person last spoke;
+         on cap: OpenContinue)
+      Sequence
+        ToolSteps                     the calls the last turn decided (a crashed turn's too)
+        Running                       a decision beside the run may have ended it
+        TakeNotes, StepTold           what came in meanwhile; where the model is
+        OverBudget                    a budget used up: ask to go on
+        Branch(Sequence(Compact, ModelStep),
+               model_failed: ModelFailed)
+
+The round starts with the tool steps, so a run resumed after a crash or a person's
+decision first finishes the calls its last turn decided, and the cap is checked
+between a model turn and its tool steps. The count is derived from the journal
+(:func:`turns_since_word`), so a run killed and restarted, or one that waited for a
+person, counts the same as one that went straight through.
+"""
+
+from __future__ import annotations
+
+from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
+from core.run.deps import RunDeps
+from core.run.state import Run
+from core.run.steps import (
+    MODEL_FAILED,
+    Compact,
+    ModelFailed,
+    ModelStep,
+    OpenContinue,
+    OverBudget,
+    StepTold,
+    TakeNotes,
+    ToolSteps,
+)
+from core.vocabulary.entries import AssistantTurn, DecisionEntry, JournalRecord, UserText
+from core.vocabulary.inputs import Inbox
+from core.vocabulary.lifecycle import Lifecycle
+
+
+def turns_since_word(journal: tuple[JournalRecord, ...]) -> int:
+    """Model turns journaled since a person last gave the run its work: a request, an
+    answer, plan feedback (:class:`core.vocabulary.entries.UserText` other than a
+    note) or a decision (:class:`core.vocabulary.entries.DecisionEntry`: an approval,
+    "go on"). Read from the end, so it costs the turns since, not the journal."""
+    turns = 0
+    for record in reversed(journal):
+        entry = record.entry
+        if isinstance(entry, AssistantTurn):
+            turns += 1
+        elif isinstance(entry, DecisionEntry) or (
+            isinstance(entry, UserText) and entry.role != "note"
+        ):
+            break
+    return turns
+
+
+class Running:
+    """``continue`` while the conversation is ``running``, else ``done``: a decision or a
+    stop that landed beside the run may have moved it."""
+
+    async def go(self, run: Run) -> Outcome:
+        """Whether the run goes on."""
+        return CONTINUE if run.snap.status.lifecycle is Lifecycle.RUNNING else DONE
+
+
+def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
+    """The agent loop of a run (see the module docstring); ``inbox`` gives the messages
+    that came while it works (None: none come)."""
+
+    def stops(run: Run) -> bool:
+        return deps.suspended() or run.snap.status.lifecycle is not Lifecycle.RUNNING
+
+    return Loop(
+        Sequence(
+            ToolSteps(deps),
+            Running(),
+            TakeNotes(deps, inbox),
+            StepTold(deps),
+            OverBudget(deps),
+            Branch(
+                Sequence(Compact(deps), ModelStep(deps)),
+                {MODEL_FAILED: lambda failed: ModelFailed(deps, failed)},
+            ),
+        ),
+        until=stops,
+        cap=lambda run: run.settings.max_turns,
+        count=lambda run: turns_since_word(run.snap.journal),
+        on_cap=OpenContinue(deps),
+    )

@@ -1,0 +1,290 @@
+"""The steps the agent is composed of (:mod:`core.run.agent`), each one thing a turn does.
+
+Each is a step of :mod:`core.run.compose`: built with the run's deps
+(:class:`core.run.deps.RunDeps`), ``go(run)`` returns an outcome. In the order the
+agent takes them in a round:
+
+- :class:`ToolSteps`: the tool calls the last model turn decided, driven to their end
+  from whatever the store holds (:class:`core.run.tool_calls.ToolCalls`; each call a
+  :class:`core.run.one_call.ToolStep`);
+- :class:`TakeNotes`: the messages that came while the run worked, journaled as notes;
+- :class:`StepTold`: the position's instructions, for a journal that has none;
+- :class:`OverBudget`: a pause with a request to go on when a budget is used up;
+- :class:`Compact`: the oldest turns summarized when the context grew past its share;
+- :class:`ModelStep`: one model call, its turn admitted and committed (named outcome
+  ``model_failed`` when the model fails);
+- :class:`ModelFailed`: after a failure a retry may mend, a request to try again;
+  otherwise the run ends ``failed``;
+- :class:`OpenContinue`: at the turn cap, the request whether to go on.
+
+Every commit folds into the run's snapshot (:mod:`core.run.live`): a step never
+reads back what the step before it committed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from core.models.base import Message
+from core.requests import go_on
+from core.run import live
+from core.run.admission import admit_turn, denial_notes
+from core.run.budget import budget_reached
+from core.run.close_calls import close_open_calls
+from core.run.compaction import compaction
+from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome
+from core.run.decision import ModelDecision
+from core.run.deps import RunDeps
+from core.run.model_turn import model_turn
+from core.run.state import Run
+from core.run.tool_calls import ToolCalls
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, StepEntered, UserText
+from core.vocabulary.errors import ModelError
+from core.vocabulary.inputs import Inbox, delivery_keys
+from core.vocabulary.journal import Change
+from core.vocabulary.run_events import ProgressNote, RunAnswered, RunFailed
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.workflow import Transition
+
+log = logging.getLogger(__name__)
+
+MODEL_FAILED = "model_failed"
+"""The outcome name of a :class:`ModelStep` whose model call failed for good."""
+
+
+async def _commit(run: Run, deps: RunDeps, change: Change) -> None:
+    await live.commit(run, deps.journal, change)
+
+
+class ToolSteps:
+    """The open tool calls of the last model turn, run to their end: ``continue`` when
+    the model may be called again, ``wait`` for a person, ``done``, or ``suspended``."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Run what the last turn still needs (:meth:`ToolCalls.continue_turn`)."""
+        flow = await ToolCalls(run, self._deps).continue_turn()
+        return Outcome(flow)
+
+
+class TakeNotes:
+    """Journal the messages that came while the run worked as notes (``inbox()`` gives
+    them; None: there is no inbox)."""
+
+    def __init__(self, deps: RunDeps, inbox: Inbox | None) -> None:
+        self._deps = deps
+        self._inbox = inbox
+
+    async def go(self, run: Run) -> Outcome:
+        """Commit the notes, their deliveries marked handled; always ``continue``."""
+        messages = list(self._inbox()) if self._inbox else []
+        if not messages:
+            return CONTINUE
+        settings = run.settings
+        read = [
+            await self._deps.files.read(
+                run.snap, m, text_limit=settings.file_text_limit, repo=settings.git_repo
+            )
+            for m in messages
+        ]
+        notes = tuple(
+            UserText(author=m.author, text=m.text, role="note", files=m.blocks) for m in read
+        )
+        keys = tuple(k for m in read for k in delivery_keys(m))
+        await _commit(run, self._deps, Change(entries=notes, handled=keys))
+        return CONTINUE
+
+
+class StepTold:
+    """Journal the position's instructions first if the journal has none at all (a
+    conversation from before they were journaled, when they were in the system
+    prompt): the model is told where it is either way."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Commit the instructions when missing; always ``continue``."""
+        snap = run.snap
+        if any(isinstance(r.entry, StepEntered) for r in snap.journal):
+            return CONTINUE
+        step = self._deps.workflow.entered(snap.position, snap.position, first=True)
+        if step:
+            await _commit(run, self._deps, Change(entries=step))
+        return CONTINUE
+
+
+class OverBudget:
+    """Pause with a request to go on when a budget is used up (:mod:`core.run.budget`):
+    ``wait`` then, else ``continue``; ``suspended`` when the process is stopping."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Check the budgets; commit the request when one is used up."""
+        if self._deps.suspended():
+            return Outcome(Flow.SUSPENDED)
+        now = run.context.now()
+        used_up = await budget_reached(
+            run.snap, run.settings.budgets, now, self._deps.channel_spend
+        )
+        if used_up is None:
+            return CONTINUE
+        log.info("conversation %s: the %s budget is used up", run.conversation_id, used_up.scope)
+        await _commit(run, self._deps, go_on.open_budget(run.snap, used_up, run.opening))
+        return WAIT
+
+
+def model_failed(exc: ModelError) -> Outcome:
+    """The outcome of a model call that failed for good: named ``model_failed``, its
+    message as the reason; ``wait`` when a retry may mend it, else ``done``."""
+    return Outcome(Flow.WAIT if exc.retryable else Flow.DONE, MODEL_FAILED, reason=str(exc))
+
+
+class Compact:
+    """Summarize the oldest turns first when the context has grown past its share of the
+    model's window (:mod:`core.run.compaction`): ``continue``, or ``model_failed``."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Commit the compaction when one is due; ``model_failed`` when its summary's
+        model call fails (as :class:`ModelStep`'s)."""
+        deps = self._deps
+
+        async def summary_turn(
+            snap: ConversationSnapshot, messages: list[Message]
+        ) -> AssistantTurn:
+            return await model_turn(run, deps, snap, messages)
+
+        try:
+            change = await compaction(run.snap, run.settings, summary_turn)
+        except ModelError as exc:
+            return model_failed(exc)
+        if change is not None:
+            await _commit(run, deps, change)
+        return CONTINUE
+
+
+class ModelStep:
+    """One model call: its turn read as a :class:`core.run.decision.ModelDecision`,
+    admitted (:mod:`core.run.admission`: the workflow position chooses the tools)
+    and committed with a record per tool call.
+
+    Outcomes: ``done`` (the answer: a turn without tool calls), ``wait`` or ``done``
+    when the turn's one call ends it at once (a plan, a question, ``finish``: one
+    commit with the turn), ``continue`` (tool calls to run), or ``model_failed``
+    (with the failure's message as ``reason``; ``wait`` when a retry may mend it,
+    else ``done``), which a :class:`core.run.compose.Branch` hands to
+    :class:`ModelFailed`.
+    """
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Call the model and commit its turn."""
+        try:
+            turn = await model_turn(run, self._deps, run.snap)
+        except ModelError as exc:
+            return model_failed(exc)
+        return await self._after(run, turn)
+
+    async def _after(self, run: Run, turn: AssistantTurn) -> Outcome:
+        deps, workflow = self._deps, self._deps.workflow
+        snap = run.snap
+        decision = ModelDecision.of(turn, deps.toolbox.kind)
+        totals = run.totals.of(snap.journal, run.context.now(), pending=turn)
+        tools = ToolCalls(run, deps)
+        if decision.answers:
+            answer = decision.thinking or "(the model gave no answer)"
+            stats = await tools.with_changes(snap, totals)
+            await _commit(
+                run,
+                deps,
+                Change(
+                    entries=(turn,),
+                    status=lifecycle.move(snap.status, lifecycle.DONE),
+                    position=workflow.next(snap.position, Transition.FINISHED),
+                    events=(RunAnswered(text=answer, stats=stats),),
+                ),
+            )
+            return DONE
+        records, denials = admit_turn(
+            turn, snap.last_seq + 1, snap, workflow, deps.toolbox, run.settings.tool_policy
+        )
+        notes = (ProgressNote(text=decision.thinking, totals=totals),) if decision.thinking else ()
+        change = Change(
+            entries=(turn, *denials),
+            tool_calls=records,
+            events=(*notes, *denial_notes(turn, denials)),
+        )
+        ending = tools.ends_at_once(records)
+        if ending is not None:  # the turn and its ending call are one commit
+            flow = await tools.end_with(change, ending)
+        else:
+            await _commit(run, deps, change)
+            flow = Flow.CONTINUE
+        deps.faults.hit("after_model_response")
+        return Outcome(flow)
+
+
+class ModelFailed:
+    """After ``failed``, a ``model_failed`` outcome: a failure a retry may mend opens a
+    request to try again (``wait``); any other ends the run ``failed`` with its
+    message (``done``)."""
+
+    def __init__(self, deps: RunDeps, failed: Outcome) -> None:
+        self._deps = deps
+        self._failed = failed
+
+    async def go(self, run: Run) -> Outcome:
+        """Open the retry request, or fail the run."""
+        failed = self._failed
+        if failed.flow is Flow.DONE:
+            await Fail(self._deps).go_with(run, failed.reason)
+            return DONE
+        await _commit(run, self._deps, go_on.open_retry(run.snap, failed.reason, run.opening))
+        return WAIT
+
+
+class Fail:
+    """End the run ``failed`` with an error (safe to show); every open call gets a result."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go_with(self, run: Run, error: str) -> None:
+        """Commit the failure: open calls closed, ``failed``, the error in the thread."""
+        deps = self._deps
+        snap = await live.current(run, deps.journal)
+        closing = close_open_calls(snap, "the failure", deps.toolbox.read_only, failed=True)
+        await _commit(
+            run,
+            deps,
+            Change(
+                entries=closing.results,
+                tool_calls=closing.records,
+                status=lifecycle.move(snap.status, lifecycle.FAILED),
+                events=(RunFailed(error=error),),
+            ),
+        )
+
+
+class OpenContinue:
+    """At the turn cap: ask whether to go on (:func:`core.requests.go_on.open_continue`);
+    ``wait``."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Commit the request to go on."""
+        change = go_on.open_continue(run.snap, run.settings.max_turns, run.opening)
+        await _commit(run, self._deps, change)
+        return WAIT
