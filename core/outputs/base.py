@@ -42,7 +42,8 @@ class Gone:
 
 
 class OutputStore(Protocol):
-    """Where :class:`core.outputs.PersistentOutputs` keeps whole outputs (the store implements it)."""
+    """Where :class:`core.outputs.PersistentOutputs` keeps whole outputs (the store
+    implements it)."""
 
     async def put_output(self, conversation_id: str, output_id: str, content: str) -> None:
         """Keep ``content`` under ``output_id`` for ``conversation_id`` (ids are new)."""
