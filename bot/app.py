@@ -40,7 +40,7 @@ from core.faults import Faults
 from core.models.base import Model
 from core.models.demo import DemoModel
 from core.models.scripted import ScriptFileModel
-from core.outputs import PersistentOutputs
+from core.outputs import cache_strategy
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
 from core.secrets import Redactor
@@ -292,7 +292,12 @@ async def build(
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
         channel_spend=store.usage.channel_spend,
-        outputs=PersistentOutputs(store.outputs),
+        outputs=cache_strategy(
+            settings.output_cache,
+            store=store.outputs,
+            ttl=settings.output_cache_ttl,
+            clock=wall_clock,
+        ),
         faults=faults,
         redactor=redactor,
         workspaces=GitWorkspaces(sandbox=confinement.run_command.sandbox),

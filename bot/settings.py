@@ -178,6 +178,13 @@ class Settings(BaseSettings):
     output_store_limit: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
     """Characters of a tool output kept whole for ``read_output`` (a command's output past
     it keeps its head and tail)."""
+    output_cache: Literal["persistent", "in_memory", "none"] = "persistent"
+    """Where large tool outputs are kept whole for ``read_output`` (:mod:`core.outputs`):
+    the store (kept across restarts), this process's memory (``output_cache_ttl``
+    seconds each, lost to a restart), or nowhere (head and tail only, no id). For the
+    whole process, not per channel."""
+    output_cache_ttl: float = Field(default=3600.0, gt=0, le=365 * 24 * 3600, allow_inf_nan=False)
+    """Seconds an ``in_memory`` output is kept after it was stored."""
     mutating_tools: bool = True
     """False: no mutating tool (file writes, commands) runs at all."""
     git_repo: str | None = None

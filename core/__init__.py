@@ -22,7 +22,7 @@ packages")::
     tracing.py    the spans of a run, its model calls and tool calls
     pricing.py    what a model call costs, and the budgets
     workflow.py   workflows as data (workflows/default.toml)
-    outputs.py    large tool outputs kept whole, previewed
+    outputs/      large tool outputs kept whole, previewed: the cache strategies
     secrets.py    the bot's secrets taken out of what is stored and posted
     context.py    the run context: clock and ids (the one reader of the wall clock)
     faults.py     named crash points for tests

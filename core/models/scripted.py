@@ -119,24 +119,31 @@ class ScriptFileModel:
     The file is a list of turns, ``{"text": str?, "calls": [{"name", "input"?,
     "id"?}]?}``. The turn answered is the one after the assistant messages already
     in the request, so the script goes on where it was after a crash and a
-    restart. A call's id defaults to ``toolu_script_<turn>_<index>``. Raises
-    ``ValueError`` for a malformed file and :class:`ModelError` past its end.
+    restart. The file is read again for each request, so a test may add turns
+    while the bot runs (one that names what an earlier turn made, an output's id).
+    A call's id defaults to ``toolu_script_<turn>_<index>``. Raises ``ValueError``
+    for a malformed file and :class:`ModelError` past its end.
     """
 
     def __init__(self, path: str) -> None:
         self.name = "script"
-        with open(path, encoding="utf-8") as handle:
+        self._path = path
+        self._read()
+
+    def _read(self) -> list[dict[str, Any]]:
+        with open(self._path, encoding="utf-8") as handle:
             data = json.load(handle)
         if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
-            raise ValueError(f"{path}: a model script is a JSON list of turns")
-        self._turns = data
+            raise ValueError(f"{self._path}: a model script is a JSON list of turns")
+        return data
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the events of the turn after the history's last assistant message."""
         index = _turn_number(request)
-        if index >= len(self._turns):
+        turns = self._read()
+        if index >= len(turns):
             raise ModelError(f"the model script has no turn {index + 1}", retryable=False)
-        turn = self._turns[index]
+        turn = turns[index]
         calls = [
             ScriptedCall(name=c["name"], input=c.get("input", {}), id=c.get("id", ""))
             for c in turn.get("calls", [])

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from core.outputs import Gone, look_up
 from core.policy import policy
 from core.policy.summary import summarize_call
 from core.run import live
@@ -33,6 +34,7 @@ from core.run.stats import duration_said
 from core.tool_state import move, started
 from core.tools.base import ToolContext, ToolOutput
 from core.tracing import ToolSpan
+from core.vocabulary.entries import JournalRecord
 from core.vocabulary.errors import LeaseLost, ToolError
 from core.vocabulary.journal import Change
 from core.vocabulary.run_events import ProgressNote
@@ -134,12 +136,20 @@ async def _told_while_running(
     return task.result()
 
 
-def _outputs_of(run: Run, deps: RunDeps) -> Callable[[str], Awaitable[str | None]] | None:
-    """The conversation's stored outputs by id, for ``read_output`` (None: no cache)."""
+def _outputs_of(run: Run, deps: RunDeps) -> Callable[[str], Awaitable[str | Gone | None]] | None:
+    """The conversation's stored outputs by id, for ``read_output`` (None: no cache); an
+    id the cache does not know is looked for in the journal (:func:`core.outputs.look_up`)."""
     cache, cid = deps.outputs, run.conversation_id
     if cache is None:
         return None
-    return lambda output_id: cache.retrieve(cid, output_id)
+
+    async def journal() -> tuple[JournalRecord, ...]:
+        return (await live.current(run, deps.journal)).journal
+
+    async def read(output_id: str) -> str | Gone | None:
+        return await look_up(cache, cid, output_id, journal)
+
+    return read
 
 
 async def checked_now(

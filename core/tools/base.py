@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.models.base import ToolKind, ToolSpec
+from core.outputs.base import Gone
 from core.secrets import NO_SECRETS, Redactor
 from core.vocabulary.tool_records import CommandProcess
 
@@ -49,8 +50,9 @@ class ToolContext:
     read_limit: int = 16_000
     """Characters of output the model reads at once (a longer result is previewed, and
     ``read_output`` pages by it); ``output_limit`` is what a tool keeps."""
-    outputs: Callable[[str], Awaitable[str | None]] | None = None
-    """The conversation's stored large outputs by id (``read_output``); None: none kept."""
+    outputs: Callable[[str], Awaitable[str | Gone | None]] | None = None
+    """The conversation's stored large outputs by id (``read_output``): the content,
+    :class:`~core.outputs.Gone` (kept once, no longer), or None (unknown); None: none kept."""
     redactor: Redactor = NO_SECRETS
     """The bot's secrets: output a tool streams goes through ``redactor.stream()``
     before it is kept or cut, so a token split across chunks (or by the cut) is

@@ -3,7 +3,10 @@
 A tool output longer than the run's output limit reaches the model as a head and a
 tail with an id between (:mod:`core.outputs`); this tool returns any stretch of the
 whole output by character offset, from where the conversation's cache strategy
-keeps it (:attr:`core.tools.base.ToolContext.outputs`).
+keeps it (:attr:`core.tools.base.ToolContext.outputs`). An output the strategy kept
+once and no longer does (an in-memory one that expired, or was lost to a restart:
+:class:`core.outputs.Gone`) is answered in words, not as an error: the model may run
+the call that made it again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from core.models.base import ToolKind, ToolSpec
-from core.outputs import NOTE_ROOM
+from core.outputs import NOTE_ROOM, Gone
 from core.tools.base import ToolContext, ToolOutput
 from core.tools.inputs import ToolInput
 from core.vocabulary.errors import ToolError
@@ -35,9 +38,10 @@ class ReadOutput:
     """``read_output`` ``{"id": "out_...", "offset": 0}``: a page of a stored output.
 
     A page is up to the run's output limit less room for its last line, which says
-    which characters these are of how many and the offset to read on from. Raises
-    :class:`ToolError` for an id this conversation has no output under, or an offset
-    past the end.
+    which characters these are of how many and the offset to read on from. An output
+    that is gone (:class:`core.outputs.Gone`) is a normal result that says so and why.
+    Raises :class:`ToolError` for an id this conversation has no output under, or an
+    offset past the end.
     """
 
     spec = ToolSpec(
@@ -58,6 +62,14 @@ class ReadOutput:
         content = await ctx.outputs(output_id) if ctx.outputs is not None else None
         if content is None:
             raise ToolError(f"there is no output {output_id!r} in this conversation")
+        if isinstance(content, Gone):
+            return ToolOutput(
+                content=(
+                    f"The output {output_id} is gone: {content.reason}. Run the call that "
+                    "made it again if you still need it."
+                ),
+                note=f"{output_id} is gone",
+            )
         if offset < 0:
             raise ToolError(f"offset {offset} is negative; the output starts at 0")
         if offset > len(content) or (offset == len(content) and content):
