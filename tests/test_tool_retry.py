@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import core.faults
+from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
@@ -103,6 +104,25 @@ def test_a_policy_is_built_by_name() -> None:
         retry_policy("often")
     with pytest.raises(ValueError):
         retry_policy("fixed", attempts=0)
+
+
+def test_a_channel_chooses_its_own_retry_policy_and_the_bot_s_holds_elsewhere(
+    settings: Settings,
+) -> None:
+    channel = {"tool_retry": "exponential", "tool_retry_attempts": 5}
+    data = settings.model_dump(exclude_unset=True) | {
+        "tool_retry": "fixed",
+        "slack": {"T0TEAM0001": {"channels": {"C0BUILDS01": channel}}},
+    }
+    layers = Settings.model_validate(data).layers()
+
+    there = layers.at("slack", "T0TEAM0001", "C0BUILDS01").engine_settings(EngineSettings())
+    elsewhere = layers.at("slack", "T0TEAM0001", "C0OTHER001").engine_settings(EngineSettings())
+    assert there.tool_retry == Exponential(attempts=5)
+    assert elsewhere.tool_retry == Fixed(attempts=3)
+    assert EngineSettings().tool_retry == NoRetry()  # by default nothing is tried again
+    with pytest.raises(ValueError, match="tool_retry"):
+        Settings.model_validate(settings.model_dump(exclude_unset=True) | {"tool_retry": "often"})
 
 
 # --- in one process ---------------------------------------------------------------
@@ -372,6 +392,17 @@ async def test_read_only_calls_side_by_side_still_commit_their_results_as_one(
     ]
     assert setup.sleeps == [0.5]
     assert {CALL, "toolu_script_0_1"} <= results(await setup.snapshot()).keys()
+
+
+async def test_after_tool_result_is_reached_once_per_call_not_per_attempt(
+    tmp_path: Path, die_in_place: None
+) -> None:
+    setup = Setup(tmp_path, Fixed(attempts=3), [{"calls": [flaky(2)]}, finish("ok")])
+    await setup.mention(setup.engine(Faults("after_tool_result:2")))  # never reached: no kill
+
+    snap = await setup.snapshot()
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert len(attempts(snap)) == 2
 
 
 KILLS = [
