@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -32,6 +32,7 @@ from pydantic import (
 from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
 from conversations.channels import ProgressMode
 from core.policy.policy import ToolPolicy
+from core.retry import MAX_ATTEMPTS
 
 MAX_INSTRUCTIONS = 20_000
 """Characters of a layer's instructions (they go into every model request)."""
@@ -55,6 +56,10 @@ BudgetTokens = Annotated[int, Field(ge=1, le=10**12)]
 """Tokens of a budget (every kind counted): at most a trillion."""
 BudgetUsd = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
 """Dollars of a budget: at most a million (kept as micro-dollars, :func:`micro_usd`)."""
+ToolRetry = Literal["none", "fixed", "exponential"]
+"""How a failed tool call safe to repeat is tried again (:func:`core.retry.retry_policy`)."""
+RetryAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
+"""Attempts of a tool call in all, under a retry policy (1 to 10)."""
 
 
 def micro_usd(dollars: float) -> int:
@@ -84,6 +89,8 @@ LAYERED = (
     "channel_daily_budget_usd",
     "context_window",
     "compact_at",
+    "tool_retry",
+    "tool_retry_attempts",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -133,6 +140,8 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "channel_daily_budget_usd": Direction.LOWER,
         "context_window": Direction.FREE,
         "compact_at": Direction.FREE,
+        "tool_retry": Direction.FREE,
+        "tool_retry_attempts": Direction.FREE,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -157,7 +166,10 @@ group adds an approver. The free keys, and why each is free:
   bot clones it, so keep the bot's own git credentials to the repositories it serves);
 - ``progress_mode``: how notes show in a thread, not what runs;
 - ``context_window``, ``compact_at``: how a conversation's history is kept within the
-  model's window; they follow the model (free), and the budgets bound the spend.
+  model's window; they follow the model (free), and the budgets bound the spend;
+- ``tool_retry``, ``tool_retry_attempts``: how often a failed call of a read-only tool
+  is tried again; it changes nothing (mutating tools are never tried again) and runs
+  under the same policy each time.
 
 ``command_processes`` (the sandbox's process cap) is listed ahead of its layered key.
 """
@@ -226,6 +238,8 @@ class Layer(BaseModel):
     channel_daily_budget_usd: BudgetUsd | None = None
     context_window: ContextTokens | None = None
     compact_at: Share | None = None
+    tool_retry: ToolRetry | None = None
+    tool_retry_attempts: RetryAttempts | None = None
 
     @field_validator("policy")
     @classmethod

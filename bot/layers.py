@@ -49,6 +49,7 @@ from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
 from core.policy.policy import RuleLayer, ToolPolicy
 from core.pricing import Budgets, Limit
+from core.retry import retry_policy
 from core.run.settings import EngineSettings
 from core.tools.workspaces import without_credentials
 
@@ -87,7 +88,8 @@ class Effective:
         return self.values[name].value
 
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
-        """``base`` with this place's model, instructions, policy, caps and request lifetime."""
+        """``base`` with this place's model, instructions, policy, caps, request lifetime
+        and tool retry policy."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
@@ -103,6 +105,7 @@ class Effective:
             git_repo=self["git_repo"],
             context_window=self["context_window"],
             compact_at=self["compact_at"],
+            tool_retry=retry_policy(self["tool_retry"], attempts=self["tool_retry_attempts"]),
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]

@@ -55,10 +55,12 @@ from bot.layer_tables import (
     PerUser,
     Processes,
     RequestSeconds,
+    RetryAttempts,
     Share,
     SlackTeamId,
     SlackWorkspace,
     Snowflake,
+    ToolRetry,
     micro_usd,
 )
 from bot.layers import Layers
@@ -205,6 +207,11 @@ class Settings(BaseSettings):
     """Tokens the model's context holds (Claude's window: 200,000)."""
     compact_at: Share = 0.8
     """Share of ``context_window`` past which a conversation's oldest turns are summarized."""
+    tool_retry: ToolRetry = "none"
+    """How a failed call of a read-only tool is tried again: ``none``, ``fixed`` (a second
+    apart) or ``exponential`` (a second, doubled each time, at most 30, with jitter)."""
+    tool_retry_attempts: RetryAttempts = 3
+    """Attempts of such a call in all, under ``fixed`` or ``exponential``."""
     prices: dict[ModelId, ModelPrice] = {}
     """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []

@@ -26,6 +26,7 @@ packages")::
     secrets.py    the bot's secrets taken out of what is stored and posted
     context.py    the run context: clock and ids (the one reader of the wall clock)
     faults.py     named crash points for tests
+    retry.py      retry policies of tool calls: none, fixed, exponential (jitter by hash)
     vocabulary/   the ground floor, imports nothing else of core: journal entries, tool
                   records, snapshot, Change and the Journal protocol, pending requests
                   and verdicts, the lifecycle and its table, run events, inputs, errors

@@ -15,9 +15,10 @@ sweeper, leases) calls :func:`now` too, or takes a clock that defaults to it.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -45,11 +46,14 @@ class RunContext:
     ``clock()`` returns the current time (timezone-aware UTC); ``ids()`` a new
     unique id (:data:`REQUEST_ID_LENGTH` hex digits by default). Both default to
     the wall clock and random ids; tests pass a :class:`ManualClock` and
-    :class:`CountingIds`.
+    :class:`CountingIds`. ``sleep(seconds)`` waits (a tool call's retry delay,
+    :mod:`core.retry`); ``asyncio.sleep`` by default, and a test passes one that
+    records the delays and returns at once.
     """
 
     clock: Callable[[], datetime] = now
     ids: Callable[[], str] = field(default=lambda: random_id(REQUEST_ID_LENGTH))
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     def now(self) -> datetime:
         """The current time by this context's clock."""

@@ -11,7 +11,9 @@ out-of-memory kill. Points:
 - ``after_platform_accept``: an adapter accepted an outbound message, before its
   platform message id was stored;
 - ``after_ddl``: a schema migration ran a DDL statement (``CREATE``, ``ALTER`` or
-  ``DROP``), before its transaction committed (``conversations/store/migrate.py``).
+  ``DROP``), before its transaction committed (``conversations/store/migrate.py``);
+- ``after_tool_attempt``: a failed attempt of a tool call that its retry policy tries
+  again was committed (``core/run/tool_step.py``), before the wait for the next one.
 
 With no setting, :meth:`Faults.hit` does nothing.
 """
@@ -23,7 +25,13 @@ import signal
 from collections import Counter
 
 POINTS = frozenset(
-    {"after_tool_result", "after_model_response", "after_platform_accept", "after_ddl"}
+    {
+        "after_tool_result",
+        "after_model_response",
+        "after_platform_accept",
+        "after_ddl",
+        "after_tool_attempt",
+    }
 )
 
 

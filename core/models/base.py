@@ -48,6 +48,10 @@ class ToolSpec(BaseModel):
     description: str
     input_schema: dict[str, Any]
     kind: ToolKind = ToolKind.MUTATING
+    repeatable: bool = True
+    """A ``read_only`` tool's call may be tried again after a failure, by the run's retry
+    policy (:mod:`core.retry`); a read-only tool whose every call costs (a paid lookup)
+    says False. Mutating and control tools are never tried again, whatever this says."""
 
 
 class ModelRequest(BaseModel):

@@ -11,6 +11,7 @@
     model_turn.py   one model call: the request, the streamed answer, its usage and cost
     tool_calls.py   ToolCalls: drive a turn's calls to their end from the snapshot
     one_call.py     one tool call: the policy just before, the run, its result committed
+    tool_step.py    a tool call's attempts under its retry policy, journaled as they fail
     admission.py    a new turn's calls and the states the policy gives them
     control.py      the control calls that end a turn: finish, propose_plan, ask_user
     close_calls.py  closing open calls on a stop, a failure, an expiry, a shutdown

@@ -5,9 +5,11 @@ call: the policy is asked again first (a ``deny`` now ends it ``denied``), the
 record moves to ``running`` (committed for a call that may change something, and
 with its command's process group once it starts; a read-only call, which runs
 again after a crash whether it was marked or not, is marked in memory only), the
-conversation's workspace is prepared, the tool runs, and :func:`finish_call`
-commits its final state with its one result (together with the results of the
-calls that ran beside it and finished at once: :func:`core.run.live.commit`).
+conversation's workspace is prepared, the tool runs (tried again under the run's
+retry policy when the call may be repeated and its failure may pass:
+:mod:`core.run.tool_step`), and :func:`finish_call` commits its final state with its
+one result (together with the results of the calls that ran beside it and finished
+at once: :func:`core.run.live.commit`).
 
 Every result and progress note of a call is committed through :func:`finish_call`,
 which redacts the bot's secrets from it first (:mod:`core.secrets`): the journal,
@@ -31,6 +33,7 @@ from core.run.compose import CONTINUE, Outcome
 from core.run.deps import RunDeps
 from core.run.state import Run
 from core.run.stats import duration_said
+from core.run.tool_step import Attempted, attempted
 from core.tool_state import move, started
 from core.tools.base import ToolContext, ToolOutput
 from core.tracing import ToolSpan
@@ -92,19 +95,26 @@ async def run_call(
         outputs=_outputs_of(run, deps),
         redactor=deps.redactor,
     )
-    try:
-        output = await _told_while_running(run, deps, record, tool.run(record.input, ctx))
-    except LeaseLost:
-        raise
-    except ToolError as exc:
-        lines = str(exc).strip().splitlines()
-        note = f"{record.name} failed: {lines[0][:200] if lines else 'no reason given'}"
-        output = ToolOutput(content=str(exc), note=note, is_error=True)
-    except Exception as exc:  # a tool's bug must not take the run down
-        log.exception("tool %s crashed", record.name)
-        output = ToolOutput(
-            content=f"The tool crashed: {exc!r}", note=f"{record.name} crashed", is_error=True
-        )
+
+    async def once() -> Attempted:
+        try:
+            output = await _told_while_running(run, deps, record, tool.run(record.input, ctx))
+        except LeaseLost:
+            raise
+        except ToolError as exc:
+            lines = str(exc).strip().splitlines()
+            note = f"{record.name} failed: {lines[0][:200] if lines else 'no reason given'}"
+            output = ToolOutput(content=str(exc), note=note, is_error=True)
+            return Attempted(output, retryable=exc.retryable)
+        except Exception as exc:  # a tool's bug must not take the run down
+            log.exception("tool %s crashed", record.name)
+            output = ToolOutput(
+                content=f"The tool crashed: {exc!r}", note=f"{record.name} crashed", is_error=True
+            )
+            return Attempted(output, retryable=True)
+        return Attempted(output)
+
+    output = await attempted(run, deps, record, once)
     await finish_call(run, deps, running[0], output, span=span)
     deps.faults.hit("after_tool_result")
 

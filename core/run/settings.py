@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.policy.policy import ToolPolicy
 from core.pricing import Budgets, Price, Spend
+from core.retry import NoRetry, RetryPolicy
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are threadbot, an agent that works for a team from a chat thread. People talk
@@ -73,6 +74,9 @@ class EngineSettings:
     """The conversation's and its channel's daily budgets (none by default)."""
     cgroup_root: Path = Path("/sys/fs/cgroup")
     """Where a command's cgroup left over by a crash is looked for (the bot's setting)."""
+    tool_retry: RetryPolicy = field(default_factory=NoRetry)
+    """How a failed tool call that may be repeated is tried again (:mod:`core.retry`;
+    by default it is not: its error is its result)."""
 
     @property
     def system(self) -> str:

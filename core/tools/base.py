@@ -116,6 +116,13 @@ class Toolbox:
         (an unknown tool counts as read-only)."""
         return self.kind(name) is not ToolKind.MUTATING
 
+    def repeatable(self, name: str) -> bool:
+        """Whether a failed call of the tool ``name`` may be tried again: a read-only
+        tool that says so (:attr:`core.models.base.ToolSpec.repeatable`); never a
+        mutating or control tool, nor an unknown one."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.spec.kind is ToolKind.READ_ONLY and tool.spec.repeatable
+
     def select(self, names: Iterable[str]) -> list[Tool]:
         """Tools for a workflow position: names, ``read_only`` or ``all``; unknown names skipped."""
         chosen: dict[str, Tool] = {}

@@ -1,9 +1,10 @@
 """Journal entries: what a conversation's append-only journal holds, in ``seq`` order.
 
 People's messages, model turns (with the tool calls they asked for and their usage),
-tool results, decisions, entered workflow positions, compaction summaries and stops,
-joined in one tagged union (:data:`Entry`); :class:`JournalRecord` is an entry as
-stored, with its ``seq`` and time (docs/architecture.md, "Durability and exactly-once").
+tool results, decisions, entered workflow positions, compaction summaries, stops and
+the failed attempts of tool calls tried again, joined in one tagged union
+(:data:`Entry`); :class:`JournalRecord` is an entry as stored, with its ``seq`` and
+time (docs/architecture.md, "Durability and exactly-once").
 """
 
 from __future__ import annotations
@@ -161,6 +162,26 @@ class StopEntry(BaseModel):
     by: Person
 
 
+class ToolAttempt(BaseModel):
+    """A failed attempt of a tool call that its retry policy tries again
+    (:mod:`core.retry`): its number (from 1), its error (redacted) and the seconds
+    waited before the next attempt, journaled before that wait.
+
+    Only the attempts that are tried again are kept: the call's last attempt is its
+    one result (:class:`ToolResultEntry`), which names them all. A run that goes on
+    after a crash takes the call's attempts from these entries, so it makes the
+    next attempt after the same delay (:mod:`core.run.tool_step`). Not a message:
+    the model's history, the open calls and the totals pass over it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["tool_attempt"] = "tool_attempt"
+    tool_use_id: str
+    attempt: int
+    error: str
+    delay_seconds: float
+
+
 Entry = Annotated[
     UserText
     | AssistantTurn
@@ -168,7 +189,8 @@ Entry = Annotated[
     | DecisionEntry
     | StepEntered
     | Compacted
-    | StopEntry,
+    | StopEntry
+    | ToolAttempt,
     Field(discriminator="kind"),
 ]
 

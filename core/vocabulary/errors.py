@@ -39,7 +39,17 @@ class ModelOverloaded(ModelError):
 
 
 class ToolError(CoreError):
-    """A tool refused or failed; the message is what the model is told."""
+    """A tool refused or failed; the message is what the model is told.
+
+    ``retryable``: trying the same call again may help (a service that did not
+    answer, a lock held elsewhere), so a retry policy may try it again
+    (:mod:`core.run.tool_step`); False (the default) for a refusal that would come
+    out the same (bad input, a path outside the workspace, a missing file).
+    """
+
+    def __init__(self, message: str = "", *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class ConversationNotFound(CoreError):
