@@ -31,6 +31,7 @@ from pydantic import (
 
 from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
 from conversations.channels import ProgressMode
+from core.contexts import StrategyName
 from core.policy.policy import ToolPolicy
 
 MAX_INSTRUCTIONS = 20_000
@@ -51,6 +52,8 @@ ContextTokens = Annotated[int, Field(ge=1_000, le=100_000_000)]
 """Tokens of a model's context window."""
 Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 """A share (0 to 1) of something."""
+KeepTurns = Annotated[int, Field(ge=1, le=50)]
+"""Model turns compaction keeps whole (``context_keep_turns``)."""
 BudgetTokens = Annotated[int, Field(ge=1, le=10**12)]
 """Tokens of a budget (every kind counted): at most a trillion."""
 BudgetUsd = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
@@ -84,6 +87,8 @@ LAYERED = (
     "channel_daily_budget_usd",
     "context_window",
     "compact_at",
+    "context_strategy",
+    "context_keep_turns",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -133,6 +138,8 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "channel_daily_budget_usd": Direction.LOWER,
         "context_window": Direction.FREE,
         "compact_at": Direction.FREE,
+        "context_strategy": Direction.FREE,
+        "context_keep_turns": Direction.FREE,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -157,7 +164,9 @@ group adds an approver. The free keys, and why each is free:
   bot clones it, so keep the bot's own git credentials to the repositories it serves);
 - ``progress_mode``: how notes show in a thread, not what runs;
 - ``context_window``, ``compact_at``: how a conversation's history is kept within the
-  model's window; they follow the model (free), and the budgets bound the spend.
+  model's window; they follow the model (free), and the budgets bound the spend;
+- ``context_strategy``, ``context_keep_turns``: what the model is shown of its plan and
+  how much compaction keeps whole; words to the model, like ``instructions``.
 
 ``command_processes`` (the sandbox's process cap) is listed ahead of its layered key.
 """
@@ -226,6 +235,8 @@ class Layer(BaseModel):
     channel_daily_budget_usd: BudgetUsd | None = None
     context_window: ContextTokens | None = None
     compact_at: Share | None = None
+    context_strategy: StrategyName | None = None
+    context_keep_turns: KeepTurns | None = None
 
     @field_validator("policy")
     @classmethod

@@ -103,6 +103,8 @@ class Effective:
             git_repo=self["git_repo"],
             context_window=self["context_window"],
             compact_at=self["compact_at"],
+            context_strategy=self["context_strategy"],
+            context_keep_turns=self["context_keep_turns"],
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]

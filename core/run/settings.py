@@ -73,6 +73,11 @@ class EngineSettings:
     """The conversation's and its channel's daily budgets (none by default)."""
     cgroup_root: Path = Path("/sys/fs/cgroup")
     """Where a command's cgroup left over by a crash is looked for (the bot's setting)."""
+    context_strategy: str = "flat"
+    """The run's context strategy (``flat``, ``task_list``, ``task_tree``, ``none``:
+    :mod:`core.contexts`); ``flat`` adds nothing to what the model reads."""
+    context_keep_turns: int = 2
+    """Model turns compaction keeps whole under that strategy (``none`` keeps none)."""
 
     @property
     def system(self) -> str:

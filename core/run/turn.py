@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from core.contexts import ContextStrategy, context_strategy, note_change
 from core.models.base import Message
 from core.requests import go_on
 from core.run import live
@@ -123,6 +124,7 @@ class Turns:
             if suspended() or await self._over_budget():
                 return
             try:
+                await self._context_noted()
                 await self._compacted()
                 turn = await model_turn(run, self._deps, run.snap)
             except ModelError as exc:
@@ -174,9 +176,21 @@ class Turns:
         await self._commit(go_on.open_budget(run.snap, used_up, run.opening))
         return True
 
+    async def _context_noted(self) -> None:
+        """Journal the context strategy's state as a note when it changed
+        (:func:`core.contexts.note_change`; ``flat``, the default, never has one)."""
+        change = note_change(self._run.snap, self._strategy(), "run", ())
+        if change is not None:
+            await self._commit(change)
+
+    def _strategy(self) -> ContextStrategy:
+        settings = self._run.settings
+        return context_strategy(settings.context_strategy, keep_turns=settings.context_keep_turns)
+
     async def _compacted(self) -> None:
         """Summarize the oldest turns first when the context has grown past its share of
-        the model's window (:mod:`core.run.compaction`)."""
+        the model's window (:mod:`core.run.compaction`), keeping the turns the context
+        strategy keeps; its note is restated if the summary took it."""
         run = self._run
 
         async def summary_turn(
@@ -184,9 +198,10 @@ class Turns:
         ) -> AssistantTurn:
             return await model_turn(run, self._deps, snap, messages)
 
-        change = await compaction(run.snap, run.settings, summary_turn)
+        change = await compaction(run.snap, run.settings, summary_turn, self._strategy().keep_turns)
         if change is not None:
             await self._commit(change)
+            await self._context_noted()
 
     async def _after_turn(self, turn: AssistantTurn) -> TurnOutcome:
         run, workflow = self._run, self._deps.workflow
