@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.settings import Settings
-from core.contexts import TaskList, expired_after, note_change
+from core.contexts import NoContext, TaskList, context_strategy, expired_after, note_change
+from core.run.compaction import cut_at
 from core.run.history import build_messages
 from core.vocabulary.entries import (
     AssistantTurn,
@@ -184,3 +185,15 @@ def test_an_alive_note_the_summary_took_is_restated_with_the_turns_it_has_left()
     assert "[threadbot: task list]" not in canonical(view)
     assert Compacted.model_validate(dropped.model_dump(mode="json")) == dropped
     assert "dropped" not in Compacted(summary="s", through_seq=3).model_dump(mode="json")
+
+
+def test_none_keeps_no_turn_whole_at_compaction() -> None:
+    journal = snapshot(*turn(1), *turn(2)).journal
+    assert cut_at(journal, 0) == len(journal)  # the summary stands for all
+    assert cut_at(journal, 2) is not None and cut_at(journal[:3], 0) is not None
+    assert cut_at(journal[:1], 0) is None  # no turn yet: nothing to summarize
+    compacted = Compacted(summary="all of it", through_seq=journal[-1].seq)
+    at = journal[-1].at
+    view = build_messages([*journal, JournalRecord(seq=len(journal) + 1, at=at, entry=compacted)])
+    assert [m["role"] for m in view] == ["user"]
+    assert NoContext().keep_turns == 0 and context_strategy("none", keep_turns=5).keep_turns == 0
