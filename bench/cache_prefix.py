@@ -13,7 +13,10 @@ start: what a prompt cache can serve. The figure is the mean of those shares;
 printed with it: the lowest, the share weighted by size, and how much of each
 previous request the next one sent again unchanged (1.0: all of it; what a
 request can never share is the turn and the tool output that are new in it).
-Target: at least 0.95.
+Target: at least 0.95. The same conversation is measured under each context strategy
+(:mod:`core.contexts`): ``cache_prefix_share`` is the default, ``flat``;
+``cache_prefix_share_task_list`` and the others follow it (their notes are appended,
+so the share must not drop).
 
 **Floor.** None: the target is a share, not a speed.
 
@@ -35,6 +38,7 @@ from bench._verdict import Target
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
+from core.contexts import STRATEGIES
 from core.models.anthropic import anthropic_model_from
 from core.models.base import ToolKind, ToolSpec
 from core.run.engine import Engine
@@ -99,8 +103,25 @@ def _shared(before: str, after: str) -> int:
 
 
 async def run(root: Path, *, turns: int = 30) -> Result:
-    """Measure the shared prefixes of one conversation of ``turns`` tool turns."""
+    """Measure the shared prefixes of one conversation of ``turns`` tool turns, under each
+    context strategy."""
     started = time.perf_counter()
+    figures = []
+    for strategy in STRATEGIES:
+        place = root / strategy
+        place.mkdir(parents=True, exist_ok=True)
+        figures.append(await _figure(place, turns, strategy))
+    return Result(
+        number=7,
+        title="The cached prefix: each request against the one before",
+        sizes=f"{turns} tool turns of ~2,000 tokens, ~3,000 tokens of system prompt and tools",
+        figures=figures,
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def _figure(root: Path, turns: int, strategy: str) -> Figure:
+    """The figure of one conversation under the context strategy ``strategy``."""
     script = [[tool_use("toolu_plan", "propose_plan", {"steps": ["Read the log"]})]]
     script += [[tool_use(f"toolu_{n}", "fetch_page", {"page": n})] for n in range(1, turns + 1)]
     script += [[tool_use("toolu_end", "finish", {"answer": "The log is clean."})]]
@@ -112,7 +133,9 @@ async def run(root: Path, *, turns: int = 30) -> Result:
             model=model,
             toolbox=Toolbox([*control_tools(), FetchPage()]),
             workflow=default_workflow(),
-            settings=EngineSettings(instructions=INSTRUCTIONS, max_turns=turns + 5),
+            settings=EngineSettings(
+                instructions=INSTRUCTIONS, max_turns=turns + 5, context_strategy=strategy
+            ),
         )
         cid = await store.threads.open_conversation(
             delivery_key="bench",
@@ -136,9 +159,10 @@ async def run(root: Path, *, turns: int = 30) -> Result:
     # All a request can share with the one before is that one, less the brackets that
     # closed its message list: the rest (the new turn and its results) is new.
     kept = [n / (len(a) - 2) for n, (a, _) in zip(shared, pairs, strict=True)]
-    figure = Figure(
-        key="cache_prefix_share",
-        label="share of each request's input that the previous request sent",
+    named = "" if strategy == "flat" else f" ({strategy})"
+    return Figure(
+        key="cache_prefix_share" if strategy == "flat" else f"cache_prefix_share_{strategy}",
+        label=f"share of each request's input that the previous request sent{named}",
         unit="",
         rounds=[round(mean, 4)],
         target=Target(TARGET, of_floor=False),
@@ -151,11 +175,4 @@ async def run(root: Path, *, turns: int = 30) -> Result:
         ]
         if shares
         else [],
-    )
-    return Result(
-        number=7,
-        title="The cached prefix: each request against the one before",
-        sizes=f"{turns} tool turns of ~2,000 tokens, ~3,000 tokens of system prompt and tools",
-        figures=[figure],
-        seconds=time.perf_counter() - started,
     )

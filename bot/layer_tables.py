@@ -31,6 +31,7 @@ from pydantic import (
 
 from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
 from conversations.channels import ProgressMode
+from core.contexts import StrategyName
 from core.policy.policy import ToolPolicy
 from core.retry import MAX_ATTEMPTS
 
@@ -52,6 +53,8 @@ ContextTokens = Annotated[int, Field(ge=1_000, le=100_000_000)]
 """Tokens of a model's context window."""
 Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 """A share (0 to 1) of something."""
+KeepTurns = Annotated[int, Field(ge=1, le=50)]
+"""Model turns compaction keeps whole (``context_keep_turns``)."""
 BudgetTokens = Annotated[int, Field(ge=1, le=10**12)]
 """Tokens of a budget (every kind counted): at most a trillion."""
 BudgetUsd = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
@@ -91,6 +94,8 @@ LAYERED = (
     "compact_at",
     "tool_retry",
     "tool_retry_attempts",
+    "context_strategy",
+    "context_keep_turns",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -142,6 +147,8 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "compact_at": Direction.FREE,
         "tool_retry": Direction.FREE,
         "tool_retry_attempts": Direction.FREE,
+        "context_strategy": Direction.FREE,
+        "context_keep_turns": Direction.FREE,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -170,6 +177,8 @@ group adds an approver. The free keys, and why each is free:
 - ``tool_retry``, ``tool_retry_attempts``: how often a failed call of a read-only tool
   is tried again; it changes nothing (mutating tools are never tried again) and runs
   under the same policy each time.
+- ``context_strategy``, ``context_keep_turns``: what the model is shown of its plan and
+  how much compaction keeps whole; words to the model, like ``instructions``.
 
 ``command_processes`` (the sandbox's process cap) is listed ahead of its layered key.
 """
@@ -240,6 +249,8 @@ class Layer(BaseModel):
     compact_at: Share | None = None
     tool_retry: ToolRetry | None = None
     tool_retry_attempts: RetryAttempts | None = None
+    context_strategy: StrategyName | None = None
+    context_keep_turns: KeepTurns | None = None
 
     @field_validator("policy")
     @classmethod

@@ -106,6 +106,8 @@ class Effective:
             context_window=self["context_window"],
             compact_at=self["compact_at"],
             tool_retry=retry_policy(self["tool_retry"], attempts=self["tool_retry_attempts"]),
+            context_strategy=self["context_strategy"],
+            context_keep_turns=self["context_keep_turns"],
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]

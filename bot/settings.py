@@ -47,6 +47,7 @@ from bot.layer_tables import (
     CommandSeconds,
     ContextTokens,
     DiscordGuild,
+    KeepTurns,
     Layer,
     Loosenable,
     MemoryMb,
@@ -67,6 +68,7 @@ from bot.layers import Layers
 from bot.loosening import Grants
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
+from core.contexts import StrategyName
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
 from core.pricing import Rates
@@ -212,6 +214,13 @@ class Settings(BaseSettings):
     apart) or ``exponential`` (a second, doubled each time, at most 30, with jitter)."""
     tool_retry_attempts: RetryAttempts = 3
     """Attempts of such a call in all, under ``fixed`` or ``exponential``."""
+    context_strategy: StrategyName = "flat"
+    """What the model is shown besides the conversation (docs/architecture.md, "Context
+    strategies and notes"): ``flat`` nothing, ``task_list`` the plan's steps done and
+    pending, ``task_tree`` the path from the request to the step in hand, ``none``
+    nothing and no turn kept whole at compaction."""
+    context_keep_turns: KeepTurns = 2
+    """Model turns compaction keeps whole (``flat``, ``task_list``, ``task_tree``)."""
     prices: dict[ModelId, ModelPrice] = {}
     """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []

@@ -14,6 +14,8 @@ packages")::
                   entry points, the turn, the model call, the tool calls, the history
     requests/     one module per kind of pending request: how it opens and is decided
     files/        files shared in the thread, read into what the model sees
+    contexts/     context strategies (flat, task_list, task_tree, none) and notes with
+                  lifetimes: what the model is told of its plan; what compaction keeps
     tool_state.py the tool call state table and the one function that moves it
     policy/       the tool policy and the shell-command reader
     tools/        the tools and their typed inputs: control tools (a tagged union),

@@ -13,7 +13,9 @@ out-of-memory kill. Points:
 - ``after_ddl``: a schema migration ran a DDL statement (``CREATE``, ``ALTER`` or
   ``DROP``), before its transaction committed (``conversations/store/migrate.py``);
 - ``after_tool_attempt``: a failed attempt of a tool call that its retry policy tries
-  again was committed (``core/run/tool_step.py``), before the wait for the next one.
+  again was committed (``core/run/tool_step.py``), before the wait for the next one;
+- ``after_scope_entered``: a nested scope was entered and its entry committed
+  (``core/run/steps.py``, ``InScope``), before anything in it ran.
 
 With no setting, :meth:`Faults.hit` does nothing.
 """
@@ -31,6 +33,7 @@ POINTS = frozenset(
         "after_platform_accept",
         "after_ddl",
         "after_tool_attempt",
+        "after_scope_entered",
     }
 )
 

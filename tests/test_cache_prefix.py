@@ -7,7 +7,9 @@ with a restart of the bot during that wait, more tool calls and the answer. From
 the second request on, every request's tools and system prompt are
 byte-identical to the previous request's, and its earlier messages are the
 previous request's messages (cache markers aside); the breakpoints sit on the
-last tool, the system prompt and the newest message, and nowhere else.
+last tool, the system prompt and the newest message, and nowhere else; so under
+each context strategy, whose notes are appended, never written into an earlier
+message (docs/architecture.md, "Context strategies and notes").
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.app import App, build
 from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
+from core.contexts import STRATEGIES, StrategyName
 from core.models.anthropic import anthropic_model_from
 from core.models.scripted import ScriptedModel, ScriptedTurn
 from core.run.engine import Engine
@@ -126,9 +131,11 @@ TEN_TURNS = [
 """The model's side of the run: ten answers, one per request."""
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_ten_requests_each_extend_the_one_before_across_approval_wait_and_restart(
-    sqlite_settings: Settings,
+    sqlite_settings: Settings, strategy: StrategyName
 ) -> None:
+    sqlite_settings.context_strategy = strategy  # each context strategy (issue 25)
     async with FakeAnthropicServer(TEN_TURNS) as server:
         async with running(sqlite_settings, server) as app:
             chat = Chat(app)

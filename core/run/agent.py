@@ -11,7 +11,7 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
         Running                       a decision beside the run may have ended it
         TakeNotes, StepTold           what came in meanwhile; where the model is
         OverBudget                    a budget used up: ask to go on
-        Branch(Sequence(Compact, ModelStep),
+        Branch(Sequence(ContextNoted, Compact, ModelStep),
                model_failed: ModelFailed)
 
 The round starts with the tool steps, so a run resumed after a crash or a person's
@@ -29,6 +29,7 @@ from core.run.state import Run
 from core.run.steps import (
     MODEL_FAILED,
     Compact,
+    ContextNoted,
     ModelFailed,
     ModelStep,
     OpenContinue,
@@ -83,7 +84,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
             StepTold(deps),
             OverBudget(deps),
             Branch(
-                Sequence(Compact(deps), ModelStep(deps)),
+                Sequence(ContextNoted(deps), Compact(deps), ModelStep(deps)),
                 {MODEL_FAILED: lambda failed: ModelFailed(deps, failed)},
             ),
         ),

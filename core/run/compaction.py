@@ -4,7 +4,8 @@ Before a model call, the size of the context is what the newest call reported (i
 input, cache reads and writes, and output, all of which the next request sends
 again). Past ``compact_at`` of ``context_window`` tokens (the run's settings), the
 model is asked for a summary of everything but the newest :data:`KEEP_TURNS`
-turns, in a request that is the previous request's prefix (the same system prompt,
+turns (the run's context strategy's ``keep_turns``: :mod:`core.contexts`), in a
+request that is the previous request's prefix (the same system prompt,
 tools and messages, so it is served from the prompt cache) with the ask added.
 The summary is journaled as a :class:`core.vocabulary.entries.Compacted` entry; from then on
 the history starts with it (:class:`core.run.history.History`), so a resume
@@ -12,7 +13,9 @@ rebuilds the same context, and each request extends the one before again.
 
 The cut is always just before an assistant turn: every ``tool_use`` before it has
 its ``tool_result`` before it too (results are committed before the next call),
-so the kept part pairs every call with its result.
+so the kept part pairs every call with its result. The context notes in the kept part
+that have expired are left out, and the entry says which (``Compacted.dropped``), so a
+resume builds the same view (docs/architecture.md, "Context strategies and notes").
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from core.contexts import expired_after
 from core.models.base import Message
 from core.run.history import build_messages
 from core.run.settings import EngineSettings
@@ -63,15 +67,16 @@ def context_tokens(journal: Sequence[JournalRecord]) -> int | None:
     return None
 
 
-def cut_at(journal: Sequence[JournalRecord]) -> int | None:
-    """The index of the assistant turn the kept part starts with, or None when there is
-    too little to summarize (no more than :data:`KEEP_TURNS` turns since the newest
+def cut_at(journal: Sequence[JournalRecord], keep_turns: int = KEEP_TURNS) -> int | None:
+    """The index of the assistant turn the kept part starts with (``len(journal)`` when
+    ``keep_turns`` is 0: nothing is kept), or None when there is too little to
+    summarize (no more than ``keep_turns`` turns, and at least one, since the newest
     compaction)."""
     since = max((i for i, r in enumerate(journal) if isinstance(r.entry, Compacted)), default=-1)
     turns = [i for i, r in enumerate(journal) if i > since and isinstance(r.entry, AssistantTurn)]
-    if len(turns) <= KEEP_TURNS:
+    if len(turns) <= max(keep_turns, 0) or not turns:
         return None
-    return turns[-KEEP_TURNS]
+    return turns[-keep_turns] if keep_turns > 0 else len(journal)
 
 
 def step_before(journal: Sequence[JournalRecord]) -> StepEntered | None:
@@ -94,16 +99,22 @@ def summary_request(messages: list[Message]) -> list[Message]:
 
 
 async def compaction(
-    snap: ConversationSnapshot, settings: EngineSettings, model_turn: ModelTurn
+    snap: ConversationSnapshot,
+    settings: EngineSettings,
+    model_turn: ModelTurn,
+    keep_turns: int | None = KEEP_TURNS,
 ) -> Change | None:
-    """The change that summarizes ``snap``'s oldest turns, or None when its context is
-    within ``compact_at`` of ``context_window`` (or there is too little to summarize,
-    or the model wrote no summary). Raises :class:`core.vocabulary.errors.ModelError` from the
-    summary's call, as from any model call."""
+    """The change that summarizes ``snap``'s oldest turns, keeping the newest
+    ``keep_turns`` whole, or None when its context is within ``compact_at`` of
+    ``context_window`` (or there is too little to summarize, or ``keep_turns`` is None,
+    or the model wrote no summary). Raises :class:`core.vocabulary.errors.ModelError`
+    from the summary's call, as from any model call."""
     size = context_tokens(snap.journal)
     if size is None or size < settings.compact_at * settings.context_window:
         return None
-    cut = cut_at(snap.journal)
+    if keep_turns is None:
+        return None
+    cut = cut_at(snap.journal, keep_turns)
     if cut is None:
         return None
     head = snap.journal[:cut]
@@ -116,6 +127,7 @@ async def compaction(
         through_seq=head[-1].seq,
         step=step_before(head),
         usage=summary.usage,
+        dropped=expired_after(snap, head[-1].seq),
     )
     said = f"summarized the oldest part of this conversation ({size:,} tokens of context)"
     return Change(entries=(entry,), events=(ProgressNote(text=said),))

@@ -38,6 +38,7 @@ from core.run.close_calls import expired, interrupt_running, stopped
 from core.run.deps import RunDeps
 from core.run.live import CountingJournal
 from core.run.restart import next_position, refused_restart
+from core.run.scope import Scope
 from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
 from core.run.state import Handover, Run
 from core.run.turn import Turns
@@ -164,6 +165,7 @@ class Engine:
                 entry=entry,
                 span=span,
                 context=self._context,
+                scope=Scope.root(settings, self._deps.outputs),
             )
 
     async def _commit(self, run: Run, change: Change) -> None:

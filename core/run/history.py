@@ -5,7 +5,9 @@ one ``tool_result`` in the very next user message, before any other block of tha
 message (https://docs.anthropic.com/en/docs/build-with-claude/tool-use). The
 journal may hold results far from their call (a plan approved a day later) and
 people's notes in between, so the builder places each result right after its
-call and moves people's words behind the results. A call with no result at all
+call and moves people's words behind the results (and the context strategies' notes,
+:class:`core.vocabulary.entries.ContextNote`, which are placed like people's words,
+docs/architecture.md, "Context strategies and notes"). A call with no result at all
 (never expected after a stop or resume, which close every call) gets an error
 result so that a request is never malformed.
 """
@@ -20,6 +22,7 @@ from core.models.base import Message
 from core.vocabulary.entries import (
     AssistantTurn,
     Compacted,
+    ContextNote,
     JournalRecord,
     StepEntered,
     ToolResultEntry,
@@ -45,12 +48,27 @@ def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
 
 
-def user_blocks(entry: UserText | StepEntered | Compacted) -> list[dict[str, Any]]:
+UserEntry = UserText | StepEntered | Compacted | ContextNote
+"""The entries the model reads in a user message, after the tool results."""
+
+
+def context_note_block(entry: ContextNote) -> dict[str, Any]:
+    """A context strategy's note as a text block that names the strategy (and the scope,
+    when it is not the run's): ``[threadbot: task list] ...``."""
+    label = entry.strategy.replace("_", " ")
+    if entry.scope != "run":
+        label += f", scope {entry.scope}"
+    return {"type": "text", "text": f"[threadbot: {label}] {entry.text}"}
+
+
+def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
     """The blocks of a person's message: the files shared with it first, as journaled
     (images before text work best: https://docs.anthropic.com/en/docs/build-with-claude/vision),
     then the words (left out when there are none beside the files); a position's
     instructions as one block (:func:`user_text_block`); a compaction's summary, then
-    the step it was made in."""
+    the step it was made in; a context note as one block (:func:`context_note_block`)."""
+    if isinstance(entry, ContextNote):
+        return [context_note_block(entry)]
     if isinstance(entry, Compacted):
         summary = {
             "type": "text",
@@ -133,7 +151,7 @@ class History:
         tail += [
             block
             for r in newer[last + 1 :]
-            if isinstance(r.entry, UserText | StepEntered | Compacted)
+            if isinstance(r.entry, UserEntry)
             for block in user_blocks(r.entry)
         ]
         messages = list(self._messages)
@@ -143,7 +161,8 @@ class History:
 
     def _view(self, journal: Sequence[JournalRecord]) -> Sequence[JournalRecord]:
         """``journal`` as the model reads it: after a compaction, the compaction (its
-        summary) and then the entries after the ones it summarized."""
+        summary) and then the entries after the ones it summarized, less the expired
+        notes it left out (``Compacted.dropped``)."""
         if len(journal) < self._scanned:  # not the journal scanned so far
             self._compaction, self._scanned = None, 0
         for record in journal[self._scanned :]:
@@ -155,7 +174,12 @@ class History:
         assert isinstance(self._compaction.entry, Compacted)
         through = self._compaction.entry.through_seq
         start = bisect.bisect_right(journal, through, key=lambda r: r.seq)
-        kept = [r for r in journal[start:] if not isinstance(r.entry, Compacted)]
+        dropped = self._compaction.entry.dropped
+        kept = [
+            r
+            for r in journal[start:]
+            if not isinstance(r.entry, Compacted) and (not dropped or r.seq not in dropped)
+        ]
         return [self._compaction, *kept]
 
     def _continues(self, journal: Sequence[JournalRecord]) -> bool:
@@ -175,7 +199,7 @@ class History:
         pending: list[dict[str, Any]] = []
         for record in records:
             entry = record.entry
-            if isinstance(entry, UserText | StepEntered | Compacted):
+            if isinstance(entry, UserEntry):
                 pending.extend(user_blocks(entry))
             elif isinstance(entry, AssistantTurn):
                 before = self._results_of(self._turn, results, mark=True) if self._turn else []

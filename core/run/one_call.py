@@ -88,7 +88,9 @@ async def run_call(
         command_cpu_seconds=settings.command_cpu_seconds,
         command_memory_mb=settings.command_memory_mb,
         command_processes=settings.command_processes,
-        output_limit=settings.output_store_limit if deps.outputs else settings.output_limit,
+        output_limit=(
+            settings.output_store_limit if run.scope.cache is not None else settings.output_limit
+        ),
         read_limit=settings.output_limit,
         network=ruling.network,
         started=on_start,
@@ -149,7 +151,7 @@ async def _told_while_running(
 def _outputs_of(run: Run, deps: RunDeps) -> Callable[[str], Awaitable[str | Gone | None]] | None:
     """The conversation's stored outputs by id, for ``read_output`` (None: no cache); an
     id the cache does not know is looked for in the journal (:func:`core.outputs.look_up`)."""
-    cache, cid = deps.outputs, run.conversation_id
+    cache, cid = run.scope.cache, run.conversation_id
     if cache is None:
         return None
 
@@ -218,8 +220,9 @@ async def finish_call(
         span.ended(final)
     content = redact(output.content)
     limit = run.settings.output_limit
-    if deps.outputs is not None and len(content) > limit:  # stored whole, previewed
-        content, _ = await deps.outputs.preview(run.conversation_id, content, limit)
+    cache = run.scope.cache
+    if cache is not None and len(content) > limit:  # stored whole, previewed
+        content, _ = await cache.preview(run.conversation_id, content, limit)
     moved = move(record, final, result=content)
     events: tuple[ProgressNote, ...] = ()
     if output.note:

@@ -77,6 +77,11 @@ class EngineSettings:
     tool_retry: RetryPolicy = field(default_factory=NoRetry)
     """How a failed tool call that may be repeated is tried again (:mod:`core.retry`;
     by default it is not: its error is its result)."""
+    context_strategy: str = "flat"
+    """The run's context strategy (``flat``, ``task_list``, ``task_tree``, ``none``:
+    :mod:`core.contexts`); ``flat`` adds nothing to what the model reads."""
+    context_keep_turns: int = 2
+    """Model turns compaction keeps whole under that strategy (``none`` keeps none)."""
 
     @property
     def system(self) -> str:

@@ -19,6 +19,7 @@ from datetime import datetime
 from core.context import WALL, RunContext
 from core.requests.common import Opening
 from core.run.history import History
+from core.run.scope import Scope
 from core.run.settings import EngineSettings
 from core.run.stats import RequestTotals
 from core.tracing import NO_SPAN, RunSpan
@@ -68,7 +69,9 @@ class Run:
     ``commits`` lets one commit through at a time (the turn's concurrent tool calls
     share the run); ``gathering`` holds the results of calls run side by side until
     they go as one commit (:func:`core.run.live.gathered`); ``committed_at`` is the
-    time of its last commit.
+    time of its last commit; ``scope`` is the scope it works in now (its root scope,
+    or one nested in it while a composed step goes on there: :mod:`core.run.scope`),
+    whose strategies its steps use.
     """
 
     conversation_id: str
@@ -83,6 +86,7 @@ class Run:
     commits: asyncio.Lock = field(default_factory=asyncio.Lock)
     gathering: Gathering | None = None
     committed_at: datetime | None = None
+    scope: Scope = field(default_factory=Scope)
 
     def handover(self) -> Handover | None:
         """The run's snapshot as its last commit left it, for the run that goes on next;

@@ -10,12 +10,15 @@ agent takes them in a round:
 - :class:`TakeNotes`: the messages that came while the run worked, journaled as notes;
 - :class:`StepTold`: the position's instructions, for a journal that has none;
 - :class:`OverBudget`: a pause with a request to go on when a budget is used up;
+- :class:`ContextNoted`: the scope's context strategy's state, as a note when it changed;
 - :class:`Compact`: the oldest turns summarized when the context grew past its share;
 - :class:`ModelStep`: one model call, its turn admitted and committed (named outcome
   ``model_failed`` when the model fails);
 - :class:`ModelFailed`: after a failure a retry may mend, a request to try again;
   otherwise the run ends ``failed``;
-- :class:`OpenContinue`: at the turn cap, the request whether to go on.
+- :class:`OpenContinue`: at the turn cap, the request whether to go on;
+- :class:`InScope`: a composed step that goes on in a scope nested in the run's
+  (:mod:`core.run.scope`), with strategies of its own.
 
 Every commit folds into the run's snapshot (:mod:`core.run.live`): a step never
 reads back what the step before it committed.
@@ -24,7 +27,9 @@ reads back what the step before it committed.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from core.contexts import note_change
 from core.models.base import Message
 from core.requests import go_on
 from core.run import live
@@ -32,14 +37,21 @@ from core.run.admission import admit_turn, denial_notes
 from core.run.budget import budget_reached
 from core.run.close_calls import close_open_calls
 from core.run.compaction import compaction
-from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome
+from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome, Step
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
 from core.run.model_turn import model_turn
+from core.run.scope import INHERIT, open_scopes
 from core.run.state import Run
 from core.run.tool_calls import ToolCalls
 from core.vocabulary import lifecycle
-from core.vocabulary.entries import AssistantTurn, StepEntered, UserText
+from core.vocabulary.entries import (
+    AssistantTurn,
+    ScopeEntered,
+    ScopeLeft,
+    StepEntered,
+    UserText,
+)
 from core.vocabulary.errors import ModelError
 from core.vocabulary.inputs import Inbox, delivery_keys
 from core.vocabulary.journal import Change
@@ -145,9 +157,28 @@ def model_failed(exc: ModelError) -> Outcome:
     return Outcome(Flow.WAIT if exc.retryable else Flow.DONE, MODEL_FAILED, reason=str(exc))
 
 
+class ContextNoted:
+    """Journal the run's scope's context strategy's state as a note when it changed
+    (:func:`core.contexts.note_change`; ``flat``, the default, never has one); always
+    ``continue``."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Commit the note when there is something new to tell."""
+        scope = run.scope
+        change = note_change(run.snap, scope.context, scope.id, scope.path)
+        if change is not None:
+            await _commit(run, self._deps, change)
+        return CONTINUE
+
+
 class Compact:
     """Summarize the oldest turns first when the context has grown past its share of the
-    model's window (:mod:`core.run.compaction`): ``continue``, or ``model_failed``."""
+    model's window (:mod:`core.run.compaction`), keeping the turns the scope's context
+    strategy keeps (its note restated if the summary took it): ``continue``, or
+    ``model_failed``."""
 
     def __init__(self, deps: RunDeps) -> None:
         self._deps = deps
@@ -162,12 +193,14 @@ class Compact:
         ) -> AssistantTurn:
             return await model_turn(run, deps, snap, messages)
 
+        keep = run.scope.context.keep_turns
         try:
-            change = await compaction(run.snap, run.settings, summary_turn)
+            change = await compaction(run.snap, run.settings, summary_turn, keep)
         except ModelError as exc:
             return model_failed(exc)
         if change is not None:
             await _commit(run, deps, change)
+            await ContextNoted(deps).go(run)  # restated if the summary took it
         return CONTINUE
 
 
@@ -288,3 +321,46 @@ class OpenContinue:
         change = go_on.open_continue(run.snap, run.settings.max_turns, run.opening)
         await _commit(run, self._deps, change)
         return WAIT
+
+
+class InScope:
+    """``body`` in a scope nested in the run's current one, for ``task``.
+
+    ``ScopeEntered`` is committed first, unless the journal says the run is inside
+    it already (it was killed there, or waited for a person there: it goes on
+    inside); the run's scope is the child while ``body`` goes; ``ScopeLeft`` is
+    committed when ``body`` ends other than by waiting or stopping (those keep it
+    open), and the step then says ``continue`` with ``body``'s outcome name, so the
+    steps after it go on. ``strategies``: the child's own ``context``, ``cache``
+    or ``retry`` (:meth:`core.run.scope.Scope.child`; those not named are its
+    parent's). The ``after_scope_entered`` fault point is reached once the entry is
+    committed.
+    """
+
+    def __init__(self, deps: RunDeps, id: str, task: str, body: Step, **strategies: Any) -> None:
+        unknown = set(strategies) - {"context", "cache", "retry"}
+        if unknown:
+            raise TypeError(f"a scope's strategies are context, cache and retry, not {unknown}")
+        self._deps = deps
+        self.id = id
+        self.task = task
+        self.body = body
+        self._strategies = {"context": INHERIT, "cache": INHERIT, "retry": INHERIT, **strategies}
+
+    async def go(self, run: Run) -> Outcome:
+        """Enter (or find itself entered), go through ``body``, leave."""
+        deps, outer = self._deps, run.scope
+        if self.id not in open_scopes(run.snap.journal):
+            entered = ScopeEntered(scope=self.id, parent=outer.id, task=self.task)
+            await _commit(run, deps, Change(entries=(entered,)))
+            deps.faults.hit("after_scope_entered")
+        run.scope = outer.child(self.id, self.task, **self._strategies)
+        try:
+            outcome = await self.body.go(run)
+        finally:
+            run.scope = outer
+        if outcome.flow in (Flow.WAIT, Flow.SUSPENDED):
+            return outcome
+        left = ScopeLeft(scope=self.id, outcome=outcome.name or outcome.flow.value)
+        await _commit(run, deps, Change(entries=(left,)))
+        return Outcome(Flow.CONTINUE, outcome.name)

@@ -57,12 +57,13 @@ class Attempted:
 def policy_for(
     run: Run, deps: RunDeps, record: ToolCallRecord, policy: RetryPolicy | None = None
 ) -> RetryPolicy:
-    """The retry policy of the call ``record``: ``policy`` (else the run's setting,
-    ``tool_retry``) for a read-only call of a tool that may be repeated, else
+    """The retry policy of the call ``record``: ``policy`` (else the run's scope's,
+    :attr:`core.run.scope.Scope.retry`: the ``tool_retry`` setting in the root scope)
+    for a read-only call of a tool that may be repeated, else
     :class:`~core.retry.NoRetry`."""
     if not record.read_only or not deps.toolbox.repeatable(record.name):
         return NoRetry()
-    return policy if policy is not None else run.settings.tool_retry
+    return policy if policy is not None else run.scope.retry
 
 
 def attempts_of(journal: Sequence[JournalRecord], tool_use_id: str) -> list[ToolAttempt]:

@@ -11,11 +11,13 @@ which refuses a malformed one there), and the engine does what it means in one
 
 This module is the one place that knows the control tools by name: everything else
 reads a tool's kind (:class:`core.models.base.ToolKind`, ``control``) or asks here
-(:func:`is_control`, :func:`ends_turn`, :func:`opens_request`).
+(:func:`is_control`, :func:`ends_turn`, :func:`opens_request`, and for what a call
+says of a plan: :func:`plan_steps`, :func:`progress_step`, :func:`finishes`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -120,6 +122,45 @@ def opens_request(name: str) -> bool:
     """Whether a call of ``name`` opens a request a person answers (``propose_plan``,
     ``ask_user``)."""
     return name in _OPENS_REQUEST
+
+
+def finishes(name: str) -> bool:
+    """Whether a call of ``name`` finishes the run with its answer (``finish``)."""
+    return name == "finish"
+
+
+def plan_steps(name: str, args: Mapping[str, Any]) -> list[str] | None:
+    """The steps of a ``propose_plan`` call with the input ``args``; None for a call of
+    another tool or a malformed one (refused at admission)."""
+    if name != "propose_plan":
+        return None
+    try:
+        call = parse(name, args)
+    except ToolError:
+        return None
+    return call.steps if isinstance(call, ProposePlan) else None
+
+
+def progress_step(name: str, args: Mapping[str, Any]) -> str | None:
+    """The ``step`` a ``report_progress`` call with the input ``args`` names; None for a
+    call of another tool, a malformed one, or one that names no step."""
+    if name != "report_progress":
+        return None
+    try:
+        call = parse(name, args)
+    except ToolError:
+        return None
+    return call.step if isinstance(call, ReportProgress) else None
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def step_number(step: str) -> int | None:
+    """The plan step (from 1) a ``report_progress`` ``step`` names: its first whole number
+    ("step 2 of 3" and "2" are 2); None when it has none."""
+    found = _NUMBER.search(step)
+    return int(found.group()) if found else None
 
 
 def parse(name: str, args: Mapping[str, Any]) -> ControlCall:

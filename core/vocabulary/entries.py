@@ -1,18 +1,20 @@
 """Journal entries: what a conversation's append-only journal holds, in ``seq`` order.
 
 People's messages, model turns (with the tool calls they asked for and their usage),
-tool results, decisions, entered workflow positions, compaction summaries, stops and
-the failed attempts of tool calls tried again, joined in one tagged union
-(:data:`Entry`); :class:`JournalRecord` is an entry as stored, with its ``seq`` and
-time (docs/architecture.md, "Durability and exactly-once").
+tool results, decisions, entered workflow positions, compaction summaries, stops, the
+failed attempts of tool calls tried again, context strategies' notes, and nested
+scopes entered and left, joined in one tagged union (:data:`Entry`);
+:class:`JournalRecord` is an entry as stored, with its ``seq`` and time
+(docs/architecture.md, "Durability and exactly-once").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
 from core.vocabulary.people import Person
 from core.vocabulary.verdicts import Verdict
@@ -143,7 +145,10 @@ class Compacted(BaseModel):
 
     From then on the model reads ``summary`` (and the step it was in, ``step``) in
     place of those entries; they stay in the journal. ``usage``: the summary's model
-    call, recorded and priced like any other.
+    call, recorded and priced like any other. ``dropped``: the ``seq`` of each
+    :class:`ContextNote` after ``through_seq`` that had expired when the summary was
+    made: the model's view leaves them out too (stored only when there is one, so a
+    compaction without notes is stored as before).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -152,6 +157,16 @@ class Compacted(BaseModel):
     through_seq: int
     step: StepEntered | None = None
     usage: ModelUsage | None = None
+    dropped: tuple[int, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_dropped(
+        self, handler: Callable[[Any], dict[str, Any]], info: SerializationInfo
+    ) -> dict[str, Any]:
+        data = handler(self)
+        if not self.dropped:
+            data.pop("dropped", None)
+        return data
 
 
 class StopEntry(BaseModel):
@@ -182,6 +197,51 @@ class ToolAttempt(BaseModel):
     delay_seconds: float
 
 
+class ContextNote(BaseModel):
+    """What a context strategy tells the model, journaled when it changed
+    (:mod:`core.contexts`, docs/architecture.md, "Context strategies and notes").
+
+    ``scope``: the scope it belongs to (``run`` for the run itself); ``strategy``: the
+    context strategy that wrote it (``task_list``, ``task_tree``); ``text``: what the
+    model reads, as a block of the user message after the tool results.
+    ``lifetime_turns``: the model turns after it during which it holds (None: no
+    limit); ``task``: the plan step it is about, done with it (None: none). An
+    expired note is never restated and is left out at the next compaction
+    (:attr:`Compacted.dropped`); no message already sent is ever rewritten.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["context_note"] = "context_note"
+    scope: str = "run"
+    strategy: str
+    text: str
+    lifetime_turns: int | None = None
+    task: str | None = None
+
+
+class ScopeEntered(BaseModel):
+    """The run went on in a nested scope (``scope``, unique among the run's scopes) for
+    ``task``, inside the scope ``parent`` (``run``: the run's own). Until its
+    :class:`ScopeLeft`, the run is inside it: a restart enters it again, and a loop
+    inside it counts the model turns since this entry (docs/architecture.md, "The
+    agent as a composition"). Not a message: the model's history passes over it."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["scope_entered"] = "scope_entered"
+    scope: str
+    parent: str = "run"
+    task: str = ""
+
+
+class ScopeLeft(BaseModel):
+    """The run left the nested scope ``scope``; ``outcome`` names how its work ended."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["scope_left"] = "scope_left"
+    scope: str
+    outcome: str = ""
+
+
 Entry = Annotated[
     UserText
     | AssistantTurn
@@ -190,7 +250,10 @@ Entry = Annotated[
     | StepEntered
     | Compacted
     | StopEntry
-    | ToolAttempt,
+    | ToolAttempt
+    | ContextNote
+    | ScopeEntered
+    | ScopeLeft,
     Field(discriminator="kind"),
 ]
 

@@ -1,0 +1,98 @@
+"""The plan a run carries out, read from its journal: the steps, which are done, which is next.
+
+The newest plan approved since the conversation's newest request is the task list. A
+step is done when a ``report_progress`` call names a later step ("step 3 of 4" makes
+steps 1 and 2 done), and every step is done once the run calls ``finish``. Control
+calls are read through :mod:`core.tools.control` (never by their names here); a call
+that was denied counts for nothing. Everything is derived from the snapshot, so a
+restarted run reads the same plan (docs/architecture.md, "Context strategies and notes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.tools import control
+from core.vocabulary.entries import AssistantTurn, JournalRecord, UserText
+from core.vocabulary.requests import PlanApproval, RequestState
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolState
+from core.vocabulary.verdicts import Approved
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An approved plan: its ``version``, its ``steps`` (in order), how many of them are
+    ``done`` (the first ones) and the request it carries out (its first line)."""
+
+    version: int
+    steps: tuple[str, ...]
+    done: int
+    request: str
+
+    @property
+    def current(self) -> int | None:
+        """The index (from 0) of the step in hand: the first one not done; None when all are."""
+        return self.done if self.done < len(self.steps) else None
+
+    def is_done(self, task: str) -> bool:
+        """Whether the step whose text is ``task`` is done (False for no step of the plan)."""
+        return any(step == task for step in self.steps[: self.done])
+
+
+def request_of(snapshot: ConversationSnapshot) -> str:
+    """The first line of the conversation's newest request ("" when it has none)."""
+    for record in reversed(snapshot.journal):
+        entry = record.entry
+        if isinstance(entry, UserText) and entry.role == "request":
+            return entry.text.strip().splitlines()[0] if entry.text.strip() else ""
+    return ""
+
+
+def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
+    """The newest plan approved since the newest request, with its steps done; None when
+    none was approved since. Reads the journal back to the newest request only."""
+    approved = {
+        r.tool_use_id: r.plan_version
+        for r in snapshot.requests
+        if isinstance(r, PlanApproval)
+        and r.state is RequestState.DECIDED
+        and isinstance(r.verdict, Approved)
+    }
+    if not approved:
+        return None
+    journal = snapshot.journal
+    start = next((i for i in range(len(journal) - 1, -1, -1) if _is_request(journal[i])), 0)
+    plan: Plan | None = None
+    for record in journal[start:]:
+        if not isinstance(record.entry, AssistantTurn):
+            continue
+        for call in record.entry.tool_calls:
+            held = snapshot.tool_calls.get(call.id)
+            if held is not None and held.state is ToolState.DENIED:
+                continue
+            if call.id in approved:
+                steps = control.plan_steps(call.name, call.input)
+                if steps:
+                    plan = Plan(approved[call.id], tuple(steps), 0, request_of(snapshot))
+            elif plan is not None:
+                plan = _advanced(plan, call.name, call.input)
+    return plan
+
+
+def _is_request(record: JournalRecord) -> bool:
+    return isinstance(record.entry, UserText) and record.entry.role == "request"
+
+
+def _advanced(plan: Plan, name: str, args: Mapping[str, Any]) -> Plan:
+    """``plan`` after a call of ``name``: later steps named, or all done at ``finish``."""
+    if control.finishes(name):
+        return Plan(plan.version, plan.steps, len(plan.steps), plan.request)
+    step = control.progress_step(name, args)
+    number = control.step_number(step) if step else None
+    if number is None:
+        return plan
+    done = max(plan.done, min(number - 1, len(plan.steps)))
+    return Plan(plan.version, plan.steps, done, plan.request)

@@ -1,0 +1,122 @@
+"""Scopes: where a part of a run keeps its context, cache and retry strategies; they nest.
+
+A run works in its root scope (``run``), whose strategies come from the
+conversation's settings and the engine (:meth:`Scope.root`): the context strategy
+(what the model is told besides the conversation, :mod:`core.contexts`), the cache
+of large tool outputs (:mod:`core.outputs`) and the retry policy of tool calls safe
+to repeat (:mod:`core.retry`). A composed step may go on in a scope nested in the
+current one for a task (:class:`core.run.steps.InScope`); the child names its own
+strategies or takes its parent's (docs/architecture.md, "The agent as a
+composition").
+
+A nested scope is journaled when entered and when left
+(:class:`core.vocabulary.entries.ScopeEntered`, :class:`~core.vocabulary.entries.ScopeLeft`),
+so a run killed inside one, or one that waited for a person there, finds it open
+again: :func:`open_scopes` and :func:`turns_in_scope` read the journal, nothing is
+kept in memory alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core.contexts import ContextStrategy, Flat, context_strategy
+from core.outputs import OutputCache
+from core.retry import NoRetry, RetryPolicy
+from core.run.settings import EngineSettings
+from core.vocabulary.entries import AssistantTurn, JournalRecord, ScopeEntered, ScopeLeft
+
+ROOT = "run"
+"""The id of a run's root scope."""
+
+
+class Inherit:
+    """The marker of a strategy a child scope takes from its parent (:data:`INHERIT`)."""
+
+    def __repr__(self) -> str:
+        return "INHERIT"
+
+
+INHERIT = Inherit()
+"""A child scope's strategy that is its parent's (None is a strategy: no cache)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scope:
+    """One scope: ``id`` (unique among a run's scopes; ``run`` for the root), its
+    ``task`` (words: what it is for; the root's is the conversation's request, read
+    from the journal by the strategies that need it), its ``context`` strategy, its
+    output ``cache`` (None: none, a long output is cut to head and tail), its
+    ``retry`` policy and its ``parent`` (None for the root)."""
+
+    id: str = ROOT
+    task: str = ""
+    context: ContextStrategy = field(default_factory=Flat)
+    cache: OutputCache | None = None
+    retry: RetryPolicy = field(default_factory=NoRetry)
+    parent: Scope | None = None
+
+    @classmethod
+    def root(cls, settings: EngineSettings, cache: OutputCache | None) -> Scope:
+        """A run's root scope: the context strategy and the retry policy its settings
+        choose, and the engine's output ``cache``."""
+        context = context_strategy(
+            settings.context_strategy, keep_turns=settings.context_keep_turns
+        )
+        return cls(context=context, cache=cache, retry=settings.tool_retry)
+
+    def child(
+        self,
+        id: str,
+        task: str,
+        *,
+        context: ContextStrategy | Inherit = INHERIT,
+        cache: OutputCache | Inherit | None = INHERIT,
+        retry: RetryPolicy | Inherit = INHERIT,
+    ) -> Scope:
+        """A scope nested in this one; each strategy not named is this one's."""
+        return Scope(
+            id=id,
+            task=task,
+            context=self.context if isinstance(context, Inherit) else context,
+            cache=self.cache if isinstance(cache, Inherit) else cache,
+            retry=self.retry if isinstance(retry, Inherit) else retry,
+            parent=self,
+        )
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The tasks of the nested scopes from the root's child down to this one (empty
+        for the root: the ``task_tree`` strategy starts the path with the request)."""
+        tasks: list[str] = []
+        scope: Scope | None = self
+        while scope is not None and scope.parent is not None:
+            tasks.append(scope.task)
+            scope = scope.parent
+        return tuple(reversed(tasks))
+
+
+def open_scopes(journal: Sequence[JournalRecord]) -> dict[str, int]:
+    """The nested scopes entered and not left, each with the ``seq`` of its entry."""
+    opened: dict[str, int] = {}
+    for record in journal:
+        entry = record.entry
+        if isinstance(entry, ScopeEntered):
+            opened[entry.scope] = record.seq
+        elif isinstance(entry, ScopeLeft):
+            opened.pop(entry.scope, None)
+    return opened
+
+
+def turns_in_scope(journal: Sequence[JournalRecord], scope_id: str) -> int:
+    """Model turns journaled since ``scope_id`` was last entered (0 when it never was):
+    the count of a loop inside it. Read from the end."""
+    turns = 0
+    for record in reversed(journal):
+        entry = record.entry
+        if isinstance(entry, ScopeEntered) and entry.scope == scope_id:
+            return turns
+        if isinstance(entry, AssistantTurn):
+            turns += 1
+    return 0
