@@ -17,22 +17,20 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import core.faults
 from bot.settings import Settings
 from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
-from core.context import CountingIds, ManualClock, RunContext
-from core.faults import NO_FAULTS, Faults
-from core.models.base import Message, ModelEvent, ModelRequest
-from core.models.scripted import ScriptedModel, ScriptedTurn, ScriptFileModel
+from core.context import RunContext
+from core.faults import Faults
+from core.models.base import Message
+from core.models.scripted import ScriptedModel, ScriptedTurn
 from core.retry import (
     EXPONENTIAL_CAP,
     Exponential,
@@ -47,21 +45,18 @@ from core.run.history import build_messages
 from core.run.settings import EngineSettings
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
-from core.tools.workspace import ListFiles
 from core.vocabulary.entries import JournalRecord, ToolAttempt, ToolResultEntry
 from core.vocabulary.errors import ModelError
 from core.vocabulary.inputs import Approve, ThreadMessage
-from core.vocabulary.journal import Change, Committed
 from core.vocabulary.lifecycle import Lifecycle
-from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
 from core.workflow import default_workflow
 from tests.console_process import Bot, finish
-from tests.flaky_bot import FlakyRead, FlakyWrite
+from tests.engine_setup import ALICE, Killed, Setup, die_in_place
+from tests.flaky_bot import FlakyRead
 from tests.test_restart_differential import thread_text
 
-ALICE = Person(id="U0ALICE001", name="alice")
 CALL = "toolu_script_0_0"
 """The id of the first turn's first call (:mod:`core.models.scripted`)."""
 
@@ -127,97 +122,7 @@ def test_a_channel_chooses_its_own_retry_policy_and_the_bot_s_holds_elsewhere(
 
 # --- in one process ---------------------------------------------------------------
 
-
-class Killed(BaseException):
-    """The process "died" at a fault point (raised in place of SIGKILL)."""
-
-
-@pytest.fixture
-def die_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fault points raise :class:`Killed` instead of killing the test's process."""
-
-    def kill(pid: int, sig: int) -> None:
-        raise Killed(sig)
-
-    monkeypatch.setattr(core.faults, "os", SimpleNamespace(kill=kill, getpid=lambda: 0))
-
-
-class Recording:
-    """A model script file (:class:`ScriptFileModel`: a restarted engine goes on where
-    the history is) that records the requests it answers."""
-
-    def __init__(self, path: Path) -> None:
-        self._model = ScriptFileModel(str(path))
-        self.name = self._model.name
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.requests.append(request)
-        async for event in self._model.stream(request):
-            yield event
-
-
-class Setup:
-    """One conversation on a memory store; engines over it, each with its own model and
-    a ``sleep`` that records the delays."""
-
-    def __init__(self, tmp_path: Path, policy: RetryPolicy, script: list[dict[str, Any]]) -> None:
-        tmp_path.mkdir(parents=True, exist_ok=True)
-        self.tmp_path = tmp_path
-        self.store = MemoryStore(render=render_event)
-        self.policy = policy
-        self.script = tmp_path / "script.json"
-        self.script.write_text(json.dumps(script))
-        self.sleeps: list[float] = []
-        self.models: list[Recording] = []
-        self.commits: list[tuple[str, ...]] = []
-        """The kinds of the entries of each commit, in order."""
-        self.cid = ""
-
-    async def load(self, conversation_id: str) -> ConversationSnapshot:
-        return await self.store.journal.load(conversation_id)
-
-    async def commit(
-        self, conversation_id: str, change: Change, *, after_seq: int | None = None
-    ) -> Committed:
-        committed = await self.store.journal.commit(conversation_id, change, after_seq=after_seq)
-        self.commits.append(tuple(e.kind for e in change.entries))
-        return committed
-
-    async def _sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-
-    def engine(self, faults: Faults = NO_FAULTS) -> Engine:
-        model = Recording(self.script)
-        self.models.append(model)
-        return Engine(
-            journal=self,
-            model=model,
-            toolbox=Toolbox([*control_tools(), FlakyRead(), FlakyWrite(), ListFiles()]),
-            workflow=default_workflow(),
-            settings=EngineSettings(tool_retry=self.policy),
-            context=RunContext(clock=ManualClock(), ids=CountingIds("req"), sleep=self._sleep),
-            faults=faults,
-        )
-
-    async def mention(self, engine: Engine, text: str = "check it") -> None:
-        cid = await self.store.threads.open_conversation(
-            delivery_key="m-1",
-            binding=PlatformRef(platform="console", channel="console", thread="m-1"),
-            requester=ALICE,
-            workspace_root=self.tmp_path / "workspaces",
-            position=default_workflow().start,
-        )
-        assert cid is not None
-        self.cid = cid
-        await engine.start(cid, ThreadMessage(text=text, author=ALICE))
-
-    async def snapshot(self) -> ConversationSnapshot:
-        return await self.store.journal.load(self.cid)
-
-    @property
-    def requests(self) -> list[ModelRequest]:
-        return [r for m in self.models for r in m.requests]
+__all__ = ["die_in_place"]  # a fixture the tests below use, from tests.engine_setup
 
 
 def flaky(fails: int, *, how: str = "retryable", name: str = "flaky_read") -> dict[str, Any]:

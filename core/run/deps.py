@@ -16,12 +16,18 @@ from core.faults import NO_FAULTS, Faults
 from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
+from core.run.compose import Step
 from core.run.settings import ChannelSpend
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
+from core.vocabulary.inputs import Inbox
 from core.vocabulary.journal import Journal
 from core.workflow import Workflow
+
+Composer = Callable[["RunDeps", Inbox | None], Step]
+"""Builds the steps one run goes through from the run's deps and its inbox (the messages
+that come while it works): the agent of :mod:`core.run.agent` by default."""
 
 
 def _never() -> bool:
@@ -39,7 +45,8 @@ class RunDeps:
     ``faults`` kills the process at a named point (crash tests); ``channel_spend``
     tells what a conversation's channel spent today (None: only the conversation's
     own calls count); ``suspended()`` True means: start no new step (the process is
-    stopping).
+    stopping); ``compose`` builds what a run goes through (None: the agent,
+    :func:`core.run.agent.agent`).
     """
 
     journal: Journal
@@ -53,3 +60,4 @@ class RunDeps:
     faults: Faults = NO_FAULTS
     channel_spend: ChannelSpend | None = None
     suspended: Callable[[], bool] = _never
+    compose: Composer | None = None

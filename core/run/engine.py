@@ -35,7 +35,7 @@ from core.policy import policy
 from core.requests.decide import answered_in_words, decision_change, reply_change
 from core.run import live
 from core.run.close_calls import expired, interrupt_running, stopped
-from core.run.deps import RunDeps
+from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
 from core.run.restart import next_position, refused_restart
 from core.run.scope import Scope
@@ -74,7 +74,8 @@ class Engine:
     before it is committed (:mod:`core.secrets`; none by default).
     ``tracing`` makes each run a span, with its model calls and tool calls as child
     spans (:mod:`core.tracing`; by default to the global tracer provider, a no-op
-    unless one was set).
+    unless one was set). ``compose`` builds the steps a run goes through
+    (:mod:`core.run.compose`; by default the agent of :mod:`core.run.agent`).
     Raises :class:`core.vocabulary.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
@@ -97,6 +98,7 @@ class Engine:
         redactor: Redactor = NO_SECRETS,
         workspaces: Workspaces | None = None,
         tracing: Tracing | None = None,
+        compose: Composer | None = None,
     ) -> None:
         self._journal = CountingJournal(journal)
         default = settings or EngineSettings()
@@ -120,6 +122,7 @@ class Engine:
             faults=faults,
             channel_spend=channel_spend,
             suspended=lambda: self._suspended,
+            compose=compose,
         )
 
     @property

@@ -25,7 +25,13 @@ from core.contexts import ContextStrategy, Flat, context_strategy
 from core.outputs import OutputCache
 from core.retry import NoRetry, RetryPolicy
 from core.run.settings import EngineSettings
-from core.vocabulary.entries import AssistantTurn, JournalRecord, ScopeEntered, ScopeLeft
+from core.vocabulary.entries import (
+    AssistantTurn,
+    JournalRecord,
+    ScopeEntered,
+    ScopeLeft,
+    UserText,
+)
 
 ROOT = "run"
 """The id of a run's root scope."""
@@ -120,3 +126,16 @@ def turns_in_scope(journal: Sequence[JournalRecord], scope_id: str) -> int:
         if isinstance(entry, AssistantTurn):
             turns += 1
     return 0
+
+
+def left_since_request(journal: Sequence[JournalRecord], scope_id: str) -> ScopeLeft | None:
+    """The entry that left ``scope_id`` since the conversation's newest request, if any: a
+    composed step whose scope is done for this request is not done again (a run after a
+    person's decision, or after a restart, goes through the same composition)."""
+    for record in reversed(journal):
+        entry = record.entry
+        if isinstance(entry, ScopeLeft) and entry.scope == scope_id:
+            return entry
+        if isinstance(entry, UserText) and entry.role == "request":
+            return None
+    return None

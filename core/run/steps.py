@@ -41,7 +41,7 @@ from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome, Step
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
 from core.run.model_turn import model_turn
-from core.run.scope import INHERIT, open_scopes
+from core.run.scope import INHERIT, left_since_request, open_scopes
 from core.run.state import Run
 from core.run.tool_calls import ToolCalls
 from core.vocabulary import lifecycle
@@ -331,7 +331,8 @@ class InScope:
     inside); the run's scope is the child while ``body`` goes; ``ScopeLeft`` is
     committed when ``body`` ends other than by waiting or stopping (those keep it
     open), and the step then says ``continue`` with ``body``'s outcome name, so the
-    steps after it go on. ``strategies``: the child's own ``context``, ``cache``
+    steps after it go on; a scope left since the conversation's newest request is
+    not gone through again. ``strategies``: the child's own ``context``, ``cache``
     or ``retry`` (:meth:`core.run.scope.Scope.child`; those not named are its
     parent's). The ``after_scope_entered`` fault point is reached once the entry is
     committed.
@@ -348,8 +349,12 @@ class InScope:
         self._strategies = {"context": INHERIT, "cache": INHERIT, "retry": INHERIT, **strategies}
 
     async def go(self, run: Run) -> Outcome:
-        """Enter (or find itself entered), go through ``body``, leave."""
+        """Enter (or find itself entered), go through ``body``, leave; ``continue`` at once
+        when the scope was left since the conversation's newest request."""
         deps, outer = self._deps, run.scope
+        done = left_since_request(run.snap.journal, self.id)
+        if done is not None:
+            return Outcome(Flow.CONTINUE, done.outcome)
         if self.id not in open_scopes(run.snap.journal):
             entered = ScopeEntered(scope=self.id, parent=outer.id, task=self.task)
             await _commit(run, deps, Change(entries=(entered,)))

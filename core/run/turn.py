@@ -44,7 +44,8 @@ class Turns:
         cid = self._run.conversation_id
         try:
             await live.current(self._run, self._deps.journal)
-            await agent(self._deps, inbox).go(self._run)
+            compose = self._deps.compose or agent
+            await compose(self._deps, inbox).go(self._run)
         except LeaseLost:
             raise  # another process runs the conversation now: write nothing more
         except RequestConflict as exc:
