@@ -11,7 +11,8 @@ Rooms by concept, from the top floor down (docs/architecture.md, "Inside the
 packages")::
 
     run/          one run: Run (what it knows) and RunDeps (what it uses); the engine's
-                  entry points, the turn, the model call, the tool calls, the history
+                  entry points, the execution primitives and the agent composed of them,
+                  scopes, the model call, the tool calls, the history
     requests/     one module per kind of pending request: how it opens and is decided
     files/        files shared in the thread, read into what the model sees
     contexts/     context strategies (flat, task_list, task_tree, none) and notes with

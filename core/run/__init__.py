@@ -1,16 +1,24 @@
-"""The engine's runs: entry points, the turn, the tool calls, the history.
+"""The engine's runs: entry points, the agent composed of primitives, the tool calls, the history.
 
 ::
 
-    state.py        Run: what one run knows (snapshot, history, totals, settings, ids, span)
-    deps.py         RunDeps: what a run uses (journal, model, toolbox, workflow, outputs, files)
+    state.py        Run: what one run knows (snapshot, history, totals, settings, ids, span,
+                    the scope it works in)
+    deps.py         RunDeps: what a run uses (journal, model, toolbox, workflow, outputs,
+                    files, the composition)
+    compose.py      the execution primitives: Step, Sequence, Loop (capped), Branch; Outcome
+    agent.py        the agent: Loop(until done) { tool steps -> notes -> model step }
+    steps.py        the agent's steps (ModelStep, ToolSteps, notes, budget, compaction...)
+                    and InScope, a step that goes on in a nested scope
+    scope.py        Scope: a run's context strategy, output cache and retry policy; nesting
+    decision.py     ModelDecision: a model turn typed (thinking, actions in order)
     engine.py       Engine: start, reply, decide, stop, remind, expire, interrupt, run
     live.py         the run's commits, folded into its snapshot
     settings.py     EngineSettings: turn cap, tokens, tool limits, request lifetime
-    turn.py         Turns: model turn, tools, again; the turn cap and model failures
+    turn.py         Turns: drives the composed agent; a failure inside becomes a failed run
     model_turn.py   one model call: the request, the streamed answer, its usage and cost
     tool_calls.py   ToolCalls: drive a turn's calls to their end from the snapshot
-    one_call.py     one tool call: the policy just before, the run, its result committed
+    one_call.py     one tool call (ToolStep): the policy just before, the run, its result
     tool_step.py    a tool call's attempts under its retry policy, journaled as they fail
     admission.py    a new turn's calls and the states the policy gives them
     control.py      the control calls that end a turn: finish, propose_plan, ask_user
