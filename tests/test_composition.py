@@ -18,7 +18,7 @@ import pytest
 
 from core.models.base import ToolKind
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.run.agent import turns_since_word
+from core.run.agent import TurnCount, turns_since_word
 from core.run.compose import CONTINUE, DONE, WAIT, Branch, Flow, Loop, Outcome, Sequence
 from core.run.decision import ModelDecision
 from core.run.state import Run
@@ -165,6 +165,14 @@ def test_the_turn_count_starts_again_when_a_person_gives_the_run_its_work() -> N
     assert turns_since_word(journal) == 2  # a note is not a person giving work
     assert turns_since_word(journal[:3]) == 0
     assert turns_since_word(journal[:2]) == 1
+
+    counted = TurnCount()  # as the journal grows, reading only what was appended
+    assert [counted(journal[:k]) for k in range(len(journal) + 1)] == [
+        turns_since_word(journal[:k]) for k in range(len(journal) + 1)
+    ]
+    other = tuple(r.model_copy(update={"seq": r.seq + 10}) for r in journal[3:])
+    assert counted(other) == turns_since_word(other) == 2  # not the same journal: again
+    assert counted(journal[:2]) == 1
 
 
 class Probe:

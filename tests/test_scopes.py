@@ -2,7 +2,8 @@
 
 The composition: first a scope nested in the run's, "survey the workspace", whose
 loop takes two model turns under the ``task_tree`` context strategy and an
-in-memory output cache of its own, the retry policy its parent's; then the agent.
+in-memory output cache of its own, the retry policy its parent's; a branch on how
+it ended goes on, for ``surveyed``, in a second scope of one turn; then the agent.
 Checked: what the model is shown in the scope (the task path, its note journaled
 once), which cache kept each large output, that the flaky call inside was retried
 under the inherited policy, and that a run killed at each fault point on the way
@@ -26,13 +27,14 @@ from core.models.base import ToolKind, ToolSpec
 from core.outputs import InMemoryOutputs, PersistentOutputs
 from core.retry import Fixed, NoRetry
 from core.run.agent import Running, agent
-from core.run.compose import Do, Flow, Loop, Outcome, Sequence, Step
+from core.run.compose import Branch, Do, Flow, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
 from core.run.history import build_messages
 from core.run.scope import INHERIT, Scope, turns_in_scope
 from core.run.state import Run
 from core.run.steps import ContextNoted, InScope, ModelStep, ToolSteps
 from core.tools.base import ToolContext, ToolOutput
+from core.tools.workspace import ListFiles
 from core.vocabulary.entries import ScopeEntered, ScopeLeft, ToolResultEntry
 from core.vocabulary.inputs import Inbox
 from core.vocabulary.lifecycle import Lifecycle
@@ -63,30 +65,44 @@ class BigRead:
 
 
 SCRIPT: list[dict[str, Any]] = [
-    {"calls": [{"name": "big_read"}]},  # in the scope: kept in the scope's memory
+    {"calls": [{"name": "big_read"}]},  # in the survey: kept in the scope's memory
     {"calls": [{"name": "flaky_read", "input": {"fails": 1, "counter": "c"}}]},
-    {"calls": [{"name": "big_read"}]},  # after it: kept in the store
+    {"calls": [{"name": "list_files"}]},  # in the report, the branch's case
+    {"calls": [{"name": "big_read"}]},  # after them: kept in the store
     finish("Surveyed."),
 ]
 SCOPE_TURNS = 2
 
 
+def capped_in(deps: RunDeps, scope_id: str, turns: int, outcome: str) -> Loop:
+    """Model turns and their tool steps inside ``scope_id``, at most ``turns`` of them;
+    then the scope is left with ``outcome``."""
+
+    async def leave(run: Run) -> Outcome:
+        return Outcome(Flow.DONE, outcome)
+
+    return Loop(
+        Sequence(ToolSteps(deps), Running(), ContextNoted(deps), ModelStep(deps)),
+        until=lambda run: run.snap.status.lifecycle is not Lifecycle.RUNNING,
+        cap=lambda run: turns,
+        count=lambda run: turns_in_scope(run.snap.journal, scope_id),
+        on_cap=Do("leave", leave),
+    )
+
+
 def surveyed(scope_cache: InMemoryOutputs) -> Any:
-    """The composition: the survey scope, then the agent."""
+    """The composition: the survey scope; on its outcome ``surveyed``, a report scope (a
+    branch: an outcome it does not name goes straight on); then the agent."""
 
     def compose(deps: RunDeps, inbox: Inbox | None) -> Step:
-        async def leave(run: Run) -> Outcome:
-            return Outcome(Flow.DONE, "surveyed")
-
-        survey = Loop(
-            Sequence(ToolSteps(deps), Running(), ContextNoted(deps), ModelStep(deps)),
-            until=lambda run: run.snap.status.lifecycle is not Lifecycle.RUNNING,
-            cap=lambda run: SCOPE_TURNS,
-            count=lambda run: turns_in_scope(run.snap.journal, "survey"),
-            on_cap=Do("leave", leave),
-        )
+        survey = capped_in(deps, "survey", SCOPE_TURNS, "surveyed")
+        report = capped_in(deps, "report", 1, "reported")
         scoped = InScope(deps, "survey", TASK, survey, context=TaskTree(), cache=scope_cache)
-        return Sequence(scoped, agent(deps, inbox))
+        cases = {
+            "surveyed": lambda _: InScope(deps, "report", "report what was found", report),
+            "abandoned": lambda _: Do("never", lambda run: pytest.fail("not chosen")),
+        }
+        return Sequence(Branch(scoped, cases), agent(deps, inbox))
 
     return compose
 
@@ -96,7 +112,7 @@ def setup(tmp_path: Path) -> Setup:
     in the store and retries a flaky read once a second, twice at most."""
     made = Setup(tmp_path, Fixed(attempts=2, delay_seconds=1.0), SCRIPT, tools=[])
     scope_cache = InMemoryOutputs(3600, ManualClock())
-    made.tools = [BigRead(), FlakyRead()]
+    made.tools = [BigRead(), FlakyRead(), ListFiles()]
     made.options = {
         "compose": surveyed(scope_cache),
         "outputs": PersistentOutputs(made.store.outputs),
@@ -139,13 +155,19 @@ async def test_the_scope_shows_its_task_path_and_keeps_its_own_cache(straight: S
     kinds = [r.entry.kind for r in snap.journal]
     entered, left = kinds.index("scope_entered"), kinds.index("scope_left")
     assert kinds[entered:left].count("assistant_turn") == SCOPE_TURNS
-    (opened,) = [r.entry for r in snap.journal if isinstance(r.entry, ScopeEntered)]
-    (closed,) = [r.entry for r in snap.journal if isinstance(r.entry, ScopeLeft)]
-    assert (opened.scope, opened.parent, opened.task) == ("survey", "run", TASK)
-    assert closed.outcome == "surveyed"
+    opened = [r.entry for r in snap.journal if isinstance(r.entry, ScopeEntered)]
+    closed = [r.entry for r in snap.journal if isinstance(r.entry, ScopeLeft)]
+    assert [(e.scope, e.parent, e.task) for e in opened] == [
+        ("survey", "run", TASK),
+        ("report", "run", "report what was found"),  # the branch's case for "surveyed"
+    ]
+    assert [(e.scope, e.outcome) for e in closed] == [
+        ("survey", "surveyed"),
+        ("report", "reported"),
+    ]
 
     requests = [repr(r.messages) for r in straight.requests]
-    assert len(requests) == 4
+    assert len(requests) == 5
     path = f"Task path: check it > {TASK}"
     assert [n for n in notes_in(requests[0]) if "Task path" in n] == [
         f"[threadbot: task tree, scope survey] {path}"
@@ -154,7 +176,7 @@ async def test_the_scope_shows_its_task_path_and_keeps_its_own_cache(straight: S
         assert later.count(path) == 1
 
     results = [r.entry for r in snap.journal if isinstance(r.entry, ToolResultEntry)]
-    inside, outside = (OUTPUT_ID.findall(results[i].content)[0] for i in (0, 2))
+    inside, outside = (OUTPUT_ID.findall(results[i].content)[0] for i in (0, 3))
     assert await straight.scope_cache.retrieve(snap.id, inside) == BIG  # type: ignore[attr-defined]
     assert await straight.store.outputs.get_output(snap.id, inside) is None
     assert await straight.store.outputs.get_output(snap.id, outside) == BIG
@@ -165,9 +187,9 @@ async def test_the_scope_shows_its_task_path_and_keeps_its_own_cache(straight: S
 
 
 FAULTS = [
-    "after_scope_entered",
-    *(f"after_model_response:{k}" for k in range(1, 4)),
-    *(f"after_tool_result:{k}" for k in range(1, 4)),
+    *(f"after_scope_entered:{k}" for k in range(1, 3)),
+    *(f"after_model_response:{k}" for k in range(1, 5)),
+    *(f"after_tool_result:{k}" for k in range(1, 5)),
 ]
 
 

@@ -23,6 +23,8 @@ person, counts the same as one that went straight through.
 
 from __future__ import annotations
 
+import collections.abc
+
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
 from core.run.state import Run
@@ -43,7 +45,7 @@ from core.vocabulary.inputs import Inbox
 from core.vocabulary.lifecycle import Lifecycle
 
 
-def turns_since_word(journal: tuple[JournalRecord, ...]) -> int:
+def turns_since_word(journal: collections.abc.Sequence[JournalRecord]) -> int:
     """Model turns journaled since a person last gave the run its work: a request, an
     answer, plan feedback (:class:`core.vocabulary.entries.UserText` other than a
     note) or a decision (:class:`core.vocabulary.entries.DecisionEntry`: an approval,
@@ -53,11 +55,43 @@ def turns_since_word(journal: tuple[JournalRecord, ...]) -> int:
         entry = record.entry
         if isinstance(entry, AssistantTurn):
             turns += 1
-        elif isinstance(entry, DecisionEntry) or (
-            isinstance(entry, UserText) and entry.role != "note"
-        ):
+        elif _gives_work(entry):
             break
     return turns
+
+
+def _gives_work(entry: object) -> bool:
+    return isinstance(entry, DecisionEntry) or (
+        isinstance(entry, UserText) and entry.role != "note"
+    )
+
+
+class TurnCount:
+    """:func:`turns_since_word` of a run's journal as it grows: each call reads only the
+    records appended since the last (a long run's journal holds hundreds of turns since
+    its approval: reading them all before every turn made each turn slower than the
+    one before). Any other journal (one read back from the store that does not go on
+    from the records read so far) is counted again whole."""
+
+    def __init__(self) -> None:
+        self._read = 0
+        self._last_seq: int | None = None
+        self._turns = 0
+
+    def __call__(self, journal: collections.abc.Sequence[JournalRecord]) -> int:
+        """The count for ``journal``."""
+        read = self._read
+        if read == 0 or len(journal) < read or journal[read - 1].seq != self._last_seq:
+            self._turns = turns_since_word(journal)
+        else:
+            for record in journal[read:]:
+                if isinstance(record.entry, AssistantTurn):
+                    self._turns += 1
+                elif _gives_work(record.entry):
+                    self._turns = 0
+        self._read = len(journal)
+        self._last_seq = journal[-1].seq if journal else None
+        return self._turns
 
 
 class Running:
@@ -72,6 +106,8 @@ class Running:
 def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
     """The agent loop of a run (see the module docstring); ``inbox`` gives the messages
     that came while it works (None: none come)."""
+
+    counted = TurnCount()
 
     def stops(run: Run) -> bool:
         return deps.suspended() or run.snap.status.lifecycle is not Lifecycle.RUNNING
@@ -90,6 +126,6 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
         ),
         until=stops,
         cap=lambda run: run.settings.max_turns,
-        count=lambda run: turns_since_word(run.snap.journal),
+        count=lambda run: counted(run.snap.journal),
         on_cap=OpenContinue(deps),
     )
