@@ -184,7 +184,10 @@ def test_a_note_sent_while_a_command_runs_survives_a_crash(tmp_path: Path) -> No
         assert proc.stdin is not None
         proc.stdin.write("+✅ 2\n")
         proc.stdin.flush()
-        bot.wait_until("select 1 from tool_calls where name='run_command' and state='running'")
+        bot.wait_until(  # its process started (a kill before that leaves nothing running)
+            "select 1 from tool_calls where name='run_command' and state='running' "
+            "and process_group is not null"
+        )
         proc.stdin.write(">1 please also check the logs\n")
         proc.stdin.flush()
         bot.wait_until("select 1 from deliveries where event is not null and handled_at is null")
@@ -193,7 +196,7 @@ def test_a_note_sent_while_a_command_runs_survives_a_crash(tmp_path: Path) -> No
     finally:
         proc.kill()
     workspace = bot.workspace()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # the command outlives the bot: it writes its pid
     while not (workspace / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
