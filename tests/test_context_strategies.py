@@ -103,6 +103,49 @@ def task_list(*marks: str) -> str:
     return "[threadbot: task list] Task list (plan v1):\n" + "\n".join(lines)
 
 
+async def test_a_failed_run_carried_on_keeps_its_task_list(tmp_path: Path) -> None:
+    """A run that failed after step 1 and is carried on where it failed (a request by
+    someone who may) still carries out its plan: the list goes on from where it was."""
+    from core.vocabulary.errors import ModelError
+
+    turns = script()
+    turns.insert(2, ScriptedTurn(error=ModelError("the model is down", retryable=False)))
+    store = MemoryStore(render=render_event)
+    model = ScriptedModel(turns)
+    engine = Engine(
+        journal=store.journal,
+        model=model,
+        toolbox=Toolbox(control_tools()),
+        workflow=default_workflow(),
+        settings=EngineSettings(context_strategy="task_list"),
+    )
+    cid = await store.threads.open_conversation(
+        delivery_key="k",
+        binding=PlatformRef(platform="console", channel="c", thread="t"),
+        requester=ALICE,
+        workspace_root=tmp_path,
+        position=default_workflow().start,
+    )
+    assert cid is not None
+    await engine.start(cid, ThreadMessage(text="write the log and the report", author=ALICE))
+    (plan,) = (await store.journal.load(cid)).open_requests
+    await engine.decide(cid, Approve(request_id=plan.id, by=ALICE))
+    await engine.run(cid)
+    assert (await store.journal.load(cid)).status.lifecycle is Lifecycle.FAILED
+
+    await engine.start(cid, ThreadMessage(text="go on", author=ALICE, may_continue=True))
+
+    snap = await store.journal.load(cid)
+    assert snap.status.lifecycle is Lifecycle.DONE
+    said = [r.entry.text for r in snap.journal if isinstance(r.entry, ContextNote)]
+    assert said == [  # each once: the list goes on after the failure, not lost, not repeated
+        task_list(">", " ", " ").removeprefix("[threadbot: task list] "),
+        task_list("x", ">", " ").removeprefix("[threadbot: task list] "),
+        task_list("x", "x", ">").removeprefix("[threadbot: task list] "),
+    ]
+    assert notes_in(model.requests[-1]) == [task_list("x", "x", ">")]
+
+
 async def test_task_list_shows_the_plan_steps_pending_and_done_as_they_get_done(
     tmp_path: Path,
 ) -> None:

@@ -117,6 +117,12 @@ async def test_listing_marks_directories_skips_git_and_stays_in_the_subdirectory
     assert (api.content, api.note) == ("docs/api/b.md", "listed 1 entries in docs/api/")
 
 
+async def test_a_path_too_long_to_look_at_is_a_one_line_error(tmp_path: Path) -> None:
+    path = "/".join(["b" * 200] * 30)  # past PATH_MAX: os.stat raises ENAMETOOLONG
+    with pytest.raises(ToolError, match="File name too long"):
+        await ListFiles().run({"path": path}, ctx_for(tmp_path))
+
+
 async def test_a_big_tree_is_listed_up_to_the_cap_shallowest_first(tmp_path: Path) -> None:
     (tmp_path / "deep").mkdir()
     for i in range(LIST_LIMIT + 10):

@@ -1,21 +1,25 @@
 """The plan a run carries out, read from its journal: the steps, which are done, which is next.
 
-The newest plan approved since the conversation's newest request is the task list. A
-step is done when a ``report_progress`` call names a later step ("step 3 of 4" makes
-steps 1 and 2 done), and every step is done once the run calls ``finish``. Control
-calls are read through :mod:`core.tools.control` (never by their names here); a call
-that was denied counts for nothing. Everything is derived from the snapshot, so a
-restarted run reads the same plan (docs/architecture.md, "Context strategies and notes").
+The newest plan approved since the conversation's newest task began is the task list.
+A task begins with a request that moved the conversation to another step (its
+:class:`~core.vocabulary.entries.StepEntered` journaled just before it: a first
+request, a request after an answer or a stop); a request that carries a failed run on
+where it failed keeps the step, and the plan. A step is done when a
+``report_progress`` call names a later step ("step 3 of 4" makes steps 1 and 2 done),
+and every step is done once the run calls ``finish``. Control calls are read through
+:mod:`core.tools.control` (never by their names here); a call that was denied counts
+for nothing. Everything is derived from the snapshot, so a restarted run reads the
+same plan (docs/architecture.md, "Context strategies and notes").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from core.tools import control
-from core.vocabulary.entries import AssistantTurn, JournalRecord, UserText
+from core.vocabulary.entries import AssistantTurn, JournalRecord, StepEntered, UserText
 from core.vocabulary.requests import PlanApproval, RequestState
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
@@ -52,8 +56,8 @@ def request_of(snapshot: ConversationSnapshot) -> str:
 
 
 def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
-    """The newest plan approved since the newest request, with its steps done; None when
-    none was approved since. Reads the journal back to the newest request only."""
+    """The newest plan approved since the newest task began, with its steps done; None
+    when none was approved since. Reads the journal back to that task's request only."""
     approved = {
         r.tool_use_id: r.plan_version
         for r in snapshot.requests
@@ -64,7 +68,7 @@ def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
     if not approved:
         return None
     journal = snapshot.journal
-    start = next((i for i in range(len(journal) - 1, -1, -1) if _is_request(journal[i])), 0)
+    start = next((i for i in range(len(journal) - 1, -1, -1) if _begins_task(journal, i)), 0)
     plan: Plan | None = None
     for record in journal[start:]:
         if not isinstance(record.entry, AssistantTurn):
@@ -82,8 +86,13 @@ def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
     return plan
 
 
-def _is_request(record: JournalRecord) -> bool:
-    return isinstance(record.entry, UserText) and record.entry.role == "request"
+def _begins_task(journal: Sequence[JournalRecord], i: int) -> bool:
+    """Whether ``journal[i]`` is a request that began a task: one journaled with the step
+    it moved the conversation to (the step's entry just before it)."""
+    entry = journal[i].entry
+    if not (isinstance(entry, UserText) and entry.role == "request"):
+        return False
+    return i == 0 or isinstance(journal[i - 1].entry, StepEntered)
 
 
 def _advanced(plan: Plan, name: str, args: Mapping[str, Any]) -> Plan:

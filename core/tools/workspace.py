@@ -167,10 +167,14 @@ def _walk(root: Path, start: Path, path: str, limit: int) -> tuple[list[str], bo
 
     Returns ``(entries, capped)``; directories end with ``/``. Unreadable
     subdirectories are skipped. Raises :class:`ToolError` when ``start`` (the
-    model's ``path``) is not a directory.
+    model's ``path``) is not a directory, or cannot be looked at (``ENAMETOOLONG``).
     """
-    if not start.is_dir():
-        if start.exists():
+    try:
+        is_dir, exists = start.is_dir(), start.exists()
+    except OSError as exc:  # a name too long for the file system, say
+        raise _file_error(exc, path) from exc
+    if not is_dir:
+        if exists:
             raise ToolError(f"{path} is a file, not a directory; use read_file")
         raise ToolError(f"no such directory: {path}")
     entries: list[str] = []
