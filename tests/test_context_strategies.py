@@ -56,11 +56,11 @@ def script() -> list[ScriptedTurn]:
     ]
 
 
-async def planned_run(
+async def opened(
     tmp_path: Path, strategy: str, turns: list[ScriptedTurn]
-) -> tuple[MemoryStore, str, ScriptedModel]:
-    """``turns`` through an engine with ``strategy``: the request, the plan approved by
-    alice, the run to its end."""
+) -> tuple[MemoryStore, Engine, str, ScriptedModel]:
+    """A conversation opened on a memory store, and an engine with ``strategy`` whose model
+    plays ``turns``."""
     store = MemoryStore(render=render_event)
     model = ScriptedModel(turns)
     engine = Engine(
@@ -78,6 +78,15 @@ async def planned_run(
         position=default_workflow().start,
     )
     assert cid is not None
+    return store, engine, cid, model
+
+
+async def planned_run(
+    tmp_path: Path, strategy: str, turns: list[ScriptedTurn]
+) -> tuple[MemoryStore, str, ScriptedModel]:
+    """``turns`` through an engine with ``strategy``: the request, the plan approved by
+    alice, the run to its end."""
+    store, engine, cid, model = await opened(tmp_path, strategy, turns)
     await engine.start(
         cid, ThreadMessage(text="write the log and the report\nplease", author=ALICE)
     )
@@ -110,23 +119,7 @@ async def test_a_failed_run_carried_on_keeps_its_task_list(tmp_path: Path) -> No
 
     turns = script()
     turns.insert(2, ScriptedTurn(error=ModelError("the model is down", retryable=False)))
-    store = MemoryStore(render=render_event)
-    model = ScriptedModel(turns)
-    engine = Engine(
-        journal=store.journal,
-        model=model,
-        toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
-        settings=EngineSettings(context_strategy="task_list"),
-    )
-    cid = await store.threads.open_conversation(
-        delivery_key="k",
-        binding=PlatformRef(platform="console", channel="c", thread="t"),
-        requester=ALICE,
-        workspace_root=tmp_path,
-        position=default_workflow().start,
-    )
-    assert cid is not None
+    store, engine, cid, model = await opened(tmp_path, "task_list", turns)
     await engine.start(cid, ThreadMessage(text="write the log and the report", author=ALICE))
     (plan,) = (await store.journal.load(cid)).open_requests
     await engine.decide(cid, Approve(request_id=plan.id, by=ALICE))
