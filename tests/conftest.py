@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.app import App, build
+from tests import postgres
 from bot.settings import Settings
 from core.models.scripted import ScriptedModel
 
@@ -69,6 +70,33 @@ async def wait_for(condition: Callable[[], object], *, seconds: float = 60.0) ->
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """The URL of this session's own PostgreSQL database, at the newest migration
+    (``tests/postgres.py`` says where the server comes from); dropped at the end.
+    Skipped with the reason where there is no server (failed under CI)."""
+    server = postgres.start()
+    if isinstance(server, str):
+        _missing(server)
+        return
+    try:
+        url, drop = postgres.session_database(server)
+        try:
+            yield url
+        finally:
+            drop()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> str:
+    """This session's PostgreSQL database, emptied for this test: its URL. (A plain
+    fixture, so an async fixture may ask for it with ``request.getfixturevalue``.)"""
+    postgres.run(postgres.emptied(postgres_database))
+    return postgres_database
 
 
 @pytest.fixture

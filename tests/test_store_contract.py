@@ -59,8 +59,8 @@ async def memory_store(_tmp_path: Path) -> AsyncIterator[Store]:
 
 
 @contextlib.asynccontextmanager
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
-    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'contract.db'}")
+async def sql_store(url: str) -> AsyncIterator[Store]:
+    engine = create_engine(url)
     await migrate.upgrade(engine)
     store = SqlStore(engine=engine, render=render_event)
     try:
@@ -69,19 +69,23 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
         await store.close()
 
 
-BACKENDS: dict[str, Callable[[Path], contextlib.AbstractAsyncContextManager[Store]]] = {
-    "memory": memory_store,
-    "sqlite": sqlite_store,
-}
-"""Every backend the contract runs on. PostgreSQL joins as one more entry: an
-``SqlStore`` on a fresh, migrated database (for example from a test server's URL)."""
+BACKENDS = ("memory", "postgresql", "sqlite")
+"""Every backend the contract runs on: the in-memory store, and an ``SqlStore`` on a
+fresh SQLite file and on this session's PostgreSQL database, emptied
+(``tests/postgres.py``; skipped where there is no PostgreSQL, failed under CI)."""
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """A new, empty store of each backend."""
-    async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+    if request.param == "memory":
+        opened: contextlib.AbstractAsyncContextManager[Store] = memory_store(tmp_path)
+    elif request.param == "sqlite":
+        opened = sql_store(f"sqlite+aiosqlite:///{tmp_path / 'contract.db'}")
+    else:
+        opened = sql_store(request.getfixturevalue("postgres_url"))
+    async with opened as store:
+        yield store
 
 
 async def new_conversation(
