@@ -73,22 +73,39 @@ async def wait_for(condition: Callable[[], object], *, seconds: float = 60.0) ->
 
 
 @pytest.fixture(scope="session")
-def postgres_database() -> Iterator[str]:
-    """The URL of this session's own PostgreSQL database, at the newest migration
-    (``tests/postgres.py`` says where the server comes from); dropped at the end.
-    Skipped with the reason where there is no server (failed under CI)."""
+def postgres_server() -> Iterator[postgres.Server]:
+    """A PostgreSQL server this session may create databases on (``tests/postgres.py``
+    says where it comes from); skipped with the reason where there is none (failed
+    under CI)."""
     server = postgres.start()
     if isinstance(server, str):
         _missing(server)
         return
     try:
-        url, drop = postgres.session_database(server)
-        try:
-            yield url
-        finally:
-            drop()
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_database(postgres_server: postgres.Server) -> Iterator[str]:
+    """The URL of this session's own PostgreSQL database, at the newest migration;
+    dropped at the end."""
+    url, drop = postgres.session_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def empty_postgres_database(postgres_server: postgres.Server) -> Iterator[str]:
+    """The URL of a new PostgreSQL database without any schema, for this test alone."""
+    url, drop = postgres.empty_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop()
 
 
 @pytest.fixture

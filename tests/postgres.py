@@ -274,6 +274,24 @@ def session_database(server: Server) -> tuple[str, Callable[[], None]]:
     return server.database_url(name), lambda: run(_drop(server, name))
 
 
+def empty_database(server: Server) -> tuple[str, Callable[[], None]]:
+    """A new database without any schema (not even Alembic's table): its SQLAlchemy URL,
+    and a function that drops it."""
+    name = f"threadbot_test_empty_{os.getpid()}_{secrets.token_hex(4)}"
+
+    async def create() -> None:
+        import asyncpg
+
+        admin = await asyncpg.connect(_dsn(server.url))
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        finally:
+            await admin.close()
+
+    run(create())
+    return server.database_url(name), lambda: run(_drop(server, name))
+
+
 async def emptied(url: str) -> None:
     """Empty every table of the store's database at ``url`` (``alembic_version`` aside)
     and restart its id sequences: a fresh store for the next test, in about 0.04 s."""
