@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bot.app import App, build
-from tests import postgres
 from bot.settings import Settings
 from core.models.scripted import ScriptedModel
+from tests import postgres
 
 
 @pytest.fixture

@@ -104,7 +104,7 @@ async def _answers(url: URL) -> str | None:
 
     try:
         connection = await asyncpg.connect(_dsn(url), timeout=5)
-    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         return f"{url.render_as_string(hide_password=True)}: {exc or type(exc).__name__}"
     await connection.close()
     return None
@@ -169,9 +169,9 @@ def throwaway_cluster(seconds: float = 60.0) -> Server | str:
         as_user = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}"]
         as_user += ["--clear-groups", "--"]
     data = folder / "data"
+    init_options = ["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]
     init = subprocess.run(
-        [*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]
-        + ["-E", "UTF8", "--locale=C", "--no-sync"],
+        [*as_user, str(binaries / "initdb"), "-D", str(data), *init_options],
         capture_output=True,
         text=True,
         cwd=folder,
@@ -182,12 +182,11 @@ def throwaway_cluster(seconds: float = 60.0) -> Server | str:
         shutil.rmtree(folder, ignore_errors=True)
         return f"initdb failed: {init.stderr.strip()[-500:]}"
     port = _free_port()
-    options = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+    options = ["-k", str(folder), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
     options += ["-c", "full_page_writes=off", "-c", "synchronous_commit=off"]
     with (folder / "postgres.log").open("w") as log:
         server = subprocess.Popen(
-            [*as_user, str(binaries / "postgres"), "-D", str(data), "-p", str(port)]
-            + ["-k", str(folder), *options],
+            [*as_user, str(binaries / "postgres"), "-D", str(data), "-p", str(port), *options],
             cwd=folder,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -235,9 +234,7 @@ async def _session_database(server: Server, name: str) -> None:
     try:
         await admin.execute("SELECT pg_advisory_lock($1)", TEMPLATE_LOCK)
         try:
-            exists = await admin.fetchval(
-                "SELECT 1 FROM pg_database WHERE datname = $1", template
-            )
+            exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", template)
             if not exists:
                 await admin.execute(f'CREATE DATABASE "{template}"')
             engine = create_engine(server.database_url(template))
