@@ -69,22 +69,33 @@ async def sql_store(url: str) -> AsyncIterator[Store]:
         await store.close()
 
 
+def sqlite_store(tmp_path: Path) -> contextlib.AbstractAsyncContextManager[Store]:
+    """An ``SqlStore`` on a new SQLite file in ``tmp_path``."""
+    return sql_store(f"sqlite+aiosqlite:///{tmp_path / 'contract.db'}")
+
+
 BACKENDS = ("memory", "postgresql", "sqlite")
 """Every backend the contract runs on: the in-memory store, and an ``SqlStore`` on a
 fresh SQLite file and on this session's PostgreSQL database, emptied
 (``tests/postgres.py``; skipped where there is no PostgreSQL, failed under CI)."""
 
 
+def opened_store(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> contextlib.AbstractAsyncContextManager[Store]:
+    """A new, empty store of ``backend`` (one of :data:`BACKENDS`), to open with
+    ``async with``; ``request`` gives the PostgreSQL fixture."""
+    if backend == "memory":
+        return memory_store(tmp_path)
+    if backend == "sqlite":
+        return sqlite_store(tmp_path)
+    return sql_store(request.getfixturevalue("postgres_url"))
+
+
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """A new, empty store of each backend."""
-    if request.param == "memory":
-        opened: contextlib.AbstractAsyncContextManager[Store] = memory_store(tmp_path)
-    elif request.param == "sqlite":
-        opened = sql_store(f"sqlite+aiosqlite:///{tmp_path / 'contract.db'}")
-    else:
-        opened = sql_store(request.getfixturevalue("postgres_url"))
-    async with opened as store:
+    async with opened_store(request.param, request, tmp_path) as store:
         yield store
 
 
