@@ -102,6 +102,61 @@ class ModelPrice(BaseModel):
         )
 
 
+_STORE_DRIVERS: Mapping[str, tuple[str, str, str]] = {
+    "sqlite": ("aiosqlite", "sqlite+aiosqlite:///path/to/threadbot.db", ""),
+    "postgresql": ("asyncpg", "postgresql+asyncpg://user:password@host/threadbot", "postgres"),
+}
+"""The databases the store runs on: backend -> (its async driver, an example URL, the
+extra of threadbot that installs the driver; none for SQLite's, a dependency)."""
+
+_NAMES: Mapping[str, str] = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def database_url_checked(value: str) -> str:
+    """``value`` when it names a database the store runs on through a driver installed here;
+    else ``ValueError`` saying what to use or install (a settings error: exit 2).
+
+    The store runs on SQLite through aiosqlite and on PostgreSQL through asyncpg
+    (docs/architecture.md, "Durability and exactly-once"); asyncpg comes with the
+    ``postgres`` extra (``pip install 'threadbot[postgres]'``). Another PostgreSQL
+    driver is refused even when installed: psycopg 3 fails the store's contract
+    (its delivery insert reports 0 rows).
+    """
+    try:
+        url = make_url(value)
+        backend = url.get_backend_name()
+    except Exception as exc:
+        raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from exc
+    known = _STORE_DRIVERS.get(backend)
+    if known is None:
+        raise ValueError(
+            f"threadbot keeps its store in SQLite or PostgreSQL, not {backend}: use "
+            + " or ".join(example for _, example, _ in _STORE_DRIVERS.values())
+        )
+    driver, example, extra = known
+    install = f" (pip install 'threadbot[{extra}]')" if extra else ""
+    if "+" not in url.drivername:
+        raise ValueError(f"use an async driver, e.g. {example}{install}")
+    if url.get_driver_name() != driver:
+        raise ValueError(
+            f"threadbot reaches {_NAMES[backend]} through {driver}, not {url.get_driver_name()}: "
+            f"use {example}{install}"
+        )
+    try:
+        url.get_dialect().import_dbapi()
+    except ImportError as exc:
+        if extra:
+            raise ValueError(
+                f"its driver is not installed ({exc.name or exc}); install threadbot's "
+                f"{extra} extra: pip install 'threadbot[{extra}]' ('.[{extra}]' in a checkout)"
+            ) from exc
+        raise ValueError(
+            f"its driver is not installed ({exc.name or exc}); install it into "
+            f"threadbot's environment, or use {example}"
+        ) from exc
+    return value
+
+
 CommaList = Annotated[list[str], NoDecode]
 CommaModels = Annotated[list[ModelId], NoDecode]
 CommaLoosenable = Annotated[list[Loosenable], NoDecode]
@@ -377,20 +432,7 @@ class Settings(BaseSettings):
     def _async_database(cls, value: str) -> str:
         if value == "memory://":  # the in-memory store: nothing kept (tests, a quick try)
             return value
-        try:
-            dialect = make_url(value).get_dialect()
-        except Exception as exc:
-            raise ValueError(f"not a database URL SQLAlchemy can use: {exc}") from exc
-        if not getattr(dialect, "is_async", False):
-            raise ValueError("use an async driver, e.g. sqlite+aiosqlite:///path/to/threadbot.db")
-        try:
-            dialect.import_dbapi()
-        except ImportError as exc:
-            raise ValueError(
-                f"its driver is not installed ({exc.name or exc}); install it into "
-                "threadbot's environment, or use sqlite+aiosqlite:///path/to/threadbot.db"
-            ) from exc
-        return value
+        return database_url_checked(value)
 
     @field_validator("fault")
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ import pytest
 from bot.app import App, build
 from bot.settings import Settings
 from core.models.scripted import ScriptedModel
+from tests import postgres
 
 
 @pytest.fixture
@@ -69,6 +70,50 @@ async def wait_for(condition: Callable[[], object], *, seconds: float = 60.0) ->
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.Server]:
+    """A PostgreSQL server this session may create databases on (``tests/postgres.py``
+    says where it comes from); skipped with the reason where there is none (failed
+    under CI)."""
+    server = postgres.start()
+    if isinstance(server, str):
+        _missing(server)
+        return
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_database(postgres_server: postgres.Server) -> Iterator[str]:
+    """The URL of this session's own PostgreSQL database, at the newest migration;
+    dropped at the end."""
+    url, drop = postgres.session_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def empty_postgres_database(postgres_server: postgres.Server) -> Iterator[str]:
+    """The URL of a new PostgreSQL database without any schema, for this test alone."""
+    url, drop = postgres.empty_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> str:
+    """This session's PostgreSQL database, emptied for this test: its URL. (A plain
+    fixture, so an async fixture may ask for it with ``request.getfixturevalue``.)"""
+    postgres.run(postgres.emptied(postgres_database))
+    return postgres_database
 
 
 @pytest.fixture

@@ -70,7 +70,7 @@ def test_bad_settings_name_the_variable_the_reason_and_the_allowed_values(
     assert "  THREADBOT_PROGRESS_MODE ('loud'): must be one of 'replies' or 'status'" in lines
     assert any(
         line.startswith("  THREADBOT_DATABASE_URL ('mysql+aiomysql://bot:***@db.internal/")
-        and "its driver is not installed (aiomysql)" in line
+        and "threadbot keeps its store in SQLite or PostgreSQL, not mysql" in line
         for line in lines
     ), lines
     assert "hunter2" not in result.stderr

@@ -17,7 +17,7 @@ import ast
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -59,8 +59,8 @@ async def memory_store(_tmp_path: Path) -> AsyncIterator[Store]:
 
 
 @contextlib.asynccontextmanager
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
-    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'contract.db'}")
+async def sql_store(url: str) -> AsyncIterator[Store]:
+    engine = create_engine(url)
     await migrate.upgrade(engine)
     store = SqlStore(engine=engine, render=render_event)
     try:
@@ -69,19 +69,34 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
         await store.close()
 
 
-BACKENDS: dict[str, Callable[[Path], contextlib.AbstractAsyncContextManager[Store]]] = {
-    "memory": memory_store,
-    "sqlite": sqlite_store,
-}
-"""Every backend the contract runs on. PostgreSQL joins as one more entry: an
-``SqlStore`` on a fresh, migrated database (for example from a test server's URL)."""
+def sqlite_store(tmp_path: Path) -> contextlib.AbstractAsyncContextManager[Store]:
+    """An ``SqlStore`` on a new SQLite file in ``tmp_path``."""
+    return sql_store(f"sqlite+aiosqlite:///{tmp_path / 'contract.db'}")
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+BACKENDS = ("memory", "postgresql", "sqlite")
+"""Every backend the contract runs on: the in-memory store, and an ``SqlStore`` on a
+fresh SQLite file and on this session's PostgreSQL database, emptied
+(``tests/postgres.py``; skipped where there is no PostgreSQL, failed under CI)."""
+
+
+def opened_store(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> contextlib.AbstractAsyncContextManager[Store]:
+    """A new, empty store of ``backend`` (one of :data:`BACKENDS`), to open with
+    ``async with``; ``request`` gives the PostgreSQL fixture."""
+    if backend == "memory":
+        return memory_store(tmp_path)
+    if backend == "sqlite":
+        return sqlite_store(tmp_path)
+    return sql_store(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """A new, empty store of each backend."""
-    async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+    async with opened_store(request.param, request, tmp_path) as store:
+        yield store
 
 
 async def new_conversation(

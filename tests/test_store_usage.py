@@ -22,17 +22,17 @@ from core.pricing import Rates, Spend
 from core.vocabulary.entries import AssistantTurn, ModelUsage
 from core.vocabulary.errors import ConversationNotFound
 from core.vocabulary.journal import Change
-from tests.test_store_contract import ALICE, BACKENDS
+from tests.test_store_contract import ALICE, BACKENDS, opened_store
 
 SONNET = Rates(input=3_000_000, output=15_000_000, cache_read=300_000, cache_write=3_750_000)
 HAIKU = Rates(input=1_000_000, output=5_000_000, cache_read=100_000, cache_write=1_250_000)
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """A new, empty store of each backend (as in the contract suite)."""
-    async with BACKENDS[request.param](tmp_path) as new:
+    async with opened_store(request.param, request, tmp_path) as new:
         yield new
 
 
