@@ -3,7 +3,8 @@
 The conversation of :mod:`tests.test_restart_differential` (plan, approval, a question,
 commands, answer), with ``report_progress`` calls moving through the plan, runs in
 ``python -m bot console`` processes with ``THREADBOT_CONTEXT_STRATEGY`` set to
-``task_list`` or ``task_tree``: once straight, and once per fault point and count
+``task_list``, ``task_tree`` or ``none`` (``flat``, the default, is
+:mod:`tests.test_restart_differential`'s): once straight, and once per fault point and count
 (``after_model_response:K``, ``after_tool_result:K``), killed there with SIGKILL and
 restarted until done. Every run ends with the same thread text and files, the same
 notes journaled (none twice: a restart derives the same state and commits nothing
@@ -42,7 +43,7 @@ FAULTS = [f"after_model_response:{k}" for k in range(1, 6)] + [
     f"after_tool_result:{k}" for k in range(1, 3)
 ]
 INPUT = "write the log and the report\n+✅ 2\n>1 blue\n"
-STRATEGIES = ["task_list", "task_tree"]
+STRATEGIES = ["task_list", "task_tree", "none"]
 
 Run = tuple[list[str], dict[str, str], list[str], list[list[Message]]]
 """Thread text, workspace files, the notes journaled, the requests the model was sent."""
@@ -99,6 +100,8 @@ def test_the_straight_run_tells_the_model_its_plan_as_steps_get_done(
             "Task list (plan v1):\n[x] 1. Write the log\n[x] 2. Ask for the colour\n"
             "[>] 3. Write the report",
         ]
+    elif strategy == "none":
+        assert notes == []  # nothing told, nothing to rebuild
     else:
         root = "Task path: write the log and the report"
         assert notes == [
