@@ -67,6 +67,12 @@ def _line(
     loc = (name, *loc[1:]) if loc else loc
     reason = _reason(error, fields)
     if error["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        if len(loc) > 1 and key in fields and key not in _layer_fields():  # the bot's alone
+            return (
+                f"{toml_file}: {_dotted(loc)}: a setting of the whole bot, not of a workspace, "
+                f"guild or channel: set {key} at the top of the file or in the environment"
+            )
         known = fields if len(loc) == 1 else _layer_fields()
         return (
             f"{toml_file}: {_dotted(loc)}: not a setting threadbot knows{_suggest(loc[-1], known)}"

@@ -442,6 +442,11 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
             "threadbot.toml: slack.T0123.channels.general: 'general' is not a Slack channel id",
         ),
         (
+            '[slack.T0123.channels.C0456]\noutput_cache = "in_memory"\n',
+            "threadbot.toml: slack.T0123.channels.C0456.output_cache: a setting of the whole "
+            "bot, not of a workspace, guild or channel: set output_cache at the top of the file",
+        ),
+        (
             "[slack.T0123.channels.C0456]\nmodle = 'x'\n",
             "threadbot.toml: slack.T0123.channels.C0456.modle: not a setting threadbot knows "
             "(did you mean model?)",
