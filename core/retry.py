@@ -60,11 +60,8 @@ class _Policy(BaseModel):
     attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
     """Attempts in all, the first one included."""
     fallback: Fallback = Fallback.LAST_ERROR
-
-    def delay(self, attempt: int, key: str) -> float:
-        """Seconds to wait after the failed attempt ``attempt`` (from 1) of the call
-        ``key`` (its ``tool_use_id``) before the next one."""
-        raise NotImplementedError
+    # Each policy's ``delay(attempt, key)``: seconds to wait after the failed attempt
+    # ``attempt`` (from 1) of the call ``key`` (its ``tool_use_id``) before the next one.
 
 
 class NoRetry(_Policy):

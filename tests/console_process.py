@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Bot:
-    """Runs bot processes on one database, one model script and one console state."""
+    """Runs bot processes on one database, one model script and one console state.
+
+    ``module``: what ``python -m`` runs (``bot``; a test's own launcher, which wraps it)."""
+
+    module = "bot"
 
     def __init__(
         self, tmp_path: Path, script: list[dict], env: dict[str, str] | None = None
@@ -50,7 +54,7 @@ class Bot:
 
     def run(self, lines: str = "", *, fault: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "bot", "console"],
+            [sys.executable, "-m", self.module, "console"],
             input=lines,
             capture_output=True,
             text=True,
@@ -62,7 +66,7 @@ class Bot:
     def start(self, lines: str, *, wait: str = "auto") -> subprocess.Popen[str]:
         """A process whose input stays open (so it does not exit at the end of it)."""
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "console"],
+            [sys.executable, "-m", self.module, "console"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

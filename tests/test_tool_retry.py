@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -352,16 +350,7 @@ async def test_a_run_killed_after_an_attempt_goes_on_as_the_uninterrupted_run(
 class FlakyBot(Bot):
     """:class:`Bot` running ``python -m tests.flaky_bot console`` (the flaky tools in)."""
 
-    def run(self, lines: str = "", *, fault: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tests.flaky_bot", "console"],
-            input=lines,
-            capture_output=True,
-            text=True,
-            cwd=self.dir,
-            env=self.env(fault),
-            timeout=60,
-        )
+    module = "tests.flaky_bot"
 
     def journal(self) -> list[JournalRecord]:
         return [
