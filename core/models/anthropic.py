@@ -97,6 +97,7 @@ class AnthropicModel:
             for t in request.tools
         ]
         system, tools, messages = with_breakpoints(request.system, tools, request.messages)
+        streaming = False  # an event came: a connection error now broke the stream off
         try:
             async with self._client.messages.stream(
                 model=model_id,
@@ -106,12 +107,17 @@ class AnthropicModel:
                 tools=cast(list[ToolParam], tools) if tools else anthropic.omit,
             ) as stream:
                 async for event in stream:
+                    streaming = True
                     if event.type == "content_block_delta" and event.delta.type == "text_delta":
                         yield TextDelta(text=event.delta.text)
                 message = await stream.get_final_message()
         except anthropic.APIError as exc:
-            raise self._logged(_model_error(exc), exc) from exc
-        except httpx2.TimeoutException as exc:  # the SDK does not wrap errors read mid-stream
+            error = _model_error(exc)
+            if streaming and type(exc) is anthropic.APIConnectionError:
+                # anthropic 2.17 wraps an error read mid-stream; older releases do not (below)
+                error = ModelError("The connection to the model API broke off", retryable=True)
+            raise self._logged(error, exc) from exc
+        except httpx2.TimeoutException as exc:  # SDKs before 2.17 do not wrap these
             error = ModelError("The model API timed out", retryable=True)
             raise self._logged(error, exc) from exc
         except httpx2.TransportError as exc:
