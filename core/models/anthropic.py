@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 _OVERLOADED_TYPES = frozenset({"overloaded_error", "rate_limit_error"})
 _RETRYABLE_TYPES = frozenset({"api_error", "timeout_error"})
 _RETRYABLE_STATUSES = frozenset({408, 409})
+BROKE_OFF = "The connection to the model API broke off"
+"""What a thread is told when the model's response stopped coming part way."""
 
 
 class AnthropicModel:
@@ -112,16 +114,12 @@ class AnthropicModel:
                         yield TextDelta(text=event.delta.text)
                 message = await stream.get_final_message()
         except anthropic.APIError as exc:
-            error = _model_error(exc)
-            if streaming and type(exc) is anthropic.APIConnectionError:
-                # anthropic 2.17 wraps an error read mid-stream; older releases do not (below)
-                error = ModelError("The connection to the model API broke off", retryable=True)
-            raise self._logged(error, exc) from exc
+            raise self._logged(_model_error(exc, streaming=streaming), exc) from exc
         except httpx2.TimeoutException as exc:  # SDKs before 2.17 do not wrap these
             error = ModelError("The model API timed out", retryable=True)
             raise self._logged(error, exc) from exc
         except httpx2.TransportError as exc:
-            error = ModelError("The connection to the model API broke off", retryable=True)
+            error = ModelError(BROKE_OFF, retryable=True)
             raise self._logged(error, exc) from exc
         if message.stop_reason is None:
             error = ModelError("The model API response ended early", retryable=True)
@@ -220,12 +218,19 @@ def with_breakpoints(
     return system_blocks, marked_tools, marked
 
 
-def _model_error(exc: anthropic.APIError) -> ModelError:
-    """Translate an SDK failure (after the SDK's own retries) into a core error."""
+def _model_error(exc: anthropic.APIError, *, streaming: bool = False) -> ModelError:
+    """Translate an SDK failure (after the SDK's own retries) into a core error.
+
+    ``streaming``: the response had begun (an event came), so a connection error
+    broke it off rather than kept the API out of reach (anthropic 2.17 and later wrap
+    an error read mid-stream in ``APIConnectionError``; earlier releases raise the
+    httpx error itself, caught beside this)."""
     if isinstance(exc, anthropic.APITimeoutError):
         return ModelError("The model API timed out", retryable=True)
     if isinstance(exc, anthropic.APIConnectionError):
-        return ModelError("Could not reach the model API", retryable=True)
+        return ModelError(
+            BROKE_OFF if streaming else "Could not reach the model API", retryable=True
+        )
     if not isinstance(exc, anthropic.APIStatusError):
         return ModelError("The model API sent a response that could not be read", retryable=False)
 
