@@ -28,7 +28,7 @@ from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.events import PlatformRef
 from conversations.files import FileFetcher, FileLimits
-from conversations.hub import Hub, HubSettings
+from conversations.hub import Hub, HubSettings, default_instance
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
 from conversations.render import render_event
@@ -129,6 +129,7 @@ class App:
                 "deliverer": self.deliverer.run,
                 "sweeper": self.sweeper.run,
                 "lease renewal": self.hub.leases.keep_renewed,
+                "takeover": self.hub.keep_taking_over,
                 "stop requests": self.hub.stopper.keep_polling,
             }
         )
@@ -213,6 +214,8 @@ class App:
             await asyncio.wait_for(self.deliverer.drain(), self.shutdown_grace)
         except TimeoutError:
             log.warning("shutting down with messages still pending; they go out at the next start")
+        else:  # nothing is being sent: another instance may deliver these at once
+            await self.deliverer.release_claims()
 
     async def close(self) -> None:
         """Stop work and close the database (in-flight runs resume at the next start); the
@@ -273,6 +276,7 @@ async def build(
         running_note_every=settings.running_note_every or None,
     )
     places = ConversationSettings(layers, _binding_of(store), base=base)
+    instance = settings.instance or default_instance()
     deliverer = Deliverer(
         outbox=store.outbox,
         faults=faults,
@@ -282,6 +286,9 @@ async def build(
         concurrency=settings.delivery_concurrency,
         clock=clock,
         redactor=redactor,
+        claims=store.claims,
+        owner=instance,
+        claim_ttl=settings.lease_ttl,
     )
     store.on_outbox = deliverer.wake
     engine = Engine(
@@ -323,8 +330,7 @@ async def build(
             timeout=settings.shared_file_timeout,
         ),
     )
-    if settings.instance:
-        hub_settings = dataclasses.replace(hub_settings, instance=settings.instance)
+    hub_settings = dataclasses.replace(hub_settings, instance=instance)
     hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings)
     sweeper = Sweeper(
         requests=store.requests,

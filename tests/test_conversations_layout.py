@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conversations.render import render_event
+from conversations.store.claims import DeliveryClaims
 from conversations.store import interfaces
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
@@ -103,6 +104,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "retention": interfaces.Retention,
         "usage": Usage,
         "outputs": OutputStore,
+        "claims": DeliveryClaims,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

@@ -21,12 +21,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
+from conversations.store.claims import DeliveryClaims
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
@@ -506,6 +508,29 @@ async def test_a_live_lease_is_not_taken_but_an_expired_or_dead_one_is(store: St
     assert expired is not None and expired.epoch == dead.epoch + 1
     assert await store.leases.lease_owner(cid) == "host-c:3"
     assert await store.leases.renew_leases([dead], ttl=60) == set()  # taken over
+
+
+async def test_lapsed_leases_of_running_conversations_are_taken_over_once(store: Store) -> None:
+    now = datetime.now(UTC)
+    lapsed, live, unleased, waiting = [
+        await new_conversation(store, f"E{n}", thread=f"{n}.0") for n in range(4)
+    ]
+    for cid in (lapsed, live, unleased):
+        await store.journal.commit(cid, Change(status=lifecycle.RUNNING))
+    for cid in (lapsed, live, waiting):
+        assert await store.leases.acquire_lease(cid, "host-a:1", ttl=60, now=now) is not None
+    later = now + timedelta(seconds=30)
+    assert await store.leases.take_lapsed("host-b:2", ttl=60, limit=10, now=later) == [
+        Lease(unleased, "host-b:2", 1, changed_at=ANY)
+    ]
+    much_later = now + timedelta(seconds=61)
+    taken = await store.leases.take_lapsed("host-c:3", ttl=60, limit=10, now=much_later)
+    assert sorted((t.conversation_id, t.owner, t.epoch) for t in taken) == sorted(
+        [(lapsed, "host-c:3", 2), (live, "host-c:3", 2)]
+    )  # live lapsed too by then; a waiting conversation is nobody's to run
+    assert await store.leases.take_lapsed("host-d:4", ttl=60, limit=10, now=much_later) == []
+    state = await store.leases.lease_state(lapsed)
+    assert state is not None and (state.owner, state.epoch) == ("host-c:3", 2)
 
 
 async def test_a_lease_of_an_unknown_conversation_is_nobody_s(store: Store) -> None:
@@ -1066,18 +1091,25 @@ INTERFACES: dict[str, type[Any]] = {
     "retention": interfaces.Retention,
     "usage": Usage,
     "outputs": OutputStore,
+    "claims": DeliveryClaims,
 }
 
 
 USAGE = "test_store_usage.py"
 """The contract of the ``usage`` interface, kept in a module of its own."""
+CLAIMS = "test_delivery_claims.py"
+"""The contract of the ``claims`` interface, beside the deliverer's use of it."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:
-    """A method added to an interface needs a contract test here (or, for ``usage`` and
-    ``outputs``, in ``test_store_usage.py``), for every backend."""
+    """A method added to an interface needs a contract test here (or in
+    ``test_delivery_claims.py`` for ``claims``, in ``test_store_usage.py`` for ``usage``
+    and ``outputs``), for every backend."""
     here = Path(__file__)
-    trees = [ast.parse(p.read_text(encoding="utf-8")) for p in (here, here.with_name(USAGE))]
+    trees = [
+        ast.parse(p.read_text(encoding="utf-8"))
+        for p in (here, here.with_name(USAGE), here.with_name(CLAIMS))
+    ]
     called = {
         (node.value.attr, node.attr)
         for tree in trees

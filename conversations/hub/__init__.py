@@ -17,7 +17,9 @@ backend; platform-specific help texts come from the adapters (:meth:`Hub.add_tex
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Collection
 
 from conversations.events import InboundEvent, MessagePosted, PostReply, inbound_adapter
 from conversations.files import FileFetcher
@@ -35,6 +37,7 @@ from conversations.hub._settings import (
     DEFAULT_REJECT,
     DEFAULT_STOP,
     HubSettings,
+    default_instance,
 )
 from conversations.membership import Membership
 from conversations.outbox import Deliverer
@@ -44,9 +47,20 @@ from conversations.store.leases import Leases
 from conversations.texts import PlatformTexts
 from core.run.engine import Engine
 
-__all__ = ["DEFAULT_APPROVE", "DEFAULT_REJECT", "DEFAULT_STOP", "Hub", "HubSettings"]
+__all__ = [
+    "DEFAULT_APPROVE",
+    "DEFAULT_REJECT",
+    "DEFAULT_STOP",
+    "Hub",
+    "HubSettings",
+    "default_instance",
+]
 
 log = logging.getLogger(__name__)
+
+TAKEOVER_BATCH = 100
+"""Conversations taken over per look (the rest at the next look, a third of
+``lease_ttl`` later): an instance does not take on every orphan at once."""
 
 
 class Hub:
@@ -104,6 +118,7 @@ class Hub:
                 position=self._engine.workflow.start,
                 leases=self.leases,
                 on_open=settings.on_open,
+                on_claimed=self._deliverer.opened,
             ),
             self._authorise,
             Route(
@@ -163,9 +178,36 @@ class Hub:
             self._runs.run(conversation_id)
         return running
 
-    async def resume_unhandled(self) -> int:
-        """Queue again the messages a crash left unjournaled; returns how many."""
+    async def take_over(self) -> list[str]:
+        """Take over the conversations left ``running`` whose run's lease lapsed (its
+        holder died or was cut off), while this instance runs: each goes on from its
+        journal here (an unknown outcome marked as after a restart), and its replies not
+        journaled yet are queued again. Returns their ids (docs/architecture.md,
+        "Several instances")."""
+        taken = await self._store.leases.take_lapsed(
+            self.leases.owner, ttl=self.leases.ttl, limit=TAKEOVER_BATCH
+        )
+        ids = {lease.conversation_id for lease in taken}
+        for lease in taken:
+            log.warning("taking over conversation %s: its lease lapsed", lease.conversation_id)
+            self.leases.taken_over(lease)
+            self._runs.run(lease.conversation_id)
+        if ids:
+            await self.resume_unhandled(only=ids)
+        return sorted(ids)
+
+    async def keep_taking_over(self) -> None:
+        """Look for runs to take over every third of ``lease_ttl`` (a supervised task)."""
+        while True:
+            await asyncio.sleep(self.leases.ttl / 3)
+            await self.take_over()
+
+    async def resume_unhandled(self, only: Collection[str] | None = None) -> int:
+        """Queue again the messages a crash left unjournaled (of the conversations
+        ``only`` names, or all); returns how many."""
         unhandled = await self._store.inbox.unhandled()
+        if only is not None:
+            unhandled = [u for u in unhandled if u[1] in only]
         for _key, conversation_id, data in unhandled:
             event = inbound_adapter.validate_python(data)
             if not isinstance(event, MessagePosted):

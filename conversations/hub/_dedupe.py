@@ -16,13 +16,16 @@ from pathlib import Path
 from conversations.events import MessagePosted, PlatformRef, inbound_adapter
 from conversations.hub._chain import Answer, Begin, Inbound, Next, Open, person_of
 from conversations.store import Inbox, Threads
+from conversations.store.claims import Claim, opened_claim
 from conversations.store.leases import Leases
 from conversations.store.records import opened_lease, opened_snapshot
 
 
 class Dedupe:
     """Records each delivery once; new conversations start at ``position``, leased to
-    this process (``leases``); ``on_open`` is told each conversation opened and its thread."""
+    this process (``leases``) and claimed for its delivery (``on_claimed`` is given the
+    claim: the deliverer's :meth:`~conversations.outbox.Deliverer.opened`); ``on_open``
+    is told each conversation opened and its thread."""
 
     def __init__(
         self,
@@ -33,6 +36,7 @@ class Dedupe:
         position: str,
         leases: Leases | None = None,
         on_open: Callable[[str, PlatformRef], None] | None = None,
+        on_claimed: Callable[[Claim], None] | None = None,
     ) -> None:
         self._inbox = inbox
         self._threads = threads
@@ -40,6 +44,7 @@ class Dedupe:
         self._position = position
         self._leases = leases
         self._on_open = on_open
+        self._on_claimed = on_claimed
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
         """Go on with a delivery seen for the first time; an :class:`Open` becomes a
@@ -61,6 +66,8 @@ class Dedupe:
                 return
             if leases is not None:
                 leases.opened(opened_lease(conversation_id, leases.owner))
+                if self._on_claimed is not None:
+                    self._on_claimed(opened_claim(conversation_id, leases.owner))
             if self._on_open is not None:
                 self._on_open(conversation_id, intent.binding)
             snapshot = opened_snapshot(

@@ -34,9 +34,10 @@ class HubSettings:
     stop_reactions: frozenset[str] = DEFAULT_STOP
     stop_command: str = "stop"
     stop_word: str = "stop"
-    instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    """Lease owner, ``host:pid`` by default: a process on the same host takes over
-    the leases of a dead process at once; elsewhere they lapse after ``lease_ttl``."""
+    instance: str = field(default_factory=lambda: default_instance())
+    """Lease (and delivery claim) owner, :func:`default_instance` by default: a process
+    on the same host takes over the leases of a dead process at once; elsewhere they
+    lapse after ``lease_ttl``."""
     lease_ttl: float = 60.0
     """Seconds a lease lasts without renewal (renewed every third of it while running)."""
     shutdown_grace: float = 20.0
@@ -52,3 +53,8 @@ class HubSettings:
     files: FileLimits = field(default_factory=FileLimits)
     """Caps on the files a message may share: bytes a file, files a message, seconds a
     download (:mod:`conversations.files`)."""
+
+
+def default_instance() -> str:
+    """This process's name as a lease and claim owner: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"

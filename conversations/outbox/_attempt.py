@@ -84,7 +84,8 @@ class Attempts:
     """Sends actions for outbox rows and records each outcome in the outbox.
 
     ``suspect_up_to``: rows up to this id may have been sent by an earlier process
-    (or an attempt cut short), so the sender is told ``maybe_sent`` and looks first.
+    (or an attempt cut short), so the sender is told ``maybe_sent`` and looks first;
+    so are the rows of ``suspect_conversations``.
     """
 
     def __init__(
@@ -102,6 +103,9 @@ class Attempts:
         self._faults = faults
         self._max_attempts = max(1, max_attempts)
         self.suspect_up_to = 0
+        self.suspect_conversations: set[str] = set()
+        """Conversations whose delivery claim was taken over from another process: any of
+        their pending rows may have gone out (cleared once nothing of theirs is pending)."""
         self._in_flight: set[asyncio.Event] = set()
 
     async def send(self, rows: Sequence[PendingSend], action: OutboundAction) -> Outcome:
@@ -121,7 +125,8 @@ class Attempts:
                 message_id = await sender.send(
                     action,
                     idempotency_key=f"tb-{head.id}",
-                    maybe_sent=head.id <= self.suspect_up_to,
+                    maybe_sent=head.id <= self.suspect_up_to
+                    or head.conversation_id in self.suspect_conversations,
                 )
             except RateLimited as exc:
                 log.info("outbox row %s rate-limited for %s s: %s", head.id, exc.retry_after, exc)

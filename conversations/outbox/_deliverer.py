@@ -3,6 +3,8 @@
 The rows come from the commits that wrote them (:meth:`Deliverer.wake` with rows,
 kept in :class:`~conversations.outbox._known.KnownRows`); the store is looked at
 only at start, every ``poll_interval`` seconds, and when woken without rows.
+With several processes on one database, a conversation's rows are sent by the holder
+of its delivery claim alone (:mod:`conversations.outbox._claims`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from conversations.channels import ProgressMode
 from conversations.errors import DeliveryError
 from conversations.events import PostReply
 from conversations.outbox._attempt import Attempts
+from conversations.outbox._claims import ClaimedDelivery, HeldClaims
 from conversations.outbox._clock import Clock, as_clock, wait_for_event
 from conversations.outbox._known import KnownRows
 from conversations.outbox._redact import redacting
@@ -32,6 +35,7 @@ from conversations.outbox._worker import (
     RepliesWorker,
 )
 from conversations.store import Outbox, OutboxRecord
+from conversations.store.claims import Claim, ClaimLost, DeliveryClaims
 from core.context import random_id
 from core.faults import NO_FAULTS, Faults
 from core.secrets import NO_SECRETS, Redactor
@@ -58,6 +62,10 @@ class Deliverer:
     of monotonic seconds (then sleeps are real); ``faults``: the crash points;
     ``redactor``: the bot's secrets, taken out of every text sent through any sender,
     given here or added later (:mod:`conversations.outbox._redact` says why there).
+    ``claims``: the store's delivery claims, taken as ``owner`` for ``claim_ttl``
+    seconds (several processes on one database; without them this deliverer sends
+    every pending row); ``claimed_elsewhere`` is called with the id of a conversation
+    whose rows another live process delivers (the bot tells that process).
     """
 
     def __init__(
@@ -74,9 +82,18 @@ class Deliverer:
         clock: Clock | Callable[[], float] = time.monotonic,
         faults: Faults = NO_FAULTS,
         redactor: Redactor = NO_SECRETS,
+        claims: DeliveryClaims | None = None,
+        owner: str = "",
+        claim_ttl: float = 60.0,
+        claimed_elsewhere: Callable[[str], None] = lambda _id: None,
     ) -> None:
         self._known = KnownRows(outbox)
         self._clock = as_clock(clock)
+        held = (
+            HeldClaims(store=claims, owner=owner, ttl=claim_ttl, clock=self._clock)
+            if claims is not None
+            else None
+        )
         self._redactor = redactor
         self._attempts = Attempts(
             outbox=self._known,
@@ -85,9 +102,11 @@ class Deliverer:
             faults=faults,
             max_attempts=max_attempts,
         )
+        self._gate = ClaimedDelivery(held, self._known, self._attempts, claimed_elsewhere)
         self._ctx = Context(
             outbox=self._known,
             attempts=self._attempts,
+            may_send=self._gate.may_send,
             clock=self._clock,
             note_interval=note_interval,
             draining=lambda: self._draining > 0,
@@ -116,6 +135,20 @@ class Deliverer:
     def add_sender(self, sender: Sender) -> None:
         """Route rows of ``sender.platform`` to ``sender`` (what it sends is redacted)."""
         self._attempts.senders[sender.platform] = redacting(sender, self._redactor)
+
+    def opened(self, claim: Claim) -> None:
+        """Hold ``claim``: the conversation was opened here, claimed by this process."""
+        self._gate.opened(claim)
+
+    def look_at(self, conversation_id: str) -> None:
+        """Read the conversation's pending rows from the store now (another process said
+        it wrote rows this one delivers)."""
+        self._known.refresh(conversation_id)
+        self._wakeup.set()
+
+    async def release_claims(self) -> None:
+        """Give the delivery claims up (at shutdown, after the last drain)."""
+        await self._gate.release()
 
     def wake(self, rows: Sequence[OutboxRecord] | None = None) -> None:
         """Take ``rows``, the outbox rows a commit wrote (the store's ``on_outbox``): the
@@ -265,10 +298,14 @@ class Deliverer:
         now = self._clock.now()
         draining = self._draining > 0
         free = self._concurrency - len(self._workers)
+        elsewhere: list[str] = []
         for conversation_id, milestone in self._known.conversations():
             if free <= 0:
                 break
             if conversation_id in self._workers:
+                continue
+            if self._gate.elsewhere(conversation_id, now):
+                elsewhere.append(conversation_id)  # another process sends these
                 continue
             deferral = self._deferred.get(conversation_id)
             if deferral is not None and not deferral.ready(
@@ -277,6 +314,8 @@ class Deliverer:
                 continue
             self._start(conversation_id)
             free -= 1
+        for conversation_id in elsewhere:
+            self._known.forget_conversation(conversation_id)
         self._deferred = {c: d for c, d in self._deferred.items() if self._known.pending(c)}
         self._sweep(now)
         due = min((d.until for d in self._deferred.values()), default=None)
@@ -293,12 +332,20 @@ class Deliverer:
         task.add_done_callback(done)
 
     async def _deliver(self, conversation_id: str, state: ConversationState) -> Deferral | None:
-        """Run a worker of the conversation's progress mode."""
+        """Run a worker of the conversation's progress mode (it sends under the
+        conversation's delivery claim: :class:`ClaimedDelivery`)."""
         mode = self._progress_mode
         if self._progress_mode_of is not None:
             mode = await self._progress_mode_of(conversation_id)
         worker_type: type[ConversationWorker] = StatusWorker if mode == "status" else RepliesWorker
-        return await worker_type(self._ctx, conversation_id, state).run()
+        try:
+            deferral = await worker_type(self._ctx, conversation_id, state).run()
+        except ClaimLost as lost:
+            self._gate.lost(lost)
+            return None
+        if deferral is None:
+            self._gate.done(conversation_id)
+        return deferral
 
     def _finished(self, conversation_id: str, task: asyncio.Task[Deferral | None]) -> None:
         """A worker ended: keep its deferral or its error, forget an idle state, go on."""
@@ -325,6 +372,7 @@ class Deliverer:
             return
         self._swept_at = now
         interval = self._ctx.note_interval
+        self._gate.forget_idle(set(self._workers))
         self._states = {
             c: s
             for c, s in self._states.items()

@@ -22,10 +22,11 @@ row: a request's closing edit reads the message it edits from the store, one
 person holds no memory (docs/architecture.md, "Durability and exactly-once"): a plan
 posted is kilobytes, and thousands may wait.
 
-Rows dropped by another process (a stop it made) while known here are still sent,
-and a row another process wrote waits for the poll even when rows written here
-after it went out: several processes on one database are not supported yet
-(docs/architecture.md, "Durability and exactly-once").
+Several processes on one database: only the holder of a conversation's delivery
+claim sends its rows; a deliverer that takes a claim anew reads that conversation's
+rows from the store again (:meth:`KnownRows.refresh`), and one that finds it held
+elsewhere forgets them (:meth:`KnownRows.forget_conversation`; docs/architecture.md,
+"Several instances").
 """
 
 from __future__ import annotations
@@ -95,6 +96,19 @@ class KnownRows:
         found = await self.store.pending_conversations(limit)
         self._unsure = {cid: (n, milestone) for n, (cid, milestone) in enumerate(found)}
         self.more = len(found) >= limit
+
+    def forget_conversation(self, conversation_id: str) -> None:
+        """Forget what is known of the conversation's pending rows: another process
+        delivers it (:mod:`conversations.outbox._claims`)."""
+        for row_id in self._rows.pop(conversation_id, {}):
+            self._where.pop(row_id, None)
+        self._unsure.pop(conversation_id, None)
+
+    def refresh(self, conversation_id: str) -> None:
+        """Read the conversation's pending rows from the store again at its next read (its
+        delivery claim was taken anew: another process may have sent some meanwhile)."""
+        self.forget_conversation(conversation_id)
+        self._unsure[conversation_id] = (-1, True)
 
     # --- reads, from memory ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -77,6 +77,8 @@ class Context:
 
     outbox: KnownRows
     attempts: Attempts
+    may_send: Callable[[str], Awaitable[bool]]
+    """Whether this process delivers the conversation now (its delivery claim)."""
     clock: Clock
     note_interval: float
     draining: Callable[[], bool]
@@ -114,6 +116,8 @@ class ConversationWorker(ABC):
         """Take steps until nothing is pending (None) or the conversation must wait."""
         logcontext.conversation.set(self.conversation_id)  # the worker is a task of its own
         while True:
+            if not await self.ctx.may_send(self.conversation_id):
+                return None  # another process delivers it now
             step = await self.step()
             if step == "done":
                 return None

@@ -12,7 +12,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   messages not yet journaled. Taken by the hub.
 - :class:`Outbox`: outbound rows, written, delivered and settled. Taken by the
   deliverer (and by the hub, for notices).
-- :class:`LeaseStore`: fenced leases. Taken by :class:`conversations.store.leases.Leases`.
+- :class:`LeaseStore`: fenced leases (declared in :mod:`conversations.store.leases`, beside
+  :class:`conversations.store.leases.Leases`, which takes them).
 - :class:`StopRequests`: stops for a run another instance holds. Taken by the stopper.
 - :class:`Requests`: pending requests, reminders and expiry. Taken by hub and sweeper.
 - :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
@@ -38,10 +39,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from conversations.events import PlatformRef
+from conversations.store.claims import DeliveryClaims
+from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.records import (
     ConversationInfo,
-    Lease,
-    LeaseState,
     MessageLink,
     OutboxListener,
     OutboxRecord,
@@ -89,7 +90,8 @@ class Threads(Protocol):
         the key in ``Change.handled`` (see :meth:`Inbox.unhandled`). ``lease``
         (owner, seconds): the conversation is created leased to that owner for that
         long, at epoch 1 (:func:`opened_lease`), so the process that opens it runs it
-        without taking the lease in a write of its own.
+        without taking the lease in a write of its own; its delivery claim likewise
+        (:func:`conversations.store.claims.opened_claim`).
         """
         ...
 
@@ -262,49 +264,6 @@ class Outbox(Protocol):
         ...
 
 
-class LeaseStore(Protocol):
-    """Who may run a conversation: fenced leases (:mod:`conversations.store.leases`).
-
-    Taking a lease from free, expired or dead raises its epoch; renewing keeps it.
-    A commit of the journal made inside :meth:`conversations.store.leases.Leases.held`
-    is refused with :class:`core.vocabulary.errors.LeaseLost` once the epoch moved on.
-    """
-
-    async def acquire_lease(
-        self,
-        conversation_id: str,
-        owner: str,
-        *,
-        ttl: float,
-        now: datetime | None = None,
-        dead: str | None = None,
-    ) -> Lease | None:
-        """Take the lease for ``ttl`` seconds from ``now`` (default: the current time),
-        with the next epoch, when it is free, expired, already ``owner``'s, or held by
-        ``dead`` (an owner the caller knows is gone); None otherwise, or for an
-        unknown conversation."""
-        ...
-
-    async def renew_leases(
-        self, held: Collection[Lease], *, ttl: float, now: datetime | None = None
-    ) -> set[str]:
-        """Extend ``held`` (all of one owner) to ``ttl`` seconds from ``now``, epochs
-        unchanged; returns the ids still held (the others were taken over)."""
-        ...
-
-    async def release_lease(self, lease: Lease) -> bool:
-        """Give ``lease`` up; False when it no longer held (taken over meanwhile)."""
-        ...
-
-    async def lease_owner(self, conversation_id: str) -> str | None:
-        """Who holds the conversation's lease now (expired or not), if anyone."""
-        ...
-
-    async def lease_state(self, conversation_id: str) -> LeaseState | None:
-        """Owner, epoch and expiry of the conversation's lease; None for an unknown id."""
-        ...
-
-
 class StopRequests(Protocol):
     """Stops for a run that another instance holds (:mod:`conversations.stopping`)."""
 
@@ -358,6 +317,11 @@ class Store(Protocol):
     @property
     def leases(self) -> LeaseStore:
         """Fenced leases."""
+        ...
+
+    @property
+    def claims(self) -> DeliveryClaims:
+        """Who delivers each conversation's outbox rows (:mod:`conversations.store.claims`)."""
         ...
 
     @property

@@ -33,11 +33,12 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
 
-from conversations.store.interfaces import LeaseStore
 from conversations.store.records import Lease, LeaseState
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
@@ -48,12 +49,66 @@ __all__ = [
     "Holding",
     "Lease",
     "LeaseState",
+    "LeaseStore",
     "Leases",
     "current_holding",
     "current_lease",
     "holder_gone",
     "releases_with",
 ]
+
+
+class LeaseStore(Protocol):
+    """Who may run a conversation: fenced leases (:mod:`conversations.store.leases`).
+
+    Taking a lease from free, expired or dead raises its epoch; renewing keeps it.
+    A commit of the journal made inside :meth:`conversations.store.leases.Leases.held`
+    is refused with :class:`core.vocabulary.errors.LeaseLost` once the epoch moved on.
+    """
+
+    async def acquire_lease(
+        self,
+        conversation_id: str,
+        owner: str,
+        *,
+        ttl: float,
+        now: datetime | None = None,
+        dead: str | None = None,
+    ) -> Lease | None:
+        """Take the lease for ``ttl`` seconds from ``now`` (default: the current time),
+        with the next epoch, when it is free, expired, already ``owner``'s, or held by
+        ``dead`` (an owner the caller knows is gone); None otherwise, or for an
+        unknown conversation."""
+        ...
+
+    async def renew_leases(
+        self, held: Collection[Lease], *, ttl: float, now: datetime | None = None
+    ) -> set[str]:
+        """Extend ``held`` (all of one owner) to ``ttl`` seconds from ``now``, epochs
+        unchanged; returns the ids still held (the others were taken over)."""
+        ...
+
+    async def release_lease(self, lease: Lease) -> bool:
+        """Give ``lease`` up; False when it no longer held (taken over meanwhile)."""
+        ...
+
+    async def lease_owner(self, conversation_id: str) -> str | None:
+        """Who holds the conversation's lease now (expired or not), if anyone."""
+        ...
+
+    async def lease_state(self, conversation_id: str) -> LeaseState | None:
+        """Owner, epoch and expiry of the conversation's lease; None for an unknown id."""
+        ...
+
+    async def take_lapsed(
+        self, owner: str, *, ttl: float, limit: int, now: datetime | None = None
+    ) -> list[Lease]:
+        """Take, for ``owner``, the leases of up to ``limit`` conversations left
+        ``running`` whose lease lapsed or is held by nobody (their holder died or was
+        cut off), each with the next epoch, oldest change first: one statement, and
+        on PostgreSQL rows another instance is taking at the same moment are skipped
+        (``FOR UPDATE SKIP LOCKED``), so each is taken once. The leases taken."""
+        ...
 
 
 @dataclass
@@ -191,6 +246,13 @@ class Leases:
         (:meth:`held`) instead of acquiring it in a write of its own. Renewed from then on."""
         self._opened[lease.conversation_id] = lease
         self._held[lease.conversation_id] = Holding(lease)
+
+    def taken_over(self, lease: Lease) -> None:
+        """Hold ``lease``, taken over from a lapsed holder (``LeaseStore.take_lapsed``), as
+        :meth:`opened` does; unless a holder of this process is taking or holding the
+        conversation already: it takes the lease itself (its own, to the store)."""
+        if lease.conversation_id not in self._taking:
+            self.opened(lease)
 
     @contextlib.asynccontextmanager
     async def held_now(self, conversation_id: str) -> AsyncIterator[Lease | None]:

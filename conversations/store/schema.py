@@ -63,6 +63,15 @@ class ConversationRow(Base):
     lease_epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Goes up each time the lease is taken from free, expired or dead (never on renewal):
     a run's commits name the epoch they were started under (fencing)."""
+    delivery_owner: Mapped[str | None] = mapped_column(String(64))
+    """Process that may deliver the conversation's outbox rows until ``delivery_until``
+    (one deliverer per conversation: :mod:`conversations.store.claims`)."""
+    delivery_until: Mapped[datetime | None]
+    delivery_epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Goes up each time the delivery claim is taken (fencing, as ``lease_epoch``)."""
+    delivery_taken_from: Mapped[str | None] = mapped_column(String(64))
+    """Who held the delivery claim before its last taker (set by the taking ``UPDATE``,
+    which returns it: one statement tells whether the claim was taken over)."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from conversations.store.interfaces import Renderer
 from conversations.store.memory._tables import Tables
+from conversations.store.memory.claims import MemoryClaims
 from conversations.store.memory.inbox import MemoryInbox
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
@@ -54,6 +55,7 @@ class MemoryStore:
         self.inbox = MemoryInbox(self._tables)
         self.outbox = MemoryOutbox(self._tables)
         self.leases = MemoryLeases(self._tables)
+        self.claims = MemoryClaims(self._tables)
         self.stops = MemoryStopRequests(self._tables)
         self.requests = MemoryRequests(self._tables)
         self.retention = MemoryRetention(self._tables)

@@ -50,6 +50,9 @@ class Conversation:
     lease_owner: str | None = None
     lease_until: datetime | None = None
     lease_epoch: int = 0
+    delivery_owner: str | None = None
+    delivery_until: datetime | None = None
+    delivery_epoch: int = 0
 
     def info(self) -> ConversationInfo:
         """As the hub sees it."""

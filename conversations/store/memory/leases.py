@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.records import Lease, LeaseState
+from core.vocabulary.lifecycle import Lifecycle
 
 
 class MemoryLeases:
@@ -60,6 +61,26 @@ class MemoryLeases:
             return False
         found.lease_owner = found.lease_until = None
         return True
+
+    async def take_lapsed(
+        self, owner: str, *, ttl: float, limit: int, now: datetime | None = None
+    ) -> list[Lease]:
+        """Take the lapsed leases of conversations left ``running`` (see the interface)."""
+        await checkpoint()
+        now = now or self._t.clock()
+        lapsed = sorted(
+            (
+                c
+                for c in self._t.conversations.values()
+                if c.status.lifecycle is Lifecycle.RUNNING
+                and (c.lease_owner is None or (c.lease_until is not None and c.lease_until < now))
+            ),
+            key=lambda c: c.updated_at,
+        )[:limit]
+        for found in lapsed:
+            found.lease_owner, found.lease_until = owner, now + timedelta(seconds=ttl)
+            found.lease_epoch += 1
+        return [Lease(c.id, owner, c.lease_epoch, changed_at=c.updated_at) for c in lapsed]
 
     async def lease_owner(self, conversation_id: str) -> str | None:
         """Who holds the conversation's lease now (expired or not), if anyone."""

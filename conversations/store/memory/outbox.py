@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 
 from conversations.events import PostReply
+from conversations.store.claims import ClaimLost, current_claim
 from conversations.store.memory._tables import OutboxRow, Tables, checkpoint
 from conversations.store.records import OutboxRecord, Outgoing, PendingSend, RequestMessage
 
@@ -114,9 +115,19 @@ class MemoryOutbox:
         rows: Sequence[PendingSend] | None = None,
     ) -> None:
         """Pending rows of ``ids`` are sent; a request's own post links its message.
-        ``rows`` changes nothing here: the rows are at hand anyway."""
+        ``rows`` changes nothing here: the rows are at hand anyway. Fenced by the
+        delivery claim it is made under, if any (raises
+        :class:`~conversations.store.claims.ClaimLost`, changing nothing)."""
         await checkpoint()
         found = self._rows(ids, pending=True)
+        claim = current_claim(found[0].conversation_id) if found else None
+        if claim is not None:
+            held = self._t.conversations.get(claim.conversation_id)
+            if held is None or (held.delivery_owner, held.delivery_epoch) != (
+                claim.owner,
+                claim.epoch,
+            ):
+                raise ClaimLost(claim)
         for row in found:
             request = self._t.requests.get(row.request_id or "")
             if platform_message_id is not None and row.purpose == REQUEST_POST and request:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from conversations.events import PlatformRef
+from conversations.store.claims import OPENED_CLAIM_EPOCH
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.memory.inbox import add_delivery
 from conversations.store.records import (
@@ -64,6 +65,8 @@ class MemoryThreads:
             found = self._t.conversations[conversation_id]
             found.lease_owner, found.lease_until = lease[0], now + timedelta(seconds=lease[1])
             found.lease_epoch = OPENED_EPOCH
+            found.delivery_owner, found.delivery_until = found.lease_owner, found.lease_until
+            found.delivery_epoch = OPENED_CLAIM_EPOCH
         return conversation_id
 
     async def find_by_thread(self, ref: PlatformRef) -> ConversationInfo | None:

@@ -12,6 +12,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``inbox``: deliveries (dedupe keys, the durable inbox)
 - ``outbox``: outbound rows
 - ``leases``: fenced leases
+- ``claims``: delivery claims
 - ``stops``: stop requests
 - ``requests``: pending requests' state, reminders, message links
 - ``retention``: pruning
@@ -25,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from conversations.store.interfaces import Renderer
 from conversations.store.records import OutboxListener
+from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
 from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.journal import SqlJournal
@@ -64,6 +66,7 @@ class SqlStore:
         self.inbox = SqlInbox(self._db)
         self.outbox = SqlOutbox(self._db)
         self.leases = SqlLeases(self._db)
+        self.claims = SqlClaims(self._db)
         self.stops = SqlStopRequests(self._db)
         self.requests = SqlRequests(self._db)
         self.retention = SqlRetention(self._db)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from conversations.store.records import Lease, LeaseState, as_utc
 from conversations.store.schema import ConversationRow, utcnow
 from conversations.store.sql.database import Database, changed
+from core.vocabulary.lifecycle import Lifecycle
 
 
 class SqlLeases:
@@ -57,6 +58,42 @@ class SqlLeases:
     async def release_lease(self, lease: Lease) -> bool:
         """Give ``lease`` up; False when it was no longer held (taken over meanwhile)."""
         return await self._db.write(lambda session: release(session, lease))
+
+    async def take_lapsed(
+        self, owner: str, *, ttl: float, limit: int, now: datetime | None = None
+    ) -> list[Lease]:
+        """Take the lapsed leases of conversations left ``running`` (see the interface):
+        one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED)`` (SQLite has
+        no row locks and renders no ``FOR UPDATE``: its write lock serialises takers)."""
+        now = now or utcnow()
+        lapsed = (
+            select(ConversationRow.id)
+            .where(
+                ConversationRow.lifecycle == Lifecycle.RUNNING.value,
+                ConversationRow.lease_owner.is_(None) | (ConversationRow.lease_until < now),
+            )
+            .order_by(ConversationRow.updated_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        ids: Any = lapsed
+        if self._db.engine.dialect.name == "postgresql":
+            locked = lapsed.cte("lapsed").prefix_with("MATERIALIZED")  # locked once, then read
+            ids = select(locked.c.id)
+        stmt = (
+            update(ConversationRow)
+            .where(ConversationRow.id.in_(ids))
+            .values(
+                lease_owner=owner,
+                lease_until=now + timedelta(seconds=ttl),
+                lease_epoch=ConversationRow.lease_epoch + 1,
+            )
+            .returning(ConversationRow.id, ConversationRow.lease_epoch, ConversationRow.updated_at)
+        )
+        return await self._db.write_alone(
+            stmt,
+            lambda result: [_taken(owner, row) for row in result],
+        )
 
     async def lease_owner(self, conversation_id: str) -> str | None:
         """Who holds the conversation's lease now (expired or not), if anyone."""
@@ -102,6 +139,11 @@ def acquire_statement(
         .returning(ConversationRow.lease_epoch, ConversationRow.updated_at)
     )
     return stmt
+
+
+def _taken(owner: str, row: Any) -> Lease:
+    """A lease :meth:`SqlLeases.take_lapsed` took, from a row it returned."""
+    return Lease(row[0], owner, int(row[1]), changed_at=as_utc(row[2]))
 
 
 def lease_taken(conversation_id: str, owner: str, row: Any) -> Lease | None:

@@ -9,6 +9,7 @@ from sqlalchemy import Result, Row, Table, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from conversations.events import OutboundAction, PostReply, outbound_adapter
+from conversations.store.claims import Claim, ClaimLost, current_claim
 from conversations.store.records import (
     OutboxRecord,
     Outgoing,
@@ -17,6 +18,7 @@ from conversations.store.records import (
     outbox_values,
 )
 from conversations.store.schema import OutboxRow, RequestRow, utcnow
+from conversations.store.sql.claims import claim_holds
 from conversations.store.sql.database import Database, changed
 from conversations.store.sql.requests import (
     REQUEST_POST,
@@ -247,6 +249,9 @@ class SqlOutbox:
         With ``rows`` (the deliverer's) nothing is read: no request post among them
         is one ``UPDATE`` on its own (:meth:`Database.write_alone`); a request post
         adds one ``UPDATE`` of its request, made only while its row is pending.
+        Under a delivery claim (:func:`conversations.store.claims.holding`) the
+        ``UPDATE`` is fenced by it: raises :class:`~conversations.store.claims.ClaimLost`,
+        writing nothing, once another process took the claim.
         """
         sent = (
             update(OutboxRow)
@@ -254,15 +259,20 @@ class SqlOutbox:
             .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
         )
         if rows is not None:
+            claim = current_claim(rows[0].conversation_id) if rows else None
+            if claim is not None:  # fenced: raises ClaimLost, writes nothing
+                sent = sent.where(claim_holds(claim, OutboxRow.conversation_id))
             wanted = set(ids)
             posts = [r for r in rows if r.id in wanted and _request_post(r)]
             if platform_message_id is None or not posts:
-                await self._db.write_alone(sent, changed)
+                if not await self._db.write_alone(sent, changed) and claim is not None:
+                    await self._db.write(lambda session: _still_held(session, claim))
                 return
 
             def link_and_mark(session: Session) -> None:
                 _link_posts(session, posts, platform_message_id)
-                session.execute(sent)
+                if not changed(session.execute(sent)) and claim is not None:
+                    _still_held(session, claim)
 
             await self._db.write(link_and_mark)
             return
@@ -339,6 +349,13 @@ class SqlOutbox:
                 )
                 for r in (await session.execute(stmt)).scalars()
             ]
+
+
+def _still_held(session: Session, claim: Claim) -> None:
+    """Raise :class:`ClaimLost` (rolling the write back) unless ``claim`` still holds."""
+    holds = session.execute(select(claim_holds(claim, claim.conversation_id))).scalar()
+    if not holds:
+        raise ClaimLost(claim)
 
 
 def drop_pending_notes(session: Session, conversation_id: str) -> None:

@@ -10,6 +10,7 @@ from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
+from conversations.store.claims import OPENED_CLAIM_EPOCH
 from conversations.store.records import (
     OPENED_EPOCH,
     ConversationInfo,
@@ -190,12 +191,17 @@ def _info(row: ConversationRow | None) -> ConversationInfo | None:
 
 
 def _leased(lease: tuple[str, float] | None) -> dict[str, Any]:
-    """The lease columns of a conversation created leased (see ``open_conversation``)."""
+    """The lease and delivery claim columns of a conversation created leased (see
+    ``open_conversation``): its opener runs it and delivers its first rows."""
     if lease is None:
         return {}
     owner, ttl = lease
+    until = utcnow() + timedelta(seconds=ttl)
     return {
         "lease_owner": owner,
-        "lease_until": utcnow() + timedelta(seconds=ttl),
+        "lease_until": until,
         "lease_epoch": OPENED_EPOCH,
+        "delivery_owner": owner,
+        "delivery_until": until,
+        "delivery_epoch": OPENED_CLAIM_EPOCH,
     }
