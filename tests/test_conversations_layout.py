@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conversations.render import render_event
-from conversations.store.claims import DeliveryClaims
 from conversations.store import interfaces
+from conversations.store.claims import DeliveryClaims
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
