@@ -3,10 +3,12 @@
 :class:`BotProcess` starts ``python -m bot run`` with the Slack adapter pointed at a
 :class:`tests.fakes.slack_api.FakeSlackApi` and the real ``anthropic`` client at a
 :class:`tests.fakes.anthropic_server.FakeAnthropicServer`, on a SQLite file that
-several processes may share. :class:`Channel` speaks to one such process as people
-do in Slack (signed event POSTs built from the fixtures, as
-:class:`tests.slack_harness.Workspace` does in-process) and reads the store with
-``sqlite3``. Tests wait on conditions (:func:`eventually`), never on fixed sleeps.
+several processes may share (or on a PostgreSQL database, by its URL), and reads
+the store (:meth:`BotProcess.query`: ``sqlite3``, or asyncpg on PostgreSQL).
+:class:`Channel` speaks to one such process (or to anything with a ``port`` that
+passes Slack's requests on, :class:`Listening`) as people do in Slack (signed event
+POSTs built from the fixtures, as :class:`tests.slack_harness.Workspace` does
+in-process). Tests wait on conditions (:func:`eventually`), never on fixed sleeps.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
 import aiohttp
+from sqlalchemy.engine import make_url
 
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
 from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
@@ -67,12 +70,55 @@ async def eventually(condition: Callable[[], object], *, seconds: float = WAIT) 
             await asyncio.sleep(0.05)
 
 
-class BotProcess:
-    """One ``threadbot run`` process; its stderr is collected while it runs."""
+class Listening(Protocol):
+    """Something Slack's requests may be POSTed to on ``127.0.0.1:port`` (a bot process,
+    or a proxy in front of several)."""
 
-    def __init__(self, tmp_path: Path, api: FakeSlackApi, model_url: str, **settings: str) -> None:
+    @property
+    def port(self) -> int: ...
+
+
+def _placeholders(statement: str) -> str:
+    """``statement`` with its ``?`` parameters numbered as PostgreSQL's ``$1``, ``$2``..."""
+    parts = statement.split("?")
+    return "".join(part + (f"${n}" if n < len(parts) else "") for n, part in enumerate(parts, 1))
+
+
+async def _postgres_rows(dsn: str, statement: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    import asyncpg
+
+    connection = await asyncpg.connect(dsn)
+    try:
+        return [tuple(row) for row in await connection.fetch(statement, *args)]
+    finally:
+        await connection.close()
+
+
+class BotProcess:
+    """One ``threadbot run`` process; its stderr is collected while it runs.
+
+    ``database_url``: the store's SQLAlchemy URL (``postgresql+asyncpg://...``, or a
+    SQLite one); by default the SQLite file ``tmp_path/threadbot.db``, which every
+    process made with the same ``tmp_path`` shares, as they share the workspaces.
+    ``instance``: its lease owner name (``THREADBOT_INSTANCE``; empty: ``host:pid``).
+    ``settings``: more ``THREADBOT_*`` variables (``lease_ttl="2"``...).
+    """
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        api: FakeSlackApi,
+        model_url: str,
+        *,
+        database_url: str | None = None,
+        instance: str | None = None,
+        **settings: str,
+    ) -> None:
         self.dir = tmp_path
         self.db = tmp_path / "threadbot.db"
+        self.database_url = database_url or f"sqlite+aiosqlite:///{self.db}"
+        if instance is not None:
+            settings["instance"] = instance
         self.port = free_port()
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
@@ -86,7 +132,7 @@ class BotProcess:
             "ANTHROPIC_BASE_URL": model_url,
             "THREADBOT_SLACK_HOST": "127.0.0.1",
             "THREADBOT_SLACK_PORT": str(self.port),
-            "THREADBOT_DATABASE_URL": f"sqlite+aiosqlite:///{self.db}",
+            "THREADBOT_DATABASE_URL": self.database_url,
             "THREADBOT_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
             "THREADBOT_LOG_LEVEL": "WARNING",
             "THREADBOT_RUNNING_NOTE_EVERY": "0",  # threads as the tests write them, however slow
@@ -142,10 +188,29 @@ class BotProcess:
         if self._reader is not None:
             self._reader.cancel()
 
+    @property
+    def on_postgres(self) -> bool:
+        """Whether the process's store is a PostgreSQL database."""
+        return make_url(self.database_url).get_backend_name() == "postgresql"
+
     def query(self, statement: str, *args: Any) -> list[tuple[Any, ...]]:
-        """Rows of ``statement`` on the process's database (read with ``sqlite3``)."""
-        with sqlite3.connect(self.db) as db:
-            return db.execute(statement, args).fetchall()
+        """Rows of ``statement`` (``?`` for each of ``args``) on the process's database,
+        each a tuple; a write is committed at once.
+
+        SQLite is read with ``sqlite3`` (times come back as strings). PostgreSQL is
+        read with asyncpg (the store's own driver; SQLAlchemy has no synchronous
+        engine over it), on a connection of its own, in a thread of its own
+        (:func:`tests.postgres.run`), so a test calls it the same way from a running
+        event loop; ``?`` becomes ``$1``, ``$2``... and times come back as ``datetime``.
+        """
+        if not self.on_postgres:
+            with contextlib.closing(sqlite3.connect(self.db)) as db, db:
+                return db.execute(statement, args).fetchall()
+        from tests.postgres import run
+
+        dsn = make_url(self.database_url).set(drivername="postgresql")
+        rendered = dsn.render_as_string(hide_password=False)
+        return run(_postgres_rows(rendered, _placeholders(statement), args))
 
 
 class Channel:
@@ -155,7 +220,7 @@ class Channel:
         self.api = api
         self.http = http
 
-    async def deliver(self, bot: BotProcess, body: dict[str, Any]) -> None:
+    async def deliver(self, bot: Listening, body: dict[str, Any]) -> None:
         """POST one Events API body to ``bot``, signed, and expect Slack's 200."""
         raw = json.dumps(body)
         headers = {"Content-Type": "application/json", **sign(raw, SECRET)}
@@ -163,7 +228,7 @@ class Channel:
         async with self.http.post(url, data=raw.encode(), headers=headers) as response:
             assert response.status == 200, await response.text()
 
-    async def slash(self, bot: BotProcess, command: str = "/stop", text: str = "") -> None:
+    async def slash(self, bot: Listening, command: str = "/stop", text: str = "") -> None:
         """Alice types ``command`` in the channel (a signed slash-command form POST)."""
         form = dict(parse_qsl(fixture("slash_command_stop")["payload"], keep_blank_values=True))
         form.update(command=command, text=text, user_id=ALICE)
@@ -173,7 +238,7 @@ class Channel:
         async with self.http.post(url, data=raw.encode(), headers=headers) as response:
             assert response.status == 200, await response.text()
 
-    async def mention(self, bot: BotProcess, text: str) -> str:
+    async def mention(self, bot: Listening, text: str) -> str:
         """Alice mentions the bot at the top of the channel; the message's ts."""
         said = f"<@{BOT_USER_ID}> {text}"
         ts = str(self.api.add_message(CHANNEL, said, user=ALICE)["ts"])
@@ -183,7 +248,7 @@ class Channel:
         await self.deliver(bot, body)
         return ts
 
-    async def mention_and_approve(self, bot: BotProcess, text: str) -> str:
+    async def mention_and_approve(self, bot: Listening, text: str) -> str:
         """Alice mentions the bot and, once the plan is posted, approves it with ✅; the
         thread's ts."""
         thread = await self.mention(bot, text)
@@ -193,7 +258,7 @@ class Channel:
         await self.react(bot, str(plan["ts"]))
         return thread
 
-    async def react(self, bot: BotProcess, message: str, emoji: str = "white_check_mark") -> None:
+    async def react(self, bot: Listening, message: str, emoji: str = "white_check_mark") -> None:
         body = event_body("reaction_added")
         body["event"].update(user=ALICE, reaction=emoji)
         body["event"]["item"]["ts"] = message

@@ -23,6 +23,11 @@ Each request takes the next scripted answer, in order: a list of content blocks
 or a connection cut) or an :class:`ApiError`. Every request is recorded in
 ``server.requests`` (parsed JSON body and headers), valid or not.
 
+When many conversations talk to the fake at once, their order is not known: give
+``respond``, a callable that builds the answer (any of the above) from the request's
+parsed JSON body, e.g. from a marker in its first user message. It answers every
+valid request the script has no answer left for (a script may still open the way).
+
 Before taking a scripted answer the server enforces one Messages API rule and answers
 400 ``invalid_request_error`` when it is broken (the scripted answer is then kept for
 the next request): every assistant ``tool_use`` block must be answered, in the very
@@ -44,7 +49,7 @@ import asyncio
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +132,8 @@ class ApiError:
 _RETRY_NOW = {"retry-after": "0", "retry-after-ms": "1"}
 
 Scripted = Reply | ApiError | Sequence[Block]
+Responder = Callable[[dict[str, Any]], Scripted]
+"""Builds the answer to one request from its parsed JSON body (``model``, ``messages``...)."""
 
 
 @dataclass(frozen=True)
@@ -146,12 +153,21 @@ class RecordedRequest:
 class FakeAnthropicServer(LocalServer):
     """The fake API. Start it with ``async with`` (or :meth:`start` / :meth:`stop`).
 
-    ``api_key``: if set, other keys answer 401 ``authentication_error``.
+    ``api_key``: if set, other keys answer 401 ``authentication_error``. ``respond``:
+    builds the answer of every request once the script is used up (see the module
+    docstring); without it such a request answers 400.
     """
 
-    def __init__(self, script: Iterable[Scripted] = (), *, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        script: Iterable[Scripted] = (),
+        *,
+        api_key: str | None = None,
+        respond: Responder | None = None,
+    ) -> None:
         self._script: deque[Scripted] = deque(script)
         self.api_key = api_key
+        self.respond = respond
         self.requests: list[RecordedRequest] = []
         self.model_lists: list[RecordedRequest] = []
         """Every ``GET /v1/models`` (its query as ``body``), valid or not."""
@@ -206,11 +222,13 @@ class FakeAnthropicServer(LocalServer):
         problem = _check_request(body)
         if problem is not None:
             return _error(ApiError.invalid_request(problem), number)
-        if not self._script:
+        if self._script:
+            answer = self._script.popleft()
+        elif self.respond is not None:
+            answer = self.respond(body)
+        else:
             message = f"fake Anthropic server: no scripted answer left for request #{number}"
             return _error(ApiError.invalid_request(message), number)
-
-        answer = self._script.popleft()
         if isinstance(answer, ApiError):
             if answer.in_stream and body.get("stream"):
                 return await _stream_error(request, answer, body, number)

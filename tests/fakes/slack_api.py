@@ -62,12 +62,19 @@ seconds, unless ``retry_after`` is given.
 :func:`sign` makes the ``X-Slack-Request-Timestamp`` / ``X-Slack-Signature`` headers
 for posting a (fixture) body to a bolt app with a test signing secret.
 
+Slow answers on demand: ``FakeSlackApi(post_delay=0.3)`` answers every
+``chat.postMessage`` and ``chat.update`` that many seconds after it took the call
+(the message is posted, or edited, at once; only the answer is late, as over a slow
+network). Two bot processes that both deliver one message show it only then: the
+second starts before the first is told it went out. The default, 0, answers at once.
+
 Every recorded call (and every entry of ``FakeSocketModeServer.log``) carries ``seq``,
 from one counter shared by both fakes, so a test can tell which happened first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import hmac
@@ -205,6 +212,8 @@ class _Window:
 
 
 _JSON_FIELDS = ("metadata", "blocks", "attachments", "files")
+SLOW_METHODS = frozenset({"chat.postMessage", "chat.update"})
+"""The methods ``post_delay`` slows down."""
 
 
 class FakeSlackApi(LocalServer):
@@ -226,6 +235,7 @@ class FakeSlackApi(LocalServer):
         ts_start: int = 1717171800,
         clock: Callable[[], float] = time.monotonic,
         file_token: str = "xoxb-test",
+        post_delay: float = 0.0,
     ) -> None:
         self.team_id = team_id
         self.team = team
@@ -259,6 +269,9 @@ class FakeSlackApi(LocalServer):
         self._root = ""
         self._shared = ServedFiles(authorization=f"Bearer {file_token}")
         self._shared_counter = itertools.count(1)
+        self.post_delay = post_delay
+        """Seconds every call of :data:`SLOW_METHODS` waits, once carried out, before its
+        answer (0: none)."""
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -545,6 +558,8 @@ class FakeSlackApi(LocalServer):
                 response=body,
             )
         )
+        if self.post_delay > 0 and method in SLOW_METHODS:
+            await asyncio.sleep(self.post_delay)  # carried out already: only the answer is late
         if page is not None:
             return web.Response(
                 status=status,

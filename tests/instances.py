@@ -1,0 +1,427 @@
+"""Several ``threadbot run`` processes on one database, behind a round-robin proxy (issue 26).
+
+The pieces the several-instances tests share:
+
+- :class:`RoundRobin`: a small HTTP proxy (aiohttp) in front of N bot processes, as a
+  load balancer is: each Slack request (event POST, slash command) goes to the next
+  process in turn, its headers and body passed on as they came (Slack's signature
+  covers them), and the process's answer is returned as it came. A process that
+  does not accept the connection (killed) is passed over for the next, as a load
+  balancer's health check would.
+- :func:`instances`: the Slack fake (answering each post after ``post_delay``
+  seconds: two processes that both deliver one message show it only then), the
+  model fake with a responder, N :class:`tests.process_harness.BotProcess` on one
+  database (a SQLite file, or a PostgreSQL database from the ``postgres_url``
+  fixture: :func:`database_url`) and the proxy, as one :class:`Instances`.
+- :func:`story_model`: a responder that gives every conversation whose mention says
+  ``job N`` its own story: a plan, after the approval one ``run_command`` call
+  (:func:`appending` by default: ``echo N >> side-effects.txt``), then the answer
+  ``done N``. The sandbox shows a command its own conversation's workspace only,
+  so each side effect is a line in that workspace's file, and
+  :func:`side_effects` counts them over every workspace.
+- :func:`converse` tells one such conversation as a person does (mention, ✅ on the
+  plan, wait for the answer); :func:`finished` waits for many, failing only when
+  nothing happened at all for :data:`STALL` seconds, with what is missing;
+  :func:`doubles` and :func:`said` read what the threads hold.
+
+Tests wait on what the fakes and the store hold, never on the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import re
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.fakes.anthropic_server import (
+    ApiError,
+    FakeAnthropicServer,
+    Responder,
+    Scripted,
+    text,
+    tool_use,
+)
+from tests.fakes.local import LocalServer
+from tests.fakes.slack_api import FakeSlackApi
+from tests.process_harness import WAIT, BotProcess, Channel
+
+BACKENDS = ["sqlite", "postgresql"]
+"""The stores the several-instances tests run on (their ``database`` parameter)."""
+STALL = 90.0
+"""Seconds without one more Slack call or model request before a test that waits for
+many conversations gives up and says what is missing (on a machine ten times
+slower, something still happens well within this while work goes on)."""
+SIDE_EFFECTS = "side-effects.txt"
+"""The file, in a conversation's workspace, its job's command appends its line to."""
+PLAN = "Plan (v1)"
+"""What the message of a conversation's first plan says (and still says once decided)."""
+
+_HOP_BY_HOP = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
+)
+
+
+def database_url(request: pytest.FixtureRequest, backend: str) -> str | None:
+    """The store URL for ``backend`` (one of :data:`BACKENDS`): None for the SQLite file
+    that processes with one ``tmp_path`` share (:class:`BotProcess`'s default), or this
+    test's fresh PostgreSQL database (the ``postgres_url`` fixture; skipped where no
+    server answers, failed under CI)."""
+    if backend == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+class RoundRobin(LocalServer):
+    """A round-robin HTTP proxy on ``127.0.0.1:port`` in front of ``targets``.
+
+    Every request, whatever its method and path, goes to the next target in turn
+    (``http://127.0.0.1:{target.port}`` and the same path and query), with its body
+    and headers (hop-by-hop ones aside) as they came; the target's status, body and
+    content type are answered. A target that refuses the connection is passed over
+    for the next; when none accepts, 502. ``routed`` lists the port each request went
+    to, in order.
+    """
+
+    def __init__(self, targets: Sequence[BotProcess]) -> None:
+        self.targets = list(targets)
+        self.routed: list[int] = []
+        self._turn = itertools.count()
+        self._http: aiohttp.ClientSession | None = None
+
+    @property
+    def port(self) -> int:
+        """The port the proxy listens on (once started)."""
+        return int(self.root_url.rpartition(":")[2])
+
+    async def start(self) -> None:
+        self._http = aiohttp.ClientSession(auto_decompress=False)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        await self.listen(app)
+
+    async def stop(self) -> None:
+        await self.unlisten()
+        if self._http is not None:
+            await self._http.close()
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        assert self._http is not None
+        body = await request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        first = next(self._turn)
+        for step in range(len(self.targets)):
+            target = self.targets[(first + step) % len(self.targets)]
+            url = f"http://127.0.0.1:{target.port}{request.rel_url}"
+            try:
+                async with self._http.request(
+                    request.method, url, data=body, headers=headers, allow_redirects=False
+                ) as answer:
+                    payload = await answer.read()
+                    kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
+            except aiohttp.ClientConnectorError:
+                continue  # not listening (killed): the next one takes it
+            self.routed.append(target.port)
+            return web.Response(status=answer.status, body=payload, headers=kept)
+        return web.Response(status=502, text="no instance accepted the connection")
+
+
+@dataclass
+class Instances:
+    """Bot processes on one database behind a :class:`RoundRobin`, and the fakes they
+    talk to. ``channel`` speaks as people do; send to ``proxy`` (or to one of ``bots``
+    directly). ``threads`` maps each job number :func:`converse` opened to its thread's
+    ts."""
+
+    api: FakeSlackApi
+    model: FakeAnthropicServer
+    channel: Channel
+    bots: list[BotProcess]
+    proxy: RoundRobin
+    root: Path
+    threads: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def workspaces(self) -> Path:
+        """The folder every process keeps the conversations' workspaces in."""
+        return self.root / "workspaces"
+
+    def progress(self) -> int:
+        """A count that grows while anything happens: Slack calls and model requests."""
+        return len(self.api.calls) + len(self.model.requests)
+
+    def logs(self) -> str:
+        """The end of every process's stderr, for a failure message."""
+        return "\n".join(
+            f"--- {bot.env.get('THREADBOT_INSTANCE', bot.port)} ---\n{bot.log[-2000:]}"
+            for bot in self.bots
+        )
+
+    async def stop(self) -> list[int]:
+        """SIGTERM every live process and wait for it; their exit codes (a killed one's
+        stays negative)."""
+        for bot in self.bots:
+            if bot.proc is not None and bot.proc.returncode is None:
+                bot.signal(signal.SIGTERM)
+        return [await bot.wait() for bot in self.bots]
+
+
+@contextlib.asynccontextmanager
+async def instances(
+    tmp_path: Path,
+    respond: Responder,
+    *,
+    database: str | None,
+    count: int = 2,
+    post_delay: float = 0.3,
+    **settings: str,
+) -> AsyncIterator[Instances]:
+    """``count`` bot processes (``instance-1``...) on ``database`` (see
+    :func:`database_url`), started at once, behind a :class:`RoundRobin`; the Slack
+    fake answers each post after ``post_delay`` seconds and the model fake answers
+    with ``respond``. ``settings``: ``THREADBOT_*`` variables of every process. Every
+    process is killed on the way out (:meth:`Instances.stop` first for a clean end)."""
+    async with (
+        FakeSlackApi(post_delay=post_delay) as api,
+        FakeAnthropicServer(respond=respond) as model,
+        aiohttp.ClientSession() as http,
+    ):
+        bots = [
+            BotProcess(
+                tmp_path,
+                api,
+                model.base_url,
+                database_url=database,
+                instance=f"instance-{n}",
+                **settings,
+            )
+            for n in range(1, count + 1)
+        ]
+        try:
+            await asyncio.gather(*(bot.start() for bot in bots))
+            async with RoundRobin(bots) as proxy:
+                yield Instances(api, model, Channel(api, http), bots, proxy, tmp_path)
+        finally:
+            for bot in bots:
+                await bot.kill()
+
+
+# -- the story model --------------------------------------------------------------------
+
+_JOB = re.compile(r"\bjob (\d+)\b")
+
+
+def _texts(message: Mapping[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [str(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b]
+
+
+def job_number(body: Mapping[str, Any]) -> int | None:
+    """The ``N`` of ``job N`` in the first user message of a Messages API request body."""
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            found = _JOB.search(" ".join(_texts(message)))
+            return int(found.group(1)) if found else None
+    return None
+
+
+def called(body: Mapping[str, Any]) -> set[str]:
+    """The ids of the ``tool_use`` blocks of a request body's assistant messages."""
+    ids: set[str] = set()
+    for message in body.get("messages", []):
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+            ids |= {b["id"] for b in message["content"] if b.get("type") == "tool_use"}
+    return ids
+
+
+def appending(n: int) -> str:
+    """Job ``n``'s command: appends the line ``n`` to :data:`SIDE_EFFECTS` in its workspace."""
+    return f"echo {n} >> {SIDE_EFFECTS}"
+
+
+def story_model(command: Callable[[int], str] = appending) -> Responder:
+    """A responder (:class:`FakeAnthropicServer` ``respond``) for conversations opened
+    with ``job N``: first the plan (``propose_plan``, id ``toolu_plan_N``), after it one
+    ``run_command`` of ``command(N)`` (id ``toolu_job_N``), after its result (whatever
+    it says) the answer ``done N``. A request without ``job N`` answers 400, so a
+    request nobody expected shows in the process's log."""
+
+    def respond(body: dict[str, Any]) -> Scripted:
+        n = job_number(body)
+        if n is None:
+            return ApiError.invalid_request("story model: no `job N` in the first user message")
+        asked = called(body)
+        if f"toolu_job_{n}" in asked:
+            return [text(f"done {n}")]
+        if f"toolu_plan_{n}" in asked:
+            return [tool_use(f"toolu_job_{n}", "run_command", {"command": command(n)})]
+        return [tool_use(f"toolu_plan_{n}", "propose_plan", {"steps": [f"Run job {n}"]})]
+
+    return respond
+
+
+def requests_of(model: FakeAnthropicServer, n: int) -> list[dict[str, Any]]:
+    """The bodies of the model requests made for job ``n``'s conversation, in order."""
+    return [r.body for r in model.requests if job_number(r.body) == n]
+
+
+def side_effects(workspaces: Path) -> Counter[str]:
+    """How often each line was appended to :data:`SIDE_EFFECTS`, over every workspace
+    under ``workspaces``."""
+    lines: Counter[str] = Counter()
+    for found in workspaces.glob(f"*/{SIDE_EFFECTS}"):
+        lines.update(found.read_text().split())
+    return lines
+
+
+# -- what the threads hold ---------------------------------------------------------------
+
+
+def posted(api: FakeSlackApi, thread: str) -> list[str]:
+    """The texts the bot posted in ``thread`` (``chat.postMessage`` answered ok), as posted
+    (before any edit), in the order the posts arrived."""
+    return [
+        str(call.args.get("text") or "")
+        for call in api.calls_of("chat.postMessage")
+        if call.ok and str(call.args.get("thread_ts") or "") == thread
+    ]
+
+
+def is_answer(said: str, n: int) -> bool:
+    """Whether a posted text is job ``n``'s answer (``✅ done N``, then the footer)."""
+    return said.split("\n", 1)[0].removeprefix("✅").strip() == f"done {n}"
+
+
+def doubles(api: FakeSlackApi, threads: Mapping[int, str]) -> dict[int, dict[str, int]]:
+    """Per job number, the texts posted more than once in its thread, and how often."""
+    found = {}
+    for n, thread in threads.items():
+        twice = {t: k for t, k in Counter(posted(api, thread)).items() if k > 1}
+        if twice:
+            found[n] = twice
+    return found
+
+
+def said_twice(found: Mapping[int, Mapping[str, int]], of: int) -> str:
+    """A failure message naming the threads of :func:`doubles` (the first ten in full)."""
+    lines = [f"{len(found)} of {of} threads got a text posted more than once:"]
+    for n, texts in sorted(found.items())[:10]:
+        shown = "; ".join(f"{k}x {t[:60]!r}" for t, k in texts.items())
+        lines.append(f"  job {n}: {shown}")
+    if len(found) > 10:
+        lines.append(f"  ... and {len(found) - 10} more threads")
+    return "\n".join(lines)
+
+
+# -- people ----------------------------------------------------------------------------
+
+
+async def until(condition: Callable[[], object]) -> None:
+    """Return once ``condition()`` holds (polled every 50 ms, for as long as it takes:
+    :func:`finished` watches for a stall)."""
+    while not condition():  # noqa: ASYNC110 (the condition reads another process's state)
+        await asyncio.sleep(0.05)
+
+
+def plans(world: Instances, thread: str) -> list[dict[str, Any]]:
+    """The bot's messages in ``thread`` that show the first plan, oldest first."""
+    return [m for m in world.channel.bot_posts(thread) if PLAN in str(m.get("text", ""))]
+
+
+def offered(message: Mapping[str, Any]) -> bool:
+    """Whether the bot put its ✅ under ``message`` (it does so under a plan once Slack
+    answered the plan's post: the bot knows the message then)."""
+    return any(r.get("name") == "white_check_mark" for r in message.get("reactions", []))
+
+
+async def opened(world: Instances, n: int) -> str:
+    """Alice mentions the bot with ``job n`` (through the proxy) and approves the plan
+    with ✅ once the bot offered its ✅ under it (on the first such copy, were there
+    two); the thread's ts."""
+    thread = await world.channel.mention(world.proxy, f"job {n}")
+    world.threads[n] = thread
+    await until(lambda: [m for m in plans(world, thread) if offered(m)])
+    plan = next(m for m in plans(world, thread) if offered(m))
+    await world.channel.react(world.proxy, str(plan["ts"]))
+    return thread
+
+
+async def converse(world: Instances, n: int) -> str:
+    """Job ``n``'s whole story (:func:`opened`, then its answer ``done n`` posted); the
+    thread's ts."""
+    thread = await opened(world, n)
+    await until(lambda: any(is_answer(t, n) for t in posted(world.api, thread)))
+    return thread
+
+
+def missing(world: Instances, numbers: Iterable[int]) -> str:
+    """What the conversations of ``numbers`` lack so far, for a failure message."""
+    not_opened, no_plan, no_answer = [], [], []
+    for n in numbers:
+        thread = world.threads.get(n)
+        if thread is None:
+            not_opened.append(n)
+        elif not plans(world, thread):
+            no_plan.append(n)
+        elif not any(is_answer(t, n) for t in posted(world.api, thread)):
+            no_answer.append(n)
+    return f"not yet mentioned: {not_opened}; no plan posted: {no_plan}; no answer: {no_answer}"
+
+
+async def finished(
+    world: Instances, work: Iterable[Awaitable[object]], what: Callable[[], str], *, at_once: int
+) -> None:
+    """Await every one of ``work`` (at most ``at_once`` at a time); fail when
+    :meth:`Instances.progress` stood still for :data:`STALL` seconds, with ``what()``
+    (what is missing), the doubles so far and the processes' logs."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(step: Awaitable[object]) -> None:
+        async with gate:
+            await step
+
+    task = asyncio.ensure_future(asyncio.gather(*(one(step) for step in work)))
+    seen = world.progress()
+    try:
+        while not (await asyncio.wait({task}, timeout=STALL))[0]:
+            now = world.progress()
+            if now == seen:
+                found = doubles(world.api, world.threads)
+                raise AssertionError(
+                    f"nothing happened for {STALL:g} s: {what()}\n"
+                    f"{said_twice(found, len(world.threads))}\n{world.logs()}"
+                )
+            seen = now
+        task.result()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+async def settled(world: Instances, bot: BotProcess) -> list[tuple[Any, ...]]:
+    """Wait (up to :data:`tests.process_harness.WAIT`) until the store holds no pending
+    outbox row; the ones still pending then (conversation, purpose) for the failure."""
+
+    def pending() -> list[tuple[Any, ...]]:
+        return bot.query("select conversation_id, purpose from outbox where state = 'pending'")
+
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(WAIT):
+            await until(lambda: not pending())
+    return pending()
