@@ -34,6 +34,7 @@ from conversations.outbox import Clock, Deliverer
 from conversations.render import render_event
 from conversations.store import Store
 from conversations.store.backends import open_store
+from conversations.store.wakeups import Topic
 from conversations.sweeper import Sweeper, utc_now
 from conversations.texts import PlatformTexts
 from core.faults import Faults
@@ -130,6 +131,7 @@ class App:
                 "sweeper": self.sweeper.run,
                 "lease renewal": self.hub.leases.keep_renewed,
                 "takeover": self.hub.keep_taking_over,
+                "wake-ups": self.hub.listening.keep_listening,
                 "stop requests": self.hub.stopper.keep_polling,
             }
         )
@@ -289,6 +291,7 @@ async def build(
         claims=store.claims,
         owner=instance,
         claim_ttl=settings.lease_ttl,
+        claimed_elsewhere=lambda cid: hub.tell(Topic.OUTBOX, cid),  # the holder sends them
     )
     store.on_outbox = deliverer.wake
     engine = Engine(
@@ -322,6 +325,7 @@ async def build(
         stop_reactions=frozenset(settings.stop_reactions),
         stop_command=settings.stop_command,
         lease_ttl=settings.lease_ttl,
+        wakeup_poll=settings.wakeup_poll,
         shutdown_grace=settings.shutdown_grace,
         on_open=places.know,
         files=FileLimits(

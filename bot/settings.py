@@ -313,6 +313,10 @@ class Settings(BaseSettings):
     lease_ttl: float = Field(default=60.0, gt=0)
     """Seconds another instance waits before it takes over a conversation whose lease
     was not renewed (renewed every third of it)."""
+    wakeup_poll: float = Field(default=1.0, gt=0)
+    """Seconds between two looks at the store for stops and replies meant for the runs
+    this instance holds; on PostgreSQL another instance also tells it at once
+    (``LISTEN``/``NOTIFY``), on SQLite this poll is the only way."""
     shutdown_grace: float = Field(default=20.0, ge=0)
     """Seconds a SIGTERM lets running steps reach their next commit, and then again
     at most for delivering what is pending."""

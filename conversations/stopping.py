@@ -9,7 +9,8 @@ call. :meth:`Stopper.stop` therefore:
   (:meth:`core.run.engine.Engine.stop`: ``Stopped`` once in the thread);
 - asks the holder when another live instance holds it: a stop request in the
   store naming the run (:class:`conversations.store.StopRequests`), which the holder finds
-  by :meth:`Stopper.keep_polling` within about a second and carries out as above.
+  at once when told (a wake-up: :mod:`conversations.store.wakeups`), else by
+  :meth:`Stopper.keep_polling` within ``poll_interval``, and carries out as above.
   The thread is told at once (:data:`STOPPING`), and the asking instance follows
   the request up at each poll: whoever holds the conversation next (a process that
   took it over) carries it out, and once the holder's lease lapses (it died on
@@ -54,7 +55,8 @@ class Stopper:
     is this instance's lease holder. ``poll_interval``: seconds between two looks
     for stop requests aimed at the runs this instance holds (one query, only while
     it holds any); every ``orphan_every`` seconds it also takes up requests whose
-    holder is gone.
+    holder is gone. ``tell_holder`` is called with a conversation whose holder was
+    asked to stop its run (a wake-up: the holder looks at once, not at its next poll).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Stopper:
         notice: Notice,
         poll_interval: float = 1.0,
         orphan_every: float = 30.0,
+        tell_holder: Callable[[str], None] = lambda _id: None,
     ) -> None:
         self._threads = threads
         self._stops = stops
@@ -76,6 +79,7 @@ class Stopper:
         self._leases = leases
         self._notice = notice
         self._poll = poll_interval
+        self._tell_holder = tell_holder
         self._orphan_ticks = max(1, round(orphan_every / poll_interval))
         self._asked: dict[str, Person] = {}
         """Conversations whose run this instance asked another to stop, and who asked:
@@ -147,6 +151,7 @@ class Stopper:
                     cid, holder=holder.owner, epoch=holder.epoch, by=by
                 ):
                     log.info("asked %s to stop the run of %s", holder.owner, cid)
+                    self._tell_holder(cid)
                     return False
                 continue  # the run ended meanwhile: look again
             async with self._leases.held_now(cid) as lease:

@@ -21,6 +21,7 @@ from conversations.store.claims import DeliveryClaims
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
+from conversations.store.wakeups import Wakeups
 from core.outputs import OutputStore
 from core.vocabulary.journal import Journal
 
@@ -105,6 +106,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "usage": Usage,
         "outputs": OutputStore,
         "claims": DeliveryClaims,
+        "wakeups": Wakeups,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

@@ -34,6 +34,7 @@ from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
+from conversations.store.wakeups import Wakeups
 from core.outputs import OutputStore
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import AssistantTurn, ToolCall, UserText
@@ -1092,23 +1093,21 @@ INTERFACES: dict[str, type[Any]] = {
     "usage": Usage,
     "outputs": OutputStore,
     "claims": DeliveryClaims,
+    "wakeups": Wakeups,
 }
 
 
-USAGE = "test_store_usage.py"
-"""The contract of the ``usage`` interface, kept in a module of its own."""
-CLAIMS = "test_delivery_claims.py"
-"""The contract of the ``claims`` interface, beside the deliverer's use of it."""
+ELSEWHERE = ("test_store_usage.py", "test_delivery_claims.py", "test_wakeups.py")
+"""Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
+deliverer's use of it) and of ``wakeups``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:
-    """A method added to an interface needs a contract test here (or in
-    ``test_delivery_claims.py`` for ``claims``, in ``test_store_usage.py`` for ``usage``
-    and ``outputs``), for every backend."""
+    """A method added to an interface needs a contract test here (or in one of
+    :data:`ELSEWHERE`), for every backend."""
     here = Path(__file__)
     trees = [
-        ast.parse(p.read_text(encoding="utf-8"))
-        for p in (here, here.with_name(USAGE), here.with_name(CLAIMS))
+        ast.parse(p.read_text(encoding="utf-8")) for p in (here, *map(here.with_name, ELSEWHERE))
     ]
     called = {
         (node.value.attr, node.attr)

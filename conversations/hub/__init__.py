@@ -39,13 +39,16 @@ from conversations.hub._settings import (
     HubSettings,
     default_instance,
 )
+from conversations.hub._wakeups import Listening
 from conversations.membership import Membership
 from conversations.outbox import Deliverer
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Outgoing, Store
 from conversations.store.leases import Leases
+from conversations.store.wakeups import Topic
 from conversations.texts import PlatformTexts
 from core.run.engine import Engine
+from core.vocabulary.lifecycle import Lifecycle
 
 __all__ = [
     "DEFAULT_APPROVE",
@@ -89,8 +92,20 @@ class Hub:
             queue=self._runs.queue,
             leases=self.leases,
             notice=self._notice,
+            poll_interval=settings.wakeup_poll,
+            tell_holder=lambda cid: self.tell(Topic.STOP, cid),
         )
         """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
+        self.listening = Listening(
+            wakeups=store.wakeups,
+            leases=self.leases,
+            stopper=self.stopper,
+            deliverer=deliverer,
+            inbox=store.inbox,
+            route_reply=self._route_unhandled,
+            poll=settings.wakeup_poll,
+        )
+        """Wake-ups between instances; the app runs :meth:`Listening.keep_listening`."""
         self._authorise = Authorise(access=settings.access)
         self._steps = self._chain()
 
@@ -131,6 +146,7 @@ class Hub:
                 notice=self._notice,
                 send_now=self._deliverer.send_now,
                 downloads=self._downloads,
+                reply_elsewhere=self._reply_elsewhere,
             ),
         ]
 
@@ -226,6 +242,25 @@ class Hub:
         inbound = Inbound(event, Answer(conversation, event), conversation)
         steps = self._steps[self._steps.index(self._authorise) :]
         await _chain.run(steps, inbound)  # past bind and dedupe: it was recorded
+
+    def tell(self, topic: Topic, conversation_id: str) -> None:
+        """Tell the other instances ``topic`` of ``conversation_id`` (a wake-up)."""
+        self.listening.tell(topic, conversation_id)
+
+    def _reply_elsewhere(self, conversation: ConversationInfo) -> None:
+        """A reply came here for a run that another instance may hold: tell it."""
+        running = conversation.status.lifecycle is Lifecycle.RUNNING
+        if running and conversation.id not in self.leases.held_ids:
+            self.tell(Topic.INBOX, conversation.id)
+
+    async def _route_unhandled(self, conversation_id: str, data: dict[str, object]) -> None:
+        """Route a recorded reply not journaled yet, as when it came in (a wake-up)."""
+        event = inbound_adapter.validate_python(data)
+        if not isinstance(event, MessagePosted) or event.ref.thread is None:
+            return  # a mention: its conversation's start journals it
+        conversation = await self._store.threads.find(conversation_id)
+        if conversation is not None:
+            await self._resume_reply(conversation, event)
 
     async def expire(self, conversation_id: str, request_id: str) -> None:
         """Expire a request through the conversation's queue (the sweeper calls this)."""

@@ -65,8 +65,10 @@ class Route:
         notice: Notify,
         send_now: SendNow,
         downloads: Downloads | None = None,
+        reply_elsewhere: Callable[[ConversationInfo], None] | None = None,
     ) -> None:
         self._engine = engine
+        self._reply_elsewhere = reply_elsewhere
         self._downloads = downloads
         self._runs = runs
         self._stopper = stopper
@@ -94,6 +96,8 @@ class Route:
                     files=files,
                 )
                 self._runs.reply(conversation.id, reply)
+                if self._reply_elsewhere is not None:
+                    self._reply_elsewhere(conversation)  # its run may be held elsewhere
             case StopRun(conversation=conversation, who=who):
                 await self._stop(conversation, who)
             case Decide():

@@ -37,7 +37,7 @@ from conversations.store import Inbox
 from conversations.store.leases import Leases, current_lease
 from core.run.engine import Engine
 from core.run.state import Handover
-from core.vocabulary.errors import LeaseLost
+from core.vocabulary.errors import AlreadyHandled, LeaseLost
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.snapshot import ConversationSnapshot
 
@@ -188,6 +188,9 @@ class Runs:
                 return
             except LeaseLost:
                 raise  # another process holds the conversation: it carries on
+            except AlreadyHandled as exc:  # the run held elsewhere took it (several instances)
+                log.info("conversation %s: %s", conversation_id, exc)
+                return
             except Exception as exc:
                 if self._shutting_down:
                     raise  # the input stays in the store for the next start

@@ -40,6 +40,9 @@ class HubSettings:
     lapse after ``lease_ttl``."""
     lease_ttl: float = 60.0
     """Seconds a lease lasts without renewal (renewed every third of it while running)."""
+    wakeup_poll: float = 1.0
+    """Seconds between two looks at the store for stops and replies meant for the runs
+    held here (the fallback of wake-ups: :mod:`conversations.store.wakeups`)."""
     shutdown_grace: float = 20.0
     """Seconds a shutdown lets running steps reach their next commit before cancelling them."""
     channels: ChannelLookup | None = None

@@ -54,6 +54,7 @@ from conversations.store.records import (
 from conversations.store.upkeep import Requests as Requests
 from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
+from conversations.store.wakeups import Wakeups
 from core.outputs import OutputStore
 from core.vocabulary.journal import Journal
 from core.vocabulary.people import Person
@@ -322,6 +323,11 @@ class Store(Protocol):
     @property
     def claims(self) -> DeliveryClaims:
         """Who delivers each conversation's outbox rows (:mod:`conversations.store.claims`)."""
+        ...
+
+    @property
+    def wakeups(self) -> Wakeups:
+        """How instances on this database tell each other (:mod:`conversations.store.wakeups`)."""
         ...
 
     @property

@@ -29,6 +29,7 @@ from conversations.store.memory.threads import MemoryThreads
 from conversations.store.memory.usage import MemoryUsage
 from conversations.store.records import OutboxListener
 from conversations.store.schema import utcnow
+from conversations.store.wakeups import InProcess
 
 __all__ = ["MemoryStore"]
 
@@ -56,6 +57,7 @@ class MemoryStore:
         self.outbox = MemoryOutbox(self._tables)
         self.leases = MemoryLeases(self._tables)
         self.claims = MemoryClaims(self._tables)
+        self.wakeups = InProcess()
         self.stops = MemoryStopRequests(self._tables)
         self.requests = MemoryRequests(self._tables)
         self.retention = MemoryRetention(self._tables)

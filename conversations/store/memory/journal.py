@@ -21,7 +21,7 @@ from conversations.store.memory._tables import (
 )
 from conversations.store.records import Outgoing
 from core.vocabulary import fold
-from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
+from core.vocabulary.errors import AlreadyHandled, LeaseLost, RequestConflict, StaleSnapshot
 from core.vocabulary.journal import Change, Committed, RequestResolution
 from core.vocabulary.requests import RequestState
 from core.vocabulary.run_events import RunEvent, Stopped
@@ -62,6 +62,7 @@ class MemoryJournal:
         :class:`StaleSnapshot` when ``after_seq`` is not the newest entry's ``seq``
         and the change has entries, :class:`RequestConflict` when a compare-and-set
         finds its request no longer open or a guarded call decided,
+        :class:`AlreadyHandled` when an input it journals was journaled already,
         :class:`ConversationNotFound`, and ``ValueError`` for a new request whose id
         is taken; each writes nothing. A commit that ends the run while its worker
         has nothing queued gives the lease up (:func:`conversations.store.leases.releases_with`).
@@ -74,6 +75,11 @@ class MemoryJournal:
             raise StaleSnapshot(f"conversation {conversation_id}: seq {after_seq + 1} is taken")
         _check_pending(conversation, change.guard_pending)
         self._check_resolutions(change.resolve)
+        if any(
+            key in self._t.deliveries and self._t.deliveries[key].handled_at is not None
+            for key in change.handled
+        ):
+            raise AlreadyHandled(f"an input of {sorted(change.handled)} was journaled already")
         if change.open_request is not None and change.open_request.id in self._t.requests:
             raise ValueError(f"request id {change.open_request.id} is taken")
         rendered = [(e, self._t.render(conversation.binding, e)) for e in change.events]

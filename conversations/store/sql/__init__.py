@@ -13,6 +13,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``outbox``: outbound rows
 - ``leases``: fenced leases
 - ``claims``: delivery claims
+- ``wakeups``: ``NOTIFY``/``LISTEN`` between instances on PostgreSQL
 - ``stops``: stop requests
 - ``requests``: pending requests' state, reminders, message links
 - ``retention``: pruning
@@ -38,6 +39,8 @@ from conversations.store.sql.retention import SqlRetention
 from conversations.store.sql.stops import SqlStopRequests
 from conversations.store.sql.threads import SqlThreads
 from conversations.store.sql.usage import SqlUsage
+from conversations.store.sql.wakeups import PgWakeups
+from conversations.store.wakeups import Unheard, Wakeups
 
 __all__ = ["BEGIN_IMMEDIATE", "SqlStore", "create_engine"]
 
@@ -67,6 +70,9 @@ class SqlStore:
         self.outbox = SqlOutbox(self._db)
         self.leases = SqlLeases(self._db)
         self.claims = SqlClaims(self._db)
+        self.wakeups: Wakeups = (
+            PgWakeups(self._db) if engine.dialect.name == "postgresql" else Unheard()
+        )
         self.stops = SqlStopRequests(self._db)
         self.requests = SqlRequests(self._db)
         self.retention = SqlRetention(self._db)

@@ -44,11 +44,16 @@ from conversations.store.schema import (
     ToolCallRow,
     utcnow,
 )
-from conversations.store.sql.database import Database, conversation_row_sync, insert_rows
+from conversations.store.sql.database import (
+    Database,
+    changed,
+    conversation_row_sync,
+    insert_rows,
+)
 from conversations.store.sql.outbox import drop_pending_notes, insert_outbox
 from conversations.store.sql.requests import resolve
 from core.vocabulary.entries import AssistantTurn, Compacted, Entry, JournalRecord
-from core.vocabulary.errors import LeaseLost, RequestConflict, StaleSnapshot
+from core.vocabulary.errors import AlreadyHandled, LeaseLost, RequestConflict, StaleSnapshot
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import Stopped
@@ -108,10 +113,12 @@ class SqlJournal:
 
         Raises :class:`StaleSnapshot` when the entries' ``seq`` numbers are taken,
         :class:`RequestConflict` when a compare-and-set resolution finds its request
-        no longer open, :class:`ConversationNotFound`; a commit made while holding
-        the conversation's lease (a run's, see :mod:`conversations.store.leases`) is
-        fenced: it raises :class:`LeaseLost` when another process has taken the
-        lease over since (its ``lease_epoch`` went up). Each applies nothing. A
+        no longer open, :class:`AlreadyHandled` when an input it journals
+        (``handled``) was journaled already, :class:`ConversationNotFound`; a commit
+        made while holding the conversation's lease (a run's, see
+        :mod:`conversations.store.leases`) is fenced: it raises :class:`LeaseLost`
+        when another process has taken the lease over since (its ``lease_epoch`` went
+        up). Each applies nothing. A
         commit that ends the run while its worker has nothing queued gives the lease
         up in the same ``UPDATE`` (:func:`conversations.store.leases.releases_with`).
         """
@@ -151,11 +158,7 @@ class SqlJournal:
         binding = _touch(session, conn, conversation_id, change, lease, now, release=release)
         _check_pending(conn, conversation_id, change.guard_pending)
         if change.handled:
-            conn.execute(
-                update(DELIVERIES)
-                .where(DELIVERIES.c.key.in_(change.handled))
-                .values(handled_at=now, event=None)  # journaled (redacted): not kept twice
-            )
+            _handle(conn, change.handled, now)
         committed = _append(conn, conversation_id, change.entries, after_seq, now)
         if change.tool_calls:
             insert_rows(
@@ -313,3 +316,22 @@ def _check_pending(conn: Connection, conversation_id: str, tool_use_ids: Sequenc
     ).scalars()
     if list(states).count(ToolState.PENDING_APPROVAL.value) != len(set(tool_use_ids)):
         raise RequestConflict("a gated tool call was decided meanwhile")
+
+
+def _handle(conn: Connection, keys: Sequence[str], now: datetime) -> None:
+    """Mark the deliveries ``keys`` journaled (their events dropped: the journal holds
+    them, redacted); raises :class:`AlreadyHandled` when one was journaled already. One
+    ``UPDATE``; a second statement only when it changed fewer rows than asked (a key
+    never recorded, as in tests, or one handled already)."""
+    wanted = set(keys)
+    marked = conn.execute(
+        update(DELIVERIES)
+        .where(DELIVERIES.c.key.in_(wanted), DELIVERIES.c.handled_at.is_(None))
+        .values(handled_at=now, event=None)
+    )
+    if changed(marked) < len(wanted):
+        handled = select(DELIVERIES.c.key).where(
+            DELIVERIES.c.key.in_(wanted), DELIVERIES.c.handled_at.is_not(None)
+        )
+        if conn.execute(handled.limit(1)).first() is not None:
+            raise AlreadyHandled(f"an input of {sorted(wanted)} was journaled already")
