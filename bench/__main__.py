@@ -36,6 +36,7 @@ from bench import (
     long_conversation,
     many_conversations,
     mention_latency,
+    postgres_statements,
     postgres_tool_calls,
     statements,
     tool_calls,
@@ -54,9 +55,13 @@ BENCHMARKS: dict[int, Benchmark] = {
     6: waiting.run,
     7: cache_prefix.run,
     8: postgres_tool_calls.run,
+    9: postgres_statements.run,
 }
 
 SPAN = f"{min(BENCHMARKS)}-{max(BENCHMARKS)}"
+
+ON_POSTGRES = frozenset({8, 9})
+"""The benchmarks that need a PostgreSQL server (``bench._postgres``); skipped without."""
 
 SIZES: dict[int, dict[str, int]] = {
     1: {"events": 300, "rounds": 5},
@@ -74,6 +79,7 @@ SIZES: dict[int, dict[str, int]] = {
     },
     7: {"turns": 30},
     8: {"calls": 250, "rounds": 5},
+    9: {"rounds": 3},
 }
 """The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
 conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting)."""
@@ -87,6 +93,7 @@ QUICK: dict[int, dict[str, int]] = {
     6: {"many": 16, "few": 3, "heap_sample": 3, "heap_rounds": 2, "approvals": 2, "rounds": 2},
     7: {"turns": 3},
     8: {"calls": 8, "rounds": 2},
+    9: {"rounds": 1},
 }
 """Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
 
