@@ -7,11 +7,11 @@ Usage::
 ``--quick`` runs every benchmark at a tiny size (a smoke run: the figures mean
 nothing); ``--json`` writes every figure to ``FILE``, with its rounds, its floor's
 rounds, the per-round ratios and the verdict. Each benchmark runs in its own
-event loop on its own temporary SQLite files, or, for the benchmarks on
-PostgreSQL, in databases it creates on the server ``bench._postgres`` finds (and
-drops after; without a server they are reported skipped, with the reason); what
-each measures, and its floor, is in its module's docstring. Every figure is judged the same way
-(:mod:`bench._verdict`): its floor measured in the same run, rounds alternating,
+event loop on its own temporary SQLite files; benchmarks 8 and 9 on PostgreSQL,
+in databases they create on the server :mod:`bench._postgres` finds and drop
+after (without a server they are reported skipped, with the reason). What each
+measures, and its floor, is in its module's docstring. Every figure is judged the
+same way (:mod:`bench._verdict`): its floor measured in the same run, rounds alternating,
 the verdict on the median of the per-round ratios, printed with their spread.
 The last line says how long the whole run took and the load average before and
 after (a loaded machine moves the figures: the spread shows by how much).
