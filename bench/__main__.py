@@ -7,9 +7,11 @@ Usage::
 ``--quick`` runs every benchmark at a tiny size (a smoke run: the figures mean
 nothing); ``--json`` writes every figure to ``FILE``, with its rounds, its floor's
 rounds, the per-round ratios and the verdict. Each benchmark runs in its own
-event loop on its own temporary SQLite files; what each measures, and its floor,
-is in its module's docstring. Every figure is judged the same way
-(:mod:`bench._verdict`): its floor measured in the same run, rounds alternating,
+event loop on its own temporary SQLite files; benchmarks 8 and 9 on PostgreSQL,
+in databases they create on the server :mod:`bench._postgres` finds and drop
+after (without a server they are reported skipped, with the reason). What each
+measures, and its floor, is in its module's docstring. Every figure is judged the
+same way (:mod:`bench._verdict`): its floor measured in the same run, rounds alternating,
 the verdict on the median of the per-round ratios, printed with their spread.
 The last line says how long the whole run took and the load average before and
 after (a loaded machine moves the figures: the spread shows by how much).
@@ -34,6 +36,8 @@ from bench import (
     long_conversation,
     many_conversations,
     mention_latency,
+    postgres_statements,
+    postgres_tool_calls,
     statements,
     tool_calls,
     waiting,
@@ -50,9 +54,14 @@ BENCHMARKS: dict[int, Benchmark] = {
     5: statements.run,
     6: waiting.run,
     7: cache_prefix.run,
+    8: postgres_tool_calls.run,
+    9: postgres_statements.run,
 }
 
 SPAN = f"{min(BENCHMARKS)}-{max(BENCHMARKS)}"
+
+ON_POSTGRES = frozenset({8, 9})
+"""The benchmarks that need a PostgreSQL server (``bench._postgres``); skipped without."""
 
 SIZES: dict[int, dict[str, int]] = {
     1: {"events": 300, "rounds": 5},
@@ -69,6 +78,8 @@ SIZES: dict[int, dict[str, int]] = {
         "rounds": 5,
     },
     7: {"turns": 30},
+    8: {"calls": 250, "rounds": 5},
+    9: {"rounds": 3},
 }
 """The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
 conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting)."""
@@ -81,6 +92,8 @@ QUICK: dict[int, dict[str, int]] = {
     5: {"rounds": 1},
     6: {"many": 16, "few": 3, "heap_sample": 3, "heap_rounds": 2, "approvals": 2, "rounds": 2},
     7: {"turns": 3},
+    8: {"calls": 8, "rounds": 2},
+    9: {"rounds": 1},
 }
 """Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
 
@@ -132,6 +145,8 @@ def summary(results: list[Result], out: Callable[[str], None] = print) -> None:
     out("")
     out("figure | value | floor | judged on (median) | spread | target | met")
     for result in results:
+        if result.skipped:
+            out(f"{result.number}. {result.title} | skipped: {result.skipped}")
         for f in result.figures:
             verdict = f.verdict
             met = {True: "yes", False: "NO", None: "-"}[f.met]

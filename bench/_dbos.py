@@ -1,4 +1,5 @@
-"""DBOS (dbos-transact-py) running the tool calls' shape as durable steps, on SQLite.
+"""DBOS (dbos-transact-py) running the tool calls' shape as durable steps, on SQLite or
+PostgreSQL.
 
 One workflow per round; each tool call is one ``@DBOS.step()`` that returns the
 tool's result text, so DBOS checkpoints it (one write transaction per step, in
@@ -9,8 +10,10 @@ The system database is a SQLite file with threadbot's settings: the engine
 given to DBOS runs :data:`bench._floor.PRAGMAS` on each new connection (WAL,
 ``synchronous=NORMAL``, the 10 s busy timeout, foreign keys) and keeps DBOS's
 own choice of ``BEGIN IMMEDIATE`` for writes (the ``sqlite3`` module's
-``isolation_level="IMMEDIATE"``). Needs the ``bench`` extra (``dbos``); no
-network, no Postgres.
+``isolation_level="IMMEDIATE"``). On PostgreSQL (benchmark 8) the system database
+is a database of the benchmark's server given by its URL, and DBOS makes its own
+engine there (psycopg 3, its default pool), as a deployment of DBOS would. Needs the
+``bench`` extra (``dbos``); no network beyond that server.
 """
 
 from __future__ import annotations
@@ -52,16 +55,18 @@ def _engine(url: str) -> sa.Engine:
 
 
 class DbosSteps:
-    """DBOS launched on ``path``; :meth:`run` times one workflow; :meth:`close` destroys it."""
+    """DBOS launched on its system database ``system``: a SQLite file's path, or a
+    PostgreSQL database's URL (``postgresql://user@host:port/name``); :meth:`run` times
+    one workflow; :meth:`close` destroys it."""
 
-    def __init__(self, path: Path) -> None:
-        url = f"sqlite:///{path}"
-        config: DBOSConfig = {
-            "name": "threadbot-bench",
-            "system_database_url": url,
-            "system_database_engine": _engine(url),
-            "log_level": "WARNING",
-        }
+    def __init__(self, system: Path | str) -> None:
+        config: DBOSConfig = {"name": "threadbot-bench", "log_level": "WARNING"}
+        if isinstance(system, Path):
+            url = f"sqlite:///{system}"
+            config["system_database_url"] = url
+            config["system_database_engine"] = _engine(url)
+        else:
+            config["system_database_url"] = system
         DBOS(config=config)
         DBOS.launch()
 

@@ -128,7 +128,11 @@ class Figure:
 
 @dataclass
 class Result:
-    """What one benchmark measured: its figures, the sizes used and how long it took (s)."""
+    """What one benchmark measured: its figures, the sizes used and how long it took (s).
+
+    ``skipped`` says why a benchmark could not run here (no PostgreSQL server, say);
+    then it has no figures.
+    """
 
     number: int
     title: str
@@ -136,6 +140,7 @@ class Result:
     figures: list[Figure]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    skipped: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
@@ -145,6 +150,7 @@ class Result:
             "sizes": self.sizes,
             "seconds": self.seconds,
             "notes": self.notes,
+            "skipped": self.skipped,
             "figures": [f.as_dict() for f in self.figures],
         }
 
@@ -182,7 +188,11 @@ def spread(figure: Figure) -> str:
 
 def render(result: Result, out: Callable[[str], None] = print) -> None:
     """Print ``result``: a title line; per figure its value and floor, a spread line (the
-    per-round measures, lowest to highest) and a verdict line; then the notes."""
+    per-round measures, lowest to highest) and a verdict line; then the notes. A skipped
+    benchmark is its title and ``skipped: <why>``."""
+    if result.skipped:
+        out(f"{result.number}. {result.title}  [skipped: {result.skipped}]")
+        return
     out(f"{result.number}. {result.title}  [{result.sizes}; {result.seconds:.0f} s]")
     for figure in result.figures:
         line = f"   {figure.label}: {fmt(figure.value, figure.unit)}"

@@ -148,17 +148,19 @@ async def threadbot_on_slack(
     """threadbot (``bot.app.build``) on a new SQLite file under ``root``, its Slack
     adapter in HTTP mode on a free port, posting to a new :class:`WatchedSlackApi`.
 
-    ``settings`` override :class:`bot.settings.Settings` fields (defaults otherwise).
+    ``settings`` override :class:`bot.settings.Settings` fields (defaults otherwise);
+    a ``database_url`` among them puts the store there instead (benchmark 9's
+    PostgreSQL database).
     """
     from adapters.slack.runner import SlackAdapter, SlackConfig
     from bot.app import build
     from bot.settings import Settings
 
-    config = Settings(
-        database_url=f"sqlite+aiosqlite:///{root / 'threadbot.db'}",
-        workspace_root=root / "workspaces",
-        **settings,
-    )
+    defaults = {
+        "database_url": f"sqlite+aiosqlite:///{root / 'threadbot.db'}",
+        "workspace_root": root / "workspaces",
+    }
+    config = Settings(**(defaults | settings))
     async with contextlib.AsyncExitStack() as stack:
         api = await stack.enter_async_context(WatchedSlackApi())
         app = await build(config, model=model, toolbox=toolbox)

@@ -34,13 +34,21 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from bench._agent import ANSWER, TurnModel, story_script, toolbox
 from bench._report import Figure, Result
 from bench._slack import Deliverer, SlackBot, mention_body, reaction_body, threadbot_on_slack
-from bench._trace import Statement, StatementTrace, conversation_loads, transactions, verbs
+from bench._trace import (
+    Recorder,
+    Statement,
+    StatementTrace,
+    conversation_loads,
+    transactions,
+    verbs,
+)
 from bench._verdict import Target
 from tests.slack_harness import ALICE, CHANNEL
 
@@ -65,35 +73,49 @@ async def run(root: Path, *, rounds: int = 3) -> Result:
     """Count the statements of ``rounds`` stories (after a warm-up one)."""
     started = time.perf_counter()
     trace = StatementTrace()
-    stories: list[Story] = []
     with trace.installed():
-        model = TurnModel(story_script)
-        async with (
-            aiohttp.ClientSession() as session,
-            threadbot_on_slack(root / "statements", model=model, toolbox=toolbox()) as bot,
-        ):
-            client = Deliverer(session)
-            await _story(client, bot)
-            for _ in range(rounds):
-                with trace.record() as statements:
-                    await _story(client, bot)
-                stories.append(_count(statements))
-    figure = Figure(
-        key="statements_per_story",
-        label="SQL statements per story (mention, plan, approval, 2 tool calls, answer)",
+        stories = await tell(trace, root / "statements", rounds)
+    return Result(
+        number=5,
+        title="SQL statements per story (every statement the driver receives)",
+        sizes=f"{rounds} stories after a warm-up",
+        figures=[figure(stories)],
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def tell(trace: Recorder, root: Path, rounds: int, **settings: Any) -> list[Story]:
+    """A warm-up story, then ``rounds`` stories, each counted by ``trace``, in one app on
+    Slack HTTP mode under ``root`` (``settings`` as :func:`bench._slack.threadbot_on_slack`
+    takes them: a ``database_url``, say)."""
+    stories: list[Story] = []
+    model = TurnModel(story_script)
+    async with (
+        aiohttp.ClientSession() as session,
+        threadbot_on_slack(root, model=model, toolbox=toolbox(), **settings) as bot,
+    ):
+        client = Deliverer(session)
+        await _story(client, bot)
+        for _ in range(rounds):
+            with trace.record() as statements:
+                await _story(client, bot)
+            stories.append(_count(statements))
+    return stories
+
+
+def figure(stories: list[Story], *, key: str = "statements_per_story", on: str = "") -> Figure:
+    """The statements-per-story figure of ``stories`` (``on``: the database, said after
+    the label, when not SQLite), judged against :data:`TARGET`."""
+    label = "SQL statements per story (mention, plan, approval, 2 tool calls, answer)"
+    return Figure(
+        key=key,
+        label=f"{label}{f' on {on}' if on else ''}",
         unit="statements",
         rounds=[s.statements for s in stories],
         floor_rounds=[s.floor for s in stories],
         floor_label="the same write transactions: BEGIN, 1 statement per row changed, COMMIT",
         target=Target(TARGET, of_floor=False),
         notes=[_detail(s) for s in stories],
-    )
-    return Result(
-        number=5,
-        title="SQL statements per story (every statement the driver receives)",
-        sizes=f"{rounds} stories after a warm-up",
-        figures=[figure],
-        seconds=time.perf_counter() - started,
     )
 
 

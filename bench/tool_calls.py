@@ -87,7 +87,7 @@ class Conversation:
     next_seq: int
 
 
-async def _setup(store: Any, root: Path, number: int, calls: int) -> Conversation:
+async def set_up_conversation(store: Any, root: Path, number: int, calls: int) -> Conversation:
     """A running conversation whose last assistant turn asked for ``calls`` tool calls."""
     thread = f"1717000000.{number:06d}"
     ref = PlatformRef(platform="slack", workspace="T0AGT00001", channel="C0PROJ0001", thread=thread)
@@ -311,7 +311,7 @@ async def run(root: Path, *, calls: int = 250, rounds: int = 5) -> Result:
         await migrated(path)
         stores[name] = await open_store(sqlite_url(path), render=render_event)
         conversations[name] = [
-            await _setup(stores[name], root, n, calls) for n in range(rounds + 1)
+            await set_up_conversation(stores[name], root, n, calls) for n in range(rounds + 1)
         ]
     for name in ("core", "sqlite3"):
         await stores.pop(name).close()

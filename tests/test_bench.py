@@ -3,8 +3,10 @@
 The runs are not timed: the numbers mean nothing at ``--quick`` sizes (``make
 bench`` runs the real ones); they keep ``bench/`` from rotting as the code it
 drives changes, and show what a run prints (each figure's spread and verdict,
-the total time). The verdict itself (:mod:`bench._verdict`) is checked on
-hand-worked rounds.
+the total time). The benchmarks on PostgreSQL run on the tests' server
+(``tests/postgres.py``: skipped without one, failed under CI), and are reported
+skipped, with why, when the server named does not answer. The verdict itself
+(:mod:`bench._verdict`) is checked on hand-worked rounds.
 """
 
 from __future__ import annotations
@@ -12,17 +14,24 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
 from pathlib import Path
 
 import pytest
 
-from bench.__main__ import QUICK, main, run_all
+from bench.__main__ import ON_POSTGRES, QUICK, main, run_all, summary
 from bench._report import Figure, Result, render
 from bench._verdict import Target, in_turn, judge, ratios
 
 
 @pytest.mark.parametrize("number", sorted(QUICK))
-def test_each_benchmark_runs_at_a_tiny_size(number: int) -> None:
+def test_each_benchmark_runs_at_a_tiny_size(
+    number: int, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if number in ON_POSTGRES:
+        server = request.getfixturevalue("postgres_server")
+        url = server.url.render_as_string(hide_password=False)
+        monkeypatch.setenv("THREADBOT_TEST_DATABASE_URL", url)
     printed: list[str] = []
     [result] = run_all([number], quick=True, out=printed.append)
     assert result.number == number
@@ -38,9 +47,32 @@ def test_each_benchmark_runs_at_a_tiny_size(number: int) -> None:
     verdicts = [line for line in printed if line.strip().startswith("verdict: ")]
     assert len(spreads) == len(verdicts) == len(result.figures), printed
     assert not any("other rows than the store" in note for note in result.notes)
+    assert not result.skipped
     if number == 4:  # every answer arrived
         n = QUICK[4]["conversations"]
         assert f"threadbot {n}/{n}" in result.figures[0].notes[0]
+    if number in (5, 9):  # the story's statements were seen, its transactions split
+        assert re.match(r"\d+ statements in \d+ write \+ \d+ read", result.figures[0].notes[0])
+
+
+@pytest.mark.parametrize("number", sorted(ON_POSTGRES))
+def test_a_benchmark_on_postgresql_without_a_server_is_reported_skipped_with_why(
+    number: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:  # a port of this machine nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("THREADBOT_TEST_DATABASE_URL", f"postgresql://bench@127.0.0.1:{port}/x")
+    printed: list[str] = []
+    [result] = run_all([number], quick=True, out=printed.append)
+    assert result.figures == []
+    assert result.skipped.startswith("no PostgreSQL server at THREADBOT_TEST_DATABASE_URL: ")
+    assert f"127.0.0.1:{port}" in result.skipped
+    assert printed == [f"{number}. {result.title}  [skipped: {result.skipped}]"]
+    summarized: list[str] = []
+    summary([result], summarized.append)
+    assert summarized[-1] == f"{number}. {result.title} | skipped: {result.skipped}"
+    assert result.as_dict()["skipped"] == result.skipped
 
 
 def test_the_verdict_is_the_median_of_the_per_round_ratios_not_the_ratio_of_the_medians() -> None:
