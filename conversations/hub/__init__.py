@@ -103,6 +103,7 @@ class Hub:
             deliverer=deliverer,
             inbox=store.inbox,
             route_reply=self._route_unhandled,
+            in_hand=self._runs.in_hand,
             poll=settings.wakeup_poll,
         )
         """Wake-ups between instances; the app runs :meth:`Listening.keep_listening`."""

@@ -74,6 +74,10 @@ class Runs:
         self._shutting_down = False
         self._shutdown = asyncio.Event()
         """Set by :meth:`shutdown`: a failed job waiting to be tried again stops waiting."""
+        self.in_hand: set[str] = set()
+        """Delivery keys of the replies a job of this process has queued or runs (a
+        wake-up's poll routes here only the replies no job here has:
+        :mod:`conversations.hub._wakeups`, which also forgets those journaled)."""
 
     def start(
         self,
@@ -112,6 +116,8 @@ class Runs:
             await self._engine.reply(conversation_id, reply, self._inbox(conversation_id))
 
         work = self._retried(conversation_id, answer, reply.delivery_key)
+        if reply.delivery_key is not None:
+            self.in_hand.add(reply.delivery_key)
         self.queue.submit(conversation_id, Job(work, reply=reply))
 
     def run(self, conversation_id: str, handover: Handover | None = None) -> None:
@@ -179,6 +185,12 @@ class Runs:
         return tried
 
     async def _until_done(self, conversation_id: str, work: Work, delivery_key: str | None) -> None:
+        try:
+            await self._tried(conversation_id, work, delivery_key)
+        finally:
+            self.in_hand.discard(delivery_key or "")
+
+    async def _tried(self, conversation_id: str, work: Work, delivery_key: str | None) -> None:
         failures = 0
         while True:
             try:

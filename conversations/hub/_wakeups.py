@@ -37,7 +37,11 @@ RouteReply = Callable[[str, dict[str, object]], Awaitable[None]]
 
 
 class Listening:
-    """One instance's wake-ups: sent as ``leases.owner``, heard from the others."""
+    """One instance's wake-ups: sent as ``leases.owner``, heard from the others.
+
+    ``in_hand``: the delivery keys of replies a job of this instance has (the runs'
+    :attr:`~conversations.hub._runs.Runs.in_hand`; pruned here of those journaled):
+    those are not routed again."""
 
     def __init__(
         self,
@@ -48,6 +52,7 @@ class Listening:
         deliverer: Deliverer,
         inbox: Inbox,
         route_reply: RouteReply,
+        in_hand: set[str],
         poll: float,
     ) -> None:
         self._wakeups = wakeups
@@ -56,6 +61,7 @@ class Listening:
         self._deliverer = deliverer
         self._inbox = inbox
         self._route_reply = route_reply
+        self._in_hand = in_hand
         self.poll = poll
         self._routed: set[str] = set()
         """Delivery keys of replies routed here and not journaled yet."""
@@ -105,9 +111,10 @@ class Listening:
         unhandled = await self._inbox.unhandled()
         waiting = {key for key, _cid, _data in unhandled}
         self._routed &= waiting  # journaled since: forgotten
+        self._in_hand &= waiting
         routed = 0
         for key, cid, data in unhandled:
-            if cid in held and key not in self._routed:
+            if cid in held and key not in self._routed and key not in self._in_hand:
                 self._routed.add(key)
                 await self._route_reply(cid, data)
                 routed += 1

@@ -46,7 +46,6 @@ from conversations.store.schema import (
 )
 from conversations.store.sql.database import (
     Database,
-    changed,
     conversation_row_sync,
     insert_rows,
 )
@@ -321,17 +320,19 @@ def _check_pending(conn: Connection, conversation_id: str, tool_use_ids: Sequenc
 def _handle(conn: Connection, keys: Sequence[str], now: datetime) -> None:
     """Mark the deliveries ``keys`` journaled (their events dropped: the journal holds
     them, redacted); raises :class:`AlreadyHandled` when one was journaled already. One
-    ``UPDATE``; a second statement only when it changed fewer rows than asked (a key
-    never recorded, as in tests, or one handled already)."""
+    ``UPDATE ... RETURNING``; a second statement only when it marked fewer keys than
+    asked (a key never recorded, as in tests, or one handled already)."""
     wanted = set(keys)
     marked = conn.execute(
         update(DELIVERIES)
         .where(DELIVERIES.c.key.in_(wanted), DELIVERIES.c.handled_at.is_(None))
         .values(handled_at=now, event=None)
+        .returning(DELIVERIES.c.key)
     )
-    if changed(marked) < len(wanted):
+    others = wanted - set(marked.scalars())
+    if others:
         handled = select(DELIVERIES.c.key).where(
-            DELIVERIES.c.key.in_(wanted), DELIVERIES.c.handled_at.is_not(None)
+            DELIVERIES.c.key.in_(others), DELIVERIES.c.handled_at.is_not(None)
         )
         if conn.execute(handled.limit(1)).first() is not None:
             raise AlreadyHandled(f"an input of {sorted(wanted)} was journaled already")
