@@ -23,10 +23,10 @@ The pieces the several-instances tests share:
   when it starts, for tests that need many commands running at once;
   :func:`live_markers` tells whether their processes still live.
 - :func:`converse` tells one such conversation as a person does (mention, ✅ on the
-  plan, wait for the answer; :func:`opened` stops after the ✅); :func:`finished`
-  waits for many, failing only when nothing happened at all for :data:`STALL`
-  seconds, with what is missing; :func:`doubles`, :func:`posted` and
-  :func:`holders` read what the threads and the store hold.
+  plan, wait for the answer; :func:`opened` stops after the ✅; :func:`reply`
+  answers in a thread); :func:`finished` waits for many, failing only when nothing
+  happened at all for :data:`STALL` seconds, with what is missing; :func:`doubles`,
+  :func:`posted` and :func:`holders` read what the threads and the store hold.
 
 Tests wait on what the fakes and the store hold, never on the clock.
 """
@@ -58,7 +58,8 @@ from tests.fakes.anthropic_server import (
 )
 from tests.fakes.local import LocalServer
 from tests.fakes.slack_api import FakeSlackApi
-from tests.process_harness import WAIT, BotProcess, Channel
+from tests.process_harness import WAIT, BotProcess, Channel, Listening
+from tests.slack_harness import ALICE, CHANNEL, event_body
 
 BACKENDS = ["sqlite", "postgresql"]
 """The stores the several-instances tests run on (their ``database`` parameter)."""
@@ -430,6 +431,16 @@ async def converse(world: Instances, n: int) -> str:
     thread = await opened(world, n)
     await until(lambda: any(is_answer(t, n) for t in posted(world.api, thread)))
     return thread
+
+
+async def reply(world: Instances, target: Listening, thread: str, said: str) -> str:
+    """Alice answers in ``thread`` (a plain message, no mention), sent to ``target`` (one
+    process, or the proxy); the reply's ts."""
+    ts = str(world.api.add_message(CHANNEL, said, user=ALICE, thread_ts=thread)["ts"])
+    body = event_body("message_thread_reply")
+    body["event"].update(text=said, user=ALICE, ts=ts, event_ts=ts, thread_ts=thread)
+    await world.channel.deliver(target, body)
+    return ts
 
 
 def missing(world: Instances, numbers: Iterable[int]) -> str:
