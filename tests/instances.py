@@ -99,7 +99,7 @@ class RoundRobin(LocalServer):
     to, in order.
     """
 
-    def __init__(self, targets: Sequence[BotProcess]) -> None:
+    def __init__(self, targets: Sequence[Listening]) -> None:
         self.targets = list(targets)
         self.routed: list[int] = []
         self._turn = itertools.count()
