@@ -19,10 +19,14 @@ The pieces the several-instances tests share:
   ``done N``. The sandbox shows a command its own conversation's workspace only,
   so each side effect is a line in that workspace's file, and
   :func:`side_effects` counts them over every workspace.
+- :func:`gated`: a job's command that waits for the test (:func:`release`), noting
+  when it starts, for tests that need many commands running at once;
+  :func:`live_markers` tells whether their processes still live.
 - :func:`converse` tells one such conversation as a person does (mention, ✅ on the
-  plan, wait for the answer); :func:`finished` waits for many, failing only when
-  nothing happened at all for :data:`STALL` seconds, with what is missing;
-  :func:`doubles` and :func:`said` read what the threads hold.
+  plan, wait for the answer; :func:`opened` stops after the ✅; :func:`reply`
+  answers in a thread); :func:`finished` waits for many, failing only when nothing
+  happened at all for :data:`STALL` seconds, with what is missing; :func:`doubles`,
+  :func:`posted` and :func:`holders` read what the threads and the store hold.
 
 Tests wait on what the fakes and the store hold, never on the clock.
 """
@@ -54,11 +58,12 @@ from tests.fakes.anthropic_server import (
 )
 from tests.fakes.local import LocalServer
 from tests.fakes.slack_api import FakeSlackApi
-from tests.process_harness import WAIT, BotProcess, Channel
+from tests.process_harness import WAIT, BotProcess, Channel, Listening
+from tests.slack_harness import ALICE, CHANNEL, event_body
 
 BACKENDS = ["sqlite", "postgresql"]
 """The stores the several-instances tests run on (their ``database`` parameter)."""
-STALL = 90.0
+STALL = 60.0
 """Seconds without one more Slack call or model request before a test that waits for
 many conversations gives up and says what is missing (on a machine ten times
 slower, something still happens well within this while work goes on)."""
@@ -94,7 +99,7 @@ class RoundRobin(LocalServer):
     to, in order.
     """
 
-    def __init__(self, targets: Sequence[BotProcess]) -> None:
+    def __init__(self, targets: Sequence[Listening]) -> None:
         self.targets = list(targets)
         self.routed: list[int] = []
         self._turn = itertools.count()
@@ -164,8 +169,9 @@ class Instances:
     def logs(self) -> str:
         """The end of every process's stderr, for a failure message."""
         return "\n".join(
-            f"--- {bot.env.get('THREADBOT_INSTANCE', bot.port)} ---\n{bot.log[-2000:]}"
+            f"--- {bot.env.get('THREADBOT_INSTANCE', bot.port)} said ---\n{bot.log[-2000:]}"
             for bot in self.bots
+            if bot.log
         )
 
     async def stop(self) -> list[int]:
@@ -280,13 +286,71 @@ def requests_of(model: FakeAnthropicServer, n: int) -> list[dict[str, Any]]:
     return [r.body for r in model.requests if job_number(r.body) == n]
 
 
-def side_effects(workspaces: Path) -> Counter[str]:
-    """How often each line was appended to :data:`SIDE_EFFECTS`, over every workspace
-    under ``workspaces``."""
+def side_effects(workspaces: Path, name: str = SIDE_EFFECTS) -> Counter[str]:
+    """How often each line was appended to the file ``name`` (:data:`SIDE_EFFECTS` by
+    default), over every workspace under ``workspaces``."""
     lines: Counter[str] = Counter()
-    for found in workspaces.glob(f"*/{SIDE_EFFECTS}"):
+    for found in workspaces.glob(f"*/{name}"):
         lines.update(found.read_text().split())
     return lines
+
+
+STARTED = "started.txt"
+"""The file, in a conversation's workspace, a :func:`gated` command appends its line to
+as it starts."""
+GO = "go"
+"""The file whose presence in its workspace lets a :func:`gated` command go on."""
+
+
+def gated(n: int, marker: str) -> str:
+    """Job ``n``'s command that waits for the test: it appends ``n`` to :data:`STARTED`,
+    waits until :data:`GO` is in its workspace (looking every ``sleep marker``
+    seconds: ``marker`` is a number of seconds no other process has on its command
+    line, so :func:`live_markers` finds the command), then appends ``n`` to
+    :data:`SIDE_EFFECTS`."""
+    return (
+        f"echo {n} >> {STARTED}; while [ ! -f {GO} ]; do sleep {marker}; done; "
+        f"echo {n} >> {SIDE_EFFECTS}"
+    )
+
+
+def release(workspaces: Path) -> None:
+    """Let every :func:`gated` command under ``workspaces`` go on (creates :data:`GO` in
+    each conversation's workspace)."""
+    for workspace in workspaces.iterdir():
+        if workspace.is_dir():
+            (workspace / GO).touch()
+
+
+def live_markers(markers: Iterable[str]) -> set[str]:
+    """Those of ``markers`` that the command line of a live process holds (any PID
+    namespace; one pass over ``/proc``)."""
+    wanted = set(markers)
+    found: set[str] = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if not entry.name.isdigit():
+                continue
+            line = (entry / "cmdline").read_bytes().decode(errors="replace")
+            if "Z" in (entry / "stat").read_text().rpartition(")")[2][:3]:
+                continue  # a zombie runs nothing
+            found |= {m for m in wanted if m in line}
+    return found
+
+
+def holders(world: Instances, bot: BotProcess) -> dict[int, str | None]:
+    """Per job number (of :attr:`Instances.threads`), the instance that holds its
+    conversation's run lease now (``conversations.lease_owner``; None: nobody), read
+    through ``bot``'s store."""
+    job = {thread: n for n, thread in world.threads.items()}
+    rows = bot.query("select thread, lease_owner from conversations")
+    return {job[thread]: owner for thread, owner in rows if thread in job}
+
+
+def per_job(world: Instances, bot: BotProcess, statement: str) -> dict[int, Any]:
+    """``statement``'s rows, each ``(thread, value)``, as value per job number."""
+    job = {thread: n for n, thread in world.threads.items()}
+    return {job[thread]: value for thread, value in bot.query(statement) if thread in job}
 
 
 # -- what the threads hold ---------------------------------------------------------------
@@ -369,6 +433,16 @@ async def converse(world: Instances, n: int) -> str:
     return thread
 
 
+async def reply(world: Instances, target: Listening, thread: str, said: str) -> str:
+    """Alice answers in ``thread`` (a plain message, no mention), sent to ``target`` (one
+    process, or the proxy); the reply's ts."""
+    ts = str(world.api.add_message(CHANNEL, said, user=ALICE, thread_ts=thread)["ts"])
+    body = event_body("message_thread_reply")
+    body["event"].update(text=said, user=ALICE, ts=ts, event_ts=ts, thread_ts=thread)
+    await world.channel.deliver(target, body)
+    return ts
+
+
 def missing(world: Instances, numbers: Iterable[int]) -> str:
     """What the conversations of ``numbers`` lack so far, for a failure message."""
     not_opened, no_plan, no_answer = [], [], []
@@ -396,17 +470,18 @@ async def finished(
             await step
 
     task = asyncio.ensure_future(asyncio.gather(*(one(step) for step in work)))
-    seen = world.progress()
+    loop = asyncio.get_running_loop()
+    seen, since = world.progress(), loop.time()
     try:
-        while not (await asyncio.wait({task}, timeout=STALL))[0]:
-            now = world.progress()
-            if now == seen:
+        while not (await asyncio.wait({task}, timeout=1.0))[0]:
+            if world.progress() != seen:
+                seen, since = world.progress(), loop.time()
+            elif loop.time() - since > STALL:
                 found = doubles(world.api, world.threads)
+                twice = f"\n{said_twice(found, len(world.threads))}" if found else ""
                 raise AssertionError(
-                    f"nothing happened for {STALL:g} s: {what()}\n"
-                    f"{said_twice(found, len(world.threads))}\n{world.logs()}"
+                    f"nothing happened for {STALL:g} s: {what()}{twice}\n{world.logs()}"
                 )
-            seen = now
         task.result()
     finally:
         task.cancel()
