@@ -118,14 +118,17 @@ async def test_a_reply_sent_to_the_other_instance_reaches_the_run_at_its_next_tu
     database, poll = backend
     model = story_model(lambda n: gated(n, f"0.2{secrets.randbelow(10**6):06d}"))
     said = f"Please also clear the cache ({secrets.token_hex(4)})"
-    async with instances(tmp_path, model, database=database, wakeup_poll=poll) as world:
-        other = world.bots[1]
+    settings = {"wakeup_poll": poll, "log_level": "INFO"}
+    async with instances(tmp_path, model, database=database, **settings) as world:
+        runner, other = world.bots
         thread = await held_by_the_first(world)
         await eventually(lambda: "1" in side_effects(world.workspaces, STARTED))
 
         ts = await reply(world, other, thread, said)  # to B, which does not hold the run
         delivered = "select count(*) from deliveries where key like ?"
         await eventually(lambda: other.query(delivered, f"%{ts}") == [(1,)])  # B took it
+        # A has it (told by B on PostgreSQL, by its own poll on SQLite): it says so
+        await eventually(lambda: f"{ts}, taken by another instance, goes here" in runner.log)
         await asyncio.to_thread(release, world.workspaces)
 
         await eventually(lambda: any(answers_the_job(r) for r in requests_of(world.model, 1)))

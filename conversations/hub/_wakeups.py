@@ -116,6 +116,9 @@ class Listening:
         for key, cid, data in unhandled:
             if cid in held and key not in self._routed and key not in self._in_hand:
                 self._routed.add(key)
+                log.info(
+                    "conversation %s: reply %s, taken by another instance, goes here", cid, key
+                )
                 await self._route_reply(cid, data)
                 routed += 1
         return routed
