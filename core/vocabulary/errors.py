@@ -93,3 +93,14 @@ class StaleSnapshot(CoreError):
     ``seq`` numbers are taken. Nothing of the change was written; the caller
     reloads the conversation and commits again (:func:`core.run.live.commit`).
     """
+
+
+class AlreadyHandled(CoreError):
+    """A commit tried to journal an input (``Change.handled``) that another commit
+    journaled already.
+
+    Raised by ``Journal.commit``, applying nothing: with several instances, a reply
+    that reached one while another ran the conversation may be taken by both (the
+    holder at its next turn, the other once the lease is free: docs/architecture.md,
+    "Several instances"); the second one to commit gets this and drops its work.
+    """
