@@ -530,8 +530,16 @@ async def test_lapsed_leases_of_running_conversations_are_taken_over_once(store:
         [(lapsed, "host-c:3", 2), (live, "host-c:3", 2)]
     )  # live lapsed too by then; a waiting conversation is nobody's to run
     assert await store.leases.take_lapsed("host-d:4", ttl=60, limit=10, now=much_later) == []
+    # lapsed a while ago only: host-b's lapsed at +90 s, host-c's at +121 s
+    for_a_while = dict(ttl=60, limit=10, lapsed_for=30.0)
+    at = now + timedelta(seconds=140)
+    taken = await store.leases.take_lapsed("host-d:4", **for_a_while, now=at)  # type: ignore[arg-type]
+    assert [t.conversation_id for t in taken] == [unleased]
+    at = now + timedelta(seconds=152)
+    taken = await store.leases.take_lapsed("host-d:4", **for_a_while, now=at)  # type: ignore[arg-type]
+    assert sorted(t.conversation_id for t in taken) == sorted([lapsed, live])
     state = await store.leases.lease_state(lapsed)
-    assert state is not None and (state.owner, state.epoch) == ("host-c:3", 2)
+    assert state is not None and (state.owner, state.epoch) == ("host-d:4", 3)
 
 
 async def test_a_lease_of_an_unknown_conversation_is_nobody_s(store: Store) -> None:

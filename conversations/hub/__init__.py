@@ -196,13 +196,15 @@ class Hub:
         return running
 
     async def take_over(self) -> list[str]:
-        """Take over the conversations left ``running`` whose run's lease lapsed (its
-        holder died or was cut off), while this instance runs: each goes on from its
+        """Take over the conversations left ``running`` whose run's lease lapsed a whole
+        ``lease_ttl`` ago (its holder died or was cut off; a live holder slowed down
+        past one renewal is left alone), while this instance runs: each goes on from its
         journal here (an unknown outcome marked as after a restart), and its replies not
         journaled yet are queued again. Returns their ids (docs/architecture.md,
         "Several instances")."""
+        ttl = self.leases.ttl
         taken = await self._store.leases.take_lapsed(
-            self.leases.owner, ttl=self.leases.ttl, limit=TAKEOVER_BATCH
+            self.leases.owner, ttl=ttl, limit=TAKEOVER_BATCH, lapsed_for=ttl
         )
         ids = {lease.conversation_id for lease in taken}
         for lease in taken:

@@ -101,11 +101,18 @@ class LeaseStore(Protocol):
         ...
 
     async def take_lapsed(
-        self, owner: str, *, ttl: float, limit: int, now: datetime | None = None
+        self,
+        owner: str,
+        *,
+        ttl: float,
+        limit: int,
+        lapsed_for: float = 0.0,
+        now: datetime | None = None,
     ) -> list[Lease]:
         """Take, for ``owner``, the leases of up to ``limit`` conversations left
-        ``running`` whose lease lapsed or is held by nobody (their holder died or was
-        cut off), each with the next epoch, oldest change first: one statement, and
+        ``running`` whose lease lapsed at least ``lapsed_for`` seconds ago, or is held
+        by nobody (their holder died or was cut off), each for ``ttl`` seconds with the
+        next epoch, oldest change first: one statement, and
         on PostgreSQL rows another instance is taking at the same moment are skipped
         (``FOR UPDATE SKIP LOCKED``), so each is taken once. The leases taken."""
         ...

@@ -63,17 +63,27 @@ class MemoryLeases:
         return True
 
     async def take_lapsed(
-        self, owner: str, *, ttl: float, limit: int, now: datetime | None = None
+        self,
+        owner: str,
+        *,
+        ttl: float,
+        limit: int,
+        lapsed_for: float = 0.0,
+        now: datetime | None = None,
     ) -> list[Lease]:
         """Take the lapsed leases of conversations left ``running`` (see the interface)."""
         await checkpoint()
         now = now or self._t.clock()
+        lapsed_at = now - timedelta(seconds=lapsed_for)
         lapsed = sorted(
             (
                 c
                 for c in self._t.conversations.values()
                 if c.status.lifecycle is Lifecycle.RUNNING
-                and (c.lease_owner is None or (c.lease_until is not None and c.lease_until < now))
+                and (
+                    c.lease_owner is None
+                    or (c.lease_until is not None and c.lease_until < lapsed_at)
+                )
             ),
             key=lambda c: c.updated_at,
         )[:limit]

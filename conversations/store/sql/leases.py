@@ -60,7 +60,13 @@ class SqlLeases:
         return await self._db.write(lambda session: release(session, lease))
 
     async def take_lapsed(
-        self, owner: str, *, ttl: float, limit: int, now: datetime | None = None
+        self,
+        owner: str,
+        *,
+        ttl: float,
+        limit: int,
+        lapsed_for: float = 0.0,
+        now: datetime | None = None,
     ) -> list[Lease]:
         """Take the lapsed leases of conversations left ``running`` (see the interface):
         one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED)`` (SQLite has
@@ -70,7 +76,8 @@ class SqlLeases:
             select(ConversationRow.id)
             .where(
                 ConversationRow.lifecycle == Lifecycle.RUNNING.value,
-                ConversationRow.lease_owner.is_(None) | (ConversationRow.lease_until < now),
+                ConversationRow.lease_owner.is_(None)
+                | (ConversationRow.lease_until < now - timedelta(seconds=lapsed_for)),
             )
             .order_by(ConversationRow.updated_at)
             .limit(limit)
