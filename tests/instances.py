@@ -454,7 +454,18 @@ def missing(world: Instances, numbers: Iterable[int]) -> str:
             no_plan.append(n)
         elif not any(is_answer(t, n) for t in posted(world.api, thread)):
             no_answer.append(n)
-    return f"not yet mentioned: {not_opened}; no plan posted: {no_plan}; no answer: {no_answer}"
+    said = f"not yet mentioned: {not_opened}; no plan posted: {no_plan}; no answer: {no_answer}"
+    if no_answer:  # where each stands in the store, to say why
+        state = per_job(
+            world,
+            world.bots[0],
+            "select c.thread, c.lifecycle || ' lease ' || coalesce(c.lease_owner, '-') "
+            "|| ' claim ' || coalesce(c.delivery_owner, '-') || ' pending ' || cast(("
+            "select count(*) from outbox o where o.conversation_id = c.id "
+            "and o.state = 'pending') as text) from conversations c",
+        )
+        said += f"; in the store: {[state.get(n) for n in no_answer]}"
+    return said
 
 
 async def finished(

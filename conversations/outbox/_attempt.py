@@ -39,6 +39,7 @@ from conversations.events import AddReaction, OutboundAction, PostReply, UpdateM
 from conversations.outbox._clock import Clock
 from conversations.outbox._known import KnownRows
 from conversations.store import Outgoing, PendingSend
+from core.context import random_id
 from core.faults import Faults
 
 log = logging.getLogger("conversations.outbox")
@@ -144,6 +145,18 @@ class Attempts:
         finally:
             done.set()
             self._in_flight.discard(done)
+
+    async def send_now(self, action: PostReply) -> None:
+        """Send a reply that belongs to no conversation (e.g. "nothing to stop"), once,
+        outside the outbox. Failures are logged, not raised: the person can simply ask
+        again."""
+        sender = self.senders.get(action.ref.platform)
+        if sender is None:
+            return
+        try:
+            await sender.send(action, idempotency_key=f"tb-now-{random_id()}")
+        except DeliveryError as exc:
+            log.warning("could not send a notice: %s", exc)
 
     async def settled(self) -> None:
         """Return once every send in flight now has its outcome (and its message id) stored."""

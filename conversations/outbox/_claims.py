@@ -32,6 +32,9 @@ __all__ = ["ClaimedDelivery", "HeldClaims", "Taken"]
 
 log = logging.getLogger("conversations.outbox")
 
+LOOK_AGAIN = 0.1
+"""Seconds between two looks at the store for rows another instance is sending."""
+
 
 @dataclass(frozen=True)
 class Taken:
@@ -65,14 +68,14 @@ class HeldClaims:
         self._store = store
         self.owner = owner
         self.ttl = ttl
-        self._clock = clock
+        self.clock = clock
         self._held: dict[str, _Held] = {}
         self._elsewhere: dict[str, float] = {}
         """Conversations another process delivers, each with when to try again."""
 
     def opened(self, claim: Claim) -> None:
         """Hold ``claim``, which the conversation was created with (it was opened here)."""
-        self._held[claim.conversation_id] = _Held(claim, self._clock.now() + self.ttl)
+        self._held[claim.conversation_id] = _Held(claim, self.clock.now() + self.ttl)
 
     def elsewhere(self, conversation_id: str, now: float) -> bool:
         """Whether another process held the conversation's claim at the last try, and it
@@ -88,7 +91,7 @@ class HeldClaims:
     async def take(self, conversation_id: str) -> Taken | None:
         """The claim to send the conversation's next row under; None when another live
         process holds it (then it is not tried again for ``ttl / 3``)."""
-        now = self._clock.now()
+        now = self.clock.now()
         held = self._held.get(conversation_id)
         if held is not None and held.until - now >= self.ttl / 3:
             return Taken(held.claim, fresh=False)
@@ -112,19 +115,19 @@ class HeldClaims:
         held = self._held.get(claim.conversation_id)
         if held is not None and held.claim == claim:
             del self._held[claim.conversation_id]
-        self._elsewhere[claim.conversation_id] = self._clock.now() + self.ttl / 3
+        self._elsewhere[claim.conversation_id] = self.clock.now() + self.ttl / 3
 
     def forget_idle(self, busy: set[str]) -> None:
         """Forget the claims that have lapsed (no statement: they lapse in the store too),
         except those of ``busy`` conversations."""
-        now = self._clock.now()
+        now = self.clock.now()
         self._held = {c: h for c, h in self._held.items() if c in busy or h.until > now}
         self._elsewhere = {c: t for c, t in self._elsewhere.items() if t > now}
 
     async def release(self) -> None:
         """Give every claim still held up (at shutdown, once nothing is being sent), so
         another process delivers these conversations at once rather than after ``ttl``."""
-        now = self._clock.now()
+        now = self.clock.now()
         held = [h.claim for h in self._held.values() if h.until > now]
         self._held.clear()
         await self._store.release_claims(held)
@@ -186,6 +189,18 @@ class ClaimedDelivery:
         """Give every claim held up (:meth:`HeldClaims.release`)."""
         if self._claims is not None:
             await self._claims.release()
+
+    async def sent_elsewhere(self, platform: str, channel: str) -> None:
+        """Return once no row of ``platform``'s ``channel`` written so far is pending:
+        another instance may be sending one now (its message out, its id not stored
+        yet), and it says nothing here when done, so the store is looked at every
+        :data:`LOOK_AGAIN` seconds. At once without claims (one process); the caller
+        bounds the wait."""
+        if self._claims is None:
+            return
+        up_to = await self._known.last_outbox_id()
+        while await self._known.has_pending_in(platform, channel, up_to=up_to):
+            await self._claims.clock.sleep(LOOK_AGAIN)
 
     def lost(self, lost: ClaimLost) -> None:
         """A send's fenced write found the claim taken over: forget the conversation."""

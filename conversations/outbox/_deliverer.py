@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from conversations.adapter import Sender
 from conversations.channels import ProgressMode
-from conversations.errors import DeliveryError
 from conversations.events import PostReply
 from conversations.outbox._attempt import Attempts
 from conversations.outbox._claims import ClaimedDelivery, HeldClaims
@@ -36,7 +35,6 @@ from conversations.outbox._worker import (
 )
 from conversations.store import Outbox, OutboxRecord
 from conversations.store.claims import Claim, ClaimLost, DeliveryClaims
-from core.context import random_id
 from core.faults import NO_FAULTS, Faults
 from core.secrets import NO_SECRETS, Redactor
 
@@ -141,8 +139,7 @@ class Deliverer:
         self._gate.opened(claim)
 
     def look_at(self, conversation_id: str) -> None:
-        """Read the conversation's pending rows from the store now (another process said
-        it wrote rows this one delivers)."""
+        """Read the conversation's pending rows from the store now (told by another process)."""
         self._known.refresh(conversation_id)
         self._wakeup.set()
 
@@ -216,34 +213,28 @@ class Deliverer:
         """Return once no message in ``channel`` may be out without its stored id.
 
         That is: no send in flight now, and no pending row of ``platform`` and
-        ``channel`` that an earlier process may have sent already (it crashed
-        between the platform's answer and storing the id; the row is sent again,
-        which finds the message, and stores its id). The hub calls this when a
-        reaction names a message it does not know. Waits at most ``patience``
-        seconds for such rows (a rate limit may hold them up).
+        ``channel`` that an earlier process may have sent already (it crashed between
+        the platform's answer and storing the id; the row is sent again, which finds
+        the message, and stores its id), nor, with several instances, that another
+        one may be sending now. The hub calls this when a reaction names a message it
+        does not know. Waits at most ``patience`` seconds (a rate limit may hold rows up).
         """
         await self._attempts.settled()
-        if platform is None or channel is None or not self._suspects_known:
+        if platform is None or channel is None:
             return
-        suspects = self._attempts.suspect_up_to
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(patience):
-                while await self._known.has_pending_in(platform, channel, up_to=suspects):
-                    self.wake()
-                    await self._progress.wait()
+                if self._suspects_known:
+                    suspects = self._attempts.suspect_up_to
+                    while await self._known.has_pending_in(platform, channel, up_to=suspects):
+                        self.wake()
+                        await self._progress.wait()
+                await self._gate.sent_elsewhere(platform, channel)
 
     async def send_now(self, action: PostReply) -> None:
-        """Send a reply that belongs to no conversation (e.g. "nothing to stop"), once.
-
-        Failures are logged, not raised: the person can simply ask again.
-        """
-        sender = self._attempts.senders.get(action.ref.platform)
-        if sender is None:
-            return
-        try:
-            await sender.send(action, idempotency_key=f"tb-now-{random_id()}")
-        except DeliveryError as exc:
-            log.warning("could not send a notice: %s", exc)
+        """Send a reply that belongs to no conversation (e.g. "nothing to stop"), once
+        (:meth:`Attempts.send_now`: a failure is logged, not raised)."""
+        await self._attempts.send_now(action)
 
     # --- the dispatcher loop ---------------------------------------------------------
 

@@ -217,6 +217,19 @@ class Database:
         """
         return await self._writer.run(transaction, then=then)
 
+    async def write_beside(self, transaction: Transaction[T]) -> T:
+        """Run ``transaction(session)`` as one write transaction not queued behind this
+        process's other writes: on a server database (PostgreSQL orders concurrent
+        transactions itself) on a pooled connection of its own; on SQLite, where one
+        connection writes a file, through the writer like :meth:`write`. For writes
+        that must not wait for a busy run's commits: a lease's renewal, which lapses
+        if it comes late. Raises what :meth:`write` raises."""
+        if self.engine.dialect.name == "sqlite":
+            return await self.write(transaction)
+        async with AsyncSession(self.engine, expire_on_commit=False) as session:
+            async with session.begin():
+                return await session.run_sync(transaction)
+
     async def write_alone(
         self,
         statement: Executable,

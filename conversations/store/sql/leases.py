@@ -53,7 +53,8 @@ class SqlLeases:
         if not held:
             return set()
         until = (now or utcnow()) + timedelta(seconds=ttl)
-        return await self._db.write(lambda session: renew(session, held, until=until))
+        # not queued behind the runs' commits: a renewal that comes late lets it lapse
+        return await self._db.write_beside(lambda session: renew(session, held, until=until))
 
     async def release_lease(self, lease: Lease) -> bool:
         """Give ``lease`` up; False when it was no longer held (taken over meanwhile)."""
