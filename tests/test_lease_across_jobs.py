@@ -219,6 +219,32 @@ async def test_a_lost_lease_ends_the_job_and_the_next_job_takes_it_again(
     assert await setup.owner(cid) is None
 
 
+async def test_an_input_whose_job_lost_the_lease_is_taken_again_not_left_for_a_restart(
+    setup: Setup,
+) -> None:
+    cid = await new_conversation(setup.store)
+    assert await setup.store.inbox.record_delivery("Ev-reply", cid, {"kind": "reply"})
+    tries: list[Lease | None] = []
+
+    async def journal_the_reply() -> None:
+        tries.append(current_lease(cid))
+        if len(tries) == 1:  # paused past the lease: another process took it and let it go
+            other = await setup.store.leases.acquire_lease(cid, "host-b:2", ttl=60, now=FAR_FUTURE)
+            assert other is not None and await setup.store.leases.release_lease(other)
+        reply = UserText(author=ALICE, text="the reply", role="note")
+        await setup.store.journal.commit(cid, Change(entries=(reply,), handled=("Ev-reply",)))
+
+    setup.queue.submit(cid, Job(setup.runs._retried(cid, journal_the_reply, "Ev-reply")))
+    await wait_for(lambda: len(tries) == 2)
+    await setup.queue.idle()
+
+    first, second = setup.counting.acquired
+    assert tries == [first, second] and second.epoch == first.epoch + 2
+    assert await setup.store.inbox.unhandled() == []
+    journal = (await setup.store.journal.load(cid)).journal
+    assert [record.entry.text for record in journal] == ["the reply"]  # type: ignore[union-attr]
+
+
 async def test_a_lease_lost_raised_by_a_job_is_not_reused(setup: Setup) -> None:
     cid = await new_conversation(setup.store)
     seen: list[tuple[str, Lease | None, str]] = []

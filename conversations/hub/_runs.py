@@ -199,7 +199,12 @@ class Runs:
                 await work()
                 return
             except LeaseLost:
-                raise  # another process holds the conversation: it carries on
+                # another process holds the conversation: it carries on; an input not
+                # journaled yet is taken again once the lease is (not left for a restart)
+                if delivery_key is not None and not await self._journaled(delivery_key):
+                    again = self._retried(conversation_id, work, delivery_key)
+                    self.queue.submit(conversation_id, Job(again))
+                raise
             except AlreadyHandled as exc:  # the run held elsewhere took it (several instances)
                 log.info("conversation %s: %s", conversation_id, exc)
                 return
