@@ -161,8 +161,15 @@ class Database:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.alone: Mapping[str, str] = NO_BEGIN
+        """Execution options of a statement that is its own transaction: no ``BEGIN`` on
+        SQLite (:data:`NO_BEGIN`); on PostgreSQL, autocommit (asyncpg then sends the
+        statement alone, without ``BEGIN`` and ``COMMIT``:
+        https://docs.sqlalchemy.org/en/20/core/connections.html#setting-transaction-isolation-levels-including-dbapi-autocommit)."""
+        if engine.dialect.name != "sqlite":
+            self.alone = MappingProxyType({**NO_BEGIN, "isolation_level": "AUTOCOMMIT"})
         self._sessions = async_sessionmaker(
-            engine.execution_options(**NO_BEGIN), expire_on_commit=False
+            engine.execution_options(**self.alone), expire_on_commit=False
         )
         self._writer = Runner(
             engine,
@@ -202,7 +209,7 @@ class Database:
         its result. ``snapshot``: its statements in one read transaction (deferred
         ``BEGIN``), else each on its own (:data:`NO_BEGIN`). For the reads on a run's
         and the deliverer's path; never waits for the writer."""
-        return await self._reader.run(read, {} if snapshot else NO_BEGIN)
+        return await self._reader.run(read, {} if snapshot else self.alone)
 
     async def write(
         self, transaction: Transaction[T], *, then: Callable[[T], None] | None = None
@@ -257,7 +264,7 @@ class Database:
         Raises what :meth:`write` raises.
         """
         return await self._writer.run(
-            lambda session: result(session.execute(statement, params)), NO_BEGIN, then=then
+            lambda session: result(session.execute(statement, params)), self.alone, then=then
         )
 
     async def close(self) -> None:
