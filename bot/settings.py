@@ -310,10 +310,10 @@ class Settings(BaseSettings):
     fault: str = ""
     instance: str = ""
     """Lease owner name; empty means ``host:pid`` (see ``HubSettings.instance``)."""
-    lease_ttl: float = Field(default=60.0, gt=0)
+    lease_ttl: float = Field(default=60.0, ge=1, le=86_400)
     """Seconds another instance waits before it takes over a conversation whose lease
     was not renewed (renewed every third of it)."""
-    wakeup_poll: float = Field(default=1.0, gt=0)
+    wakeup_poll: float = Field(default=1.0, ge=0.05, le=86_400)
     """Seconds between two looks at the store for stops and replies meant for the runs
     this instance holds; on PostgreSQL another instance also tells it at once
     (``LISTEN``/``NOTIFY``), on SQLite this poll is the only way."""

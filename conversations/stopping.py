@@ -11,7 +11,8 @@ call. :meth:`Stopper.stop` therefore:
   store naming the run (:class:`conversations.store.StopRequests`), which the holder finds
   at once when told (a wake-up: :mod:`conversations.store.wakeups`), else by
   :meth:`Stopper.keep_polling` within ``poll_interval``, and carries out as above.
-  The thread is told at once (:data:`STOPPING`), and the asking instance follows
+  The thread is told at once (:data:`STOPPING`, posted before the request is
+  written), and the asking instance follows
   the request up at each poll: whoever holds the conversation next (a process that
   took it over) carries it out, and once the holder's lease lapses (it died on
   another host) the asking instance takes the lease and stops it itself;
@@ -57,6 +58,9 @@ class Stopper:
     it holds any); every ``orphan_every`` seconds it also takes up requests whose
     holder is gone. ``tell_holder`` is called with a conversation whose holder was
     asked to stop its run (a wake-up: the holder looks at once, not at its next poll).
+    ``notice_now`` posts :data:`STOPPING` at once, outside the outbox (default:
+    ``notice``), before the request is written, so the holder's "Stopped", which it
+    posts from its own outbox, cannot come first.
     """
 
     def __init__(
@@ -71,6 +75,7 @@ class Stopper:
         poll_interval: float = 1.0,
         orphan_every: float = 30.0,
         tell_holder: Callable[[str], None] = lambda _id: None,
+        notice_now: Notice | None = None,
     ) -> None:
         self._threads = threads
         self._stops = stops
@@ -80,6 +85,7 @@ class Stopper:
         self._notice = notice
         self._poll = poll_interval
         self._tell_holder = tell_holder
+        self._notice_now = notice_now or notice
         self._orphan_ticks = max(1, round(orphan_every / poll_interval))
         self._asked: dict[str, Person] = {}
         """Conversations whose run this instance asked another to stop, and who asked:
@@ -95,7 +101,6 @@ class Stopper:
         if await self._carry_out(conversation, by):
             return
         self._asked[conversation.id] = by
-        await self._notice(conversation, STOPPING)
 
     async def keep_polling(self) -> None:
         """Carry out stop requests for the runs held here, until cancelled (supervised)."""
@@ -137,9 +142,10 @@ class Stopper:
         """Stop the run here if no live instance elsewhere holds it; else ask that one
         (unless ``asked``: a request is open already). False: the run is elsewhere."""
         cid = conversation.id
+        said = asked
         for _attempt in range(3):
             if cid in self._leases.held_ids:
-                await self._stop_here(conversation, by)
+                await self._stop_here(conversation, by, quiet=asked)
                 return True
             holder = await self._live_holder(cid)
             if holder is not None and asked:
@@ -147,6 +153,9 @@ class Stopper:
             await self._queue.stop(cid)  # what waits here for the lease goes
             if holder is not None:
                 assert holder.owner is not None
+                if not said:  # before the request: the holder's "Stopped" comes after it
+                    await self._notice_now(conversation, STOPPING)
+                    said = True
                 if await self._stops.request_stop(
                     cid, holder=holder.owner, epoch=holder.epoch, by=by
                 ):
@@ -156,10 +165,10 @@ class Stopper:
                 continue  # the run ended meanwhile: look again
             async with self._leases.held_now(cid) as lease:
                 if lease is not None:
-                    await self._stop_here(conversation, by)
+                    await self._stop_here(conversation, by, quiet=asked)
                     return True
         log.warning("conversation %s: its lease kept changing hands; stopping it here", cid)
-        await self._stop_here(conversation, by)
+        await self._stop_here(conversation, by, quiet=asked)
         return True
 
     async def _live_holder(self, conversation_id: str) -> LeaseState | None:
@@ -172,10 +181,14 @@ class Stopper:
             return None
         return state
 
-    async def _stop_here(self, conversation: ConversationInfo, by: Person) -> None:
-        """Cancel the job here (a command is killed), close the run, settle the requests."""
+    async def _stop_here(
+        self, conversation: ConversationInfo, by: Person, *, quiet: bool = False
+    ) -> None:
+        """Cancel the job here (a command is killed), close the run, settle the requests.
+        ``quiet``: a stop this instance asked another to carry out, followed up: when
+        nothing runs any more, the holder stopped it and said so; nothing more is said."""
         await self._queue.stop(conversation.id)
         stopped = await self._engine.stop(conversation.id, by.name, by.id)
         await self._stops.stop_requests_handled(conversation.id)
-        if not stopped:
+        if not stopped and not quiet:
             await self._notice(conversation, NOTHING_RUNNING)

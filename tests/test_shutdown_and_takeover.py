@@ -276,9 +276,6 @@ async def test_a_stop_for_a_holder_on_another_host_is_said_at_once_and_done_when
     try:
         thread = await holder_killed(channel, runner, other)
         said = len(channel.texts(thread))
-        # Its delivery claim is renewed only while it sends, its run lease all along: the
-        # claim has lapsed (set in the store, not waited for), the lease not yet.
-        other.query("update conversations set delivery_until = '2000-01-01 00:00:00.000000'")
 
         await channel.slash(other, "/stop")
 
@@ -287,8 +284,12 @@ async def test_a_stop_for_a_holder_on_another_host_is_said_at_once_and_done_when
             ("running", elsewhere)
         ]
         assert other.query("select count(*) from stop_requests where handled_at is null") == [(1,)]
-        # That host is gone for good: its lease lapses (set in the store, not waited for).
-        other.query("update conversations set lease_until = '2000-01-01 00:00:00.000000'")
+        # That host is gone for good: its lease and its delivery claim lapse (set in the
+        # store, not waited for).
+        other.query(
+            "update conversations set lease_until = '2000-01-01 00:00:00.000000', "
+            "delivery_until = '2000-01-01 00:00:00.000000'"
+        )
 
         await eventually(lambda: channel.post_with(thread, "Stopped by"))
         assert channel.texts(thread)[said:] == [

@@ -94,6 +94,7 @@ class Hub:
             notice=self._notice,
             poll_interval=settings.wakeup_poll,
             tell_holder=lambda cid: self.tell(Topic.STOP, cid),
+            notice_now=self._notice_now,
         )
         """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
         self.listening = Listening(
@@ -284,6 +285,10 @@ class Hub:
         queued job has ended.
         """
         await self._runs.shutdown(self._settings.shutdown_grace)
+
+    async def _notice_now(self, conversation: ConversationInfo, text: str) -> None:
+        """Post ``text`` in the conversation's thread at once, outside the outbox."""
+        await self._deliverer.send_now(PostReply(ref=conversation.binding, text=text))
 
     async def _notice(self, conversation: ConversationInfo, text: str) -> None:
         await self._store.outbox.enqueue(

@@ -9,6 +9,8 @@ Reads are async sessions on the engine's pool.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -46,6 +48,26 @@ transactions") and a read costs one statement instead of three (``BEGIN``, the
 ``SELECT``, ``ROLLBACK``); other databases ignore them."""
 
 
+WAL_TRIES = 200
+"""Tries at turning WAL on, :data:`WAL_WAIT` seconds apart (10 s in all, the busy timeout)."""
+WAL_WAIT = 0.05
+
+
+def _wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again while another process holds the file:
+    switching a new file to WAL fails at once with "database is locked", without the
+    busy timeout's wait, when another connection is switching it at the same moment
+    (seen with two instances starting together on a new file)."""
+    for attempt in range(WAL_TRIES):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_TRIES - 1:
+                raise
+            time.sleep(WAL_WAIT)
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """On each new connection: the driver's own transaction handling off, then the pragmas.
 
@@ -60,7 +82,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=10000")  # first: turning WAL on may wait for a lock
-    cursor.execute("PRAGMA journal_mode=WAL")
+    _wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
