@@ -67,3 +67,24 @@ def test_the_bot_without_asyncpg_stops_with_exit_2_naming_the_extra(tmp_path: Pa
     assert "THREADBOT_DATABASE_URL ('postgresql+asyncpg://bot:***@db.internal/" in result.stderr
     assert "pip install 'threadbot[postgres]'" in result.stderr
     assert "hunter2" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("lease_ttl", float("inf")),
+        ("lease_ttl", 1e12),
+        ("lease_ttl", 0.001),
+        ("wakeup_poll", 1e-9),
+        ("wakeup_poll", 0),
+        ("wakeup_poll", 1e12),
+    ],
+)
+def test_a_lease_or_a_poll_that_would_break_the_instances_is_refused(
+    setting: str, value: float
+) -> None:
+    """A lease of a millisecond is taken over from its live holder at once, one of
+    years overflows the time it lapses at, a poll of a nanosecond spins a core."""
+    with pytest.raises(ValidationError) as refused:
+        Settings(**{setting: value})
+    assert setting in str(refused.value)

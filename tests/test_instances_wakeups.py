@@ -96,7 +96,10 @@ async def test_a_stop_sent_to_the_other_instance_stops_the_command_at_once(
 
     assert state == [("interrupted",)]
     assert ended == [("cancelled",)]
-    assert posted(world.api, thread).count(STOPPED) == 1, posted(world.api, thread)
+    said = posted(world.api, thread)
+    assert said.count(STOPPED) == 1, said
+    # told at once by B, before the holder's "Stopped"; nothing more after it
+    assert said[said.index(STOPPED) - 1 :] == ["⏹ Stopping…", STOPPED], said
     assert codes == [0, 0], world.logs()
 
 

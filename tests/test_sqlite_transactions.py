@@ -10,6 +10,7 @@ failing with "database is locked".
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from conversations.render import render_event
 from conversations.store import Store, migrate
-from conversations.store.sql import SqlStore, create_engine
+from conversations.store.sql import SqlStore, create_engine, database
 
 
 @pytest.fixture
@@ -77,3 +78,31 @@ async def test_writers_on_one_file_wait_for_each_other(tmp_path: Path, engine: A
             await store.close()
 
     assert all(t == [True] * 20 + [False] * 20 for t in taken)  # each key taken once
+
+
+class LockedCursor:
+    """A cursor whose ``PRAGMA journal_mode=WAL`` fails ``locked`` times, as it does
+    while another process turns a new file to WAL at the same moment."""
+
+    def __init__(self, locked: int, error: str = "database is locked") -> None:
+        self.locked = locked
+        self.error = error
+        self.tries = 0
+
+    def execute(self, statement: str) -> None:
+        self.tries += 1
+        if self.tries <= self.locked:
+            raise sqlite3.OperationalError(self.error)
+
+
+def test_turning_wal_on_is_tried_again_while_another_process_holds_the_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(database, "WAL_WAIT", 0)
+    cursor = LockedCursor(locked=3)
+    database._wal(cursor)
+    assert cursor.tries == 4
+    for hopeless in (LockedCursor(locked=1, error="disk I/O error"), LockedCursor(10**6)):
+        with pytest.raises(sqlite3.OperationalError):
+            database._wal(hopeless)
+    assert hopeless.tries == database.WAL_TRIES
