@@ -694,3 +694,26 @@ async def test_a_reply_the_platform_withheld_is_no_answer(make_app) -> None:
     assert "Message Content intent is off" in chat.said()[-1]
     assert len(model.requests) == 1
     assert str((await chat.snapshot()).status) == "waiting(question)"
+
+
+async def test_two_stops_at_once_journal_one_stop(make_app) -> None:
+    """Both read the conversation running; the second commit finds it ended meanwhile
+    (its journal position taken) and stops nothing: one stop, one "Stopped" (on
+    PostgreSQL, whose reads do not wait for the writer, both stops were journaled)."""
+    gate = asyncio.Event()
+    working = ScriptedTurn(text="done", gate=gate)
+    chat, _model = await approved_chat(make_app, [working], settle=False)
+    await working.started.wait()
+    cid = (await chat.snapshot()).id
+
+    stops = await asyncio.gather(
+        chat.app.engine.stop(cid, "alice", "U0ALICE001"),
+        chat.app.engine.stop(cid, "bob", "U0BOB0001"),
+    )
+    gate.set()
+    await chat.app.hub.settled()
+
+    assert sorted(stops) == [False, True]
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    assert [r.entry.kind for r in snap.journal].count("stop") == 1

@@ -173,7 +173,12 @@ async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
 def _check_results(change: Change, snap: ConversationSnapshot) -> None:
     """Raise :class:`~core.vocabulary.errors.RequestConflict` when ``change`` gives a call a result
     that the journal already holds: the write beside the run closed it (no call ever
-    has two results)."""
+    has two results); or when ``change`` ends the conversation and a write beside it
+    ended it meanwhile (two stops at once: one is journaled, the other finds nothing to
+    stop)."""
+    ending = change.status is not None and not change.status.active
+    if ending and not snap.status.active:
+        raise RequestConflict(f"conversation {snap.id}: it ended meanwhile")
     giving = {e.tool_use_id for e in change.entries if isinstance(e, ToolResultEntry)}
     if not giving:
         return
