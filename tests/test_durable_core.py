@@ -717,3 +717,28 @@ async def test_two_stops_at_once_journal_one_stop(make_app) -> None:
     snap = await chat.snapshot()
     assert snap.status.lifecycle is Lifecycle.CANCELLED
     assert [r.entry.kind for r in snap.journal].count("stop") == 1
+
+
+async def test_a_start_leaves_the_runs_another_live_instance_holds_to_it(make_app) -> None:
+    """A restarted instance resumes the runs nobody runs, and queues no job that would
+    wait (polling the store) for each run a live instance on another host holds."""
+    from core.vocabulary import lifecycle
+    from core.vocabulary.journal import Change
+
+    app = await make_app(ScriptedModel([plan(), plan()]))
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("first")
+    await chat.mention("second")
+    await app.hub.settled()
+    held, orphan = [c.id for c in await app.store.threads.conversations()]
+    for cid in (held, orphan):
+        await app.store.journal.commit(cid, Change(status=lifecycle.RUNNING))
+    elsewhere = await app.store.leases.acquire_lease(held, "other-host:1", ttl=600)
+    assert elsewhere is not None
+
+    assert await app.hub.resume_running() == [orphan]
+    async with asyncio.timeout(60):  # no job waits here for the lease the other one holds
+        await app.hub.settled()
+    state = await app.store.leases.lease_state(held)
+    assert state is not None and (state.owner, state.epoch) == ("other-host:1", elsewhere.epoch)

@@ -190,11 +190,21 @@ class Hub:
                 return
 
     async def resume_running(self) -> list[str]:
-        """Queue a run for every conversation left ``running`` (after a crash or redeploy)."""
-        running = await self._store.threads.running()
-        for conversation_id in running:
+        """Queue a run for every conversation left ``running`` (after a crash or redeploy)
+        that no other live instance runs: its lease is taken here first, without waiting
+        (free, lapsed, this instance's own, or a gone process's of this host); one that
+        another live instance holds is left to it, and taken over here only if its
+        lease lapses (:meth:`take_over`), so no job waits here for each of its runs.
+        Returns the ids queued."""
+        resumed: list[str] = []
+        for conversation_id in await self._store.threads.running():
+            lease = await self.leases.take_now(conversation_id)
+            if lease is None:
+                continue
+            self.leases.taken_over(lease)
             self._runs.run(conversation_id)
-        return running
+            resumed.append(conversation_id)
+        return resumed
 
     async def take_over(self) -> list[str]:
         """Take over the conversations left ``running`` whose run's lease lapsed a whole

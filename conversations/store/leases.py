@@ -254,6 +254,12 @@ class Leases:
         self._opened[lease.conversation_id] = lease
         self._held[lease.conversation_id] = Holding(lease)
 
+    async def take_now(self, conversation_id: str) -> Lease | None:
+        """Take the conversation's lease if it is free, lapsed, this process's or a gone
+        process's of this host (:meth:`_try_acquire`); None, without waiting, when another
+        live process holds it. Hold what it returns with :meth:`taken_over`."""
+        return await self._try_acquire(conversation_id)
+
     def taken_over(self, lease: Lease) -> None:
         """Hold ``lease``, taken over from a lapsed holder (``LeaseStore.take_lapsed``), as
         :meth:`opened` does; unless a holder of this process is taking or holding the
