@@ -17,7 +17,7 @@ call. :meth:`Stopper.stop` therefore:
   took it over) carries it out, and once the holder's lease lapses (it died on
   another host) the asking instance takes the lease and stops it itself;
 - otherwise (nobody holds it, the run ended meanwhile, or the holder is a process
-  of this host that is gone: :func:`conversations.store.leases.holder_gone`, no
+  of this host that is gone: :func:`conversations.store.owners.holder_gone`, no
   wait for its lease to lapse) takes the lease itself, so a paused former holder
   is fenced out, and closes the conversation here.
 
@@ -33,7 +33,8 @@ from collections.abc import Awaitable, Callable
 
 from conversations.queue import ConversationQueue
 from conversations.store import ConversationInfo, StopRequests, Threads
-from conversations.store.leases import Leases, LeaseState, holder_gone
+from conversations.store.leases import Leases, LeaseState
+from conversations.store.owners import holder_gone
 from core.context import now
 from core.run.engine import Engine
 from core.vocabulary.people import Person

@@ -10,7 +10,7 @@ store). (docs/architecture.md, "Several instances".)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import asyncpg
@@ -44,9 +44,9 @@ class Heard:
         self.reconnects += 1
         self.changed.set()
 
-    async def until(self, done: object, seconds: float = 60.0) -> None:
+    async def until(self, done: Callable[[], bool], seconds: float = 60.0) -> None:
         async with asyncio.timeout(seconds):
-            while not callable(done) or not done():
+            while not done():
                 self.changed.clear()
                 await self.changed.wait()
 

@@ -18,6 +18,7 @@ backend; platform-specific help texts come from the adapters (:meth:`Hub.add_tex
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Collection
 
@@ -103,7 +104,7 @@ class Hub:
             stopper=self.stopper,
             deliverer=deliverer,
             inbox=store.inbox,
-            route_reply=self._route_unhandled,
+            route_reply=functools.partial(self._requeue, mentions=False),
             in_hand=self._runs.in_hand,
             poll=settings.wakeup_poll,
         )
@@ -239,17 +240,29 @@ class Hub:
         if only is not None:
             unhandled = [u for u in unhandled if u[1] in only]
         for _key, conversation_id, data in unhandled:
-            event = inbound_adapter.validate_python(data)
-            if not isinstance(event, MessagePosted):
-                continue
-            conversation = await self._store.threads.find(conversation_id)
-            if conversation is None:
-                continue
-            if event.ref.thread is None:  # the mention that opened the conversation
-                self._runs.start(conversation_id, event)
-            else:
-                await self._resume_reply(conversation, event)
+            await self._requeue(conversation_id, data)
         return len(unhandled)
+
+    async def _requeue(
+        self, conversation_id: str, data: dict[str, object], *, mentions: bool = True
+    ) -> None:
+        """Queue a recorded message not journaled yet (its event as stored) as when it
+        came in: the mention that opened the conversation starts it (unless not
+        ``mentions``: a wake-up's poll routes replies only, a mention's start journals
+        it), a reply is authorised and routed."""
+        event = inbound_adapter.validate_python(data)
+        if not isinstance(event, MessagePosted):
+            return
+        opening = event.ref.thread is None
+        if opening and not mentions:
+            return
+        conversation = await self._store.threads.find(conversation_id)
+        if conversation is None:
+            return
+        if opening:
+            self._runs.start(conversation_id, event)
+        else:
+            await self._resume_reply(conversation, event)
 
     async def _resume_reply(self, conversation: ConversationInfo, event: MessagePosted) -> None:
         """A reply journaled by no run yet: authorised and routed as when it came in."""
@@ -266,15 +279,6 @@ class Hub:
         running = conversation.status.lifecycle is Lifecycle.RUNNING
         if running and conversation.id not in self.leases.held_ids:
             self.tell(Topic.INBOX, conversation.id)
-
-    async def _route_unhandled(self, conversation_id: str, data: dict[str, object]) -> None:
-        """Route a recorded reply not journaled yet, as when it came in (a wake-up)."""
-        event = inbound_adapter.validate_python(data)
-        if not isinstance(event, MessagePosted) or event.ref.thread is None:
-            return  # a mention: its conversation's start journals it
-        conversation = await self._store.threads.find(conversation_id)
-        if conversation is not None:
-            await self._resume_reply(conversation, event)
 
     async def expire(self, conversation_id: str, request_id: str) -> None:
         """Expire a request through the conversation's queue (the sweeper calls this)."""

@@ -26,7 +26,7 @@ from conversations.outbox._attempt import Attempts
 from conversations.outbox._clock import Clock
 from conversations.outbox._known import KnownRows
 from conversations.store.claims import Claim, ClaimLost, DeliveryClaims, deliver_under
-from conversations.store.leases import holder_gone
+from conversations.store.owners import taken_unless_alive
 
 __all__ = ["ClaimedDelivery", "HeldClaims", "Taken"]
 
@@ -95,13 +95,12 @@ class HeldClaims:
         held = self._held.get(conversation_id)
         if held is not None and held.until - now >= self.ttl / 3:
             return Taken(held.claim, fresh=False)
-        claim = await self._store.claim_delivery(conversation_id, self.owner, ttl=self.ttl)
-        if claim is None:  # its holder may be a process of this host that is gone
-            holder = await self._store.claim_owner(conversation_id)
-            if holder is not None and holder_gone(holder):
-                claim = await self._store.claim_delivery(
-                    conversation_id, self.owner, ttl=self.ttl, dead=holder
-                )
+        claim = await taken_unless_alive(
+            lambda dead: self._store.claim_delivery(
+                conversation_id, self.owner, ttl=self.ttl, dead=dead
+            ),
+            lambda: self._store.claim_owner(conversation_id),
+        )
         if claim is None:
             self._held.pop(conversation_id, None)
             self._elsewhere[conversation_id] = now + self.ttl / 3

@@ -4,7 +4,10 @@
   outbox, leases, stop requests, requests, retention) and the :class:`Store`
   that hands them out; who takes which is listed there.
 - :mod:`~conversations.store.records`: the plain records every backend returns.
-- :mod:`~conversations.store.leases`: the holder of one process's leases (fencing).
+- :mod:`~conversations.store.leases`: the holder of one process's leases (fencing);
+  :mod:`~conversations.store.claims`: who delivers a conversation's outbox rows;
+  :mod:`~conversations.store.owners`: whether their owner is gone;
+  :mod:`~conversations.store.wakeups`: how instances on one database tell each other.
 - :mod:`~conversations.store.sql`: the SQLAlchemy backend (SQLite by default), its
   tables in :mod:`~conversations.store.schema`, migrated by Alembic
   (:mod:`~conversations.store.migrate`, the scripts in ``conversations/migrations``).

@@ -85,7 +85,7 @@ class DeliveryClaims(Protocol):
     ) -> Claim | None:
         """Take the claim for ``ttl`` seconds with a new epoch when it is free, lapsed,
         ``owner``'s own or ``dead``'s (a process known to be gone:
-        :func:`conversations.store.leases.holder_gone`); None when another process
+        :func:`conversations.store.owners.holder_gone`); None when another process
         holds it (or no such conversation).
         One statement; ``taken_over`` says whether another process held it last.
         Taking one's own claim again renews it (at a new epoch)."""

@@ -31,14 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from conversations.store.owners import taken_unless_alive
 from conversations.store.records import Lease, LeaseState
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
@@ -53,7 +52,6 @@ __all__ = [
     "Leases",
     "current_holding",
     "current_lease",
-    "holder_gone",
     "releases_with",
 ]
 
@@ -355,38 +353,14 @@ class Leases:
         """Take the lease if it is free, expired or this process's; failing that, if its
         holder is a dead process of this host. One write in the usual case (no read of
         the holder first)."""
-        lease = await self._store.acquire_lease(conversation_id, self.owner, ttl=self.ttl)
-        if lease is not None:
-            return lease
-        dead = await self.dead_holder(conversation_id)
-        if dead is None:
-            return None
-        return await self._store.acquire_lease(conversation_id, self.owner, ttl=self.ttl, dead=dead)
+        return await taken_unless_alive(
+            lambda dead: self._store.acquire_lease(
+                conversation_id, self.owner, ttl=self.ttl, dead=dead
+            ),
+            lambda: self._store.lease_owner(conversation_id),
+        )
 
     async def state(self, conversation_id: str) -> LeaseState | None:
         """Who holds the conversation's lease now, at which epoch, until when (None:
         no such conversation); this process or another."""
         return await self._store.lease_state(conversation_id)
-
-    async def dead_holder(self, conversation_id: str) -> str | None:
-        """The lease holder if it is a process of this host that no longer exists."""
-        holder = await self._store.lease_owner(conversation_id)
-        return holder if holder is not None and holder_gone(holder) else None
-
-
-def holder_gone(owner: str) -> bool:
-    """Whether ``owner`` (``host:pid``) is a process of this host that no longer exists.
-
-    False for a live process, for another host and for an instance name
-    (``THREADBOT_INSTANCE``): only the expiry of its lease tells that it is gone.
-    """
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
