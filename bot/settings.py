@@ -160,6 +160,7 @@ def database_url_checked(value: str) -> str:
 CommaList = Annotated[list[str], NoDecode]
 CommaModels = Annotated[list[ModelId], NoDecode]
 CommaLoosenable = Annotated[list[Loosenable], NoDecode]
+CommaInts = Annotated[list[Annotated[int, Field(ge=0)]], NoDecode]
 
 
 _GRANTS = ("workspaces_may_loosen", "channels_may_loosen")
@@ -203,6 +204,12 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DISCORD_GATEWAY_URL", "discord_gateway_url")
     )
     discord_guilds: CommaList = []
+    discord_shard_count: int | None = Field(default=None, ge=1, le=10_000)
+    """Gateway shards the Discord bot runs as in all (none: one connection, no sharding);
+    a guild belongs to shard ``(guild_id >> 22) % discord_shard_count``
+    (https://discord.com/developers/docs/events/gateway#sharding)."""
+    discord_shard_ids: CommaInts = []
+    """This instance's shards, each below ``discord_shard_count`` (empty: all of them)."""
     slack_host: str = "0.0.0.0"
     slack_port: int = Field(default=3000, ge=0, le=65535)
     allow_bots: bool = False
@@ -299,6 +306,13 @@ class Settings(BaseSettings):
     console_wait: Literal["auto", "yes", "no"] = "auto"
     model_script: Path | None = None
     log_level: str = "WARNING"
+    log_format: Literal["text", "json"] = "text"
+    """``text``: one line per record for a person; ``json``: one JSON object per line for a
+    log pipeline, with the conversation id where there is one (:mod:`bot.logs`)."""
+    ops_host: str = "127.0.0.1"
+    """Where the operations address (``/healthz``, ``/readyz``, ``/metrics``) listens."""
+    ops_port: int = Field(default=9464, ge=0, le=65535)
+    """Its port (0: any free one, logged at start); apart from ``slack_port``."""
     request_ttl: RequestSeconds = 24 * 3600.0
     workspace_retention_days: float = Field(default=3.0, gt=0, le=36_500)
     """Days a conversation's workspace is kept after it ended (done, failed, stopped)."""
@@ -357,6 +371,7 @@ class Settings(BaseSettings):
         "reject_reactions",
         "stop_reactions",
         "discord_guilds",
+        "discord_shard_ids",
         "fallback_models",
         "workspaces_may_loosen",
         "channels_may_loosen",
@@ -416,6 +431,27 @@ class Settings(BaseSettings):
         if not value:
             raise ValueError("give at least one reaction")
         return value
+
+    @model_validator(mode="after")
+    def _shards_within_count(self) -> Settings:
+        """Shard ids need a count and lie below it; the operations port is not Slack's."""
+        if self.discord_shard_ids:
+            if self.discord_shard_count is None:
+                raise ValueError("discord_shard_ids needs discord_shard_count")
+            beyond = [i for i in self.discord_shard_ids if i >= self.discord_shard_count]
+            if beyond:
+                raise ValueError(
+                    f"discord_shard_ids {beyond} are not below discord_shard_count "
+                    f"({self.discord_shard_count}): shards are numbered from 0"
+                )
+            if len(set(self.discord_shard_ids)) != len(self.discord_shard_ids):
+                raise ValueError("discord_shard_ids names a shard twice")
+        if self.ops_port and self.ops_port == self.slack_port:
+            raise ValueError(
+                f"ops_port and slack_port are both {self.ops_port}: the operations address "
+                "stays apart from the Slack events port"
+            )
+        return self
 
     @model_validator(mode="after")
     def _reactions_mean_one_thing(self) -> Settings:
