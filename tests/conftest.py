@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -136,6 +137,17 @@ def working_caps() -> None:
     found = command_groups()
     if isinstance(found, str):
         _missing(f"commands cannot get a cgroup here: {found}")
+
+
+@pytest.fixture
+def systemd_analyze() -> str:
+    """The ``systemd-analyze`` binary; skipped with the reason where it is not installed
+    (failed under CI)."""
+    found = shutil.which("systemd-analyze")
+    if found is None:
+        _missing("systemd-analyze is not installed (systemd's own package): no unit verified")
+    assert found is not None
+    return found
 
 
 def _missing(reason: str) -> None:

@@ -8,7 +8,10 @@ The pieces the several-instances tests share:
   seconds: two processes that both deliver one message show it only then), the
   model fake with a responder, N :class:`tests.process_harness.BotProcess` on one
   database (a SQLite file, or a PostgreSQL database from the ``postgres_url``
-  fixture: :func:`database_url`) and the proxy, as one :class:`Instances`.
+  fixture: :func:`database_url`) and the proxy, as one :class:`Instances`;
+  :func:`processes` makes those processes, and :data:`PER_TEST`, :data:`FAKE_URLS`
+  and :data:`TEST_ONLY` say which of their settings are the test's own rather than
+  the deployment's (``deploy/compose.yaml`` sets up the same deployment).
 - :func:`story_model`: a responder that gives every conversation whose mention says
   ``job N`` its own story: a plan, after the approval one ``run_command`` call
   (:func:`appending` by default: ``echo N >> side-effects.txt``), then the answer
@@ -66,6 +69,28 @@ SIDE_EFFECTS = "side-effects.txt"
 PLAN = "Plan (v1)"
 """What the message of a conversation's first plan says (and still says once decided)."""
 
+FAKE_URLS = frozenset({"SLACK_API_URL", "ANTHROPIC_BASE_URL"})
+"""Settings of every process (:func:`processes`) that point it at the fakes: a deployment
+leaves them unset, so the bot talks to Slack and Anthropic."""
+TEST_ONLY = frozenset({"THREADBOT_RUNNING_NOTE_EVERY"})
+"""Settings of every process that make the threads the ones the tests expect, however
+slow the machine (no "still running" notes): a deployment keeps the defaults."""
+PER_TEST = frozenset(
+    {
+        "THREADBOT_SLACK_HOST",
+        "THREADBOT_SLACK_PORT",
+        "THREADBOT_WORKSPACE_ROOT",
+        "THREADBOT_DATABASE_URL",
+        "THREADBOT_INSTANCE",
+    }
+)
+"""Settings of every process whose values are the test's own: where it listens, its
+folder, its database and each process's name. A deployment sets the same names to
+values of its own; what defines it is still the same: one database for all (of the
+same driver), one workspace folder for all, a distinct name for each. The other
+settings of every process, names and values, are the deployment's
+(``deploy/compose.yaml``, checked by ``tests/test_deploy_files.py``)."""
+
 
 def database_url(request: pytest.FixtureRequest, backend: str) -> str | None:
     """The store URL for ``backend`` (one of :data:`BACKENDS`): None for the SQLite file
@@ -119,6 +144,32 @@ class Instances:
         return [await bot.wait() for bot in self.bots]
 
 
+def processes(
+    tmp_path: Path,
+    api: FakeSlackApi,
+    model_url: str,
+    *,
+    database: str | None,
+    count: int = 2,
+    **settings: str,
+) -> list[BotProcess]:
+    """The ``count`` processes :func:`instances` starts, not started yet: ``instance-1``...
+    on ``database``, talking to ``api`` and the model fake at ``model_url``, sharing
+    ``tmp_path``; ``settings``: more ``THREADBOT_*`` variables of every process. What
+    each is given is its :attr:`BotProcess.settings` (see :data:`PER_TEST`)."""
+    return [
+        BotProcess(
+            tmp_path,
+            api,
+            model_url,
+            database_url=database,
+            instance=f"instance-{n}",
+            **settings,
+        )
+        for n in range(1, count + 1)
+    ]
+
+
 @contextlib.asynccontextmanager
 async def instances(
     tmp_path: Path,
@@ -139,17 +190,7 @@ async def instances(
         FakeAnthropicServer(respond=respond) as model,
         aiohttp.ClientSession() as http,
     ):
-        bots = [
-            BotProcess(
-                tmp_path,
-                api,
-                model.base_url,
-                database_url=database,
-                instance=f"instance-{n}",
-                **settings,
-            )
-            for n in range(1, count + 1)
-        ]
+        bots = processes(tmp_path, api, model.base_url, database=database, count=count, **settings)
         try:
             await asyncio.gather(*(bot.start() for bot in bots))
             async with RoundRobin(bots) as proxy:

@@ -123,8 +123,7 @@ class BotProcess:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
         }
-        env |= {
-            "PYTHONPATH": str(ROOT),
+        given = {
             "SLACK_BOT_TOKEN": "xoxb-test",
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_URL": api.base_url,
@@ -137,7 +136,10 @@ class BotProcess:
             "THREADBOT_LOG_LEVEL": "WARNING",
             "THREADBOT_RUNNING_NOTE_EVERY": "0",  # threads as the tests write them, however slow
         }
-        self.env = env | {f"THREADBOT_{k.upper()}": v for k, v in settings.items()}
+        self.settings = given | {f"THREADBOT_{k.upper()}": v for k, v in settings.items()}
+        """The variables this process is given (its settings, secrets and the fakes' URLs),
+        apart from the environment it inherits."""
+        self.env = env | {"PYTHONPATH": str(ROOT)} | self.settings
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr: list[str] = []
         self._reader: asyncio.Task[None] | None = None
