@@ -1,4 +1,5 @@
-"""Several ``threadbot run`` processes on one database, behind a round-robin proxy (issue 26).
+"""Several ``threadbot run`` processes on one database, behind a round-robin proxy (issue 26)
+or on Socket Mode connections of their own (issue 27).
 
 The pieces the several-instances tests share:
 
@@ -8,10 +9,13 @@ The pieces the several-instances tests share:
   seconds: two processes that both deliver one message show it only then), the
   model fake with a responder, N :class:`tests.process_harness.BotProcess` on one
   database (a SQLite file, or a PostgreSQL database from the ``postgres_url``
-  fixture: :func:`database_url`) and the proxy, as one :class:`Instances`;
-  :func:`processes` makes those processes, and :data:`PER_TEST`, :data:`FAKE_URLS`
-  and :data:`TEST_ONLY` say which of their settings are the test's own rather than
-  the deployment's (``deploy/compose.yaml`` sets up the same deployment).
+  fixture: :func:`database_url`) and the proxy, as one :class:`Instances`; with
+  ``socket_mode=True`` the processes receive over Socket Mode instead, one
+  connection each, and the Socket Mode fake spreads the envelopes over them in
+  turn, as Slack spreads them over an app's connections. :func:`processes` makes
+  those processes, and :data:`PER_TEST`, :data:`FAKE_URLS` and :data:`TEST_ONLY` say
+  which of their settings are the test's own rather than the deployment's
+  (``deploy/compose.yaml`` sets up the same deployment).
 - :func:`story_model`: a responder that gives every conversation whose mention says
   ``job N`` its own story: a plan, after the approval one ``run_command`` call
   (:func:`appending` by default: ``echo N >> side-effects.txt``), then the answer
@@ -55,7 +59,8 @@ from tests.fakes.anthropic_server import (
 )
 from tests.fakes.round_robin import RoundRobin
 from tests.fakes.slack_api import FakeSlackApi
-from tests.process_harness import WAIT, BotProcess, Channel, Listening
+from tests.fakes.slack_socket import FakeSocketModeServer
+from tests.process_harness import WAIT, BotProcess, Channel, SocketMode, Target
 from tests.slack_harness import ALICE, CHANNEL, event_body
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -105,18 +110,29 @@ def database_url(request: pytest.FixtureRequest, backend: str) -> str | None:
 
 @dataclass
 class Instances:
-    """Bot processes on one database behind a :class:`RoundRobin`, and the fakes they
-    talk to. ``channel`` speaks as people do; send to ``proxy`` (or to one of ``bots``
-    directly). ``threads`` maps each job number :func:`converse` opened to its thread's
-    ts."""
+    """Bot processes on one database behind a :class:`RoundRobin` (HTTP mode) or each
+    on a Socket Mode connection of its own (``socket``), and the fakes they talk to.
+    ``channel`` speaks as people do; send to :attr:`front` (or to one of ``bots``
+    directly over HTTP, to one connection with :class:`SocketMode`). ``threads`` maps each
+    job number :func:`converse` opened to its thread's ts."""
 
     api: FakeSlackApi
     model: FakeAnthropicServer
     channel: Channel
     bots: list[BotProcess]
-    proxy: RoundRobin
+    proxy: RoundRobin | None
     root: Path
+    socket: FakeSocketModeServer | None = None
     threads: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def front(self) -> Target:
+        """Where Slack delivers people's events: the proxy, or the Socket Mode fake
+        (each envelope to the next connection in turn)."""
+        if self.socket is not None:
+            return SocketMode(self.socket)
+        assert self.proxy is not None
+        return self.proxy
 
     @property
     def workspaces(self) -> Path:
@@ -151,12 +167,14 @@ def processes(
     *,
     database: str | None,
     count: int = 2,
+    socket_mode: bool = False,
     **settings: str,
 ) -> list[BotProcess]:
     """The ``count`` processes :func:`instances` starts, not started yet: ``instance-1``...
     on ``database``, talking to ``api`` and the model fake at ``model_url``, sharing
-    ``tmp_path``; ``settings``: more ``THREADBOT_*`` variables of every process. What
-    each is given is its :attr:`BotProcess.settings` (see :data:`PER_TEST`)."""
+    ``tmp_path``, over Socket Mode when ``socket_mode``; ``settings``: more ``THREADBOT_*``
+    variables of every process. What each is given is its :attr:`BotProcess.settings` (see
+    :data:`PER_TEST`)."""
     return [
         BotProcess(
             tmp_path,
@@ -164,6 +182,7 @@ def processes(
             model_url,
             database_url=database,
             instance=f"instance-{n}",
+            socket_mode=socket_mode,
             **settings,
         )
         for n in range(1, count + 1)
@@ -178,23 +197,45 @@ async def instances(
     database: str | None,
     count: int = 2,
     post_delay: float = 0.3,
+    socket_mode: bool = False,
     **settings: str,
 ) -> AsyncIterator[Instances]:
     """``count`` bot processes (``instance-1``...) on ``database`` (see
-    :func:`database_url`), started at once, behind a :class:`RoundRobin`; the Slack
+    :func:`database_url`), started at once, behind a :class:`RoundRobin`, or, with
+    ``socket_mode``, each on its Socket Mode connection to a
+    :class:`FakeSocketModeServer` that sends each envelope to the next connection in
+    turn (``spread="round_robin"``; yielded once all ``count`` are open); the Slack
     fake answers each post after ``post_delay`` seconds and the model fake answers
     with ``respond``. ``settings``: ``THREADBOT_*`` variables of every process. Every
     process is killed on the way out (:meth:`Instances.stop` first for a clean end)."""
-    async with (
-        FakeSlackApi(post_delay=post_delay) as api,
-        FakeAnthropicServer(respond=respond) as model,
-        aiohttp.ClientSession() as http,
-    ):
-        bots = processes(tmp_path, api, model.base_url, database=database, count=count, **settings)
+    async with contextlib.AsyncExitStack() as stack:
+        socket = None
+        if socket_mode:
+            socket = FakeSocketModeServer(spread="round_robin")
+            await stack.enter_async_context(socket)
+        api = await stack.enter_async_context(
+            FakeSlackApi(post_delay=post_delay, socket_url=socket.url if socket else None)
+        )
+        model = await stack.enter_async_context(FakeAnthropicServer(respond=respond))
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        bots = processes(
+            tmp_path,
+            api,
+            model.base_url,
+            database=database,
+            count=count,
+            socket_mode=socket_mode,
+            **settings,
+        )
         try:
             await asyncio.gather(*(bot.start() for bot in bots))
-            async with RoundRobin(bots) as proxy:
-                yield Instances(api, model, Channel(api, http), bots, proxy, tmp_path)
+            channel = Channel(api, http)
+            if socket is not None:
+                await socket.wait_connections(count, timeout=WAIT)
+                yield Instances(api, model, channel, bots, None, tmp_path, socket)
+            else:
+                async with RoundRobin(bots) as proxy:
+                    yield Instances(api, model, channel, bots, proxy, tmp_path)
         finally:
             for bot in bots:
                 await bot.kill()
@@ -390,29 +431,30 @@ def offered(message: Mapping[str, Any]) -> bool:
     return any(r.get("name") == "white_check_mark" for r in message.get("reactions", []))
 
 
-async def opened(world: Instances, n: int) -> str:
-    """Alice mentions the bot with ``job n`` (through the proxy) and approves the plan
-    with ✅ once the bot offered its ✅ under it (on the first such copy, were there
-    two); the thread's ts."""
-    thread = await world.channel.mention(world.proxy, f"job {n}")
+async def opened(world: Instances, n: int, via: Target | None = None) -> str:
+    """Alice mentions the bot with ``job n`` (through ``via``, by default
+    :attr:`Instances.front`) and approves the plan with ✅ once the bot offered its ✅
+    under it (on the first such copy, were there two); the thread's ts."""
+    target = via if via is not None else world.front
+    thread = await world.channel.mention(target, f"job {n}")
     world.threads[n] = thread
     await until(lambda: [m for m in plans(world, thread) if offered(m)])
     plan = next(m for m in plans(world, thread) if offered(m))
-    await world.channel.react(world.proxy, str(plan["ts"]))
+    await world.channel.react(target, str(plan["ts"]))
     return thread
 
 
-async def converse(world: Instances, n: int) -> str:
-    """Job ``n``'s whole story (:func:`opened`, then its answer ``done n`` posted); the
-    thread's ts."""
-    thread = await opened(world, n)
+async def converse(world: Instances, n: int, via: Target | None = None) -> str:
+    """Job ``n``'s whole story (:func:`opened` through ``via``, then its answer ``done
+    n`` posted); the thread's ts."""
+    thread = await opened(world, n, via)
     await until(lambda: any(is_answer(t, n) for t in posted(world.api, thread)))
     return thread
 
 
-async def reply(world: Instances, target: Listening, thread: str, said: str) -> str:
+async def reply(world: Instances, target: Target, thread: str, said: str) -> str:
     """Alice answers in ``thread`` (a plain message, no mention), sent to ``target`` (one
-    process, or the proxy); the reply's ts."""
+    process, the proxy, or a Socket Mode connection); the reply's ts."""
     ts = str(world.api.add_message(CHANNEL, said, user=ALICE, thread_ts=thread)["ts"])
     body = event_body("message_thread_reply")
     body["event"].update(text=said, user=ALICE, ts=ts, event_ts=ts, thread_ts=thread)

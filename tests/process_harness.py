@@ -1,14 +1,17 @@
-"""Real ``threadbot run`` processes on Slack (HTTP mode), for shutdown and takeover tests.
+"""Real ``threadbot run`` processes on Slack, for shutdown, takeover and several-instance tests.
 
 :class:`BotProcess` starts ``python -m bot run`` with the Slack adapter pointed at a
-:class:`tests.fakes.slack_api.FakeSlackApi` and the real ``anthropic`` client at a
+:class:`tests.fakes.slack_api.FakeSlackApi` (in HTTP mode, or in Socket Mode through
+the :class:`tests.fakes.slack_socket.FakeSocketModeServer` the API fake hands out) and
+the real ``anthropic`` client at a
 :class:`tests.fakes.anthropic_server.FakeAnthropicServer`, on a SQLite file that
 several processes may share (or on a PostgreSQL database, by its URL), and reads
 the store (:meth:`BotProcess.query`: ``sqlite3``, or asyncpg on PostgreSQL).
-:class:`Channel` speaks to one such process (or to anything with a ``port`` that
-passes Slack's requests on, :class:`Listening`) as people do in Slack (signed event
-POSTs built from the fixtures, as :class:`tests.slack_harness.Workspace` does
-in-process). Tests wait on conditions (:func:`eventually`), never on fixed sleeps.
+:class:`Channel` speaks as people do in Slack (events built from the fixtures, as
+:class:`tests.slack_harness.Workspace` does in-process) to one such process or to
+anything with a ``port`` that passes Slack's requests on (:class:`Listening`: signed
+event POSTs), or through the Socket Mode fake (:class:`SocketMode`: envelopes, acked).
+Tests wait on conditions (:func:`eventually`), never on fixed sleeps.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import socket
 import sqlite3
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
@@ -31,12 +35,15 @@ import aiohttp
 from sqlalchemy.engine import make_url
 
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
+from tests.fakes.slack_socket import FakeSocketModeServer
 from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 120.0
 """Seconds a test waits for what another process does (it goes on as soon as it happens;
 the limit holds on a machine ten times slower)."""
+CONNECTED = "threadbot: connected to slack"
+"""The line ``threadbot run`` prints on stdout once Slack's events can reach it."""
 
 
 def sleep_marker(whole: int = 60) -> str:
@@ -78,6 +85,26 @@ class Listening(Protocol):
     def port(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class SocketMode:
+    """Slack's side of Socket Mode as a place to deliver to: each event goes through
+    ``server`` as an ``events_api`` envelope to ``connection`` (None: the one the
+    server's ``spread`` picks), and is delivered once that connection's client acked it.
+
+    ``again``: a connection the event is also sent to at the same time, as Slack's
+    retry of it (``retry_attempt`` one more, ``retry_reason`` ``timeout``: Slack
+    retries an envelope whose ack came late, and may send the retry to another of the
+    app's connections); delivered once both acked."""
+
+    server: FakeSocketModeServer
+    connection: int | None = None
+    again: int | None = None
+
+
+Target = Listening | SocketMode
+"""Where :class:`Channel` delivers: a process or proxy over HTTP, or Socket Mode."""
+
+
 def _placeholders(statement: str) -> str:
     """``statement`` with its ``?`` parameters numbered as PostgreSQL's ``$1``, ``$2``..."""
     parts = statement.split("?")
@@ -101,7 +128,12 @@ class BotProcess:
     SQLite one); by default the SQLite file ``tmp_path/threadbot.db``, which every
     process made with the same ``tmp_path`` shares, as they share the workspaces.
     ``instance``: its lease owner name (``THREADBOT_INSTANCE``; empty: ``host:pid``).
-    ``settings``: more ``THREADBOT_*`` variables (``lease_ttl="2"``...).
+    ``socket_mode``: receive over Socket Mode (``SLACK_APP_TOKEN`` set, no signing
+    secret) at the URL ``api`` hands out (``FakeSlackApi(socket_url=...)``; ValueError
+    without one) instead of HTTP on ``port``.
+    ``settings``: more ``THREADBOT_*`` variables (``lease_ttl="2"``...). The operations
+    address takes any free port (``THREADBOT_OPS_PORT=0``) unless ``ops_port`` is given.
+    ``said``: what it printed on stdout before it was connected.
     """
 
     def __init__(
@@ -112,6 +144,7 @@ class BotProcess:
         *,
         database_url: str | None = None,
         instance: str | None = None,
+        socket_mode: bool = False,
         **settings: str,
     ) -> None:
         self.dir = tmp_path
@@ -135,17 +168,25 @@ class BotProcess:
             "THREADBOT_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
             "THREADBOT_LOG_LEVEL": "WARNING",
             "THREADBOT_RUNNING_NOTE_EVERY": "0",  # threads as the tests write them, however slow
+            "THREADBOT_OPS_PORT": "0",  # processes beside each other, and beside other tests
         }
+        if socket_mode:
+            if not api.socket_url:
+                raise ValueError("Socket Mode needs FakeSlackApi(socket_url=...)")
+            del given["SLACK_SIGNING_SECRET"]
+            given["SLACK_APP_TOKEN"] = "xapp-test"
         self.settings = given | {f"THREADBOT_{k.upper()}": v for k, v in settings.items()}
         """The variables this process is given (its settings, secrets and the fakes' URLs),
         apart from the environment it inherits."""
         self.env = env | {"PYTHONPATH": str(ROOT)} | self.settings
         self.proc: asyncio.subprocess.Process | None = None
+        self.said: list[str] = []
         self.stderr: list[str] = []
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start the process and wait until it says it is connected to Slack."""
+        """Start the process and wait until it says it is connected to Slack
+        (:data:`CONNECTED`; the lines before it are kept in :attr:`said`)."""
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -158,8 +199,12 @@ class BotProcess:
         )
         assert self.proc.stdout is not None
         self._reader = asyncio.create_task(self._read_stderr())
-        line = await asyncio.wait_for(self.proc.stdout.readline(), WAIT)
-        assert line.decode().strip() == "threadbot: connected to slack", self.log
+        async with asyncio.timeout(WAIT):
+            while (line := (await self.proc.stdout.readline()).decode()) and (
+                line.strip() != CONNECTED
+            ):
+                self.said.append(line)
+        assert line.strip() == CONNECTED, f"said {self.said}; logged:\n{self.log}"
 
     async def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -222,13 +267,37 @@ class Channel:
         self.api = api
         self.http = http
 
-    async def deliver(self, bot: Listening, body: dict[str, Any]) -> None:
-        """POST one Events API body to ``bot``, signed, and expect Slack's 200."""
+    async def deliver(self, bot: Target, body: dict[str, Any], *, retry: int = 0) -> str | None:
+        """Deliver one Events API body to ``bot`` as Slack does, ``retry`` its retry
+        number: POSTed, signed, expecting 200 (``X-Slack-Retry-Num``); or as a Socket
+        Mode envelope, acked (``retry_attempt``; the envelope's id is returned, the
+        first one's with :attr:`SocketMode.again`)."""
+        if isinstance(bot, SocketMode):
+
+            async def send(connection: int | None, attempt: int) -> str:
+                envelope_id = await bot.server.send_envelope(
+                    "events_api",
+                    body,
+                    retry_attempt=attempt,
+                    retry_reason="timeout" if attempt else "",
+                    connection=connection,
+                    timeout=WAIT,
+                )
+                await bot.server.ack(envelope_id, timeout=WAIT)
+                return envelope_id
+
+            if bot.again is None:
+                return await send(bot.connection, retry)
+            first, _ = await asyncio.gather(send(bot.connection, retry), send(bot.again, retry + 1))
+            return first
         raw = json.dumps(body)
         headers = {"Content-Type": "application/json", **sign(raw, SECRET)}
+        if retry:
+            headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "timeout"}
         url = f"http://127.0.0.1:{bot.port}/slack/events"
         async with self.http.post(url, data=raw.encode(), headers=headers) as response:
             assert response.status == 200, await response.text()
+        return None
 
     async def slash(self, bot: Listening, command: str = "/stop", text: str = "") -> None:
         """Alice types ``command`` in the channel (a signed slash-command form POST)."""
@@ -240,7 +309,7 @@ class Channel:
         async with self.http.post(url, data=raw.encode(), headers=headers) as response:
             assert response.status == 200, await response.text()
 
-    async def mention(self, bot: Listening, text: str) -> str:
+    async def mention(self, bot: Target, text: str) -> str:
         """Alice mentions the bot at the top of the channel; the message's ts."""
         said = f"<@{BOT_USER_ID}> {text}"
         ts = str(self.api.add_message(CHANNEL, said, user=ALICE)["ts"])
@@ -250,7 +319,7 @@ class Channel:
         await self.deliver(bot, body)
         return ts
 
-    async def mention_and_approve(self, bot: Listening, text: str) -> str:
+    async def mention_and_approve(self, bot: Target, text: str) -> str:
         """Alice mentions the bot and, once the plan is posted, approves it with ✅; the
         thread's ts."""
         thread = await self.mention(bot, text)
@@ -260,7 +329,7 @@ class Channel:
         await self.react(bot, str(plan["ts"]))
         return thread
 
-    async def react(self, bot: Listening, message: str, emoji: str = "white_check_mark") -> None:
+    async def react(self, bot: Target, message: str, emoji: str = "white_check_mark") -> None:
         body = event_body("reaction_added")
         body["event"].update(user=ALICE, reaction=emoji)
         body["event"]["item"]["ts"] = message

@@ -349,7 +349,10 @@ async def test_threadbot_run_connects_to_discord_when_a_token_is_set(tmp_path: P
 
 
 async def _start_run(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-untyped-def]
-    """``threadbot run`` as a process; returns it and the first line it printed."""
+    """``threadbot run`` as a process (its operations address on any free port); returns
+    it and the first line it printed that says ``threadbot: connected to ...`` (lines
+    before it, such as the operations address, are passed over), or ``b""`` when it
+    ended without one."""
     import asyncio
 
     proc = await asyncio.create_subprocess_exec(
@@ -358,12 +361,16 @@ async def _start_run(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-un
         "bot",
         "run",
         cwd=tmp_path,
-        env=env,
+        env=env | {"THREADBOT_OPS_PORT": "0"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
-    return proc, await asyncio.wait_for(proc.stdout.readline(), 30)
+    async with asyncio.timeout(30):
+        while line := await proc.stdout.readline():
+            if line.startswith(b"threadbot: connected to "):
+                break
+    return proc, line
 
 
 def test_help_answers_without_importing_the_platform_sdks_or_the_model_client(

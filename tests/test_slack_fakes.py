@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -29,6 +29,8 @@ pytestmark = pytest.mark.timeout(300)
 CHANNEL = "C0PROJ0001"
 ROOT_TS = "1717171717.000100"
 SECRET = "fake-signing-secret-for-tests"
+
+Listener = Callable[[AsyncBaseSocketModeClient, SocketModeRequest], Awaitable[None]]
 
 
 @pytest.fixture
@@ -343,6 +345,50 @@ async def test_socket_mode_disconnect_makes_the_client_reconnect(
     finally:
         await client.close()
     assert len(api.calls_of("apps.connections.open")) == 2
+
+
+async def test_socket_mode_spreads_envelopes_over_the_open_connections(
+    api: FakeSlackApi, socket_server: FakeSocketModeServer
+) -> None:
+    """Two clients with one app token: each envelope goes to one of them, in turn, or to
+    the one named; the log says which got it and which acked."""
+    received: dict[int, list[str]] = {0: [], 1: []}
+
+    def listening(n: int) -> Listener:
+        async def listener(client: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
+            received[n].append(request.envelope_id)
+            await client.send_socket_mode_response(SocketModeResponse(request.envelope_id))
+
+        return listener
+
+    clients = [
+        SocketModeClient(
+            app_token="xapp-test", web_client=AsyncWebClient(base_url=api.base_url, timeout=5)
+        )
+        for _ in range(2)
+    ]
+    socket_server.spread = "round_robin"
+    try:
+        for n, client in enumerate(clients):
+            client.socket_mode_request_listeners.append(listening(n))
+            await client.connect()
+        assert await socket_server.wait_connections(2) == [1, 2]
+        spread = [await socket_server.send_envelope("events_api", {"n": k}) for k in range(4)]
+        chosen = await socket_server.send_envelope("events_api", {"n": 4}, connection=2)
+        for envelope_id in [*spread, chosen]:
+            await socket_server.ack(envelope_id)
+        with pytest.raises(LookupError):
+            await socket_server.send_envelope("events_api", {"n": 5}, connection=3)
+    finally:
+        for client in clients:
+            await client.close()
+
+    sent = {e: socket_server.sent_on(e) for e in [*spread, chosen]}
+    assert [sent[e] for e in spread] == [[1], [2], [1], [2]]
+    assert sent[chosen] == [2]
+    assert all(socket_server.acked_on(e) == sent[e] for e in sent)  # once, where it went
+    assert received == {0: spread[0::2], 1: [*spread[1::2], chosen]}
+    assert socket_server.envelopes() == [*spread, chosen]
 
 
 async def test_bolt_app_over_socket_mode_acks_before_it_answers(

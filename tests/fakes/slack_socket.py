@@ -9,9 +9,18 @@ way ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` expects it:
 * on connect the server speaks first: ``{"type": "hello", "num_connections",
   "debug_info", "connection_info": {"app_id"}}``;
 * ``await server.send_envelope(type, payload, ...)`` sends ``{"envelope_id", "type",
-  "payload", "accepts_response_payload", "retry_attempt", "retry_reason"}`` to the
-  newest open connection and returns the envelope id; ``await server.ack(envelope_id)``
-  waits for the client's ``{"envelope_id", "payload"?}`` and returns it;
+  "payload", "accepts_response_payload", "retry_attempt", "retry_reason"}`` to one open
+  connection and returns the envelope id; ``await server.ack(envelope_id)`` waits for
+  the client's ``{"envelope_id", "payload"?}`` and returns it;
+* which connection: ``connection=N`` (the N-th made, counting from 1) picks one;
+  otherwise ``spread`` does: ``"newest"`` (the default: one client, reconnecting) or
+  ``"round_robin"`` (each envelope to the next open connection in turn, oldest
+  first). Slack lets an app hold up to 10 Socket Mode connections at once and sends
+  each envelope to one of them, not to each
+  (https://docs.slack.dev/apis/events-api/using-socket-mode/; the limit of 10 is also
+  in https://api.slack.com/apis/event-delivery), so several processes with one app
+  token share the events; round robin is one such spread, repeatable in a test (the
+  fake does not refuse an 11th connection);
 * ``await server.send_text(raw)`` sends any text frame as given (not JSON, an envelope
   with no id, a payload of the wrong type ...), to see the client skip what it cannot
   read; it is logged as ``send`` with no envelope id;
@@ -21,8 +30,13 @@ way ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` expects it:
 
 ``server.log`` records, in order, ``connect`` / ``hello`` / ``send`` / ``ack`` /
 ``message`` / ``disconnect`` (the server asked) / ``closed`` (a connection ended) as
-:class:`LogEntry`; ``seq`` comes from the counter shared with ``FakeSlackApi.calls``,
-so ``entry.seq < call.seq`` means the ack arrived before that Web API call.
+:class:`LogEntry`, each with the number of its connection; ``seq`` comes from the
+counter shared with ``FakeSlackApi.calls``, so ``entry.seq < call.seq`` means the ack
+arrived before that Web API call. ``server.sent_on(envelope_id)`` and
+``server.acked_on(envelope_id)`` read from it the connections an envelope went to and
+the ones that acked it (one number per ack frame: an envelope acked twice shows
+twice); ``server.connected`` lists the open connections' numbers and
+``await server.wait_connections(n)`` waits until ``n`` are open.
 
 Usage::
 
@@ -53,6 +67,9 @@ from .slack_api import APP_ID, next_seq
 
 EnvelopeType = Literal["events_api", "interactive", "slash_commands"]
 LogKind = Literal["connect", "hello", "send", "ack", "message", "disconnect", "closed"]
+Spread = Literal["newest", "round_robin"]
+"""Which open connection an envelope goes to when the sender names none (see the module
+docstring)."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +87,16 @@ class LogEntry:
 class FakeSocketModeServer(LocalServer):
     """A local Socket Mode websocket server; see the module docstring."""
 
-    def __init__(self, *, app_id: str = APP_ID, host_name: str = "applink-fake-1") -> None:
+    def __init__(
+        self,
+        *,
+        app_id: str = APP_ID,
+        host_name: str = "applink-fake-1",
+        spread: Spread = "newest",
+    ) -> None:
         self.app_id = app_id
         self.host_name = host_name
+        self.spread: Spread = spread
         self.log: list[LogEntry] = []
         self.acks: dict[str, dict[str, Any]] = {}
         """The first ack received for each envelope id."""
@@ -80,6 +104,7 @@ class FakeSocketModeServer(LocalServer):
         """Frames from the client that were not acks (or not JSON)."""
         self.connections_made = 0
         self._open: dict[int, web.WebSocketResponse] = {}
+        self._turn = 0
         self._ack_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._connected = asyncio.Event()
         self._root = ""
@@ -94,7 +119,13 @@ class FakeSocketModeServer(LocalServer):
 
     @property
     def open_connections(self) -> int:
+        """How many connections are open now."""
         return len(self._open)
+
+    @property
+    def connected(self) -> list[int]:
+        """The numbers of the open connections (the N-th made is N), oldest first."""
+        return sorted(n for n, ws in self._open.items() if not ws.closed)
 
     async def start(self) -> None:
         app = web.Application()
@@ -115,6 +146,14 @@ class FakeSocketModeServer(LocalServer):
         """Wait until a client is connected (and has been sent its ``hello``)."""
         await asyncio.wait_for(self._connected.wait(), timeout)
 
+    async def wait_connections(self, count: int, timeout: float = 5.0) -> list[int]:  # noqa: ASYNC109
+        """Wait until at least ``count`` connections are open (each sent its ``hello``);
+        their numbers (:attr:`connected`). Raises ``TimeoutError`` after ``timeout`` s."""
+        async with asyncio.timeout(timeout):
+            while len(self.connected) < count:  # noqa: ASYNC110 (clients connect on their own)
+                await asyncio.sleep(0.01)
+        return self.connected
+
     async def send_envelope(
         self,
         type: EnvelopeType,
@@ -124,9 +163,12 @@ class FakeSocketModeServer(LocalServer):
         retry_reason: str = "",
         accepts_response_payload: bool = False,
         envelope_id: str | None = None,
+        connection: int | None = None,
         timeout: float = 5.0,  # noqa: ASYNC109
     ) -> str:
-        """Send one envelope to the newest connection; returns its envelope id."""
+        """Send one envelope to ``connection`` (None: the one :attr:`spread` picks);
+        returns its envelope id. Waits up to ``timeout`` s for a connection to be open;
+        a named one that is not open raises ``LookupError``."""
         envelope: dict[str, Any] = {
             "envelope_id": envelope_id or str(uuid.uuid4()),
             "type": type,
@@ -135,24 +177,33 @@ class FakeSocketModeServer(LocalServer):
             "retry_attempt": retry_attempt,
             "retry_reason": retry_reason,
         }
-        return await self.send_raw_envelope(envelope, timeout=timeout)
+        return await self.send_raw_envelope(envelope, connection=connection, timeout=timeout)
 
     async def send_raw_envelope(
         self,
         envelope: Mapping[str, Any],
         *,
+        connection: int | None = None,
         timeout: float = 5.0,  # noqa: ASYNC109
     ) -> str:
-        """Send a whole envelope as given (e.g. a fixture's ``payload``); returns its id."""
+        """Send a whole envelope as given (e.g. a fixture's ``payload``) to
+        ``connection`` (as :meth:`send_envelope`); returns its id."""
         envelope_id = str(envelope["envelope_id"])
         self._ack_waiters.setdefault(envelope_id, asyncio.get_running_loop().create_future())
-        number, ws = await self._newest(timeout)
+        number, ws = await self._pick(connection, timeout)
         self._record("send", number, envelope_id, dict(envelope))
         await ws.send_str(json.dumps(envelope))
         return envelope_id
 
-    async def send_text(self, raw: str, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109
-        """Send ``raw`` as one text frame to the newest connection, whatever it holds.
+    async def send_text(
+        self,
+        raw: str,
+        *,
+        connection: int | None = None,
+        timeout: float = 5.0,  # noqa: ASYNC109
+    ) -> None:
+        """Send ``raw`` as one text frame to ``connection`` (as :meth:`send_envelope`),
+        whatever it holds.
 
         Logged as ``send`` with no envelope id; ``data`` is the frame when it is a
         JSON object. If it holds an ``envelope_id``, :meth:`ack` can wait for it.
@@ -165,7 +216,7 @@ class FakeSocketModeServer(LocalServer):
         envelope_id = frame.get("envelope_id") if frame is not None else None
         if isinstance(envelope_id, str):
             self._ack_waiters.setdefault(envelope_id, asyncio.get_running_loop().create_future())
-        number, ws = await self._newest(timeout)
+        number, ws = await self._pick(connection, timeout)
         self._record("send", number, None, frame)
         await ws.send_str(raw)
 
@@ -180,11 +231,13 @@ class FakeSocketModeServer(LocalServer):
         self,
         reason: str = "refresh_requested",
         *,
+        connection: int | None = None,
         timeout: float = 5.0,  # noqa: ASYNC109
     ) -> None:
-        """Send ``{"type": "disconnect", "reason": ...}``: the client opens a new connection."""
+        """Send ``{"type": "disconnect", "reason": ...}`` to ``connection`` (None: the
+        newest): its client opens a new connection."""
         frame = {"type": "disconnect", "reason": reason, "debug_info": {"host": self.host_name}}
-        number, ws = await self._newest(timeout)
+        number, ws = await self._pick(connection, timeout, spread="newest")
         self._record("disconnect", number, None, frame)
         await ws.send_str(json.dumps(frame))
 
@@ -204,17 +257,42 @@ class FakeSocketModeServer(LocalServer):
         """The first log entry of ``kind`` (for ``envelope_id``)."""
         return self.log[self.index(kind, envelope_id)]
 
+    def sent_on(self, envelope_id: str) -> list[int]:
+        """The connections ``envelope_id`` was sent to, in order (one per ``send``)."""
+        return [e.connection for e in self.log if e.kind == "send" and e.envelope_id == envelope_id]
+
+    def acked_on(self, envelope_id: str) -> list[int]:
+        """The connections an ack of ``envelope_id`` came from, one per ack received."""
+        return [e.connection for e in self.log if e.kind == "ack" and e.envelope_id == envelope_id]
+
+    def envelopes(self) -> list[str]:
+        """The ids of the envelopes sent, each once, in the order first sent."""
+        sent = (e.envelope_id for e in self.log if e.kind == "send" and e.envelope_id)
+        return list(dict.fromkeys(sent))
+
     # -- websocket ---------------------------------------------------------------
 
-    async def _newest(self, wait: float) -> tuple[int, web.WebSocketResponse]:
+    async def _pick(
+        self, connection: int | None, wait: float, *, spread: Spread | None = None
+    ) -> tuple[int, web.WebSocketResponse]:
+        """The connection to send to: ``connection``, else the one ``spread`` (by default
+        :attr:`spread`) picks among the open ones, waiting up to ``wait`` s for one."""
+        if connection is not None:
+            ws = self._open.get(connection)
+            if ws is None or ws.closed:
+                raise LookupError(f"Socket Mode connection {connection} is not open")
+            return connection, ws
         deadline = time.monotonic() + wait
-        while True:
-            live = [(n, ws) for n, ws in self._open.items() if not ws.closed]
-            if live:
-                return max(live, key=lambda item: item[0])
+        while not (live := self.connected):
             if time.monotonic() >= deadline:
                 raise TimeoutError("no Socket Mode client is connected")
             await asyncio.sleep(0.01)
+        if (spread or self.spread) == "newest":
+            number = live[-1]
+        else:
+            number = live[self._turn % len(live)]
+            self._turn += 1
+        return number, self._open[number]
 
     def _record(
         self,
