@@ -1,7 +1,9 @@
-"""Real ``threadbot run`` processes on Slack (HTTP mode), for shutdown and takeover tests.
+"""Real ``threadbot run`` processes on Slack (HTTP mode) or Discord, for shutdown,
+takeover and sharding tests.
 
 :class:`BotProcess` starts ``python -m bot run`` with the Slack adapter pointed at a
-:class:`tests.fakes.slack_api.FakeSlackApi` and the real ``anthropic`` client at a
+:class:`tests.fakes.slack_api.FakeSlackApi` (or the Discord adapter at a
+:class:`tests.fakes.discord_api.FakeDiscord`) and the real ``anthropic`` client at a
 :class:`tests.fakes.anthropic_server.FakeAnthropicServer`, on a SQLite file that
 several processes may share (or on a PostgreSQL database, by its URL), and reads
 the store (:meth:`BotProcess.query`: ``sqlite3``, or asyncpg on PostgreSQL).
@@ -30,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 from sqlalchemy.engine import make_url
 
+from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
 from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
 
@@ -97,6 +100,9 @@ async def _postgres_rows(dsn: str, statement: str, args: tuple[Any, ...]) -> lis
 class BotProcess:
     """One ``threadbot run`` process; its stderr is collected while it runs.
 
+    ``api``: the platform it connects to, Slack in HTTP mode on a port of its own, or
+    Discord (its gateway and REST API). Its operations address takes a free port
+    (``THREADBOT_OPS_PORT=0``), so processes never clash on one.
     ``database_url``: the store's SQLAlchemy URL (``postgresql+asyncpg://...``, or a
     SQLite one); by default the SQLite file ``tmp_path/threadbot.db``, which every
     process made with the same ``tmp_path`` shares, as they share the workspaces.
@@ -107,7 +113,7 @@ class BotProcess:
     def __init__(
         self,
         tmp_path: Path,
-        api: FakeSlackApi,
+        api: FakeSlackApi | FakeDiscord,
         model_url: str,
         *,
         database_url: str | None = None,
@@ -123,15 +129,27 @@ class BotProcess:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
         }
+        if isinstance(api, FakeDiscord):
+            self.platform = "discord"
+            env |= {
+                "DISCORD_TOKEN": api.token or "test-discord-token",
+                "DISCORD_API_URL": api.api_url,
+                "DISCORD_GATEWAY_URL": api.gateway_url,
+            }
+        else:
+            self.platform = "slack"
+            env |= {
+                "SLACK_BOT_TOKEN": "xoxb-test",
+                "SLACK_SIGNING_SECRET": SECRET,
+                "SLACK_API_URL": api.base_url,
+                "THREADBOT_SLACK_HOST": "127.0.0.1",
+                "THREADBOT_SLACK_PORT": str(self.port),
+            }
         env |= {
             "PYTHONPATH": str(ROOT),
-            "SLACK_BOT_TOKEN": "xoxb-test",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": api.base_url,
             "ANTHROPIC_API_KEY": "test-key",
             "ANTHROPIC_BASE_URL": model_url,
-            "THREADBOT_SLACK_HOST": "127.0.0.1",
-            "THREADBOT_SLACK_PORT": str(self.port),
+            "THREADBOT_OPS_PORT": "0",
             "THREADBOT_DATABASE_URL": self.database_url,
             "THREADBOT_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
             "THREADBOT_LOG_LEVEL": "WARNING",
@@ -143,7 +161,7 @@ class BotProcess:
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start the process and wait until it says it is connected to Slack."""
+        """Start the process and wait until it says it is connected to its platform."""
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -157,7 +175,8 @@ class BotProcess:
         assert self.proc.stdout is not None
         self._reader = asyncio.create_task(self._read_stderr())
         line = await asyncio.wait_for(self.proc.stdout.readline(), WAIT)
-        assert line.decode().strip() == "threadbot: connected to slack", self.log
+        said = f"threadbot: connected to {self.platform}"
+        assert line.decode().strip() == said, self.log
 
     async def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
