@@ -70,6 +70,8 @@ def _discord(settings: Settings, token: SecretStr) -> DiscordAdapter:
             allow_bots=settings.allow_bots,
             bot_thread_cap=settings.bot_thread_cap,
             file_threshold=settings.file_threshold,
+            shard_count=settings.discord_shard_count,
+            shard_ids=tuple(settings.discord_shard_ids),
         )
     )
 

@@ -1,9 +1,11 @@
-"""Real ``threadbot run`` processes on Slack, for shutdown, takeover and several-instance tests.
+"""Real ``threadbot run`` processes on Slack or Discord, for shutdown, takeover,
+several-instance and sharding tests.
 
 :class:`BotProcess` starts ``python -m bot run`` with the Slack adapter pointed at a
 :class:`tests.fakes.slack_api.FakeSlackApi` (in HTTP mode, or in Socket Mode through
-the :class:`tests.fakes.slack_socket.FakeSocketModeServer` the API fake hands out) and
-the real ``anthropic`` client at a
+the :class:`tests.fakes.slack_socket.FakeSocketModeServer` the API fake hands out), or
+the Discord adapter at a :class:`tests.fakes.discord_api.FakeDiscord`, and the real
+``anthropic`` client at a
 :class:`tests.fakes.anthropic_server.FakeAnthropicServer`, on a SQLite file that
 several processes may share (or on a PostgreSQL database, by its URL), and reads
 the store (:meth:`BotProcess.query`: ``sqlite3``, or asyncpg on PostgreSQL).
@@ -34,6 +36,7 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 from sqlalchemy.engine import make_url
 
+from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
 from tests.fakes.slack_socket import FakeSocketModeServer
 from tests.slack_harness import ALICE, CHANNEL, SECRET, event_body, fixture
@@ -42,8 +45,6 @@ ROOT = Path(__file__).resolve().parents[1]
 WAIT = 120.0
 """Seconds a test waits for what another process does (it goes on as soon as it happens;
 the limit holds on a machine ten times slower)."""
-CONNECTED = "threadbot: connected to slack"
-"""The line ``threadbot run`` prints on stdout once Slack's events can reach it."""
 
 
 def sleep_marker(whole: int = 60) -> str:
@@ -124,6 +125,9 @@ async def _postgres_rows(dsn: str, statement: str, args: tuple[Any, ...]) -> lis
 class BotProcess:
     """One ``threadbot run`` process; its stderr is collected while it runs.
 
+    ``api``: the platform it connects to, Slack in HTTP mode on a port of its own, or
+    Discord (its gateway and REST API). Its operations address takes a free port
+    (``THREADBOT_OPS_PORT=0``), so processes never clash on one.
     ``database_url``: the store's SQLAlchemy URL (``postgresql+asyncpg://...``, or a
     SQLite one); by default the SQLite file ``tmp_path/threadbot.db``, which every
     process made with the same ``tmp_path`` shares, as they share the workspaces.
@@ -139,7 +143,7 @@ class BotProcess:
     def __init__(
         self,
         tmp_path: Path,
-        api: FakeSlackApi,
+        api: FakeSlackApi | FakeDiscord,
         model_url: str,
         *,
         database_url: str | None = None,
@@ -156,14 +160,26 @@ class BotProcess:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
         }
-        given = {
-            "SLACK_BOT_TOKEN": "xoxb-test",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": api.base_url,
+        given: dict[str, str]
+        if isinstance(api, FakeDiscord):
+            self.platform = "discord"
+            given = {
+                "DISCORD_TOKEN": api.token or "test-discord-token",
+                "DISCORD_API_URL": api.api_url,
+                "DISCORD_GATEWAY_URL": api.gateway_url,
+            }
+        else:
+            self.platform = "slack"
+            given = {
+                "SLACK_BOT_TOKEN": "xoxb-test",
+                "SLACK_SIGNING_SECRET": SECRET,
+                "SLACK_API_URL": api.base_url,
+                "THREADBOT_SLACK_HOST": "127.0.0.1",
+                "THREADBOT_SLACK_PORT": str(self.port),
+            }
+        given |= {
             "ANTHROPIC_API_KEY": "test-key",
             "ANTHROPIC_BASE_URL": model_url,
-            "THREADBOT_SLACK_HOST": "127.0.0.1",
-            "THREADBOT_SLACK_PORT": str(self.port),
             "THREADBOT_DATABASE_URL": self.database_url,
             "THREADBOT_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
             "THREADBOT_LOG_LEVEL": "WARNING",
@@ -171,7 +187,7 @@ class BotProcess:
             "THREADBOT_OPS_PORT": "0",  # processes beside each other, and beside other tests
         }
         if socket_mode:
-            if not api.socket_url:
+            if not isinstance(api, FakeSlackApi) or not api.socket_url:
                 raise ValueError("Socket Mode needs FakeSlackApi(socket_url=...)")
             del given["SLACK_SIGNING_SECRET"]
             given["SLACK_APP_TOKEN"] = "xapp-test"
@@ -185,8 +201,8 @@ class BotProcess:
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start the process and wait until it says it is connected to Slack
-        (:data:`CONNECTED`; the lines before it are kept in :attr:`said`)."""
+        """Start the process and wait until it says it is connected to its platform (the
+        lines before it, such as its operations address, are kept in :attr:`said`)."""
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -200,11 +216,11 @@ class BotProcess:
         assert self.proc.stdout is not None
         self._reader = asyncio.create_task(self._read_stderr())
         async with asyncio.timeout(WAIT):
-            while (line := (await self.proc.stdout.readline()).decode()) and (
-                line.strip() != CONNECTED
+            while (line := (await self.proc.stdout.readline()).decode()) and not _connected(
+                line, self.platform
             ):
                 self.said.append(line)
-        assert line.strip() == CONNECTED, f"said {self.said}; logged:\n{self.log}"
+        assert _connected(line, self.platform), f"said {self.said}; logged:\n{self.log}"
 
     async def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -258,6 +274,18 @@ class BotProcess:
         dsn = make_url(self.database_url).set(drivername="postgresql")
         rendered = dsn.render_as_string(hide_password=False)
         return run(_postgres_rows(rendered, _placeholders(statement), args))
+
+
+def _connected(line: str, platform: str) -> bool:
+    """Whether ``line`` says ``threadbot: connected to <platform>``, as text or as a JSON
+    log line (``THREADBOT_LOG_FORMAT=json``)."""
+    said = f"connected to {platform}"
+    if line.strip() == f"threadbot: {said}":
+        return True
+    with contextlib.suppress(ValueError):
+        found = json.loads(line)
+        return isinstance(found, dict) and found.get("message") == said
+    return False
 
 
 class Channel:

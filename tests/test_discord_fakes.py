@@ -466,3 +466,27 @@ async def test_close_is_clean(fake: FakeDiscord) -> None:
     # with its own default, 4000: the session stays resumable, as on Discord.
     assert closed.close_code == 4000
     assert fake.log[-1] is closed
+
+
+async def test_a_shard_beyond_the_count_is_refused_with_4010(fake: FakeDiscord) -> None:
+    client = discord.AutoShardedClient(intents=intents(), shard_count=2, shard_ids=[2])
+    try:
+        with pytest.raises(discord.ConnectionClosed) as refused:
+            await asyncio.wait_for(client.start(TOKEN), 10)
+    finally:
+        await client.close()
+    assert refused.value.code == 4010  # Invalid shard
+    assert fake.identifies == []
+    [closed] = [r for r in fake.frames if r.kind == "closed"]
+    assert (closed.closed_by, closed.close_code) == ("server", 4010)
+
+
+async def test_gateway_bot_recommends_the_shard_count_the_test_sets(fake: FakeDiscord) -> None:
+    fake.gateway_shards = 3
+    client = discord.Client(intents=intents())
+    try:
+        await client.login(TOKEN)
+        shards, url, _limits = await client.http.get_bot_gateway()
+    finally:
+        await client.close()
+    assert (shards, url) == (3, fake.gateway_url)

@@ -73,6 +73,40 @@ def fixture(name: str) -> dict[str, Any]:
     return copy.deepcopy(data["payload"]["d"])
 
 
+def mention_d(
+    fake: FakeDiscord,
+    text: str,
+    *,
+    by: str = ALICE,
+    bot: bool = False,
+    channel: str = TEXT_CHANNEL_ID,
+    guild: str = GUILD_ID,
+) -> dict[str, Any]:
+    """The ``d`` of a MESSAGE_CREATE: ``by`` mentions the bot in ``channel`` of ``guild``."""
+    d = fixture("message_create_mention_bot")
+    d.update(
+        id=fake.snowflake(),
+        channel_id=channel,
+        content=f"<@{BOT_USER_ID}> {text}",
+        nonce=str(next(_ids)),
+    )
+    d["author"].update(id=by, bot=bot)
+    d["guild_id"] = guild
+    return d
+
+
+def reaction_d(
+    thread: str, message: str, emoji: str, by: str, *, guild: str = GUILD_ID
+) -> dict[str, Any]:
+    """The ``d`` of a MESSAGE_REACTION_ADD: ``by`` reacts ``emoji`` to ``message``."""
+    d = fixture("message_reaction_add_unicode")
+    d.update(user_id=by, channel_id=thread, message_id=message, guild_id=guild)
+    d["emoji"] = {"id": None, "name": emoji}
+    username, name = HUMAN_USERS.get(by, ("bot", None))
+    d["member"]["user"].update(id=by, username=username, global_name=name)
+    return d
+
+
 @pytest.fixture(autouse=True)
 def _restore_discord_py() -> Iterator[None]:
     """discord.py's REST base and gateway URL are class attributes: put them back."""
@@ -146,16 +180,7 @@ class Guild:
     # --- what people do ----------------------------------------------------------
 
     def mention_d(self, text: str, *, by: str = ALICE, bot: bool = False) -> dict[str, Any]:
-        d = fixture("message_create_mention_bot")
-        d.update(
-            id=self.fake.snowflake(),
-            channel_id=TEXT_CHANNEL_ID,
-            content=f"<@{BOT_USER_ID}> {text}",
-            nonce=str(next(_ids)),
-        )
-        d["author"].update(id=by, bot=bot)
-        d["guild_id"] = GUILD_ID
-        return d
+        return mention_d(self.fake, text, by=by, bot=bot)
 
     async def mention(self, text: str = "please fix the flaky login test", **kw: Any) -> str:
         """Alice mentions the bot in the channel; returns the message (and thread) id."""
@@ -171,12 +196,7 @@ class Guild:
         return str(d["id"])
 
     def reaction_d(self, thread: str, message: str, emoji: str, by: str) -> dict[str, Any]:
-        d = fixture("message_reaction_add_unicode")
-        d.update(user_id=by, channel_id=thread, message_id=message, guild_id=GUILD_ID)
-        d["emoji"] = {"id": None, "name": emoji}
-        username, name = HUMAN_USERS.get(by, ("bot", None))
-        d["member"]["user"].update(id=by, username=username, global_name=name)
-        return d
+        return reaction_d(thread, message, emoji, by)
 
     async def react(self, thread: str, message: str, emoji: str = "✅", *, by: str = ALICE) -> None:
         await self.dispatch("MESSAGE_REACTION_ADD", self.reaction_d(thread, message, emoji, by))

@@ -19,8 +19,9 @@ and reconnect, and nothing else reads it. :func:`guard_parsers` replaces each
 parser in that dict, in place, by one that logs a failure with the event name and
 returns: the dispatch is skipped (discord.py's cache does not learn it) and the
 connection goes on with the next frame. Our own translators do not depend on it:
-the runner sees every frame through ``on_socket_raw_receive``, which
-``received_message`` calls before the parser. What is left alone: frames that
+the runner sees every frame through ``log_receive``
+(:func:`adapters.discord.shards.tap_frames`), which ``received_message`` calls
+before the parser. What is left alone: frames that
 break the handshake itself (a HELLO without ``heartbeat_interval``, a READY
 without ``session_id``) still end the connection inside ``received_message``;
 the runner's supervised restart (``keep_connected``) connects afresh then.

@@ -1,13 +1,15 @@
 """Gateway dispatches in, neutral events to the hub: the Discord runner's inbound side.
 
-discord.py hands every raw text frame to ``on_socket_raw_receive`` (the client is
-made with ``enable_debug_events``); :meth:`Inbound.receive` keeps the dispatches
-(op 0) and one worker task (:meth:`Inbound.work`) takes them one at a time, in
-gateway order, feeding each ``d`` to the pure translators of
+discord.py hands every raw text frame, with the shard it came on, to
+:meth:`Inbound.receive` (:func:`adapters.discord.shards.tap_frames`), which keeps the
+dispatches (op 0); one worker task (:meth:`Inbound.work`) takes them one at a time, in
+the order they arrived, feeding each ``d`` to the pure translators of
 :mod:`adapters.discord.translate`. discord.py's own models and cache are not used.
+Each shard has a sequence of its own (:attr:`Inbound.processed_seqs`).
 
 - ``READY`` (:class:`~adapters.discord.types.ReadyEvent`): who the bot is
-  (:meth:`BotIdentity.from_ready`); the adapter's start waits for it;
+  (:meth:`BotIdentity.from_ready`); the adapter's start waits until every shard of
+  the instance had its READY (:attr:`Inbound.ready`);
 - ``GUILD_CREATE`` / ``THREAD_CREATE``: the bot's roles and the ids of threads, so
   that a message in one is known to be in a thread;
 - ``MESSAGE_CREATE``: :func:`message_event` (``unreadable`` when Discord withheld
@@ -41,6 +43,7 @@ from adapters.discord.acks import MESSAGE_COMPONENT, close_deferred, defer
 from adapters.discord.answers import CommandAnswers
 from adapters.discord.errors import MalformedReady
 from adapters.discord.outbound import thread_name
+from adapters.discord.shards import Shard
 from adapters.discord.translate import (
     BotIdentity,
     bot_role_ids,
@@ -89,26 +92,35 @@ class Inbound:
     """Takes gateway dispatches in order and hands their events to :attr:`hub`.
 
     ``client`` is the adapter's ``discord.Client`` (to start threads and answer
-    interactions); ``allow_bots``: take other bots' messages, at most
-    ``bot_thread_cap`` per thread.
+    interactions); ``shards``: the instance's shards (``(None,)`` without sharding);
+    ``allow_bots``: take other bots' messages, at most ``bot_thread_cap`` per thread.
     """
 
-    def __init__(self, *, client: discord.Client, allow_bots: bool, bot_thread_cap: int) -> None:
+    def __init__(
+        self,
+        *,
+        client: discord.Client,
+        allow_bots: bool,
+        bot_thread_cap: int,
+        shards: tuple[Shard, ...] = (None,),
+    ) -> None:
         self._client = client
+        self._shards = frozenset(shards)
+        self._readied: set[Shard] = set()
         self._allow_bots = allow_bots
         self.hub: InboundSink | None = None
         """Where events go; None (before the adapter starts) drops them."""
         self.me: BotIdentity | None = None
         """Who the bot is, from READY; dispatches before it are skipped."""
         self.ready = asyncio.Event()
-        """Set at the first READY that names the bot."""
+        """Set once every shard had a READY that names the bot."""
         self.thread_ids: set[str] = set()
         self.parents: dict[str, str] = {}
         """The channel each known thread is in (its ``parent_id``)."""
-        self.processed_seq = 0
-        """The gateway sequence of the last dispatch taken (tests wait on it)."""
+        self.processed_seqs: dict[Shard, int] = dict.fromkeys(shards, 0)
+        """Per shard, the gateway sequence of the last dispatch taken (tests wait on it)."""
         self._bot_roles: frozenset[str] = frozenset()
-        self._frames: asyncio.Queue[GatewayDispatch] = asyncio.Queue()
+        self._frames: asyncio.Queue[tuple[Shard, GatewayDispatch]] = asyncio.Queue()
         self._opening: set[asyncio.Task[None]] = set()
         """Mentions whose thread is being started (:meth:`_start_in_thread`)."""
         self._bots = BotCap(bot_thread_cap)
@@ -116,15 +128,19 @@ class Inbound:
         """Commands open for a reply to their user alone while handed over (the
         sender answers through them: :mod:`adapters.discord.answers`)."""
 
-    def receive(self, raw: Any) -> None:
-        """Keep one gateway frame (text or bytes, decompressed) if it is a dispatch (op 0)."""
+    def receive(self, raw: Any, shard: Shard = None) -> GatewayDispatch | None:
+        """Keep one gateway frame of ``shard`` (text or bytes, decompressed) if it is a
+        dispatch (op 0); that dispatch, or None."""
         try:
             frame = json.loads(raw) if isinstance(raw, str | bytes) else raw
         except (ValueError, RecursionError):
             log.warning("skipped a gateway frame that is not JSON")
-            return
-        if isinstance(frame, dict) and frame.get("op") == 0:
-            self._frames.put_nowait(cast(GatewayDispatch, frame))
+            return None
+        if not isinstance(frame, dict) or frame.get("op") != 0:
+            return None
+        dispatch = cast(GatewayDispatch, frame)
+        self._frames.put_nowait((shard, dispatch))
+        return dispatch
 
     async def idle(self) -> None:
         """Return once every frame received so far has been taken (mentions whose thread
@@ -138,27 +154,27 @@ class Inbound:
         cancelled, the mentions whose thread is being started are cancelled too."""
         try:
             while True:
-                frame = await self._frames.get()
+                shard, frame = await self._frames.get()
                 try:
-                    await self._take(frame)
+                    await self._take(frame, shard)
                 except Exception:
                     log.exception("could not take the gateway dispatch %s", frame.get("t"))
                 finally:
                     seq = frame.get("s")
                     if isinstance(seq, int):
-                        self.processed_seq = seq
+                        self.processed_seqs[shard] = seq
                     self._frames.task_done()
         finally:
             for task in list(self._opening):
                 task.cancel()
             await asyncio.gather(*self._opening, return_exceptions=True)
 
-    async def _take(self, frame: GatewayDispatch) -> None:
+    async def _take(self, frame: GatewayDispatch, shard: Shard) -> None:
         name, d = frame.get("t"), frame.get("d")
         if not _is_object(d):
             return
         if name == "READY":
-            self._on_ready(d)
+            self._on_ready(d, shard)
             return
         me = self.me
         if me is None:
@@ -182,7 +198,7 @@ class Inbound:
             case _:
                 return
 
-    def _on_ready(self, d: ReadyEvent) -> None:
+    def _on_ready(self, d: ReadyEvent, shard: Shard) -> None:
         try:
             self.me = BotIdentity.from_ready(d)
         except MalformedReady:
@@ -196,7 +212,9 @@ class Inbound:
                 "thread replies will arrive empty. Turn it on in the Developer Portal.",
                 flags,
             )
-        self.ready.set()
+        self._readied.add(shard)
+        if self._readied >= self._shards:
+            self.ready.set()
 
     def _on_guild(self, d: GuildCreateEvent, me: BotIdentity) -> None:
         self._bot_roles |= bot_role_ids(d, me)

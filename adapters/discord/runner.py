@@ -3,9 +3,11 @@
 :class:`DiscordAdapter` owns the connection's lifecycle: it points discord.py at the
 configured URLs, logs in, connects to the gateway with the intents the
 conversations need (guilds, guild and DM messages, Message Content, guild and DM
-reactions), waits for READY, registers ``/stop`` and ``/threadbot settings``
-(:func:`commands`), and keeps the connection (``keep_connected``) until it closes.
-The rest is in rooms of its own:
+reactions), one connection per shard of this instance
+(:mod:`adapters.discord.shards`), waits for READY on each, registers ``/stop`` and
+``/threadbot settings`` (:func:`commands`), and keeps the connections
+(``keep_connected``) until it closes; :meth:`DiscordAdapter.connected` says whether
+they are all up. The rest is in rooms of its own:
 
 - inbound, every gateway dispatch to the hub: :mod:`adapters.discord.inbound`
   (interactions answered within 3 s by :mod:`adapters.discord.acks`);
@@ -37,6 +39,7 @@ from adapters.discord.files import DiscordFiles
 from adapters.discord.gateway_guard import guard_parsers
 from adapters.discord.inbound import Inbound
 from adapters.discord.sending import DiscordSender
+from adapters.discord.shards import IDENTIFY_SPACING, Shard, ShardLinks, ShardSet, tap_frames
 from adapters.discord.texts import TEXTS
 from adapters.said import connection_said
 from conversations.adapter import InboundSink
@@ -79,7 +82,11 @@ class DiscordConfig:
     ``allow_bots``: take other bots' messages, at most ``bot_thread_cap`` per
     thread (stops bot-to-bot loops). ``file_threshold``: characters past which a
     reply with no buttons or reactions (an answer) is attached as a file.
-    ``ready_timeout``: seconds :meth:`DiscordAdapter.start` waits for READY.
+    ``ready_timeout``: seconds :meth:`DiscordAdapter.start` waits for READY (and
+    :data:`~adapters.discord.shards.IDENTIFY_SPACING` more for each shard past the first).
+    ``shard_count``: the bot's gateway shards in all (None: no sharding, one
+    connection); ``shard_ids``: those this instance connects (empty: every one), as
+    :class:`~adapters.discord.shards.ShardSet` says.
     """
 
     token: str
@@ -91,6 +98,8 @@ class DiscordConfig:
     file_threshold: int = 12_000
     stop_command: str = "stop"
     ready_timeout: float = 30.0
+    shard_count: int | None = None
+    shard_ids: tuple[int, ...] = ()
 
 
 SETTINGS_COMMAND = "threadbot"
@@ -162,13 +171,16 @@ class DiscordAdapter:
         self._config = config
         self._saved: tuple[str, yarl.URL] | None = None
         _no_voice_notices()
-        self.client = discord.Client(intents=intents(), enable_debug_events=True)
-        self.client.event(self.on_socket_raw_receive)
+        self.shard_set = ShardSet(count=config.shard_count, ids=config.shard_ids)
+        """The gateway shards this instance connects."""
+        self.client = self.shard_set.client(intents=intents())
         guard_parsers(self.client)  # a dispatch discord.py cannot parse is skipped, not fatal
+        self._links = ShardLinks(self.shard_set.shards)
         self._inbound = Inbound(
             client=self.client,
             allow_bots=config.allow_bots,
             bot_thread_cap=config.bot_thread_cap,
+            shards=self.shard_set.shards,
         )
         self._sender = DiscordSender(
             client=self.client,
@@ -183,19 +195,46 @@ class DiscordAdapter:
 
     @property
     def processed_seq(self) -> int:
-        """The gateway sequence of the last dispatch taken (tests wait on it)."""
-        return self._inbound.processed_seq
+        """The gateway sequence of the last dispatch taken on this instance's first (or
+        only) shard (tests wait on it); every shard's: :attr:`processed_seqs`."""
+        return self._inbound.processed_seqs[self.shard_set.shards[0]]
+
+    @property
+    def processed_seqs(self) -> dict[Shard, int]:
+        """Per shard (None without sharding), the sequence of the last dispatch taken."""
+        return dict(self._inbound.processed_seqs)
+
+    def connected(self) -> bool:
+        """Whether Discord reaches this instance now (the bot's ``/readyz`` asks).
+
+        True when the client is logged in and not closed, and every shard of this
+        instance (:attr:`shard_set`) has its gateway websocket open with READY (after an
+        IDENTIFY) or RESUMED (after a RESUME) received on it. False before
+        :meth:`start` has READY, while a shard's connection is down or being made
+        again (discord.py resumes or identifies anew by itself; true again once the
+        shard's RESUMED or READY arrives), and after :meth:`close`.
+        """
+        return (
+            not self._closing
+            and self.client.user is not None
+            and not self.client.is_closed()
+            and self._inbound.me is not None
+            and self._links.all_live()
+        )
 
     # --- lifecycle -----------------------------------------------------------------
 
     async def start(self, hub: InboundSink) -> None:
-        """Log in, connect, wait for READY, then register ``/stop``.
+        """Log in, connect every shard, wait for READY on each, then register ``/stop``.
 
         Raises :class:`DiscordStartError` when the token is refused, the Message
         Content intent is not granted (close code 4014), or READY does not come
-        within ``ready_timeout`` seconds.
+        within ``ready_timeout`` seconds (and ``IDENTIFY_SPACING`` more per shard
+        past the first: discord.py spaces their IDENTIFYs so).
         """
         self._inbound.hub = hub
+        tap_frames(self.client, opened=self._links.opened, receive=self._receive)
+        log.info("connecting to the Discord gateway (%s)", self.shard_set)
         self._point_discord_py()
         self._worker = asyncio.create_task(self._inbound.work(), name="discord-inbound")
         self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
@@ -204,7 +243,8 @@ class DiscordAdapter:
         try:
             done, _ = await asyncio.wait(
                 {ready, self._connection},
-                timeout=self._config.ready_timeout,
+                timeout=self._config.ready_timeout
+                + IDENTIFY_SPACING * (len(self.shard_set.shards) - 1),
                 return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
@@ -305,9 +345,11 @@ class DiscordAdapter:
 
     # --- inbound -------------------------------------------------------------------
 
-    async def on_socket_raw_receive(self, raw: Any) -> None:
-        """discord.py's debug event: one gateway frame, as text (decompressed)."""
-        self._inbound.receive(raw)
+    def _receive(self, shard: Shard, raw: Any) -> None:
+        """One gateway frame of ``shard``, as text (decompressed): see :func:`tap_frames`."""
+        frame = self._inbound.receive(raw, shard)
+        if frame is not None:
+            self._links.heard(shard, frame)
 
     async def idle(self) -> None:
         """Return once every frame received so far has been taken."""

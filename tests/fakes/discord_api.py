@@ -10,6 +10,16 @@
   dispatches ``{"op": 0, "t", "s", "d"}``, ``RESUME`` -> replayed dispatches + ``RESUMED``
   (https://discord.com/developers/docs/events/gateway).
 
+Sharding (https://discord.com/developers/docs/events/gateway#sharding): several
+connections may be open at once. One whose IDENTIFY names ``shard`` ``[id, count]``
+gets READY and GUILD_CREATE for the guilds of that shard only (a guild's shard is
+``(guild_id >> 22) % count``), and every dispatch (a test's or an echo) goes to the
+connection of its guild's shard, DMs (no ``guild_id``) to shard 0; a connection that
+names no shard gets everything. ``fake.add_guild(...)`` adds a guild with a text
+channel; ``fake.gateway_shards`` is what ``GET /gateway/bot`` recommends;
+``fake.connection_shards`` maps each connection to the shard it identified or resumed
+as, and ``fake.sent_on_shard(id, t)`` gives the frames sent on that shard's connections.
+
 Point discord.py at it (``fake.patch_discord_py()`` sets ``discord.http.Route.BASE`` and
 ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY`` and restores both)::
 
@@ -68,7 +78,9 @@ download is recorded with its headers in ``fake.downloads``
 (:class:`tests.fakes.files.FileRequest`).
 
 Failures on demand: ``fake.archive(thread_id)``, ``fake.rate_limit(path_prefix,
-retry_after)`` and ``fake.fail(path_prefix, status, code, message)``.
+retry_after)`` and ``fake.fail(path_prefix, status, code, message)``; on the gateway,
+``fake.close_connection(code, shard=...)``, ``fake.request_reconnect(shard=...)`` and
+``fake.hold_resumes()`` (a RESUME is answered only once the test lets it go on).
 """
 
 from __future__ import annotations
@@ -288,6 +300,15 @@ class _Injection:
     times: int
 
 
+ShardPair = tuple[int, int]
+"""IDENTIFY's ``shard``: ``(shard_id, num_shards)``."""
+
+
+def shard_of(guild_id: str | int | None, count: int) -> int:
+    """The shard a guild's events go to: ``(guild_id >> 22) % count``; 0 for a DM (None)."""
+    return 0 if guild_id is None else (int(guild_id) >> 22) % count
+
+
 @dataclass
 class _Session:
     id: str
@@ -296,6 +317,23 @@ class _Session:
     sent: list[JsonDict] = field(default_factory=list)
     ws: web.WebSocketResponse | None = None
     connection: int = 0
+    shard: ShardPair | None = None
+
+    @property
+    def key(self) -> int | None:
+        """The shard id this session serves (None: unsharded, every guild)."""
+        return None if self.shard is None else self.shard[0]
+
+    def serves(self, guild_id: str | None) -> bool:
+        """Whether ``guild_id``'s events (None: a DM) go to this session."""
+        if self.shard is None:
+            return True
+        shard_id, count = self.shard
+        return shard_of(guild_id, count) == shard_id
+
+    @property
+    def open(self) -> bool:
+        return self.ws is not None and not self.ws.closed
 
 
 Reply = tuple[int, Any]
@@ -325,7 +363,12 @@ class FakeDiscord(LocalServer):
         self.token = token
         """If set, other tokens answer 401 (REST) or close 4004 (gateway)."""
         self.guild_id = guild_id
+        """The first guild, the default of every payload that names none."""
         self.guild_name = guild_name
+        self.guilds: dict[str, str] = {guild_id: guild_name}
+        """Every guild the bot is in: id -> name (:meth:`add_guild` adds one)."""
+        self.gateway_shards = 1
+        """The shard count ``GET /gateway/bot`` recommends."""
         self.channel_id = channel_id
         self.channel_name = channel_name
         self.bot_user_id = bot_user_id
@@ -349,8 +392,12 @@ class FakeDiscord(LocalServer):
         """Registered commands: ``commands[None]`` global, ``commands[guild_id]``."""
         self.identify: JsonDict | None = None
         """The ``d`` of the latest IDENTIFY (``identify["intents"]``, ``["token"]``)."""
+        self.identifies: list[JsonDict] = []
+        """The ``d`` of every IDENTIFY accepted, in order."""
         self.resumes: list[JsonDict] = []
         self.connections_made = 0
+        self.connection_shards: dict[int, ShardPair | None] = {}
+        """Per connection number, the shard its IDENTIFY or RESUME was for (None: none)."""
 
         self._users: dict[str, JsonDict] = {bot_user_id: self._bot_user()}
         for user_id, (username, global_name) in HUMAN_USERS.items():
@@ -359,10 +406,14 @@ class FakeDiscord(LocalServer):
         self._nonces: dict[tuple[str, str], tuple[float, str]] = {}
         self._injections: deque[_Injection] = deque()
         self._sessions: dict[str, _Session] = {}
-        self._live: _Session | None = None
+        self._live: dict[int | None, _Session] = {}
+        """The session of each shard id (None: unsharded), the latest identified or
+        resumed last."""
         self._send_lock = asyncio.Lock()
         self._identified = asyncio.Event()
         self._resumed = asyncio.Event()
+        self._resumes_go = asyncio.Event()
+        self._resumes_go.set()
         self._sockets: set[web.WebSocketResponse] = set()
         self._server_closes: dict[web.WebSocketResponse, int] = {}
         self._snowflake_last = 0
@@ -509,9 +560,11 @@ class FakeDiscord(LocalServer):
         metadata["archive_timestamp"] = _iso(datetime.now(UTC))
 
     def add_channel(self, channel: Mapping[str, Any]) -> JsonDict:
-        """Store a channel or thread object (e.g. a fixture's ``THREAD_CREATE`` ``d``)."""
+        """Store a channel or thread object (e.g. a fixture's ``THREAD_CREATE`` ``d``); one
+        that names no guild is in the first guild, unless it is a DM (type 1 or 3)."""
         stored = copy.deepcopy(dict(channel))
-        stored.setdefault("guild_id", self.guild_id)
+        if stored.get("type") not in _DM_TYPES:
+            stored.setdefault("guild_id", self.guild_id)
         self.channels[str(stored["id"])] = stored
         return stored
 
@@ -520,6 +573,17 @@ class FakeDiscord(LocalServer):
         stored = copy.deepcopy(dict(message))
         self.messages[str(stored["id"])] = stored
         return stored
+
+    def add_guild(
+        self, guild_id: str, channel_id: str, *, name: str = "", channel_name: str = "general"
+    ) -> JsonDict:
+        """The bot joins guild ``guild_id``, which has the text channel ``channel_id``
+        (returned): connections that identify from now on get its GUILD_CREATE, those
+        of its shard only. Members and roles are the first guild's."""
+        self.guilds[guild_id] = name or f"Guild {guild_id}"
+        channel = _text_channel(guild_id, channel_id, channel_name)
+        self.channels[channel_id] = channel
+        return copy.deepcopy(channel)
 
     def add_member(
         self,
@@ -570,6 +634,16 @@ class FakeDiscord(LocalServer):
             if r.kind == "sent" and (t is None or r.t == t) and (op is None or r.op == op)
         ]
 
+    def sent_on_shard(self, shard_id: int, t: str | None = None) -> list[GatewayRecord]:
+        """Frames the fake sent on the connections that identified or resumed as shard
+        ``shard_id``, by dispatch name."""
+        return [
+            r
+            for r in self.sent(t)
+            if (pair := self.connection_shards.get(r.connection)) is not None
+            and pair[0] == shard_id
+        ]
+
     def received(self, op: int | None = None) -> list[GatewayRecord]:
         """Frames the client sent, by opcode."""
         return [r for r in self.frames if r.kind == "received" and (op is None or r.op == op)]
@@ -585,32 +659,61 @@ class FakeDiscord(LocalServer):
         await asyncio.wait_for(self._resumed.wait(), timeout)
 
     async def dispatch(self, name: str, d: Any, *, timeout: float = 5.0) -> int:  # noqa: ASYNC109
-        """Send ``{"op": 0, "t": name, "s": s, "d": d}`` to the connected client; return ``s``.
+        """Send ``{"op": 0, "t": name, "s": s, "d": d}`` to the client connection of
+        ``d``'s guild's shard (see the module docstring); return ``s``, that
+        connection's sequence.
 
-        Waits up to ``timeout`` for a client to be identified. ``MESSAGE_CREATE``,
-        ``THREAD_CREATE`` and ``INTERACTION_CREATE`` also store what they carry.
+        Waits up to ``timeout`` for such a connection to be identified.
+        ``MESSAGE_CREATE``, ``THREAD_CREATE`` and ``INTERACTION_CREATE`` also store what
+        they carry.
         """
         self._absorb(name, d)
+        guild = _guild_of(name, d)
         deadline = time.monotonic() + timeout
-        while self._live is None or self._live.ws is None or self._live.ws.closed:
+        while (session := self._session_for(guild)) is None:
             if time.monotonic() >= deadline:
-                raise TimeoutError("no Discord gateway client is identified")
+                raise TimeoutError(f"no Discord gateway client is identified for guild {guild}")
             await asyncio.sleep(0.01)
-        return await self._dispatch_to(self._live, name, d)
+        return await self._dispatch_to(session, name, d)
 
-    async def request_reconnect(self) -> None:
-        """Send op 7 RECONNECT: the client closes and resumes on ``resume_gateway_url``."""
-        self._resumed.clear()
-        session = self._live
-        if session is not None and session.ws is not None:
-            await self._send(session.ws, session.connection, {"op": OP_RECONNECT, "d": None})
+    def _session_for(self, guild_id: str | None, *, open_only: bool = True) -> _Session | None:
+        """The session that gets ``guild_id``'s events (None: a DM), the latest
+        identified or resumed if several would; ``open_only``: only while its
+        connection is open (else what it is sent is kept for its RESUME)."""
+        serving = [
+            s for s in self._live.values() if s.serves(guild_id) and (s.open or not open_only)
+        ]
+        return serving[-1] if serving else None
 
-    async def close_connection(self, code: int = 4000) -> None:
-        """Close the client's connection from the server side (4000: it resumes)."""
+    def _sessions_of(self, shard: int | None) -> list[_Session]:
+        """The live sessions of shard id ``shard``; every one for None."""
+        return [s for s in self._live.values() if shard is None or s.key == shard]
+
+    async def request_reconnect(self, *, shard: int | None = None) -> None:
+        """Send op 7 RECONNECT on the connection of shard id ``shard`` (None: on every
+        connection): the client closes and resumes on ``resume_gateway_url``."""
         self._resumed.clear()
-        session = self._live
-        if session is not None and session.ws is not None:
-            await self._close(session.ws, code, "Closed by FakeDiscord.")
+        for session in self._sessions_of(shard):
+            if session.ws is not None:
+                await self._send(session.ws, session.connection, {"op": OP_RECONNECT, "d": None})
+
+    async def close_connection(self, code: int = 4000, *, shard: int | None = None) -> None:
+        """Close the connection of shard id ``shard`` (None: every connection) from the
+        server side (4000: the client resumes)."""
+        self._resumed.clear()
+        for session in self._sessions_of(shard):
+            if session.ws is not None:
+                await self._close(session.ws, code, "Closed by FakeDiscord.")
+
+    @contextlib.contextmanager
+    def hold_resumes(self) -> Iterator[None]:
+        """Within the block, a RESUME is kept unanswered (no replay, no RESUMED) until
+        the block ends: the client's new connection is open but not resumed meanwhile."""
+        self._resumes_go.clear()
+        try:
+            yield
+        finally:
+            self._resumes_go.set()
 
     # -- REST --------------------------------------------------------------------
 
@@ -737,11 +840,12 @@ class FakeDiscord(LocalServer):
 
     async def _get_gateway_bot(self, call: RecordedCall, p: dict[str, str]) -> Reply:
         limit = {"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1}
-        return 200, {"url": self.gateway_url, "shards": 1, "session_start_limit": limit}
+        shards = self.gateway_shards
+        return 200, {"url": self.gateway_url, "shards": shards, "session_start_limit": limit}
 
     async def _get_member(self, call: RecordedCall, p: dict[str, str]) -> Reply:
         """Get Guild Member (/resources/guild#get-guild-member): 404 10004 / 10007 if unknown."""
-        if p["guild_id"] != self.guild_id:
+        if p["guild_id"] not in self.guilds:
             raise _unknown("Guild", 10004)
         member = self._members.get(p["user_id"])
         if member is None:
@@ -886,7 +990,7 @@ class FakeDiscord(LocalServer):
         thread: JsonDict = {
             "id": str(message["id"]),
             "type": 11 if parent.get("type") == 0 else 10,
-            "guild_id": self.guild_id,
+            "guild_id": str(parent.get("guild_id") or self.guild_id),
             "parent_id": str(parent["id"]),
             "owner_id": self.bot_user_id,
             "name": str(name),
@@ -1130,7 +1234,7 @@ class FakeDiscord(LocalServer):
                 "type": 0,
                 "message_id": str(reference["message_id"]),
                 "channel_id": str(reference.get("channel_id") or channel_id),
-                "guild_id": self.guild_id,
+                "guild_id": self._guild_of_channel(channel_id),
             }
             referenced = self.messages.get(str(reference["message_id"]))
             message["referenced_message"] = copy.deepcopy(referenced)
@@ -1222,13 +1326,26 @@ class FakeDiscord(LocalServer):
             "user_id": self.bot_user_id,
             "channel_id": str(message["channel_id"]),
             "message_id": str(message["id"]),
-            "guild_id": self.guild_id,
+            "guild_id": self._guild_of_channel(str(message["channel_id"])),
             "emoji": _emoji(emoji),
         }
 
+    def _guild_of_channel(self, channel_id: str) -> str | None:
+        """The guild of a channel: the first guild for an unknown one, None for a DM."""
+        channel = self.channels.get(channel_id)
+        if channel is None:
+            return self.guild_id
+        guild = channel.get("guild_id")
+        return None if guild is None else str(guild)
+
     def _with_guild(self, payload: JsonDict) -> JsonDict:
+        """``payload`` as the gateway tells it: with its channel's ``guild_id`` and, for a
+        message of the bot, its ``member`` (nothing added in a DM)."""
         event = copy.deepcopy(payload)
-        event["guild_id"] = self.guild_id
+        guild = self._guild_of_channel(str(event.get("channel_id")))
+        if guild is None:
+            return event
+        event["guild_id"] = guild
         if "author" in event:
             member = copy.deepcopy(self._members[self.bot_user_id])
             member.pop("user", None)
@@ -1250,22 +1367,9 @@ class FakeDiscord(LocalServer):
         return user
 
     def _seed(self) -> None:
-        self.channels[self.channel_id] = {
-            "id": self.channel_id,
-            "type": 0,
-            "guild_id": self.guild_id,
-            "name": self.channel_name,
-            "position": 0,
-            "permission_overwrites": [],
-            "topic": None,
-            "nsfw": False,
-            "last_message_id": None,
-            "rate_limit_per_user": 0,
-            "parent_id": None,
-            "default_auto_archive_duration": 1440,
-            "default_thread_rate_limit_per_user": 0,
-            "flags": 0,
-        }
+        self.channels[self.channel_id] = _text_channel(
+            self.guild_id, self.channel_id, self.channel_name
+        )
         joined = "2024-01-25T09:00:00.000000+00:00"
         for user_id, user in self._users.items():
             is_bot = user_id == self.bot_user_id
@@ -1275,20 +1379,23 @@ class FakeDiscord(LocalServer):
                 "2024-01-25T09:05:00.000000+00:00" if is_bot else joined,
             )
 
-    def _guild_create(self, intents: int) -> JsonDict:
+    def _guild_create(self, intents: int, guild_id: str | None = None) -> JsonDict:
+        """The GUILD_CREATE ``d`` of ``guild_id`` (the first guild by default)."""
+        guild_id = guild_id or self.guild_id
         # Without GUILD_PRESENCES Discord sends only the bot's own member here;
         # member_count counts everyone (discord.py then chunks if it has GUILD_MEMBERS).
         all_members = intents & INTENT_GUILD_PRESENCES
         members = list(self._members.values()) if all_members else [self._members[self.bot_user_id]]
+        own = [c for c in self.channels.values() if str(c.get("guild_id")) == guild_id]
         threads = [
             copy.deepcopy(c)
-            for c in self.channels.values()
+            for c in own
             if "thread_metadata" in c and not c["thread_metadata"]["archived"]
         ]
-        channels = [copy.deepcopy(c) for c in self.channels.values() if "thread_metadata" not in c]
+        channels = [copy.deepcopy(c) for c in own if "thread_metadata" not in c]
         return {
-            "id": self.guild_id,
-            "name": self.guild_name,
+            "id": guild_id,
+            "name": self.guilds.get(guild_id, self.guild_name),
             "icon": None,
             "splash": None,
             "discovery_splash": None,
@@ -1298,7 +1405,7 @@ class FakeDiscord(LocalServer):
             "application_id": None,
             "afk_channel_id": None,
             "afk_timeout": 300,
-            "system_channel_id": self.channel_id,
+            "system_channel_id": channels[0]["id"] if channels else None,
             "system_channel_flags": 0,
             "rules_channel_id": None,
             "public_updates_channel_id": None,
@@ -1316,7 +1423,7 @@ class FakeDiscord(LocalServer):
             "max_members": 500000,
             "max_video_channel_users": 25,
             "features": [],
-            "roles": self._roles(),
+            "roles": self._roles(guild_id),
             "emojis": [
                 {
                     "id": CUSTOM_EMOJI_ID,
@@ -1344,7 +1451,7 @@ class FakeDiscord(LocalServer):
             "soundboard_sounds": [],
         }
 
-    def _roles(self) -> list[JsonDict]:
+    def _roles(self, guild_id: str) -> list[JsonDict]:
         def role(role_id: str, name: str, permissions: str, position: int) -> JsonDict:
             return {
                 "id": role_id,
@@ -1366,7 +1473,7 @@ class FakeDiscord(LocalServer):
         bot["managed"] = True
         bot["tags"] = {"bot_id": self.bot_user_id}
         return [
-            role(self.guild_id, "@everyone", "2222085186637376", 0),
+            role(guild_id, "@everyone", "2222085186637376", 0),
             role(TEAM_ROLE_ID, "team", "2248473465835073", 1),
             bot,
         ]
@@ -1442,8 +1549,8 @@ class FakeDiscord(LocalServer):
                     if by == "client" and code in (1000, 1001):
                         # Closing with 1000/1001 ends the session: it cannot be resumed.
                         del self._sessions[session.id]
-                        if self._live is session:
-                            self._live = None
+                        if self._live.get(session.key) is session:
+                            del self._live[session.key]
         return ws
 
     async def _on_frame(self, ws: web.WebSocketResponse, number: int, raw: str) -> None:
@@ -1482,14 +1589,22 @@ class FakeDiscord(LocalServer):
             if intents & intent and not self.app_flags & flags:
                 await self._close(ws, 4014, "Disallowed intent(s).")
                 return
+        shard = _shard_pair(d.get("shard"))
+        if "shard" in d and shard is None:
+            await self._close(ws, 4010, "Invalid shard.")
+            return
         self.identify = copy.deepcopy(d)
-        session = _Session(id=uuid.uuid4().hex, intents=intents, ws=ws, connection=number)
+        self.identifies.append(copy.deepcopy(d))
+        session = _Session(
+            id=uuid.uuid4().hex, intents=intents, ws=ws, connection=number, shard=shard
+        )
         self._sessions[session.id] = session
-        self._live = session
+        self._make_live(session)
+        guilds = [g for g in self.guilds if session.serves(g)]
         ready = {
             "v": 10,
             "user": self._bot_user() | {"verified": True, "mfa_enabled": False, "flags": 0},
-            "guilds": [{"id": self.guild_id, "unavailable": True}],
+            "guilds": [{"id": guild, "unavailable": True} for guild in guilds],
             "session_id": session.id,
             "session_type": "normal",
             "resume_gateway_url": self.gateway_url,
@@ -1503,14 +1618,22 @@ class FakeDiscord(LocalServer):
             "auth": {},
             "_trace": ['["gateway-prd-fake-1",{"micros":0.0}]'],
         }
-        if "shard" in d:
-            ready["shard"] = d["shard"]
+        if shard is not None:
+            ready["shard"] = list(shard)
         await self._dispatch_to(session, "READY", ready)
-        await self._dispatch_to(session, "GUILD_CREATE", self._guild_create(intents))
+        for guild in guilds:
+            await self._dispatch_to(session, "GUILD_CREATE", self._guild_create(intents, guild))
         self._identified.set()
+
+    def _make_live(self, session: _Session) -> None:
+        """``session`` is its shard's connection now (the latest of them)."""
+        self._live.pop(session.key, None)
+        self._live[session.key] = session
+        self.connection_shards[session.connection] = session.shard
 
     async def _on_resume(self, ws: web.WebSocketResponse, number: int, d: JsonDict) -> None:
         self.resumes.append(copy.deepcopy(d))
+        await self._resumes_go.wait()
         session = self._sessions.get(str(d.get("session_id")))
         if session is None or (self.token is not None and d.get("token") != self.token):
             await self._send(
@@ -1518,7 +1641,7 @@ class FakeDiscord(LocalServer):
             )
             return
         session.ws, session.connection = ws, number
-        self._live = session
+        self._make_live(session)
         last = int(d.get("seq") or 0)
         async with self._send_lock:
             for frame in session.sent:
@@ -1528,11 +1651,12 @@ class FakeDiscord(LocalServer):
         self._resumed.set()
 
     async def _on_request_members(self, d: JsonDict) -> None:
-        session = self._live
+        guild = str(d.get("guild_id") or self.guild_id)
+        session = self._session_for(guild)
         if session is None:
             return
         chunk: JsonDict = {
-            "guild_id": self.guild_id,
+            "guild_id": guild,
             "members": copy.deepcopy(list(self._members.values())),
             "chunk_index": 0,
             "chunk_count": 1,
@@ -1543,8 +1667,9 @@ class FakeDiscord(LocalServer):
         await self._dispatch_to(session, "GUILD_MEMBERS_CHUNK", chunk)
 
     async def _echo(self, name: str, d: JsonDict, intent: int) -> None:
-        """Send what Discord would tell the bot about its own action, if it asked."""
-        session = self._live
+        """Send what Discord would tell the bot about its own action, if it asked, on the
+        connection of the shard of ``d``'s guild."""
+        session = self._session_for(_guild_of(name, d), open_only=False)
         if not self.echo or session is None or not session.intents & intent:
             return
         await self._dispatch_to(session, name, d)
@@ -1593,6 +1718,52 @@ class FakeDiscord(LocalServer):
 
 
 # -- module helpers ------------------------------------------------------------------
+
+_DM_TYPES = (1, 3)
+"""Channel types DM and GROUP_DM (/resources/channel#channel-object-channel-types)."""
+_GUILD_EVENTS = ("GUILD_CREATE", "GUILD_UPDATE", "GUILD_DELETE")
+"""Dispatches whose ``d`` is the guild itself (its ``id``, no ``guild_id``)."""
+
+
+def _guild_of(name: str, d: Any) -> str | None:
+    """The guild a dispatch is about (None: a DM, or no guild named)."""
+    if not isinstance(d, dict):
+        return None
+    guild = d.get("guild_id")
+    if guild is None and name in _GUILD_EVENTS:
+        guild = d.get("id")
+    return None if guild is None else str(guild)
+
+
+def _shard_pair(value: Any) -> ShardPair | None:
+    """IDENTIFY's ``shard`` as ``(id, count)`` when it is two integers with
+    ``0 <= id < count``, else None (Discord closes with 4010, Invalid shard)."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None
+    shard_id, count = value
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (shard_id, count)):
+        return None
+    return (shard_id, count) if 0 <= shard_id < count else None
+
+
+def _text_channel(guild_id: str, channel_id: str, name: str) -> JsonDict:
+    """A guild text channel object (/resources/channel#channel-object)."""
+    return {
+        "id": channel_id,
+        "type": 0,
+        "guild_id": guild_id,
+        "name": name,
+        "position": 0,
+        "permission_overwrites": [],
+        "topic": None,
+        "nsfw": False,
+        "last_message_id": None,
+        "rate_limit_per_user": 0,
+        "parent_id": None,
+        "default_auto_archive_duration": 1440,
+        "default_thread_rate_limit_per_user": 0,
+        "flags": 0,
+    }
 
 
 def _field(d: Mapping[str, Any], outer: str, inner: str) -> Any:
