@@ -20,10 +20,12 @@ from opentelemetry.trace import TracerProvider
 
 from bot.errors import GaveUp
 from bot.layers import ConversationSettings
+from bot.metrics import MeteredModel, Metrics
 from bot.sandboxing import caps_said, close_workspaces, confine, fallback_said
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
 from bot.tracing import OFF, Traces, place_attributes, traces_from
+from bot.version import installed_version
 from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.events import PlatformRef
@@ -118,6 +120,8 @@ class App:
     """Seconds for running steps to reach their next commit, then at most again for delivery."""
     traces: Traces = OFF
     """The export of the runs' spans (:mod:`bot.tracing`), flushed and ended by :meth:`close`."""
+    metrics: Metrics | None = None
+    """What ``/metrics`` shows (:mod:`bot.metrics`); counted from :func:`build` on."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -279,6 +283,12 @@ async def build(
     )
     places = ConversationSettings(layers, _binding_of(store), base=base)
     instance = settings.instance or default_instance()
+    metrics = Metrics(
+        version=installed_version(),
+        instance=instance,
+        working=lambda: hub.working(),
+        takeovers=lambda: hub.takeovers,
+    )
     deliverer = Deliverer(
         outbox=store.outbox,
         faults=faults,
@@ -292,11 +302,12 @@ async def build(
         owner=instance,
         claim_ttl=settings.lease_ttl,
         claimed_elsewhere=lambda cid: hub.tell(Topic.OUTBOX, cid),  # the holder sends them
+        on_sent=metrics.sent,
     )
     store.on_outbox = deliverer.wake
     engine = Engine(
         journal=store.journal,
-        model=model or model_for(settings),
+        model=MeteredModel(model or model_for(settings), metrics, prices),
         toolbox=tools,
         workflow=default_workflow(),
         settings=layers.at("", "", "").engine_settings(base),
@@ -355,4 +366,5 @@ async def build(
         backoff=Backoff(limit=settings.restart_limit, window=settings.restart_window),
         shutdown_grace=settings.shutdown_grace,
         traces=traces,
+        metrics=metrics,
     )

@@ -20,6 +20,8 @@ import argparse
 import os
 import sys
 
+from bot.version import installed_version
+
 BROKEN_PIPE = 141
 """The exit code after a reader closed the pipe early: 128 + SIGPIPE, as a shell says."""
 
@@ -30,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run an LLM agent from team chat: plan, approve, work, ask, stop, in a thread.",
         epilog="`threadbot COMMAND --help` tells more of each command.",
     )
-    parser.add_argument("--version", action="version", version=f"threadbot {_version()}")
+    parser.add_argument("--version", action="version", version=f"threadbot {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="start every configured adapter (the console if none)")
     commands.add_parser("console", help="chat with the bot in this terminal")
@@ -67,16 +69,6 @@ def _since(text: str) -> object:
     from bot.usage_report import since_argument
 
     return since_argument(text)
-
-
-def _version() -> str:
-    """The installed distribution's version (``pyproject.toml``), or ``unknown``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("threadbot")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _subcommand_missing(args: argparse.Namespace) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import logging
 import os
 import sys
 import tomllib
@@ -22,18 +21,18 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
 from bot.app import default_toolbox
-from bot.errors import StartFailed, TracesUnavailable
+from bot.errors import OpsUnavailable, StartFailed, TracesUnavailable
 from bot.layer_tables import place_problem
+from bot.logs import configure as configure_logs
 from bot.platforms import platform_adapters
 from bot.serve import run_console, run_platforms
 from bot.settings import Settings
 from bot.settings_errors import explain
-from conversations.logcontext import ConversationFilter
 from conversations.store import migrate
 from conversations.store.sql import create_engine
 from conversations.store.sql.failures import database_said, sqlite_file
 from core.faults import Faults
-from core.secrets import RedactingFilter, Redactor
+from core.secrets import Redactor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,13 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
     redactor = Redactor(settings.secrets())
-    handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(RedactingFilter(redactor))  # no token in a log line
-    handler.addFilter(ConversationFilter())
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(conversation)s]: %(message)s")
-    )
-    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
+    configure_logs(settings.log_level, settings.log_format, redactor)
     if args.command == "db":
         return asyncio.run(_upgrade(settings))
     if args.command == "doctor":
@@ -89,7 +82,14 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, SQLAlchemyError) as exc:
         print(f"threadbot: {redactor.redact(_said(settings, exc))}", file=sys.stderr)
         return 2
-    except (ConsoleError, StartFailed, TracesUnavailable, ValueError, CommandError) as exc:
+    except (
+        ConsoleError,
+        StartFailed,
+        OpsUnavailable,
+        TracesUnavailable,
+        ValueError,
+        CommandError,
+    ) as exc:
         print(f"threadbot: {redactor.redact(str(exc))}", file=sys.stderr)
         return 2
 

@@ -5,10 +5,13 @@ The tree::
     BotError
     ├── GaveUp        a supervised background task kept failing; the process ends
     ├── StartFailed   a platform adapter could not start (a refused token, ...)
+    ├── OpsUnavailable  the operations address cannot be listened on
     └── TracesUnavailable  the trace export asked for cannot be given
 """
 
 from __future__ import annotations
+
+import os
 
 from adapters.said import connection_said
 
@@ -41,6 +44,18 @@ class StartFailed(BotError):
     def __init__(self, platform: str, reason: BaseException) -> None:
         super().__init__(f"could not start {platform}: {connection_said(reason)}")
         self.platform = platform
+
+
+class OpsUnavailable(BotError):
+    """The operations address (``ops_host:ops_port``) cannot be listened on: in use, or
+    not an address of this host. The message names it, says why and what to set."""
+
+    def __init__(self, address: str, error: OSError) -> None:
+        why = os.strerror(error.errno).lower() if error.errno else str(error)
+        super().__init__(
+            f"cannot listen on the operations address {address}: {why} (set "
+            "THREADBOT_OPS_HOST or THREADBOT_OPS_PORT; a port of 0 takes any free one)"
+        )
 
 
 class TracesUnavailable(BotError):

@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from adapters.console import ConsoleAdapter
 from bot.app import App, build, model_for
-from bot.errors import StartFailed
+from bot.errors import OpsUnavailable, StartFailed
+from bot.logs import announce
+from bot.ops import PATHS, Operations
 from bot.platforms import directory_for
 from bot.settings import Settings
 from conversations.store.sql.failures import sqlite_file
+from conversations.sweeper import utc_now
 from core.models.base import Model
 from core.models.demo import DemoModel
 
@@ -132,22 +135,43 @@ def _waiting_for_runs(busy: int, grace: float) -> str:
 async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> int:
     """Run the platform adapters until SIGINT or SIGTERM; returns the exit code.
 
-    0 after a graceful shutdown, 1 when a background task gave up.
+    The operations address (:mod:`bot.ops`) listens first, so ``/healthz`` answers while
+    the platforms connect (``/readyz`` does once they have). 0 after a graceful
+    shutdown, 1 when a background task gave up. Raises :class:`OpsUnavailable` when the
+    operations address cannot be listened on, :class:`StartFailed` when a platform
+    cannot be started.
     """
     app = await build(settings)
+    assert app.metrics is not None
+    ops = Operations(
+        host=settings.ops_host,
+        port=settings.ops_port,
+        health=app.store.health,
+        metrics=app.metrics,
+        platforms={adapter.platform: adapter.connected for adapter in adapters},
+        clock=utc_now,
+    )
 
     async def stop_receiving() -> None:
+        ops.draining = True
         for adapter in adapters:
             await adapter.stop_receiving()
 
     async def connect() -> int:
+        try:
+            address = await ops.start()
+        except OSError as exc:
+            raise OpsUnavailable(ops.address, exc) from exc
+        announce(f"operations on {address} ({' '.join(PATHS)})")
         for adapter in adapters:
             try:
                 await adapter.start(app.hub)
             except Exception as exc:
                 raise StartFailed(adapter.platform, exc) from exc
             app.supervise(f"{adapter.platform} connection", adapter.keep_connected)
-            print(f"threadbot: connected to {adapter.platform}", flush=True)
+            if (events := getattr(adapter, "address", None)) is not None:
+                announce(f"Slack events on {events}")
+            announce(f"connected to {adapter.platform}")
         await asyncio.Event().wait()  # until a signal or a failure
         return 0
 
@@ -156,9 +180,11 @@ async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> 
         app.add_membership(directory_for(adapter))
         app.add_texts(adapter.texts)
         app.add_fetcher(adapter.files)
+        adapter.rate_limited = app.metrics.rate_limited_by(adapter.platform)
     async with app:
         try:
             return await serve(app, connect(), (signal.SIGINT, signal.SIGTERM), stop_receiving)
         finally:
+            await ops.close()
             for adapter in adapters:
                 await adapter.close()

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -34,6 +35,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from tests.fakes.discord_api import FakeDiscord
@@ -252,6 +254,11 @@ class BotProcess:
             self._reader.cancel()
 
     @property
+    def ops_url(self) -> str:
+        """The operations address the process said it listens on (``http://host:port``)."""
+        return ops_url(self.said)
+
+    @property
     def on_postgres(self) -> bool:
         """Whether the process's store is a PostgreSQL database."""
         return make_url(self.database_url).get_backend_name() == "postgresql"
@@ -286,6 +293,30 @@ def _connected(line: str, platform: str) -> bool:
         found = json.loads(line)
         return isinstance(found, dict) and found.get("message") == said
     return False
+
+
+def ops_url(said: list[str]) -> str:
+    """The address in the ``threadbot: operations on http://... (...)`` line of ``said``."""
+    for line in said:
+        if (found := re.search(r"operations on (http://\S+)", line)) is not None:
+            return found.group(1)
+    raise AssertionError(f"no operations address in {said}")
+
+
+Sample = tuple[str, tuple[tuple[str, str], ...]]
+"""A metric sample's name and its labels, sorted: ``("threadbot_outbox_depth", ())``."""
+
+
+async def scrape(http: aiohttp.ClientSession, url: str) -> dict[Sample, float]:
+    """``GET url/metrics``, parsed with prometheus-client's own parser: every sample."""
+    async with http.get(f"{url}/metrics") as response:
+        assert response.status == 200, await response.text()
+        body = await response.text()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }
 
 
 class Channel:

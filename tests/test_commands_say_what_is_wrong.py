@@ -139,6 +139,7 @@ def test_a_discord_start_that_cannot_connect_names_the_address(
         "DISCORD_TOKEN": "test-discord-token",
         "DISCORD_API_URL": f"http://127.0.0.1:{closed_port}/api/v10",
         "DISCORD_GATEWAY_URL": f"ws://127.0.0.1:{closed_port}/gateway",
+        "THREADBOT_OPS_PORT": "0",
     }
 
     result = threadbot(tmp_path, "run", env=env)
@@ -163,6 +164,7 @@ def test_a_slack_start_that_cannot_connect_names_the_address_without_bolts_notic
         "SLACK_API_URL": f"http://127.0.0.1:{closed_port}/api/",
         "THREADBOT_SLACK_HOST": "127.0.0.1",
         "THREADBOT_SLACK_PORT": "0",
+        "THREADBOT_OPS_PORT": "0",
     }
 
     result = threadbot(tmp_path, "run", env=env)
@@ -173,6 +175,28 @@ def test_a_slack_start_that_cannot_connect_names_the_address_without_bolts_notic
         "connection refused (nothing listens there)"
     )
     assert "xoxb-test" not in result.stderr
+
+
+def test_an_operations_port_in_use_is_a_start_error_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "test-secret",
+            "THREADBOT_SLACK_HOST": "127.0.0.1",
+            "THREADBOT_SLACK_PORT": "0",
+            "THREADBOT_OPS_PORT": str(port),
+        }
+        result = threadbot(tmp_path, "run", env=env)
+
+    assert result.returncode == 2
+    assert one_line(result) == (
+        f"threadbot: cannot listen on the operations address http://127.0.0.1:{port}: address "
+        "already in use (set THREADBOT_OPS_HOST or THREADBOT_OPS_PORT; a port of 0 takes any "
+        "free one)"
+    )
 
 
 def test_version_is_the_installed_ones(tmp_path: Path) -> None:

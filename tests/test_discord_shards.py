@@ -71,6 +71,13 @@ async def until(condition: Callable[[], object]) -> None:
             await asyncio.sleep(0.01)
 
 
+async def until_connected(adapter: DiscordAdapter, wanted: bool) -> None:
+    """Return once ``adapter.connected()`` is ``wanted`` (polled every 10 ms)."""
+    async with asyncio.timeout(WAIT):
+        while await adapter.connected() != wanted:  # noqa: ASYNC110 (the adapter's state)
+            await asyncio.sleep(0.01)
+
+
 def adapter_for(fake: FakeDiscord, **config: Any) -> DiscordAdapter:
     """A :class:`DiscordAdapter` pointed at ``fake`` (``config``: more of its config)."""
     return DiscordAdapter(
@@ -127,7 +134,7 @@ async def test_one_adapter_runs_both_shards_each_with_its_guilds_and_its_sequenc
         async with started(fake, shard_count=2) as (adapter, taken):
             # start() returned: READY came on both shards, not just the first
             assert sorted(d["shard"] for d in fake.identifies) == [[0, 2], [1, 2]]
-            assert adapter.connected()
+            assert await adapter.connected()
             assert guilds_created(fake, 0) == [GUILD_ID]
             assert guilds_created(fake, 1) == [SECOND_GUILD]
 
@@ -162,12 +169,12 @@ async def test_one_adapter_runs_both_shards_each_with_its_guilds_and_its_sequenc
             with fake.hold_resumes():
                 await fake.close_connection(shard=1)
                 await until(lambda: fake.resumes)
-                assert not adapter.connected()  # shard 1's new connection waits for RESUMED
+                assert not await adapter.connected()  # shard 1's new connection waits for RESUMED
             await fake.wait_resumed()
-            await until(adapter.connected)
+            await until_connected(adapter, True)
             # shard 1 resumed on a connection of its own; shard 0 kept its first one
             assert fake.connection_shards == {1: (0, 2), 2: (1, 2), 3: (1, 2)}
-        assert not adapter.connected()
+        assert not await adapter.connected()
         assert misrouted(fake, 2) == []
 
 
@@ -175,23 +182,23 @@ async def test_connected_is_true_after_start_false_while_the_gateway_is_down_and
     None
 ):
     async with FakeDiscord(token=TOKEN) as fake:
-        assert not adapter_for(fake).connected()  # not started
+        assert not await adapter_for(fake).connected()  # not started
     async with FakeDiscord(token=TOKEN) as fake, started(fake) as (adapter, _):
         assert "shard" not in (fake.identify or {})  # no sharding: one connection, as before
-        assert adapter.connected()
+        assert await adapter.connected()
         with fake.hold_resumes():
             await fake.close_connection(4000)
-            await until(lambda: not adapter.connected())
+            await until_connected(adapter, False)
             await until(lambda: fake.resumes)
-            assert not adapter.connected()  # a new connection, but not resumed yet
+            assert not await adapter.connected()  # a new connection, but not resumed yet
         await fake.wait_resumed()
-        await until(adapter.connected)
+        await until_connected(adapter, True)
         assert fake.connections_made == 2
 
         s = await fake.dispatch("MESSAGE_CREATE", mention_d(fake, "after the resume"))
         await until(lambda: adapter.processed_seq >= s)
         await adapter.close()
-        assert not adapter.connected()
+        assert not await adapter.connected()
 
 
 # -- two processes, one shard each ------------------------------------------------------

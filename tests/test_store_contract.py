@@ -29,6 +29,7 @@ from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.claims import DeliveryClaims
+from conversations.store.health import StoreHealth
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
@@ -1102,12 +1103,18 @@ INTERFACES: dict[str, type[Any]] = {
     "outputs": OutputStore,
     "claims": DeliveryClaims,
     "wakeups": Wakeups,
+    "health": StoreHealth,
 }
 
 
-ELSEWHERE = ("test_store_usage.py", "test_delivery_claims.py", "test_wakeups.py")
+ELSEWHERE = (
+    "test_store_usage.py",
+    "test_delivery_claims.py",
+    "test_wakeups.py",
+    "test_store_health.py",
+)
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it) and of ``wakeups``."""
+deliverer's use of it), of ``wakeups`` and of ``health``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from adapters.discord.errors import DiscordStartError, GatewayClosed
 from adapters.discord.files import DiscordFiles
 from adapters.discord.gateway_guard import guard_parsers
 from adapters.discord.inbound import Inbound
+from adapters.discord.rate_limits import rate_limit_trace
 from adapters.discord.sending import DiscordSender
 from adapters.discord.shards import IDENTIFY_SPACING, Shard, ShardLinks, ShardSet, tap_frames
 from adapters.discord.texts import TEXTS
@@ -173,7 +175,12 @@ class DiscordAdapter:
         _no_voice_notices()
         self.shard_set = ShardSet(count=config.shard_count, ids=config.shard_ids)
         """The gateway shards this instance connects."""
-        self.client = self.shard_set.client(intents=intents())
+        self.rate_limited: Callable[[str], None] = lambda _route: None
+        """Told the route (``POST /channels/{id}/messages``) of every 429 Discord answers
+        (the bot counts them; discord.py waits them out itself)."""
+        self.client = self.shard_set.client(
+            intents=intents(), http_trace=rate_limit_trace(self._seen_429)
+        )
         guard_parsers(self.client)  # a dispatch discord.py cannot parse is skipped, not fatal
         self._links = ShardLinks(self.shard_set.shards)
         self._inbound = Inbound(
@@ -204,7 +211,10 @@ class DiscordAdapter:
         """Per shard (None without sharding), the sequence of the last dispatch taken."""
         return dict(self._inbound.processed_seqs)
 
-    def connected(self) -> bool:
+    def _seen_429(self, route: str) -> None:
+        self.rate_limited(route)
+
+    async def connected(self) -> bool:
         """Whether Discord reaches this instance now (the bot's ``/readyz`` asks).
 
         True when the client is logged in and not closed, and every shard of this

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import discord
 import discord.gateway
 
@@ -61,14 +62,17 @@ class ShardSet:
             return (None,)
         return self.ids or tuple(range(self.count))
 
-    def client(self, *, intents: discord.Intents) -> discord.Client:
+    def client(
+        self, *, intents: discord.Intents, http_trace: aiohttp.TraceConfig
+    ) -> discord.Client:
         """A discord.py client that connects these shards: a ``Client`` without a count,
-        else an ``AutoShardedClient(shard_count=count, shard_ids=...)``."""
+        else an ``AutoShardedClient(shard_count=count, shard_ids=...)``; ``http_trace``
+        sees its REST requests (:mod:`adapters.discord.rate_limits`)."""
         if self.count is None:
-            return discord.Client(intents=intents)
+            return discord.Client(intents=intents, http_trace=http_trace)
         shard_ids = [shard for shard in self.shards if shard is not None]
         return discord.AutoShardedClient(
-            intents=intents, shard_count=self.count, shard_ids=shard_ids
+            intents=intents, shard_count=self.count, shard_ids=shard_ids, http_trace=http_trace
         )
 
     def __str__(self) -> str:

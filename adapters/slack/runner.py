@@ -48,7 +48,7 @@ from adapters.slack.socket_mode import GuardedSocketModeHandler
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from adapters.slack.types import AuthTest, BlockActions, BotsInfo, EventCallback, SlashCommand
 from adapters.slack.unhandled import UnhandledRequests
-from adapters.slack.web import WebClients
+from adapters.slack.web import RateLimitSeen, WebClients
 from conversations.adapter import InboundSink
 from conversations.events import InboundEvent, OutboundAction
 from conversations.texts import PlatformTexts
@@ -90,7 +90,11 @@ class SlackAdapter:
 
     def __init__(self, config: SlackConfig) -> None:
         self._config = config
-        clients = WebClients.for_token(config.bot_token, base_url=config.api_url)
+        self.rate_limited: RateLimitSeen = lambda _method: None
+        """Told the Web API method of every 429 Slack answers (the bot counts them)."""
+        clients = WebClients.for_token(
+            config.bot_token, base_url=config.api_url, rate_limited=self._seen_429
+        )
         self.client = clients.client
         """Bolt's client and the look-ups': waits out a 429 itself (up to three times)."""
         self.edit_client = clients.edit_client
@@ -115,6 +119,9 @@ class SlackAdapter:
         self._runner: web.AppRunner | None = None
         self._receiving = True
         self._register()
+
+    def _seen_429(self, method: str) -> None:
+        self.rate_limited(method)
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -146,6 +153,26 @@ class SlackAdapter:
             if server is not None and server.sockets:
                 return int(server.sockets[0].getsockname()[1])
         return None
+
+    @property
+    def address(self) -> str | None:
+        """Where HTTP mode takes Slack's requests (``http://host:port/slack/events``);
+        None in Socket Mode or before :meth:`start`."""
+        port = self.port
+        if port is None:
+            return None
+        return f"http://{self._config.host}:{port}{self._config.path}"
+
+    async def connected(self) -> bool:
+        """Whether Slack can reach the bot now: the bot's identity is known and, in
+        Socket Mode, the WebSocket session is open (slack-sdk reconnects a dropped one
+        by itself); in HTTP mode, the server listens. For ``/readyz``."""
+        if self.me is None or not self._receiving:
+            return False
+        if self._config.app_token is not None:
+            socket = self._socket
+            return socket is not None and bool(await socket.client.is_connected())
+        return self._runner is not None
 
     async def stop_receiving(self) -> None:
         """Take no more events (a shutdown): Slack retries them, or sends them elsewhere.

@@ -79,6 +79,9 @@ class Hub:
         self._settings = settings
         self._texts: dict[str, PlatformTexts] = {}
         self.leases = Leases(store=store.leases, owner=settings.instance, ttl=settings.lease_ttl)
+        self.takeovers = 0
+        """Runs this instance took over from a lapsed lease while it ran (:meth:`take_over`),
+        since it started (``threadbot_lease_takeovers_total`` in ``/metrics``)."""
         """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
         self._downloads = Downloads(
             limits=settings.files, threads=store.threads, notice=self._notice
@@ -219,6 +222,7 @@ class Hub:
             self.leases.owner, ttl=ttl, limit=TAKEOVER_BATCH, lapsed_for=ttl
         )
         ids = {lease.conversation_id for lease in taken}
+        self.takeovers += len(ids)
         for lease in taken:
             log.warning("taking over conversation %s: its lease lapsed", lease.conversation_id)
             self.leases.taken_over(lease)

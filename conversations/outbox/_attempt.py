@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -86,7 +87,8 @@ class Attempts:
 
     ``suspect_up_to``: rows up to this id may have been sent by an earlier process
     (or an attempt cut short), so the sender is told ``maybe_sent`` and looks first;
-    so are the rows of ``suspect_conversations``.
+    so are the rows of ``suspect_conversations``. ``on_sent(platform, seconds)``: after
+    each action a platform took, the seconds its sender took (wall time, not ``clock``).
     """
 
     def __init__(
@@ -97,8 +99,10 @@ class Attempts:
         clock: Clock,
         faults: Faults,
         max_attempts: int,
+        on_sent: Callable[[str, float], None] = lambda _platform, _seconds: None,
     ) -> None:
         self._outbox = outbox
+        self._on_sent = on_sent
         self.senders = dict(senders)
         self._clock = clock
         self._faults = faults
@@ -121,6 +125,7 @@ class Attempts:
             return Refused(f"no adapter for {action.ref.platform}", self._clock.now(), final=True)
         done = asyncio.Event()
         self._in_flight.add(done)
+        started = time.perf_counter()
         try:
             try:
                 message_id = await sender.send(
@@ -137,6 +142,7 @@ class Attempts:
             except Exception:  # an adapter's bug must not stop every delivery
                 log.exception("sending outbox row %s failed unexpectedly", head.id)
                 return await self._failed(head, DeliveryError(UNEXPECTED))
+            self._on_sent(action.ref.platform, time.perf_counter() - started)
             self._faults.hit("after_platform_accept")
             if isinstance(action, UpdateMessage):  # the rows are shown in the edited message
                 message_id = action.ref.message

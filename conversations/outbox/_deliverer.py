@@ -64,6 +64,8 @@ class Deliverer:
     seconds (several processes on one database; without them this deliverer sends
     every pending row); ``claimed_elsewhere`` is called with the id of a conversation
     whose rows another live process delivers (the bot tells that process).
+    ``on_sent`` is called with the platform and the seconds it took to take each action
+    it took (an operator's delivery latency, ``/metrics``).
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class Deliverer:
         owner: str = "",
         claim_ttl: float = 60.0,
         claimed_elsewhere: Callable[[str], None] = lambda _id: None,
+        on_sent: Callable[[str, float], None] = lambda _platform, _seconds: None,
     ) -> None:
         self._known = KnownRows(outbox)
         self._clock = as_clock(clock)
@@ -99,6 +102,7 @@ class Deliverer:
             clock=self._clock,
             faults=faults,
             max_attempts=max_attempts,
+            on_sent=on_sent,
         )
         self._gate = ClaimedDelivery(held, self._known, self._attempts, claimed_elsewhere)
         self._ctx = Context(

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from conversations.events import PlatformRef
 from conversations.store.claims import DeliveryClaims
+from conversations.store.health import StoreHealth
 from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.records import (
     ConversationInfo,
@@ -353,6 +354,11 @@ class Store(Protocol):
     @property
     def outputs(self) -> OutputStore:
         """Large tool outputs."""
+        ...
+
+    @property
+    def health(self) -> StoreHealth:
+        """Reachability and levels, for an operator (:mod:`conversations.store.health`)."""
         ...
 
     async def close(self) -> None:

@@ -128,6 +128,11 @@ def _faults_after_ddl(connection: Connection, faults: Faults) -> Iterator[None]:
         event.remove(connection, "after_cursor_execute", after)
 
 
+def newest_revision() -> str:
+    """The newest revision of the packaged migrations (what ``threadbot db upgrade`` reaches)."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head() or "none"
+
+
 async def current_revision(engine: AsyncEngine) -> str | None:
     """The revision the database is at, or None before the first migration."""
     from alembic.runtime.migration import MigrationContext

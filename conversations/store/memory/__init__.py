@@ -17,6 +17,7 @@ from datetime import datetime
 from conversations.store.interfaces import Renderer
 from conversations.store.memory._tables import Tables
 from conversations.store.memory.claims import MemoryClaims
+from conversations.store.memory.health import MemoryHealth
 from conversations.store.memory.inbox import MemoryInbox
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
@@ -63,6 +64,7 @@ class MemoryStore:
         self.retention = MemoryRetention(self._tables)
         self.usage = MemoryUsage(self._tables)
         self.outputs = MemoryOutputs(self._tables)
+        self.health = MemoryHealth(self._tables)
 
     @property
     def on_outbox(self) -> OutboxListener:

@@ -19,6 +19,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``retention``: pruning
 - ``usage``: price entries, model calls, spend and reports
 - ``outputs``: large tool outputs kept whole
+- ``health``: reachability, schema revision and levels, for an operator
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from conversations.store.interfaces import Renderer
 from conversations.store.records import OutboxListener
 from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
+from conversations.store.sql.health import SqlHealth
 from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.journal import SqlJournal
 from conversations.store.sql.leases import SqlLeases
@@ -78,6 +80,7 @@ class SqlStore:
         self.retention = SqlRetention(self._db)
         self.usage = SqlUsage(self._db)
         self.outputs = SqlOutputs(self._db)
+        self.health = SqlHealth(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:
