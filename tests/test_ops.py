@@ -20,12 +20,14 @@ import aiohttp
 import discord
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.web import WebClients
 from bot.logs import TEXT_FORMAT, JsonLines
 from bot.metrics import MeteredModel, Metrics
 from bot.ops import Operations
+from bot.settings import Settings
 from conversations.logcontext import ConversationFilter, about
 from conversations.render import render_event
 from conversations.store.memory import MemoryStore
@@ -291,3 +293,9 @@ async def test_slacks_429s_are_counted_by_method_whichever_client_met_them() -> 
             await clients.post_client.chat_postMessage(channel="C1", text="hi")
         assert (await clients.client.auth_test())["ok"]  # waited out by slack-sdk
     assert seen == ["chat.postMessage", "auth.test"]
+
+
+def test_the_operations_port_is_not_the_slack_port() -> None:
+    with pytest.raises(ValidationError, match="ops_port and slack_port are both 3000"):
+        Settings(ops_port=3000, slack_port=3000)
+    assert Settings(ops_port=0, slack_port=0).ops_port == 0  # any free port, each
