@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from conversations.store.health import Levels
 from core.models.base import Model, ModelEvent, ModelRequest, Usage
-from core.pricing import Price, call_cost, price_for
+from core.pricing import Price, priced
 
 DELIVERY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Seconds: the bounds of ``threadbot_delivery_seconds``'s buckets (a post takes ~0.1-1 s)."""
@@ -192,13 +192,6 @@ class MeteredModel:
             ("cache_write", usage.cache_write_tokens),
         ):
             m.model_tokens.labels(usage.model, kind).inc(tokens)
-        price = price_for(self._prices, usage.model)
-        if price is not None:
-            micro = call_cost(
-                price.rates,
-                input=usage.input_tokens,
-                output=usage.output_tokens,
-                cache_read=usage.cache_read_tokens,
-                cache_write=usage.cache_write_tokens,
-            )
-            m.model_cost.labels(usage.model).inc(micro / 1_000_000)
+        found = priced(self._prices, usage.model, usage)
+        if found is not None:
+            m.model_cost.labels(usage.model).inc(found[1] / 1_000_000)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from core.vocabulary.entries import AssistantTurn, Compacted, DecisionEntry, JournalRecord
 from core.vocabulary.requests import ContinueRequest
@@ -196,3 +196,32 @@ def reached(scope: BudgetScope, budget: Limit, spent: Spend, granted: int) -> Re
     if over_tokens or over_money:
         return Reached(scope=scope, spent=spent, limit=limit, budget=budget)
     return None
+
+
+class Tokens(Protocol):
+    """The token counts of one call (a model's ``Usage``, a journaled ``ModelUsage``)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cache_read_tokens(self) -> int: ...
+    @property
+    def cache_write_tokens(self) -> int: ...
+
+
+def priced(prices: Mapping[str, Price], model: str, tokens: Tokens) -> tuple[Price, int] | None:
+    """The price entry of ``model`` (:func:`price_for`) and the cost in µ$ of a call of it
+    with ``tokens`` (:func:`call_cost`); None when the model has no price."""
+    price = price_for(prices, model)
+    if price is None:
+        return None
+    cost = call_cost(
+        price.rates,
+        input=tokens.input_tokens,
+        output=tokens.output_tokens,
+        cache_read=tokens.cache_read_tokens,
+        cache_write=tokens.cache_write_tokens,
+    )
+    return price, cost

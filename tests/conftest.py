@@ -117,6 +117,15 @@ def postgres_url(postgres_database: str) -> str:
     return postgres_database
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def instances_database(request: pytest.FixtureRequest) -> str | None:
+    """The store several bot processes of a test share (``tests/instances.py``): None for
+    the SQLite file in ``tmp_path``, or this test's PostgreSQL database."""
+    from tests.instances import database_url
+
+    return database_url(request, request.param)
+
+
 @pytest.fixture
 def working_bwrap(working_caps: None) -> None:
     """Bubblewrap runs here, and commands get their cgroups; skipped with the reason where

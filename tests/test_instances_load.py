@@ -21,9 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.instances import (
-    BACKENDS,
     converse,
-    database_url,
     doubles,
     finished,
     instances,
@@ -42,18 +40,12 @@ AT_ONCE = 25
 """Conversations under way at once (each a mention, an approval, a command, an answer)."""
 
 
-@pytest.fixture(params=BACKENDS)
-def database(request: pytest.FixtureRequest) -> str | None:
-    """The store both processes share (None: a SQLite file in ``tmp_path``)."""
-    return database_url(request, request.param)
-
-
 @pytest.mark.timeout(1800)  # a stall fails it much sooner, saying what is missing
 async def test_two_instances_post_every_message_once_and_run_every_call_once(
-    tmp_path: Path, database: str | None
+    tmp_path: Path, instances_database: str | None
 ) -> None:
     numbers = range(1, CONVERSATIONS + 1)
-    async with instances(tmp_path, story_model(), database=database) as world:
+    async with instances(tmp_path, story_model(), database=instances_database) as world:
         await finished(
             world,
             (converse(world, n) for n in numbers),

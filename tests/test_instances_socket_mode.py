@@ -35,10 +35,8 @@ from pathlib import Path
 import pytest
 
 from tests.instances import (
-    BACKENDS,
     Instances,
     converse,
-    database_url,
     doubles,
     finished,
     instances,
@@ -61,12 +59,6 @@ AT_ONCE = 10
 """Conversations under way at once."""
 
 
-@pytest.fixture(params=BACKENDS)
-def database(request: pytest.FixtureRequest) -> str | None:
-    """The store both processes share (None: a SQLite file in ``tmp_path``)."""
-    return database_url(request, request.param)
-
-
 def both_ways(world: Instances, n: int) -> SocketMode:
     """Where job ``n``'s events go: to one connection and, as Slack's retry, at the same
     time to the other (which is first alternates with ``n``)."""
@@ -77,12 +69,14 @@ def both_ways(world: Instances, n: int) -> SocketMode:
 
 @pytest.mark.timeout(900)  # a stall fails it much sooner, saying what is missing
 async def test_two_socket_mode_instances_get_each_event_on_one_connection_and_handle_it_once(
-    tmp_path: Path, database: str | None
+    tmp_path: Path, instances_database: str | None
 ) -> None:
     plain = range(1, CONVERSATIONS + 1)
     retried = range(CONVERSATIONS + 1, CONVERSATIONS + RETRIED + 1)
     numbers = range(1, CONVERSATIONS + RETRIED + 1)
-    async with instances(tmp_path, story_model(), database=database, socket_mode=True) as world:
+    async with instances(
+        tmp_path, story_model(), database=instances_database, socket_mode=True
+    ) as world:
         socket = world.socket
         assert socket is not None
         # each process said it is connected, and the fake saw two connections: one each

@@ -28,10 +28,8 @@ import aiohttp
 import pytest
 
 from tests.instances import (
-    BACKENDS,
     STARTED,
     Instances,
-    database_url,
     doubles,
     finished,
     gated,
@@ -57,12 +55,6 @@ AT_ONCE = 25
 """Conversations opened at once (a mention and an approval each)."""
 
 
-@pytest.fixture(params=BACKENDS)
-def database(request: pytest.FixtureRequest) -> str | None:
-    """The store both processes share (None: a SQLite file in ``tmp_path``)."""
-    return database_url(request, request.param)
-
-
 def answered(world: Instances, n: int) -> int:
     """How many answers job ``n``'s thread got."""
     return sum(is_answer(t, n) for t in posted(world.api, world.threads[n]))
@@ -75,7 +67,7 @@ def held_now(world: Instances, bot: BotProcess) -> dict[int, str]:
 
 @pytest.mark.timeout(1800)  # a stall fails it much sooner, saying what is missing
 async def test_the_instance_left_finishes_every_run_of_the_killed_one_while_it_runs(
-    tmp_path: Path, database: str | None
+    tmp_path: Path, instances_database: str | None
 ) -> None:
     numbers = range(1, JOBS + 1)
     suffix = f"{secrets.randbelow(10**6):06d}"  # this test's commands alone sleep so long
@@ -84,7 +76,7 @@ async def test_the_instance_left_finishes_every_run_of_the_killed_one_while_it_r
         return f"0.3{n:03d}{suffix}"
 
     model = story_model(lambda n: gated(n, marker(n)))
-    async with instances(tmp_path, model, database=database, lease_ttl="2") as world:
+    async with instances(tmp_path, model, database=instances_database, lease_ttl="2") as world:
         victim, survivor = world.bots
         names = [bot.env["THREADBOT_INSTANCE"] for bot in world.bots]
         await finished(

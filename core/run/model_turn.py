@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from core.models.base import Message, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
-from core.pricing import call_cost, price_for
+from core.pricing import priced
 from core.run.deps import RunDeps
 from core.run.state import Run
 from core.vocabulary.entries import AssistantTurn, ModelUsage, ToolCall
@@ -86,21 +86,12 @@ async def _streamed(
 
 def _priced(run: Run, usage: ModelUsage, position: str, seconds: float) -> ModelUsage:
     """``usage`` with the call's run, position, latency, price entry and cost."""
-    price = price_for(run.settings.prices, usage.model)
-    cost = None
-    if price is not None:
-        cost = call_cost(
-            price.rates,
-            input=usage.input_tokens,
-            output=usage.output_tokens,
-            cache_read=usage.cache_read_tokens,
-            cache_write=usage.cache_write_tokens,
-        )
+    found = priced(run.settings.prices, usage.model, usage)
     return usage.model_copy(
         update={
             "latency_ms": round(seconds * 1000),
-            "price_id": None if price is None else price.id,
-            "cost_micro_usd": cost,
+            "price_id": None if found is None else found[0].id,
+            "cost_micro_usd": None if found is None else found[1],
             "run_id": run.run_id or None,
             "position": position,
         }
