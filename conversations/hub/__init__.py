@@ -79,10 +79,10 @@ class Hub:
         self._settings = settings
         self._texts: dict[str, PlatformTexts] = {}
         self.leases = Leases(store=store.leases, owner=settings.instance, ttl=settings.lease_ttl)
+        """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
         self.takeovers = 0
         """Runs this instance took over from a lapsed lease while it ran (:meth:`take_over`),
         since it started (``threadbot_lease_takeovers_total`` in ``/metrics``)."""
-        """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
         self._downloads = Downloads(
             limits=settings.files, threads=store.threads, notice=self._notice
         )
