@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--channel", default="", help="Slack or Discord channel id")
     usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
     usage.add_argument(
-        "--by", choices=("conversation", "channel", "day", "model"), default="conversation"
+        "--by",
+        choices=("conversation", "channel", "day", "model", "role"),
+        default="conversation",
     )
     usage.add_argument(
         "--since", type=_since, help="from this day (UTC) or ISO time on, e.g. 2026-12-01"

@@ -73,6 +73,9 @@ def micro_usd(dollars: float) -> int:
 LAYERED = (
     "model",
     "fallback_models",
+    "planner_model",
+    "executor_model",
+    "expert_model",
     "instructions",
     "approvers",
     "mutating_tools",
@@ -126,6 +129,9 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
     {
         "model": Direction.FREE,
         "fallback_models": Direction.FREE,
+        "planner_model": Direction.FREE,
+        "executor_model": Direction.FREE,
+        "expert_model": Direction.FREE,
         "instructions": Direction.FREE,
         "approvers": Direction.SUBSET,
         "mutating_tools": Direction.FALSE_IS_TIGHTER,
@@ -163,8 +169,9 @@ one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds d
 a group or role counts as itself, so a channel naming one member of a wider layer's
 group adds an approver. The free keys, and why each is free:
 
-- ``model``, ``fallback_models``: which model answers is a choice of quality and price,
-  not of what may run: every tool call meets the same policy whatever the model, and
+- ``model``, ``fallback_models``, ``planner_model``, ``executor_model``,
+  ``expert_model``: which model answers is a choice of quality and price, not of what
+  may run: every tool call meets the same policy whatever the model (or role), and
   the budgets (``lower``) bound the spend;
 - ``instructions``: words to the model grant nothing; the policy checks each call
   whatever the model was told;
@@ -224,6 +231,12 @@ class Layer(BaseModel):
     model: ModelId | None = None
     fallback_models: list[ModelId] | None = None
     """Models asked in turn when the model is overloaded (529, or 429 after retries)."""
+    planner_model: ModelId | None = None
+    """The planner's model (absent here: the next layer's; unset everywhere: ``model``)."""
+    executor_model: ModelId | None = None
+    """The executor's model (absent here: the next layer's; unset everywhere: ``model``)."""
+    expert_model: ModelId | None = None
+    """The expert's model (absent here: the next layer's; unset everywhere: no expert)."""
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS)
     approvers: list[PlatformApprover] | None = None
     policy: dict[str, Any] | None = None
@@ -258,6 +271,11 @@ class Layer(BaseModel):
         if value is not None:
             ToolPolicy.from_toml_table(value)
         return value
+
+    def models(self) -> set[str]:
+        """Every model id this layer names: its model, fallbacks and each role's."""
+        named = (self.model, self.planner_model, self.executor_model, self.expert_model)
+        return {m for m in named if m is not None} | set(self.fallback_models or ())
 
     @field_validator("approvers")
     @classmethod

@@ -88,12 +88,15 @@ class Effective:
         return self.values[name].value
 
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
-        """``base`` with this place's model, instructions, policy, caps, request lifetime
-        and tool retry policy."""
+        """``base`` with this place's model and role models, instructions, policy, caps,
+        request lifetime and tool retry policy."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
             fallback_models=tuple(self["fallback_models"]),
+            planner_model=self["planner_model"],
+            executor_model=self["executor_model"],
+            expert_model=self["expert_model"],
             instructions=self["instructions"],
             tool_policy=self.policy,
             command_timeout=self["command_timeout"],
@@ -180,9 +183,13 @@ def _limit(tokens: int | None, dollars: float | None) -> Limit:
     return Limit(tokens=tokens, micro_usd=None if dollars is None else micro_usd(dollars))
 
 
+_AS_MODEL = frozenset({"planner_model", "executor_model"})
+"""Role models that take ``model`` when unset."""
+
+
 def _shown(name: str, value: Any) -> str:
     if value is None:
-        return "(none)"
+        return "(none: model)" if name in _AS_MODEL else "(none)"
     if name == "git_repo" and isinstance(value, str):
         value = repo_shown(value)
     if name == "instructions" and isinstance(value, str):

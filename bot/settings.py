@@ -228,6 +228,12 @@ class Settings(BaseSettings):
     model: ModelId = DEFAULT_MODEL
     fallback_models: CommaModels = []
     """Models asked in turn when the model is overloaded (529, or 429 after retries)."""
+    planner_model: ModelId | None = None
+    """The planner's model: the planning position's calls (none: ``model``)."""
+    executor_model: ModelId | None = None
+    """The executor's model: the executing position's calls (none: ``model``)."""
+    expert_model: ModelId | None = None
+    """The expert's model (none: no expert)."""
     instructions: str = Field(default="", max_length=MAX_INSTRUCTIONS)
     """The team's instructions to the model, sent after threadbot's own system prompt."""
     max_tokens: int = Field(default=4096, gt=0)
@@ -516,16 +522,17 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _money_budgets_have_prices(self) -> Settings:
         """A budget in dollars counts only priced calls: every model it may apply to
-        must be in the price sheet."""
+        (each layer's model, fallbacks and role models) must be in the price sheet."""
         layers: list[Layer] = [*self.slack.values(), *self.discord.values()]
         layers += [c for w in self.slack.values() for c in w.channels.values()]
         layers += [c for g in self.discord.values() for c in g.channels.values()]
         places: list[Settings | Layer] = [self, *layers]
         if not any(p.conversation_budget_usd or p.channel_daily_budget_usd for p in places):
             return self
-        models = {self.model, *self.fallback_models}
+        roles = (self.planner_model, self.executor_model, self.expert_model)
+        models = {self.model, *self.fallback_models} | {m for m in roles if m is not None}
         for layer in layers:
-            models |= {layer.model, *(layer.fallback_models or ())} - {None}
+            models |= layer.models()
         unpriced = sorted(str(m) for m in models - set(self.prices))
         if unpriced:
             raise ValueError(

@@ -76,7 +76,8 @@ def render_event(
             return [_question(binding, event)]
         case RunAnswered():
             branch = _branch_line(event.stats)
-            text = f"✅ {event.text}\n{branch}— {format_stats(event.stats)}"
+            footer = format_stats(event.stats) + roles_line(event.stats)
+            text = f"✅ {event.text}\n{branch}— {footer}"
             return [Outgoing(PostReply(ref=binding, text=text))]
         case RunFailed():
             return [_failure(binding, event, settings)]
@@ -166,6 +167,22 @@ def format_stats(stats: RunStats) -> str:
     if stats.cost_micro_usd is not None:
         text += f" · {dollars(stats.cost_micro_usd)}"
     return text
+
+
+def roles_line(stats: RunStats) -> str:
+    """``\n— planner claude-opus-5-5: 2 model calls, $0.05 · executor claude-haiku-5: 7
+    model calls, $0.02``: each role's models, calls and cost (none for a role whose
+    calls had no price), when more than one role was asked and not all with one model;
+    "" otherwise (one model for every role: the line above says it all)."""
+    models = {model for role in stats.roles for model in role.models}
+    if len(stats.roles) < 2 or len(models) < 2:
+        return ""
+    parts = []
+    for role in stats.roles:
+        calls = f"{role.calls} model call" + ("" if role.calls == 1 else "s")
+        cost = "" if role.cost_micro_usd is None else f", {dollars(role.cost_micro_usd)}"
+        parts.append(f"{role.role} {'/'.join(role.models)}: {calls}{cost}")
+    return "\n— " + " · ".join(parts)
 
 
 def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:

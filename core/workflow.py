@@ -9,10 +9,12 @@ plan -> approve -> execute flow)::
     instructions = "..."
     tools = ["read_only", "propose_plan", "ask_user", "finish"]
     mutating = false
+    role = "planner"
     [positions.planning.on]
     plan_proposed = "approval"
 
-``tools`` names tools, or the groups ``read_only`` and ``all``. ``on`` maps a
+``tools`` names tools, or the groups ``read_only`` and ``all``; ``role`` names whose
+model is asked there (``planner``, ``executor``, ``expert``). ``on`` maps a
 workflow event (:class:`Transition`) to the next position. An event a position
 does not name leaves the position unchanged.
 """
@@ -25,7 +27,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from core.vocabulary.entries import StepEntered
+from core.vocabulary.entries import ModelRole, StepEntered
 
 
 class Transition(StrEnum):
@@ -50,6 +52,9 @@ class Position(BaseModel):
     tools: tuple[str, ...] = ()
     mutating: bool = False
     """True where the plan is approved and the tool policy lets mutating tools run."""
+    role: ModelRole = "executor"
+    """Whose model the calls made here ask (:data:`core.vocabulary.entries.ModelRole`):
+    ``planner`` while a plan is made, ``executor`` (the default) once it is approved."""
     on: dict[Transition, str] = Field(default_factory=dict)
 
 
@@ -86,6 +91,12 @@ class Workflow(BaseModel):
         if not instructions or (new == current and not first):
             return ()
         return (StepEntered(position=new, instructions=instructions),)
+
+    def role_at(self, position: str) -> ModelRole:
+        """The role whose model is asked at ``position`` (``executor`` at a position the
+        workflow does not know)."""
+        found = self.positions.get(position)
+        return "executor" if found is None else found.role
 
     def next(self, current: str, event: Transition) -> str:
         """The position after ``event`` at ``current`` (``current`` when not declared)."""

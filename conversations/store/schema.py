@@ -223,7 +223,9 @@ class ModelCallRow(Base):
     ``seq``: the journal entry of the assistant turn it answered with (written in the
     same transaction); ``cost_micro_usd``: integer micro-dollars, computed at call
     time with price entry ``price_id`` (None: the model had no price). Calls from
-    before migration 0008 have no seq, run, position, latency, price or cost.
+    before migration 0008 have no seq, run, position, latency, price or cost; ``role``:
+    the role whose model was asked (``planner``, ``executor``, ``expert``; none before
+    migration 0012).
     """
 
     __tablename__ = "model_calls"
@@ -242,6 +244,7 @@ class ModelCallRow(Base):
     price_id: Mapped[int | None] = mapped_column(ForeignKey("prices.id"))
     cost_micro_usd: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    role: Mapped[str | None] = mapped_column(String(16))
 
 
 class PriceRow(Base):

@@ -16,10 +16,14 @@ from typing import Literal, Protocol
 
 from core.pricing import Price, Rates, Spend
 
-Grouping = Literal["conversation", "channel", "day", "model"]
+Grouping = Literal["conversation", "channel", "day", "model", "role"]
 """What a usage report's lines are per: a conversation (its id), a channel
 (``platform:workspace:channel``, a Discord thread counted in its channel), a UTC
-day (``YYYY-MM-DD``) or a model id."""
+day (``YYYY-MM-DD``), a model id or a model role (``planner``, ``executor``,
+``expert``; :data:`NO_ROLE` for calls recorded before roles were)."""
+
+NO_ROLE = "(none)"
+"""A report's key for the calls recorded without a role (before migration 0012)."""
 
 
 @dataclass(frozen=True)

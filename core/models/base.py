@@ -19,6 +19,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.entries import ModelRole
+
 Message = dict[str, Any]
 """A Messages API message: ``{"role": "user" | "assistant", "content": [block, ...]}``."""
 
@@ -68,6 +70,9 @@ class ModelRequest(BaseModel):
     fallbacks: tuple[str, ...] = ()
     """Model ids to ask in turn when the one before is overloaded (529, or 429 after
     the client's retries) before any of its answer arrived."""
+    role: ModelRole = "executor"
+    """Whose call this is (the workflow position's role); not sent to the API: a model
+    id is (``model``). Scripted models answer each role from its own script."""
 
 
 class TextDelta(BaseModel):

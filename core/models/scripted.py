@@ -1,9 +1,9 @@
 """Models without a network for tests: canned turns, in order or from a file.
 
 :class:`ScriptedModel` plays canned assistant turns in order and records every
-request it was sent; a turn can block on an ``asyncio.Event`` until a test
-releases it, so tests check order ("the stop happened while the model was
-blocked") instead of timing.
+request it was sent (:class:`ScriptedRoles`: one script per model role); a turn
+can block on an ``asyncio.Event`` until a test releases it, so tests check order
+("the stop happened while the model was blocked") instead of timing.
 
 The demo model (:mod:`core.models.demo`) streams its steps with
 :func:`canned_events` too.
@@ -34,6 +34,7 @@ from core.models.base import (
     TurnEnd,
     Usage,
 )
+from core.vocabulary.entries import ModelRole
 from core.vocabulary.errors import ModelError
 
 
@@ -87,6 +88,43 @@ class ScriptedModel:
         if turn.error is not None:
             raise turn.error
         async for event in canned_events(self.name, "scripted", request, turn.text, turn.calls):
+            yield event
+
+
+class ScriptedRoles:
+    """A :class:`ScriptedModel` per role: each request is answered from the script of
+    its role (:attr:`ModelRequest.role`), so a test gives the planner, the executor and
+    the expert their own turns and sees which one was asked.
+
+    ``requests``: every request, in order; :meth:`of` a role's own model (its
+    ``requests`` and :meth:`ScriptedModel.add`). A role with no script raises
+    :class:`ModelError` (not retryable), as a script that has run out does.
+    """
+
+    def __init__(
+        self,
+        *,
+        planner: Sequence[ScriptedTurn] = (),
+        executor: Sequence[ScriptedTurn] = (),
+        expert: Sequence[ScriptedTurn] = (),
+        name: str = "scripted",
+    ) -> None:
+        self.name = name
+        self._roles: dict[ModelRole, ScriptedModel] = {
+            "planner": ScriptedModel(planner, name=name),
+            "executor": ScriptedModel(executor, name=name),
+            "expert": ScriptedModel(expert, name=name),
+        }
+        self.requests: list[ModelRequest] = []
+
+    def of(self, role: ModelRole) -> ScriptedModel:
+        """The scripted model that answers ``role``'s requests."""
+        return self._roles[role]
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the next turn of the request's role's script."""
+        self.requests.append(request)
+        async for event in self._roles[request.role].stream(request):
             yield event
 
 

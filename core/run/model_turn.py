@@ -3,7 +3,10 @@
 The request is the same in every position, the cached prefix of every call: the
 run's system prompt and every tool (a position's instructions are in the history,
 :class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
-refused when called, :mod:`core.run.admission`). The answer becomes an
+refused when called, :mod:`core.run.admission`). Its model is the position's role's
+(:meth:`core.workflow.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
+the planner's while planning, the executor's once the plan is approved), and the
+journaled usage names that role. The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
 (:meth:`core.tracing.RunSpan.model_call`).
@@ -18,7 +21,7 @@ from core.models.base import Message, ModelRequest, TextDelta, ToolCallEvent, Tu
 from core.pricing import priced
 from core.run.deps import RunDeps
 from core.run.state import Run
-from core.vocabulary.entries import AssistantTurn, ModelUsage, ToolCall
+from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage, ToolCall
 from core.vocabulary.snapshot import ConversationSnapshot
 
 
@@ -30,7 +33,7 @@ async def model_turn(
     Raises :class:`core.vocabulary.errors.ModelError` when the model fails for good.
     """
     settings = run.settings
-    model = settings.model or deps.model.name
+    model = settings.model_of(deps.workflow.role_at(snap.position)) or deps.model.name
     with run.span.model_call(model, max_tokens=settings.max_tokens) as span:
         turn = await _streamed(run, deps, snap, messages)
         span.answered(turn.usage, turn.stop_reason)
@@ -41,17 +44,20 @@ async def _streamed(
     run: Run, deps: RunDeps, snap: ConversationSnapshot, messages: list[Message] | None
 ) -> AssistantTurn:
     settings = run.settings
+    role = deps.workflow.role_at(snap.position)
+    asked = settings.model_of(role)
     request = ModelRequest(
         system=settings.system,
         messages=messages or run.history.build(snap.journal),
         tools=[t.spec for t in deps.toolbox.select(["all"])],
         max_tokens=settings.max_tokens,
-        model=settings.model,
+        model=asked,
         fallbacks=settings.fallback_models,
+        role=role,
     )
     text: list[str] = []
     calls: list[ToolCall] = []
-    model = settings.model or deps.model.name
+    model = asked or deps.model.name
     usage = ModelUsage(model=model, input_tokens=0, output_tokens=0)
     stop_reason = "end_turn"
     content: tuple[dict[str, Any], ...] = ()
@@ -80,12 +86,14 @@ async def _streamed(
         stop_reason=stop_reason,
         model=model,
         content=content,
-        usage=_priced(run, usage, snap.position, time.monotonic() - started),
+        usage=_priced(run, usage, snap.position, role, time.monotonic() - started),
     )
 
 
-def _priced(run: Run, usage: ModelUsage, position: str, seconds: float) -> ModelUsage:
-    """``usage`` with the call's run, position, latency, price entry and cost."""
+def _priced(
+    run: Run, usage: ModelUsage, position: str, role: ModelRole, seconds: float
+) -> ModelUsage:
+    """``usage`` with the call's run, position, role, latency, price entry and cost."""
     found = priced(run.settings.prices, usage.model, usage)
     return usage.model_copy(
         update={
@@ -94,5 +102,6 @@ def _priced(run: Run, usage: ModelUsage, position: str, seconds: float) -> Model
             "cost_micro_usd": None if found is None else found[1],
             "run_id": run.run_id or None,
             "position": position,
+            "role": role,
         }
     )

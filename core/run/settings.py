@@ -13,10 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import assert_never
 
 from core.policy.policy import ToolPolicy
 from core.pricing import Budgets, Price, Spend
 from core.retry import NoRetry, RetryPolicy
+from core.vocabulary.entries import ModelRole
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are threadbot, an agent that works for a team from a chat thread. People talk
@@ -28,7 +30,8 @@ and concrete. Work only inside the conversation's workspace with your tools.
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     """Settings of a run: model calls per run, tokens per response, tool limits (seconds,
-    chars, MB), request lifetime (seconds), the model, its instructions and the tool policy.
+    chars, MB), request lifetime (seconds), the model and each role's, the instructions
+    and the tool policy.
     """
 
     max_turns: int = 30
@@ -63,6 +66,12 @@ class EngineSettings:
     """The team's own instructions, sent after the system prompt (a channel's, say)."""
     model: str | None = None
     """The model id to ask; None: the model's own default."""
+    planner_model: str | None = None
+    """The planner's model (the planning position's calls); None: :attr:`model`."""
+    executor_model: str | None = None
+    """The executor's model (the executing position's calls); None: :attr:`model`."""
+    expert_model: str | None = None
+    """The expert's model; None: no expert (nothing is delegated to one)."""
     fallback_models: tuple[str, ...] = ()
     """Models asked in turn when the model is overloaded (see ``ModelRequest.fallbacks``)."""
     git_repo: str | None = None
@@ -82,6 +91,20 @@ class EngineSettings:
     :mod:`core.contexts`); ``flat`` adds nothing to what the model reads."""
     context_keep_turns: int = 2
     """Model turns compaction keeps whole under that strategy (``none`` keeps none)."""
+
+    def model_of(self, role: ModelRole) -> str | None:
+        """The model id a call of ``role`` asks: the planner's and the executor's own, else
+        :attr:`model` (None: the model's own default); the expert's, None when there is
+        no expert."""
+        match role:
+            case "planner":
+                return self.planner_model or self.model
+            case "executor":
+                return self.executor_model or self.model
+            case "expert":
+                return self.expert_model
+            case _:
+                assert_never(role)
 
     @property
     def system(self) -> str:

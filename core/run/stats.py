@@ -1,7 +1,8 @@
 """Totals of the current request for the answer's footer and the status line.
 
 A request runs from the person's latest ``request`` message to now, across every
-wait for a person in between: "— 9 tool calls · 2m 40s · 31.5k tokens"
+wait for a person in between: "— 9 tool calls · 2m 40s · 31.5k tokens", and each
+model role's calls and cost when more than one role was asked
 (docs/architecture.md, "What a person sees").
 :class:`RequestTotals` keeps them as the journal grows, so a note after each tool
 call reads only what was added since the one before, not the whole journal.
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from core.tools import control
 from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
-from core.vocabulary.run_events import RunStats
+from core.vocabulary.run_events import RoleStats, RunStats
 
 
 @dataclass
@@ -35,6 +36,8 @@ class RequestTotals:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cost_micro_usd: int | None = None
+    roles: dict[str, RoleStats] = field(default_factory=dict)
+    """Each role's calls and cost so far, by role, in the order first asked."""
 
     def of(
         self,
@@ -58,6 +61,7 @@ class RequestTotals:
         totals = self
         if pending is not None:
             totals = copy.copy(self)
+            totals.roles = dict(self.roles)
             totals._add_turn(pending)
         seconds = (now - totals.began).total_seconds() if totals.began else 0.0
         return RunStats(
@@ -67,6 +71,7 @@ class RequestTotals:
             output_tokens=totals.output_tokens,
             cache_read_tokens=totals.cache_read_tokens,
             cost_micro_usd=totals.cost_micro_usd,
+            roles=tuple(totals.roles.values()),
         )
 
     def _add(self, record: JournalRecord) -> None:
@@ -84,6 +89,7 @@ class RequestTotals:
         self.began = began
         self.tool_calls = self.input_tokens = self.output_tokens = self.cache_read_tokens = 0
         self.cost_micro_usd = None
+        self.roles = {}
 
     def _add_turn(self, turn: AssistantTurn) -> None:
         self.tool_calls += sum(1 for c in turn.tool_calls if not control.is_control(c.name))
@@ -96,6 +102,15 @@ class RequestTotals:
         self.cache_read_tokens += usage.cache_read_tokens
         if usage.cost_micro_usd is not None:
             self.cost_micro_usd = (self.cost_micro_usd or 0) + usage.cost_micro_usd
+        if usage.role is not None:
+            had = self.roles.get(usage.role) or RoleStats(role=usage.role)
+            cost = had.cost_micro_usd
+            if usage.cost_micro_usd is not None:
+                cost = (cost or 0) + usage.cost_micro_usd
+            models = had.models if usage.model in had.models else (*had.models, usage.model)
+            self.roles[usage.role] = RoleStats(
+                role=usage.role, models=models, calls=had.calls + 1, cost_micro_usd=cost
+            )
 
 
 def request_stats(journal: Sequence[JournalRecord], now: datetime) -> RunStats:

@@ -30,6 +30,14 @@ class ToolCall(BaseModel):
     input: dict[str, Any]
 
 
+ModelRole = Literal["planner", "executor", "expert"]
+"""Whose model a call is made with: the planner plans, the executor carries the approved
+plan out, the expert advises. A workflow position names its role
+(:class:`core.workflow.Position`; docs/architecture.md, "Conversation lifecycle and
+workflow position"); the settings name each role's model
+(:meth:`core.run.settings.EngineSettings.model_of`)."""
+
+
 class ModelUsage(BaseModel):
     """One model call as the store keeps it: the model that answered, its tokens as the
     API reported them, how long it took and what it cost.
@@ -39,7 +47,8 @@ class ModelUsage(BaseModel):
     had no price, so ``cost_micro_usd`` is None too); ``cost_micro_usd``: integer
     micro-dollars, rounded half-up per call (:func:`core.pricing.call_cost`);
     ``run_id``: the engine entry point that made the call; ``position``: the workflow
-    position it was made in. Calls journaled before these were kept have them empty.
+    position it was made in; ``role``: the role whose model was asked (:data:`ModelRole`).
+    Calls journaled before these were kept have them empty.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -54,6 +63,7 @@ class ModelUsage(BaseModel):
     cost_micro_usd: int | None = None
     run_id: str | None = None
     position: str | None = None
+    role: ModelRole | None = None
 
     @property
     def total_tokens(self) -> int:

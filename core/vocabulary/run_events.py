@@ -20,6 +20,17 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class RoleStats(_Frozen):
+    """One model role's share of a request: the models that answered it (each once, in
+    the order they first did), its model calls and their cost (micro-dollars of the
+    priced calls; None when none had a price)."""
+
+    role: str
+    models: tuple[str, ...] = ()
+    calls: int = 0
+    cost_micro_usd: int | None = None
+
+
 class RunStats(_Frozen):
     """Totals of a request for the answer's footer and the status line: counts, seconds,
     tokens and cost.
@@ -40,6 +51,9 @@ class RunStats(_Frozen):
     """The branch of the conversation's clone, when its workspace is one."""
     changed_files: tuple[str, ...] = ()
     """Paths changed on that branch (committed or not), sorted."""
+    roles: tuple[RoleStats, ...] = ()
+    """Each model role's calls and cost, in the order the roles were first asked (calls
+    recorded without a role are left out)."""
 
 
 class ProgressNote(_Frozen):

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
-from conversations.store.usage import Grouping, UsageLine, channel_key
+from conversations.store.usage import NO_ROLE, Grouping, UsageLine, channel_key
 from core.pricing import Price, Rates, Spend
 from core.vocabulary.entries import AssistantTurn, Compacted, ModelUsage
 
@@ -54,6 +54,7 @@ class MemoryUsage:
                 "channel": _channel(conversation),
                 "day": at.date().isoformat(),
                 "model": usage.model,
+                "role": usage.role or NO_ROLE,
             }[by]
             line = lines.get(key) or UsageLine(key, 0, 0, 0, 0, 0, 0, 0)
             lines[key] = UsageLine(

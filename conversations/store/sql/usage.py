@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from conversations.store.records import as_utc
 from conversations.store.schema import ConversationRow, ModelCallRow, PriceRow
 from conversations.store.sql.database import Database, conversation_row_sync
-from conversations.store.usage import Grouping, UsageLine, channel_key
+from conversations.store.usage import NO_ROLE, Grouping, UsageLine, channel_key
 from core.pricing import Price, Rates, Spend
 
 _call = ModelCallRow
@@ -94,6 +94,8 @@ class SqlUsage:
                 return [_call.conversation_id]
             case "model":
                 return [_call.model]
+            case "role":
+                return [func.coalesce(_call.role, NO_ROLE)]
             case "channel":
                 return [_conv.platform, _conv.workspace, _HOME]
             case "day":
