@@ -19,7 +19,7 @@ from conversations.events import PlatformRef
 from conversations.store import Store
 from conversations.store.usage import UsageLine
 from core.pricing import Rates, Spend
-from core.vocabulary.entries import AssistantTurn, ModelUsage
+from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage
 from core.vocabulary.errors import ConversationNotFound
 from core.vocabulary.journal import Change
 from tests.test_store_contract import ALICE, BACKENDS, opened_store
@@ -52,8 +52,14 @@ async def opened(store: Store, thread: str, channel: str, parent: str | None = N
     return cid
 
 
-def call(model: str, tokens: tuple[int, int, int, int], cost: int | None) -> Change:
-    """A turn answered by ``model`` with ``(input, output, cache read, cache write)`` tokens."""
+def call(
+    model: str,
+    tokens: tuple[int, int, int, int],
+    cost: int | None,
+    role: ModelRole | None = "executor",
+) -> Change:
+    """A turn answered by ``model`` with ``(input, output, cache read, cache write)`` tokens,
+    for ``role`` (None: a call recorded before roles were)."""
     inp, out, read, write = tokens
     usage = ModelUsage(
         model=model,
@@ -66,6 +72,7 @@ def call(model: str, tokens: tuple[int, int, int, int], cost: int | None) -> Cha
         cost_micro_usd=cost,
         run_id="run-1",
         position="executing",
+        role=role,
     )
     return Change(entries=(AssistantTurn(text="ok", model=model, usage=usage),))
 
@@ -99,9 +106,9 @@ async def test_calls_add_up_per_channel_and_in_the_report(store: Store) -> None:
     also_here = await opened(store, "C1-root", "C1")
     elsewhere = await opened(store, "T200", "T200", parent="C2")
     before = datetime.now(UTC) - timedelta(seconds=1)
-    await store.journal.commit(here, call("sonnet", (100, 50, 1_000, 200), 2_100))
+    await store.journal.commit(here, call("sonnet", (100, 50, 1_000, 200), 2_100, "planner"))
     await store.journal.commit(here, call("sonnet", (10, 5, 1_300, 0), 499))
-    await store.journal.commit(also_here, call("haiku", (7, 3, 0, 0), None))
+    await store.journal.commit(also_here, call("haiku", (7, 3, 0, 0), None, role=None))
     await store.journal.commit(elsewhere, call("sonnet", (1, 1, 1, 1), 25))
 
     spent = await store.usage.channel_spend(here, before)
@@ -120,6 +127,12 @@ async def test_calls_add_up_per_channel_and_in_the_report(store: Store) -> None:
     assert [(line.key, line.calls, line.tokens, line.cost_micro_usd) for line in by_model] == [
         ("haiku", 1, 10, 0),
         ("sonnet", 3, 2_669, 2_624),
+    ]
+    by_role = await store.usage.report("role")
+    assert [(line.key, line.calls, line.tokens, line.cost_micro_usd) for line in by_role] == [
+        ("(none)", 1, 10, 0),  # recorded without a role
+        ("executor", 2, 1_319, 524),
+        ("planner", 1, 1_350, 2_100),
     ]
     by_conversation = {line.key: line.calls for line in await store.usage.report("conversation")}
     assert by_conversation == {here: 2, also_here: 1, elsewhere: 1}
