@@ -26,7 +26,7 @@ from typing import Protocol
 
 from conversations.errors import FetchFailed, FileTooLarge
 from conversations.events import Attachment
-from conversations.render import code_text
+from conversations.totals import code_text
 from core.files.kinds import size_said
 from core.vocabulary.inputs import SharedFile
 

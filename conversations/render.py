@@ -22,8 +22,8 @@ from typing import Literal, assert_never
 from conversations.actions import ApproveButton, RejectButton
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
+from conversations.totals import branch_line, calls_said, count_said, format_stats, roles_line
 from core.pricing import dollars
-from core.run.stats import duration_said
 from core.vocabulary.run_events import (
     BudgetReached,
     CallOutcome,
@@ -38,7 +38,6 @@ from core.vocabulary.run_events import (
     RunAnswered,
     RunEvent,
     RunFailed,
-    RunStats,
     Stopped,
     ToolApprovalRequested,
 )
@@ -75,7 +74,7 @@ def render_event(
         case QuestionAsked():
             return [_question(binding, event)]
         case RunAnswered():
-            branch = _branch_line(event.stats)
+            branch = branch_line(event.stats)
             footer = format_stats(event.stats) + roles_line(event.stats)
             text = f"✅ {event.text}\n{branch}— {footer}"
             return [Outgoing(PostReply(ref=binding, text=text))]
@@ -124,65 +123,11 @@ def stop_text(event: Stopped) -> str:
     """``⏹ Stopped by alice. 2 tool calls were cancelled.`` (counts only when non-zero)."""
     parts = [f"⏹ Stopped by {event.by_name}."]
     if event.interrupted_calls:
-        parts.append(f"{_calls(event.interrupted_calls)} interrupted while running.")
+        parts.append(f"{calls_said(event.interrupted_calls)} interrupted while running.")
     if event.cancelled_calls:
         verb = "was" if event.cancelled_calls == 1 else "were"
-        parts.append(f"{_calls(event.cancelled_calls)} {verb} cancelled.")
+        parts.append(f"{calls_said(event.cancelled_calls)} {verb} cancelled.")
     return " ".join(parts)
-
-
-MAX_FILES_SHOWN = 20
-"""Changed files named in an answer; more are counted."""
-
-
-def _branch_line(stats: RunStats) -> str:
-    """``🌿 threadbot/c1 · changed: a.py, b.py`` and a newline, or "" without a clone."""
-    if stats.branch is None:
-        return ""
-    files = stats.changed_files
-    if not files:
-        return f"🌿 `{code_text(stats.branch)}` · no files changed\n"
-    shown = ", ".join(f"`{code_text(f)}`" for f in files[:MAX_FILES_SHOWN])
-    more = f" and {len(files) - MAX_FILES_SHOWN} more" if len(files) > MAX_FILES_SHOWN else ""
-    return f"🌿 `{code_text(stats.branch)}` · changed: {shown}{more}\n"
-
-
-def code_text(name: str) -> str:
-    """A file or branch name as code text: no backtick, ``<``, ``>`` or line break, so
-    a name a command chose cannot end the code span or ping (``<!channel>``)."""
-    return "".join("?" if c in "`<>\r\n" else c for c in name)
-
-
-def format_stats(stats: RunStats) -> str:
-    """``9 tool calls · 2m 40s · 31.5k tokens (89% from cache) · $0.07``.
-
-    The share is of the input tokens read from the prompt cache; the cost is left
-    out when no call had a price.
-    """
-    tokens = stats.input_tokens + stats.output_tokens
-    text = f"{_calls(stats.tool_calls)} · {duration_said(stats.seconds)} · {_count(tokens)} tokens"
-    if stats.cache_read_tokens and stats.input_tokens:
-        share = stats.cache_read_tokens * 100 // stats.input_tokens
-        text += f" ({share}% from cache)"
-    if stats.cost_micro_usd is not None:
-        text += f" · {dollars(stats.cost_micro_usd)}"
-    return text
-
-
-def roles_line(stats: RunStats) -> str:
-    """``\n— planner claude-opus-5-5: 2 model calls, $0.05 · executor claude-haiku-5: 7
-    model calls, $0.02``: each role's models, calls and cost (none for a role whose
-    calls had no price), when more than one role was asked and not all with one model;
-    "" otherwise (one model for every role: the line above says it all)."""
-    models = {model for role in stats.roles for model in role.models}
-    if len(stats.roles) < 2 or len(models) < 2:
-        return ""
-    parts = []
-    for role in stats.roles:
-        calls = f"{role.calls} model call" + ("" if role.calls == 1 else "s")
-        cost = "" if role.cost_micro_usd is None else f", {dollars(role.cost_micro_usd)}"
-        parts.append(f"{role.role} {'/'.join(role.models)}: {calls}{cost}")
-    return "\n— " + " · ".join(parts)
 
 
 def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:
@@ -266,7 +211,7 @@ def _budget(binding: PlatformRef, event: BudgetReached, settings: RenderSettings
     who, kind = ("This conversation", "budget")
     if event.scope == "channel_day":
         who, kind = ("This channel", "daily budget")
-    spent = f"{_count(event.spent_tokens)} tokens"
+    spent = f"{count_said(event.spent_tokens)} tokens"
     if event.spent_micro_usd or event.limit_micro_usd is not None:  # else: no call priced
         spent += f" ({dollars(event.spent_micro_usd)})"
     limit = _amounts(event.limit_tokens, event.limit_micro_usd)
@@ -290,7 +235,7 @@ def _go_on(binding: PlatformRef, text: str, request_id: str, go: str) -> Outgoin
 
 def _amounts(tokens: int | None, micro_usd: int | None) -> str:
     """``200.0k tokens``, ``$5.00``, or both joined by `` or ``."""
-    parts = [f"{_count(tokens)} tokens" if tokens is not None else ""]
+    parts = [f"{count_said(tokens)} tokens" if tokens is not None else ""]
     parts.append(dollars(micro_usd) if micro_usd is not None else "")
     return " or ".join(p for p in parts if p)
 
@@ -396,15 +341,3 @@ def _call_outcome(call: CallOutcome) -> str:
             return f"call {call.number} not decided"
         case _:
             assert_never(call.outcome)
-
-
-def _calls(n: int) -> str:
-    return f"{n} tool call" + ("" if n == 1 else "s")
-
-
-def _count(n: int) -> str:
-    """``950``, ``31.5k``, ``2.4M``, ``3.6B``."""
-    for size, unit in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from bot.settings import ModelPrice
-from conversations.render import format_stats
+from conversations.totals import format_stats
 from core.pricing import Limit, Price, Rates, Spend, call_cost, dollars, price_for, reached
 from core.vocabulary.run_events import RunStats
 
