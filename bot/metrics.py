@@ -7,9 +7,10 @@ What is counted (docs/architecture.md, "Operating threadbot"):
 - this instance's work: ``threadbot_runs_active`` (conversations with a run going or
   queued here), ``threadbot_delivery_seconds`` (a platform's time to take one
   outbound action, by platform), ``threadbot_rate_limited_total`` (HTTP 429 answers,
-  by platform and API method), ``threadbot_model_calls_total`` (by model and outcome:
-  ``ok``, ``error``, ``cancelled``), ``threadbot_model_tokens_total`` (by model and
-  kind: ``input``, ``output``, ``cache_read``, ``cache_write``),
+  by platform and API method), ``threadbot_model_calls_total`` (by model, role:
+  ``planner`` or ``executor``, and outcome: ``ok``, ``error``, ``cancelled``),
+  ``threadbot_model_tokens_total`` (by model and kind: ``input``, ``output``,
+  ``cache_read``, ``cache_write``),
   ``threadbot_model_cost_usd_total`` (by model; priced models only) and
   ``threadbot_lease_takeovers_total`` (runs taken over from a lapsed lease);
 - the database's levels, read at each scrape and the same in every instance on it
@@ -110,7 +111,7 @@ class Metrics:
             registry=r,
         )
         self.model_calls = Counter(
-            "threadbot_model_calls", "Model calls made", ["model", "outcome"], registry=r
+            "threadbot_model_calls", "Model calls made", ["model", "role", "outcome"], registry=r
         )
         self.model_tokens = Counter(
             "threadbot_model_tokens", "Tokens of the model calls", ["model", "kind"], registry=r
@@ -181,7 +182,8 @@ class MeteredModel:
             outcome = "cancelled"
             raise
         finally:
-            self._metrics.model_calls.labels(request.model or self.name, outcome).inc()
+            model = request.model or self.name
+            self._metrics.model_calls.labels(model, request.role, outcome).inc()
 
     def _count(self, usage: Usage) -> None:
         m = self._metrics

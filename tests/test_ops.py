@@ -201,6 +201,9 @@ class OneCall:
         yield TurnEnd(stop_reason="end_turn")
 
 
+CALLS = "threadbot_model_calls_total"
+
+
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
@@ -217,7 +220,7 @@ async def test_model_calls_tokens_and_cost_are_counted_by_the_model_that_answere
         "TurnEnd",
     ]
     answered = "claude-test-20261201"
-    assert sample(metrics, "threadbot_model_calls_total", model="claude-test", outcome="ok") == 1
+    assert sample(metrics, CALLS, model="claude-test", role="executor", outcome="ok") == 1
     assert sample(metrics, "threadbot_model_tokens_total", model=answered, kind="input") == 1000
     assert sample(metrics, "threadbot_model_tokens_total", model=answered, kind="output") == 200
     assert sample(metrics, "threadbot_model_tokens_total", model=answered, kind="cache_read") == 50
@@ -237,10 +240,7 @@ async def test_model_calls_tokens_and_cost_are_counted_by_the_model_that_answere
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert (
-        sample(metrics, "threadbot_model_calls_total", model="claude-test", outcome="cancelled")
-        == 1
-    )
+    assert sample(metrics, CALLS, model="claude-test", role="executor", outcome="cancelled") == 1
 
 
 def test_json_lines_carry_the_conversation_and_nothing_unredacted() -> None:
