@@ -63,6 +63,8 @@ ToolRetry = Literal["none", "fixed", "exponential"]
 """How a failed tool call safe to repeat is tried again (:func:`core.retry.retry_policy`)."""
 RetryAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
 """Attempts of a tool call in all, under a retry policy (1 to 10)."""
+FailureLimit = Annotated[int, Field(ge=1, le=100)]
+"""Failed commands in a row before the people are asked for help (1 to 100)."""
 
 
 def micro_usd(dollars: float) -> int:
@@ -99,6 +101,7 @@ LAYERED = (
     "tool_retry_attempts",
     "context_strategy",
     "context_keep_turns",
+    "failure_limit",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -155,6 +158,7 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "tool_retry_attempts": Direction.FREE,
         "context_strategy": Direction.FREE,
         "context_keep_turns": Direction.FREE,
+        "failure_limit": Direction.LOWER,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -163,7 +167,8 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
 """Which way each layered setting tightens (:mod:`bot.loosening` applies it alike to all).
 
 Caps, budgets, request lifetimes and per-user limits are ``lower``; ``output_limit``
-too (a cap on what one tool result puts before the model, and so on the spend).
+too (a cap on what one tool result puts before the model, and so on the spend), and
+``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner).
 ``approvers`` is a ``subset``: a channel may narrow them, and only a wider layer adds
 one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds do so);
 a group or role counts as itself, so a channel naming one member of a wider layer's
@@ -264,6 +269,7 @@ class Layer(BaseModel):
     tool_retry_attempts: RetryAttempts | None = None
     context_strategy: StrategyName | None = None
     context_keep_turns: KeepTurns | None = None
+    failure_limit: FailureLimit | None = None
 
     @field_validator("policy")
     @classmethod

@@ -47,6 +47,7 @@ from bot.layer_tables import (
     CommandSeconds,
     ContextTokens,
     DiscordGuild,
+    FailureLimit,
     KeepTurns,
     Layer,
     Loosenable,
@@ -289,6 +290,9 @@ class Settings(BaseSettings):
     nothing and no turn kept whole at compaction."""
     context_keep_turns: KeepTurns = 2
     """Model turns compaction keeps whole (``flat``, ``task_list``, ``task_tree``)."""
+    failure_limit: FailureLimit = 2
+    """Failed commands in a row (a non-zero exit, a timeout, a cap hit, a tool that does
+    not exist) after which the run asks the people in the thread for help."""
     prices: dict[ModelId, ModelPrice] = {}
     """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []

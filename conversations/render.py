@@ -24,10 +24,12 @@ from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from conversations.totals import branch_line, calls_said, count_said, format_stats, roles_line
 from core.pricing import dollars
+from core.requests.escalation import stuck_line
 from core.vocabulary.run_events import (
     BudgetReached,
     CallOutcome,
     ContinueAsked,
+    EscalationAsked,
     Expired,
     PlanProposed,
     ProgressNote,
@@ -73,6 +75,8 @@ def render_event(
             return [_plan(binding, event, settings)]
         case QuestionAsked():
             return [_question(binding, event)]
+        case EscalationAsked():
+            return [_escalation(binding, event)]
         case RunAnswered():
             branch = branch_line(event.stats)
             footer = format_stats(event.stats) + roles_line(event.stats)
@@ -246,6 +250,18 @@ def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:
         text += "\n" + "  ".join(f"{n}) {o}" for n, o in enumerate(event.options, start=1))
     text += "\n(reply in this thread)"
     return Outgoing(PostReply(ref=binding, text=text), request_id=event.request_id)
+
+
+def _escalation(binding: PlatformRef, event: EscalationAsked) -> Outgoing:
+    """``🆘 I'm stuck: the last 2 commands failed``, then each failed call and the end of its
+    output in a code block, and how to answer (a reply, as to a question)."""
+    lines = [f"🆘 {stuck_line(len(event.failures))}"]
+    for number, failed in enumerate(event.failures, start=1):
+        lines.append(f"{number}. {failed.call}")
+        if failed.output:
+            lines.append("```\n" + failed.output.replace("```", "ˋˋˋ") + "\n```")
+    lines.append("(reply in this thread with what to do next)")
+    return Outgoing(PostReply(ref=binding, text="\n".join(lines)), request_id=event.request_id)
 
 
 # --- closed requests ------------------------------------------------------------

@@ -4,7 +4,8 @@ Each engine entry point is one run span (``invoke_agent threadbot``; an entry po
 called from another one of the same conversation goes on in its run, and its span). Inside it,
 each model call is a ``chat {model}`` span and each tool call the run executes an
 ``execute_tool {tool}`` span, both children of the run span, named and attributed
-as the GenAI semantic conventions say:
+as the GenAI semantic conventions say (an escalation, which they do not name, is a
+``threadbot.escalate`` child span: :meth:`RunSpan.escalation`):
 
 - agent (run) spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-agent-spans/
 - model call and tool call spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
@@ -62,6 +63,11 @@ COST = "threadbot.usage.cost_micro_usd"
 for a model without a price. The semantic conventions have no cost attribute."""
 TOOL_STATE = "threadbot.tool.state"
 """The tool call's final state (:class:`core.vocabulary.tool_records.ToolState`)."""
+
+ESCALATED_TO = "threadbot.escalation.to"
+"""Whom a stuck run asked for help (``people``)."""
+ESCALATION_FAILURES = "threadbot.escalation.failures"
+"""How many failed calls in a row made the run escalate."""
 
 FAILED_STATES = frozenset({ToolState.FAILED, ToolState.UNKNOWN, ToolState.INTERRUPTED})
 """Final tool states that set the span's status to error (``error.type`` is the state)."""
@@ -157,6 +163,15 @@ class RunSpan:
         }
         with self._child(f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
             yield ToolSpan(span)
+
+    @contextlib.contextmanager
+    def escalation(self, to: str, failures: int) -> Iterator[None]:
+        """The span of an escalation (``threadbot.escalate``, a child of the run's): the run
+        was stuck after ``failures`` failed calls in a row and asked ``to`` for help
+        (:mod:`core.run.escalation`)."""
+        attributes: dict[str, str | int] = {ESCALATED_TO: to, ESCALATION_FAILURES: failures}
+        with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes):
+            yield
 
     async def traced_call(
         self, record: ToolCallRecord, run: Callable[[ToolSpan], Awaitable[None]]

@@ -210,6 +210,13 @@ ATTEMPTS = [
         loose=20_000_000,
     ),
     Attempt(
+        "failure_limit",
+        channel={"failure_limit": 5},
+        probe=lambda e: engine(e).failure_limit,
+        tight=2,
+        loose=5,
+    ),
+    Attempt(
         "ask_commands",
         channel={"policy": {"ask_commands": []}},
         probe=lambda e: check(e, "run_command", command="rm -rf /"),

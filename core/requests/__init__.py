@@ -9,6 +9,7 @@ the texts the model reads about it.
     question.py       ask_user: a question answered in words
     tool_approval.py  the gated calls of a turn, decided call by call or all at once
     go_on.py          the turn cap or a model failure: go on, or stop here?
+    escalation.py     stuck (commands keep failing): the people are asked, in words
     decide.py         a decision or a reply, dispatched to its request's kind
     closing.py        the event that edits a closed request's message
     call_verdicts.py  who decided each call of a tool approval, and how

@@ -3,7 +3,7 @@
 Every change that resolves a request whose message asks for a decision (a plan, a
 tool approval, a go-on or a retry request) carries one, so the store writes the
 edit of that message in the same transaction as the resolution (docs/architecture.md,
-"Durability and exactly-once"). A question or a plan revision invites a reply,
+"Durability and exactly-once"). A question, a plan revision or an escalation invites a reply,
 not a decision: its message is left as it is. Pure functions of the snapshot the
 change was made from.
 """
@@ -18,6 +18,7 @@ from core.vocabulary.entries import DecisionEntry
 from core.vocabulary.people import Person
 from core.vocabulary.requests import (
     ContinueRequest,
+    Escalation,
     PendingRequest,
     PlanApproval,
     PlanRevision,
@@ -127,7 +128,7 @@ def _message_kind(
             return "continue" if request.budget is None else "budget"
         case RetryRequest():
             return "retry"
-        case PlanRevision() | Question():
+        case PlanRevision() | Question() | Escalation():
             return None
         case _:
             assert_never(request)

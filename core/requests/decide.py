@@ -12,12 +12,20 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from core.requests import go_on, plan_approval, plan_revision, question, tool_approval
+from core.requests import (
+    escalation,
+    go_on,
+    plan_approval,
+    plan_revision,
+    question,
+    tool_approval,
+)
 from core.requests.common import Opening
 from core.vocabulary.inputs import Decision, ThreadMessage
 from core.vocabulary.journal import Change
 from core.vocabulary.requests import (
     ContinueRequest,
+    Escalation,
     PendingRequest,
     PlanApproval,
     PlanRevision,
@@ -30,8 +38,9 @@ from core.workflow import Workflow
 
 
 def answered_in_words(request: PendingRequest) -> bool:
-    """Whether ``request`` is answered by a reply only (a question), never by a decision."""
-    return isinstance(request, Question | PlanRevision)
+    """Whether ``request`` is answered by a reply only (a question, an escalation), never
+    by a decision."""
+    return isinstance(request, Question | PlanRevision | Escalation)
 
 
 def decision_change(
@@ -53,7 +62,7 @@ def decision_change(
             return tool_approval.decide(snap, request, decision)
         case ContinueRequest() | RetryRequest():
             return go_on.decide(snap, request, decision)
-        case PlanRevision() | Question():
+        case PlanRevision() | Question() | Escalation():
             return None
         case _:
             assert_never(request)
@@ -64,7 +73,7 @@ def reply_change(
 ) -> Change | None:
     """The change a reply in the thread makes to the open ``request``.
 
-    It revises a plan, answers a question, or goes on after a failure or the
+    It revises a plan, answers a question or an escalation, or goes on after a failure or the
     turn cap; None when it is only a note (a tool approval is decided by
     reactions and buttons, not words).
     """
@@ -73,6 +82,8 @@ def reply_change(
             return plan_revision.revise(snap, request, reply, workflow)
         case Question():
             return question.answer(snap, request, reply)
+        case Escalation():
+            return escalation.answer(snap, request, reply)
         case ContinueRequest() | RetryRequest():
             return go_on.reply(snap, request, reply)
         case ToolApproval():

@@ -11,6 +11,7 @@
     steps.py        the agent's steps (ModelStep, ToolSteps, notes, budget, compaction...)
                     and InScope, a step that goes on in a nested scope
     scope.py        Scope: a run's context strategy, output cache and retry policy; nesting
+    escalation.py   stuck? the failure streak from the journal; Escalate asks the people
     decision.py     ModelDecision: a model turn typed (thinking, actions in order)
     engine.py       Engine: start, reply, decide, stop, remind, expire, interrupt, run
     live.py         the run's commits, folded into its snapshot

@@ -3,7 +3,9 @@
 When a turn is committed, each call gets its record (:func:`core.tool_state.admit`):
 ``approved``, ``denied`` (a tool the position does not offer, a control call whose
 input is malformed, or the policy says no; its error result goes in the same
-commit) or ``pending_approval`` (the policy asks a person first,
+commit), ``failed`` (a tool that does not exist: its result lists the tools the
+position offers, and it counts toward the failure streak, :mod:`core.run.escalation`)
+or ``pending_approval`` (the policy asks a person first,
 :mod:`core.requests.tool_approval`). A control call is parsed here, once, into its
 typed input (:func:`core.tools.control.parse`); a malformed one never comes up.
 """
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from core.models.base import ToolKind
 from core.policy import policy
 from core.policy.summary import summarize_call
-from core.tool_state import admit, parts
+from core.tool_state import Moved, admit, move, parts
 from core.tools import control
 from core.tools.base import Toolbox
 from core.vocabulary.entries import AssistantTurn, ToolCall, ToolResultEntry
@@ -37,15 +39,23 @@ def admit_turn(
     """Records for ``turn``'s calls (``turn_seq``: its journal ``seq``) and the denials' results."""
     position = workflow.position(snap.position)
     offered = {t.spec.name for t in toolbox.select(position.tools)}
-    admitted = []
+    admitted: list[Moved] = []
     for index, call in enumerate(turn.tool_calls):
         state, reason = _first_state(
             call, toolbox, tool_policy, offered, snap.position, position.mutating
         )
+        read_only = toolbox.read_only(call.name)
+        if state is ToolState.FAILED:  # no such tool: admitted, and failed at once
+            approved = admit(
+                call, read_only=read_only, state=ToolState.APPROVED, turn_seq=turn_seq, index=index
+            )
+            assert approved.record is not None
+            admitted.append(move(approved.record, ToolState.FAILED, result=reason))
+            continue
         admitted.append(
             admit(
                 call,
-                read_only=toolbox.read_only(call.name),
+                read_only=read_only,
                 state=state,
                 turn_seq=turn_seq,
                 index=index,
@@ -59,7 +69,8 @@ def admit_turn(
 def denial_notes(
     turn: AssistantTurn, denials: Sequence[ToolResultEntry]
 ) -> tuple[ProgressNote, ...]:
-    """A progress note per call refused at once (the policy, or a tool not offered)."""
+    """A progress note per call refused or failed at once (the policy, a tool not offered,
+    a tool that does not exist)."""
     calls = {call.id: call for call in turn.tool_calls}
     return tuple(
         ProgressNote(text=f"{summarize_call(call.name, call.input)} was not run: {denial.content}")
@@ -77,7 +88,10 @@ def _first_state(
     mutating: bool,
 ) -> tuple[ToolState, str]:
     tool = toolbox.get(call.name)
-    if tool is None or call.name not in offered:
+    if tool is None:
+        tools = ", ".join(sorted(offered))
+        return ToolState.FAILED, f"There is no tool {call.name}. The tools here are: {tools}."
+    if call.name not in offered:
         return ToolState.DENIED, f"The tool {call.name} is not available at the {position} step."
     if tool.spec.kind is ToolKind.CONTROL:
         try:

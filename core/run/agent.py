@@ -9,6 +9,7 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
       Sequence
         ToolSteps                     the calls the last turn decided (a crashed turn's too)
         Running                       a decision beside the run may have ended it
+        Escalate                      stuck (failed commands in a row): ask the people
         TakeNotes, StepTold           what came in meanwhile; where the model is
         OverBudget                    a budget used up: ask to go on
         Branch(Sequence(ContextNoted, Compact, ModelStep),
@@ -27,6 +28,7 @@ import collections.abc
 
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
+from core.run.escalation import Escalate
 from core.run.state import Run
 from core.run.steps import (
     MODEL_FAILED,
@@ -116,6 +118,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
         Sequence(
             ToolSteps(deps),
             Running(),
+            Escalate(deps),
             TakeNotes(deps, inbox),
             StepTold(deps),
             OverBudget(deps),

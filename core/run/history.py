@@ -23,6 +23,7 @@ from core.vocabulary.entries import (
     AssistantTurn,
     Compacted,
     ContextNote,
+    Escalated,
     JournalRecord,
     StepEntered,
     ToolResultEntry,
@@ -48,7 +49,7 @@ def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
 
 
-UserEntry = UserText | StepEntered | Compacted | ContextNote
+UserEntry = UserText | StepEntered | Compacted | ContextNote | Escalated
 """The entries the model reads in a user message, after the tool results."""
 
 
@@ -61,14 +62,27 @@ def context_note_block(entry: ContextNote) -> dict[str, Any]:
     return {"type": "text", "text": f"[threadbot: {label}] {entry.text}"}
 
 
+def escalated_block(entry: Escalated) -> dict[str, Any]:
+    """An escalation as threadbot's note to the model: why the people were asked."""
+    count = len(entry.failures)
+    said = "the last call failed" if count == 1 else f"the last {count} calls failed in a row"
+    return {
+        "type": "text",
+        "text": f"[threadbot: {said}, so I asked the people in the thread for help]",
+    }
+
+
 def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
     """The blocks of a person's message: the files shared with it first, as journaled
     (images before text work best: https://docs.anthropic.com/en/docs/build-with-claude/vision),
     then the words (left out when there are none beside the files); a position's
     instructions as one block (:func:`user_text_block`); a compaction's summary, then
-    the step it was made in; a context note as one block (:func:`context_note_block`)."""
+    the step it was made in; a context note as one block (:func:`context_note_block`);
+    an escalation as one block (:func:`escalated_block`)."""
     if isinstance(entry, ContextNote):
         return [context_note_block(entry)]
+    if isinstance(entry, Escalated):
+        return [escalated_block(entry)]
     if isinstance(entry, Compacted):
         summary = {
             "type": "text",

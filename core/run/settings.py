@@ -36,6 +36,9 @@ class EngineSettings:
 
     max_turns: int = 30
     max_tokens: int = 4096
+    failure_limit: int = 2
+    """Failed commands in a row after which the run asks the people in the thread for help
+    (:mod:`core.run.escalation`); at least 1."""
     running_note_every: float | None = None
     """Seconds between two progress notes that a call still runs (None: no such note)."""
     command_timeout: float = 120.0
@@ -91,6 +94,10 @@ class EngineSettings:
     :mod:`core.contexts`); ``flat`` adds nothing to what the model reads."""
     context_keep_turns: int = 2
     """Model turns compaction keeps whole under that strategy (``none`` keeps none)."""
+
+    def __post_init__(self) -> None:
+        if self.failure_limit < 1:
+            raise ValueError(f"failure_limit must be at least 1, not {self.failure_limit}")
 
     def model_of(self, role: ModelRole) -> str | None:
         """The model id a call of ``role`` asks: the planner's and the executor's own, else

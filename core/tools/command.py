@@ -81,7 +81,8 @@ class RunCommand:
     """``run_command``: run ``{"command": str, "timeout"?: seconds}`` with ``/bin/sh -c``.
 
     ``timeout`` defaults to, and is capped at, ``ctx.command_timeout``. Returns
-    ``"exit code N\\n<output>"``, an error result when N != 0. Raises
+    ``"exit code N\\n<output>"``, an error result when N != 0 or the command hit a
+    cap of its CPU time, memory or processes (said in the result). Raises
     :class:`ToolError` for bad input, a command that cannot start, or a timeout
     (the message holds the output captured so far).
     """
@@ -128,6 +129,7 @@ class RunCommand:
             hits = await run_to_end(_after(group, ctx))
         output = capture.finish()
         caps = [*_cpu_hit(code, output, ctx), *hits]
+        capped = bool(caps)  # a resource cap hit: the command failed, whatever its exit
         if capture.cut:
             caps.append(f"output capped at {ctx.output_limit} characters")
         said = "".join(f"\n[{cap}]" for cap in caps)
@@ -136,7 +138,7 @@ class RunCommand:
         return ToolOutput(
             content=f"exit code {code}\n{output}{said}",
             note=f"ran `{_one_line(command)}`: exit {code}" + "".join(f" ({c})" for c in caps),
-            is_error=code != 0,
+            is_error=code != 0 or capped,
         )
 
     def _group(self, ctx: ToolContext) -> Group | None:

@@ -2,8 +2,9 @@
 
 People's messages, model turns (with the tool calls they asked for and their usage),
 tool results, decisions, entered workflow positions, compaction summaries, stops, the
-failed attempts of tool calls tried again, context strategies' notes, and nested
-scopes entered and left, joined in one tagged union (:data:`Entry`);
+failed attempts of tool calls tried again, context strategies' notes, nested
+scopes entered and left, escalations and the resets of the failure streak, joined
+in one tagged union (:data:`Entry`);
 :class:`JournalRecord` is an entry as stored, with its ``seq`` and time
 (docs/architecture.md, "Durability and exactly-once").
 """
@@ -252,6 +253,47 @@ class ScopeLeft(BaseModel):
     outcome: str = ""
 
 
+class FailedCall(BaseModel):
+    """One failed call of a failure streak, as the people are shown it: its tool, what it
+    did (``call``: a command line, shortened) and the end of its result (``output``: its
+    last lines, each shortened; :mod:`core.run.escalation`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_use_id: str
+    tool: str
+    call: str
+    output: str
+
+
+class Escalated(BaseModel):
+    """The run was stuck, decided outside the model: its last ``failures`` failed in a row
+    (``failure_limit`` reached), so it asked ``to`` for help with the request
+    ``request_id`` (docs/architecture.md, "The agent as a composition").
+
+    The model reads it as a note of threadbot's in the next user message (before the
+    answer), so it knows why a person speaks (:mod:`core.run.history`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["escalated"] = "escalated"
+    request_id: str
+    to: Literal["people"] = "people"
+    failures: tuple[FailedCall, ...]
+
+
+class FailuresReset(BaseModel):
+    """The failure streak starts again from here: ``by`` answered the escalation
+    ``request_id``. The streak counts the failures after the newest reset
+    (:func:`core.run.escalation.failure_streak`). Not a message: the model reads the
+    answer itself."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["failures_reset"] = "failures_reset"
+    request_id: str
+    by: Person
+
+
 Entry = Annotated[
     UserText
     | AssistantTurn
@@ -263,7 +305,9 @@ Entry = Annotated[
     | ToolAttempt
     | ContextNote
     | ScopeEntered
-    | ScopeLeft,
+    | ScopeLeft
+    | Escalated
+    | FailuresReset,
     Field(discriminator="kind"),
 ]
 

@@ -45,6 +45,8 @@ class WaitKind(StrEnum):
     QUESTION = "question"
     CONTINUE = "continue"
     RETRY = "retry"
+    ESCALATION = "escalation"
+    """The run is stuck (its commands keep failing) and asks the people in the thread."""
 
 
 ENDED = frozenset({Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED})

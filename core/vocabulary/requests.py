@@ -15,6 +15,7 @@ Kinds (one module each in :mod:`core.requests`, which opens and decides them)::
     ToolApproval    gated calls of one model turn       -> tool_approval.py
     ContinueRequest the turn cap: go on?                -> go_on.py
     RetryRequest    the model API failed: try again?    -> go_on.py
+    Escalation      stuck: the people are asked for help -> escalation.py
 
 Rows stored before these types (a ``decision`` text, a plan question stored as a
 ``question``) are read at the store's load edge (:mod:`conversations.store.legacy`).
@@ -42,6 +43,7 @@ class RequestKind(StrEnum):
     QUESTION = "question"
     CONTINUE = "continue"
     RETRY = "retry"
+    ESCALATION = "escalation"
 
 
 class RequestState(StrEnum):
@@ -130,8 +132,28 @@ class RetryRequest(_Request):
     kind: Literal[RequestKind.RETRY] = RequestKind.RETRY
 
 
+class Escalation(_Request):
+    """The run is stuck: its last ``failures`` commands failed in a row (the settings'
+    ``failure_limit`` reached), so the people in the thread are asked for help.
+
+    Answered in words, like a :class:`Question`, by anyone who may answer one; the
+    answer becomes the model's next instruction and resets the failure streak
+    (:mod:`core.requests.escalation`). No control call: the run asked, not the model.
+    """
+
+    wait = WaitKind.ESCALATION
+    kind: Literal[RequestKind.ESCALATION] = RequestKind.ESCALATION
+    failures: int = 0
+
+
 PendingRequest = Annotated[
-    PlanApproval | PlanRevision | Question | ToolApproval | ContinueRequest | RetryRequest,
+    PlanApproval
+    | PlanRevision
+    | Question
+    | ToolApproval
+    | ContinueRequest
+    | RetryRequest
+    | Escalation,
     Field(discriminator="kind"),
 ]
 """Any pending request; ``kind`` tells which."""
@@ -145,7 +167,7 @@ def control_call(request: PendingRequest) -> str | None:
     match request:
         case PlanApproval() | PlanRevision() | Question():
             return request.tool_use_id
-        case ToolApproval() | ContinueRequest() | RetryRequest():
+        case ToolApproval() | ContinueRequest() | RetryRequest() | Escalation():
             return None
         case _:
             assert_never(request)

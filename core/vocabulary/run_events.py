@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.entries import FailedCall
+
 
 class _Frozen(BaseModel):
     """Run events and their parts are immutable values."""
@@ -147,6 +149,15 @@ class ContinueAsked(_Frozen):
     turns: int
 
 
+class EscalationAsked(_Frozen):
+    """The run is stuck: ``failures``, its last calls, failed in a row; the people in the
+    thread are asked for help (``waiting(escalation)``), and a reply answers it."""
+
+    kind: Literal["escalation"] = "escalation"
+    request_id: str
+    failures: tuple[FailedCall, ...]
+
+
 class BudgetReached(_Frozen):
     """A budget is used up (``waiting(continue)``): raise it by one more budget and go on
     (approve), or stop here (reject)? Tokens count every kind; money is micro-dollars.
@@ -245,6 +256,7 @@ RunEvent = Annotated[
     | RunAnswered
     | RunFailed
     | ContinueAsked
+    | EscalationAsked
     | BudgetReached
     | Stopped
     | Refused

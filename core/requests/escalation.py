@@ -1,0 +1,74 @@
+"""An escalation: the run is stuck, and the people in the thread are asked for help.
+
+threadbot, not the model, decides it (docs/architecture.md, "The agent as a
+composition"): when the run's last ``failure_limit`` commands failed in a row
+(:func:`core.run.escalation.failure_streak`), :func:`open_escalation` journals an
+:class:`~core.vocabulary.entries.Escalated` entry, opens an
+:class:`~core.vocabulary.requests.Escalation` (``waiting(escalation)``) and shows
+the failures in the thread. It is answered like a clarification question
+(:mod:`core.requests.question`): anyone who may answer one replies in the thread
+(:func:`answer`); reactions do not decide it. The answer is the model's next
+instruction, and a :class:`~core.vocabulary.entries.FailuresReset` entry starts the
+streak again. A stop or an expiry cancels it like any request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.requests.common import Opening
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import Escalated, FailedCall, FailuresReset, UserText
+from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.journal import Change, RequestResolution
+from core.vocabulary.requests import Escalation, RequestState
+from core.vocabulary.run_events import EscalationAsked
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.verdicts import Answered
+
+
+def stuck_line(failures: int) -> str:
+    """``I'm stuck: the last 2 commands failed`` (the request's prompt, the message's title)."""
+    if failures == 1:
+        return "I'm stuck: the last command failed"
+    return f"I'm stuck: the last {failures} commands failed"
+
+
+def open_escalation(
+    snap: ConversationSnapshot, failures: Sequence[FailedCall], opening: Opening
+) -> Change:
+    """Ask the people for help with ``failures`` (the streak, oldest first): the entry, the
+    request and its message in one change."""
+    expires_at, remind_at = opening.times()
+    request = Escalation(
+        id=opening.new_id(),
+        prompt=stuck_line(len(failures)),
+        failures=len(failures),
+        expires_at=expires_at,
+        remind_at=remind_at,
+    )
+    failed = tuple(failures)
+    return Change(
+        entries=(Escalated(request_id=request.id, failures=failed),),
+        open_request=request,
+        status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
+        events=(EscalationAsked(request_id=request.id, failures=failed),),
+    )
+
+
+def answer(snap: ConversationSnapshot, request: Escalation, reply: ThreadMessage) -> Change:
+    """``reply`` answers ``request``: the model reads it as ``<name> (answer): <text>``, the
+    failure streak starts again, and the run goes on."""
+    by = reply.author
+    return Change(
+        entries=(
+            UserText(author=by, text=reply.text, role="answer", files=reply.blocks),
+            FailuresReset(request_id=request.id, by=by),
+        ),
+        resolve=(
+            RequestResolution(
+                request_id=request.id, state=RequestState.DECIDED, verdict=Answered(), by=by
+            ),
+        ),
+        status=lifecycle.move(snap.status, lifecycle.RUNNING),
+    )
