@@ -36,6 +36,7 @@ from conversations.outbox import Clock, Deliverer
 from conversations.render import render_event
 from conversations.store import Store
 from conversations.store.backends import open_store
+from conversations.store.sql.failures import unreachable
 from conversations.store.wakeups import Topic
 from conversations.sweeper import Sweeper, utc_now
 from conversations.texts import PlatformTexts
@@ -160,7 +161,9 @@ class App:
         """Run ``factory`` as a supervised background task (now, or from :meth:`start`)."""
         self._background[name] = factory
         if self._group is not None:
-            self._group.create_task(supervised(name, factory, self.backoff), name=name)
+            self._group.create_task(
+                supervised(name, factory, self.backoff, transient=unreachable), name=name
+            )
 
     async def __aenter__(self) -> App:
         """Start (:meth:`start`); the block runs beside the background work."""
@@ -189,7 +192,9 @@ class App:
             async with asyncio.TaskGroup() as group:
                 self._group = group
                 for name, factory in self._background.items():
-                    group.create_task(supervised(name, factory, self.backoff), name=name)
+                    group.create_task(
+                        supervised(name, factory, self.backoff, transient=unreachable), name=name
+                    )
                 started.set()
                 await asyncio.Event().wait()  # until close() cancels the group
         except* GaveUp as gave_up:
@@ -213,15 +218,28 @@ class App:
         Runs get ``shutdown_grace`` seconds to finish the step they are in (then
         they are cancelled, a running command killed and recorded
         ``interrupted``), and the deliverer as long again for what is pending;
-        leases are released as runs end. What is left resumes at the next start.
+        leases are released as runs end. What is left resumes at the next start. A
+        database that cannot be reached meanwhile ends it early, without an error: the
+        leases and claims lapse, and what is left goes on as after a crash.
         """
-        await self.hub.shutdown()
         try:
-            await asyncio.wait_for(self.deliverer.drain(), self.shutdown_grace)
-        except TimeoutError:
-            log.warning("shutting down with messages still pending; they go out at the next start")
-        else:  # nothing is being sent: another instance may deliver these at once
-            await self.deliverer.release_claims()
+            await self.hub.shutdown()
+            try:
+                await asyncio.wait_for(self.deliverer.drain(), self.shutdown_grace)
+            except TimeoutError:
+                log.warning(
+                    "shutting down with messages still pending; they go out at the next start"
+                )
+            else:  # nothing is being sent: another instance may deliver these at once
+                await self.deliverer.release_claims()
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            log.warning(  # the leases and claims lapse; another instance takes them over
+                "shutting down without the database (%s): what is left goes on at the next "
+                "start or in another instance",
+                exc,
+            )
 
     async def close(self) -> None:
         """Stop work and close the database (in-flight runs resume at the next start); the

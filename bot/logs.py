@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -78,15 +78,12 @@ def configure(level: str, log_format: LogFormat, redactor: Redactor) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
-def announce(what: str) -> None:
-    """Say ``what`` (a status line: a connection made, an address listened on) on stdout."""
+def announce(what: str, *, level: str = "INFO", stream: TextIO | None = None) -> None:
+    """Say ``what`` (a status line: a connection made, an address listened on) on stdout,
+    or on ``stream`` (stderr for what the process says of its own end)."""
+    out = stream or sys.stdout
     if _format == "json":
-        line = {
-            "time": now().isoformat(),
-            "level": "INFO",
-            "logger": "threadbot",
-            "message": what,
-        }
-        print(json.dumps(line, ensure_ascii=False), flush=True)
+        line = {"time": now().isoformat(), "level": level, "logger": "threadbot", "message": what}
+        print(json.dumps(line, ensure_ascii=False), file=out, flush=True)
     else:
-        print(f"threadbot: {what}", flush=True)
+        print(f"threadbot: {what}", file=out, flush=True)

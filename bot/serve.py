@@ -106,12 +106,12 @@ async def serve(
         if main.done():
             return main.result()
         if failed.done():
-            print(f"threadbot: {failed.result()}", file=sys.stderr, flush=True)
+            announce(str(failed.result()), level="CRITICAL", stream=sys.stderr)
             return 1
         if on_signal is not None:
             await on_signal()
         if busy := app.hub.working():
-            print(_waiting_for_runs(busy, app.shutdown_grace), file=sys.stderr, flush=True)
+            announce(_waiting_for_runs(busy, app.shutdown_grace), stream=sys.stderr)
         await app.shutdown()
         return 0
     finally:
@@ -127,7 +127,7 @@ def _waiting_for_runs(busy: int, grace: float) -> str:
     """What a shutdown says while runs finish their step (a command may take the grace)."""
     runs = "1 run" if busy == 1 else f"{busy} runs"
     return (
-        f"threadbot: shutting down: waiting up to {grace:g} s for {runs} to finish the "
+        f"shutting down: waiting up to {grace:g} s for {runs} to finish the "
         "step in progress (it goes on at the next start); Ctrl-C again leaves at once"
     )
 

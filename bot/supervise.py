@@ -52,11 +52,17 @@ async def supervised(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    transient: Callable[[BaseException], bool] = lambda _error: False,
 ) -> None:
     """Run ``factory()`` until it returns, restarting it after each failure.
 
     Returns when the task returns; cancellation passes through. Raises
-    :class:`GaveUp` (from the last failure) past the restart limit.
+    :class:`GaveUp` (from the last failure) past the restart limit. A failure
+    ``transient`` says is an outage outside the bot (the database unreachable:
+    :func:`conversations.store.sql.failures.unreachable`) is retried with the same
+    growing pause, at most ``longest`` apart, for as long as it lasts, and never counts
+    toward the limit: an outage of a minute must not end every instance at once, while
+    ``/readyz`` says what is wrong (docs/architecture.md, "Operating threadbot").
     """
     failures: deque[float] = deque()
     delay = backoff.first
@@ -71,6 +77,11 @@ async def supervised(
             now = clock()
             if now - started >= backoff.window:
                 delay = backoff.first  # it had been healthy for a while
+            if transient(exc):
+                log.warning("%s failed: %s; retrying in %.1f s", name, exc, delay)
+                await sleep(delay)
+                delay = min(delay * backoff.factor, backoff.longest)
+                continue
             failures.append(now)
             while failures and now - failures[0] > backoff.window:
                 failures.popleft()

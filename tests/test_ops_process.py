@@ -1,7 +1,8 @@
 """The operations address of real ``threadbot run`` processes (issue 27's acceptance).
 
 - ``/readyz`` fails while the database is down and recovers when it is back, and
-  ``/healthz`` answers meanwhile, in HTTP mode, Socket Mode and Discord-only: the
+  ``/healthz`` answers meanwhile, the process outliving its restart limit (an outage
+  is retried, never counted), in HTTP mode, Socket Mode and Discord-only: the
   process's PostgreSQL is reached through a TCP proxy the test cuts and restores
   (:class:`tests.fakes.tcp_proxy.TcpProxy`).
 - ``/metrics`` shows the outbox depth going up under a 429 storm of ``chat.postMessage``
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -57,10 +60,19 @@ def proxied(url: str, proxy: TcpProxy) -> str:
     return make_url(url).set(host="127.0.0.1", port=proxy.port).render_as_string(False)
 
 
+def outlasted(bot: BotProcess, limit: int) -> bool:
+    """Whether one of ``bot``'s background tasks has been retried past ``limit`` restarts
+    (the log's ``... failed: ...; retrying in`` lines): had those counted, it would have
+    given up and the process ended."""
+    tasks = Counter(re.findall(r"WARNING bot\.supervise \[-\]: (.+?) failed: ", bot.log))
+    return any(n > limit + 1 for n in tasks.values())
+
+
 async def readiness_follows_the_database(
-    http: aiohttp.ClientSession, ops: str, proxy: TcpProxy
+    http: aiohttp.ClientSession, ops: str, proxy: TcpProxy, outlasted: Callable[[], bool]
 ) -> None:
-    """Ready; the database cut: not ready (``database: ...``), alive; back: ready again."""
+    """Ready; the database cut: not ready (``database: ...``), alive for longer than the
+    restart limit allows a failing task (``outlasted``); back: ready again."""
 
     def readyz() -> Awaitable[tuple[int, str]]:
         return get(http, f"{ops}/readyz")
@@ -70,6 +82,8 @@ async def readiness_follows_the_database(
     _, body = await polled(readyz, lambda answer: answer[0] == 503)
     assert body.startswith("database: "), body
     assert await get(http, f"{ops}/healthz") == (200, "ok\n")
+    await polled(lambda: asyncio.sleep(0, outlasted()), bool)
+    assert await get(http, f"{ops}/healthz") == (200, "ok\n")  # still there
     proxy.restore()
     assert await polled(readyz, lambda answer: answer[0] == 200) == (200, "ready\n")
 
@@ -92,11 +106,16 @@ async def test_not_ready_while_the_database_is_down(
             model.base_url,
             database_url=proxied(postgres_url, proxy),
             socket_mode=mode == "slack_socket_mode",
-            restart_limit="1000",  # the background tasks fail while the database is away
+            restart_limit="2",  # an outage is no failure of the bot's: it never counts
+            log_level="WARNING",
         )
         try:
             await bot.start()
-            await readiness_follows_the_database(http, bot.ops_url, proxy)
+            await readiness_follows_the_database(
+                http, bot.ops_url, proxy, outlasted=lambda: outlasted(bot, 2)
+            )
+            proxy.cut()  # and a SIGTERM while the database is away is a clean end still
+            await polled(lambda: get(http, f"{bot.ops_url}/readyz"), lambda a: a[0] == 503)
             bot.signal(signal.SIGTERM)
             assert await bot.wait() == 0, bot.log
         finally:

@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 
 from bot.errors import GaveUp
 from bot.supervise import Backoff, supervised
 from conversations.events import OutboundAction, PlatformRef, PostReply
 from conversations.store import Outgoing
+from conversations.store.sql.failures import unreachable
 from core.models.scripted import ScriptedModel
 from core.vocabulary.people import Person
 from tests.conftest import wait_for
@@ -73,6 +75,30 @@ async def test_a_failing_task_is_restarted_with_growing_pauses_until_it_succeeds
 
     assert task.calls["n"] == 4
     assert time.sleeps == [0.5, 1.0, 1.5]
+
+
+async def test_a_database_outage_is_retried_as_long_as_it_lasts_and_never_counts() -> None:
+    time = FakeTime()
+    calls = {"n": 0}
+
+    async def deliverer() -> None:
+        calls["n"] += 1
+        if calls["n"] <= 20:  # a long outage: far past the limit of 2 restarts
+            raise OperationalError("SELECT 1", {}, ConnectionRefusedError(111, "refused"))
+        if calls["n"] <= 22:
+            raise RuntimeError("the bot's own failure")  # these count again
+
+    await supervised(
+        "deliverer",
+        deliverer,
+        Backoff(first=1, factor=2, longest=30, limit=2, window=60),
+        clock=time.clock,
+        sleep=time.sleep,
+        transient=unreachable,
+    )
+
+    assert calls["n"] == 23
+    assert time.sleeps[:6] == [1, 2, 4, 8, 16, 30] and max(time.sleeps) == 30
 
 
 async def test_too_many_restarts_within_the_window_give_up_naming_the_task() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -98,3 +99,48 @@ def _read_only_mount(folder: Path) -> bool:
 def _without_link(message: str) -> str:
     """SQLAlchemy's message without its "(Background on this error at: ...)" line."""
     return message.split("\n(Background on this error at:", 1)[0].strip()
+
+
+_NETWORK_ERRNOS = frozenset(
+    {errno.ECONNREFUSED, errno.ECONNRESET, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT}
+)
+"""An ``OSError`` of these is the network's, not the disk's (asyncio may raise a bare
+``OSError`` for a refused connection to several addresses)."""
+
+_DRIVER_DISCONNECTS = frozenset(
+    {"ConnectionDoesNotExistError", "InterfaceError", "InternalClientError"}
+)
+"""asyncpg's errors of a connection that was lost or never made (named, not imported:
+asyncpg is an optional extra)."""
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says the database could not be reached or the connection to it
+    was lost (a server restarting, a failover, a network cut): a refused or reset
+    connection, a name that does not resolve, a timeout, a connection SQLAlchemy
+    invalidated, or asyncpg's own disconnect errors, anywhere in its chain of causes.
+    Errors of the data or the schema (``no such table``, ``disk I/O error``) are not:
+    asking again cannot mend them."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [error]
+    while stack:
+        found = stack.pop()
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        if isinstance(found, ConnectionError | TimeoutError | socket.gaierror):
+            return True
+        if isinstance(found, OSError) and found.errno in _NETWORK_ERRNOS:
+            return True
+        if isinstance(found, DBAPIError) and found.connection_invalidated:
+            return True
+        kind = type(found)
+        if kind.__module__.startswith("asyncpg") and kind.__name__ in _DRIVER_DISCONNECTS:
+            return True
+        orig = found.orig if isinstance(found, DBAPIError) else None
+        stack += [
+            found.__cause__,
+            found.__context__,
+            orig if isinstance(orig, BaseException) else None,
+        ]
+    return False
