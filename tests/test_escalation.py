@@ -37,7 +37,7 @@ from tests.console_process import Bot, command, finish, plan
 from tests.fakes.slack_api import TEAM_ID
 from tests.harness import Chat
 from tests.slack_harness import BOB, CHANNEL, slack_workspace
-from tests.test_settings_layers import layered, threadbot
+from tests.test_settings_layers import explain_channel, layered, threadbot
 from tests.test_traces import Spans
 
 FIRST = "echo building; echo 'error: missing header foo.h' >&2; exit 2"
@@ -76,6 +76,13 @@ async def started(settings: Settings, model: ScriptedModel, **kwargs: Any) -> tu
     return app, Chat(app)
 
 
+async def approved(app: Any, chat: Chat) -> None:
+    """ "build the project" asked, its plan approved, and the run gone as far as it goes."""
+    await chat.mention("build the project")
+    await chat.react(chat.bot_message("📋 Plan (v1)"))
+    await app.hub.settled()
+
+
 # --- the console: two failures, the question, the answer ----------------------------
 
 
@@ -86,9 +93,7 @@ async def test_two_failing_commands_ask_the_people_and_the_answer_goes_on(
     model = ScriptedModel([planned(), run(FIRST), run(SECOND), run("echo built"), done()])
     app, chat = await started(settings, model, tracer_provider=spans.provider)
     try:
-        await chat.mention("build the project")
-        await chat.react(chat.bot_message("📋 Plan (v1)"))
-        await app.hub.settled()
+        await approved(app, chat)
 
         shown = chat.out.getvalue()
         snap = await chat.snapshot()
@@ -145,9 +150,7 @@ async def test_a_tool_that_does_not_exist_counts_toward_the_streak(settings: Set
     model = ScriptedModel([planned(), run(FIRST), invented, done()])
     app, chat = await started(settings, model)
     try:
-        await chat.mention("build the project")
-        await chat.react(chat.bot_message("📋 Plan (v1)"))
-        await app.hub.settled()
+        await approved(app, chat)
         snap = await chat.snapshot()
         shown = chat.out.getvalue()
     finally:
@@ -185,9 +188,7 @@ async def test_a_denial_does_not_count(settings: Settings) -> None:
     )
     app, chat = await started(settings, model)
     try:
-        await chat.mention("build the project")
-        await chat.react(chat.bot_message("📋 Plan (v1)"))
-        await app.hub.settled()
+        await approved(app, chat)
         await chat.react(chat.bot_message("🔐 May I run this?"), "x")
         await app.hub.settled()
         snap = await chat.snapshot()
@@ -216,9 +217,7 @@ async def test_a_stop_while_it_waits_stops_it_and_a_new_request_starts_a_new_str
     model = ScriptedModel([planned(), run(FIRST), run(SECOND), ScriptedTurn(text="Starting over.")])
     app, chat = await started(settings, model)
     try:
-        await chat.mention("build the project")
-        await chat.react(chat.bot_message("📋 Plan (v1)"))
-        await app.hub.settled()
+        await approved(app, chat)
         assert str((await chat.snapshot()).status) == "waiting(escalation)"
 
         await chat.stop()
@@ -245,9 +244,7 @@ async def test_the_failure_limit_is_a_setting(settings: Settings) -> None:
     model = ScriptedModel([planned(), run(FIRST), run(SECOND), run("exit 5"), done()])
     app, chat = await started(settings, model)
     try:
-        await chat.mention("build the project")
-        await chat.react(chat.bot_message("📋 Plan (v1)"))
-        await app.hub.settled()
+        await approved(app, chat)
         snap = await chat.snapshot()
     finally:
         await app.close()
@@ -274,16 +271,8 @@ def test_the_failure_limit_is_layered_and_at_least_one(
     with pytest.raises(ValueError, match="at least 1"):
         EngineSettings(failure_limit=0)
 
-    explained = threadbot(
+    explained = explain_channel(
         tmp_path,
-        "settings",
-        "explain",
-        "--platform",
-        "slack",
-        "--team",
-        "T0123",
-        "--channel",
-        "C0456",
         toml="[slack.T0123.channels.C0456]\nfailure_limit = 1\n",
     )
     assert explained.returncode == 0, explained.stderr

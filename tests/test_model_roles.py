@@ -36,7 +36,7 @@ from tests.migration_crashes import upgrade
 from tests.slack_harness import CHANNEL
 from tests.test_budgets import refused
 from tests.test_cache_prefix import running
-from tests.test_settings_layers import OTHER, layered, threadbot
+from tests.test_settings_layers import OTHER, explain_channel, layered, threadbot
 from tests.test_usage_report import PRICE, SCRIPT, footer_of, usage
 
 DEARER_PRICE = PRICE.model_copy(update={"input": 15.0, "output": 75.0})
@@ -177,16 +177,8 @@ def test_settings_explain_names_each_role_s_model_and_its_layer(tmp_path: Path) 
         'model = "claude-bot"\nexpert_model = "claude-expert"\n'
         '[slack.T0123.channels.C0456]\nexecutor_model = "claude-builds"\n'
     )
-    done = threadbot(
+    done = explain_channel(
         tmp_path,
-        "settings",
-        "explain",
-        "--platform",
-        "slack",
-        "--team",
-        "T0123",
-        "--channel",
-        "C0456",
         toml=toml,
         THREADBOT_PLANNER_MODEL="claude-plans",
     )

@@ -390,8 +390,10 @@ def threadbot(
     )
 
 
-def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None:
-    done = threadbot(
+def explain_channel(tmp_path: Path, *, toml: str = TOML, **env: str) -> subprocess.CompletedProcess:
+    """``threadbot settings explain`` of Slack channel C0456 in workspace T0123
+    (:func:`threadbot`'s ``toml`` and ``env``)."""
+    return threadbot(
         tmp_path,
         "settings",
         "explain",
@@ -401,6 +403,14 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
         "T0123",
         "--channel",
         "C0456",
+        toml=toml,
+        **env,
+    )
+
+
+def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None:
+    done = explain_channel(
+        tmp_path,
         THREADBOT_REQUEST_TTL="600",
     )
     assert done.returncode == 0, done.stderr
