@@ -280,10 +280,17 @@ async def test_a_stop_for_a_holder_on_another_host_is_said_at_once_and_done_when
         await channel.slash(other, "/stop")
 
         await eventually(lambda: channel.texts(thread)[said:] == ["⏹ Stopping…"])
+        # "Stopping…" is posted before the request is written (so the holder's "Stopped"
+        # cannot come first): the request follows it.
+        await eventually(
+            lambda: (
+                other.query("select count(*) from stop_requests where handled_at is null")
+                == [(1,)]
+            )
+        )
         assert other.query("select lifecycle, lease_owner from conversations") == [
             ("running", elsewhere)
         ]
-        assert other.query("select count(*) from stop_requests where handled_at is null") == [(1,)]
         # That host is gone for good: its lease and its delivery claim lapse (set in the
         # store, not waited for).
         other.query(
