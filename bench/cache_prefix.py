@@ -134,7 +134,7 @@ async def _figure(root: Path, turns: int, strategy: str) -> Figure:
             toolbox=Toolbox([*control_tools(), FetchPage()]),
             workflow=default_workflow(),
             settings=EngineSettings(
-                instructions=INSTRUCTIONS, max_turns=turns + 5, context_strategy=strategy
+                instructions=INSTRUCTIONS, step_turn_limit=turns + 5, context_strategy=strategy
             ),
         )
         cid = await store.threads.open_conversation(

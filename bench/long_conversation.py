@@ -2,7 +2,7 @@
 
 **Figure.** One conversation of ``calls`` model turns of one tool call each, then
 the answer, on the app built by ``bot.app.build`` (temporary SQLite file, its
-migrations and pragmas, default settings but ``max_turns`` above ``calls``), fed
+migrations and pragmas, default settings but ``step_turn_limit`` above ``calls``), fed
 through its hub with a sender that keeps nothing (:mod:`bench._hub`). The model
 answers at once; the tool (:class:`bench._agent.TickTool`, read-only, so no plan
 or approval is asked for) does nothing but note ``time.perf_counter()`` when it
@@ -47,7 +47,7 @@ async def run(root: Path, *, calls: int = 500, rounds: int = 3, window: int = 50
     early: list[float] = []
     late: list[float] = []
     async with threadbot_on_hub(
-        root / "long", model=model, toolbox=toolbox(TickTool(ticks)), max_turns=calls + 10
+        root / "long", model=model, toolbox=toolbox(TickTool(ticks)), step_turn_limit=calls + 10
     ) as (app, _sender):
         for _ in range(rounds):
             ticks.clear()

@@ -291,7 +291,6 @@ async def build(
     sheet = {model: price.rates() for model, price in settings.prices.items()}
     prices = await store.usage.sync_prices(sheet, wall_clock())  # a changed price: a new entry
     base = EngineSettings(
-        max_turns=settings.max_turns,
         max_tokens=settings.max_tokens,
         output_store_limit=settings.output_store_limit,
         file_text_limit=settings.shared_text_limit,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import logging
 import os
 import sys
 import tomllib
@@ -34,6 +35,8 @@ from conversations.store.sql.failures import database_said, sqlite_file
 from core.faults import Faults
 from core.secrets import Redactor
 
+log = logging.getLogger(__name__)
+
 
 def run(args: argparse.Namespace) -> int:
     """Run the parsed command; returns the exit code (see :mod:`bot.cli`)."""
@@ -50,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdin.reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD
     redactor = Redactor(settings.secrets())
     configure_logs(settings.log_level, settings.log_format, redactor)
+    for renamed in settings.renamed():  # an old name still read, once at start
+        log.warning("settings: %s", renamed)
     if args.command == "db":
         return asyncio.run(_upgrade(settings))
     if args.command == "doctor":

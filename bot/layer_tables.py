@@ -65,6 +65,9 @@ RetryAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
 """Attempts of a tool call in all, under a retry policy (1 to 10)."""
 FailureLimit = Annotated[int, Field(ge=1, le=100)]
 """Failed commands in a row before the people are asked for help (1 to 100)."""
+StepTurnLimit = Annotated[int, Field(ge=1, le=10_000)]
+"""Model turns in one workflow step before the people are asked whether to go on (1 to
+10,000)."""
 
 
 def micro_usd(dollars: float) -> int:
@@ -102,6 +105,7 @@ LAYERED = (
     "context_strategy",
     "context_keep_turns",
     "failure_limit",
+    "step_turn_limit",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -159,6 +163,7 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "context_strategy": Direction.FREE,
         "context_keep_turns": Direction.FREE,
         "failure_limit": Direction.LOWER,
+        "step_turn_limit": Direction.LOWER,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -168,7 +173,9 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
 
 Caps, budgets, request lifetimes and per-user limits are ``lower``; ``output_limit``
 too (a cap on what one tool result puts before the model, and so on the spend), and
-``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner).
+``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner)
+and ``step_turn_limit`` (model turns in a workflow step before a person is asked
+whether to go on: lower asks sooner, and bounds the spend).
 ``approvers`` is a ``subset``: a channel may narrow them, and only a wider layer adds
 one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds do so);
 a group or role counts as itself, so a channel naming one member of a wider layer's
@@ -270,6 +277,7 @@ class Layer(BaseModel):
     context_strategy: StrategyName | None = None
     context_keep_turns: KeepTurns | None = None
     failure_limit: FailureLimit | None = None
+    step_turn_limit: StepTurnLimit | None = None
 
     @field_validator("policy")
     @classmethod

@@ -89,7 +89,7 @@ class Effective:
 
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
         """``base`` with this place's model and role models, instructions, policy, caps,
-        failure limit, request lifetime and tool retry policy."""
+        failure limit, turn cap per workflow step, request lifetime and tool retry policy."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
@@ -112,6 +112,7 @@ class Effective:
             context_strategy=self["context_strategy"],
             context_keep_turns=self["context_keep_turns"],
             failure_limit=self["failure_limit"],
+            step_turn_limit=self["step_turn_limit"],
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]

@@ -62,6 +62,7 @@ from bot.layer_tables import (
     SlackTeamId,
     SlackWorkspace,
     Snowflake,
+    StepTurnLimit,
     ToolRetry,
     micro_usd,
 )
@@ -158,6 +159,24 @@ def database_url_checked(value: str) -> str:
     return value
 
 
+OLD_NAMES: Mapping[str, str] = {"max_turns": "step_turn_limit"}
+"""Settings that are read under an old name: old name -> new name. The old one (its
+``THREADBOT_*`` variable or its key at the top of the TOML file) is read as the new one,
+with a warning at start (:meth:`Settings.renamed`); setting both is a settings error,
+whatever their values (which one was meant cannot be told). ``max_turns`` capped the
+model turns of a whole run (since a person last gave it work); ``step_turn_limit`` caps
+those of one workflow step, so an old value asks no later than it did."""
+
+
+def _where(name: str) -> str:
+    """Where the bot's setting ``name`` was set: its variable when the environment has it,
+    else the TOML file's key (``max_turns in threadbot.toml``)."""
+    variable = f"THREADBOT_{name.upper()}"
+    if variable in os.environ:
+        return variable
+    return f"{name} in {Settings.toml_file().name}"
+
+
 CommaList = Annotated[list[str], NoDecode]
 CommaModels = Annotated[list[ModelId], NoDecode]
 CommaLoosenable = Annotated[list[Loosenable], NoDecode]
@@ -238,7 +257,6 @@ class Settings(BaseSettings):
     instructions: str = Field(default="", max_length=MAX_INSTRUCTIONS)
     """The team's instructions to the model, sent after threadbot's own system prompt."""
     max_tokens: int = Field(default=4096, gt=0)
-    max_turns: int = Field(default=30, gt=0)
     command_timeout: CommandSeconds = 120.0
     command_cpu_seconds: CommandSeconds | None = None
     """CPU seconds each process of a command may use (none: no cap)."""
@@ -293,6 +311,11 @@ class Settings(BaseSettings):
     failure_limit: FailureLimit = 2
     """Failed commands in a row (a non-zero exit, a timeout, a cap hit, a tool that does
     not exist) after which the run asks the people in the thread for help."""
+    step_turn_limit: StepTurnLimit = 24
+    """Model turns in one workflow step (since the step was entered, or a person last gave
+    the run work) after which the run asks whether to go on."""
+    max_turns: StepTurnLimit | None = None
+    """The old name of ``step_turn_limit`` (:data:`OLD_NAMES`): read as it, with a warning."""
     prices: dict[ModelId, ModelPrice] = {}
     """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []
@@ -464,6 +487,35 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _old_names_read_as_new(self) -> Settings:
+        """An old name's value becomes its new name's (:data:`OLD_NAMES`); both set is an
+        error. The new name stays out of the fields set, so the settings validate again
+        alike (a copy with changes)."""
+        for old, new in OLD_NAMES.items():
+            value = getattr(self, old)
+            if value is None:
+                continue
+            if new in self.model_fields_set:
+                raise ValueError(
+                    f"{_where(old)} is the old name of {new}, which is set too "
+                    f"({_where(new)}): keep {new} only"
+                )
+            setattr(self, new, value)
+            self.__pydantic_fields_set__.discard(new)
+        return self
+
+    def renamed(self) -> list[str]:
+        """A warning for each setting read under its old name (:data:`OLD_NAMES`), to log
+        once at start: ``THREADBOT_MAX_TURNS is the old name of step_turn_limit
+        (THREADBOT_STEP_TURN_LIMIT): read as step_turn_limit = 30; rename it``."""
+        return [
+            f"{_where(old)} is the old name of {new} (THREADBOT_{new.upper()}): read as "
+            f"{new} = {getattr(self, new)!r}; rename it"
+            for old, new in OLD_NAMES.items()
+            if getattr(self, old) is not None
+        ]
+
+    @model_validator(mode="after")
     def _reactions_mean_one_thing(self) -> Settings:
         sets = {
             "approve_reactions": set(self.approve_reactions),
@@ -565,6 +617,10 @@ class Settings(BaseSettings):
         for name in self.model_fields_set & {*LAYERED, *_GRANTS, "policy"}:
             variable = f"THREADBOT_{name.upper()}"
             set_by[name] = variable if variable in os.environ else self.toml_file().name
+        for old, new in OLD_NAMES.items():
+            if getattr(self, old) is not None:
+                variable = f"THREADBOT_{old.upper()}"
+                set_by[new] = variable if variable in os.environ else self.toml_file().name
         layers = Layers(
             bot={name: getattr(self, name) for name in LAYERED},
             set_by=set_by,

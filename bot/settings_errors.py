@@ -5,7 +5,7 @@ input_value='abc', ...]``) names a model field and a pydantic error type. A
 person set an environment variable or a key of ``threadbot.toml``, so each error
 is told as one line naming that place, the reason and the values allowed::
 
-    THREADBOT_MAX_TURNS ('abc'): must be a whole number
+    THREADBOT_STEP_TURN_LIMIT ('abc'): must be a whole number
     threadbot.toml: progress_mode ('x'): must be one of 'replies', 'status'
     threadbot.toml: policy.rules[1].tool: no tool called 'nope'; known: ...
 
@@ -68,6 +68,10 @@ def _line(
     reason = _reason(error, fields)
     if error["type"] == "extra_forbidden":
         key = str(loc[-1])
+        from bot.settings import OLD_NAMES
+
+        if len(loc) > 1 and key in OLD_NAMES:  # a layer never took the old name
+            return f"{toml_file}: {_dotted(loc)}: the old name of {OLD_NAMES[key]}: set that"
         if len(loc) > 1 and key in fields and key not in _layer_fields():  # the bot's alone
             return (
                 f"{toml_file}: {_dotted(loc)}: a setting of the whole bot, not of a workspace, "

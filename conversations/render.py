@@ -201,8 +201,12 @@ def _failure(binding: PlatformRef, event: RunFailed, settings: RenderSettings) -
 
 
 def _continue(binding: PlatformRef, event: ContinueAsked, settings: RenderSettings) -> Outgoing:
+    """``⏸ I've used 24 model turns in the executing step without finishing (its turn cap:
+    24) — react ✅ ...``: the step's turn cap reached."""
+    where = f"in the {event.step} step" if event.step else "on this"
+    cap = "" if event.cap is None else f" (its turn cap: {event.cap})"
     text = (
-        f"⏸ I've used {event.turns} model turns on this without finishing{HINT}react "
+        f"⏸ I've used {event.turns} model turns {where} without finishing{cap}{HINT}react "
         f":{settings.approve_emoji}: or press Continue to go on, "
         f":{settings.reject_emoji}: to stop here."
     )

@@ -79,14 +79,14 @@ def test_bad_settings_name_the_variable_the_reason_and_the_allowed_values(
 
 def test_a_bad_key_in_threadbot_toml_is_named_by_its_dotted_path(tmp_path: Path) -> None:
     (tmp_path / "threadbot.toml").write_text(
-        "max_turns = 0\n"
+        "step_turn_limit = 0\n"
         "[policy]\n"
         '[[policy.rules]]\ntool = "run_command"\ndecision = "ask"\n'
         '[[policy.rules]]\ntool = "run_comand"\ndecision = "deny"\n'
     )
     result = _run(tmp_path, {}, "")
     assert result.returncode == 2
-    assert "  threadbot.toml: max_turns (0): must be greater than 0" in result.stderr
+    assert "  threadbot.toml: step_turn_limit (0): must be at least 1" in result.stderr
     (tmp_path / "threadbot.toml").write_text(
         '[policy]\n[[policy.rules]]\ntool = "run_comand"\ndecision = "deny"\n'
     )

@@ -241,7 +241,7 @@ async def test_a_reaction_after_a_per_call_decision_decides_the_rest_and_names_b
 
 
 async def test_go_on_and_stop_here_show_on_the_turn_cap_messages(settings) -> None:
-    settings.max_turns = 2
+    settings.step_turn_limit = 2
     looping = [ScriptedTurn(calls=[ScriptedCall("list_files", {})]) for _ in range(4)]
     model = ScriptedModel([proposes("Clean up"), *looping, ScriptedTurn(text="never")])
     async with on("console", settings, model) as t:
@@ -253,7 +253,9 @@ async def test_go_on_and_stop_here_show_on_the_turn_cap_messages(settings) -> No
         second = t.message("⏸ I've used 2 model turns")
         await t.react(second, False, by="alice")
 
-        title = "⏸ I've used 2 model turns on this without finishing"
+        title = (
+            "⏸ I've used 2 model turns in the executing step without finishing (its turn cap: 2)"
+        )
         decided("▶️ Continued by alice", title)(t.shown(first))
         decided("⏹ Stopped here by alice", title)(t.shown(second))
         assert t.shown(second).text == f"⏹ Stopped here by alice\n{title}"

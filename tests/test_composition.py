@@ -18,7 +18,7 @@ import pytest
 
 from core.models.base import ToolKind
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.run.agent import TurnCount, turns_since_word
+from core.run.agent import TurnCount, turns_in_step
 from core.run.compose import CONTINUE, DONE, WAIT, Branch, Flow, Loop, Outcome, Sequence
 from core.run.decision import ModelDecision
 from core.run.state import Run
@@ -162,16 +162,16 @@ def test_the_turn_count_starts_again_when_a_person_gives_the_run_its_work() -> N
     ]
     at = datetime(2026, 12, 3, tzinfo=UTC)
     journal = tuple(JournalRecord(seq=i + 1, at=at, entry=e) for i, e in enumerate(entries))
-    assert turns_since_word(journal) == 2  # a note is not a person giving work
-    assert turns_since_word(journal[:3]) == 0
-    assert turns_since_word(journal[:2]) == 1
+    assert turns_in_step(journal) == 2  # a note is not a person giving work
+    assert turns_in_step(journal[:3]) == 0
+    assert turns_in_step(journal[:2]) == 1
 
     counted = TurnCount()  # as the journal grows, reading only what was appended
     assert [counted(journal[:k]) for k in range(len(journal) + 1)] == [
-        turns_since_word(journal[:k]) for k in range(len(journal) + 1)
+        turns_in_step(journal[:k]) for k in range(len(journal) + 1)
     ]
     other = tuple(r.model_copy(update={"seq": r.seq + 10}) for r in journal[3:])
-    assert counted(other) == turns_since_word(other) == 2  # not the same journal: again
+    assert counted(other) == turns_in_step(other) == 2  # not the same journal: again
     assert counted(journal[:2]) == 1
 
 
@@ -253,7 +253,7 @@ def ended(bot: Bot) -> tuple[list[str], str, int, list[tuple]]:
 
 @pytest.fixture(scope="module")
 def capped_straight(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    bot = Bot(tmp_path_factory.mktemp("capped"), CAPPED, env={"THREADBOT_MAX_TURNS": "3"})
+    bot = Bot(tmp_path_factory.mktemp("capped"), CAPPED, env={"THREADBOT_STEP_TURN_LIMIT": "3"})
     done = bot.run(CAP_INPUT)
     assert done.returncode == 0, done.stderr
     return ended(bot)
@@ -271,7 +271,7 @@ def test_a_capped_run_asks_to_go_on_after_its_turns(capped_straight: tuple) -> N
 def test_a_run_killed_at_any_turn_stops_at_its_cap_as_the_straight_run(
     tmp_path: Path, k: int, capped_straight: tuple
 ) -> None:
-    bot = Bot(tmp_path, CAPPED, env={"THREADBOT_MAX_TURNS": "3"})
+    bot = Bot(tmp_path, CAPPED, env={"THREADBOT_STEP_TURN_LIMIT": "3"})
     killed = bot.run(CAP_INPUT, fault=f"after_model_response:{k}")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     for _restart in range(3):

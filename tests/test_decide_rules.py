@@ -127,7 +127,7 @@ async def test_a_bystanders_retry_is_refused_like_their_reaction(make_app) -> No
 
 
 async def test_a_bystanders_go_on_at_the_turn_cap_is_refused(settings, make_app) -> None:
-    settings.max_turns = 2
+    settings.step_turn_limit = 2
     looping = [ScriptedTurn(calls=[ScriptedCall("list_files", {})]) for _ in range(2)]
     model = ScriptedModel([plan(), *looping])
     app = await make_app(model)

@@ -650,12 +650,13 @@ async def test_someone_elses_reply_to_a_failed_call_is_a_note_not_a_retry(make_a
 
 
 async def test_the_turn_cap_asks_to_go_on_and_stop_here_ends_it(settings, make_app) -> None:
-    settings.max_turns = 2
+    settings.step_turn_limit = 2
     looping = [ScriptedTurn(calls=[ScriptedCall("list_files", {})]) for _ in range(4)]
     chat, model = await approved_chat(make_app, [*looping, ScriptedTurn(text="Finally.")])
 
     assert str((await chat.snapshot()).status) == "waiting(continue)"
-    assert "⏸ I've used 2 model turns on this without finishing — react" in chat.out.getvalue()
+    asked = "⏸ I've used 2 model turns in the executing step without finishing (its turn cap: 2)"
+    assert f"{asked} — react" in chat.out.getvalue()
     await chat.react(chat.bot_message("⏸"))  # go on: two more turns, then the cap again
     await chat.app.hub.settled()
     assert str((await chat.snapshot()).status) == "waiting(continue)"

@@ -217,6 +217,13 @@ ATTEMPTS = [
         loose=5,
     ),
     Attempt(
+        "step_turn_limit",
+        channel={"step_turn_limit": 100},
+        probe=lambda e: engine(e).step_turn_limit,
+        tight=24,
+        loose=100,
+    ),
+    Attempt(
         "ask_commands",
         channel={"policy": {"ask_commands": []}},
         probe=lambda e: check(e, "run_command", command="rm -rf /"),

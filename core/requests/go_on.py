@@ -2,9 +2,10 @@
 
 Two kinds of request ask it, each with its own message:
 
-- :class:`~core.vocabulary.requests.ContinueRequest`: the run used its model turns
-  (``waiting(continue)``, :func:`open_continue`), or a budget (:func:`open_budget`;
-  approving it raises the budget by one more of its size, :mod:`core.pricing`);
+- :class:`~core.vocabulary.requests.ContinueRequest`: the run used the model turns of
+  its workflow step (``waiting(continue)``, :func:`open_continue`), or a budget
+  (:func:`open_budget`; approving it raises the budget by one more of its size,
+  :mod:`core.pricing`);
 - :class:`~core.vocabulary.requests.RetryRequest`: the model API failed and trying
   again may help (``waiting(retry)``, :func:`open_retry`).
 
@@ -30,19 +31,25 @@ from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Approved, Rejected
 
 
-def open_continue(snap: ConversationSnapshot, turns: int, opening: Opening) -> Change:
-    """The run used ``turns`` model turns: ask whether to go on."""
+def open_continue(
+    snap: ConversationSnapshot, turns: int, opening: Opening, *, cap: int | None = None
+) -> Change:
+    """The run used ``turns`` model turns in its workflow step (``snap.position``), its
+    turn cap ``cap`` (None: ``turns``): ask whether to go on. Going on is a decision,
+    so the count starts again (:func:`core.run.agent.turns_in_step`)."""
+    cap = turns if cap is None else cap
     expires_at, remind_at = opening.times()
     request = ContinueRequest(
         id=opening.new_id(),
-        prompt=f"{turns} model turns used; go on?",
+        prompt=f"{turns} model turns in the {snap.position} step (its cap: {cap}); go on?",
         expires_at=expires_at,
         remind_at=remind_at,
     )
+    asked = ContinueAsked(request_id=request.id, turns=turns, step=snap.position, cap=cap)
     return Change(
         open_request=request,
         status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
-        events=(ContinueAsked(request_id=request.id, turns=turns),),
+        events=(asked,),
     )
 
 

@@ -4,7 +4,8 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
 :mod:`core.run.steps` (docs/architecture.md, "The agent as a composition")::
 
     Loop(until: not running, or the process is stopping;
-         cap: settings.max_turns model turns since a person last spoke;
+         cap: settings.step_turn_limit model turns in the workflow step, counted
+              since the step was entered or a person last gave the run work;
          on cap: OpenContinue)
       Sequence
         ToolSteps                     the calls the last turn decided (a crashed turn's too)
@@ -18,7 +19,7 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
 The round starts with the tool steps, so a run resumed after a crash or a person's
 decision first finishes the calls its last turn decided, and the cap is checked
 between a model turn and its tool steps. The count is derived from the journal
-(:func:`turns_since_word`), so a run killed and restarted, or one that waited for a
+(:func:`turns_in_step`), so a run killed and restarted, or one that waited for a
 person, counts the same as one that went straight through.
 """
 
@@ -42,34 +43,48 @@ from core.run.steps import (
     TakeNotes,
     ToolSteps,
 )
-from core.vocabulary.entries import AssistantTurn, DecisionEntry, JournalRecord, UserText
+from core.vocabulary.entries import (
+    AssistantTurn,
+    DecisionEntry,
+    JournalRecord,
+    StepEntered,
+    UserText,
+)
 from core.vocabulary.inputs import Inbox
 from core.vocabulary.lifecycle import Lifecycle
 
 
-def turns_since_word(journal: collections.abc.Sequence[JournalRecord]) -> int:
-    """Model turns journaled since a person last gave the run its work: a request, an
-    answer, plan feedback (:class:`core.vocabulary.entries.UserText` other than a
-    note) or a decision (:class:`core.vocabulary.entries.DecisionEntry`: an approval,
-    "go on"). Read from the end, so it costs the turns since, not the journal."""
+def turns_in_step(journal: collections.abc.Sequence[JournalRecord]) -> int:
+    """Model turns (:class:`core.vocabulary.entries.AssistantTurn` entries) journaled in
+    the run's current workflow step: since the step was entered
+    (:class:`core.vocabulary.entries.StepEntered`) or since a person last gave the run
+    its work, whichever is later. A person gives work with a request, an answer, plan
+    feedback (:class:`core.vocabulary.entries.UserText` other than a note) or a decision
+    (:class:`core.vocabulary.entries.DecisionEntry`: an approval, "go on"). Read from the
+    end, so it costs the turns since, not the journal.
+
+    A position without instructions journals no ``StepEntered`` (the default workflow's
+    are all entered on a person's word anyway: a request, an approval, feedback)."""
     turns = 0
     for record in reversed(journal):
         entry = record.entry
         if isinstance(entry, AssistantTurn):
             turns += 1
-        elif _gives_work(entry):
+        elif _starts_count(entry):
             break
     return turns
 
 
-def _gives_work(entry: object) -> bool:
-    return isinstance(entry, DecisionEntry) or (
+def _starts_count(entry: object) -> bool:
+    """Whether the turn count starts again after ``entry``: a step entered, or a person's
+    word that gives the run work."""
+    return isinstance(entry, StepEntered | DecisionEntry) or (
         isinstance(entry, UserText) and entry.role != "note"
     )
 
 
 class TurnCount:
-    """:func:`turns_since_word` of a run's journal as it grows: each call reads only the
+    """:func:`turns_in_step` of a run's journal as it grows: each call reads only the
     records appended since the last (a long run's journal holds hundreds of turns since
     its approval: reading them all before every turn made each turn slower than the
     one before). Any other journal (one read back from the store that does not go on
@@ -84,12 +99,12 @@ class TurnCount:
         """The count for ``journal``."""
         read = self._read
         if read == 0 or len(journal) < read or journal[read - 1].seq != self._last_seq:
-            self._turns = turns_since_word(journal)
+            self._turns = turns_in_step(journal)
         else:
             for record in journal[read:]:
                 if isinstance(record.entry, AssistantTurn):
                     self._turns += 1
-                elif _gives_work(record.entry):
+                elif _starts_count(record.entry):
                     self._turns = 0
         self._read = len(journal)
         self._last_seq = journal[-1].seq if journal else None
@@ -128,7 +143,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
             ),
         ),
         until=stops,
-        cap=lambda run: run.settings.max_turns,
+        cap=lambda run: run.settings.step_turn_limit,
         count=lambda run: counted(run.snap.journal),
-        on_cap=OpenContinue(deps),
+        on_cap=OpenContinue(deps, lambda run: counted(run.snap.journal)),
     )

@@ -29,12 +29,15 @@ and concrete. Work only inside the conversation's workspace with your tools.
 
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
-    """Settings of a run: model calls per run, tokens per response, tool limits (seconds,
-    chars, MB), request lifetime (seconds), the model and each role's, the instructions
-    and the tool policy.
+    """Settings of a run: model turns per workflow step, tokens per response, tool limits
+    (seconds, chars, MB), request lifetime (seconds), the model and each role's, the
+    instructions and the tool policy.
     """
 
-    max_turns: int = 30
+    step_turn_limit: int = 24
+    """Model turns since the run entered its workflow step, or since a person last gave
+    it work (the later), after which it asks whether to go on (:mod:`core.run.agent`);
+    at least 1."""
     max_tokens: int = 4096
     failure_limit: int = 2
     """Failed commands in a row after which the run asks the people in the thread for help
@@ -96,6 +99,8 @@ class EngineSettings:
     """Model turns compaction keeps whole under that strategy (``none`` keeps none)."""
 
     def __post_init__(self) -> None:
+        if self.step_turn_limit < 1:
+            raise ValueError(f"step_turn_limit must be at least 1, not {self.step_turn_limit}")
         if self.failure_limit < 1:
             raise ValueError(f"failure_limit must be at least 1, not {self.failure_limit}")
 

@@ -16,7 +16,7 @@ agent takes them in a round:
   ``model_failed`` when the model fails);
 - :class:`ModelFailed`: after a failure a retry may mend, a request to try again;
   otherwise the run ends ``failed``;
-- :class:`OpenContinue`: at the turn cap, the request whether to go on;
+- :class:`OpenContinue`: at the workflow step's turn cap, the request whether to go on;
 - :class:`InScope`: a composed step that goes on in a scope nested in the run's
   (:mod:`core.run.scope`), with strategies of its own.
 
@@ -27,6 +27,7 @@ reads back what the step before it committed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from core.contexts import note_change
@@ -310,15 +311,19 @@ class Fail:
 
 
 class OpenContinue:
-    """At the turn cap: ask whether to go on (:func:`core.requests.go_on.open_continue`);
-    ``wait``."""
+    """At the workflow step's turn cap (``step_turn_limit``): ask whether to go on
+    (:func:`core.requests.go_on.open_continue`); ``wait``. ``count(run)``: the model
+    turns the step has used (the loop's count; None: the cap)."""
 
-    def __init__(self, deps: RunDeps) -> None:
+    def __init__(self, deps: RunDeps, count: Callable[[Run], int] | None = None) -> None:
         self._deps = deps
+        self._count = count
 
     async def go(self, run: Run) -> Outcome:
         """Commit the request to go on."""
-        change = go_on.open_continue(run.snap, run.settings.max_turns, run.opening)
+        cap = run.settings.step_turn_limit
+        turns = cap if self._count is None else self._count(run)
+        change = go_on.open_continue(run.snap, turns, run.opening, cap=cap)
         await _commit(run, self._deps, change)
         return WAIT
 

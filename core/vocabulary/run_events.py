@@ -142,11 +142,15 @@ class RunFailed(_Frozen):
 
 
 class ContinueAsked(_Frozen):
-    """The run reached its turn cap: go on (approve) or stop here (reject)?"""
+    """The run reached its turn cap in workflow step ``step`` (a position's name; empty:
+    not known): ``turns`` model turns there, at or past ``cap`` (None: the same as
+    ``turns``). Go on (approve) or stop here (reject)?"""
 
     kind: Literal["continue"] = "continue"
     request_id: str
     turns: int
+    step: str = ""
+    cap: int | None = None
 
 
 class EscalationAsked(_Frozen):
