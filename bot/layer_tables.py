@@ -65,6 +65,8 @@ RetryAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
 """Attempts of a tool call in all, under a retry policy (1 to 10)."""
 FailureLimit = Annotated[int, Field(ge=1, le=100)]
 """Failed commands in a row before the people are asked for help (1 to 100)."""
+Consultations = Annotated[int, Field(ge=0, le=1_000)]
+"""``ask_expert`` consultations a conversation may make (0: none, the tool not offered)."""
 
 
 def micro_usd(dollars: float) -> int:
@@ -102,6 +104,8 @@ LAYERED = (
     "context_strategy",
     "context_keep_turns",
     "failure_limit",
+    "expert_consultations",
+    "expert_budget_usd",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -159,6 +163,8 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "context_strategy": Direction.FREE,
         "context_keep_turns": Direction.FREE,
         "failure_limit": Direction.LOWER,
+        "expert_consultations": Direction.LOWER,
+        "expert_budget_usd": Direction.LOWER,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -167,8 +173,10 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
 """Which way each layered setting tightens (:mod:`bot.loosening` applies it alike to all).
 
 Caps, budgets, request lifetimes and per-user limits are ``lower``; ``output_limit``
-too (a cap on what one tool result puts before the model, and so on the spend), and
-``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner).
+too (a cap on what one tool result puts before the model, and so on the spend),
+``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner),
+and the expert's budget, ``expert_consultations`` and ``expert_budget_usd`` (fewer
+consultations of the dearer model).
 ``approvers`` is a ``subset``: a channel may narrow them, and only a wider layer adds
 one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds do so);
 a group or role counts as itself, so a channel naming one member of a wider layer's
@@ -270,6 +278,8 @@ class Layer(BaseModel):
     context_strategy: StrategyName | None = None
     context_keep_turns: KeepTurns | None = None
     failure_limit: FailureLimit | None = None
+    expert_consultations: Consultations | None = None
+    expert_budget_usd: BudgetUsd | None = None
 
     @field_validator("policy")
     @classmethod
