@@ -68,6 +68,8 @@ FailureLimit = Annotated[int, Field(ge=1, le=100)]
 StepTurnLimit = Annotated[int, Field(ge=1, le=10_000)]
 """Model turns in one workflow step before the people are asked whether to go on (1 to
 10,000)."""
+Consultations = Annotated[int, Field(ge=0, le=1_000)]
+"""``ask_expert`` consultations a conversation may make (0: none, the tool not offered)."""
 
 
 def micro_usd(dollars: float) -> int:
@@ -106,6 +108,8 @@ LAYERED = (
     "context_keep_turns",
     "failure_limit",
     "step_turn_limit",
+    "expert_consultations",
+    "expert_budget_usd",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -164,6 +168,8 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "context_keep_turns": Direction.FREE,
         "failure_limit": Direction.LOWER,
         "step_turn_limit": Direction.LOWER,
+        "expert_consultations": Direction.LOWER,
+        "expert_budget_usd": Direction.LOWER,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -172,10 +178,12 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
 """Which way each layered setting tightens (:mod:`bot.loosening` applies it alike to all).
 
 Caps, budgets, request lifetimes and per-user limits are ``lower``; ``output_limit``
-too (a cap on what one tool result puts before the model, and so on the spend), and
-``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner)
-and ``step_turn_limit`` (model turns in a workflow step before a person is asked
-whether to go on: lower asks sooner, and bounds the spend).
+too (a cap on what one tool result puts before the model, and so on the spend),
+``failure_limit`` (failed commands in a row before a person is asked: lower asks sooner),
+``step_turn_limit`` (model turns in a workflow step before a person is asked whether to
+go on: lower asks sooner, and bounds the spend), and the expert's budget,
+``expert_consultations`` and ``expert_budget_usd`` (fewer consultations of the dearer
+model).
 ``approvers`` is a ``subset``: a channel may narrow them, and only a wider layer adds
 one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds do so);
 a group or role counts as itself, so a channel naming one member of a wider layer's
@@ -278,6 +286,8 @@ class Layer(BaseModel):
     context_keep_turns: KeepTurns | None = None
     failure_limit: FailureLimit | None = None
     step_turn_limit: StepTurnLimit | None = None
+    expert_consultations: Consultations | None = None
+    expert_budget_usd: BudgetUsd | None = None
 
     @field_validator("policy")
     @classmethod

@@ -89,7 +89,8 @@ class Effective:
 
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
         """``base`` with this place's model and role models, instructions, policy, caps,
-        failure limit, turn cap per workflow step, request lifetime and tool retry policy."""
+        failure limit, turn cap per workflow step, the expert's budget, request lifetime and
+        tool retry policy."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
@@ -113,6 +114,8 @@ class Effective:
             context_keep_turns=self["context_keep_turns"],
             failure_limit=self["failure_limit"],
             step_turn_limit=self["step_turn_limit"],
+            expert_consultations=self["expert_consultations"],
+            expert_budget_micro_usd=_micro_usd(self["expert_budget_usd"]),
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]
@@ -182,7 +185,12 @@ def repo_shown(url: str) -> str:
 
 def _limit(tokens: int | None, dollars: float | None) -> Limit:
     """A budget from its settings: tokens, and dollars kept as micro-dollars."""
-    return Limit(tokens=tokens, micro_usd=None if dollars is None else micro_usd(dollars))
+    return Limit(tokens=tokens, micro_usd=_micro_usd(dollars))
+
+
+def _micro_usd(dollars: float | None) -> int | None:
+    """Dollars of a setting as micro-dollars (None: no cap)."""
+    return None if dollars is None else micro_usd(dollars)
 
 
 _AS_MODEL = frozenset({"planner_model", "executor_model"})

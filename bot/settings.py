@@ -45,6 +45,7 @@ from bot.layer_tables import (
     BudgetTokens,
     BudgetUsd,
     CommandSeconds,
+    Consultations,
     ContextTokens,
     DiscordGuild,
     FailureLimit,
@@ -316,6 +317,12 @@ class Settings(BaseSettings):
     the run work) after which the run asks whether to go on."""
     max_turns: StepTurnLimit | None = None
     """The old name of ``step_turn_limit`` (:data:`OLD_NAMES`): read as it, with a warning."""
+    expert_consultations: Consultations = 3
+    """``ask_expert`` consultations of the expert model a conversation may make (0: the
+    tool is not offered); past it a call is refused and counts as a failure."""
+    expert_budget_usd: BudgetUsd | None = 1.0
+    """Dollars a conversation's consultations of the expert may cost before the next one
+    is refused (the expert model's priced calls count; none: no cap in dollars)."""
     prices: dict[ModelId, ModelPrice] = {}
     """The price sheet: ``[prices."<model id>"]`` tables of dollars per million tokens."""
     approvers: CommaList = []

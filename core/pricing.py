@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from core.vocabulary.entries import AssistantTurn, Compacted, DecisionEntry, JournalRecord
+from core.vocabulary.entries import DecisionEntry, JournalRecord, PricedEntry
 from core.vocabulary.requests import ContinueRequest
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Approved
@@ -135,9 +135,9 @@ class Spend:
 NO_SPEND = Spend()
 
 
-def turn_spend(turn: AssistantTurn | Compacted) -> Spend:
-    """What one model call (a turn, or a compaction's summary) spent (nothing when it
-    has no usage)."""
+def turn_spend(turn: PricedEntry) -> Spend:
+    """What one model call (a turn, a compaction's summary, an expert's consultation)
+    spent (nothing when it has no usage)."""
     usage = turn.usage
     if usage is None:
         return NO_SPEND
@@ -148,9 +148,7 @@ def journal_spend(journal: Sequence[JournalRecord], since: datetime | None = Non
     """What the model calls of ``journal`` spent (only those recorded at ``since`` or later)."""
     spent = NO_SPEND
     for record in journal:
-        if isinstance(record.entry, AssistantTurn | Compacted) and (
-            since is None or record.at >= since
-        ):
+        if isinstance(record.entry, PricedEntry) and (since is None or record.at >= since):
             spent += turn_spend(record.entry)
     return spent
 

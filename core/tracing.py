@@ -5,7 +5,9 @@ called from another one of the same conversation goes on in its run, and its spa
 each model call is a ``chat {model}`` span and each tool call the run executes an
 ``execute_tool {tool}`` span, both children of the run span, named and attributed
 as the GenAI semantic conventions say (an escalation, which they do not name, is a
-``threadbot.escalate`` child span: :meth:`RunSpan.escalation`):
+``threadbot.escalate`` child span: :meth:`RunSpan.escalation`; an expert's
+consultation a ``threadbot.ask_expert`` child span, its model call's ``chat`` span
+inside it: :meth:`RunSpan.consultation`):
 
 - agent (run) spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-agent-spans/
 - model call and tool call spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
@@ -69,6 +71,11 @@ ESCALATED_TO = "threadbot.escalation.to"
 ESCALATION_FAILURES = "threadbot.escalation.failures"
 """How many failed calls in a row made the run escalate."""
 
+CONSULTATION_OUTCOME = "threadbot.consultation.outcome"
+"""What became of an ``ask_expert`` call: ``answered``, ``failed`` or ``refused``."""
+CONSULTATION_NUMBER = "threadbot.consultation.number"
+"""The conversation's consultations answered so far, this one included."""
+
 FAILED_STATES = frozenset({ToolState.FAILED, ToolState.UNKNOWN, ToolState.INTERRUPTED})
 """Final tool states that set the span's status to error (``error.type`` is the state)."""
 
@@ -102,6 +109,22 @@ class ModelCall:
         )
         if usage.cost_micro_usd is not None:
             self._span.set_attribute(COST, usage.cost_micro_usd)
+
+
+class Consultation:
+    """The span of one consultation of the expert, told what became of it."""
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def ended(self, outcome: str, answered: int) -> None:
+        """Record ``outcome`` (``answered``, ``failed``, ``refused``) and ``answered``, the
+        consultations answered so far; any outcome but ``answered`` sets the span's
+        status to error, with the outcome as ``error.type``."""
+        self._span.set_attributes({CONSULTATION_OUTCOME: outcome, CONSULTATION_NUMBER: answered})
+        if outcome != "answered":
+            self._span.set_attribute("error.type", outcome)
+            self._span.set_status(Status(StatusCode.ERROR))
 
 
 class ToolSpan:
@@ -172,6 +195,19 @@ class RunSpan:
         attributes: dict[str, str | int] = {ESCALATED_TO: to, ESCALATION_FAILURES: failures}
         with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes):
             yield
+
+    @contextlib.contextmanager
+    def consultation(self, record: ToolCallRecord, model: str) -> Iterator[Consultation]:
+        """The span of a consultation of the expert ``model`` by the ``ask_expert`` call
+        ``record`` (``threadbot.ask_expert``, a child of the run's; the expert's model
+        call, if one is made, is its child): :mod:`core.run.consultation`."""
+        attributes: dict[str, str | int] = {
+            "gen_ai.tool.name": record.name,
+            "gen_ai.tool.call.id": record.tool_use_id,
+            "gen_ai.request.model": model,
+        }
+        with self._child("threadbot.ask_expert", SpanKind.INTERNAL, attributes) as span:
+            yield Consultation(span)
 
     async def traced_call(
         self, record: ToolCallRecord, run: Callable[[ToolSpan], Awaitable[None]]

@@ -7,6 +7,7 @@ import io
 from adapters.console import ConsoleAdapter
 from bot.app import build, default_toolbox
 from core.models.anthropic import anthropic_model_from
+from core.tools.control import offered as offered_tools
 from core.vocabulary.lifecycle import Lifecycle
 from core.workflow import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
@@ -50,7 +51,10 @@ async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -
     offered = [tool["name"] for tool in body["tools"]]
     # Every tool in every position, in one order: the cached prefix does not change
     # when the plan is approved; a mutating call before approval is refused instead.
-    assert offered == [t.spec.name for t in default_toolbox().select(["all"])]
+    # No expert is set: ask_expert is not offered (tests/test_ask_expert.py).
+    every = offered_tools(default_toolbox().select(["all"]), expert=False)
+    assert offered == [t.spec.name for t in every]
+    assert "ask_expert" not in offered
     assert planning not in str(body["system"])
     assert all("input_schema" in tool for tool in body["tools"])
     assert "📋 Plan (v1)" in out.getvalue() and "1. Read" in out.getvalue()

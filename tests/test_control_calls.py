@@ -72,6 +72,7 @@ def test_the_tools_kinds_are_data_and_their_schemas_come_from_their_inputs() -> 
         "ask_user": ToolKind.CONTROL,
         "finish": ToolKind.CONTROL,
         "report_progress": ToolKind.CONTROL,
+        "ask_expert": ToolKind.CONTROL,
         "list_files": ToolKind.READ_ONLY,
         "read_file": ToolKind.READ_ONLY,
         "write_file": ToolKind.MUTATING,

@@ -224,6 +224,20 @@ ATTEMPTS = [
         loose=100,
     ),
     Attempt(
+        "expert_consultations",
+        channel={"expert_consultations": 10},
+        probe=lambda e: engine(e).expert_consultations,
+        tight=3,
+        loose=10,
+    ),
+    Attempt(
+        "expert_budget_usd",
+        channel={"expert_budget_usd": 5.0},
+        probe=lambda e: engine(e).expert_budget_micro_usd,
+        tight=1_000_000,
+        loose=5_000_000,
+    ),
+    Attempt(
         "ask_commands",
         channel={"policy": {"ask_commands": []}},
         probe=lambda e: check(e, "run_command", command="rm -rf /"),

@@ -18,6 +18,14 @@ tool and on the system prompt (the long-lived prefix, rendered tools, then syste
 and on the last block of the newest message, so the next turn reads everything
 before it from the cache (:func:`with_breakpoints`; three of the four allowed).
 
+A request whose ``tool_choice`` is ``none`` (the model may not call the tools it is
+given: an expert's consultation) sends ``tool_choice: {"type": "none"}`` beside its
+tools; ``auto``, the API's default, is not sent, so the bytes of every other request
+stay as they were. The API refuses a ``tool_choice`` without ``tools``, and a history
+holding ``tool_use`` blocks without ``tools``
+(https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use):
+without tools no ``tool_choice`` is sent (none can be called anyway).
+
 Retries are the SDK's: the client retries connection errors, 408, 409, 429 and 5xx
 ``max_retries`` times, honouring ``retry-after``. What is still failing afterwards
 becomes a :class:`~core.vocabulary.errors.ModelError` (https://docs.anthropic.com/en/api/errors)::
@@ -41,9 +49,17 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
-from anthropic.types import MessageParam, ToolParam
+from anthropic.types import MessageParam, ToolChoiceNoneParam, ToolParam
 
-from core.models.base import ModelEvent, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.models.base import (
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallEvent,
+    ToolChoice,
+    TurnEnd,
+    Usage,
+)
 from core.vocabulary.errors import ModelError, ModelOverloaded
 
 log = logging.getLogger(__name__)
@@ -99,6 +115,7 @@ class AnthropicModel:
             for t in request.tools
         ]
         system, tools, messages = with_breakpoints(request.system, tools, request.messages)
+        choice = tool_choice(request.tool_choice, has_tools=bool(tools))
         streaming = False  # an event came: a connection error now broke the stream off
         try:
             async with self._client.messages.stream(
@@ -107,6 +124,7 @@ class AnthropicModel:
                 system=cast(Any, system) if system else anthropic.omit,
                 messages=cast(list[MessageParam], messages),
                 tools=cast(list[ToolParam], tools) if tools else anthropic.omit,
+                tool_choice=choice if choice is not None else anthropic.omit,
             ) as stream:
                 async for event in stream:
                     streaming = True
@@ -177,6 +195,16 @@ def anthropic_model_from(
         api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
     )
     return AnthropicModel(client=client, model=model)
+
+
+def tool_choice(choice: ToolChoice, *, has_tools: bool) -> ToolChoiceNoneParam | None:
+    """The ``tool_choice`` sent for ``choice``: ``{"type": "none"}`` for ``none`` when the
+    request has tools; None (not sent) for ``auto``, the API's default, and for a request
+    without tools (the API refuses a ``tool_choice`` without them; see the module
+    docstring)."""
+    if choice == "none" and has_tools:
+        return {"type": "none"}
+    return None
 
 
 def _as_input(raw: object) -> dict[str, Any]:

@@ -56,6 +56,10 @@ class ToolSpec(BaseModel):
     says False. Mutating and control tools are never tried again, whatever this says."""
 
 
+ToolChoice = Literal["auto", "none"]
+"""Whether the model may call the offered tools (:attr:`ModelRequest.tool_choice`)."""
+
+
 class ModelRequest(BaseModel):
     """One model call: system prompt, the whole message history, the offered tools."""
 
@@ -73,6 +77,14 @@ class ModelRequest(BaseModel):
     role: ModelRole = "executor"
     """Whose call this is (the workflow position's role); not sent to the API: a model
     id is (``model``). Scripted models answer each role from its own script."""
+    tool_choice: ToolChoice = "auto"
+    """How the model may use ``tools``: ``auto``, it decides (the API's default, so not
+    sent); ``none``, it may not call any and answers in prose, with the tools still
+    defined, as a history holding ``tool_use`` blocks needs them (an expert's
+    consultation, :mod:`core.run.consultation`). The Messages API's ``tool_choice``:
+    https://docs.anthropic.com/en/api/messages (``tool_choice``), and
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use
+    ("Forcing tool use"); it is given only with tools (the API refuses it without)."""
 
 
 class TextDelta(BaseModel):

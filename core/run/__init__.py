@@ -12,6 +12,7 @@
                     and InScope, a step that goes on in a nested scope
     scope.py        Scope: a run's context strategy, output cache and retry policy; nesting
     escalation.py   stuck? the failure streak from the journal; Escalate asks the people
+    consultation.py ask_expert: one consultation of the expert model, within its budget
     decision.py     ModelDecision: a model turn typed (thinking, actions in order)
     engine.py       Engine: start, reply, decide, stop, remind, expire, interrupt, run
     live.py         the run's commits, folded into its snapshot

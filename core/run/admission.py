@@ -1,10 +1,11 @@
 """Admitting a model turn's tool calls: the policy decides each call's first state.
 
 When a turn is committed, each call gets its record (:func:`core.tool_state.admit`):
-``approved``, ``denied`` (a tool the position does not offer, a control call whose
-input is malformed, or the policy says no; its error result goes in the same
-commit), ``failed`` (a tool that does not exist: its result lists the tools the
-position offers, and it counts toward the failure streak, :mod:`core.run.escalation`)
+``approved``, ``denied`` (a tool the position does not offer, ``ask_expert`` where
+no expert may be consulted, a control call whose input is malformed, or the policy
+says no; its error result goes in the same commit), ``failed`` (a tool that does not
+exist: its result lists the tools the position offers, and it counts toward the
+failure streak, :mod:`core.run.escalation`)
 or ``pending_approval`` (the policy asks a person first,
 :mod:`core.requests.tool_approval`). A control call is parsed here, once, into its
 typed input (:func:`core.tools.control.parse`); a malformed one never comes up.
@@ -35,14 +36,20 @@ def admit_turn(
     workflow: Workflow,
     toolbox: Toolbox,
     tool_policy: policy.ToolPolicy,
+    *,
+    expert: bool,
 ) -> tuple[tuple[ToolCallRecord, ...], tuple[ToolResultEntry, ...]]:
-    """Records for ``turn``'s calls (``turn_seq``: its journal ``seq``) and the denials' results."""
+    """Records for ``turn``'s calls (``turn_seq``: its journal ``seq``) and the denials' results.
+
+    ``expert``: an expert may be consulted here, so ``ask_expert`` is offered
+    (:attr:`core.run.settings.EngineSettings.consults_expert`)."""
     position = workflow.position(snap.position)
-    offered = {t.spec.name for t in toolbox.select(position.tools)}
+    tools = control.offered(toolbox.select(position.tools), expert=expert)
+    offered = {t.spec.name for t in tools}
     admitted: list[Moved] = []
     for index, call in enumerate(turn.tool_calls):
         state, reason = _first_state(
-            call, toolbox, tool_policy, offered, snap.position, position.mutating
+            call, toolbox, tool_policy, offered, snap.position, position.mutating, expert
         )
         read_only = toolbox.read_only(call.name)
         if state is ToolState.FAILED:  # no such tool: admitted, and failed at once
@@ -86,13 +93,18 @@ def _first_state(
     offered: set[str],
     position: str,
     mutating: bool,
+    expert: bool,
 ) -> tuple[ToolState, str]:
     tool = toolbox.get(call.name)
     if tool is None:
         tools = ", ".join(sorted(offered))
         return ToolState.FAILED, f"There is no tool {call.name}. The tools here are: {tools}."
     if call.name not in offered:
-        return ToolState.DENIED, f"The tool {call.name} is not available at the {position} step."
+        why = control.not_offered(call.name, expert=expert)
+        return (
+            ToolState.DENIED,
+            why or f"The tool {call.name} is not available at the {position} step.",
+        )
     if tool.spec.kind is ToolKind.CONTROL:
         try:
             control.parse(call.name, call.input)

@@ -12,14 +12,17 @@ What counts:
 
 - a failure: a ``run_command`` call that ended ``failed`` (a non-zero exit, a command
   that could not start, a timeout, a cap hit: :class:`core.tools.command.RunCommand`),
-  and a call to a tool that does not exist (it ends ``failed`` at admission, its
-  result listing the tools: :mod:`core.run.admission`);
+  a call to a tool that does not exist (it ends ``failed`` at admission, its
+  result listing the tools: :mod:`core.run.admission`), and an ``ask_expert`` call
+  that ended ``failed`` (refused because the expert's budget is spent, or the
+  expert's API call failed: :mod:`core.run.consultation`);
 - the end of a streak: a ``run_command`` call that ended ``done``, the answer to an
   escalation (:class:`~core.vocabulary.entries.FailuresReset`) and a new request
   (a person's :class:`~core.vocabulary.entries.UserText` of role ``request``);
 - neither: a stop (``cancelled``, ``interrupted``), a denial (the policy's, or a
   person's ❌ on a tool approval), a call found ``running`` after a crash
-  (``unknown``), and the other tools' calls.
+  (``unknown``), an answered consultation (advice, not a fix), and the other tools'
+  calls.
 
 The streak is a pure function of the journal since its last end, each call's final
 state read from its tool call record (both committed in one change, both in the
@@ -41,6 +44,7 @@ from core.run import live
 from core.run.compose import CONTINUE, WAIT, Outcome
 from core.run.deps import RunDeps
 from core.run.state import Run
+from core.tools import control
 from core.tools.command import RunCommand
 from core.vocabulary.entries import (
     FailedCall,
@@ -90,7 +94,8 @@ def failure_streak(
         if record.name == COMMAND and record.state is ToolState.DONE:
             break
         invented = record.name not in tools
-        if record.state is ToolState.FAILED and (record.name == COMMAND or invented):
+        counted = record.name == COMMAND or invented or control.consults_expert(record.name)
+        if record.state is ToolState.FAILED and counted:
             failed.append(_shown(record, entry))
     return tuple(reversed(failed))
 
@@ -98,11 +103,10 @@ def failure_streak(
 def _shown(record: ToolCallRecord, result: ToolResultEntry) -> FailedCall:
     """What the people see of one failed call: its summary and its result's last lines."""
     name = record.name
-    said = (
-        summarize_call(name, record.input, LINE_WIDTH)
-        if name == COMMAND
-        else f"{shorten(name, 60)} (no such tool)"
-    )
+    if name == COMMAND or control.consults_expert(name):
+        said = summarize_call(name, record.input, LINE_WIDTH)
+    else:
+        said = f"{shorten(name, 60)} (no such tool)"
     lines = [line.rstrip() for line in result.content.strip().splitlines() if line.strip()]
     tail = "\n".join(shorten(line, LINE_WIDTH) for line in lines[-TAIL_LINES:])
     return FailedCall(tool_use_id=record.tool_use_id, tool=name, call=said, output=tail)

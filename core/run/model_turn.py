@@ -1,7 +1,8 @@
 """One model call of a run: the request, the streamed answer, its usage and cost.
 
 The request is the same in every position, the cached prefix of every call: the
-run's system prompt and every tool (a position's instructions are in the history,
+run's system prompt and every tool offered here (:func:`tools_of`: ``ask_expert``
+only where an expert may be consulted; a position's instructions are in the history,
 :class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
 refused when called, :mod:`core.run.admission`). Its model is the position's role's
 (:meth:`core.workflow.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
@@ -9,7 +10,8 @@ the planner's while planning, the executor's once the plan is approved), and the
 journaled usage names that role. The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
-(:meth:`core.tracing.RunSpan.model_call`).
+(:meth:`core.tracing.RunSpan.model_call`). :func:`answer` asks a request made elsewhere
+(an expert's consultation, :mod:`core.run.consultation`) the same way.
 """
 
 from __future__ import annotations
@@ -17,10 +19,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from core.models.base import Message, ModelRequest, TextDelta, ToolCallEvent, TurnEnd, Usage
+from core.models.base import (
+    Message,
+    ModelRequest,
+    TextDelta,
+    ToolCallEvent,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+)
 from core.pricing import priced
 from core.run.deps import RunDeps
 from core.run.state import Run
+from core.tools import control
 from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage, ToolCall
 from core.vocabulary.snapshot import ConversationSnapshot
 
@@ -33,31 +44,42 @@ async def model_turn(
     Raises :class:`core.vocabulary.errors.ModelError` when the model fails for good.
     """
     settings = run.settings
-    model = settings.model_of(deps.workflow.role_at(snap.position)) or deps.model.name
-    with run.span.model_call(model, max_tokens=settings.max_tokens) as span:
-        turn = await _streamed(run, deps, snap, messages)
+    role = deps.workflow.role_at(snap.position)
+    request = ModelRequest(
+        system=settings.system,
+        messages=messages or run.history.build(snap.journal),
+        tools=tools_of(run, deps),
+        max_tokens=settings.max_tokens,
+        model=settings.model_of(role),
+        fallbacks=settings.fallback_models,
+        role=role,
+    )
+    return await answer(run, deps, request, snap.position)
+
+
+def tools_of(run: Run, deps: RunDeps) -> list[ToolSpec]:
+    """The tools every request of ``run`` offers, the same bytes on each: the toolbox's,
+    less ``ask_expert`` where no expert may be consulted
+    (:func:`core.tools.control.offered`)."""
+    tools = control.offered(deps.toolbox.select(["all"]), expert=run.settings.consults_expert)
+    return [t.spec for t in tools]
+
+
+async def answer(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:
+    """The model's answer to ``request`` (made in ``position``), in its span, priced and
+    attributed to ``request.role``. Raises :class:`core.vocabulary.errors.ModelError`
+    when the model fails for good."""
+    model = request.model or deps.model.name
+    with run.span.model_call(model, max_tokens=request.max_tokens) as span:
+        turn = await _streamed(run, deps, request, position)
         span.answered(turn.usage, turn.stop_reason)
         return turn
 
 
-async def _streamed(
-    run: Run, deps: RunDeps, snap: ConversationSnapshot, messages: list[Message] | None
-) -> AssistantTurn:
-    settings = run.settings
-    role = deps.workflow.role_at(snap.position)
-    asked = settings.model_of(role)
-    request = ModelRequest(
-        system=settings.system,
-        messages=messages or run.history.build(snap.journal),
-        tools=[t.spec for t in deps.toolbox.select(["all"])],
-        max_tokens=settings.max_tokens,
-        model=asked,
-        fallbacks=settings.fallback_models,
-        role=role,
-    )
+async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:
     text: list[str] = []
     calls: list[ToolCall] = []
-    model = asked or deps.model.name
+    model = request.model or deps.model.name
     usage = ModelUsage(model=model, input_tokens=0, output_tokens=0)
     stop_reason = "end_turn"
     content: tuple[dict[str, Any], ...] = ()
@@ -86,7 +108,7 @@ async def _streamed(
         stop_reason=stop_reason,
         model=model,
         content=content,
-        usage=_priced(run, usage, snap.position, role, time.monotonic() - started),
+        usage=_priced(run, usage, position, request.role, time.monotonic() - started),
     )
 
 

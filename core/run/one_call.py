@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from core.run.tool_step import Attempted, attempted
 from core.tool_state import move, started
 from core.tools.base import ToolContext, ToolOutput
 from core.tracing import ToolSpan
-from core.vocabulary.entries import JournalRecord
+from core.vocabulary.entries import Entry, JournalRecord
 from core.vocabulary.errors import LeaseLost, ToolError
 from core.vocabulary.journal import Change
 from core.vocabulary.run_events import ProgressNote
@@ -207,10 +207,13 @@ async def finish_call(
     *,
     state: ToolState | None = None,
     span: ToolSpan | None = None,
+    before: Sequence[Entry] = (),
 ) -> None:
     """Commit ``record``'s final state (``state``, else ``done`` or ``failed``) with its
     result and the output's note, both redacted (and the plan step the note is about,
-    ``output.step``); ``span``, the call's trace span, is told the final state.
+    ``output.step``); ``span``, the call's trace span, is told the final state;
+    ``before``: entries journaled just before the result, in the same commit (an
+    expert's consultation, :mod:`core.run.consultation`; redacted by their maker).
 
     Every result of a call goes through here: a tool's output, its error, a
     crash, a denial, a control call's refusal."""
@@ -230,7 +233,8 @@ async def finish_call(
         totals = run.totals.of(journal, run.context.now())
         step = redact(output.step) if output.step else None
         events = (ProgressNote(text=redact(output.note), step=step, totals=totals),)
-    change = Change(entries=moved.results, tool_calls=moved.records, events=events)
+    entries = (*before, *moved.results)
+    change = Change(entries=entries, tool_calls=moved.records, events=events)
     await live.commit(run, deps.journal, change, together=True)
 
 

@@ -77,7 +77,14 @@ class EngineSettings:
     executor_model: str | None = None
     """The executor's model (the executing position's calls); None: :attr:`model`."""
     expert_model: str | None = None
-    """The expert's model; None: no expert (nothing is delegated to one)."""
+    """The expert's model; None: no expert (nothing is delegated to one, and ``ask_expert``
+    is not offered)."""
+    expert_consultations: int = 3
+    """``ask_expert`` consultations a conversation may make (answered ones count; 0: the
+    tool is not offered); past it a call is refused and fails (:mod:`core.run.consultation`)."""
+    expert_budget_micro_usd: int | None = 1_000_000
+    """Micro-dollars a conversation's consultations may cost together before the next one
+    is refused (the expert's priced calls count; None: no cap in dollars)."""
     fallback_models: tuple[str, ...] = ()
     """Models asked in turn when the model is overloaded (see ``ModelRequest.fallbacks``)."""
     git_repo: str | None = None
@@ -103,6 +110,16 @@ class EngineSettings:
             raise ValueError(f"step_turn_limit must be at least 1, not {self.step_turn_limit}")
         if self.failure_limit < 1:
             raise ValueError(f"failure_limit must be at least 1, not {self.failure_limit}")
+        if self.expert_consultations < 0:
+            raise ValueError(
+                f"expert_consultations must be 0 or more, not {self.expert_consultations}"
+            )
+
+    @property
+    def consults_expert(self) -> bool:
+        """Whether ``ask_expert`` is offered: an expert model is set and consultations are
+        allowed (:func:`core.tools.control.offered`)."""
+        return self.expert_model is not None and self.expert_consultations > 0
 
     def model_of(self, role: ModelRole) -> str | None:
         """The model id a call of ``role`` asks: the planner's and the executor's own, else

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from core.tools import control
-from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, ModelUsage, UserText
+from core.vocabulary.entries import (
+    AssistantTurn,
+    Compacted,
+    ExpertConsulted,
+    JournalRecord,
+    ModelUsage,
+    UserText,
+)
 from core.vocabulary.run_events import RoleStats, RunStats
 
 
@@ -82,8 +89,8 @@ class RequestTotals:
             self.began = record.at  # no request yet: from the first entry
         if isinstance(entry, AssistantTurn):
             self._add_turn(entry)
-        elif isinstance(entry, Compacted) and entry.usage is not None:
-            self._add_usage(entry.usage)  # a summary's call: its tokens and cost, no tool calls
+        elif isinstance(entry, Compacted | ExpertConsulted) and entry.usage is not None:
+            self._add_usage(entry.usage)  # a summary's or the expert's call: no tool calls
 
     def _restart(self, began: datetime | None) -> None:
         self.began = began

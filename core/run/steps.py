@@ -250,7 +250,13 @@ class ModelStep:
             )
             return DONE
         records, denials = admit_turn(
-            turn, snap.last_seq + 1, snap, workflow, deps.toolbox, run.settings.tool_policy
+            turn,
+            snap.last_seq + 1,
+            snap,
+            workflow,
+            deps.toolbox,
+            run.settings.tool_policy,
+            expert=run.settings.consults_expert,
         )
         notes = (ProgressNote(text=decision.thinking, totals=totals),) if decision.thinking else ()
         change = Change(

@@ -16,10 +16,11 @@ exactly-once"):
 - ``pending_approval`` calls share one tool approval request; the allowed calls
   of the turn run while they wait, and the run ends ``waiting(tool_approval)`` if
   they are still undecided then;
-- a ``report_progress`` call is its note, in its place among the calls; the control
-  calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come last.
-  Both are parsed (:func:`core.tools.control.parse`) and done in one ``match``
-  (:meth:`ToolCalls._control`).
+- a ``report_progress`` call is its note, and an ``ask_expert`` call its consultation
+  of the expert (:mod:`core.run.consultation`), in its place among the calls; the
+  control calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come
+  last. All are parsed (:func:`core.tools.control.parse`) and done in
+  :meth:`ToolCalls._control`.
 
 Every state change is a :func:`core.tool_state.move`, committed with its result;
 one call runs in :mod:`core.run.one_call`, whose :func:`~core.run.one_call.finish_call`
@@ -38,6 +39,7 @@ from core.models.base import ToolKind
 from core.requests import plan_approval, question, tool_approval
 from core.run import live
 from core.run.compose import Flow
+from core.run.consultation import consult
 from core.run.control import finish
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
@@ -47,7 +49,7 @@ from core.run.stats import request_stats
 from core.tool_state import open_calls
 from core.tools import control
 from core.tools.base import ToolOutput
-from core.tools.control import AskUser, Finish, ProposePlan, ReportProgress
+from core.tools.control import AskExpert, AskUser, Finish, ProposePlan, ReportProgress
 from core.tools.file_modes import strip_setid
 from core.tools.processes import kill_left_behind
 from core.vocabulary.errors import RequestConflict, ToolError
@@ -211,6 +213,9 @@ class ToolCalls:
             output = ToolOutput(content="Noted.", note=call.note, step=call.step)
             await finish_call(run, deps, record, output)
             return Flow.CONTINUE
+        if isinstance(call, AskExpert):
+            await consult(run, deps, record, call)
+            return Flow.CONTINUE
         change, outcome = await self._ending(snap, record, call)
         await self._commit(change)
         return outcome
@@ -241,7 +246,7 @@ class ToolCalls:
         seqs = tuple(range(snap.last_seq + 1, snap.last_seq + 1 + len(turn.entries)))
         after = apply_change(snap, turn, Committed(seqs=seqs, at=run.context.now()))
         call = control.parse(record.name, record.input)
-        assert not isinstance(call, ReportProgress), "report_progress does not end a turn"
+        assert isinstance(call, Finish | ProposePlan | AskUser), f"{record.name} ends no turn"
         change, outcome = await self._ending(after, record, call)
         await self._commit(turn.then(change))
         return outcome

@@ -1,9 +1,11 @@
 """The agent's own tools: how the model talks to the workflow rather than the workspace.
 
 ``propose_plan`` and ``ask_user`` end the run until a person answers; ``finish``
-delivers the answer; ``report_progress`` posts a progress note. Each one's input is a
-pydantic model (:class:`ProposePlan`, :class:`AskUser`, :class:`Finish`,
-:class:`ReportProgress`), tagged by the tool's name and joined in one union,
+delivers the answer; ``report_progress`` posts a progress note; ``ask_expert``
+consults the expert model once (:mod:`core.run.consultation`), offered only where
+an expert is configured (:func:`offered`). Each one's input is a pydantic model
+(:class:`ProposePlan`, :class:`AskUser`, :class:`Finish`, :class:`ReportProgress`,
+:class:`AskExpert`), tagged by the tool's name and joined in one union,
 :data:`ControlCall`; the tools' JSON schemas are generated from them. A call is
 parsed once, when its turn is admitted (:func:`parse`, :mod:`core.run.admission`,
 which refuses a malformed one there), and the engine does what it means in one
@@ -11,15 +13,16 @@ which refuses a malformed one there), and the engine does what it means in one
 
 This module is the one place that knows the control tools by name: everything else
 reads a tool's kind (:class:`core.models.base.ToolKind`, ``control``) or asks here
-(:func:`is_control`, :func:`ends_turn`, :func:`opens_request`, and for what a call
-says of a plan: :func:`plan_steps`, :func:`progress_step`, :func:`finishes`).
+(:func:`is_control`, :func:`ends_turn`, :func:`opens_request`, :func:`consults_expert`,
+:func:`offered`, and for what a call says of a plan: :func:`plan_steps`,
+:func:`progress_step`, :func:`finishes`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BeforeValidator, Field, ValidationInfo
 from pydantic.json_schema import SkipJsonSchema
@@ -58,6 +61,14 @@ Texts = Annotated[list[str], BeforeValidator(_texts)]
 """A list of non-empty strings, stripped."""
 
 
+class _Specified(Protocol):
+    @property
+    def spec(self) -> ToolSpec: ...
+
+
+T = TypeVar("T", bound=_Specified)
+
+
 class ProposePlan(ToolInput):
     """``propose_plan``: the plan's steps, and the tools they need."""
 
@@ -91,16 +102,24 @@ class ReportProgress(ToolInput):
     step: Annotated[str | None, BeforeValidator(lambda v: v if isinstance(v, str) else None)] = None
 
 
+class AskExpert(ToolInput):
+    """``ask_expert``: a question for the expert model, answered once, in prose."""
+
+    tool: SkipJsonSchema[Literal["ask_expert"]] = "ask_expert"
+    question: Text
+
+
 ControlCall = Annotated[
-    ProposePlan | AskUser | Finish | ReportProgress, Field(discriminator="tool")
+    ProposePlan | AskUser | Finish | ReportProgress | AskExpert, Field(discriminator="tool")
 ]
 """A control call, parsed; ``tool`` (its tool's name) tells which."""
 
-_INPUTS: dict[str, type[ProposePlan | AskUser | Finish | ReportProgress]] = {
+_INPUTS: dict[str, type[ProposePlan | AskUser | Finish | ReportProgress | AskExpert]] = {
     "propose_plan": ProposePlan,
     "ask_user": AskUser,
     "finish": Finish,
     "report_progress": ReportProgress,
+    "ask_expert": AskExpert,
 }
 _ENDS_TURN = frozenset({"propose_plan", "ask_user", "finish"})
 _OPENS_REQUEST = frozenset({"propose_plan", "ask_user"})
@@ -122,6 +141,37 @@ def opens_request(name: str) -> bool:
     """Whether a call of ``name`` opens a request a person answers (``propose_plan``,
     ``ask_user``)."""
     return name in _OPENS_REQUEST
+
+
+def consults_expert(name: str) -> bool:
+    """Whether a call of ``name`` consults the expert model (``ask_expert``): done by the
+    engine in its place among the turn's calls (:mod:`core.run.consultation`); a
+    refused or failed one counts toward the failure streak (:mod:`core.run.escalation`)."""
+    return name == "ask_expert"
+
+
+NO_EXPERT = (
+    "There is no expert model here (no expert_model is set, or no consultation is "
+    "allowed), so ask_expert is not available. Go on with what you know, or ask the "
+    "people with ask_user."
+)
+"""The result of an ``ask_expert`` call where no expert may be consulted."""
+
+
+def offered(tools: Iterable[T], *, expert: bool) -> list[T]:
+    """``tools`` (each with a ``spec``) as the model is offered them: ``ask_expert`` only
+    when ``expert`` (an expert model may be consulted here,
+    :attr:`core.run.settings.EngineSettings.consults_expert`). Without an expert the
+    tool is not offered at all: a tool that can only say no would cost every request
+    its schema and invite calls that fail."""
+    return [t for t in tools if expert or not consults_expert(t.spec.name)]
+
+
+def not_offered(name: str, *, expert: bool) -> str | None:
+    """Why a call of ``name`` is refused where it is not offered, when this module knows
+    better than "not available at this step": :data:`NO_EXPERT` for ``ask_expert``
+    without an expert; None otherwise."""
+    return NO_EXPERT if consults_expert(name) and not expert else None
 
 
 def finishes(name: str) -> bool:
@@ -180,7 +230,8 @@ class ControlTool:
     """A control tool: its spec (generated from its input model); the engine does the rest.
 
     Only ``report_progress`` runs as a tool would (its output is the note); the calls
-    that end a turn are done by the engine (:mod:`core.run.control`), never run.
+    that end a turn are done by the engine (:mod:`core.run.control`), never run, and so
+    is ``ask_expert`` (:mod:`core.run.consultation`).
     """
 
     def __init__(self, spec: ToolSpec) -> None:
@@ -212,7 +263,8 @@ def _spec(model: type[ToolInput], name: str, description: str) -> ControlTool:
 
 
 def control_tools() -> list[ControlTool]:
-    """The four control tools with their specs."""
+    """The five control tools with their specs (``ask_expert`` last: the tools before it
+    are sent as they were before it came, where no expert offers it)."""
     return [
         _spec(
             ProposePlan,
@@ -233,5 +285,13 @@ def control_tools() -> list[ControlTool]:
             "report_progress",
             "Tell the thread where you are in the plan, e.g. step='step 2 of 3', "
             "note='reading the session fixture'.",
+        ),
+        _spec(
+            AskExpert,
+            "ask_expert",
+            "Ask a stronger expert model one question when you are stuck or unsure: it "
+            "reads this conversation up to your turn and answers in prose (it runs "
+            "nothing). Make the question self-contained: what you tried, what happened, "
+            "what you need to know. Consultations per conversation are limited.",
         ),
     ]

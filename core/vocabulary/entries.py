@@ -3,8 +3,8 @@
 People's messages, model turns (with the tool calls they asked for and their usage),
 tool results, decisions, entered workflow positions, compaction summaries, stops, the
 failed attempts of tool calls tried again, context strategies' notes, nested
-scopes entered and left, escalations and the resets of the failure streak, joined
-in one tagged union (:data:`Entry`);
+scopes entered and left, escalations and the resets of the failure streak, the
+expert's consultations, joined in one tagged union (:data:`Entry`);
 :class:`JournalRecord` is an entry as stored, with its ``seq`` and time
 (docs/architecture.md, "Durability and exactly-once").
 """
@@ -294,6 +294,27 @@ class FailuresReset(BaseModel):
     by: Person
 
 
+class ExpertConsulted(BaseModel):
+    """An ``ask_expert`` call (``tool_use_id``) and what became of it: the expert model was
+    asked ``question`` (redacted) and ``answered`` (its answer is the call's result), or
+    its API call ``failed``, or the call was ``refused``, no model asked, because the
+    conversation's consultations are spent (``reason`` says which budget, or the
+    failure's message). ``usage``: the expert's model call, recorded and priced like
+    any other (role ``expert``; None when no answer came).
+
+    Committed with the call's result (:mod:`core.run.consultation`); the budget counts
+    the answered ones and their cost, from the journal, so a restart changes nothing.
+    Not a message: the model reads the result."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["expert_consulted"] = "expert_consulted"
+    tool_use_id: str
+    question: str
+    outcome: Literal["answered", "failed", "refused"] = "answered"
+    reason: str = ""
+    usage: ModelUsage | None = None
+
+
 Entry = Annotated[
     UserText
     | AssistantTurn
@@ -307,9 +328,15 @@ Entry = Annotated[
     | ScopeEntered
     | ScopeLeft
     | Escalated
-    | FailuresReset,
+    | FailuresReset
+    | ExpertConsulted,
     Field(discriminator="kind"),
 ]
+
+
+PricedEntry = AssistantTurn | Compacted | ExpertConsulted
+"""The entries that may hold a model call's usage (``usage``): a turn, a compaction's
+summary, an expert's consultation; every reader of spend and usage reads them all."""
 
 
 class JournalRecord(BaseModel):

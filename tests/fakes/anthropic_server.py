@@ -28,12 +28,18 @@ When many conversations talk to the fake at once, their order is not known: give
 parsed JSON body, e.g. from a marker in its first user message. It answers every
 valid request the script has no answer left for (a script may still open the way).
 
-Before taking a scripted answer the server enforces one Messages API rule and answers
-400 ``invalid_request_error`` when it is broken (the scripted answer is then kept for
-the next request): every assistant ``tool_use`` block must be answered, in the very
-next user message, by exactly one ``tool_result`` with its ``tool_use_id``; those
-``tool_result`` blocks come before any other block of that message; and a
-``tool_result`` must answer a ``tool_use`` of the previous assistant message.
+Before taking a scripted answer the server enforces the Messages API's tool rules and
+answers 400 ``invalid_request_error`` when one is broken (the scripted answer is then
+kept for the next request), in the API's words: every assistant ``tool_use`` block
+must be answered, in the very next user message, by exactly one ``tool_result`` with
+its ``tool_use_id``; those ``tool_result`` blocks come before any other block of that
+message; a ``tool_result`` must answer a ``tool_use`` of the previous assistant
+message; a request whose messages hold ``tool_use`` or ``tool_result`` blocks must
+define ``tools`` ("Requests which include `tool_use` or `tool_result` blocks must
+define tools."); and a ``tool_choice`` may only be given with ``tools`` ("tool_choice
+may only be specified while providing tools."), its ``type`` one of ``auto``,
+``any``, ``tool`` and ``none``
+(https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use).
 
 Usage::
 
@@ -410,7 +416,36 @@ def _check_request(body: Mapping[str, Any]) -> str | None:
     messages = body["messages"]
     if not isinstance(messages, list):
         return "messages: Input should be a valid list"
-    return check_tool_results(messages)
+    return check_tool_results(messages) or check_tools_defined(body)
+
+
+TOOLS_NEEDED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+"""The API's words for a history with tool blocks in a request without ``tools``."""
+CHOICE_WITHOUT_TOOLS = "tool_choice may only be specified while providing tools."
+"""The API's words for a ``tool_choice`` in a request without ``tools``."""
+_CHOICES = ("auto", "any", "tool", "none")
+
+
+def check_tools_defined(body: Mapping[str, Any]) -> str | None:
+    """The API's error for a request that uses tools it does not define: a ``tool_choice``
+    (of a known type) without ``tools``, or ``tool_use``/``tool_result`` blocks in its
+    messages without ``tools``; ``None`` when it is well formed."""
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if choice is not None:
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        if kind not in _CHOICES:
+            return "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'"
+        if not tools:
+            return CHOICE_WITHOUT_TOOLS
+    if not tools and any(
+        block.get("type") in ("tool_use", "tool_result")
+        for message in body.get("messages") or ()
+        if isinstance(message, dict)
+        for block in _blocks(message)
+    ):
+        return TOOLS_NEEDED
+    return None
 
 
 def check_tool_results(messages: Sequence[Mapping[str, Any]]) -> str | None:

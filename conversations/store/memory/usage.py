@@ -8,7 +8,7 @@ from datetime import datetime
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.usage import NO_ROLE, Grouping, UsageLine, channel_key
 from core.pricing import Price, Rates, Spend
-from core.vocabulary.entries import AssistantTurn, Compacted, ModelUsage
+from core.vocabulary.entries import ModelUsage, PricedEntry
 
 
 class MemoryUsage:
@@ -73,7 +73,7 @@ class MemoryUsage:
         for conversation in self._t.conversations.values():
             for record in conversation.journal:
                 entry = record.entry
-                if not isinstance(entry, AssistantTurn | Compacted) or entry.usage is None:
+                if not isinstance(entry, PricedEntry) or entry.usage is None:
                     continue
                 if since is None or record.at >= since:
                     yield conversation, record.at, entry.usage

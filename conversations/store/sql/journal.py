@@ -51,7 +51,7 @@ from conversations.store.sql.database import (
 )
 from conversations.store.sql.outbox import drop_pending_notes, insert_outbox
 from conversations.store.sql.requests import resolve
-from core.vocabulary.entries import AssistantTurn, Compacted, Entry, JournalRecord
+from core.vocabulary.entries import Entry, JournalRecord, PricedEntry
 from core.vocabulary.errors import AlreadyHandled, LeaseLost, RequestConflict, StaleSnapshot
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.people import Person
@@ -177,7 +177,7 @@ class SqlJournal:
                 **e.usage.model_dump(),
             }
             for seq, e in zip(committed.seqs, change.entries, strict=True)
-            if isinstance(e, AssistantTurn | Compacted) and e.usage is not None
+            if isinstance(e, PricedEntry) and e.usage is not None
         ]
         if calls:
             insert_rows(conn, _INSERT_MODEL_CALL, calls)
