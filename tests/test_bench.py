@@ -41,7 +41,7 @@ def test_each_benchmark_runs_at_a_tiny_size(
         if figure.floor is not None:
             assert math.isfinite(figure.floor) and figure.floor > 0, figure
     assert printed[0].startswith(f"{number}. ")
-    if any(figure.floor is not None for figure in result.figures):  # 7 has none: a share
+    if any(figure.floor is not None for figure in result.figures):
         assert any("| floor (" in line for line in printed)
     spreads = [line for line in printed if line.strip().startswith("spread: ")]
     verdicts = [line for line in printed if line.strip().startswith("verdict: ")]

@@ -284,8 +284,7 @@ async def test_a_stop_for_a_holder_on_another_host_is_said_at_once_and_done_when
         # cannot come first): the request follows it.
         await eventually(
             lambda: (
-                other.query("select count(*) from stop_requests where handled_at is null")
-                == [(1,)]
+                other.query("select count(*) from stop_requests where handled_at is null") == [(1,)]
             )
         )
         assert other.query("select lifecycle, lease_owner from conversations") == [

@@ -15,7 +15,10 @@ already in the request's history and its place in the turn
 (``toolu_<model>_<turn>_<index>``, ``<model>`` being ``scripted``, ``script`` or
 ``demo``), never by a counter of the process: a turn never gets the id of an
 earlier call of its conversation (whose record, with its result, would be taken
-for its own and the call never run), also after a restart.
+for its own and the call never run), also after a restart. :class:`ScriptedRoles`
+names each role in its ids (``toolu_scripted_executor_<turn>_<index>``): the
+executor's own view of the history (its model differing from the planner's) starts
+after the planning turns, so its turn numbers start again from 0.
 """
 
 from __future__ import annotations
@@ -67,8 +70,12 @@ class ScriptedModel:
     turn's ``error`` when it has one.
     """
 
-    def __init__(self, turns: Sequence[ScriptedTurn], *, name: str = "scripted") -> None:
+    def __init__(
+        self, turns: Sequence[ScriptedTurn], *, name: str = "scripted", prefix: str = "scripted"
+    ) -> None:
         self.name = name
+        self._prefix = prefix
+        """The ids' ``<model>`` (see the module docstring)."""
         self._turns = list(turns)
         self.requests: list[ModelRequest] = []
 
@@ -87,7 +94,7 @@ class ScriptedModel:
             await turn.gate.wait()
         if turn.error is not None:
             raise turn.error
-        async for event in canned_events(self.name, "scripted", request, turn.text, turn.calls):
+        async for event in canned_events(self.name, self._prefix, request, turn.text, turn.calls):
             yield event
 
 
@@ -98,7 +105,8 @@ class ScriptedRoles:
 
     ``requests``: every request, in order; :meth:`of` a role's own model (its
     ``requests`` and :meth:`ScriptedModel.add`). A role with no script raises
-    :class:`ModelError` (not retryable), as a script that has run out does.
+    :class:`ModelError` (not retryable), as a script that has run out does. A call's id
+    names its role: ``toolu_scripted_planner_0_0``.
     """
 
     def __init__(
@@ -111,9 +119,9 @@ class ScriptedRoles:
     ) -> None:
         self.name = name
         self._roles: dict[ModelRole, ScriptedModel] = {
-            "planner": ScriptedModel(planner, name=name),
-            "executor": ScriptedModel(executor, name=name),
-            "expert": ScriptedModel(expert, name=name),
+            "planner": ScriptedModel(planner, name=name, prefix="scripted_planner"),
+            "executor": ScriptedModel(executor, name=name, prefix="scripted_executor"),
+            "expert": ScriptedModel(expert, name=name, prefix="scripted_expert"),
         }
         self.requests: list[ModelRequest] = []
 

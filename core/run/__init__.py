@@ -26,6 +26,8 @@
     control.py      the control calls that end a turn: finish, propose_plan, ask_user
     close_calls.py  closing open calls on a stop, a failure, an expiry, a shutdown
     restart.py      where a new request starts, and who may start a stopped one again
-    history.py      the model's messages, built from the journal
+    history.py      the model's messages, built from the journal (whole, or the executor's
+                    own view when its model differs from the planner's)
+    executor_view.py  where that view starts: the approved plan and its approval
     stats.py        the answer footer's totals
 """

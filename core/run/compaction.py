@@ -16,6 +16,11 @@ its ``tool_result`` before it too (results are committed before the next call),
 so the kept part pairs every call with its result. The context notes in the kept part
 that have expired are left out, and the entry says which (``Compacted.dropped``), so a
 resume builds the same view (docs/architecture.md, "Context strategies and notes").
+
+When the executor reads its own view (its model differs from the planner's:
+:func:`core.run.model_turn.own_plan`), the summary is of that view, and only the
+executor's turns since the plan's approval are summarized; the view then starts with
+the summary, as the whole history does (:meth:`core.run.history.History.build`).
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from core.contexts import expired_after
 from core.models.base import Message
+from core.run.executor_view import approval_at
 from core.run.history import build_messages
 from core.run.settings import EngineSettings
 from core.vocabulary.entries import AssistantTurn, Compacted, JournalRecord, StepEntered
 from core.vocabulary.journal import Change
+from core.vocabulary.requests import PlanApproval
 from core.vocabulary.run_events import ProgressNote
 from core.vocabulary.snapshot import ConversationSnapshot
 
@@ -67,12 +74,16 @@ def context_tokens(journal: Sequence[JournalRecord]) -> int | None:
     return None
 
 
-def cut_at(journal: Sequence[JournalRecord], keep_turns: int = KEEP_TURNS) -> int | None:
+def cut_at(
+    journal: Sequence[JournalRecord], keep_turns: int = KEEP_TURNS, after: int = -1
+) -> int | None:
     """The index of the assistant turn the kept part starts with (``len(journal)`` when
     ``keep_turns`` is 0: nothing is kept), or None when there is too little to
     summarize (no more than ``keep_turns`` turns, and at least one, since the newest
-    compaction)."""
+    compaction and after the index ``after``: the approval an executor's own view
+    starts from)."""
     since = max((i for i, r in enumerate(journal) if isinstance(r.entry, Compacted)), default=-1)
+    since = max(since, after)
     turns = [i for i, r in enumerate(journal) if i > since and isinstance(r.entry, AssistantTurn)]
     if len(turns) <= max(keep_turns, 0) or not turns:
         return None
@@ -103,22 +114,26 @@ async def compaction(
     settings: EngineSettings,
     model_turn: ModelTurn,
     keep_turns: int | None = KEEP_TURNS,
+    plan: PlanApproval | None = None,
 ) -> Change | None:
     """The change that summarizes ``snap``'s oldest turns, keeping the newest
     ``keep_turns`` whole, or None when its context is within ``compact_at`` of
     ``context_window`` (or there is too little to summarize, or ``keep_turns`` is None,
-    or the model wrote no summary). Raises :class:`core.vocabulary.errors.ModelError`
-    from the summary's call, as from any model call."""
+    or the model wrote no summary). ``plan``: the executor's own view of the history
+    from that approved plan on, which the summary's request is made of (None: the
+    whole history). Raises :class:`core.vocabulary.errors.ModelError` from the
+    summary's call, as from any model call."""
     size = context_tokens(snap.journal)
     if size is None or size < settings.compact_at * settings.context_window:
         return None
     if keep_turns is None:
         return None
-    cut = cut_at(snap.journal, keep_turns)
+    approval = None if plan is None else approval_at(snap.journal, plan)
+    cut = cut_at(snap.journal, keep_turns, -1 if approval is None else approval)
     if cut is None:
         return None
     head = snap.journal[:cut]
-    summary = await model_turn(snap, summary_request(build_messages(head)))
+    summary = await model_turn(snap, summary_request(build_messages(head, plan)))
     if not summary.text:
         log.warning("conversation %s: the model wrote no summary", snap.id)
         return None

@@ -7,7 +7,10 @@ only where an expert may be consulted; a position's instructions are in the hist
 refused when called, :mod:`core.run.admission`). Its model is the position's role's
 (:meth:`core.workflow.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
 the planner's while planning, the executor's once the plan is approved), and the
-journaled usage names that role. The answer becomes an
+journaled usage names that role. Its messages are the run's history
+(:class:`core.run.history.History`): the whole of it, or, for the executor when its
+model differs from the planner's, the executor's own view, which starts from the
+approved plan (:func:`own_plan`). The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
 (:meth:`core.tracing.RunSpan.model_call`). :func:`answer` asks a request made elsewhere
@@ -30,9 +33,11 @@ from core.models.base import (
 )
 from core.pricing import priced
 from core.run.deps import RunDeps
+from core.run.executor_view import approved_plan
 from core.run.state import Run
 from core.tools import control
 from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage, ToolCall
+from core.vocabulary.requests import PlanApproval
 from core.vocabulary.snapshot import ConversationSnapshot
 
 
@@ -47,7 +52,7 @@ async def model_turn(
     role = deps.workflow.role_at(snap.position)
     request = ModelRequest(
         system=settings.system,
-        messages=messages or run.history.build(snap.journal),
+        messages=messages or run.history.build(snap.journal, own_plan(run, deps, snap)),
         tools=tools_of(run, deps),
         max_tokens=settings.max_tokens,
         model=settings.model_of(role),
@@ -74,6 +79,25 @@ async def answer(run: Run, deps: RunDeps, request: ModelRequest, position: str) 
         turn = await _streamed(run, deps, request, position)
         span.answered(turn.usage, turn.stop_reason)
         return turn
+
+
+def own_plan(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> PlanApproval | None:
+    """The approved plan whose own view of the history a request of ``snap``'s position
+    reads (:meth:`core.run.history.History.build`), or None for the whole history.
+
+    The executor's requests read its own view when its model differs from the
+    planner's (:meth:`core.run.settings.EngineSettings.model_of`, the model's own
+    default where a role names none, as the request asks): the planning turns
+    were another model's, whose prompt cache it does not share, so the request starts
+    from the request and the approved plan. With the same model the whole history
+    stays, and with it the cached prefix. No plan approved yet: the whole history.
+    """
+    if deps.workflow.role_at(snap.position) != "executor":
+        return None
+    settings, default = run.settings, deps.model.name
+    if (settings.model_of("executor") or default) == (settings.model_of("planner") or default):
+        return None
+    return approved_plan(snap.requests)
 
 
 async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:

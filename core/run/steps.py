@@ -41,7 +41,7 @@ from core.run.compaction import compaction
 from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome, Step
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
-from core.run.model_turn import model_turn
+from core.run.model_turn import model_turn, own_plan
 from core.run.scope import INHERIT, left_since_request, open_scopes
 from core.run.state import Run
 from core.run.tool_calls import ToolCalls
@@ -194,9 +194,9 @@ class Compact:
         ) -> AssistantTurn:
             return await model_turn(run, deps, snap, messages)
 
-        keep = run.scope.context.keep_turns
+        keep, plan = run.scope.context.keep_turns, own_plan(run, deps, run.snap)
         try:
-            change = await compaction(run.snap, run.settings, summary_turn, keep)
+            change = await compaction(run.snap, run.settings, summary_turn, keep, plan)
         except ModelError as exc:
             return model_failed(exc)
         if change is not None:
