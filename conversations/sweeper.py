@@ -26,6 +26,7 @@ from pathlib import Path
 from conversations.store import Pruned, Requests, Retention, Threads
 from core.context import now
 from core.run.engine import Engine
+from core.tools.workspaces import forks_of
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,10 @@ PRUNE_EVERY = timedelta(hours=1)
 
 
 def _remove_tree(path: Path) -> bool:
-    """Remove ``path`` (a directory) and what is in it; True when it was there."""
+    """Remove ``path`` (a directory) and what is in it, and the forks its delegations made
+    beside it (:func:`core.tools.workspaces.forks_of`); True when it was there."""
+    for fork in forks_of(path):
+        shutil.rmtree(fork, ignore_errors=True)
     if not path.is_dir():
         return False
     shutil.rmtree(path, ignore_errors=True)

@@ -5,7 +5,8 @@ called from another one of the same conversation goes on in its run, and its spa
 each model call is a ``chat {model}`` span and each tool call the run executes an
 ``execute_tool {tool}`` span, both children of the run span, named and attributed
 as the GenAI semantic conventions say (an escalation, which they do not name, is a
-``threadbot.escalate`` child span: :meth:`RunSpan.escalation`):
+``threadbot.escalate`` child span, a delegation's calls its children:
+:meth:`RunSpan.escalation`):
 
 - agent (run) spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-agent-spans/
 - model call and tool call spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
@@ -65,9 +66,12 @@ TOOL_STATE = "threadbot.tool.state"
 """The tool call's final state (:class:`core.vocabulary.tool_records.ToolState`)."""
 
 ESCALATED_TO = "threadbot.escalation.to"
-"""Whom a stuck run asked for help (``people``)."""
+"""Whom a stuck run asked for help (``people``, or ``expert``: a delegation)."""
 ESCALATION_FAILURES = "threadbot.escalation.failures"
 """How many failed calls in a row made the run escalate."""
+ESCALATION_OUTCOME = "threadbot.escalation.outcome"
+"""How a delegation ended in this run (``merged``, ``not_usable``; absent: it goes on in a
+later run, after a person's decision or a restart)."""
 
 FAILED_STATES = frozenset({ToolState.FAILED, ToolState.UNKNOWN, ToolState.INTERRUPTED})
 """Final tool states that set the span's status to error (``error.type`` is the state)."""
@@ -102,6 +106,17 @@ class ModelCall:
         )
         if usage.cost_micro_usd is not None:
             self._span.set_attribute(COST, usage.cost_micro_usd)
+
+
+class EscalationSpan:
+    """The span of one escalation, told how a delegation ended (:meth:`ended`)."""
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def ended(self, outcome: str) -> None:
+        """Record how the delegation ended (``merged``, ``not_usable``)."""
+        self._span.set_attribute(ESCALATION_OUTCOME, outcome)
 
 
 class ToolSpan:
@@ -165,13 +180,14 @@ class RunSpan:
             yield ToolSpan(span)
 
     @contextlib.contextmanager
-    def escalation(self, to: str, failures: int) -> Iterator[None]:
+    def escalation(self, to: str, failures: int) -> Iterator[EscalationSpan]:
         """The span of an escalation (``threadbot.escalate``, a child of the run's): the run
-        was stuck after ``failures`` failed calls in a row and asked ``to`` for help
-        (:mod:`core.run.escalation`)."""
+        was stuck after ``failures`` failed calls in a row and asked ``to`` for help:
+        ``people``, or ``expert`` (a delegation, :mod:`core.run.delegation`, whose model
+        calls and tool calls are its children) (:mod:`core.run.escalation`)."""
         attributes: dict[str, str | int] = {ESCALATED_TO: to, ESCALATION_FAILURES: failures}
-        with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes):
-            yield
+        with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes) as span:
+            yield EscalationSpan(span)
 
     async def traced_call(
         self, record: ToolCallRecord, run: Callable[[ToolSpan], Awaitable[None]]

@@ -7,15 +7,19 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
          cap: settings.max_turns model turns since a person last spoke;
          on cap: OpenContinue)
       Sequence
+        Delegating                    the delegation the run waited or died in, to its end
         ToolSteps                     the calls the last turn decided (a crashed turn's too)
         Running                       a decision beside the run may have ended it
-        Escalate                      stuck (failed commands in a row): ask the people
+        Escalate                      stuck (failed commands in a row): the expert, or
+                                      the people
         TakeNotes, StepTold           what came in meanwhile; where the model is
         OverBudget                    a budget used up: ask to go on
         Branch(Sequence(ContextNoted, Compact, ModelStep),
                model_failed: ModelFailed)
 
-The round starts with the tool steps, so a run resumed after a crash or a person's
+The round starts with the tool steps (after a delegation the run was in: the calls
+its expert's last turn decided run in the expert's workspace, :mod:`core.run.delegation`),
+so a run resumed after a crash or a person's
 decision first finishes the calls its last turn decided, and the cap is checked
 between a model turn and its tool steps. The count is derived from the journal
 (:func:`turns_since_word`), so a run killed and restarted, or one that waited for a
@@ -28,7 +32,7 @@ import collections.abc
 
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
-from core.run.escalation import Escalate
+from core.run.escalation import Delegating, Escalate
 from core.run.state import Run
 from core.run.steps import (
     MODEL_FAILED,
@@ -116,6 +120,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
 
     return Loop(
         Sequence(
+            Delegating(deps),
             ToolSteps(deps),
             Running(),
             Escalate(deps),

@@ -10,6 +10,12 @@ call and moves people's words behind the results (and the context strategies' no
 docs/architecture.md, "Context strategies and notes"). A call with no result at all
 (never expected after a stop or resume, which close every call) gets an error
 result so that a request is never malformed.
+
+A scope whose model has a view of its own (the expert's, in a delegation:
+:class:`core.vocabulary.entries.ScopeEntered` with a ``role``) is left out of the run's
+history, from its entry to its exit; its model reads :func:`scope_view` instead, which
+starts with its brief. The run's model reads how it ended
+(:class:`core.vocabulary.entries.DelegationEnded`, :func:`delegation_ended_block`).
 """
 
 from __future__ import annotations
@@ -23,9 +29,14 @@ from core.vocabulary.entries import (
     AssistantTurn,
     Compacted,
     ContextNote,
+    DelegationBrief,
+    DelegationEnded,
     Escalated,
     JournalRecord,
+    ScopeEntered,
+    ScopeLeft,
     StepEntered,
+    StopEntry,
     ToolResultEntry,
     UserText,
 )
@@ -49,7 +60,9 @@ def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
 
 
-UserEntry = UserText | StepEntered | Compacted | ContextNote | Escalated
+UserEntry = (
+    UserText | StepEntered | Compacted | ContextNote | Escalated | DelegationBrief | DelegationEnded
+)
 """The entries the model reads in a user message, after the tool results."""
 
 
@@ -66,10 +79,32 @@ def escalated_block(entry: Escalated) -> dict[str, Any]:
     """An escalation as threadbot's note to the model: why the people were asked."""
     count = len(entry.failures)
     said = "the last call failed" if count == 1 else f"the last {count} calls failed in a row"
+    if entry.reason:
+        said = f"I'm stuck ({entry.reason})"
     return {
         "type": "text",
         "text": f"[threadbot: {said}, so I asked the people in the thread for help]",
     }
+
+
+def delegation_ended_block(entry: DelegationEnded) -> dict[str, Any]:
+    """How a delegation to the expert ended, as threadbot's note to the run's model: its
+    work merged into the workspace (and what showed it usable, the expert's summary),
+    or not usable and why."""
+    if entry.outcome == "merged":
+        where = f"on the branch {entry.branch}" if entry.branch else "in a copy of the workspace"
+        said = (
+            f"you were stuck, so I handed the work to the expert; it fixed it {where}, "
+            f"now merged into your workspace ({entry.why})"
+        )
+        if entry.summary:
+            said += f". The expert's summary: {entry.summary}"
+        said += ". Go on with the plan from here"
+    else:
+        said = (
+            f"you were stuck, so I handed the work to the expert, who could not fix it: {entry.why}"
+        )
+    return {"type": "text", "text": f"[threadbot: {said}]"}
 
 
 def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
@@ -83,6 +118,10 @@ def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
         return [context_note_block(entry)]
     if isinstance(entry, Escalated):
         return [escalated_block(entry)]
+    if isinstance(entry, DelegationEnded):
+        return [delegation_ended_block(entry)]
+    if isinstance(entry, DelegationBrief):
+        return [{"type": "text", "text": entry.text}]
     if isinstance(entry, Compacted):
         summary = {
             "type": "text",
@@ -94,6 +133,72 @@ def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
         return [user_text_block(entry)]
     files = [dict(block) for block in entry.files]
     return [*files, user_text_block(entry)] if entry.text.strip() else files
+
+
+def scope_view(journal: Sequence[JournalRecord], scope_id: str) -> list[JournalRecord]:
+    """What the model of the scope ``scope_id`` reads (a scope with a view of its own: see
+    the module docstring): the records from its newest entry on, to its exit or the
+    journal's end; empty when it was never entered."""
+    start = None
+    for at in range(len(journal) - 1, -1, -1):
+        entry = journal[at].entry
+        if isinstance(entry, ScopeEntered) and entry.scope == scope_id:
+            start = at
+            break
+    if start is None:
+        return []
+    view: list[JournalRecord] = []
+    for record in journal[start + 1 :]:
+        if isinstance(record.entry, ScopeLeft) and record.entry.scope == scope_id:
+            break
+        view.append(record)
+    return view
+
+
+class OwnViews:
+    """The records of ``journal`` outside every scope with a view of its own (see the module
+    docstring; such a scope's part ends at its exit, or at a stop or a new request,
+    which end its work), for a journal that grows at its end: each call reads only the records
+    appended since the last, and gives the journal itself while no such scope was
+    entered. Any other journal (shorter, or not going on from the records read) is
+    read again whole."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._read = 0
+        self._last: object = None
+        self._inside: str | None = None
+        """The scope with a view of its own the journal is in at its end, if any."""
+        self._kept: list[JournalRecord] = []
+        self._any = False
+        """Whether a record was left out."""
+
+    def __call__(self, journal: Sequence[JournalRecord]) -> Sequence[JournalRecord]:
+        """``journal`` without the records of those scopes (the same records, in order)."""
+        read = self._read
+        if read and (len(journal) < read or journal[read - 1].entry is not self._last):
+            self._reset()
+        for record in journal[self._read :]:
+            entry = record.entry
+            if self._inside is None and isinstance(entry, ScopeEntered) and entry.role:
+                self._inside = entry.scope
+            if self._inside is None:
+                self._kept.append(record)
+                continue
+            if isinstance(entry, StopEntry) or (
+                isinstance(entry, UserText) and entry.role == "request"
+            ):
+                self._inside = None  # a stop, or a new request, ends the scope's work
+                self._kept.append(record)
+                continue
+            self._any = True
+            if isinstance(entry, ScopeLeft) and entry.scope == self._inside:
+                self._inside = None
+        self._read = len(journal)
+        self._last = journal[-1].entry if journal else None
+        return self._kept if self._any else journal
 
 
 def build_messages(journal: Sequence[JournalRecord]) -> list[Message]:
@@ -126,6 +231,7 @@ class History:
         """The newest compaction in the journal: the view starts with it."""
         self._scanned = 0
         """Journal records looked through for compactions."""
+        self._own_views = OwnViews()
 
     def _reset(self) -> None:
         self._messages: list[Message] = []
@@ -140,7 +246,7 @@ class History:
 
     def build(self, journal: Sequence[JournalRecord]) -> list[Message]:
         """The messages for ``journal`` (a new list; the message dicts may be shared)."""
-        journal = self._view(journal)
+        journal = self._view(self._own_views(journal))
         if not self._continues(journal):
             self._reset()
         newer = journal[self._built :]

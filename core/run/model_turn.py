@@ -5,8 +5,9 @@ run's system prompt and every tool (a position's instructions are in the history
 :class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
 refused when called, :mod:`core.run.admission`). Its model is the position's role's
 (:meth:`core.workflow.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
-the planner's while planning, the executor's once the plan is approved), and the
-journaled usage names that role. The answer becomes an
+the planner's while planning, the executor's once the plan is approved), unless the
+run's scope names a role of its own (the expert's, in a delegation:
+:attr:`core.run.scope.Scope.role`), and the journaled usage names that role. The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
 (:meth:`core.tracing.RunSpan.model_call`).
@@ -33,18 +34,23 @@ async def model_turn(
     Raises :class:`core.vocabulary.errors.ModelError` when the model fails for good.
     """
     settings = run.settings
-    model = settings.model_of(deps.workflow.role_at(snap.position)) or deps.model.name
+    model = settings.model_of(role_of(run, deps, snap)) or deps.model.name
     with run.span.model_call(model, max_tokens=settings.max_tokens) as span:
         turn = await _streamed(run, deps, snap, messages)
         span.answered(turn.usage, turn.stop_reason)
         return turn
 
 
+def role_of(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> ModelRole:
+    """The role whose model a call of ``run`` asks now: its scope's own, else the position's."""
+    return run.scope.role or deps.workflow.role_at(snap.position)
+
+
 async def _streamed(
     run: Run, deps: RunDeps, snap: ConversationSnapshot, messages: list[Message] | None
 ) -> AssistantTurn:
     settings = run.settings
-    role = deps.workflow.role_at(snap.position)
+    role = role_of(run, deps, snap)
     asked = settings.model_of(role)
     request = ModelRequest(
         system=settings.system,
