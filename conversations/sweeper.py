@@ -10,8 +10,9 @@ The same sweep prunes, at most once per ``prune_every`` of its clock: outbox row
 settled and deliveries handled longer than ``retention`` ago go, the journal, tool
 records and requests stay (:meth:`conversations.store.Retention.prune`); and the
 workspaces of conversations that ended longer than ``workspace_retention`` ago
-are removed (a running or waiting conversation's never: its state is read again
-just before; a conversation started again later gets a new one).
+are removed, with their delegations' forks beside them (a running or waiting
+conversation's never: its state is read again just before; a conversation started
+again later gets a new one).
 """
 
 from __future__ import annotations

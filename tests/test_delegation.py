@@ -11,11 +11,15 @@ failed last exits 0 again: then it is merged into the conversation's branch (or
 copied back), the thread says so, and the executor goes on with its streak reset,
 its next request saying what happened. An expert that fails too (it answers
 without ``finish``, its work does not make the command pass, its model call fails)
-ends in the question to the people, as without an expert. A stop during a
-delegation stops it; a bot closed during one goes on where it was when it starts
-again. Asserted where a person and the store see it: the thread (the console
-harness, the Slack fake), the journal, the requests, the workspace's git branch,
-each role's requests, the spans.
+ends in the question to the people, as without an expert; the expert is tried once
+per streak, and again for the next. Its calls meet the same policy and approvals
+(one that asks waits for a person, inside the delegation). A stop during a
+delegation stops it; a bot closed during one, or killed at a ``THREADBOT_FAULT``
+point in it, goes on where it was when it starts again. An escalation with a reason
+of its own (no failures) briefs the expert and asks the people with that reason.
+Asserted where a person and the store see it: the thread (the console harness, the
+Slack fake), the journal, the requests, the workspace's git branch, each role's
+requests, the spans.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +34,17 @@ import pytest
 
 from bot.app import build
 from bot.settings import Settings
+from conversations.events import PlatformRef, PostReply
+from conversations.render import render_event
 from core import tracing
 from core.models.scripted import ScriptedCall, ScriptedRoles, ScriptedTurn
+from core.retry import NoRetry
+from core.run.agent import agent
+from core.run.compose import CONTINUE, Do, Outcome, Sequence, Step
+from core.run.deps import RunDeps
+from core.run.escalation import escalate
+from core.run.settings import EngineSettings
+from core.run.state import Run
 from core.vocabulary.entries import (
     AssistantTurn,
     Delegated,
@@ -44,16 +56,22 @@ from core.vocabulary.entries import (
     ToolResultEntry,
 )
 from core.vocabulary.errors import ModelError
+from core.vocabulary.inputs import Inbox
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import Escalation, RequestState
+from core.vocabulary.run_events import EscalationAsked
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
 from tests.console_process import Bot, command, finish, plan
+from tests.engine_setup import Setup
 from tests.fakes.anthropic_server import check_tool_results
 from tests.harness import Chat
 from tests.slack_harness import BOB, slack_workspace
 from tests.test_escalation import STUCK, approved, done, planned, run, texts_of
 from tests.test_traces import Spans
+from tests.test_workspaces_git import git, repo
+
+__all__ = ["repo"]  # a fixture the tests below use, from tests.test_workspaces_git
 
 EXPERT = "claude-expert"
 HEADER = "foo.h"
@@ -62,29 +80,6 @@ SECOND = (
     f"test -f {HEADER} && echo built || {{ echo 'error: missing header {HEADER}' >&2; exit 2; }}"
 )
 HANDED = f"🎓 handing this to the expert ({EXPERT}): the last 2 commands failed"
-
-
-def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """The operator's repository: one commit on main."""
-    path = tmp_path / "operator-repo"
-    path.mkdir()
-    git("init", "-q", "-b", "main", cwd=path)
-    (path / "README.md").write_text("# app\n")
-    git("add", "-A", cwd=path)
-    git("-c", "user.email=op@example.com", "-c", "user.name=op", "commit", "-qm", "init", cwd=path)
-    return path
 
 
 def call(name: str, **arguments: Any) -> ScriptedTurn:
@@ -280,6 +275,40 @@ async def test_an_expert_that_fails_too_ends_in_the_question_to_the_people(
     assert after.endswith("bob (answer): I added the header myself, build again")
 
 
+async def test_the_expert_is_tried_once_per_streak_and_again_for_the_next(
+    settings: Settings,
+) -> None:
+    model = roles(
+        expert=[
+            ScriptedTurn(text="No idea."),  # delegation 1: not usable
+            write_header(),  # delegation 2, after the people's answer and two more failures
+            call("finish", answer="Added foo.h."),
+        ],
+        after=[run(FIRST), run(SECOND), run(SECOND), done()],
+    )
+    app, chat = await started(settings, model)
+    try:
+        await approved(app, chat)
+        assert str((await chat.snapshot()).status) == "waiting(escalation)"
+        assert len(model.of("expert").requests) == 1  # the people, not the expert again
+
+        await chat.reply("try once more", by="bob")
+        await app.hub.settled()
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+    assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()
+    assert [(d.n, len(d.failures)) for d in entries(snap, Delegated)] == [(1, 2), (2, 2)]
+    assert [e.outcome for e in entries(snap, DelegationEnded)] == ["not_usable", "merged"]
+    assert len(entries(snap, Escalated)) == 1
+    # The second delegation: a brief of its own, in a fork of its own.
+    second = model.of("expert").requests[1]
+    assert len(second.messages) == 1 and "you are the expert" in str(second.messages)
+    workspace = Path(snap.workspace)
+    assert (workspace.with_name(f"{workspace.name}-delegation-2") / HEADER).exists()
+    assert (workspace / HEADER).exists()
+
+
 # --- Slack: the copy of a plain workspace, copied back; and the question after a failure ---
 
 
@@ -341,6 +370,40 @@ async def test_on_slack_an_expert_that_fails_ends_in_the_question_and_a_reply_go
     [request] = [r for r in snap.requests if isinstance(r, Escalation)]
     assert request.state is RequestState.DECIDED
     assert texts_of(model.of("executor").requests[2]).endswith("(answer): use the vendored headers")
+
+
+async def test_the_expert_s_call_that_asks_waits_for_a_person_and_goes_on_in_its_copy(
+    settings: Settings,
+) -> None:
+    risky = f"rm -rf build && echo '#define FOO 1' > {HEADER}"
+    model = roles(
+        expert=[call("run_command", command=risky), call("finish", answer="Made foo.h.")],
+        after=[run(SECOND), done()],
+    )
+    app, chat = await started(settings, model)
+    try:
+        await approved(app, chat)
+        snap = await chat.snapshot()
+        # The same policy: the expert's command asks, and the run waits inside the delegation.
+        assert str(snap.status) == "waiting(tool_approval)"
+        assert len(model.of("expert").requests) == 1
+        workspace = Path(snap.workspace)
+        fork = workspace.with_name(f"{workspace.name}-delegation-1")
+        assert not (fork / HEADER).exists()
+
+        await chat.react(chat.bot_message("🔐 May I run this?"))
+        await app.hub.settled()
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+    assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()
+    # It ran in the expert's copy, and came back with the merge.
+    assert (fork / HEADER).read_text() == "#define FOO 1\n"
+    assert (workspace / HEADER).read_text() == "#define FOO 1\n"
+    [ended] = entries(snap, DelegationEnded)
+    assert ended.outcome == "merged"
+    assert len(model.of("expert").requests) == 2
+    assert "✅ Built." in chat.out.getvalue()
 
 
 # --- a stop during a delegation -------------------------------------------------------------
@@ -476,3 +539,58 @@ def test_a_restart_during_a_delegation_goes_on_where_it_was(tmp_path: Path, faul
     assert (bot.workspace() / HEADER).read_text() == "#define FOO 1\n"
     (body,) = bot.query("select body from journal where kind = 'delegation_ended'")[0]
     assert json.loads(body)["outcome"] == "merged"
+
+
+# --- an escalation with a reason of its own (a refused finish, a prose reply...) ------------
+
+REASON = "finish was called twice with no change made"
+
+
+def escalating_first(deps: RunDeps, inbox: Inbox | None) -> Step:
+    """The agent, after one escalation with :data:`REASON` and no failures at its start
+    (as the run's other checks call :func:`core.run.escalation.escalate`)."""
+
+    async def stuck(run: Run) -> Outcome:
+        journal = run.snap.journal
+        if any(isinstance(r.entry, Delegated | Escalated) for r in journal):
+            return CONTINUE
+        return await escalate(run, deps, (), reason=REASON)
+
+    return Sequence(Do("stuck", stuck), agent(deps, inbox))
+
+
+@pytest.mark.parametrize("fixes", [True, False])
+async def test_an_escalation_with_a_reason_briefs_the_expert_and_asks_with_it(
+    tmp_path: Path, fixes: bool
+) -> None:
+    expert = finish("Done as planned.") if fixes else {"text": "I cannot tell."}
+    script = [{"role": "expert", **expert}, finish("Answered.")]
+    setup = Setup(
+        tmp_path,
+        NoRetry(),
+        script,
+        settings=EngineSettings(expert_model=EXPERT),
+        compose=escalating_first,
+    )
+    await setup.mention(setup.engine())
+    snap = await setup.snapshot()
+
+    [brief] = [r for r in setup.requests if r.role == "expert"]
+    assert f"is stuck ({REASON})" in str(brief.messages[0])
+    [delegated] = entries(snap, Delegated)
+    assert delegated.reason == REASON and delegated.failures == ()
+    [ended] = entries(snap, DelegationEnded)
+    if fixes:  # no command failed: finish alone makes it usable
+        assert (ended.outcome, ended.why) == ("merged", "it called finish")
+        assert snap.status.lifecycle is Lifecycle.DONE
+        return
+    assert ended.outcome == "not_usable"
+    assert str(snap.status) == "waiting(escalation)"
+    [request] = snap.open_requests
+    assert isinstance(request, Escalation) and request.prompt == f"I'm stuck: {REASON}"
+    [escalated] = entries(snap, Escalated)
+    assert escalated.reason == REASON
+    asked = EscalationAsked(request_id=request.id, failures=(), reason=REASON)
+    [shown] = render_event(PlatformRef(platform="console", channel="c"), asked)
+    assert isinstance(shown.action, PostReply)
+    assert shown.action.text.startswith(f"🆘 I'm stuck: {REASON}\n")

@@ -55,15 +55,24 @@ def turns_since_word(journal: collections.abc.Sequence[JournalRecord]) -> int:
     """Model turns journaled since a person last gave the run its work: a request, an
     answer, plan feedback (:class:`core.vocabulary.entries.UserText` other than a
     note) or a decision (:class:`core.vocabulary.entries.DecisionEntry`: an approval,
-    "go on"). Read from the end, so it costs the turns since, not the journal."""
+    "go on"). The expert's turns in a delegation count toward its own cap, not this one
+    (:mod:`core.run.expert`). Read from the end, so it costs the turns since, not the
+    journal."""
     turns = 0
     for record in reversed(journal):
         entry = record.entry
-        if isinstance(entry, AssistantTurn):
+        if _counts(entry):
             turns += 1
         elif _gives_work(entry):
             break
     return turns
+
+
+def _counts(entry: object) -> bool:
+    """Whether ``entry`` is a model turn the run's cap counts (not the expert's)."""
+    return isinstance(entry, AssistantTurn) and not (
+        entry.usage is not None and entry.usage.role == "expert"
+    )
 
 
 def _gives_work(entry: object) -> bool:
@@ -91,7 +100,7 @@ class TurnCount:
             self._turns = turns_since_word(journal)
         else:
             for record in journal[read:]:
-                if isinstance(record.entry, AssistantTurn):
+                if _counts(record.entry):
                     self._turns += 1
                 elif _gives_work(record.entry):
                     self._turns = 0
