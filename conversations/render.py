@@ -67,7 +67,8 @@ def render_event(
     settings = settings or RenderSettings()
     match event:
         case ProgressNote():
-            prefix = f"⏳ {event.step} · " if event.step else "⏳ "
+            mark = event.mark or "⏳"
+            prefix = f"{mark} {event.step} · " if event.step else f"{mark} "
             status = format_stats(event.totals) if event.totals else None
             post = PostReply(ref=binding, text=prefix + event.text, status=status)
             return [Outgoing(post, purpose="note")]
@@ -257,9 +258,10 @@ def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:
 
 
 def _escalation(binding: PlatformRef, event: EscalationAsked) -> Outgoing:
-    """``🆘 I'm stuck: the last 2 commands failed``, then each failed call and the end of its
-    output in a code block, and how to answer (a reply, as to a question)."""
-    lines = [f"🆘 {stuck_line(len(event.failures))}"]
+    """``🆘 I'm stuck: the last 2 commands failed`` (or the escalation's own reason), then
+    each failed call and the end of its output in a code block, and how to answer (a
+    reply, as to a question)."""
+    lines = [f"🆘 {stuck_line(len(event.failures), event.reason)}"]
     for number, failed in enumerate(event.failures, start=1):
         lines.append(f"{number}. {failed.call}")
         if failed.output:

@@ -10,8 +10,9 @@ The same sweep prunes, at most once per ``prune_every`` of its clock: outbox row
 settled and deliveries handled longer than ``retention`` ago go, the journal, tool
 records and requests stay (:meth:`conversations.store.Retention.prune`); and the
 workspaces of conversations that ended longer than ``workspace_retention`` ago
-are removed (a running or waiting conversation's never: its state is read again
-just before; a conversation started again later gets a new one).
+are removed, with their delegations' forks beside them (a running or waiting
+conversation's never: its state is read again just before; a conversation started
+again later gets a new one).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from conversations.store import Pruned, Requests, Retention, Threads
 from core.context import now
 from core.run.engine import Engine
+from core.tools.workspaces import forks_of
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,10 @@ PRUNE_EVERY = timedelta(hours=1)
 
 
 def _remove_tree(path: Path) -> bool:
-    """Remove ``path`` (a directory) and what is in it; True when it was there."""
+    """Remove ``path`` (a directory) and what is in it, and the forks its delegations made
+    beside it (:func:`core.tools.workspaces.forks_of`); True when it was there."""
+    for fork in forks_of(path):
+        shutil.rmtree(fork, ignore_errors=True)
     if not path.is_dir():
         return False
     shutil.rmtree(path, ignore_errors=True)

@@ -5,9 +5,9 @@ called from another one of the same conversation goes on in its run, and its spa
 each model call is a ``chat {model}`` span and each tool call the run executes an
 ``execute_tool {tool}`` span, both children of the run span, named and attributed
 as the GenAI semantic conventions say (an escalation, which they do not name, is a
-``threadbot.escalate`` child span: :meth:`RunSpan.escalation`; an expert's
-consultation a ``threadbot.ask_expert`` child span, its model call's ``chat`` span
-inside it: :meth:`RunSpan.consultation`):
+``threadbot.escalate`` child span, a delegation's calls its children:
+:meth:`RunSpan.escalation`; an expert's consultation a ``threadbot.ask_expert`` child
+span, its model call's ``chat`` span inside it: :meth:`RunSpan.consultation`):
 
 - agent (run) spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-agent-spans/
 - model call and tool call spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
@@ -67,9 +67,12 @@ TOOL_STATE = "threadbot.tool.state"
 """The tool call's final state (:class:`core.vocabulary.tool_records.ToolState`)."""
 
 ESCALATED_TO = "threadbot.escalation.to"
-"""Whom a stuck run asked for help (``people``)."""
+"""Whom a stuck run asked for help (``people``, or ``expert``: a delegation)."""
 ESCALATION_FAILURES = "threadbot.escalation.failures"
 """How many failed calls in a row made the run escalate."""
+ESCALATION_OUTCOME = "threadbot.escalation.outcome"
+"""How a delegation ended in this run (``merged``, ``not_usable``; absent: it goes on in a
+later run, after a person's decision or a restart)."""
 
 CONSULTATION_OUTCOME = "threadbot.consultation.outcome"
 """What became of an ``ask_expert`` call: ``answered``, ``failed`` or ``refused``."""
@@ -125,6 +128,17 @@ class Consultation:
         if outcome != "answered":
             self._span.set_attribute("error.type", outcome)
             self._span.set_status(Status(StatusCode.ERROR))
+
+
+class EscalationSpan:
+    """The span of one escalation, told how a delegation ended (:meth:`ended`)."""
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def ended(self, outcome: str) -> None:
+        """Record how the delegation ended (``merged``, ``not_usable``)."""
+        self._span.set_attribute(ESCALATION_OUTCOME, outcome)
 
 
 class ToolSpan:
@@ -188,13 +202,14 @@ class RunSpan:
             yield ToolSpan(span)
 
     @contextlib.contextmanager
-    def escalation(self, to: str, failures: int) -> Iterator[None]:
+    def escalation(self, to: str, failures: int) -> Iterator[EscalationSpan]:
         """The span of an escalation (``threadbot.escalate``, a child of the run's): the run
-        was stuck after ``failures`` failed calls in a row and asked ``to`` for help
-        (:mod:`core.run.escalation`)."""
+        was stuck after ``failures`` failed calls in a row and asked ``to`` for help:
+        ``people``, or ``expert`` (a delegation, :mod:`core.run.delegation`, whose model
+        calls and tool calls are its children) (:mod:`core.run.escalation`)."""
         attributes: dict[str, str | int] = {ESCALATED_TO: to, ESCALATION_FAILURES: failures}
-        with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes):
-            yield
+        with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes) as span:
+            yield EscalationSpan(span)
 
     @contextlib.contextmanager
     def consultation(self, record: ToolCallRecord, model: str) -> Iterator[Consultation]:

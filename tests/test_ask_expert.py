@@ -262,7 +262,13 @@ async def test_past_the_count_budget_a_call_is_refused_and_two_ask_the_people(
     finally:
         await app.close()
 
-    assert len(model.of("expert").requests) == 1  # the refused calls asked no one
+    # The refused calls asked no one: the expert's second request is the delegation's
+    # brief (two failures in a row, an expert set: the work is handed to it first), whose
+    # model call fails here (its script has run out), so the people are asked after it.
+    [consulted, delegated] = model.of("expert").requests
+    assert consulted.tool_choice == "none"
+    brief = delegated.messages[0]["content"][0]["text"]
+    assert brief.startswith("[threadbot: you are the expert.")
     calls = [r for r in snap.tool_calls.values() if r.name == "ask_expert"]
     assert [c.state for c in calls] == [ToolState.DONE, ToolState.FAILED, ToolState.FAILED]
     refused = model.of("executor").requests[2]

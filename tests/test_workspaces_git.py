@@ -4,8 +4,8 @@ Two conversations on one repository, through the bot (sandboxed commands, the
 scripted model): each gets its own clone on ``threadbot/<conversation>``; a hook
 and a config command one plants never run in the other, in the operator's
 repository or in the bot; the final answer names the branch and the changed
-files. The sweeper removes the workspaces of conversations that ended, never a
-running or waiting one's.
+files. The sweeper removes the workspaces of conversations that ended (with their
+delegations' forks), never a running or waiting one's.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ async def test_the_sweeper_removes_ended_workspaces_and_never_an_active_one(
         assert cid is not None
         (tmp_path / cid).mkdir()
         (tmp_path / cid / "file").write_text(name)
+        (tmp_path / f"{cid}-delegation-1").mkdir()  # a delegation's fork beside it
         ids[name] = cid
     await store.journal.commit(ids["done"], Change(status=lifecycle.DONE))
     waiting = lifecycle.waiting(lifecycle.WaitKind.QUESTION)
@@ -163,6 +164,8 @@ async def test_the_sweeper_removes_ended_workspaces_and_never_an_active_one(
     later = now + timedelta(days=4)
     assert await sweeper.remove_workspaces(later) == [ids["done"]]
     assert not (tmp_path / ids["done"]).exists()
+    assert not (tmp_path / f"{ids['done']}-delegation-1").exists()  # its fork went with it
+    assert (tmp_path / f"{ids['waiting']}-delegation-1").exists()
     assert (tmp_path / ids["waiting"] / "file").exists()
     assert (tmp_path / ids["fresh"] / "file").exists()
     assert await sweeper.remove_workspaces(later + timedelta(days=1)) == []  # once

@@ -6,7 +6,8 @@ A task begins with a request that moved the conversation to another step (its
 request, a request after an answer or a stop); a request that carries a failed run on
 where it failed keeps the step, and the plan. A step is done when a
 ``report_progress`` call names a later step ("step 3 of 4" makes steps 1 and 2 done),
-and every step is done once the run calls ``finish``. Control calls are read through
+and every step is done once the run calls ``finish`` (the expert's calls in a
+delegation count for nothing here). Control calls are read through
 :mod:`core.tools.control` (never by their names here); a call that was denied counts
 for nothing. Everything is derived from the snapshot, so a restarted run reads the
 same plan (docs/architecture.md, "Context strategies and notes").
@@ -73,6 +74,9 @@ def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
     for record in journal[start:]:
         if not isinstance(record.entry, AssistantTurn):
             continue
+        usage = record.entry.usage
+        if usage is not None and usage.role == "expert":
+            continue  # a delegation's: its finish hands the work back, it ends no step
         for call in record.entry.tool_calls:
             held = snapshot.tool_calls.get(call.id)
             if held is not None and held.state is ToolState.DENIED:

@@ -18,12 +18,16 @@ earlier call of its conversation (whose record, with its result, would be taken
 for its own and the call never run), also after a restart. :class:`ScriptedRoles`
 names each role in its ids (``toolu_scripted_executor_<turn>_<index>``): the
 executor's own view of the history (its model differing from the planner's) starts
-after the planning turns, so its turn numbers start again from 0.
+after the planning turns, so its turn numbers start again from 0. The expert's requests
+start from its brief (a delegation's view of its own, :mod:`core.run.delegation`),
+so its calls are numbered within that view and named after it:
+``toolu_<model>_expert<digest of the brief>_<turn>_<index>``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -147,9 +151,13 @@ async def canned_events(
     """The stream of one canned turn; a call with no id gets ``toolu_<prefix>_<turn>_<index>``.
 
     ``model`` names the model in the usage event; ``<turn>`` is the number of
-    assistant turns in ``request``'s history (see the module docstring).
+    assistant turns in ``request``'s history, the expert's named after its view (see
+    the module docstring).
     """
     turn = _turn_number(request)
+    if request.role == "expert" and request.messages:  # a view of its own: see the docstring
+        first = json.dumps(request.messages[0]["content"], sort_keys=True, default=str)
+        prefix += "_expert" + hashlib.sha256(first.encode()).hexdigest()[:8]
     if text:
         yield TextDelta(text=text)
     for index, call in enumerate(calls):
@@ -163,12 +171,15 @@ class ScriptFileModel:
     """Canned turns from a JSON file, chosen by how many turns the history holds.
 
     The file is a list of turns, ``{"text": str?, "calls": [{"name", "input"?,
-    "id"?}]?}``. The turn answered is the one after the assistant messages already
-    in the request, so the script goes on where it was after a crash and a
-    restart. The file is read again for each request, so a test may add turns
-    while the bot runs (one that names what an earlier turn made, an output's id).
-    A call's id defaults to ``toolu_script_<turn>_<index>``. Raises ``ValueError``
-    for a malformed file and :class:`ModelError` past its end.
+    "id"?}]?, "role": "expert"?}``. The turn answered is the one after the assistant
+    messages already in the request, so the script goes on where it was after a
+    crash and a restart. The turns marked ``"role": "expert"`` answer the expert's
+    requests (a delegation's view of its own: its brief and its own turns), the
+    others every other request, each in their order. The file is read again for
+    each request, so a test may add turns while the bot runs (one that names what
+    an earlier turn made, an output's id). A call's id defaults to
+    ``toolu_script_<turn>_<index>``. Raises ``ValueError`` for a malformed file and
+    :class:`ModelError` past its end.
     """
 
     def __init__(self, path: str) -> None:
@@ -186,7 +197,8 @@ class ScriptFileModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the events of the turn after the history's last assistant message."""
         index = _turn_number(request)
-        turns = self._read()
+        expert = request.role == "expert"
+        turns = [t for t in self._read() if (t.get("role") == "expert") == expert]
         if index >= len(turns):
             raise ModelError(f"the model script has no turn {index + 1}", retryable=False)
         turn = turns[index]

@@ -1,7 +1,8 @@
 """One-line summaries of tool calls for people (approval messages, progress notes).
 
 Pure text: :func:`summarize_call` shows what a call does in at most a given number
-of characters; :func:`shorten` cuts text with ``…``.
+of characters; :func:`shorten` cuts text with ``…``; :func:`last_lines` keeps the end
+of an output.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def _show(value: object) -> str:
 def shorten(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, ending in ``…`` when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def last_lines(text: str, count: int, width: int) -> str:
+    """The last ``count`` lines of ``text`` that are not blank, each cut to ``width``
+    characters (:func:`shorten`), joined by line breaks."""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(shorten(line, width) for line in lines[-count:])
 
 
 def _shorten_left(text: str, limit: int) -> str:

@@ -27,32 +27,46 @@ from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Answered
 
 
-def stuck_line(failures: int) -> str:
-    """``I'm stuck: the last 2 commands failed`` (the request's prompt, the message's title)."""
+def stuck_reason(failures: int, reason: str = "") -> str:
+    """Why the run is stuck, in words: ``reason`` when one is given (an escalation a
+    failure streak did not make), else ``the last 2 commands failed``."""
+    if reason:
+        return reason
     if failures == 1:
-        return "I'm stuck: the last command failed"
-    return f"I'm stuck: the last {failures} commands failed"
+        return "the last command failed"
+    return f"the last {failures} commands failed"
+
+
+def stuck_line(failures: int, reason: str = "") -> str:
+    """``I'm stuck: the last 2 commands failed`` (the request's prompt, the message's title),
+    or ``I'm stuck: <reason>`` (:func:`stuck_reason`)."""
+    return f"I'm stuck: {stuck_reason(failures, reason)}"
 
 
 def open_escalation(
-    snap: ConversationSnapshot, failures: Sequence[FailedCall], opening: Opening
+    snap: ConversationSnapshot,
+    failures: Sequence[FailedCall],
+    opening: Opening,
+    *,
+    reason: str = "",
 ) -> Change:
-    """Ask the people for help with ``failures`` (the streak, oldest first): the entry, the
-    request and its message in one change."""
+    """Ask the people for help with ``failures`` (the streak, oldest first; maybe none) and
+    ``reason`` (why, when the streak does not say it: words after "I'm stuck: "): the
+    entry, the request and its message in one change."""
     expires_at, remind_at = opening.times()
     request = Escalation(
         id=opening.new_id(),
-        prompt=stuck_line(len(failures)),
+        prompt=stuck_line(len(failures), reason),
         failures=len(failures),
         expires_at=expires_at,
         remind_at=remind_at,
     )
     failed = tuple(failures)
     return Change(
-        entries=(Escalated(request_id=request.id, failures=failed),),
+        entries=(Escalated(request_id=request.id, failures=failed, reason=reason),),
         open_request=request,
         status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
-        events=(EscalationAsked(request_id=request.id, failures=failed),),
+        events=(EscalationAsked(request_id=request.id, failures=failed, reason=reason),),
     )
 
 

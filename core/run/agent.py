@@ -8,15 +8,19 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
               since the step was entered or a person last gave the run work;
          on cap: OpenContinue)
       Sequence
+        Delegating                    the delegation the run waited or died in, to its end
         ToolSteps                     the calls the last turn decided (a crashed turn's too)
         Running                       a decision beside the run may have ended it
-        Escalate                      stuck (failed commands in a row): ask the people
+        Escalate                      stuck (failed commands in a row): the expert, or
+                                      the people
         TakeNotes, StepTold           what came in meanwhile; where the model is
         OverBudget                    a budget used up: ask to go on
         Branch(Sequence(ContextNoted, Compact, ModelStep),
                model_failed: ModelFailed)
 
-The round starts with the tool steps, so a run resumed after a crash or a person's
+The round starts with the tool steps (after a delegation the run was in: the calls
+its expert's last turn decided run in the expert's workspace, :mod:`core.run.delegation`),
+so a run resumed after a crash or a person's
 decision first finishes the calls its last turn decided, and the cap is checked
 between a model turn and its tool steps. The count is derived from the journal
 (:func:`turns_in_step`), so a run killed and restarted, or one that waited for a
@@ -29,7 +33,7 @@ import collections.abc
 
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
-from core.run.escalation import Escalate
+from core.run.escalation import Delegating, Escalate
 from core.run.state import Run
 from core.run.steps import (
     MODEL_FAILED,
@@ -63,16 +67,25 @@ def turns_in_step(journal: collections.abc.Sequence[JournalRecord]) -> int:
     (:class:`core.vocabulary.entries.DecisionEntry`: an approval, "go on"). Read from the
     end, so it costs the turns since, not the journal.
 
-    A position without instructions journals no ``StepEntered`` (the default workflow's
-    are all entered on a person's word anyway: a request, an approval, feedback)."""
+    The expert's turns in a delegation count toward its own cap, not this one
+    (:mod:`core.run.expert`). A position without instructions journals no
+    ``StepEntered`` (the default workflow's are all entered on a person's word anyway:
+    a request, an approval, feedback)."""
     turns = 0
     for record in reversed(journal):
         entry = record.entry
-        if isinstance(entry, AssistantTurn):
+        if _counts(entry):
             turns += 1
         elif _starts_count(entry):
             break
     return turns
+
+
+def _counts(entry: object) -> bool:
+    """Whether ``entry`` is a model turn the run's cap counts (not the expert's)."""
+    return isinstance(entry, AssistantTurn) and not (
+        entry.usage is not None and entry.usage.role == "expert"
+    )
 
 
 def _starts_count(entry: object) -> bool:
@@ -102,7 +115,7 @@ class TurnCount:
             self._turns = turns_in_step(journal)
         else:
             for record in journal[read:]:
-                if isinstance(record.entry, AssistantTurn):
+                if _counts(record.entry):
                     self._turns += 1
                 elif _starts_count(record.entry):
                     self._turns = 0
@@ -131,6 +144,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
 
     return Loop(
         Sequence(
+            Delegating(deps),
             ToolSteps(deps),
             Running(),
             Escalate(deps),

@@ -3,10 +3,15 @@
 The model does not say when it is stuck; the run tells from what happened
 (docs/architecture.md, "The agent as a composition"). :func:`failure_streak` reads the
 failed calls in a row from the journal; :class:`Escalate`, a step of the agent between
-a turn's tool calls and the next model call, asks the people in the thread for help
-when the streak reaches the ``failure_limit`` setting
-(:func:`core.requests.escalation.open_escalation`), and the run waits
-(``waiting(escalation)``).
+a turn's tool calls and the next model call, escalates when the streak reaches the
+``failure_limit`` setting. :func:`escalate` is the one entry point of an escalation
+(the rest of the run calls it too, with a reason instead of failures): with an expert
+model configured (``expert_model``) and not yet tried for this streak, it delegates
+the work to the expert (:mod:`core.run.delegation`); when there is none, or the
+expert's work is not usable, it asks the people in the thread for help
+(:func:`ask_people`, :func:`core.requests.escalation.open_escalation`), and the run
+waits (``waiting(escalation)``). :class:`Delegating`, the agent's first step of a
+round, goes on with a delegation the run was in when it waited or was killed.
 
 What counts:
 
@@ -17,8 +22,11 @@ What counts:
   that ended ``failed`` (refused because the expert's budget is spent, or the
   expert's API call failed: :mod:`core.run.consultation`);
 - the end of a streak: a ``run_command`` call that ended ``done``, the answer to an
-  escalation (:class:`~core.vocabulary.entries.FailuresReset`) and a new request
-  (a person's :class:`~core.vocabulary.entries.UserText` of role ``request``);
+  escalation (:class:`~core.vocabulary.entries.FailuresReset`), a delegation whose
+  work was merged (:class:`~core.vocabulary.entries.DelegationEnded`) and a new
+  request (a person's :class:`~core.vocabulary.entries.UserText` of role ``request``);
+- passed over: what the expert did in a delegation (from its
+  :class:`~core.vocabulary.entries.Delegated` entry to its end);
 - neither: a stop (``cancelled``, ``interrupted``), a denial (the policy's, or a
   person's ❌ on a tool approval), a call found ``running`` after a crash
   (``unknown``), an answered consultation (advice, not a fix), and the other tools'
@@ -28,9 +36,6 @@ The streak is a pure function of the journal since its last end, each call's fin
 state read from its tool call record (both committed in one change, both in the
 store): a run killed between two failures and restarted counts the same as one that
 went straight through.
-
-With an expert model configured (``expert_model``), the run escalates to the people
-all the same for now: delegating to the expert comes later (issue 28).
 """
 
 from __future__ import annotations
@@ -38,15 +43,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
-from core.policy.summary import shorten, summarize_call
+from core.policy.summary import last_lines, shorten, summarize_call
 from core.requests.escalation import open_escalation
 from core.run import live
 from core.run.compose import CONTINUE, WAIT, Outcome
+from core.run.delegation import NOT_USABLE, Delegation, delegate, open_delegation
 from core.run.deps import RunDeps
 from core.run.state import Run
 from core.tools import control
 from core.tools.command import RunCommand
 from core.vocabulary.entries import (
+    Delegated,
+    DelegationEnded,
     FailedCall,
     FailuresReset,
     JournalRecord,
@@ -77,11 +85,25 @@ def failure_streak(
 
     ``records``: the tool call records by ``tool_use_id`` (each call's name, input and
     final state); ``tools``: the names of the tools that exist (a failed call of another
-    name is an invented tool's). Reads back from the end only as far as the streak's end.
+    name is an invented tool's). Reads back from the end only as far as the streak's end;
+    a delegation still open at the end is passed over whole (the streak is the one that
+    made it).
     """
     failed: list[FailedCall] = []
-    for journaled in reversed(journal):
-        entry = journaled.entry
+    opened = open_delegation(journal)
+    skipping: int | None = None
+    """The delegation being passed over (read back from its end to its entry)."""
+    for at in range(len(journal) if opened is None else opened[0], 0, -1):
+        entry = journal[at - 1].entry
+        if skipping is not None:
+            if isinstance(entry, Delegated) and entry.n == skipping:
+                skipping = None
+            continue
+        if isinstance(entry, DelegationEnded):
+            if entry.outcome == "merged":
+                break
+            skipping = entry.n
+            continue
         if isinstance(entry, FailuresReset) or (
             isinstance(entry, UserText) and entry.role == "request"
         ):
@@ -107,20 +129,88 @@ def _shown(record: ToolCallRecord, result: ToolResultEntry) -> FailedCall:
         said = summarize_call(name, record.input, LINE_WIDTH)
     else:
         said = f"{shorten(name, 60)} (no such tool)"
-    lines = [line.rstrip() for line in result.content.strip().splitlines() if line.strip()]
-    tail = "\n".join(shorten(line, LINE_WIDTH) for line in lines[-TAIL_LINES:])
+    tail = last_lines(result.content, TAIL_LINES, LINE_WIDTH)
     return FailedCall(tool_use_id=record.tool_use_id, tool=name, call=said, output=tail)
 
 
-class Escalate:
-    """Ask the people for help when the failure streak reaches ``failure_limit``: ``wait``
-    then (the escalation committed, in its trace span), else ``continue``."""
+def expert_tried(journal: Sequence[JournalRecord]) -> bool:
+    """Whether a delegation of this streak ended with work that was not usable (the
+    people are asked then, not the expert again). Reads back to the streak's end (see
+    :func:`failure_streak`)."""
+    for record in reversed(journal):
+        entry = record.entry
+        if isinstance(entry, DelegationEnded):
+            return entry.outcome != "merged"
+        if isinstance(entry, FailuresReset) or (
+            isinstance(entry, UserText) and entry.role == "request"
+        ):
+            return False
+    return False
+
+
+async def escalate(
+    run: Run, deps: RunDeps, failures: Sequence[FailedCall], reason: str = ""
+) -> Outcome:
+    """The run is stuck: ``failures`` (the streak, oldest first; maybe none), or ``reason``
+    (why, when no streak says it: words that follow "I'm stuck: ", as "finish was
+    called twice with no change made"). With an expert model configured and not yet
+    tried for this streak, delegate (:func:`core.run.delegation.delegate`); when there
+    is none, or its work is not usable, ask the people (:func:`ask_people`).
+
+    The outcome: ``continue`` when the expert's work was merged (the run goes on),
+    ``wait`` for a person (the people's answer, or a decision inside the delegation),
+    ``suspended`` or ``done``.
+    """
+    if run.settings.expert_model and not expert_tried(run.snap.journal):
+        outcome = await delegate(run, deps, failures, reason)
+        if outcome.name != NOT_USABLE:
+            return outcome
+    return await ask_people(run, deps, failures, reason)
+
+
+async def ask_people(
+    run: Run, deps: RunDeps, failures: Sequence[FailedCall], reason: str = ""
+) -> Outcome:
+    """Ask the people in the thread for help (:func:`core.requests.escalation.open_escalation`),
+    in the escalation's trace span: ``wait``."""
+    log.info("conversation %s: asking the people for help", run.conversation_id)
+    change = open_escalation(run.snap, failures, run.opening, reason=reason)
+    with run.span.escalation("people", len(failures)):
+        await live.commit(run, deps.journal, change)
+    return WAIT
+
+
+class Delegating:
+    """Go on with the delegation the run is in (:func:`core.run.delegation.open_delegation`:
+    it waited for a person inside it, or the process died there), before anything
+    else of the round; ask the people when its work is not usable. ``continue`` when
+    there is none, or its work was merged; else the flow it stopped at."""
 
     def __init__(self, deps: RunDeps) -> None:
         self._deps = deps
 
     async def go(self, run: Run) -> Outcome:
-        """Commit the escalation when the run is stuck."""
+        """The open delegation, to its end."""
+        opened = open_delegation(run.snap.journal)
+        if opened is None:
+            return CONTINUE
+        entry = opened[1]
+        outcome = await Delegation(self._deps, entry).go(run)
+        if outcome.name != NOT_USABLE:
+            return outcome
+        return await ask_people(run, self._deps, entry.failures, entry.reason)
+
+
+class Escalate:
+    """Escalate (:func:`escalate`) when the failure streak reaches ``failure_limit``: its
+    outcome then (``continue`` after the expert's work was merged, ``wait`` for the
+    people...), else ``continue``."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Escalate when the run is stuck."""
         deps, snap = self._deps, run.snap
         tools = {tool.spec.name for tool in deps.toolbox}
         streak = failure_streak(snap.journal, snap.tool_calls, tools)
@@ -128,7 +218,4 @@ class Escalate:
         if len(streak) < limit:
             return CONTINUE
         log.info("conversation %s: stuck after %d failures", run.conversation_id, len(streak))
-        change = open_escalation(snap, streak, run.opening)
-        with run.span.escalation("people", len(streak)):
-            await live.commit(run, deps.journal, change)
-        return WAIT
+        return await escalate(run, deps, streak)

@@ -16,6 +16,13 @@ The executor's own view (when its model differs from the planner's: the caller d
 message with the request and the approved plan's steps (:func:`plan_blocks`), then
 everything journaled since the approval; the planning turns are left out
 (docs/architecture.md, "Conversation lifecycle and workflow position").
+
+A scope whose model has a view of its own (the expert's, in a delegation:
+:class:`core.vocabulary.entries.ScopeEntered` with a ``role``) is left out of the run's
+history, from its entry to its exit (:mod:`core.run.own_views`); its model reads
+:func:`core.run.own_views.scope_view` instead, which
+starts with its brief. The run's model reads how it ended
+(:class:`core.vocabulary.entries.DelegationEnded`, :func:`delegation_ended_block`).
 """
 
 from __future__ import annotations
@@ -26,10 +33,13 @@ from typing import Any
 
 from core.models.base import Message
 from core.run.executor_view import approval_at, plan_of
+from core.run.own_views import OwnViews
 from core.vocabulary.entries import (
     AssistantTurn,
     Compacted,
     ContextNote,
+    DelegationBrief,
+    DelegationEnded,
     Escalated,
     JournalRecord,
     StepEntered,
@@ -57,7 +67,9 @@ def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
 
 
-UserEntry = UserText | StepEntered | Compacted | ContextNote | Escalated
+UserEntry = (
+    UserText | StepEntered | Compacted | ContextNote | Escalated | DelegationBrief | DelegationEnded
+)
 """The entries the model reads in a user message, after the tool results."""
 
 
@@ -74,10 +86,32 @@ def escalated_block(entry: Escalated) -> dict[str, Any]:
     """An escalation as threadbot's note to the model: why the people were asked."""
     count = len(entry.failures)
     said = "the last call failed" if count == 1 else f"the last {count} calls failed in a row"
+    if entry.reason:
+        said = f"I'm stuck ({entry.reason})"
     return {
         "type": "text",
         "text": f"[threadbot: {said}, so I asked the people in the thread for help]",
     }
+
+
+def delegation_ended_block(entry: DelegationEnded) -> dict[str, Any]:
+    """How a delegation to the expert ended, as threadbot's note to the run's model: its
+    work merged into the workspace (and what showed it usable, the expert's summary),
+    or not usable and why."""
+    if entry.outcome == "merged":
+        where = f"on the branch {entry.branch}" if entry.branch else "in a copy of the workspace"
+        said = (
+            f"you were stuck, so I handed the work to the expert; it fixed it {where}, "
+            f"now merged into your workspace ({entry.why})"
+        )
+        if entry.summary:
+            said += f". The expert's summary: {entry.summary}"
+        said += ". Go on with the plan from here"
+    else:
+        said = (
+            f"you were stuck, so I handed the work to the expert, who could not fix it: {entry.why}"
+        )
+    return {"type": "text", "text": f"[threadbot: {said}]"}
 
 
 def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
@@ -91,6 +125,10 @@ def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
         return [context_note_block(entry)]
     if isinstance(entry, Escalated):
         return [escalated_block(entry)]
+    if isinstance(entry, DelegationEnded):
+        return [delegation_ended_block(entry)]
+    if isinstance(entry, DelegationBrief):
+        return [{"type": "text", "text": entry.text}]
     if isinstance(entry, Compacted):
         summary = {
             "type": "text",
@@ -154,6 +192,7 @@ class History:
         self._plan: tuple[str, int, JournalRecord, list[dict[str, Any]]] | None = None
         """The executor's view last built: its plan's id, the index and record of the
         approval, and the view's first message (:func:`plan_blocks`)."""
+        self._own_views = OwnViews()
 
     def _reset(self) -> None:
         self._messages: list[Message] = []
@@ -181,7 +220,7 @@ class History:
         starts the view as it starts the whole history. The approval is looked for
         once per plan: each call still costs what was journaled since the last.
         """
-        head, viewed = self._view(journal, plan)
+        head, viewed = self._view(self._own_views(journal), plan)
         return self._build(viewed, head)
 
     def _build(self, journal: Sequence[JournalRecord], head: list[dict[str, Any]]) -> list[Message]:

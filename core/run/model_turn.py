@@ -6,11 +6,12 @@ only where an expert may be consulted; a position's instructions are in the hist
 :class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
 refused when called, :mod:`core.run.admission`). Its model is the position's role's
 (:meth:`core.workflow.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
-the planner's while planning, the executor's once the plan is approved), and the
-journaled usage names that role. Its messages are the run's history
-(:class:`core.run.history.History`): the whole of it, or, for the executor when its
-model differs from the planner's, the executor's own view, which starts from the
-approved plan (:func:`own_plan`). The answer becomes an
+the planner's while planning, the executor's once the plan is approved), unless the
+run's scope names a role of its own (the expert's, in a delegation:
+:attr:`core.run.scope.Scope.role`, :func:`role_of`), and the journaled usage names
+that role. Its messages are the run's history (:class:`core.run.history.History`):
+the whole of it, or, for the executor when its model differs from the planner's, the
+executor's own view, which starts from the approved plan (:func:`own_plan`). The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
 (:meth:`core.tracing.RunSpan.model_call`). :func:`answer` asks a request made elsewhere
@@ -49,7 +50,7 @@ async def model_turn(
     Raises :class:`core.vocabulary.errors.ModelError` when the model fails for good.
     """
     settings = run.settings
-    role = deps.workflow.role_at(snap.position)
+    role = role_of(run, deps, snap)
     request = ModelRequest(
         system=settings.system,
         messages=messages or run.history.build(snap.journal, own_plan(run, deps, snap)),
@@ -92,12 +93,17 @@ def own_plan(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> PlanApprova
     from the request and the approved plan. With the same model the whole history
     stays, and with it the cached prefix. No plan approved yet: the whole history.
     """
-    if deps.workflow.role_at(snap.position) != "executor":
+    if role_of(run, deps, snap) != "executor":
         return None
     settings, default = run.settings, deps.model.name
     if (settings.model_of("executor") or default) == (settings.model_of("planner") or default):
         return None
     return approved_plan(snap.requests)
+
+
+def role_of(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> ModelRole:
+    """The role whose model a call of ``run`` asks now: its scope's own, else the position's."""
+    return run.scope.role or deps.workflow.role_at(snap.position)
 
 
 async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:

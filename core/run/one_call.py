@@ -82,21 +82,7 @@ async def run_call(
         with_process = started(running[0], process)
         await live.commit(run, deps.journal, Change(tool_calls=(with_process,)))
 
-    ctx = ToolContext(
-        workspace=workspace,
-        command_timeout=settings.command_timeout,
-        command_cpu_seconds=settings.command_cpu_seconds,
-        command_memory_mb=settings.command_memory_mb,
-        command_processes=settings.command_processes,
-        output_limit=(
-            settings.output_store_limit if run.scope.cache is not None else settings.output_limit
-        ),
-        read_limit=settings.output_limit,
-        network=ruling.network,
-        started=on_start,
-        outputs=_outputs_of(run, deps),
-        redactor=deps.redactor,
-    )
+    ctx = call_context(run, deps, workspace, network=ruling.network, started=on_start)
 
     async def once() -> Attempted:
         try:
@@ -119,6 +105,35 @@ async def run_call(
     output = await attempted(run, deps, record, once)
     await finish_call(run, deps, running[0], output, span=span)
     deps.faults.hit("after_tool_result")
+
+
+def call_context(
+    run: Run,
+    deps: RunDeps,
+    workspace: Path,
+    *,
+    network: bool,
+    started: Callable[[CommandProcess], Awaitable[None]] | None = None,
+) -> ToolContext:
+    """Where and how a tool call of ``run`` runs: in ``workspace``, under the run's caps,
+    with the network its ruling granted (``network``); ``started``: told a command's
+    process group once it runs."""
+    settings = run.settings
+    return ToolContext(
+        workspace=workspace,
+        command_timeout=settings.command_timeout,
+        command_cpu_seconds=settings.command_cpu_seconds,
+        command_memory_mb=settings.command_memory_mb,
+        command_processes=settings.command_processes,
+        output_limit=(
+            settings.output_store_limit if run.scope.cache is not None else settings.output_limit
+        ),
+        read_limit=settings.output_limit,
+        network=network,
+        started=started,
+        outputs=_outputs_of(run, deps),
+        redactor=deps.redactor,
+    )
 
 
 async def _told_while_running(

@@ -9,6 +9,12 @@ current one for a task (:class:`core.run.steps.InScope`); the child names its ow
 strategies or takes its parent's (docs/architecture.md, "The agent as a
 composition").
 
+A scope may also say who works in it and where: the role whose model its calls ask
+(``role``; None: the workflow position's), the folder its tool calls run in
+(``workspace``; None: the conversation's) and whether a ``finish`` hands the work
+back to the scope's caller instead of ending the run (``hands_back``). A delegation
+to the expert is such a scope (:mod:`core.run.delegation`).
+
 A nested scope is journaled when entered and when left
 (:class:`core.vocabulary.entries.ScopeEntered`, :class:`~core.vocabulary.entries.ScopeLeft`),
 so a run killed inside one, or one that waited for a person there, finds it open
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.contexts import ContextStrategy, Flat, context_strategy
 from core.outputs import OutputCache
@@ -28,6 +35,7 @@ from core.run.settings import EngineSettings
 from core.vocabulary.entries import (
     AssistantTurn,
     JournalRecord,
+    ModelRole,
     ScopeEntered,
     ScopeLeft,
     UserText,
@@ -54,7 +62,12 @@ class Scope:
     ``task`` (words: what it is for; the root's is the conversation's request, read
     from the journal by the strategies that need it), its ``context`` strategy, its
     output ``cache`` (None: none, a long output is cut to head and tail), its
-    ``retry`` policy and its ``parent`` (None for the root)."""
+    ``retry`` policy and its ``parent`` (None for the root). ``role``: the role whose
+    model the scope's model calls ask, on a view of the history of its own (None: the
+    workflow position's, on the run's history); ``workspace``: the folder its tool
+    calls run in (None: the conversation's); ``hands_back``: a ``finish`` call hands
+    the work back to the scope's caller (its result says so) instead of ending the
+    run, and ``propose_plan`` is refused (the plan is approved already)."""
 
     id: str = ROOT
     task: str = ""
@@ -62,6 +75,9 @@ class Scope:
     cache: OutputCache | None = None
     retry: RetryPolicy = field(default_factory=NoRetry)
     parent: Scope | None = None
+    role: ModelRole | None = None
+    workspace: Path | None = None
+    hands_back: bool = False
 
     @classmethod
     def root(cls, settings: EngineSettings, cache: OutputCache | None) -> Scope:
@@ -80,8 +96,12 @@ class Scope:
         context: ContextStrategy | Inherit = INHERIT,
         cache: OutputCache | Inherit | None = INHERIT,
         retry: RetryPolicy | Inherit = INHERIT,
+        role: ModelRole | Inherit | None = INHERIT,
+        workspace: Path | Inherit | None = INHERIT,
+        hands_back: bool | Inherit = INHERIT,
     ) -> Scope:
-        """A scope nested in this one; each strategy not named is this one's."""
+        """A scope nested in this one; each strategy (and ``role``, ``workspace``,
+        ``hands_back``) not named is this one's."""
         return Scope(
             id=id,
             task=task,
@@ -89,6 +109,9 @@ class Scope:
             cache=self.cache if isinstance(cache, Inherit) else cache,
             retry=self.retry if isinstance(retry, Inherit) else retry,
             parent=self,
+            role=self.role if isinstance(role, Inherit) else role,
+            workspace=self.workspace if isinstance(workspace, Inherit) else workspace,
+            hands_back=self.hands_back if isinstance(hands_back, Inherit) else hands_back,
         )
 
     @property

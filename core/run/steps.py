@@ -341,23 +341,27 @@ class InScope:
     it already (it was killed there, or waited for a person there: it goes on
     inside); the run's scope is the child while ``body`` goes; ``ScopeLeft`` is
     committed when ``body`` ends other than by waiting or stopping (those keep it
-    open), and the step then says ``continue`` with ``body``'s outcome name, so the
-    steps after it go on; a scope left since the conversation's newest request is
-    not gone through again. ``strategies``: the child's own ``context``, ``cache``
-    or ``retry`` (:meth:`core.run.scope.Scope.child`; those not named are its
-    parent's). The ``after_scope_entered`` fault point is reached once the entry is
-    committed.
+    open), and the step then says ``continue`` with ``body``'s outcome name (and
+    reason), so the steps after it go on; a scope left since the conversation's
+    newest request is not gone through again. ``strategies``: the child's own
+    ``context``, ``cache`` or ``retry``, and ``role``, ``workspace``, ``hands_back``
+    (:meth:`core.run.scope.Scope.child`; those not named are its parent's; a
+    ``role`` is journaled with the entry, the scope's view of its own). The
+    ``after_scope_entered`` fault point is reached once the entry is committed.
     """
 
+    KEYS = frozenset({"context", "cache", "retry", "role", "workspace", "hands_back"})
+    """What a scope may have of its own (:meth:`core.run.scope.Scope.child`)."""
+
     def __init__(self, deps: RunDeps, id: str, task: str, body: Step, **strategies: Any) -> None:
-        unknown = set(strategies) - {"context", "cache", "retry"}
+        unknown = set(strategies) - self.KEYS
         if unknown:
-            raise TypeError(f"a scope's strategies are context, cache and retry, not {unknown}")
+            raise TypeError(f"a scope's own settings are {sorted(self.KEYS)}, not {unknown}")
         self._deps = deps
         self.id = id
         self.task = task
         self.body = body
-        self._strategies = {"context": INHERIT, "cache": INHERIT, "retry": INHERIT, **strategies}
+        self._strategies = {key: INHERIT for key in self.KEYS} | strategies
 
     async def go(self, run: Run) -> Outcome:
         """Enter (or find itself entered), go through ``body``, leave; ``continue`` at once
@@ -366,11 +370,13 @@ class InScope:
         done = left_since_request(run.snap.journal, self.id)
         if done is not None:
             return Outcome(Flow.CONTINUE, done.outcome)
+        scope = outer.child(self.id, self.task, **self._strategies)
         if self.id not in open_scopes(run.snap.journal):
-            entered = ScopeEntered(scope=self.id, parent=outer.id, task=self.task)
+            role = scope.role if scope.role != outer.role else None
+            entered = ScopeEntered(scope=self.id, parent=outer.id, task=self.task, role=role)
             await _commit(run, deps, Change(entries=(entered,)))
             deps.faults.hit("after_scope_entered")
-        run.scope = outer.child(self.id, self.task, **self._strategies)
+        run.scope = scope
         try:
             outcome = await self.body.go(run)
         finally:
@@ -379,4 +385,4 @@ class InScope:
             return outcome
         left = ScopeLeft(scope=self.id, outcome=outcome.name or outcome.flow.value)
         await _commit(run, deps, Change(entries=(left,)))
-        return Outcome(Flow.CONTINUE, outcome.name)
+        return Outcome(Flow.CONTINUE, outcome.name, outcome.reason)

@@ -40,7 +40,7 @@ from core.requests import plan_approval, question, tool_approval
 from core.run import live
 from core.run.compose import Flow
 from core.run.consultation import consult
-from core.run.control import finish
+from core.run.control import finish, handed_back
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
 from core.run.one_call import ToolStep, finish_call
@@ -113,7 +113,8 @@ class ToolCalls:
         self, snap: ConversationSnapshot, runnable: Sequence[ToolCallRecord]
     ) -> None:
         run, deps = self._run, self._deps
-        await self._kill_left_behind(runnable, Path(snap.workspace))
+        workspace = run.scope.workspace or Path(snap.workspace)  # a delegation's: its own
+        await self._kill_left_behind(runnable, workspace)
         first = runnable[0]
         if first.state is ToolState.RUNNING and not first.read_only:
             content = (
@@ -126,7 +127,6 @@ class ToolCalls:
             await finish_call(run, deps, first, output, state=ToolState.UNKNOWN)
             return
         batch = ModelDecision.side_by_side(runnable, deps.toolbox.kind)
-        workspace = Path(snap.workspace)
         mutating = deps.workflow.position(snap.position).mutating
         calls = [
             asyncio.ensure_future(
@@ -259,6 +259,8 @@ class ToolCalls:
     ) -> tuple[Change, Flow]:
         """What the ending call ``call`` (of ``record``) changes, and how the turn ends."""
         run, deps = self._run, self._deps
+        if run.scope.hands_back and not isinstance(call, AskUser):
+            return handed_back(record, call), Flow.CONTINUE  # a delegation's finish, or a plan
         match call:
             case Finish():
                 stats = request_stats(snap.journal, run.context.now())

@@ -19,18 +19,31 @@ the agent's commands made it, and git runs commands that a config names
 the sandbox too, as the agent's commands do. Without a sandbox it runs with
 those keys overridden where git allows it (the fallback asks before every
 command anyway). Blocking git runs in a thread.
+
+A delegation to the expert works in a fork of the workspace
+(:meth:`GitWorkspaces.fork`, :func:`fork_path`: ``<workspace>-delegation-<n>``
+beside it): a copy of the folder, on a branch ``threadbot/<conversation>-delegation-<n>``
+when the workspace is a clone (its work so far committed on the conversation's branch
+first, so the branch starts from all of it). Its work comes back by
+:meth:`GitWorkspaces.merge`: on a clone, the fork's branch committed, carried over
+as a bundle (a file: each git runs in the sandbox of its own workspace, the
+workspaces never see each other) and merged into the conversation's branch; on a
+plain copy, its files copied back. The fork is kept (the sweeper removes it with the
+workspace).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from core.tools._copies import carry, copy_tree, remove_file, replace_contents
 from core.tools.sandbox import Sandbox
 from core.vocabulary.errors import ToolError
 
@@ -38,6 +51,23 @@ BRANCH_PREFIX = "threadbot/"
 GIT_TIMEOUT = 300.0
 """Seconds a clone (or a status) may take before the call fails."""
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+_IDENTITY = ("-c", "user.name=threadbot", "-c", "user.email=threadbot@localhost")
+"""Who the bot's own commits are by (a delegation's), whatever the clone's config says."""
+_BUNDLE = ".git/threadbot-delegation.bundle"
+"""Where a fork's branch is carried to the workspace, as a bundle (inside each ``.git``)."""
+
+
+def fork_path(workspace: Path, n: int) -> Path:
+    """The folder of delegation ``n``'s fork of ``workspace``: beside it,
+    ``<workspace>-delegation-<n>``."""
+    return workspace.with_name(f"{workspace.name}-delegation-{n}")
+
+
+def forks_of(workspace: Path) -> list[Path]:
+    """The delegations' forks of ``workspace`` there are (:func:`fork_path`)."""
+    if not workspace.parent.is_dir():
+        return []
+    return sorted(workspace.parent.glob(f"{workspace.name}-delegation-*"))
 
 
 @dataclass(frozen=True)
@@ -57,6 +87,17 @@ class Workspaces(Protocol):
 
     async def changes(self, conversation_id: str, path: Path, repo: str | None) -> Changes | None:
         """The branch and changed files of a cloned workspace; None without a repository."""
+        ...
+
+    async def fork(self, path: Path, into: Path, branch: str | None) -> None:
+        """Make ``into`` a fork of the workspace ``path`` (on ``branch`` when it is a clone;
+        None: a plain copy); a fork made already is left as it is. Raises
+        :class:`ToolError`."""
+        ...
+
+    async def merge(self, path: Path, fork: Path, branch: str | None) -> None:
+        """Bring the work done in ``fork`` back into ``path`` (``branch`` merged, or the
+        files copied back); ``fork`` is kept. Raises :class:`ToolError`."""
         ...
 
 
@@ -82,6 +123,69 @@ class GitWorkspaces:
         if repo is None or not (path / ".git").exists():
             return None
         return await asyncio.to_thread(self._changes, path)
+
+    async def fork(self, path: Path, into: Path, branch: str | None) -> None:
+        """Make ``into`` a copy of ``path`` to work on apart (see the module docstring):
+        with ``branch``, the work so far committed in ``path`` first and ``branch`` made
+        in the copy; a fork there already (a run going on after a restart) is left as it
+        is. Made under a temporary name and renamed at the end, so a fork is never
+        half made. Raises :class:`ToolError` with git's or the file system's reason."""
+        await asyncio.to_thread(self._fork, path, into, branch)
+
+    async def merge(self, path: Path, fork: Path, branch: str | None) -> None:
+        """Bring the fork's work back (see the module docstring): with ``branch``, the
+        fork's changes committed on it and the branch merged into ``path``'s (a merge
+        that fails is aborted: :class:`ToolError`); without, ``path`` made to hold what
+        ``fork`` holds. Doing it again changes nothing more. Raises :class:`ToolError`."""
+        await asyncio.to_thread(self._merge, path, fork, branch)
+
+    def _fork(self, path: Path, into: Path, branch: str | None) -> None:
+        if into.exists():
+            return
+        partial = into.with_name(into.name + ".partial")
+        try:
+            shutil.rmtree(partial, ignore_errors=True)
+            if branch is not None:
+                self._commit_all(path, "threadbot: the work so far, before the expert's")
+            copy_tree(path, partial)
+            if branch is not None:
+                self._run_in_workspace(["checkout", "--quiet", "-b", branch], partial)
+            partial.rename(into)
+        except OSError as exc:
+            raise ToolError(f"the workspace could not be copied: {exc}") from exc
+
+    def _merge(self, path: Path, fork: Path, branch: str | None) -> None:
+        try:
+            if branch is None:
+                replace_contents(path, fork)
+                return
+            self._commit_all(fork, f"threadbot: the expert's work on {branch}")
+            self._run_in_workspace(["bundle", "create", "--quiet", _BUNDLE, branch], fork)
+            carry(fork, path, _BUNDLE)
+            ref = f"refs/heads/{branch}"
+            self._run_in_workspace(["fetch", "--quiet", _BUNDLE, f"+{ref}:{ref}"], path)
+            try:
+                self._run_in_workspace(
+                    ["merge", "--quiet", "--no-edit", branch], path, config=_IDENTITY
+                )
+            except ToolError:
+                self._run_in_workspace(["merge", "--abort"], path, check=False)
+                raise
+        except OSError as exc:
+            raise ToolError(f"the expert's work could not be brought back: {exc}") from exc
+        finally:
+            remove_file(fork, _BUNDLE)
+            remove_file(path, _BUNDLE)
+
+    def _commit_all(self, path: Path, message: str) -> None:
+        """Commit everything changed in the clone ``path`` (nothing when nothing is)."""
+        status = self._run_in_workspace(["status", "--porcelain", "--untracked-files=all"], path)
+        if not status.strip():
+            return
+        self._run_in_workspace(["add", "--all"], path)
+        self._run_in_workspace(
+            ["commit", "--quiet", "--no-verify", "-m", message], path, config=_IDENTITY
+        )
 
     def _prepare(self, conversation_id: str, path: Path, repo: str | None) -> None:
         if repo is None:
@@ -120,11 +224,14 @@ class GitWorkspaces:
         files |= {line[3:].split(" -> ")[-1] for line in status.splitlines() if len(line) > 3}
         return Changes(branch=branch, files=tuple(sorted(files)))
 
-    def _run_in_workspace(self, args: list[str], path: Path, *, check: bool = True) -> str:
-        """git in a clone the agent has worked in: in the sandbox, or hardened without."""
-        hardened = ["--no-optional-locks", "-c", "core.fsmonitor=false", *args]
+    def _run_in_workspace(
+        self, args: list[str], path: Path, *, check: bool = True, config: Sequence[str] = ()
+    ) -> str:
+        """git in a clone the agent has worked in: in the sandbox, or hardened without;
+        ``config``: ``-c`` options of the bot's own before ``args``."""
+        hardened = ["--no-optional-locks", "-c", "core.fsmonitor=false", *config, *args]
         if self._sandbox is None:
-            return self._run(hardened, cwd=path, check=check)
+            return self._run(hardened, cwd=path, check=check, what=args[0])
         sandbox = self._sandbox
         return _completed(
             args[0],
@@ -135,16 +242,16 @@ class GitWorkspaces:
             check=check,
         )
 
-    def _run(self, args: list[str], *, cwd: Path, check: bool = True) -> str:
+    def _run(self, args: list[str], *, cwd: Path, check: bool = True, what: str = "") -> str:
         """``git -c core.hooksPath=/dev/null ARGS`` in ``cwd``; its stdout.
 
-        Raises :class:`ToolError` with git's message when it fails (``check``).
+        Raises :class:`ToolError` with git's message when it fails (``check``), naming
+        ``what`` git did (default: ``args[0]``).
         """
         env = {k: v for k, v in os.environ.items() if not _secret_name(k)}
         env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on stdin
-        return _completed(
-            args[0], subprocess.run, [self._git, *_NO_HOOKS, *args], env=env, cwd=cwd, check=check
-        )
+        argv = [self._git, *_NO_HOOKS, *args]
+        return _completed(what or args[0], subprocess.run, argv, env=env, cwd=cwd, check=check)
 
 
 def _completed(

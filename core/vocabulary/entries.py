@@ -4,7 +4,9 @@ People's messages, model turns (with the tool calls they asked for and their usa
 tool results, decisions, entered workflow positions, compaction summaries, stops, the
 failed attempts of tool calls tried again, context strategies' notes, nested
 scopes entered and left, escalations and the resets of the failure streak, the
-expert's consultations, joined in one tagged union (:data:`Entry`);
+expert's consultations, and the delegations to the expert (handed over, briefed,
+checked, ended: those of a stuck run are defined in :mod:`core.vocabulary.escalations`),
+joined in one tagged union (:data:`Entry`);
 :class:`JournalRecord` is an entry as stored, with its ``seq`` and time
 (docs/architecture.md, "Durability and exactly-once").
 """
@@ -17,6 +19,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
+from core.vocabulary.escalations import Delegated as Delegated
+from core.vocabulary.escalations import DelegationBrief as DelegationBrief
+from core.vocabulary.escalations import DelegationChecked as DelegationChecked
+from core.vocabulary.escalations import DelegationEnded as DelegationEnded
+from core.vocabulary.escalations import Escalated as Escalated
+from core.vocabulary.escalations import FailedCall as FailedCall
+from core.vocabulary.escalations import FailuresReset as FailuresReset
 from core.vocabulary.people import Person
 from core.vocabulary.verdicts import Verdict
 
@@ -235,13 +244,29 @@ class ScopeEntered(BaseModel):
     ``task``, inside the scope ``parent`` (``run``: the run's own). Until its
     :class:`ScopeLeft`, the run is inside it: a restart enters it again, and a loop
     inside it counts the model turns since this entry (docs/architecture.md, "The
-    agent as a composition"). Not a message: the model's history passes over it."""
+    agent as a composition"). Not a message: the model's history passes over it.
+
+    ``role``: the role whose model works in the scope on a view of its own (the
+    expert's, in a delegation: :mod:`core.run.delegation`): the run's history passes
+    over everything journaled in the scope, and that model reads only it
+    (:mod:`core.run.history`). None (journals from before it, and every other scope):
+    the run's own models, on the run's history."""
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["scope_entered"] = "scope_entered"
     scope: str
     parent: str = "run"
     task: str = ""
+    role: ModelRole | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_role(
+        self, handler: Callable[[Any], dict[str, Any]], info: SerializationInfo
+    ) -> dict[str, Any]:
+        data = handler(self)
+        if self.role is None:  # stored as before for a scope of the run's own models
+            data.pop("role", None)
+        return data
 
 
 class ScopeLeft(BaseModel):
@@ -251,47 +276,6 @@ class ScopeLeft(BaseModel):
     kind: Literal["scope_left"] = "scope_left"
     scope: str
     outcome: str = ""
-
-
-class FailedCall(BaseModel):
-    """One failed call of a failure streak, as the people are shown it: its tool, what it
-    did (``call``: a command line, shortened) and the end of its result (``output``: its
-    last lines, each shortened; :mod:`core.run.escalation`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tool_use_id: str
-    tool: str
-    call: str
-    output: str
-
-
-class Escalated(BaseModel):
-    """The run was stuck, decided outside the model: its last ``failures`` failed in a row
-    (``failure_limit`` reached), so it asked ``to`` for help with the request
-    ``request_id`` (docs/architecture.md, "The agent as a composition").
-
-    The model reads it as a note of threadbot's in the next user message (before the
-    answer), so it knows why a person speaks (:mod:`core.run.history`).
-    """
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["escalated"] = "escalated"
-    request_id: str
-    to: Literal["people"] = "people"
-    failures: tuple[FailedCall, ...]
-
-
-class FailuresReset(BaseModel):
-    """The failure streak starts again from here: ``by`` answered the escalation
-    ``request_id``. The streak counts the failures after the newest reset
-    (:func:`core.run.escalation.failure_streak`). Not a message: the model reads the
-    answer itself."""
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["failures_reset"] = "failures_reset"
-    request_id: str
-    by: Person
 
 
 class ExpertConsulted(BaseModel):
@@ -329,7 +313,11 @@ Entry = Annotated[
     | ScopeLeft
     | Escalated
     | FailuresReset
-    | ExpertConsulted,
+    | ExpertConsulted
+    | Delegated
+    | DelegationBrief
+    | DelegationChecked
+    | DelegationEnded,
     Field(discriminator="kind"),
 ]
 

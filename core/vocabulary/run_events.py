@@ -67,6 +67,8 @@ class ProgressNote(_Frozen):
     """Where the model says it is, e.g. ``"step 2 of 3"``."""
     totals: RunStats | None = None
     """The request's running totals when the note was made (the ``status`` mode's line)."""
+    mark: str | None = None
+    """The note's own mark in place of ``⏳`` (``🎓``: the expert's delegation)."""
 
 
 class PlanProposed(_Frozen):
@@ -154,12 +156,14 @@ class ContinueAsked(_Frozen):
 
 
 class EscalationAsked(_Frozen):
-    """The run is stuck: ``failures``, its last calls, failed in a row; the people in the
-    thread are asked for help (``waiting(escalation)``), and a reply answers it."""
+    """The run is stuck: ``failures``, its last calls, failed in a row, or ``reason`` says
+    why (words after "I'm stuck: "); the people in the thread are asked for help
+    (``waiting(escalation)``), and a reply answers it."""
 
     kind: Literal["escalation"] = "escalation"
     request_id: str
     failures: tuple[FailedCall, ...]
+    reason: str = ""
 
 
 class BudgetReached(_Frozen):
