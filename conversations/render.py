@@ -259,7 +259,7 @@ def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:
 def _escalation(binding: PlatformRef, event: EscalationAsked) -> Outgoing:
     """``🆘 I'm stuck: the last 2 commands failed``, then each failed call and the end of its
     output in a code block, and how to answer (a reply, as to a question)."""
-    lines = [f"🆘 {stuck_line(len(event.failures))}"]
+    lines = [f"🆘 {stuck_line(len(event.failures), event.reason)}"]
     for number, failed in enumerate(event.failures, start=1):
         lines.append(f"{number}. {failed.call}")
         if failed.output:

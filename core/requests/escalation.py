@@ -27,33 +27,44 @@ from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Answered
 
 
-def stuck_line(failures: int) -> str:
-    """``I'm stuck: the last 2 commands failed`` (the request's prompt, the message's title)."""
+def stuck_line(failures: int, reason: str = "") -> str:
+    """``I'm stuck: the last 2 commands failed`` (the request's prompt, the message's title),
+    or ``I'm stuck: <reason>`` when it is not a failure streak (:mod:`core.run.nudges`)."""
+    if reason:
+        return f"I'm stuck: {reason}"
     if failures == 1:
         return "I'm stuck: the last command failed"
     return f"I'm stuck: the last {failures} commands failed"
 
 
 def open_escalation(
-    snap: ConversationSnapshot, failures: Sequence[FailedCall], opening: Opening
+    snap: ConversationSnapshot,
+    failures: Sequence[FailedCall],
+    opening: Opening,
+    *,
+    reason: str = "",
+    before: Change | None = None,
 ) -> Change:
-    """Ask the people for help with ``failures`` (the streak, oldest first): the entry, the
-    request and its message in one change."""
+    """Ask the people for help with ``failures`` (the streak, oldest first; or what went
+    wrong, with ``reason`` saying why when it is not a failure streak): the entry, the
+    request and its message in one change, after ``before`` (what the run commits with
+    it: the turn that made it stuck, say)."""
     expires_at, remind_at = opening.times()
     request = Escalation(
         id=opening.new_id(),
-        prompt=stuck_line(len(failures)),
+        prompt=stuck_line(len(failures), reason),
         failures=len(failures),
         expires_at=expires_at,
         remind_at=remind_at,
     )
     failed = tuple(failures)
-    return Change(
-        entries=(Escalated(request_id=request.id, failures=failed),),
+    asked = Change(
+        entries=(Escalated(request_id=request.id, failures=failed, reason=reason),),
         open_request=request,
         status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
-        events=(EscalationAsked(request_id=request.id, failures=failed),),
+        events=(EscalationAsked(request_id=request.id, failures=failed, reason=reason),),
     )
+    return asked if before is None else before.then(asked)
 
 
 def answer(snap: ConversationSnapshot, request: Escalation, reply: ThreadMessage) -> Change:

@@ -32,6 +32,7 @@ from core.vocabulary.entries import (
     ContextNote,
     Escalated,
     JournalRecord,
+    Nudged,
     StepEntered,
     ToolResultEntry,
     UserText,
@@ -57,7 +58,7 @@ def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
     return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
 
 
-UserEntry = UserText | StepEntered | Compacted | ContextNote | Escalated
+UserEntry = UserText | StepEntered | Compacted | ContextNote | Escalated | Nudged
 """The entries the model reads in a user message, after the tool results."""
 
 
@@ -70,14 +71,18 @@ def context_note_block(entry: ContextNote) -> dict[str, Any]:
     return {"type": "text", "text": f"[threadbot: {label}] {entry.text}"}
 
 
+def threadbot_note(text: str) -> dict[str, Any]:
+    """``[threadbot: <text>]``: a note of threadbot's to the model, as a text block."""
+    return {"type": "text", "text": f"[threadbot: {text}]"}
+
+
 def escalated_block(entry: Escalated) -> dict[str, Any]:
     """An escalation as threadbot's note to the model: why the people were asked."""
     count = len(entry.failures)
     said = "the last call failed" if count == 1 else f"the last {count} calls failed in a row"
-    return {
-        "type": "text",
-        "text": f"[threadbot: {said}, so I asked the people in the thread for help]",
-    }
+    if entry.reason:
+        said = entry.reason
+    return threadbot_note(f"{said}, so I asked the people in the thread for help")
 
 
 def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
@@ -86,7 +91,10 @@ def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
     then the words (left out when there are none beside the files); a position's
     instructions as one block (:func:`user_text_block`); a compaction's summary, then
     the step it was made in; a context note as one block (:func:`context_note_block`);
-    an escalation as one block (:func:`escalated_block`)."""
+    an escalation as one block (:func:`escalated_block`); a nudge as threadbot's note
+    (none for a refused ``finish``, whose result says it)."""
+    if isinstance(entry, Nudged):
+        return [] if entry.why == "early_finish" else [threadbot_note(entry.text)]
     if isinstance(entry, ContextNote):
         return [context_note_block(entry)]
     if isinstance(entry, Escalated):

@@ -19,8 +19,9 @@ exactly-once"):
 - a ``report_progress`` call is its note, and an ``ask_expert`` call its consultation
   of the expert (:mod:`core.run.consultation`), in its place among the calls; the
   control calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come
-  last. All are parsed (:func:`core.tools.control.parse`) and done in
-  :meth:`ToolCalls._control`.
+  last, and a ``finish`` before the change the plan asks for is refused
+  (:mod:`core.run.nudges`). All are parsed (:func:`core.tools.control.parse`) and done
+  in :meth:`ToolCalls._control`.
 
 Every state change is a :func:`core.tool_state.move`, committed with its result;
 one call runs in :mod:`core.run.one_call`, whose :func:`~core.run.one_call.finish_call`
@@ -43,6 +44,7 @@ from core.run.consultation import consult
 from core.run.control import finish
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
+from core.run.nudges import early_finish, refuse_finish
 from core.run.one_call import ToolStep, finish_call
 from core.run.state import Run
 from core.run.stats import request_stats
@@ -261,6 +263,10 @@ class ToolCalls:
         run, deps = self._run, self._deps
         match call:
             case Finish():
+                early = early_finish(snap, deps.toolbox)
+                if early is not None:
+                    change, outcome = refuse_finish(run, snap, record, call, early)
+                    return change, outcome.flow
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
                 return finish(snap, record, call, deps.workflow, stats), Flow.DONE

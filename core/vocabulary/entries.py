@@ -280,6 +280,10 @@ class Escalated(BaseModel):
     request_id: str
     to: Literal["people"] = "people"
     failures: tuple[FailedCall, ...]
+    reason: str = ""
+    """Why, when it is not a failure streak: ``I finished twice without making the change
+    the plan asks for``, ``I replied twice without the tool call that was due``
+    (:mod:`core.run.nudges`); "" for a failure streak."""
 
 
 class FailuresReset(BaseModel):
@@ -315,6 +319,26 @@ class ExpertConsulted(BaseModel):
     usage: ModelUsage | None = None
 
 
+class Nudged(BaseModel):
+    """threadbot corrected the model, decided outside it (docs/architecture.md, "The agent
+    as a composition"; :mod:`core.run.nudges`).
+
+    ``why``: ``early_finish``, a ``finish`` refused (``tool_use_id``) because the
+    approved plan names a mutating tool and no call of one succeeded: the refusal is
+    that call's result, so the model does not read this entry; ``prose``, a reply
+    without the tool call that was due (``finish``, or a tool to go on): the model
+    reads ``text`` as threadbot's note in the next user message (a journaled message,
+    not a change of the system prompt, so the cached prefix holds). A second one of
+    the same ``why`` since a person last spoke escalates instead.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["nudged"] = "nudged"
+    why: Literal["early_finish", "prose"]
+    text: str
+    tool_use_id: str | None = None
+
+
 Entry = Annotated[
     UserText
     | AssistantTurn
@@ -329,7 +353,8 @@ Entry = Annotated[
     | ScopeLeft
     | Escalated
     | FailuresReset
-    | ExpertConsulted,
+    | ExpertConsulted
+    | Nudged,
     Field(discriminator="kind"),
 ]
 

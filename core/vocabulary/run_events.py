@@ -160,6 +160,8 @@ class EscalationAsked(_Frozen):
     kind: Literal["escalation"] = "escalation"
     request_id: str
     failures: tuple[FailedCall, ...]
+    reason: str = ""
+    """Why, when it is not a failure streak (:attr:`core.vocabulary.entries.Escalated.reason`)."""
 
 
 class BudgetReached(_Frozen):

@@ -1,0 +1,246 @@
+"""Refusals and nudges, decided outside the model: an early ``finish``, a reply in prose.
+
+The model does not decide when it is done; the run tells from what happened
+(docs/architecture.md, "The agent as a composition"):
+
+- an early finish: ``finish`` while the approved plan names a tool that changes
+  something (a ``mutating`` tool among the plan's ``tools``) and no call of such a
+  tool has succeeded since the plan was proposed. The first is refused: the call
+  ends ``failed`` with the reason as its result and the run goes on. A plan of
+  reading and answering (no mutating tool named) is never refused, nor a finish
+  after a person or the policy denied such a call (the change was refused, not
+  forgotten);
+- a reply in prose where a tool call was due: a turn without tool calls at a
+  workflow position whose tools include ``finish`` (every position the model works
+  in, in the default workflow) is not the run's answer: the first is answered by a
+  note the model reads in the next user message (a journaled
+  :class:`~core.vocabulary.entries.Nudged`, not a change of the system prompt, so
+  the cached prefix holds), and the run goes on.
+
+Each is a :class:`~core.vocabulary.entries.Nudged` entry, a progress note in the
+thread and a ``threadbot.nudge`` span. A second of the same kind since a person
+last gave the run its word (a request, an answer, a decision) escalates
+(:func:`core.requests.escalation.open_escalation`): the people are asked, with what
+went wrong attached, and the run waits (``waiting(escalation)``). Counted from the
+journal, so a restart does not reset it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+from core.contexts.plan import current_plan
+from core.models.base import ToolKind
+from core.policy.summary import shorten
+from core.requests.escalation import open_escalation
+from core.run import live
+from core.run.compose import CONTINUE, WAIT, Outcome
+from core.run.deps import RunDeps
+from core.run.state import Run
+from core.tool_state import move
+from core.tools import control
+from core.tools.base import Toolbox
+from core.tools.control import Finish
+from core.vocabulary.entries import (
+    AssistantTurn,
+    DecisionEntry,
+    FailedCall,
+    FailuresReset,
+    JournalRecord,
+    Nudged,
+    UserText,
+)
+from core.vocabulary.journal import Change
+from core.vocabulary.run_events import ProgressNote, RunStats
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
+from core.workflow import Workflow
+
+log = logging.getLogger(__name__)
+
+Why = Literal["early_finish", "prose"]
+
+EARLY_FINISH = "I tried to finish twice without making the change the plan asks for"
+"""The people's message after a second early finish (``🆘 I'm stuck: ...``)."""
+PROSE = "I replied twice without the tool call that was due"
+"""The people's message after a second reply in prose."""
+PROSE_NOTE = (
+    "your last reply had no tool call, and one is due here: call finish with the answer "
+    "if the work is done, ask_user to ask the people, or the next tool to go on"
+)
+"""What the model reads after its first reply in prose."""
+SHOWN = 300
+"""Characters of a reply or an answer the people are shown when the run escalates."""
+
+
+def early_finish(snap: ConversationSnapshot, toolbox: Toolbox) -> str | None:
+    """Why a ``finish`` now is early (see the module docstring), or None when it is not.
+
+    Reads the approved plan (:func:`core.contexts.plan.current_plan`) and the tool call
+    records of the turns since the one that proposed it.
+    """
+    plan = current_plan(snap)
+    if plan is None:
+        return None
+    changes = [t for t in plan.tools if toolbox.kind(t) is ToolKind.MUTATING]
+    if not changes:
+        return None
+    since = [
+        r
+        for r in snap.tool_calls.values()
+        if r.turn_seq > plan.turn_seq and toolbox.kind(r.name) is ToolKind.MUTATING
+    ]
+    if any(r.state in (ToolState.DONE, ToolState.DENIED) for r in since):
+        return None
+    named = ", ".join(changes)
+    return f"the approved plan changes something ({named}) and no call of {named} succeeded yet"
+
+
+def calls_due(workflow: Workflow, toolbox: Toolbox, position: str) -> bool:
+    """Whether a reply at ``position`` must call a tool: its tools include ``finish``
+    (the run ends with that call, not with prose). False at a position the workflow
+    does not know."""
+    found = workflow.positions.get(position)
+    if found is None:
+        return False
+    return any(control.finishes(t.spec.name) for t in toolbox.select(found.tools))
+
+
+def nudged_since_word(journal: Sequence[JournalRecord], why: Why) -> list[Nudged]:
+    """The nudges of kind ``why`` since a person last gave the run its word (a request,
+    an answer, plan feedback, a decision; an escalation's answer), oldest first. Reads
+    back only that far."""
+    found: list[Nudged] = []
+    for record in reversed(journal):
+        entry = record.entry
+        if isinstance(entry, Nudged) and entry.why == why:
+            found.append(entry)
+        elif isinstance(entry, DecisionEntry | FailuresReset) or (
+            isinstance(entry, UserText) and entry.role != "note"
+        ):
+            break
+    return found[::-1]
+
+
+def refuse_finish(
+    run: Run,
+    snap: ConversationSnapshot,
+    record: ToolCallRecord,
+    call: Finish,
+    reason: str,
+) -> tuple[Change, Outcome]:
+    """The ``finish`` call ``record`` refused for ``reason`` (:func:`early_finish`): the
+    call ends ``failed`` with the reason as its result; the first time the run goes on
+    (``continue``), the second time since a person spoke the people are asked
+    (``wait``). ``snap``: the conversation as it is when the call is refused."""
+    earlier = nudged_since_word(snap.journal, "early_finish")
+    if not earlier:
+        said = (
+            f"finish refused: {reason}. Make the change the plan asks for with the tools, "
+            "or ask the people with ask_user why it cannot be made."
+        )
+        moved = move(record, ToolState.FAILED, result=said)
+        nudge = Nudged(why="early_finish", text=reason, tool_use_id=record.tool_use_id)
+        log.info("conversation %s: finish refused: %s", run.conversation_id, reason)
+        with run.span.nudge("early_finish"):
+            change = Change(
+                entries=(*moved.results, nudge),
+                tool_calls=moved.records,
+                events=(ProgressNote(text=f"↩️ finish refused: {reason}"),),
+            )
+        return change, CONTINUE
+    said = (
+        f"finish refused again: {reason}. The people in the thread were asked for help; "
+        "their answer comes next."
+    )
+    moved = move(record, ToolState.FAILED, result=said)
+    shown = [_finish_shown(snap, e.tool_use_id, e.text) for e in earlier]
+    shown.append(_finish_shown(snap, record.tool_use_id, reason, call.answer))
+    before = Change(entries=moved.results, tool_calls=moved.records)
+    return _escalated(run, snap, shown, EARLY_FINISH, "early_finish", before=before)
+
+
+def _finish_shown(
+    snap: ConversationSnapshot, tool_use_id: str | None, reason: str, answer: str | None = None
+) -> FailedCall:
+    """One early finish as the people see it: its answer, and why it was refused."""
+    if answer is None:
+        held = snap.tool_calls.get(tool_use_id or "")
+        answer = str(held.input.get("answer", "")) if held is not None else ""
+    said = f"finish: {shorten(' '.join(answer.split()), SHOWN)}"
+    return FailedCall(tool_use_id=tool_use_id or "", tool="finish", call=said, output=reason)
+
+
+async def prose_reply(
+    run: Run, deps: RunDeps, turn: AssistantTurn, totals: RunStats
+) -> Outcome | None:
+    """``turn``, a reply without tool calls, where a call was due (:func:`calls_due`): the
+    first since a person spoke is committed with a nudge (``continue``), the second with
+    the escalation to the people (``wait``). None when no call is due at the run's
+    position: the reply is the run's answer."""
+    snap = run.snap
+    if not calls_due(deps.workflow, deps.toolbox, snap.position):
+        return None
+    said = (ProgressNote(text=turn.text, totals=totals),) if turn.text else ()
+    earlier = nudged_since_word(snap.journal, "prose")
+    if not earlier:
+        log.info("conversation %s: a reply in prose, nudged", run.conversation_id)
+        note = ProgressNote(text="↩️ no tool call in that reply: the model was asked for one")
+        with run.span.nudge("prose"):
+            await live.commit(
+                run,
+                deps.journal,
+                Change(
+                    entries=(turn, Nudged(why="prose", text=PROSE_NOTE)),
+                    events=(*said, note),
+                ),
+            )
+        return CONTINUE
+    replies = [*_replies_before(snap.journal, len(earlier)), turn]
+    shown = [
+        FailedCall(
+            tool_use_id="",
+            tool="",
+            call="a reply without a tool call",
+            output=shorten(" ".join(reply.text.split()), SHOWN) or "(no text)",
+        )
+        for reply in replies
+    ]
+    change, outcome = _escalated(
+        run, snap, shown, PROSE, "prose", before=Change(entries=(turn,), events=said)
+    )
+    await live.commit(run, deps.journal, change)
+    return outcome
+
+
+def _replies_before(journal: Sequence[JournalRecord], count: int) -> list[AssistantTurn]:
+    """The ``count`` replies in prose that were nudged, oldest first: the assistant turn
+    just before each ``prose`` nudge, read back from the end."""
+    found: list[AssistantTurn] = []
+    for i in range(len(journal) - 1, 0, -1):
+        entry = journal[i].entry
+        before = journal[i - 1].entry
+        if isinstance(entry, Nudged) and entry.why == "prose" and isinstance(before, AssistantTurn):
+            found.append(before)
+            if len(found) == count:
+                break
+    return found[::-1]
+
+
+def _escalated(
+    run: Run,
+    snap: ConversationSnapshot,
+    shown: Sequence[FailedCall],
+    reason: str,
+    why: Why,
+    *,
+    before: Change,
+) -> tuple[Change, Outcome]:
+    """The escalation to the people for ``reason`` (``shown``: what went wrong), after
+    ``before`` (what the run commits with it), in its span; ``wait``."""
+    log.info("conversation %s: stuck: %s", run.conversation_id, reason)
+    with run.span.escalation("people", len(shown), why):
+        change = open_escalation(snap, shown, run.opening, reason=reason, before=before)
+    return change, WAIT
