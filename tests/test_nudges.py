@@ -54,11 +54,11 @@ async def test_an_early_finish_is_refused_once_and_the_run_goes_on(settings: Set
 
     assert snap.status.lifecycle is Lifecycle.DONE
     shown = chat.out.getvalue()
-    assert "↩️ finish refused: the approved plan changes something (run_command)" in shown
+    assert "↩️ finish refused: the approved plan needs run_command, and no change has" in shown
     assert "Nothing to do." not in shown and "✅ Built." in shown
     # The refused call failed with the reason as its result: the model read it next.
     refused = texts_of(model.requests[2])
-    assert refused.startswith("finish refused: the approved plan changes something")
+    assert refused.startswith("finish refused: the approved plan needs run_command, and no")
     assert "ask_user" in refused
     [first, second] = [r for r in snap.tool_calls.values() if r.name == "finish"]
     assert first.state is ToolState.FAILED and second.state is ToolState.DONE
@@ -95,7 +95,7 @@ async def test_a_second_early_finish_asks_the_people_and_the_answer_goes_on(
         message = shown[shown.index(EARLY) :]
         assert "1. finish: Looks fine already." in message
         assert "2. finish: Really, nothing to change." in message
-        assert "no call of run_command succeeded yet" in message
+        assert "the approved plan needs run_command, and no change has been made yet" in message
         [escalated] = [r.entry for r in snap.journal if isinstance(r.entry, Escalated)]
         assert escalated.reason.startswith("I tried to finish twice")
         [request] = [r for r in snap.open_requests if isinstance(r, Escalation)]

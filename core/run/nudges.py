@@ -94,8 +94,7 @@ def early_finish(snap: ConversationSnapshot, toolbox: Toolbox) -> str | None:
     ]
     if any(r.state in (ToolState.DONE, ToolState.DENIED) for r in since):
         return None
-    named = ", ".join(changes)
-    return f"the approved plan changes something ({named}) and no call of {named} succeeded yet"
+    return f"the approved plan needs {', '.join(changes)}, and no change has been made yet"
 
 
 def calls_due(workflow: Workflow, toolbox: Toolbox, position: str) -> bool:
