@@ -30,6 +30,7 @@ import collections.abc
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
 from core.run.escalation import Escalate
+from core.run.nudges import Stuck
 from core.run.state import Run
 from core.run.steps import (
     MODEL_FAILED,
@@ -134,6 +135,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
             ToolSteps(deps),
             Running(),
             Escalate(deps),
+            Stuck(deps),
             TakeNotes(deps, inbox),
             StepTold(deps),
             OverBudget(deps),

@@ -19,14 +19,17 @@ The model does not decide when it is done; the run tells from what happened
 
 Each is a :class:`~core.vocabulary.entries.Nudged` entry, a progress note in the
 thread and a ``threadbot.nudge`` span. A second of the same kind since a person
-last gave the run its word (a request, an answer, a decision) escalates
+last gave the run its word (a request, an answer, a decision) is journaled the same
+way, and :class:`Stuck`, the agent's step after the failure streak's, escalates
 (:func:`core.requests.escalation.open_escalation`): the people are asked, with what
 went wrong attached, and the run waits (``waiting(escalation)``). Counted from the
-journal, so a restart does not reset it.
+journal, so a restart does not reset it, and a run killed between the second nudge
+and its escalation escalates when it goes on.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from typing import Literal
@@ -42,10 +45,10 @@ from core.run.state import Run
 from core.tool_state import move
 from core.tools import control
 from core.tools.base import Toolbox
-from core.tools.control import Finish
 from core.vocabulary.entries import (
     AssistantTurn,
     DecisionEntry,
+    Escalated,
     FailedCall,
     FailuresReset,
     JournalRecord,
@@ -107,15 +110,15 @@ def calls_due(workflow: Workflow, toolbox: Toolbox, position: str) -> bool:
     return any(control.finishes(t.spec.name) for t in toolbox.select(found.tools))
 
 
-def nudged_since_word(journal: Sequence[JournalRecord], why: Why) -> list[Nudged]:
-    """The nudges of kind ``why`` since a person last gave the run its word (a request,
-    an answer, plan feedback, a decision; an escalation's answer), oldest first. Reads
-    back only that far."""
-    found: list[Nudged] = []
+def nudged_since_word(journal: Sequence[JournalRecord], why: Why) -> list[tuple[int, Nudged]]:
+    """The nudges of kind ``why`` (each with its ``seq``) since a person last gave the run
+    its word (a request, an answer, plan feedback, a decision; an escalation's
+    answer), oldest first. Reads back only that far."""
+    found: list[tuple[int, Nudged]] = []
     for record in reversed(journal):
         entry = record.entry
         if isinstance(entry, Nudged) and entry.why == why:
-            found.append(entry)
+            found.append((record.seq, entry))
         elif isinstance(entry, DecisionEntry | FailuresReset) or (
             isinstance(entry, UserText) and entry.role != "note"
         ):
@@ -123,123 +126,120 @@ def nudged_since_word(journal: Sequence[JournalRecord], why: Why) -> list[Nudged
     return found[::-1]
 
 
-def refuse_finish(
-    run: Run,
-    snap: ConversationSnapshot,
-    record: ToolCallRecord,
-    call: Finish,
-    reason: str,
-) -> tuple[Change, Outcome]:
+def refuse_finish(run: Run, record: ToolCallRecord, reason: str, *, again: bool) -> Change:
     """The ``finish`` call ``record`` refused for ``reason`` (:func:`early_finish`): the
-    call ends ``failed`` with the reason as its result; the first time the run goes on
-    (``continue``), the second time since a person spoke the people are asked
-    (``wait``). ``snap``: the conversation as it is when the call is refused."""
-    earlier = nudged_since_word(snap.journal, "early_finish")
-    if not earlier:
+    call ends ``failed`` with the reason as its result, with a ``Nudged`` entry and a
+    progress note, in a ``threadbot.nudge`` span; the run goes on. ``again``: the run
+    refused one since a person spoke, so this one escalates (:class:`Stuck`, the next
+    step of the round) and the result says so."""
+    if again:
+        said = (
+            f"finish refused again: {reason}. You are stuck here, so threadbot hands this "
+            "on (to the expert, or to the people in the thread); what they say comes next."
+        )
+    else:
         said = (
             f"finish refused: {reason}. Make the change the plan asks for with the tools, "
             "or ask the people with ask_user why it cannot be made."
         )
-        moved = move(record, ToolState.FAILED, result=said)
-        nudge = Nudged(why="early_finish", text=reason, tool_use_id=record.tool_use_id)
-        log.info("conversation %s: finish refused: %s", run.conversation_id, reason)
-        with run.span.nudge("early_finish"):
-            change = Change(
-                entries=(*moved.results, nudge),
-                tool_calls=moved.records,
-                events=(ProgressNote(text=f"↩️ finish refused: {reason}"),),
-            )
-        return change, CONTINUE
-    said = (
-        f"finish refused again: {reason}. The people in the thread were asked for help; "
-        "their answer comes next."
-    )
     moved = move(record, ToolState.FAILED, result=said)
-    shown = [_finish_shown(snap, e.tool_use_id, e.text) for e in earlier]
-    shown.append(_finish_shown(snap, record.tool_use_id, reason, call.answer))
-    before = Change(entries=moved.results, tool_calls=moved.records)
-    return _escalated(run, snap, shown, EARLY_FINISH, "early_finish", before=before)
-
-
-def _finish_shown(
-    snap: ConversationSnapshot, tool_use_id: str | None, reason: str, answer: str | None = None
-) -> FailedCall:
-    """One early finish as the people see it: its answer, and why it was refused."""
-    if answer is None:
-        held = snap.tool_calls.get(tool_use_id or "")
-        answer = str(held.input.get("answer", "")) if held is not None else ""
-    said = f"finish: {shorten(' '.join(answer.split()), SHOWN)}"
-    return FailedCall(tool_use_id=tool_use_id or "", tool="finish", call=said, output=reason)
+    nudge = Nudged(why="early_finish", text=reason, tool_use_id=record.tool_use_id)
+    log.info("conversation %s: finish refused: %s", run.conversation_id, reason)
+    with run.span.nudge("early_finish"):
+        return Change(
+            entries=(*moved.results, nudge),
+            tool_calls=moved.records,
+            events=(ProgressNote(text=f"↩️ finish refused: {reason}"),),
+        )
 
 
 async def prose_reply(
     run: Run, deps: RunDeps, turn: AssistantTurn, totals: RunStats
 ) -> Outcome | None:
-    """``turn``, a reply without tool calls, where a call was due (:func:`calls_due`): the
-    first since a person spoke is committed with a nudge (``continue``), the second with
-    the escalation to the people (``wait``). None when no call is due at the run's
-    position: the reply is the run's answer."""
+    """``turn``, a reply without tool calls, where a call was due (:func:`calls_due`):
+    committed with a ``Nudged`` entry (the model reads its note next), the reply and a
+    note in the thread, in a ``threadbot.nudge`` span: ``continue`` (a second since a
+    person spoke escalates at the next step of the round, :class:`Stuck`). None when
+    no call is due at the run's position: the reply is the run's answer."""
     snap = run.snap
     if not calls_due(deps.workflow, deps.toolbox, snap.position):
         return None
     said = (ProgressNote(text=turn.text, totals=totals),) if turn.text else ()
-    earlier = nudged_since_word(snap.journal, "prose")
-    if not earlier:
-        log.info("conversation %s: a reply in prose, nudged", run.conversation_id)
-        note = ProgressNote(text="↩️ no tool call in that reply: the model was asked for one")
-        with run.span.nudge("prose"):
-            await live.commit(
-                run,
-                deps.journal,
-                Change(
-                    entries=(turn, Nudged(why="prose", text=PROSE_NOTE)),
-                    events=(*said, note),
-                ),
-            )
-        return CONTINUE
-    replies = [*_replies_before(snap.journal, len(earlier)), turn]
-    shown = [
-        FailedCall(
-            tool_use_id="",
-            tool="",
-            call="a reply without a tool call",
-            output=shorten(" ".join(reply.text.split()), SHOWN) or "(no text)",
+    log.info("conversation %s: a reply in prose, nudged", run.conversation_id)
+    note = ProgressNote(text="↩️ no tool call in that reply: the model was asked for one")
+    with run.span.nudge("prose"):
+        await live.commit(
+            run,
+            deps.journal,
+            Change(entries=(turn, Nudged(why="prose", text=PROSE_NOTE)), events=(*said, note)),
         )
-        for reply in replies
-    ]
-    change, outcome = _escalated(
-        run, snap, shown, PROSE, "prose", before=Change(entries=(turn,), events=said)
+    return CONTINUE
+
+
+def stuck(snap: ConversationSnapshot) -> tuple[str, Why, tuple[FailedCall, ...]] | None:
+    """Whether the run is stuck on nudges: two or more of one kind since a person last
+    spoke, the newest not yet escalated (no ``Escalated`` entry after it). Then the
+    words for the people (:data:`EARLY_FINISH`, :data:`PROSE`), the kind, and what
+    went wrong (each refused finish's answer and why; each reply's text), oldest
+    first; else None. Read from the journal, so a run killed between the nudge and its
+    escalation escalates when it goes on."""
+    journal = snap.journal
+    kinds: tuple[tuple[Why, str], ...] = (("early_finish", EARLY_FINISH), ("prose", PROSE))
+    for why, reason in kinds:
+        nudges = nudged_since_word(journal, why)
+        if len(nudges) < 2 or _escalated_since(journal, nudges[-1][0]):
+            continue
+        shown = tuple(_shown(snap, seq, nudge) for seq, nudge in nudges)
+        return reason, why, shown
+    return None
+
+
+def _escalated_since(journal: Sequence[JournalRecord], seq: int) -> bool:
+    for record in reversed(journal):
+        if record.seq <= seq:
+            return False
+        if isinstance(record.entry, Escalated):
+            return True
+    return False
+
+
+def _shown(snap: ConversationSnapshot, seq: int, nudge: Nudged) -> FailedCall:
+    """One nudge as the people see it: a refused finish's answer and why it was refused,
+    or the reply in prose (the assistant turn just before the nudge at ``seq``)."""
+    if nudge.why == "early_finish":
+        held = snap.tool_calls.get(nudge.tool_use_id or "")
+        answer = str(held.input.get("answer", "")) if held is not None else ""
+        said = f"finish: {shorten(' '.join(answer.split()), SHOWN)}"
+        return FailedCall(
+            tool_use_id=nudge.tool_use_id or "", tool="finish", call=said, output=nudge.text
+        )
+    at = bisect.bisect_left(snap.journal, seq, key=lambda r: r.seq)
+    before = snap.journal[at - 1].entry if at > 0 else None
+    text = before.text if isinstance(before, AssistantTurn) else ""
+    return FailedCall(
+        tool_use_id="",
+        tool="",
+        call="a reply without a tool call",
+        output=shorten(" ".join(text.split()), SHOWN) or "(no text)",
     )
-    await live.commit(run, deps.journal, change)
-    return outcome
 
 
-def _replies_before(journal: Sequence[JournalRecord], count: int) -> list[AssistantTurn]:
-    """The ``count`` replies in prose that were nudged, oldest first: the assistant turn
-    just before each ``prose`` nudge, read back from the end."""
-    found: list[AssistantTurn] = []
-    for i in range(len(journal) - 1, 0, -1):
-        entry = journal[i].entry
-        before = journal[i - 1].entry
-        if isinstance(entry, Nudged) and entry.why == "prose" and isinstance(before, AssistantTurn):
-            found.append(before)
-            if len(found) == count:
-                break
-    return found[::-1]
+class Stuck:
+    """Escalate when the run is stuck on nudges (:func:`stuck`): ask the people with the
+    reason and what went wrong (``wait``), in a ``threadbot.escalate`` span; else
+    ``continue``."""
 
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
 
-def _escalated(
-    run: Run,
-    snap: ConversationSnapshot,
-    shown: Sequence[FailedCall],
-    reason: str,
-    why: Why,
-    *,
-    before: Change,
-) -> tuple[Change, Outcome]:
-    """The escalation to the people for ``reason`` (``shown``: what went wrong), after
-    ``before`` (what the run commits with it), in its span; ``wait``."""
-    log.info("conversation %s: stuck: %s", run.conversation_id, reason)
-    with run.span.escalation("people", len(shown), why):
-        change = open_escalation(snap, shown, run.opening, reason=reason, before=before)
-    return change, WAIT
+    async def go(self, run: Run) -> Outcome:
+        """Commit the escalation when the run is stuck on nudges."""
+        found = stuck(run.snap)
+        if found is None:
+            return CONTINUE
+        reason, why, shown = found
+        log.info("conversation %s: stuck: %s", run.conversation_id, reason)
+        with run.span.escalation("people", len(shown), why):
+            change = open_escalation(run.snap, shown, run.opening, reason=reason)
+            await live.commit(run, self._deps.journal, change)
+        return WAIT

@@ -44,7 +44,7 @@ from core.run.consultation import consult
 from core.run.control import finish
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
-from core.run.nudges import early_finish, refuse_finish
+from core.run.nudges import early_finish, nudged_since_word, refuse_finish
 from core.run.one_call import ToolStep, finish_call
 from core.run.state import Run
 from core.run.stats import request_stats
@@ -265,8 +265,8 @@ class ToolCalls:
             case Finish():
                 early = early_finish(snap, deps.toolbox)
                 if early is not None:
-                    change, outcome = refuse_finish(run, snap, record, call, early)
-                    return change, outcome.flow
+                    again = bool(nudged_since_word(snap.journal, "early_finish"))
+                    return refuse_finish(run, record, early, again=again), Flow.CONTINUE
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
                 return finish(snap, record, call, deps.workflow, stats), Flow.DONE
