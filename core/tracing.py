@@ -73,6 +73,10 @@ ESCALATION_FAILURES = "threadbot.escalation.failures"
 ESCALATION_OUTCOME = "threadbot.escalation.outcome"
 """How a delegation ended in this run (``merged``, ``not_usable``; absent: it goes on in a
 later run, after a person's decision or a restart)."""
+ESCALATION_WHY = "threadbot.escalation.why"
+"""Why the run escalated: ``failures``, ``early_finish`` or ``prose``."""
+NUDGE_WHY = "threadbot.nudge.why"
+"""What a nudge answered: ``early_finish`` or ``prose`` (:meth:`RunSpan.nudge`)."""
 
 CONSULTATION_OUTCOME = "threadbot.consultation.outcome"
 """What became of an ``ask_expert`` call: ``answered``, ``failed`` or ``refused``."""
@@ -202,12 +206,18 @@ class RunSpan:
             yield ToolSpan(span)
 
     @contextlib.contextmanager
-    def escalation(self, to: str, failures: int) -> Iterator[EscalationSpan]:
+    def escalation(self, to: str, failures: int, why: str = "failures") -> Iterator[EscalationSpan]:
         """The span of an escalation (``threadbot.escalate``, a child of the run's): the run
-        was stuck after ``failures`` failed calls in a row and asked ``to`` for help:
-        ``people``, or ``expert`` (a delegation, :mod:`core.run.delegation`, whose model
-        calls and tool calls are its children) (:mod:`core.run.escalation`)."""
-        attributes: dict[str, str | int] = {ESCALATED_TO: to, ESCALATION_FAILURES: failures}
+        was stuck after ``failures`` failed calls in a row (``why``: ``failures``), or a
+        second early finish or reply in prose (``early_finish``, ``prose``:
+        :mod:`core.run.nudges`), and asked ``to`` for help: ``people``, or ``expert`` (a
+        delegation, :mod:`core.run.delegation`, whose model calls and tool calls are its
+        children) (:mod:`core.run.escalation`)."""
+        attributes: dict[str, str | int] = {
+            ESCALATED_TO: to,
+            ESCALATION_FAILURES: failures,
+            ESCALATION_WHY: why,
+        }
         with self._child("threadbot.escalate", SpanKind.INTERNAL, attributes) as span:
             yield EscalationSpan(span)
 
@@ -223,6 +233,14 @@ class RunSpan:
         }
         with self._child("threadbot.ask_expert", SpanKind.INTERNAL, attributes) as span:
             yield Consultation(span)
+
+    @contextlib.contextmanager
+    def nudge(self, why: str) -> Iterator[None]:
+        """The span of a nudge (``threadbot.nudge``, a child of the run's): a ``finish``
+        refused (``why``: ``early_finish``) or a reply in prose answered with a note
+        (``prose``), decided outside the model (:mod:`core.run.nudges`)."""
+        with self._child("threadbot.nudge", SpanKind.INTERNAL, {NUDGE_WHY: why}):
+            yield
 
     async def traced_call(
         self, record: ToolCallRecord, run: Callable[[ToolSpan], Awaitable[None]]

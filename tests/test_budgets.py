@@ -33,7 +33,7 @@ from core.vocabulary.requests import ContinueRequest, RequestState
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
 from core.vocabulary.verdicts import Approved
-from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
+from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, tool_use
 from tests.fakes.slack_api import TEAM_ID
 from tests.harness import Chat
 from tests.slack_harness import ALICE, CHANNEL, slack_workspace
@@ -42,6 +42,11 @@ from tests.test_settings_layers import OTHER, layered, mention_in, posted, react
 
 REFUSED = "Only the requester or an approver can decide this, {}."
 PLAN = ScriptedCall("propose_plan", {"steps": ["Look around", "Report"]})
+
+
+def finished(answer: str = "Looked.") -> ScriptedTurn:
+    """The model ends the run with ``answer`` (a ``finish`` call)."""
+    return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": answer})])
 
 
 def looking(n: int) -> list[ScriptedTurn]:
@@ -114,7 +119,7 @@ async def test_a_budget_pauses_mid_run_a_bystander_cannot_raise_and_the_requeste
     settings, make_app
 ) -> None:
     settings.conversation_budget_tokens = 300
-    chat, model = await approved(make_app, [*looking(5), ScriptedTurn(text="Looked.")])
+    chat, model = await approved(make_app, [*looking(5), finished()])
     # The plan and two tool turns spent 360 tokens: the fourth call is not made.
     await assert_paused(chat, model, 3, "300 tokens")
     snap = await chat.snapshot()
@@ -146,7 +151,7 @@ async def test_a_reply_never_raises_a_budget_and_an_approver_s_reaction_does(
 ) -> None:
     settings.conversation_budget_tokens = 300
     settings.approvers = ["carol"]
-    chat, model = await approved(make_app, [*looking(2), ScriptedTurn(text="Looked.")])
+    chat, model = await approved(make_app, [*looking(2), finished()])
     await assert_paused(chat, model, 3, "300 tokens")
 
     await chat.reply("no, do not raise it", by="alice")  # the requester, in words
@@ -208,7 +213,7 @@ async def test_a_dollar_budget_counts_the_cost_from_the_price_sheet(sqlite_setti
         priced([tool_use("toolu_01", "propose_plan", {"steps": ["Look", "Report"]})]),
         priced([tool_use("toolu_02", "list_files", {})]),
         priced([tool_use("toolu_03", "list_files", {})]),
-        priced([text("Looked.")]),
+        priced([tool_use("toolu_04", "finish", {"answer": "Looked."})]),
     ]
     async with FakeAnthropicServer(script) as server, running(s, server) as app:
         chat = Chat(app)
@@ -249,7 +254,7 @@ async def test_a_channel_s_daily_budget_is_shared_by_its_conversations_only(
     daily = {"channel_daily_budget_tokens": 240}
     s = layered(sqlite_settings, slack={TEAM_ID: {"channels": {CHANNEL: daily, OTHER: daily}}})
     plan = ScriptedTurn(calls=[PLAN])
-    done = ScriptedTurn(text="Looked.")
+    done = finished()
     model = ScriptedModel([plan, done, ScriptedTurn(calls=[PLAN]), ScriptedTurn(calls=[PLAN])])
     async with slack_workspace(s, model) as ws:
         first = await mention_in(ws, CHANNEL, "look around")

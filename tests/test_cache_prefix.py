@@ -30,7 +30,7 @@ from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from core.contexts import STRATEGIES, StrategyName
 from core.models.anthropic import anthropic_model_from
-from core.models.scripted import ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.engine import Engine
 from core.tools.base import Toolbox
 from core.tools.control import control_tools
@@ -192,7 +192,7 @@ async def test_a_conversation_from_before_steps_were_journaled_is_told_its_step(
             position="executing",
         ),
     )
-    model = ScriptedModel([ScriptedTurn(text="Tidied.")])
+    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Tidied."})])])
     engine = Engine(
         journal=store.journal,
         model=model,

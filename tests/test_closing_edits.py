@@ -264,7 +264,7 @@ async def test_go_on_and_stop_here_show_on_the_turn_cap_messages(settings) -> No
 
 async def test_a_retry_asked_in_words_shows_on_the_failure_message(settings) -> None:
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
-    model = ScriptedModel([proposes("Clean up"), failing, ScriptedTurn(text="Back at it.")])
+    model = ScriptedModel([proposes("Clean up"), failing, finish("Back at it.")])
     async with on("console", settings, model) as t:
         await t.mention("please clean up the build")
         await t.react(t.message("📋 Plan (v1)"), True, by="alice")

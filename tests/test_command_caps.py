@@ -109,7 +109,7 @@ async def test_a_fork_bomb_stops_at_the_default_256_processes_and_the_result_say
         [
             ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Start 400 sleeps"]})]),
             ScriptedTurn(calls=[ScriptedCall("run_command", {"command": bomb})]),
-            ScriptedTurn(text="Done."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Done."})]),
         ]
     )
     async with await build(settings, model=model) as app:

@@ -211,7 +211,7 @@ async def test_side_by_side_results_are_journaled_in_the_models_order(settings) 
         [
             approved_plan(),
             ScriptedTurn(calls=[ScriptedCall("probe_a", {}), ScriptedCall("probe_b", {})]),
-            ScriptedTurn(text="Both ran."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Both ran."})]),
         ]
     )
     app = await build(settings, model=model, toolbox=toolbox)
@@ -223,8 +223,9 @@ async def test_side_by_side_results_are_journaled_in_the_models_order(settings) 
         await app.hub.settled()
         assert "✅ Both ran." in chat.out.getvalue()
         snap = await chat.snapshot()
-        results = [r.entry.content for r in snap.journal if isinstance(r.entry, ToolResultEntry)]
-        assert results[-2:] == ["probe_a ok", "probe_b ok"]  # b finished first
+        results = [r.entry for r in snap.journal if isinstance(r.entry, ToolResultEntry)]
+        probed = [r.content for r in results if snap.tool_calls[r.tool_use_id].name != "finish"]
+        assert probed[-2:] == ["probe_a ok", "probe_b ok"]  # b finished first
         out = chat.out.getvalue()
         assert out.index("probe_a ran") < out.index("probe_b ran")
     finally:

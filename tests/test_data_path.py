@@ -110,7 +110,7 @@ def story_model() -> ScriptedModel:
                     ScriptedCall("read_file", {"path": "README.md"}),
                 ],
             ),
-            ScriptedTurn(text="All done."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "All done."})]),
         ]
     )
 
@@ -121,7 +121,7 @@ def build_model(*commands: str) -> ScriptedModel:
         [
             ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Build"]})]),
             ScriptedTurn(calls=[ScriptedCall("run_command", {"command": c}) for c in commands]),
-            ScriptedTurn(text="Built."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Built."})]),
         ]
     )
 

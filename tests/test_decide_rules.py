@@ -43,7 +43,7 @@ async def test_a_rule_added_by_a_restart_while_an_approval_waits(
         [
             plan(),
             ScriptedTurn(calls=[ScriptedCall("run_command", {"command": command})]),
-            ScriptedTurn(text="Over."),
+            finish("Over."),
         ]
     )
     first = await build(settings, model=model)

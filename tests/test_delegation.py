@@ -412,7 +412,9 @@ async def test_the_expert_s_call_that_asks_waits_for_a_person_and_goes_on_in_its
 async def test_a_stop_during_a_delegation_stops_it(settings: Settings) -> None:
     held = ScriptedTurn(gate=asyncio.Event(), calls=[ScriptedCall("finish", {"answer": "x"})])
     model = roles(expert=[write_header(), held])
-    model.of("planner").add(ScriptedTurn(text="Starting over."))
+    model.of("planner").add(
+        ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Starting over."})])
+    )
     app, chat = await started(settings, model)
     try:
         await chat.mention("build the project")

@@ -25,6 +25,11 @@ def plan() -> ScriptedTurn:
     return ScriptedTurn(calls=list(PLAN.calls))
 
 
+def done(answer: str) -> ScriptedTurn:
+    """The model ends the run with ``answer`` (a ``finish`` call)."""
+    return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": answer})])
+
+
 async def approved_chat(
     make_app, turns: list[ScriptedTurn], *, settle: bool = True
 ) -> tuple[Chat, ScriptedModel]:
@@ -50,7 +55,7 @@ async def test_gated_calls_wait_while_allowed_calls_of_the_turn_run(make_app, tm
                     ScriptedCall("run_command", {"command": "git push origin main"}),
                 ]
             ),
-            ScriptedTurn(text="Done."),
+            done("Done."),
         ],
     )
 
@@ -114,7 +119,7 @@ async def test_a_reaction_decides_every_call_still_undecided(make_app) -> None:
                     ScriptedCall("run_command", {"command": "rm -rf b"}),
                 ]
             ),
-            ScriptedTurn(text="Both gone."),
+            done("Both gone."),
         ],
     )
     approval = chat.bot_message("🔐")
@@ -135,7 +140,7 @@ async def test_two_approvals_together_give_one_decision_and_one_execution(make_a
         make_app,
         [
             ScriptedTurn(calls=[ScriptedCall("run_command", {"command": "rm -rf x"})]),
-            ScriptedTurn(text="ok"),
+            done("ok"),
         ],
     )
     approval = chat.bot_message("🔐")
@@ -157,7 +162,7 @@ async def test_two_approvals_together_give_one_decision_and_one_execution(make_a
 
 
 async def test_concurrent_plan_approval_and_rejection_give_one_decision(make_app) -> None:
-    model = ScriptedModel([plan(), ScriptedTurn(text="Went ahead.")])
+    model = ScriptedModel([plan(), done("Went ahead.")])
     app = await make_app(model)
     chat = Chat(app)
     await app.start()
@@ -176,7 +181,7 @@ async def test_concurrent_plan_approval_and_rejection_give_one_decision(make_app
 
 
 async def test_removing_a_reaction_after_the_decision_changes_nothing(make_app) -> None:
-    chat, _ = await approved_chat(make_app, [ScriptedTurn(text="Finished.")])
+    chat, _ = await approved_chat(make_app, [done("Finished.")])
     from conversations.events import ReactionChanged
 
     await chat.app.hub.handle(
@@ -198,8 +203,8 @@ async def test_two_replies_at_once_give_one_run_on_the_journal(make_app) -> None
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which branch?"})]),
-            ScriptedTurn(text="Using main."),
-            ScriptedTurn(text="Noted the second message."),
+            done("Using main."),
+            done("Noted the second message."),
         ]
     )
     app = await make_app(model)
@@ -226,9 +231,7 @@ async def test_two_replies_at_once_give_one_run_on_the_journal(make_app) -> None
 async def test_a_reply_while_the_agent_works_reaches_the_next_turn_as_a_note(make_app) -> None:
     gate = asyncio.Event()
     slow = ScriptedTurn(calls=[ScriptedCall("list_files", {})], gate=gate)
-    chat, model = await approved_chat(
-        make_app, [slow, ScriptedTurn(text="Thanks for the hint.")], settle=False
-    )
+    chat, model = await approved_chat(make_app, [slow, done("Thanks for the hint.")], settle=False)
     await asyncio.wait_for(slow.started.wait(), 5)
     await chat.reply("check the docs folder too", by="bob", settle=False)
     gate.set()
@@ -352,7 +355,7 @@ async def test_a_denied_call_never_runs_and_the_model_is_told_why(
             ScriptedTurn(
                 calls=[ScriptedCall("run_command", {"command": f"make deploy; touch {marker}"})]
             ),
-            ScriptedTurn(text="I will leave the deploy to CI."),
+            done("I will leave the deploy to CI."),
         ],
     )
 
@@ -398,7 +401,7 @@ async def test_a_read_only_call_found_running_after_a_crash_is_run_again(make_ap
     from core.vocabulary.journal import Change
     from core.vocabulary.tool_records import ToolCallRecord
 
-    model = ScriptedModel([plan(), ScriptedTurn(text="Listed.")])
+    model = ScriptedModel([plan(), done("Listed.")])
     app = await make_app(model)
     chat = Chat(app)
     await app.start()
@@ -444,7 +447,7 @@ async def test_a_lease_held_by_another_instance_holds_the_run_back(make_app) -> 
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})]),
-            ScriptedTurn(text="OK."),
+            done("OK."),
         ]
     )
     app = await make_app(model)
@@ -472,7 +475,7 @@ async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})]),
-            ScriptedTurn(text="OK."),
+            done("OK."),
         ]
     )
     app = await make_app(model)
@@ -528,7 +531,7 @@ async def test_read_only_calls_of_a_turn_run_concurrently(settings) -> None:
         [
             plan(),
             ScriptedTurn(calls=[ScriptedCall("probe_a", {}), ScriptedCall("probe_b", {})]),
-            ScriptedTurn(text="Both ran."),
+            done("Both ran."),
         ]
     )
     app = await build(settings, model=model, toolbox=toolbox)
@@ -558,7 +561,7 @@ async def test_buttons_decide_like_reactions_and_stop_from_the_list(make_app) ->
                     ScriptedCall("run_command", {"command": "rm -rf b"}),
                 ]
             ),
-            ScriptedTurn(text="One of two."),
+            done("One of two."),
             plan(),
             plan(),
         ]
@@ -622,7 +625,7 @@ async def test_a_failed_run_continues_only_for_the_requester_or_an_approver(make
     from core.vocabulary.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
-    chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back at it."), plan()])
+    chat, model = await approved_chat(make_app, [failing, done("Back at it."), plan()])
     assert "⚠️ The model API is overloaded" in chat.out.getvalue()
 
     await chat.reply("retry")  # alice asked: the approved plan goes on
@@ -637,7 +640,7 @@ async def test_someone_elses_reply_to_a_failed_call_is_a_note_not_a_retry(make_a
     from core.vocabulary.errors import ModelError
 
     failing = ScriptedTurn(error=ModelError("The model API is overloaded"))
-    chat, model = await approved_chat(make_app, [failing, ScriptedTurn(text="Back.")])
+    chat, model = await approved_chat(make_app, [failing, done("Back.")])
     asked = len(model.requests)
 
     await chat.reply("retry", by="bob")

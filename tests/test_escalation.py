@@ -214,7 +214,7 @@ async def test_a_denial_does_not_count(settings: Settings) -> None:
 async def test_a_stop_while_it_waits_stops_it_and_a_new_request_starts_a_new_streak(
     settings: Settings,
 ) -> None:
-    model = ScriptedModel([planned(), run(FIRST), run(SECOND), ScriptedTurn(text="Starting over.")])
+    model = ScriptedModel([planned(), run(FIRST), run(SECOND), done("Starting over.")])
     app, chat = await started(settings, model)
     try:
         await approved(app, chat)

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.models.base import Message
-from core.run.history import History, _assistant_content, _result_block, user_text_block
+from core.run.blocks import user_text_block
+from core.run.history import History, _assistant_content, _result_block
 from core.vocabulary.entries import (
     AssistantTurn,
     Entry,

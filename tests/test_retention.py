@@ -234,12 +234,16 @@ def plan() -> ScriptedTurn:
     return ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Write it", "Report"]})])
 
 
+def done() -> ScriptedTurn:
+    return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Done."})])
+
+
 async def test_old_rows_go_on_the_sweepers_clock_and_old_messages_stay_harmless(
     settings: Settings, make_app
 ) -> None:
     settings.request_ttl = 30 * 24 * 3600.0  # the second plan waits past the retention
     write = ScriptedTurn(calls=[ScriptedCall("write_file", {"path": "a.md", "content": "x"})])
-    app = await make_app(ScriptedModel([plan(), write, ScriptedTurn(text="Done."), plan()]))
+    app = await make_app(ScriptedModel([plan(), write, done(), plan()]))
     chat = Chat(app)
     await app.start()
     await chat.mention("write a.md")
@@ -290,7 +294,7 @@ async def test_old_rows_go_on_the_sweepers_clock_and_old_messages_stay_harmless(
 async def test_a_reaction_on_a_plan_whose_outbox_rows_are_gone_still_approves_it(
     make_app,
 ) -> None:
-    app = await make_app(ScriptedModel([plan(), ScriptedTurn(text="Done.")]))
+    app = await make_app(ScriptedModel([plan(), done()]))
     chat = Chat(app)
     await app.start()
     await chat.mention("write a.md")

@@ -38,6 +38,7 @@ from core.tools.control import control_tools
 from core.vocabulary.entries import ToolResultEntry
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.people import Person
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflow import default_workflow
 from tests.harness import Chat
 from tests.test_cli import _run
@@ -173,6 +174,16 @@ class Leaky:
         )
 
 
+def leaks(snap: ConversationSnapshot) -> list[ToolResultEntry]:
+    """The tool results in ``snap``'s journal but the ``finish`` call's."""
+    return [
+        r.entry
+        for r in snap.journal
+        if isinstance(r.entry, ToolResultEntry)
+        and snap.tool_calls[r.entry.tool_use_id].name != "finish"
+    ]
+
+
 async def redacting_engine(
     store: MemoryStore, tmp_path: Path, model: ScriptedModel, *tools: Tool
 ) -> tuple[Engine, str]:
@@ -204,7 +215,7 @@ async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_th
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("leak", {}), ScriptedCall("leak_error", {})]),
-            ScriptedTurn(text="I looked."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "I looked."})]),
         ]
     )
     engine, cid = await redacting_engine(store, tmp_path, model, Leaky(), Leaky(fails=True))
@@ -213,7 +224,7 @@ async def test_a_token_in_tool_output_is_redacted_in_journal_note_request_and_th
     await deliverer.drain()
 
     snap = await store.journal.load(cid)
-    results = [r.entry for r in snap.journal if isinstance(r.entry, ToolResultEntry)]
+    results = leaks(snap)
     assert sorted(r.content for r in results) == [  # the two calls run side by side
         "SLACK_BOT_TOKEN=[redacted SLACK_BOT_TOKEN]\n",
         "The tool crashed: RuntimeError('bad token [redacted SLACK_BOT_TOKEN]')",
@@ -231,7 +242,9 @@ async def test_a_token_a_person_pastes_is_redacted_before_it_is_journaled_or_sen
     tmp_path: Path,
 ) -> None:
     store = MemoryStore(render=render_event)
-    model = ScriptedModel([ScriptedTurn(text="Never paste a token.")])
+    model = ScriptedModel(
+        [ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Never paste a token."})])]
+    )
     engine, cid = await redacting_engine(store, tmp_path, model)
 
     await engine.start(cid, ThreadMessage(text=f"why does {TOKEN} fail?", author=ALICE))
@@ -312,7 +325,8 @@ async def test_a_token_from_threadbot_slack_bot_token_file_is_redacted_in_the_th
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("leak", {})]),
-            ScriptedTurn(text=f"The token is {TOKEN}."),  # a model quoting what it was told
+            # a model quoting what it was told
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": f"The token is {TOKEN}."})]),
         ]
     )
     app = await bot.app.build(
@@ -327,7 +341,7 @@ async def test_a_token_from_threadbot_slack_bot_token_file_is_redacted_in_the_th
         assert "✅ The token is [redacted SLACK_BOT_TOKEN]." in shown
         assert TOKEN not in shown
         snap = await chat.snapshot()
-        results = [r.entry for r in snap.journal if isinstance(r.entry, ToolResultEntry)]
+        results = leaks(snap)
         assert [r.content for r in results] == ["SLACK_BOT_TOKEN=[redacted SLACK_BOT_TOKEN]\n"]
     finally:
         await app.close()

@@ -108,7 +108,7 @@ async def test_a_root_bot_without_a_sandbox_lets_nobody_reach_its_workspace_only
         [
             ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["write a note"]})]),
             ScriptedTurn(calls=[ScriptedCall("run_command", {"command": "id -u > note"})]),
-            ScriptedTurn(text="Done."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Done."})]),
         ]
     )
     async with await build(settings, model=model) as app:

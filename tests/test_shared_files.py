@@ -344,7 +344,7 @@ async def test_the_engine_journals_what_the_model_read_of_each_message(tmp_path:
     )
     assert cid is not None
     ask = ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which one?"})])
-    model = ScriptedModel([ask, ScriptedTurn(text="Done.")])
+    model = ScriptedModel([ask, ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Done."})])])
     engine = Engine(
         journal=store.journal,
         model=model,

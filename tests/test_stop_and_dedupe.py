@@ -118,7 +118,7 @@ async def test_stop_while_the_model_answers_then_the_next_message_gives_a_valid_
         [
             ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Look"]})]),
             blocked,
-            ScriptedTurn(text="Fresh start."),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Fresh start."})]),
         ]
     )
     app = await make_app(model)

@@ -18,6 +18,11 @@ from core.vocabulary.tool_records import ToolState
 from tests.fakes.anthropic_server import check_tool_results
 
 
+def finish(answer: str) -> ScriptedTurn:
+    """The model ends the run with ``answer`` (a ``finish`` call)."""
+    return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": answer})])
+
+
 def story_script() -> list[ScriptedTurn]:
     return [
         ScriptedTurn(
@@ -126,7 +131,9 @@ async def test_a_reaction_from_someone_not_allowed_does_not_approve(make_app) ->
 
 async def test_an_approver_from_settings_may_approve(settings, make_app) -> None:
     settings.approvers = ["bob"]
-    model = ScriptedModel([*story_script()[:1], ScriptedTurn(text="All done.")])
+    # The plan names write_file: a finish before a write would be refused as early.
+    write = ScriptedCall("write_file", {"path": "conftest.py", "content": "# fixed\n"})
+    model = ScriptedModel([*story_script()[:1], ScriptedTurn(calls=[write]), finish("All done.")])
     app = await make_app(model)
 
     transcript = await run_console(app, "fix it\n/as bob\n+✅ 2\n")
@@ -138,7 +145,7 @@ async def test_an_approver_from_settings_may_approve(settings, make_app) -> None
 
 
 async def test_a_new_message_after_done_starts_the_next_run_with_the_history(make_app) -> None:
-    model = ScriptedModel([*story_script(), ScriptedTurn(text="You're welcome.")])
+    model = ScriptedModel([*story_script(), finish("You're welcome.")])
     app = await make_app(model)
 
     transcript = await run_console(

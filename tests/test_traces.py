@@ -274,9 +274,13 @@ async def test_runs_of_two_conversations_at_once_keep_their_spans_apart(
     settings: Settings, spans: Spans
 ) -> None:
     gate = asyncio.Event()
-    held = ScriptedTurn(text="First answer.", gate=gate)
+    held = ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "First answer."})], gate=gate)
     model = ScriptedModel(
-        [held, ScriptedTurn(calls=[ScriptedCall("list_files")]), ScriptedTurn(text="Second.")]
+        [
+            held,
+            ScriptedTurn(calls=[ScriptedCall("list_files")]),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Second."})]),
+        ]
     )
     app = await build(settings, model=model, tracer_provider=spans.provider)
     async with app:
@@ -353,13 +357,14 @@ import asyncio, io, sys
 from pathlib import Path
 from bot.app import build
 from bot.settings import Settings
-from core.models.scripted import ScriptedModel, ScriptedTurn
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from opentelemetry import trace
 from tests.harness import Chat
 
 async def main():
     settings = Settings(database_url="memory://", workspace_root=Path("ws"), progress_interval=0)
-    app = await build(settings, model=ScriptedModel([ScriptedTurn(text="Hello there.")]))
+    hello = ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Hello there."})])
+    app = await build(settings, model=ScriptedModel([hello]))
     async with app:
         chat = Chat(app)
         await chat.mention("hi")
@@ -446,7 +451,9 @@ def _value(value: Any) -> Any:
 async def test_an_otlp_endpoint_exports_the_spans_to_the_collector(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = ScriptedModel([ScriptedTurn(text="Hello there.")])
+    model = ScriptedModel(
+        [ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Hello there."})])]
+    )
     async with Collector() as collector:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
         app = await build(settings, model=model)

@@ -72,7 +72,11 @@ FIRST_RUN = {
     "cost_usd": "0.026984",
     "unpriced_calls": 0,
 }
-AFTER_THE_CHANGE = Reply([text("Nothing to do.")], input_tokens=100, output_tokens=10)
+AFTER_THE_CHANGE = Reply(
+    [tool_use("toolu_04", "finish", {"answer": "Nothing to do."})],
+    input_tokens=100,
+    output_tokens=10,
+)
 """At the dearer price: 100 x 6 + 10 x 30 = 900 µ$."""
 
 

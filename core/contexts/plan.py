@@ -9,12 +9,14 @@ where it failed keeps the step, and the plan. A step is done when a
 and every step is done once the run calls ``finish`` (the expert's calls in a
 delegation count for nothing here). Control calls are read through
 :mod:`core.tools.control` (never by their names here); a call that was denied counts
-for nothing. Everything is derived from the snapshot, so a restarted run reads the
-same plan (docs/architecture.md, "Context strategies and notes").
+for nothing, and so does a refused ``finish`` (:mod:`core.run.nudges`). Everything is
+derived from the snapshot, so a restarted run reads the same plan (docs/architecture.md,
+"Context strategies and notes").
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,12 +32,16 @@ from core.vocabulary.verdicts import Approved
 @dataclass(frozen=True)
 class Plan:
     """An approved plan: its ``version``, its ``steps`` (in order), how many of them are
-    ``done`` (the first ones) and the request it carries out (its first line)."""
+    ``done`` (the first ones), the request it carries out (its first line), the
+    ``tools`` it says its steps need (as proposed) and ``turn_seq``, the journal
+    ``seq`` of the model turn that proposed it."""
 
     version: int
     steps: tuple[str, ...]
     done: int
     request: str
+    tools: tuple[str, ...] = ()
+    turn_seq: int = 0
 
     @property
     def current(self) -> int | None:
@@ -79,12 +85,19 @@ def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
             continue  # a delegation's: its finish hands the work back, it ends no step
         for call in record.entry.tool_calls:
             held = snapshot.tool_calls.get(call.id)
-            if held is not None and held.state is ToolState.DENIED:
+            if held is not None and held.state in (ToolState.DENIED, ToolState.FAILED):
                 continue
             if call.id in approved:
-                steps = control.plan_steps(call.name, call.input)
-                if steps:
-                    plan = Plan(approved[call.id], tuple(steps), 0, request_of(snapshot))
+                proposed = control.proposed_plan(call.name, call.input)
+                if proposed is not None:
+                    plan = Plan(
+                        approved[call.id],
+                        tuple(proposed.steps),
+                        0,
+                        request_of(snapshot),
+                        tools=tuple(proposed.tools),
+                        turn_seq=record.seq,
+                    )
             elif plan is not None:
                 plan = _advanced(plan, call.name, call.input)
     return plan
@@ -102,10 +115,10 @@ def _begins_task(journal: Sequence[JournalRecord], i: int) -> bool:
 def _advanced(plan: Plan, name: str, args: Mapping[str, Any]) -> Plan:
     """``plan`` after a call of ``name``: later steps named, or all done at ``finish``."""
     if control.finishes(name):
-        return Plan(plan.version, plan.steps, len(plan.steps), plan.request)
+        return dataclasses.replace(plan, done=len(plan.steps))
     step = control.progress_step(name, args)
     number = control.step_number(step) if step else None
     if number is None:
         return plan
     done = max(plan.done, min(number - 1, len(plan.steps)))
-    return Plan(plan.version, plan.steps, done, plan.request)
+    return dataclasses.replace(plan, done=done)

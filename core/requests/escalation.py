@@ -26,6 +26,20 @@ from core.vocabulary.run_events import EscalationAsked
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Answered
 
+EARLY_FINISH = "I tried to finish twice without making the change the plan asks for"
+"""The reason of an escalation after a second early finish (:mod:`core.run.nudges`)."""
+PROSE = "I replied twice without the tool call that was due"
+"""The reason of an escalation after a second reply in prose (:mod:`core.run.nudges`)."""
+
+
+def why_of(reason: str) -> str:
+    """What made the run escalate, for its trace span (``threadbot.escalation.why``):
+    ``failures`` (no ``reason``: a failure streak), ``early_finish``, ``prose``, or
+    ``other`` for a reason of another kind."""
+    if not reason:
+        return "failures"
+    return {EARLY_FINISH: "early_finish", PROSE: "prose"}.get(reason, "other")
+
 
 def stuck_reason(failures: int, reason: str = "") -> str:
     """Why the run is stuck, in words: ``reason`` when one is given (an escalation a

@@ -13,6 +13,8 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
         Running                       a decision beside the run may have ended it
         Escalate                      stuck (failed commands in a row): the expert, or
                                       the people
+        Stuck                         stuck on nudges (a second early finish or reply
+                                      in prose): the same
         TakeNotes, StepTold           what came in meanwhile; where the model is
         OverBudget                    a budget used up: ask to go on
         Branch(Sequence(ContextNoted, Compact, ModelStep),
@@ -33,7 +35,7 @@ import collections.abc
 
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
-from core.run.escalation import Delegating, Escalate
+from core.run.escalation import Delegating, Escalate, Stuck
 from core.run.state import Run
 from core.run.steps import (
     MODEL_FAILED,
@@ -148,6 +150,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
             ToolSteps(deps),
             Running(),
             Escalate(deps),
+            Stuck(deps),
             TakeNotes(deps, inbox),
             StepTold(deps),
             OverBudget(deps),

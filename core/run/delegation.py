@@ -44,7 +44,7 @@ from pathlib import Path
 
 from core.policy import policy
 from core.policy.summary import last_lines, shorten
-from core.requests.escalation import stuck_reason
+from core.requests.escalation import stuck_reason, why_of
 from core.run import live
 from core.run.compose import CONTINUE, Flow, Outcome
 from core.run.compose import Sequence as Steps
@@ -142,7 +142,8 @@ class Delegation:
 
     async def go(self, run: Run) -> Outcome:
         """Go on with the delegation (see the class docstring)."""
-        with run.span.escalation("expert", len(self._entry.failures)) as span:
+        entry = self._entry
+        with run.span.escalation("expert", len(entry.failures), why_of(entry.reason)) as span:
             outcome = await self._go(run)
             if outcome.flow is Flow.CONTINUE:
                 span.ended(outcome.name or "merged")

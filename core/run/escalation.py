@@ -10,8 +10,10 @@ model configured (``expert_model``) and not yet tried for this streak, it delega
 the work to the expert (:mod:`core.run.delegation`); when there is none, or the
 expert's work is not usable, it asks the people in the thread for help
 (:func:`ask_people`, :func:`core.requests.escalation.open_escalation`), and the run
-waits (``waiting(escalation)``). :class:`Delegating`, the agent's first step of a
-round, goes on with a delegation the run was in when it waited or was killed.
+waits (``waiting(escalation)``). :class:`Stuck`, the step after :class:`Escalate`,
+escalates the same way when the run is stuck on nudges (:mod:`core.run.nudges`).
+:class:`Delegating`, the agent's first step of a round, goes on with a delegation the
+run was in when it waited or was killed.
 
 What counts:
 
@@ -44,11 +46,12 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 
 from core.policy.summary import last_lines, shorten, summarize_call
-from core.requests.escalation import open_escalation
+from core.requests.escalation import open_escalation, why_of
 from core.run import live
 from core.run.compose import CONTINUE, WAIT, Outcome
 from core.run.delegation import NOT_USABLE, Delegation, delegate, open_delegation
 from core.run.deps import RunDeps
+from core.run.nudges import stuck
 from core.run.state import Run
 from core.tools import control
 from core.tools.command import RunCommand
@@ -175,7 +178,7 @@ async def ask_people(
     in the escalation's trace span: ``wait``."""
     log.info("conversation %s: asking the people for help", run.conversation_id)
     change = open_escalation(run.snap, failures, run.opening, reason=reason)
-    with run.span.escalation("people", len(failures)):
+    with run.span.escalation("people", len(failures), why_of(reason)):
         await live.commit(run, deps.journal, change)
     return WAIT
 
@@ -219,3 +222,22 @@ class Escalate:
             return CONTINUE
         log.info("conversation %s: stuck after %d failures", run.conversation_id, len(streak))
         return await escalate(run, deps, streak)
+
+
+class Stuck:
+    """Escalate when the run is stuck on nudges (:func:`core.run.nudges.stuck`: a second
+    early finish or reply in prose since a person spoke), with the reason and what went
+    wrong, as a failure streak does (:func:`escalate`: the expert first when one is
+    set, else the people): its outcome then, else ``continue``."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self._deps = deps
+
+    async def go(self, run: Run) -> Outcome:
+        """Commit the escalation when the run is stuck on nudges."""
+        found = stuck(run.snap)
+        if found is None:
+            return CONTINUE
+        reason, _why, shown = found
+        log.info("conversation %s: stuck: %s", run.conversation_id, reason)
+        return await escalate(run, self._deps, shown, reason)

@@ -22,7 +22,7 @@ A scope whose model has a view of its own (the expert's, in a delegation:
 history, from its entry to its exit (:mod:`core.run.own_views`); its model reads
 :func:`core.run.own_views.scope_view` instead, which
 starts with its brief. The run's model reads how it ended
-(:class:`core.vocabulary.entries.DelegationEnded`, :func:`delegation_ended_block`).
+(:class:`core.vocabulary.entries.DelegationEnded`, :func:`core.run.blocks.delegation_ended_block`).
 """
 
 from __future__ import annotations
@@ -32,114 +32,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.models.base import Message
+from core.run.blocks import UserEntry, user_blocks
 from core.run.executor_view import approval_at, plan_of
 from core.run.own_views import OwnViews
 from core.vocabulary.entries import (
     AssistantTurn,
     Compacted,
-    ContextNote,
-    DelegationBrief,
-    DelegationEnded,
-    Escalated,
     JournalRecord,
-    StepEntered,
     ToolResultEntry,
-    UserText,
 )
 from core.vocabulary.requests import PlanApproval
-
-_ROLE_LABEL = {
-    "request": "",
-    "answer": " (answer)",
-    "feedback": " (plan feedback)",
-    "note": " (note while you work)",
-}
-
-
-def user_text_block(entry: UserText | StepEntered) -> dict[str, Any]:
-    """A person's words as a text block that names the speaker; a position's
-    instructions as a block that names the step."""
-    if isinstance(entry, StepEntered):
-        return {
-            "type": "text",
-            "text": f"[threadbot: the {entry.position} step] {entry.instructions}",
-        }
-    return {"type": "text", "text": f"{entry.author.name}{_ROLE_LABEL[entry.role]}: {entry.text}"}
-
-
-UserEntry = (
-    UserText | StepEntered | Compacted | ContextNote | Escalated | DelegationBrief | DelegationEnded
-)
-"""The entries the model reads in a user message, after the tool results."""
-
-
-def context_note_block(entry: ContextNote) -> dict[str, Any]:
-    """A context strategy's note as a text block that names the strategy (and the scope,
-    when it is not the run's): ``[threadbot: task list] ...``."""
-    label = entry.strategy.replace("_", " ")
-    if entry.scope != "run":
-        label += f", scope {entry.scope}"
-    return {"type": "text", "text": f"[threadbot: {label}] {entry.text}"}
-
-
-def escalated_block(entry: Escalated) -> dict[str, Any]:
-    """An escalation as threadbot's note to the model: why the people were asked."""
-    count = len(entry.failures)
-    said = "the last call failed" if count == 1 else f"the last {count} calls failed in a row"
-    if entry.reason:
-        said = f"I'm stuck ({entry.reason})"
-    return {
-        "type": "text",
-        "text": f"[threadbot: {said}, so I asked the people in the thread for help]",
-    }
-
-
-def delegation_ended_block(entry: DelegationEnded) -> dict[str, Any]:
-    """How a delegation to the expert ended, as threadbot's note to the run's model: its
-    work merged into the workspace (and what showed it usable, the expert's summary),
-    or not usable and why."""
-    if entry.outcome == "merged":
-        where = f"on the branch {entry.branch}" if entry.branch else "in a copy of the workspace"
-        said = (
-            f"you were stuck, so I handed the work to the expert; it fixed it {where}, "
-            f"now merged into your workspace ({entry.why})"
-        )
-        if entry.summary:
-            said += f". The expert's summary: {entry.summary}"
-        said += ". Go on with the plan from here"
-    else:
-        said = (
-            f"you were stuck, so I handed the work to the expert, who could not fix it: {entry.why}"
-        )
-    return {"type": "text", "text": f"[threadbot: {said}]"}
-
-
-def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
-    """The blocks of a person's message: the files shared with it first, as journaled
-    (images before text work best: https://docs.anthropic.com/en/docs/build-with-claude/vision),
-    then the words (left out when there are none beside the files); a position's
-    instructions as one block (:func:`user_text_block`); a compaction's summary, then
-    the step it was made in; a context note as one block (:func:`context_note_block`);
-    an escalation as one block (:func:`escalated_block`)."""
-    if isinstance(entry, ContextNote):
-        return [context_note_block(entry)]
-    if isinstance(entry, Escalated):
-        return [escalated_block(entry)]
-    if isinstance(entry, DelegationEnded):
-        return [delegation_ended_block(entry)]
-    if isinstance(entry, DelegationBrief):
-        return [{"type": "text", "text": entry.text}]
-    if isinstance(entry, Compacted):
-        summary = {
-            "type": "text",
-            "text": "[threadbot: the conversation before this point, summarized when it "
-            f"grew long]\n{entry.summary}",
-        }
-        return [summary, user_text_block(entry.step)] if entry.step else [summary]
-    if isinstance(entry, StepEntered) or not entry.files:
-        return [user_text_block(entry)]
-    files = [dict(block) for block in entry.files]
-    return [*files, user_text_block(entry)] if entry.text.strip() else files
 
 
 def build_messages(
@@ -160,8 +62,8 @@ def plan_blocks(
     journal: Sequence[JournalRecord], at: int, plan: PlanApproval
 ) -> list[dict[str, Any]]:
     """The first user message of the executor's own view of ``plan``, which the decision
-    ``journal[at]`` approved: the request (:func:`user_blocks`: its files first), then
-    the plan (:func:`core.run.executor_view.plan_of`)."""
+    ``journal[at]`` approved: the request (:func:`core.run.blocks.user_blocks`: its
+    files first), then the plan (:func:`core.run.executor_view.plan_of`)."""
     request, said = plan_of(journal, at, plan)
     return [*(user_blocks(request) if request else []), {"type": "text", "text": said}]
 

@@ -42,6 +42,7 @@ from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome, Step
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
 from core.run.model_turn import model_turn, own_plan
+from core.run.nudges import prose_reply
 from core.run.scope import INHERIT, left_since_request, open_scopes
 from core.run.state import Run
 from core.run.tool_calls import ToolCalls
@@ -210,7 +211,9 @@ class ModelStep:
     admitted (:mod:`core.run.admission`: the workflow position chooses the tools)
     and committed with a record per tool call.
 
-    Outcomes: ``done`` (the answer: a turn without tool calls), ``wait`` or ``done``
+    Outcomes: ``done`` (the answer: a turn without tool calls where no call is due),
+    ``continue`` or ``wait`` for a reply in prose where a call was due (nudged, or
+    escalated: :func:`core.run.nudges.prose_reply`), ``wait`` or ``done``
     when the turn's one call ends it at once (a plan, a question, ``finish``: one
     commit with the turn), ``continue`` (tool calls to run), or ``model_failed``
     (with the failure's message as ``reason``; ``wait`` when a retry may mend it,
@@ -236,6 +239,9 @@ class ModelStep:
         totals = run.totals.of(snap.journal, run.context.now(), pending=turn)
         tools = ToolCalls(run, deps)
         if decision.answers:
+            nudged = await prose_reply(run, deps, turn, totals)
+            if nudged is not None:
+                return nudged
             answer = decision.thinking or "(the model gave no answer)"
             stats = await tools.with_changes(snap, totals)
             await _commit(

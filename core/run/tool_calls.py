@@ -19,8 +19,9 @@ exactly-once"):
 - a ``report_progress`` call is its note, and an ``ask_expert`` call its consultation
   of the expert (:mod:`core.run.consultation`), in its place among the calls; the
   control calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come
-  last. All are parsed (:func:`core.tools.control.parse`) and done in
-  :meth:`ToolCalls._control`.
+  last, and a ``finish`` before the change the plan asks for is refused
+  (:mod:`core.run.nudges`). All are parsed (:func:`core.tools.control.parse`) and done
+  in :meth:`ToolCalls._control`.
 
 Every state change is a :func:`core.tool_state.move`, committed with its result;
 one call runs in :mod:`core.run.one_call`, whose :func:`~core.run.one_call.finish_call`
@@ -43,6 +44,7 @@ from core.run.consultation import consult
 from core.run.control import finish, handed_back
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
+from core.run.nudges import early_finish, nudged_since_word, refuse_finish
 from core.run.one_call import ToolStep, finish_call
 from core.run.state import Run
 from core.run.stats import request_stats
@@ -263,6 +265,10 @@ class ToolCalls:
             return handed_back(record, call), Flow.CONTINUE  # a delegation's finish, or a plan
         match call:
             case Finish():
+                early = early_finish(snap, deps.toolbox)
+                if early is not None:
+                    again = bool(nudged_since_word(snap.journal, "early_finish"))
+                    return refuse_finish(run, record, early, again=again), Flow.CONTINUE
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
                 return finish(snap, record, call, deps.workflow, stats), Flow.DONE

@@ -14,8 +14,8 @@ which refuses a malformed one there), and the engine does what it means in one
 This module is the one place that knows the control tools by name: everything else
 reads a tool's kind (:class:`core.models.base.ToolKind`, ``control``) or asks here
 (:func:`is_control`, :func:`ends_turn`, :func:`opens_request`, :func:`consults_expert`,
-:func:`offered`, and for what a call says of a plan: :func:`plan_steps`,
-:func:`progress_step`, :func:`finishes`).
+:func:`offered`, and for what a call says of a plan: :func:`proposed_plan`,
+:func:`plan_steps`, :func:`progress_step`, :func:`finishes`).
 """
 
 from __future__ import annotations
@@ -179,16 +179,23 @@ def finishes(name: str) -> bool:
     return name == "finish"
 
 
-def plan_steps(name: str, args: Mapping[str, Any]) -> list[str] | None:
-    """The steps of a ``propose_plan`` call with the input ``args``; None for a call of
-    another tool or a malformed one (refused at admission)."""
+def proposed_plan(name: str, args: Mapping[str, Any]) -> ProposePlan | None:
+    """The plan a ``propose_plan`` call with the input ``args`` proposes (its steps and
+    tools); None for a call of another tool or a malformed one (refused at admission)."""
     if name != "propose_plan":
         return None
     try:
         call = parse(name, args)
     except ToolError:
         return None
-    return call.steps if isinstance(call, ProposePlan) else None
+    return call if isinstance(call, ProposePlan) else None
+
+
+def plan_steps(name: str, args: Mapping[str, Any]) -> list[str] | None:
+    """The steps of a ``propose_plan`` call with the input ``args``; None for a call of
+    another tool or a malformed one (refused at admission)."""
+    proposed = proposed_plan(name, args)
+    return None if proposed is None else proposed.steps
 
 
 def progress_step(name: str, args: Mapping[str, Any]) -> str | None:

@@ -26,6 +26,7 @@ from core.vocabulary.escalations import DelegationEnded as DelegationEnded
 from core.vocabulary.escalations import Escalated as Escalated
 from core.vocabulary.escalations import FailedCall as FailedCall
 from core.vocabulary.escalations import FailuresReset as FailuresReset
+from core.vocabulary.escalations import Nudged as Nudged
 from core.vocabulary.people import Person
 from core.vocabulary.verdicts import Verdict
 
@@ -317,7 +318,8 @@ Entry = Annotated[
     | Delegated
     | DelegationBrief
     | DelegationChecked
-    | DelegationEnded,
+    | DelegationEnded
+    | Nudged,
     Field(discriminator="kind"),
 ]
 

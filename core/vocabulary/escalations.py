@@ -4,7 +4,9 @@ The failed calls of a failure streak as the people and the expert are shown them
 (:class:`FailedCall`), the escalation to the people and the reset of the streak by
 their answer (:class:`Escalated`, :class:`FailuresReset`), and a delegation to the
 expert: handed over, briefed, checked, ended (:class:`Delegated`,
-:class:`DelegationBrief`, :class:`DelegationChecked`, :class:`DelegationEnded`).
+:class:`DelegationBrief`, :class:`DelegationChecked`, :class:`DelegationEnded`), and
+the nudges that come before a run is stuck on an early finish or a reply in prose
+(:class:`Nudged`).
 Each is a member of the journal's tagged union, :data:`core.vocabulary.entries.Entry`
 (and is imported from there as well).
 """
@@ -133,3 +135,23 @@ class DelegationEnded(BaseModel):
     why: str = ""
     summary: str = ""
     branch: str | None = None
+
+
+class Nudged(BaseModel):
+    """threadbot corrected the model, decided outside it (docs/architecture.md, "The agent
+    as a composition"; :mod:`core.run.nudges`).
+
+    ``why``: ``early_finish``, a ``finish`` refused (``tool_use_id``) because the
+    approved plan names a mutating tool and no call of one succeeded: the refusal is
+    that call's result, so the model does not read this entry; ``prose``, a reply
+    without the tool call that was due (``finish``, or a tool to go on): the model
+    reads ``text`` as threadbot's note in the next user message (a journaled message,
+    not a change of the system prompt, so the cached prefix holds). A second one of
+    the same ``why`` since a person last spoke escalates instead.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["nudged"] = "nudged"
+    why: Literal["early_finish", "prose"]
+    text: str
+    tool_use_id: str | None = None
