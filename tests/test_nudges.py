@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from bot.settings import Settings
 from core import tracing
-from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.vocabulary.entries import Escalated, FailuresReset, Nudged
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedRoles, ScriptedTurn
+from core.vocabulary.entries import DelegationEnded, Escalated, FailuresReset, Nudged
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import Escalation
 from core.vocabulary.tool_records import ToolState
@@ -241,3 +241,46 @@ async def test_on_slack_the_prose_escalation_is_in_the_thread(settings: Settings
         snap = await slack.snapshot(thread)
         slack.post(thread, "Built on Slack.")
     assert snap.status.lifecycle is Lifecycle.DONE
+
+
+# --- with an expert: the second early finish is handed to it first ----------------------
+
+
+async def test_with_an_expert_a_second_early_finish_is_handed_to_it_and_merged(
+    settings: Settings,
+) -> None:
+    """The expert gets the reason and both refused finishes in its brief; its work (a
+    command that changes something, then ``finish``) is merged, and the executor goes
+    on and finishes: no one in the thread was asked."""
+    settings.expert_model = "claude-expert"
+    model = ScriptedRoles(
+        planner=[planned("run_command")],
+        executor=[done("Nothing to do."), done("Still nothing."), done("Built by the expert.")],
+        expert=[run("echo fixed > fixed.txt"), done("Fixed it.")],
+    )
+    spans = Spans()
+    app, chat = await started(settings, model, tracer_provider=spans.provider)
+    try:
+        await approved(app, chat)
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+
+    assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()
+    shown = chat.out.getvalue()
+    assert "🎓 handing this to the expert (claude-expert): I tried to finish twice" in shown
+    assert "✅ Built by the expert." in shown and EARLY not in shown
+    brief = str(model.of("expert").requests[0].messages[0])
+    assert "I tried to finish twice without making the change the plan asks for" in brief
+    assert "finish: Nothing to do." in brief and "finish: Still nothing." in brief
+    [ended] = [r.entry for r in snap.journal if isinstance(r.entry, DelegationEnded)]
+    assert ended.outcome == "merged"
+    assert not any(isinstance(r.entry, Escalated) for r in snap.journal)
+    # The third finish came after the expert's change was merged: not refused.
+    finishes = [r for r in snap.tool_calls.values() if r.name == "finish"]
+    assert [r.state for r in finishes][-1] is ToolState.DONE
+    [span] = [s for s in spans.finished() if s.name == "threadbot.escalate"]
+    assert span.attributes is not None
+    assert span.attributes[tracing.ESCALATED_TO] == "expert"
+    assert span.attributes[tracing.ESCALATION_WHY] == "early_finish"
+    spans.provider.shutdown()
