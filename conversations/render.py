@@ -261,7 +261,7 @@ def _escalation(binding: PlatformRef, event: EscalationAsked) -> Outgoing:
     """``🆘 I'm stuck: the last 2 commands failed`` (or the escalation's own reason), then
     each failed call and the end of its output in a code block, and how to answer (a
     reply, as to a question)."""
-    lines = [f"🆘 {stuck_line(len(event.failures), event.reason)}"]
+    lines = [f"🆘 {stuck_line(event.failures, event.reason)}"]
     for number, failed in enumerate(event.failures, start=1):
         lines.append(f"{number}. {failed.call}")
         if failed.output:

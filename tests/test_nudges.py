@@ -23,7 +23,7 @@ from tests.test_escalation import approved, done, run, started, texts_of
 from tests.test_traces import Spans
 
 EARLY = "🆘 I'm stuck: I tried to finish twice without making the change the plan asks for"
-PROSE = "🆘 I'm stuck: I replied twice without the tool call that was due"
+PROSE = "🆘 I'm stuck: my last 2 replies neither finished the work nor went on with it"
 
 
 def planned(*tools: str) -> ScriptedTurn:
@@ -168,7 +168,7 @@ async def test_a_reply_in_prose_is_nudged_once_by_a_journaled_note(settings: Set
     assert snap.status.lifecycle is Lifecycle.DONE
     shown = chat.out.getvalue()
     assert "I think the build works now." in shown  # a progress note, not the answer
-    assert "↩️ no tool call in that reply: the model was asked for one" in shown
+    assert "↩️ reminded the model to end its reply with an answer or a next step" in shown
     assert "✅ Built." in shown
     # The nudge is a message in the history; the system prompt and tools are unchanged.
     nudged = texts_of(model.requests[2])
@@ -194,6 +194,7 @@ async def test_a_second_reply_in_prose_asks_the_people(settings: Settings) -> No
         shown = chat.out.getvalue()
         message = shown[shown.index(PROSE) :]
         assert "Done, I believe." in message and "As I said, it is done." in message
+        assert shown.count("↩️ reminded the model") == 1  # the second escalates instead
 
         await chat.reply("call finish with your answer")
         await app.hub.settled()
@@ -284,3 +285,27 @@ async def test_with_an_expert_a_second_early_finish_is_handed_to_it_and_merged(
     assert span.attributes[tracing.ESCALATED_TO] == "expert"
     assert span.attributes[tracing.ESCALATION_WHY] == "early_finish"
     spans.provider.shutdown()
+
+
+async def test_with_an_expert_a_greeting_in_prose_twice_asks_the_people_not_the_expert(
+    settings: Settings,
+) -> None:
+    """No plan is approved while planning: there is no part of one to hand over, so the
+    second reply in prose asks the people even with an expert set."""
+    settings.expert_model = "claude-expert"
+    model = ScriptedRoles(planner=[prose("Hello!"), prose("Hi again!"), done("Hello, alice.")])
+    app, chat = await started(settings, model)
+    try:
+        await chat.mention("hi")
+        await app.hub.settled()
+        snap = await chat.snapshot()
+        assert str(snap.status) == "waiting(escalation)"
+        await chat.reply("just say hello with finish")
+        await app.hub.settled()
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert PROSE in chat.out.getvalue() and "✅ Hello, alice." in chat.out.getvalue()
+    assert not model.of("expert").requests
+    assert not any(isinstance(r.entry, DelegationEnded) for r in snap.journal)

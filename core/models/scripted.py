@@ -180,6 +180,12 @@ class ScriptFileModel:
     an earlier turn made, an output's id). A call's id defaults to
     ``toolu_script_<turn>_<index>``. Raises ``ValueError`` for a malformed file and
     :class:`ModelError` past its end.
+
+    One script plays one model for the planner and the executor: with an executor
+    model of its own, the executor reads a view that starts after the planning turns
+    (:func:`core.run.model_turn.own_plan`), so its count starts again and the script
+    would replay the planner's turns; such a run is scripted in-process, with
+    :class:`ScriptedRoles`.
     """
 
     def __init__(self, path: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.requests.common import Opening
+from core.tools.command import RunCommand
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import Escalated, FailedCall, FailuresReset, UserText
 from core.vocabulary.inputs import ThreadMessage
@@ -28,7 +29,7 @@ from core.vocabulary.verdicts import Answered
 
 EARLY_FINISH = "I tried to finish twice without making the change the plan asks for"
 """The reason of an escalation after a second early finish (:mod:`core.run.nudges`)."""
-PROSE = "I replied twice without the tool call that was due"
+PROSE = "my last 2 replies neither finished the work nor went on with it"
 """The reason of an escalation after a second reply in prose (:mod:`core.run.nudges`)."""
 
 
@@ -41,17 +42,23 @@ def why_of(reason: str) -> str:
     return {EARLY_FINISH: "early_finish", PROSE: "prose"}.get(reason, "other")
 
 
-def stuck_reason(failures: int, reason: str = "") -> str:
+COMMAND = RunCommand.spec.name
+"""The tool whose failures are commands (``run_command``)."""
+
+
+def stuck_reason(failures: Sequence[FailedCall], reason: str = "") -> str:
     """Why the run is stuck, in words: ``reason`` when one is given (an escalation a
-    failure streak did not make), else ``the last 2 commands failed``."""
+    failure streak did not make), else ``the last 2 commands failed`` (``calls`` when
+    not all of ``failures`` are commands: an invented tool, a refused ``ask_expert``)."""
     if reason:
         return reason
-    if failures == 1:
-        return "the last command failed"
-    return f"the last {failures} commands failed"
+    what = "command" if all(f.tool == COMMAND for f in failures) else "call"
+    if len(failures) == 1:
+        return f"the last {what} failed"
+    return f"the last {len(failures)} {what}s failed"
 
 
-def stuck_line(failures: int, reason: str = "") -> str:
+def stuck_line(failures: Sequence[FailedCall], reason: str = "") -> str:
     """``I'm stuck: the last 2 commands failed`` (the request's prompt, the message's title),
     or ``I'm stuck: <reason>`` (:func:`stuck_reason`)."""
     return f"I'm stuck: {stuck_reason(failures, reason)}"
@@ -70,7 +77,7 @@ def open_escalation(
     expires_at, remind_at = opening.times()
     request = Escalation(
         id=opening.new_id(),
-        prompt=stuck_line(len(failures), reason),
+        prompt=stuck_line(failures, reason),
         failures=len(failures),
         expires_at=expires_at,
         remind_at=remind_at,

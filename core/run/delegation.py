@@ -122,7 +122,7 @@ async def delegate(
     n = 1 + sum(isinstance(r.entry, Delegated) for r in snap.journal)
     branch = f"{BRANCH_PREFIX}{run.conversation_id}-delegation-{n}" if settings.git_repo else None
     entry = Delegated(n=n, model=model, branch=branch, failures=tuple(failures), reason=reason)
-    said = f"handing this to the expert ({model}): {stuck_reason(len(failures), reason)}"
+    said = f"handing this to the expert ({model}): {stuck_reason(failures, reason)}"
     log.info("conversation %s: delegation %d to %s", run.conversation_id, n, model)
     await live.commit(
         run, deps.journal, Change(entries=(entry,), events=(ProgressNote(text=said, mark=MARK),))

@@ -45,8 +45,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
+from core.contexts.plan import current_plan
 from core.policy.summary import last_lines, shorten, summarize_call
-from core.requests.escalation import open_escalation, why_of
+from core.requests.escalation import COMMAND, open_escalation, why_of
 from core.run import live
 from core.run.compose import CONTINUE, WAIT, Outcome
 from core.run.delegation import NOT_USABLE, Delegation, delegate, open_delegation
@@ -54,7 +55,6 @@ from core.run.deps import RunDeps
 from core.run.nudges import stuck
 from core.run.state import Run
 from core.tools import control
-from core.tools.command import RunCommand
 from core.vocabulary.entries import (
     Delegated,
     DelegationEnded,
@@ -68,8 +68,6 @@ from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
 log = logging.getLogger(__name__)
 
-COMMAND = RunCommand.spec.name
-"""The tool whose failures count (``run_command``)."""
 TAIL_LINES = 5
 """Lines of a failed call's result the people are shown (its end)."""
 LINE_WIDTH = 120
@@ -151,20 +149,36 @@ def expert_tried(journal: Sequence[JournalRecord]) -> bool:
     return False
 
 
+def delegable(run: Run, failures: Sequence[FailedCall]) -> bool:
+    """Whether the stuck work may be handed to the expert: an expert model is configured,
+    it was not tried for this streak (:func:`expert_tried`), a plan is approved (the
+    expert's brief is a part of it to finish: a conversation still planning, or
+    answering a greeting, has none) and no failure is the expert's own (an
+    ``ask_expert`` refused for its spent budget, or whose expert failed to answer:
+    handing it more work would spend past that budget, or ask a failing model again)."""
+    snap = run.snap
+    return (
+        bool(run.settings.expert_model)
+        and not expert_tried(snap.journal)
+        and current_plan(snap) is not None
+        and not any(control.consults_expert(f.tool) for f in failures)
+    )
+
+
 async def escalate(
     run: Run, deps: RunDeps, failures: Sequence[FailedCall], reason: str = ""
 ) -> Outcome:
     """The run is stuck: ``failures`` (the streak, oldest first; maybe none), or ``reason``
     (why, when no streak says it: words that follow "I'm stuck: ", as "finish was
-    called twice with no change made"). With an expert model configured and not yet
-    tried for this streak, delegate (:func:`core.run.delegation.delegate`); when there
-    is none, or its work is not usable, ask the people (:func:`ask_people`).
+    called twice with no change made"). Delegate (:func:`core.run.delegation.delegate`)
+    when :func:`delegable`; otherwise, or when the expert's work is not usable, ask the
+    people (:func:`ask_people`).
 
     The outcome: ``continue`` when the expert's work was merged (the run goes on),
     ``wait`` for a person (the people's answer, or a decision inside the delegation),
     ``suspended`` or ``done``.
     """
-    if run.settings.expert_model and not expert_tried(run.snap.journal):
+    if delegable(run, failures):
         outcome = await delegate(run, deps, failures, reason)
         if outcome.name != NOT_USABLE:
             return outcome

@@ -75,7 +75,7 @@ def brief(snap: ConversationSnapshot, entry: Delegated, workspace: str) -> str:
     plan = current_plan(snap)
     lines = [
         "[threadbot: you are the expert. The executor carrying out the approved plan below "
-        f"is stuck ({stuck_reason(len(entry.failures), entry.reason)}), so the work is yours now.]",
+        f"is stuck ({stuck_reason(entry.failures, entry.reason)}), so the work is yours now.]",
         "",
         f"The request: {plan.request if plan else request_of(snap)}",
     ]

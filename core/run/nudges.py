@@ -71,7 +71,9 @@ PROSE_NOTE = (
     "your last reply had no tool call, and one is due here: call finish with the answer "
     "if the work is done, ask_user to ask the people, or the next tool to go on"
 )
-"""What the model reads after its first reply in prose."""
+"""What the model reads after a reply in prose."""
+REMINDED = "reminded the model to end its reply with an answer or a next step"
+"""What the thread reads after the first reply in prose (the second escalates)."""
 SHOWN = 300
 """Characters of a reply or an answer the people are shown when the run escalates."""
 
@@ -149,7 +151,7 @@ def refuse_finish(run: Run, record: ToolCallRecord, reason: str, *, again: bool)
         return Change(
             entries=(*moved.results, nudge),
             tool_calls=moved.records,
-            events=(ProgressNote(text=f"↩️ finish refused: {reason}"),),
+            events=(ProgressNote(text=f"finish refused: {reason}", mark="↩️"),),
         )
 
 
@@ -157,21 +159,23 @@ async def prose_reply(
     run: Run, deps: RunDeps, turn: AssistantTurn, totals: RunStats
 ) -> Outcome | None:
     """``turn``, a reply without tool calls, where a call was due (:func:`calls_due`):
-    committed with a ``Nudged`` entry (the model reads its note next), the reply and a
-    note in the thread, in a ``threadbot.nudge`` span: ``continue`` (a second since a
-    person spoke escalates at the next step of the round, :class:`Stuck`). None when
-    no call is due at the run's position: the reply is the run's answer."""
+    committed with a ``Nudged`` entry (the model reads its note next), the reply as a
+    progress note and, the first time since a person spoke, :data:`REMINDED`, in a
+    ``threadbot.nudge`` span: ``continue`` (a second escalates at the next step of the
+    round, :class:`core.run.escalation.Stuck`). None when no call is due at the run's
+    position: the reply is the run's answer."""
     snap = run.snap
     if not calls_due(deps.workflow, deps.toolbox, snap.position):
         return None
     said = (ProgressNote(text=turn.text, totals=totals),) if turn.text else ()
     log.info("conversation %s: a reply in prose, nudged", run.conversation_id)
-    note = ProgressNote(text="↩️ no tool call in that reply: the model was asked for one")
+    again = bool(nudged_since_word(snap.journal, "prose"))  # the escalation says it then
+    notes = () if again else (ProgressNote(text=REMINDED, mark="↩️"),)
     with run.span.nudge("prose"):
         await live.commit(
             run,
             deps.journal,
-            Change(entries=(turn, Nudged(why="prose", text=PROSE_NOTE)), events=(*said, note)),
+            Change(entries=(turn, Nudged(why="prose", text=PROSE_NOTE)), events=(*said, *notes)),
         )
     return CONTINUE
 

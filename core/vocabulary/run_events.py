@@ -68,7 +68,8 @@ class ProgressNote(_Frozen):
     totals: RunStats | None = None
     """The request's running totals when the note was made (the ``status`` mode's line)."""
     mark: str | None = None
-    """The note's own mark in place of ``⏳`` (``🎓``: the expert's delegation)."""
+    """The note's own mark in place of ``⏳`` (``🎓``: the expert's delegation; ``↩️``: a
+    refusal or a nudge, :mod:`core.run.nudges`)."""
 
 
 class PlanProposed(_Frozen):
