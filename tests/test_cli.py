@@ -406,3 +406,25 @@ def test_the_data_folder_and_the_console_state_are_the_bots_alone(tmp_path: Path
     data = tmp_path / ".threadbot"
     assert stat.S_IMODE(data.stat().st_mode) == 0o700  # the database holds every conversation
     assert stat.S_IMODE((data / "console.jsonl").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("nope", "a model script is JSON: Expecting value"),
+        ('{"turns": []}', "a model script is a JSON list of turns"),
+        ('[{"calls": [{"input": {}}]}]', 'turn 1: each call is an object with a "name"'),
+        ('[{"text": "hi"}, {"text": 5}]', "turn 2: text is a string"),
+        ('[{"calls": "x"}]', "turn 1: calls is a list"),
+        ('[{"role": "planner"}]', 'turn 1: role is "expert" or absent'),
+        ('[{"txt": "hi"}]', "turn 1: unknown keys ['txt']"),
+    ],
+)
+def test_a_malformed_model_script_is_refused_at_start_naming_the_file_and_turn(
+    tmp_path: Path, content: str, said: str
+) -> None:
+    (tmp_path / "script.json").write_text(content)
+    result = _run(tmp_path, {"THREADBOT_MODEL_SCRIPT": "script.json"}, "hi\n")
+    assert result.returncode == 2, result.stdout
+    assert f"threadbot: script.json: {said}" in result.stderr
+    assert "Traceback" not in result.stderr

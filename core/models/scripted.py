@@ -178,8 +178,9 @@ class ScriptFileModel:
     others every other request, each in their order. The file is read again for
     each request, so a test may add turns while the bot runs (one that names what
     an earlier turn made, an output's id). A call's id defaults to
-    ``toolu_script_<turn>_<index>``. Raises ``ValueError`` for a malformed file and
-    :class:`ModelError` past its end.
+    ``toolu_script_<turn>_<index>``. Raises ``ValueError`` for a malformed file (not
+    JSON, not a list of turns, a turn of the wrong shape: named by its number, from 1),
+    checked whole at every read, and :class:`ModelError` past its end.
 
     One script plays one model for the planner and the executor: with an executor
     model of its own, the executor reads a view that starts after the planning turns
@@ -195,9 +196,16 @@ class ScriptFileModel:
 
     def _read(self) -> list[dict[str, Any]]:
         with open(self._path, encoding="utf-8") as handle:
-            data = json.load(handle)
+            try:
+                data = json.load(handle)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{self._path}: a model script is JSON: {exc}") from exc
         if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
             raise ValueError(f"{self._path}: a model script is a JSON list of turns")
+        for number, turn in enumerate(data, start=1):
+            problem = _turn_problem(turn)
+            if problem:
+                raise ValueError(f"{self._path}: turn {number}: {problem}")
         return data
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -214,3 +222,25 @@ class ScriptFileModel:
         ]
         async for event in canned_events(self.name, "script", request, turn.get("text", ""), calls):
             yield event
+
+
+def _turn_problem(turn: dict[str, Any]) -> str:
+    """What is wrong with one turn of a model script ("" when nothing): ``text`` a
+    string, ``calls`` a list of ``{"name": str, "input": object?, "id": str?}``,
+    ``role`` absent or ``"expert"``, and no other key."""
+    unknown = set(turn) - {"text", "calls", "role"}
+    if unknown:
+        return f"unknown keys {sorted(unknown)} (a turn has text, calls and role)"
+    if not isinstance(turn.get("text", ""), str):
+        return "text is a string"
+    if turn.get("role", "expert") != "expert":
+        return 'role is "expert" or absent (the planner and the executor share the others)'
+    calls = turn.get("calls", [])
+    if not isinstance(calls, list):
+        return "calls is a list"
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return 'each call is an object with a "name" (a string)'
+        if not isinstance(call.get("input", {}), dict) or not isinstance(call.get("id", ""), str):
+            return 'a call\'s "input" is an object and its "id" a string'
+    return ""
