@@ -54,7 +54,6 @@ from tests.fakes.anthropic_server import (
     FakeAnthropicServer,
     Responder,
     Scripted,
-    text,
     tool_use,
 )
 from tests.fakes.round_robin import RoundRobin
@@ -282,8 +281,9 @@ def story_model(command: Callable[[int], str] = appending) -> Responder:
     """A responder (:class:`FakeAnthropicServer` ``respond``) for conversations opened
     with ``job N``: first the plan (``propose_plan``, id ``toolu_plan_N``), after it one
     ``run_command`` of ``command(N)`` (id ``toolu_job_N``), after its result (whatever
-    it says) the answer ``done N``. A request without ``job N`` answers 400, so a
-    request nobody expected shows in the process's log."""
+    it says) the answer ``done N`` by a ``finish`` call (id ``toolu_finish_N``). A
+    request without ``job N`` answers 400, so a request nobody expected shows in the
+    process's log."""
 
     def respond(body: dict[str, Any]) -> Scripted:
         n = job_number(body)
@@ -291,7 +291,7 @@ def story_model(command: Callable[[int], str] = appending) -> Responder:
             return ApiError.invalid_request("story model: no `job N` in the first user message")
         asked = called(body)
         if f"toolu_job_{n}" in asked:
-            return [text(f"done {n}")]
+            return [tool_use(f"toolu_finish_{n}", "finish", {"answer": f"done {n}"})]
         if f"toolu_plan_{n}" in asked:
             return [tool_use(f"toolu_job_{n}", "run_command", {"command": command(n)})]
         return [tool_use(f"toolu_plan_{n}", "propose_plan", {"steps": [f"Run job {n}"]})]

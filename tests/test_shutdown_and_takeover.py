@@ -70,7 +70,13 @@ async def test_sigterm_lets_the_step_end_delivers_what_is_pending_and_exits_0(
             text("Now the long job."),
             tool_use("toolu_job", "run_command", {"command": f"touch started; sleep {marker}"}),
         ],
-        [text("Picked up after the restart: the job was interrupted.")],
+        [
+            tool_use(
+                "toolu_finish",
+                "finish",
+                {"answer": "Picked up after the restart: the job was interrupted."},
+            )
+        ],
     )
     # Notes are held back for a minute, so some are still pending at the SIGTERM.
     settings = {"shutdown_grace": "1", "progress_interval": "60"}
@@ -123,7 +129,13 @@ async def test_a_process_paused_past_its_lease_writes_nothing_after_the_takeover
     model.add(
         PLAN,
         [tool_use("toolu_job", "run_command", {"command": job})],
-        [text("Checked the workspace; finished by the second instance.")],
+        [
+            tool_use(
+                "toolu_finish",
+                "finish",
+                {"answer": "Checked the workspace; finished by the second instance."},
+            )
+        ],
     )
     settings = {"lease_ttl": "1.5", "progress_interval": "0"}
     first = BotProcess(tmp_path, api, model.base_url, **settings)
