@@ -38,18 +38,16 @@ unshare, and that the bot's environment is unreadable from inside), not
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.tools.sandbox_etc import written
 from core.tools.sandbox_network import Network
 
 SANDBOX_UID = 1000
@@ -109,7 +107,8 @@ class Sandbox:
     a granted network cannot be given (a granted command then fails with a clear
     error); ``env``: the variables a command sees (``PATH``, ``LANG`` ... ;
     ``HOME`` is set to the sandbox's own); ``state_dir``: where the synthetic
-    ``/etc`` files are written (a temporary directory by default, removed at exit).
+    ``/etc`` files are written (by default one directory shared by the bot processes
+    of this user that write the same files: :func:`shared_etc`).
     ``run_as``: the host (uid, gid) commands run as when the bot runs as root
     (``nobody`` by default). An unprivileged bwrap maps the sandbox's user to the
     host user that started it, so from a root bot a command would be host root:
@@ -134,21 +133,14 @@ class Sandbox:
         self.network_helper = network_helper
         base = dict(env or DEFAULT_ENV)
         self.env = base | {"HOME": SANDBOX_HOME, "USER": "threadbot", "LOGNAME": "threadbot"}
-        if state_dir is None:
-            state_dir = Path(tempfile.mkdtemp(prefix="threadbot-sandbox-"))
-            atexit.register(shutil.rmtree, state_dir, ignore_errors=True)
-        self._etc = state_dir
-        self._etc.mkdir(parents=True, exist_ok=True)
-        self._etc.chmod(0o755)  # bwrap, running as run_as, reads the files below
         uid, gid = run_as or (SANDBOX_UID, SANDBOX_UID)
-        (self._etc / "passwd").write_text(
-            f"threadbot:x:{uid}:{gid}:threadbot:{SANDBOX_HOME}:/bin/sh\n"
-        )
-        (self._etc / "group").write_text(f"threadbot:x:{gid}:\n")
-        (self._etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
-        (self._etc / "hosts").write_text(HOSTS)
-        for name in ("passwd", "group", "resolv.conf", "hosts"):
-            (self._etc / name).chmod(0o644)
+        files = {
+            "passwd": f"threadbot:x:{uid}:{gid}:threadbot:{SANDBOX_HOME}:/bin/sh\n",
+            "group": f"threadbot:x:{gid}:\n",
+            "resolv.conf": f"nameserver {SLIRP_DNS}\n",
+            "hosts": HOSTS,
+        }
+        self._etc = written(files, state_dir)
 
     def run(
         self, argv: Sequence[str], workspace: Path, **options: Any
