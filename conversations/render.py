@@ -97,7 +97,10 @@ def render_event(
             text = f"⏰ Still waiting for an answer here: {event.prompt.splitlines()[0]}"
             return [Outgoing(PostReply(ref=binding, text=text))]
         case Expired():
-            text = "⌛ This request expired; mention me again to continue."
+            text = (
+                "⌛ This request expired and the run stopped here; "
+                "reply in this thread to start again."
+            )
             return [Outgoing(PostReply(ref=binding, text=text))]
         case Refused():
             return [Outgoing(PostReply(ref=binding, text=_refused(event, settings)))]

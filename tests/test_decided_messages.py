@@ -167,7 +167,9 @@ async def test_an_expired_plan_says_so_on_the_sweepers_clock(platform, settings)
         await t.settle()
 
         decided("⌛ Expired (plan v1)", "📋 Plan (v1)\n1. Clean up")(t.shown(plan_message))
-        assert t.posts()[-1] == "⌛ This request expired; mention me again to continue."
+        assert t.posts()[-1] == (
+            "⌛ This request expired and the run stopped here; reply in this thread to start again."
+        )
         snap = await t.snapshot()
         assert [r.state for r in snap.requests] == [RequestState.EXPIRED]
         assert [row[:3] for row in await closing_rows(t.app)] == [

@@ -325,7 +325,9 @@ async def test_a_reminder_at_half_life_and_an_expiry_at_the_end(make_app) -> Non
     assert await sweeper.sweep_once() == 1
     await app.hub.settled()
 
-    assert chat.said()[-1] == "⌛ This request expired; mention me again to continue."
+    assert chat.said()[-1] == (
+        "⌛ This request expired and the run stopped here; reply in this thread to start again."
+    )
     snap = await chat.snapshot()
     assert [r.state for r in snap.requests] == [RequestState.EXPIRED]
     assert snap.status.lifecycle is Lifecycle.CANCELLED
