@@ -186,8 +186,12 @@ def stuck(snap: ConversationSnapshot) -> tuple[str, Why, tuple[FailedCall, ...]]
     words for the people (:data:`EARLY_FINISH`, :data:`PROSE`), the kind, and what
     went wrong (each refused finish's answer and why; each reply's text), oldest
     first; else None. Read from the journal, so a run killed between the nudge and its
-    escalation escalates when it goes on."""
+    escalation escalates when it goes on. Costs the entries since the newest model turn
+    unless a nudge is among them (only then may the run have become stuck): a long
+    run reads no further back each round."""
     journal = snap.journal
+    if not _nudged_since_turn(journal):
+        return None
     kinds: tuple[tuple[Why, str], ...] = (("early_finish", EARLY_FINISH), ("prose", PROSE))
     for why, reason in kinds:
         nudges = nudged_since_word(journal, why)
@@ -196,6 +200,16 @@ def stuck(snap: ConversationSnapshot) -> tuple[str, Why, tuple[FailedCall, ...]]
         shown = tuple(_shown(snap, seq, nudge) for seq, nudge in nudges)
         return reason, why, shown
     return None
+
+
+def _nudged_since_turn(journal: Sequence[JournalRecord]) -> bool:
+    """Whether a nudge was journaled after the newest model turn."""
+    for record in reversed(journal):
+        if isinstance(record.entry, Nudged):
+            return True
+        if isinstance(record.entry, AssistantTurn):
+            return False
+    return False
 
 
 def _escalated_since(journal: Sequence[JournalRecord], seq: int) -> bool:
