@@ -158,7 +158,10 @@ async def test_an_expert_that_fixes_it_on_its_branch_is_merged_and_the_executor_
     assert f"1. `{FIRST}`" in brief and "No such file" in brief
     assert "error: missing header foo.h" in brief and "exit code 2" in brief
     assert f"the branch {branch}" in brief and "exits 0" in brief
-    assert {t.name for t in expert[0].tools} == {t.name for t in model.requests[1].tools}
+    # The executor's tools, less ask_expert (the expert is not offered a consultation of
+    # itself).
+    executors = {t.name for t in model.requests[1].tools}
+    assert {t.name for t in expert[0].tools} == executors - {"ask_expert"}
 
     # The executor goes on: its next request says what happened, and holds none of the
     # expert's turns.
@@ -590,3 +593,31 @@ async def test_an_escalation_with_a_reason_and_no_approved_plan_asks_the_people(
     [shown] = render_event(PlatformRef(platform="console", channel="c"), asked)
     assert isinstance(shown.action, PostReply)
     assert shown.action.text.startswith(f"🆘 I'm stuck: {REASON}\n")
+
+
+async def test_an_expert_that_leaves_its_branch_is_not_merged(
+    settings: Settings, repo: Path
+) -> None:
+    """The expert's work on another branch would not come back with the delegation's:
+    the merge refuses it (nothing is said merged that did not arrive), and the people
+    are asked."""
+    settings.git_repo = str(repo)
+    model = roles(
+        expert=[
+            call("run_command", command="git checkout -q -b elsewhere"),
+            write_header(),
+            call("finish", answer="Added foo.h."),
+        ],
+    )
+    app, chat = await started(settings, model)
+    try:
+        await approved(app, chat)
+        snap = await chat.snapshot()
+        shown = chat.out.getvalue()
+    finally:
+        await app.close()
+    [ended] = entries(snap, DelegationEnded)
+    assert ended.outcome == "not_usable"
+    assert "the expert left threadbot/" in ended.why and "HEAD is refs/heads/elsewhere" in ended.why
+    assert str(snap.status) == "waiting(escalation)" and STUCK in shown
+    assert not (Path(snap.workspace) / HEADER).exists()  # nothing arrived, nothing said so

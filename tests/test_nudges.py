@@ -11,9 +11,16 @@ call records, the model's next request and the spans.
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
+import core.run.escalation as escalation
+from bot.app import build
 from bot.settings import Settings
 from core import tracing
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedRoles, ScriptedTurn
+from core.run.compose import Outcome
 from core.vocabulary.entries import DelegationEnded, Escalated, FailuresReset, Nudged
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import Escalation
@@ -22,6 +29,7 @@ from tests.slack_harness import BOB, slack_workspace
 from tests.test_escalation import approved, done, run, started, texts_of
 from tests.test_traces import Spans
 
+FAILS = "echo 'error: missing header foo.h' >&2; exit 2"
 EARLY = "🆘 I'm stuck: I tried to finish twice without making the change the plan asks for"
 PROSE = "🆘 I'm stuck: my last 2 replies neither finished the work nor went on with it"
 
@@ -309,3 +317,108 @@ async def test_with_an_expert_a_greeting_in_prose_twice_asks_the_people_not_the_
     assert PROSE in chat.out.getvalue() and "✅ Hello, alice." in chat.out.getvalue()
     assert not model.of("expert").requests
     assert not any(isinstance(r.entry, DelegationEnded) for r in snap.journal)
+
+
+# --- what a review found -------------------------------------------------------------------
+
+
+async def test_a_bot_killed_between_an_unusable_delegation_and_its_question_asks_on_restart(
+    sqlite_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stuck on nudges, handed to the expert, whose work is not usable: the bot dies after
+    that is journaled and before the people are asked. Started again, the run asks the
+    people, as one that went straight through does, and the executor is not called again."""
+    sqlite_settings.expert_model = "claude-expert"
+    model = ScriptedRoles(
+        planner=[planned()],
+        executor=[prose("Done, I believe."), prose("As I said, it is done.")],
+        expert=[prose("No idea.")],  # no finish: not usable
+    )
+    reached = asyncio.Event()
+
+    async def dies_here(*args: object, **kwargs: object) -> Outcome:
+        reached.set()
+        await asyncio.Event().wait()  # the process dies here: nothing more is committed
+        raise AssertionError("never")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(escalation, "ask_people", dies_here)
+        app, chat = await started(sqlite_settings, model)
+        try:
+            await chat.mention("build the project")
+            await chat.react(chat.bot_message("📋 Plan (v1)"))
+            await asyncio.wait_for(reached.wait(), 60)
+        finally:
+            await app.close()
+
+    again = ScriptedRoles(executor=[done("Finished, though nobody was asked.")])
+    app = await build(sqlite_settings, model=again)
+    await app.start()
+    try:
+        await app.hub.settled()
+        chat.app = app  # the same thread, read from the bot started again
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+    assert str(snap.status) == "waiting(escalation)"
+    [escalated] = [r.entry for r in snap.journal if isinstance(r.entry, Escalated)]
+    assert escalated.reason == PROSE.removeprefix("🆘 I'm stuck: ")
+    assert not again.of("executor").requests
+
+
+async def test_the_expert_s_changes_in_a_fork_that_was_not_merged_are_no_change(
+    settings: Settings,
+) -> None:
+    """A delegation whose work was not usable changed only its fork: a finish after it is
+    still early, and refused."""
+    settings.expert_model = "claude-expert"
+    model = ScriptedRoles(
+        planner=[planned("run_command")],
+        executor=[run(FAILS), run(FAILS), done("Nothing left to do."), run("true"), done()],
+        expert=[run("echo tried > tried.txt"), prose("I could not.")],
+    )
+    app, chat = await started(settings, model)
+    try:
+        await approved(app, chat)
+        snap = await chat.snapshot()
+        assert str(snap.status) == "waiting(escalation)"  # the expert could not fix it
+        await chat.reply("the build is fine, finish")
+        await app.hub.settled()
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+    assert snap.status.lifecycle is Lifecycle.DONE
+    [nudge] = [r.entry for r in snap.journal if isinstance(r.entry, Nudged)]
+    assert nudge.why == "early_finish"  # "Nothing left to do." was refused
+    # Inside its delegation the expert is not offered ask_expert (it would be asked about
+    # the executor's history, and spend the conversation's consultations).
+    assert model.of("expert").requests
+    for request in model.of("expert").requests:
+        assert "ask_expert" not in {tool.name for tool in request.tools}
+    assert "ask_expert" in {tool.name for tool in model.of("executor").requests[0].tools}
+
+
+async def test_no_delegation_once_the_consultations_used_up_the_expert_s_budget(
+    settings: Settings,
+) -> None:
+    settings.expert_model = "claude-expert"
+    settings.expert_consultations = 1
+    model = ScriptedRoles(
+        planner=[planned()],
+        executor=[
+            ScriptedTurn(calls=[ScriptedCall("ask_expert", {"question": "Where is foo.h?"})]),
+            run(FAILS),
+            run(FAILS),
+        ],
+        expert=[prose("In vendor/.")],
+    )
+    app, chat = await started(settings, model)
+    try:
+        await approved(app, chat)
+        snap = await chat.snapshot()
+    finally:
+        await app.close()
+    assert str(snap.status) == "waiting(escalation)"
+    assert len(model.of("expert").requests) == 1  # the consultation; no delegation
+    assert not [r for r in snap.journal if isinstance(r.entry, DelegationEnded)]
+    assert "🆘 I'm stuck: the last 2 commands failed" in chat.out.getvalue()

@@ -50,9 +50,11 @@ from core.policy.summary import last_lines, shorten, summarize_call
 from core.requests.escalation import COMMAND, open_escalation, why_of
 from core.run import live
 from core.run.compose import CONTINUE, WAIT, Outcome
+from core.run.consultation import spent
 from core.run.delegation import NOT_USABLE, Delegation, delegate, open_delegation
 from core.run.deps import RunDeps
 from core.run.nudges import stuck
+from core.run.settings import EngineSettings
 from core.run.state import Run
 from core.tools import control
 from core.vocabulary.entries import (
@@ -153,16 +155,26 @@ def delegable(run: Run, failures: Sequence[FailedCall]) -> bool:
     """Whether the stuck work may be handed to the expert: an expert model is configured,
     it was not tried for this streak (:func:`expert_tried`), a plan is approved (the
     expert's brief is a part of it to finish: a conversation still planning, or
-    answering a greeting, has none) and no failure is the expert's own (an
-    ``ask_expert`` refused for its spent budget, or whose expert failed to answer:
-    handing it more work would spend past that budget, or ask a failing model again)."""
+    answering a greeting, has none), no failure is the expert's own (an ``ask_expert``
+    refused for its spent budget, or whose expert failed to answer: a failing model is
+    not asked again) and the conversation's consultations of the expert have not used
+    up their budget (:func:`core.run.consultation.spent`; a delegation's own calls are
+    priced and shown by role, not counted in that budget)."""
     snap = run.snap
     return (
         bool(run.settings.expert_model)
         and not expert_tried(snap.journal)
         and current_plan(snap) is not None
         and not any(control.consults_expert(f.tool) for f in failures)
+        and not _budget_used_up(snap.journal, run.settings)
     )
+
+
+def _budget_used_up(journal: Sequence[JournalRecord], settings: EngineSettings) -> bool:
+    """Whether the conversation's consultations used up the expert's budget (none made:
+    not used up, whatever ``expert_consultations`` allows, 0 included)."""
+    used = spent(journal)
+    return used.answered > 0 and used.refusal(settings) is not None
 
 
 async def escalate(

@@ -65,10 +65,18 @@ async def model_turn(
 
 def tools_of(run: Run, deps: RunDeps) -> list[ToolSpec]:
     """The tools every request of ``run`` offers, the same bytes on each: the toolbox's,
-    less ``ask_expert`` where no expert may be consulted
-    (:func:`core.tools.control.offered`)."""
-    tools = control.offered(deps.toolbox.select(["all"]), expert=run.settings.consults_expert)
+    less ``ask_expert`` where no expert may be consulted (:func:`consults_expert`,
+    :func:`core.tools.control.offered`)."""
+    tools = control.offered(deps.toolbox.select(["all"]), expert=consults_expert(run))
     return [t.spec for t in tools]
+
+
+def consults_expert(run: Run) -> bool:
+    """Whether ``ask_expert`` is offered to ``run``'s model now: an expert may be consulted
+    (:attr:`core.run.settings.EngineSettings.consults_expert`) and the model asking is not
+    the expert itself (in a delegation: it would be consulted on the executor's
+    history, not its own work, and spend the conversation's consultations)."""
+    return run.settings.consults_expert and run.scope.role != "expert"
 
 
 async def answer(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:

@@ -82,7 +82,8 @@ def early_finish(snap: ConversationSnapshot, toolbox: Toolbox) -> str | None:
     """Why a ``finish`` now is early (see the module docstring), or None when it is not.
 
     Reads the approved plan (:func:`core.contexts.plan.current_plan`) and the tool call
-    records of the turns since the one that proposed it.
+    records of the turns since the one that proposed it (the expert's calls count only
+    when its delegation's work was merged: a fork's changes are not the workspace's).
     """
     plan = current_plan(snap)
     if plan is None:
@@ -90,14 +91,36 @@ def early_finish(snap: ConversationSnapshot, toolbox: Toolbox) -> str | None:
     changes = [t for t in plan.tools if toolbox.kind(t) is ToolKind.MUTATING]
     if not changes:
         return None
+    discarded = _discarded_turns(snap.journal, plan.turn_seq)
     since = [
         r
         for r in snap.tool_calls.values()
-        if r.turn_seq > plan.turn_seq and toolbox.kind(r.name) is ToolKind.MUTATING
+        if r.turn_seq > plan.turn_seq
+        and r.turn_seq not in discarded
+        and toolbox.kind(r.name) is ToolKind.MUTATING
     ]
     if any(r.state in (ToolState.DONE, ToolState.DENIED) for r in since):
         return None
     return f"the approved plan needs {', '.join(changes)}, and no change has been made yet"
+
+
+def _discarded_turns(journal: Sequence[JournalRecord], after: int) -> set[int]:
+    """The ``seq`` of the expert's turns after ``after`` in delegations whose work was not
+    merged (their changes stayed in a fork: they made no change to the workspace)."""
+    discarded: set[int] = set()
+    pending: list[int] = []
+    for record in journal:
+        entry = record.entry
+        if record.seq <= after:
+            continue
+        if isinstance(entry, AssistantTurn) and entry.usage is not None:
+            if entry.usage.role == "expert":
+                pending.append(record.seq)
+        elif isinstance(entry, DelegationEnded):
+            if entry.outcome != "merged":
+                discarded.update(pending)
+            pending = []
+    return discarded
 
 
 def calls_due(workflow: Workflow, toolbox: Toolbox, position: str) -> bool:
@@ -203,21 +226,36 @@ def stuck(snap: ConversationSnapshot) -> tuple[str, Why, tuple[FailedCall, ...]]
 
 
 def _nudged_since_turn(journal: Sequence[JournalRecord]) -> bool:
-    """Whether a nudge was journaled after the newest model turn."""
+    """Whether a nudge was journaled after the run's newest model turn (the expert's turns
+    in a delegation passed over: a run killed between a delegation that was not usable
+    and its question to the people still finds the nudges that made it stuck)."""
     for record in reversed(journal):
-        if isinstance(record.entry, Nudged):
+        entry = record.entry
+        if isinstance(entry, Nudged):
             return True
-        if isinstance(record.entry, AssistantTurn):
+        if isinstance(entry, AssistantTurn) and not (
+            entry.usage is not None and entry.usage.role == "expert"
+        ):
             return False
     return False
 
 
 def _escalated_since(journal: Sequence[JournalRecord], seq: int) -> bool:
+    """Whether the nudge at ``seq`` was escalated already: the people were asked after it,
+    or the expert was handed the work and its delegation goes on or was merged (one
+    whose work was not usable is followed by the question to the people, which a run
+    killed in between has still to ask)."""
+    not_usable = False
     for record in reversed(journal):
+        entry = record.entry
         if record.seq <= seq:
             return False
-        if isinstance(record.entry, Escalated | Delegated):
+        if isinstance(entry, Escalated):
             return True
+        if isinstance(entry, DelegationEnded) and entry.outcome != "merged":
+            not_usable = True
+        elif isinstance(entry, Delegated):
+            return not not_usable
     return False
 
 

@@ -41,7 +41,7 @@ from core.run.compaction import compaction
 from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome, Step
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
-from core.run.model_turn import model_turn, own_plan
+from core.run.model_turn import consults_expert, model_turn, own_plan
 from core.run.nudges import prose_reply
 from core.run.scope import INHERIT, left_since_request, open_scopes
 from core.run.state import Run
@@ -262,7 +262,7 @@ class ModelStep:
             workflow,
             deps.toolbox,
             run.settings.tool_policy,
-            expert=run.settings.consults_expert,
+            expert=consults_expert(run),
         )
         notes = (ProgressNote(text=decision.thinking, totals=totals),) if decision.thinking else ()
         change = Change(

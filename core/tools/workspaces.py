@@ -159,6 +159,12 @@ class GitWorkspaces:
             if branch is None:
                 replace_contents(path, fork)
                 return
+            head = self._run_in_workspace(["symbolic-ref", "--quiet", "HEAD"], fork, check=False)
+            if head.strip() != f"refs/heads/{branch}":  # its work would not come back with it
+                raise ToolError(
+                    f"the expert left {branch} (HEAD is {head.strip() or 'detached'}): "
+                    "its work is not on the branch that is merged"
+                )
             self._commit_all(fork, f"threadbot: the expert's work on {branch}")
             self._run_in_workspace(["bundle", "create", "--quiet", _BUNDLE, branch], fork)
             carry(fork, path, _BUNDLE)
