@@ -394,12 +394,19 @@ async def test_the_expert_s_call_that_asks_waits_for_a_person_and_goes_on_in_its
         fork = workspace.with_name(f"{workspace.name}-delegation-1")
         assert not (fork / HEADER).exists()
 
+        # A note while it waits there is for the run: the expert reads it, and so does
+        # the executor after the delegation (the rest of the expert's scope it does not).
+        await chat.reply("careful: the build folder holds the release notes", by="bob")
         await chat.react(chat.bot_message("🔐 May I run this?"))
         await app.hub.settled()
         snap = await chat.snapshot()
     finally:
         await app.close()
     assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()
+    note = "bob (note while you work): careful: the build folder holds the release notes"
+    assert note in str(model.of("expert").requests[1].messages)
+    after = model.of("executor").requests[2]  # the executor's first request after it
+    assert note in str(after.messages) and "Made foo.h." not in str(after.messages[:-1])
     # It ran in the expert's copy, and came back with the merge.
     assert (fork / HEADER).read_text() == "#define FOO 1\n"
     assert (workspace / HEADER).read_text() == "#define FOO 1\n"

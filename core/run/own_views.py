@@ -56,7 +56,9 @@ class OwnViews:
         """Whether a record was left out."""
 
     def __call__(self, journal: Sequence[JournalRecord]) -> Sequence[JournalRecord]:
-        """``journal`` without the records of those scopes (the same records, in order)."""
+        """``journal`` without the records of those scopes (the same records, in order),
+        but for the notes people sent meanwhile (a note is for the run, whoever works:
+        the expert reads it in its view, and the run's model after it)."""
         read = self._read
         if read and (len(journal) < read or journal[read - 1].entry is not self._last):
             self._reset()
@@ -72,6 +74,9 @@ class OwnViews:
             ):
                 self._inside = None  # a stop, or a new request, ends the scope's work
                 self._kept.append(record)
+                continue
+            if isinstance(entry, UserText) and entry.role == "note":
+                self._kept.append(record)  # people's words while it worked: the run's too
                 continue
             self._any = True
             if isinstance(entry, ScopeLeft) and entry.scope == self._inside:
