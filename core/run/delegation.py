@@ -42,6 +42,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.files.saving import SHARED_DIR
 from core.policy import policy
 from core.policy.summary import last_lines, shorten
 from core.requests.escalation import stuck_reason, why_of
@@ -184,7 +185,8 @@ class Delegation:
             why = f"`{shorten(check.command, 80)}` still fails ({shorten(said, 120)})"
             return await self._ended(run, answer, why)
         try:
-            await deps.workspaces.merge(workspace, fork, entry.branch)
+            # The files people shared while it worked were saved in the workspace: kept.
+            await deps.workspaces.merge(workspace, fork, entry.branch, keep=(SHARED_DIR,))
         except ToolError as exc:
             return await self._ended(run, answer, f"its work could not be merged: {exc}")
         why = f"`{shorten(check.command, 80)}` exits 0 now" if check else "it called finish"

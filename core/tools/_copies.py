@@ -13,6 +13,7 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
 from core.tools.workspace import open_regular, resolve_in_workspace
@@ -45,12 +46,15 @@ def _copy_file(source: str, target: str) -> None:
     os.chmod(target, stat.S_IMODE(mode) & 0o777)
 
 
-def replace_contents(target: Path, source: Path) -> None:
+def replace_contents(target: Path, source: Path, *, keep: Collection[str] = ()) -> None:
     """Make the folder ``target`` hold what ``source`` holds: its entries removed (a link
-    removed, never followed), then ``source`` copied in (:func:`copy_tree`). Raises
-    ``OSError``."""
+    removed, never followed), then ``source`` copied in (:func:`copy_tree`). A folder of
+    ``target`` named in ``keep`` (a real folder, not a link) is not removed: ``source``'s
+    is copied into it, so what only ``target`` holds there stays. Raises ``OSError``."""
     with os.scandir(target) as entries:
         for entry in entries:
+            if entry.name in keep and entry.is_dir(follow_symlinks=False):
+                continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
             else:

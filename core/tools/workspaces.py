@@ -95,9 +95,12 @@ class Workspaces(Protocol):
         :class:`ToolError`."""
         ...
 
-    async def merge(self, path: Path, fork: Path, branch: str | None) -> None:
+    async def merge(
+        self, path: Path, fork: Path, branch: str | None, *, keep: Sequence[str] = ()
+    ) -> None:
         """Bring the work done in ``fork`` back into ``path`` (``branch`` merged, or the
-        files copied back); ``fork`` is kept. Raises :class:`ToolError`."""
+        files copied back, what ``path``'s folders named in ``keep`` alone hold kept);
+        ``fork`` is kept. Raises :class:`ToolError`."""
         ...
 
 
@@ -132,12 +135,16 @@ class GitWorkspaces:
         half made. Raises :class:`ToolError` with git's or the file system's reason."""
         await asyncio.to_thread(self._fork, path, into, branch)
 
-    async def merge(self, path: Path, fork: Path, branch: str | None) -> None:
+    async def merge(
+        self, path: Path, fork: Path, branch: str | None, *, keep: Sequence[str] = ()
+    ) -> None:
         """Bring the fork's work back (see the module docstring): with ``branch``, the
         fork's changes committed on it and the branch merged into ``path``'s (a merge
         that fails is aborted: :class:`ToolError`); without, ``path`` made to hold what
-        ``fork`` holds. Doing it again changes nothing more. Raises :class:`ToolError`."""
-        await asyncio.to_thread(self._merge, path, fork, branch)
+        ``fork`` holds, but for what only ``path``'s folders named in ``keep`` hold (the
+        files people shared while the expert worked). Doing it again changes nothing
+        more. Raises :class:`ToolError`."""
+        await asyncio.to_thread(self._merge, path, fork, branch, keep)
 
     def _fork(self, path: Path, into: Path, branch: str | None) -> None:
         if into.exists():
@@ -154,10 +161,10 @@ class GitWorkspaces:
         except OSError as exc:
             raise ToolError(f"the workspace could not be copied: {exc}") from exc
 
-    def _merge(self, path: Path, fork: Path, branch: str | None) -> None:
+    def _merge(self, path: Path, fork: Path, branch: str | None, keep: Sequence[str]) -> None:
         try:
             if branch is None:
-                replace_contents(path, fork)
+                replace_contents(path, fork, keep=keep)
                 return
             head = self._run_in_workspace(["symbolic-ref", "--quiet", "HEAD"], fork, check=False)
             if head.strip() != f"refs/heads/{branch}":  # its work would not come back with it
