@@ -12,6 +12,7 @@ call records, the model's next request and the spans.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,9 @@ from core.run.compose import Outcome
 from core.vocabulary.entries import DelegationEnded, Escalated, FailuresReset, Nudged
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import Escalation
+from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
+from tests.harness import Chat
 from tests.slack_harness import BOB, slack_workspace
 from tests.test_escalation import approved, done, run, started, texts_of
 from tests.test_traces import Spans
@@ -32,6 +35,19 @@ from tests.test_traces import Spans
 FAILS = "echo 'error: missing header foo.h' >&2; exit 2"
 EARLY = "🆘 I'm stuck: I tried to finish twice without making the change the plan asks for"
 PROSE = "🆘 I'm stuck: my last 2 replies neither finished the work nor went on with it"
+
+
+async def ran(
+    settings: Settings, model: ScriptedModel | ScriptedRoles, **kwargs: Any
+) -> tuple[ConversationSnapshot, Chat]:
+    """A bot started on ``model``, "build the project" asked and its plan approved, gone as
+    far as it goes and closed: the conversation then, and the thread."""
+    app, chat = await started(settings, model, **kwargs)
+    try:
+        await approved(app, chat)
+        return await chat.snapshot(), chat
+    finally:
+        await app.close()
 
 
 def planned(*tools: str) -> ScriptedTurn:
@@ -53,12 +69,7 @@ async def test_an_early_finish_is_refused_once_and_the_run_goes_on(settings: Set
     model = ScriptedModel(
         [planned("run_command"), done("Nothing to do."), run("echo built"), done("Built.")]
     )
-    app, chat = await started(settings, model, tracer_provider=spans.provider)
-    try:
-        await approved(app, chat)
-        snap = await chat.snapshot()
-    finally:
-        await app.close()
+    snap, chat = await ran(settings, model, tracer_provider=spans.provider)
 
     assert snap.status.lifecycle is Lifecycle.DONE
     shown = chat.out.getvalue()
@@ -129,12 +140,7 @@ async def test_a_second_early_finish_asks_the_people_and_the_answer_goes_on(
 
 async def test_a_plan_of_reading_and_answering_is_never_refused(settings: Settings) -> None:
     model = ScriptedModel([planned("read_file", "list_files"), done("It is a Python project.")])
-    app, chat = await started(settings, model)
-    try:
-        await approved(app, chat)
-        snap = await chat.snapshot()
-    finally:
-        await app.close()
+    snap, chat = await ran(settings, model)
     assert snap.status.lifecycle is Lifecycle.DONE
     assert "✅ It is a Python project." in chat.out.getvalue()
     assert not any(isinstance(r.entry, Nudged) for r in snap.journal)
@@ -166,12 +172,7 @@ async def test_a_reply_in_prose_is_nudged_once_by_a_journaled_note(settings: Set
     model = ScriptedModel(
         [planned(), prose("I think the build works now."), run("echo built"), done("Built.")]
     )
-    app, chat = await started(settings, model, tracer_provider=spans.provider)
-    try:
-        await approved(app, chat)
-        snap = await chat.snapshot()
-    finally:
-        await app.close()
+    snap, chat = await ran(settings, model, tracer_provider=spans.provider)
 
     assert snap.status.lifecycle is Lifecycle.DONE
     shown = chat.out.getvalue()
@@ -268,12 +269,7 @@ async def test_with_an_expert_a_second_early_finish_is_handed_to_it_and_merged(
         expert=[run("echo fixed > fixed.txt"), done("Fixed it.")],
     )
     spans = Spans()
-    app, chat = await started(settings, model, tracer_provider=spans.provider)
-    try:
-        await approved(app, chat)
-        snap = await chat.snapshot()
-    finally:
-        await app.close()
+    snap, chat = await ran(settings, model, tracer_provider=spans.provider)
 
     assert snap.status.lifecycle is Lifecycle.DONE, chat.out.getvalue()
     shown = chat.out.getvalue()
@@ -412,12 +408,7 @@ async def test_no_delegation_once_the_consultations_used_up_the_expert_s_budget(
         ],
         expert=[prose("In vendor/.")],
     )
-    app, chat = await started(settings, model)
-    try:
-        await approved(app, chat)
-        snap = await chat.snapshot()
-    finally:
-        await app.close()
+    snap, chat = await ran(settings, model)
     assert str(snap.status) == "waiting(escalation)"
     assert len(model.of("expert").requests) == 1  # the consultation; no delegation
     assert not [r for r in snap.journal if isinstance(r.entry, DelegationEnded)]

@@ -80,8 +80,7 @@ def current_plan(snapshot: ConversationSnapshot) -> Plan | None:
     for record in journal[start:]:
         if not isinstance(record.entry, AssistantTurn):
             continue
-        usage = record.entry.usage
-        if usage is not None and usage.role == "expert":
+        if record.entry.experts:
             continue  # a delegation's: its finish hands the work back, it ends no step
         for call in record.entry.tool_calls:
             held = snapshot.tool_calls.get(call.id)

@@ -85,9 +85,7 @@ def turns_in_step(journal: collections.abc.Sequence[JournalRecord]) -> int:
 
 def _counts(entry: object) -> bool:
     """Whether ``entry`` is a model turn the run's cap counts (not the expert's)."""
-    return isinstance(entry, AssistantTurn) and not (
-        entry.usage is not None and entry.usage.role == "expert"
-    )
+    return isinstance(entry, AssistantTurn) and not entry.experts
 
 
 def _starts_count(entry: object) -> bool:

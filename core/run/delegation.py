@@ -58,7 +58,6 @@ from core.run.expert import (
     Briefed,
     expert_end,
     expert_loop,
-    is_the_experts,
     last_command,
     scope_of,
 )
@@ -105,7 +104,7 @@ def open_delegation(journal: Sequence[JournalRecord]) -> tuple[int, Delegated] |
             return None
         if isinstance(entry, UserText) and entry.role == "request":
             return None
-        if isinstance(entry, AssistantTurn) and not is_the_experts(entry):
+        if isinstance(entry, AssistantTurn) and not entry.experts:
             return None
     return None
 

@@ -62,11 +62,6 @@ def scope_of(n: int) -> str:
     return f"delegation-{n}"
 
 
-def is_the_experts(turn: AssistantTurn) -> bool:
-    """Whether ``turn`` is the expert's (its usage names the role)."""
-    return turn.usage is not None and turn.usage.role == "expert"
-
-
 def brief(snap: ConversationSnapshot, entry: Delegated, workspace: str) -> str:
     """The expert's brief for ``entry``: why the run is stuck, the request and the approved
     plan (:func:`core.contexts.plan.current_plan`), each failed call and the end of its

@@ -113,9 +113,8 @@ def _discarded_turns(journal: Sequence[JournalRecord], after: int) -> set[int]:
         entry = record.entry
         if record.seq <= after:
             continue
-        if isinstance(entry, AssistantTurn) and entry.usage is not None:
-            if entry.usage.role == "expert":
-                pending.append(record.seq)
+        if isinstance(entry, AssistantTurn) and entry.experts:
+            pending.append(record.seq)
         elif isinstance(entry, DelegationEnded):
             if entry.outcome != "merged":
                 discarded.update(pending)
@@ -233,9 +232,7 @@ def _nudged_since_turn(journal: Sequence[JournalRecord]) -> bool:
         entry = record.entry
         if isinstance(entry, Nudged):
             return True
-        if isinstance(entry, AssistantTurn) and not (
-            entry.usage is not None and entry.usage.role == "expert"
-        ):
+        if isinstance(entry, AssistantTurn) and not entry.experts:
             return False
     return False
 

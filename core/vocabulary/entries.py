@@ -118,6 +118,12 @@ class AssistantTurn(BaseModel):
     usage: ModelUsage | None = None
     """Tokens of the call that produced this turn (also stored per call for queries)."""
 
+    @property
+    def experts(self) -> bool:
+        """Whether the expert's model made this turn, in a delegation (its usage names
+        the role)."""
+        return self.usage is not None and self.usage.role == "expert"
+
 
 class ToolResultEntry(BaseModel):
     """The one result of one ``tool_use``; ``content`` is what the model reads."""
