@@ -55,7 +55,7 @@ from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
 from core.vocabulary.inputs import Approve, ThreadMessage
 from core.vocabulary.people import Person
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 
 TARGET = 0.95
@@ -155,7 +155,6 @@ async def _conversation(
             journal=store.journal,
             model=model,
             toolbox=Toolbox([*control_tools(), FetchPage()]),
-            workflow=default_workflow(),
             settings=EngineSettings(
                 instructions=INSTRUCTIONS,
                 step_turn_limit=turns + 5,

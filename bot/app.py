@@ -55,7 +55,6 @@ from core.tools.outputs import ReadOutput
 from core.tools.workspace import EditFile, ListFiles, ReadFile, WriteFile
 from core.tools.workspaces import GitWorkspaces
 from core.tracing import Tracing
-from core.workflow import default_workflow
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +325,6 @@ async def build(
         journal=store.journal,
         model=MeteredModel(model or model_for(settings), metrics, prices),
         toolbox=tools,
-        workflow=default_workflow(),
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
         channel_spend=store.usage.channel_spend,

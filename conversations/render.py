@@ -42,6 +42,7 @@ from core.vocabulary.run_events import (
     RunFailed,
     Stopped,
     ToolApprovalRequested,
+    WorkflowRefused,
 )
 
 APPROVE = "white_check_mark"
@@ -81,7 +82,9 @@ def render_event(
         case RunAnswered():
             branch = branch_line(event.stats)
             footer = format_stats(event.stats) + roles_line(event.stats)
-            text = f"✅ {event.text}\n{branch}— {footer}"
+            if event.workflow:
+                footer += f" · workflow {event.workflow}"
+            text = f"{event.mark} {event.text}\n{branch}— {footer}"
             return [Outgoing(PostReply(ref=binding, text=text))]
         case RunFailed():
             return [_failure(binding, event, settings)]
@@ -104,6 +107,8 @@ def render_event(
             return [Outgoing(PostReply(ref=binding, text=text))]
         case Refused():
             return [Outgoing(PostReply(ref=binding, text=_refused(event, settings)))]
+        case WorkflowRefused():
+            return [Outgoing(PostReply(ref=binding, text=workflow_refusal(event)))]
         case RequestClosed():
             action = UpdateMessage(ref=binding, text=outcome_line(event))
             return [Outgoing(action, purpose=CLOSED, request_id=event.request_id)]
@@ -119,6 +124,16 @@ def _refused(event: Refused, settings: RenderSettings) -> str:
             f":{settings.reject_emoji}: to stop here."
         )
     return refusal(event.action, event.by_name)
+
+
+def workflow_refusal(event: WorkflowRefused) -> str:
+    """``Workflow `deploy` is not allowed in this channel; ask for one of: default, chat
+    (workflow=NAME in the mention).``"""
+    allowed = ", ".join(event.allowed) or "none"
+    return (
+        f"Workflow `{event.asked}` is not allowed in this channel; ask for one of: "
+        f"{allowed} (workflow=NAME in the mention). Nothing was started."
+    )
 
 
 def refusal(action: Literal["decide", "stop", "restart"], name: str) -> str:

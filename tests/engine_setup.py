@@ -37,7 +37,7 @@ from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.flaky_bot import FlakyRead, FlakyWrite
 
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -127,7 +127,6 @@ class Setup:
             journal=self,
             model=model,
             toolbox=Toolbox([*control_tools(), *self.tools]),
-            workflow=default_workflow(),
             faults=faults,
             **options,
         )

@@ -9,7 +9,7 @@ from bot.app import build, default_toolbox
 from core.models.anthropic import anthropic_model_from
 from core.tools.control import offered as offered_tools
 from core.vocabulary.lifecycle import Lifecycle
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 
 
@@ -34,7 +34,7 @@ async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -
 
     body = server.requests[0].body
     assert body["model"] == "claude-test"
-    planning = default_workflow().position("planning").instructions.strip()
+    planning = default_workflow().state("planning").instructions.strip()
     assert body["messages"] == [
         {
             "role": "user",

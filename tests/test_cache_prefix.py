@@ -39,7 +39,7 @@ from core.vocabulary.entries import UserText
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.harness import Chat
 
@@ -197,12 +197,11 @@ async def test_a_conversation_from_before_steps_were_journaled_is_told_its_step(
         journal=store.journal,
         model=model,
         toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
     )
 
     await engine.run(cid)
 
-    executing = default_workflow().position("executing").instructions.strip()
+    executing = default_workflow().state("executing").instructions.strip()
     (request,) = model.requests
     assert request.messages[-1]["content"][-1]["text"] == (
         f"[threadbot: the executing step] {executing}"

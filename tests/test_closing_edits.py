@@ -41,7 +41,7 @@ from core.vocabulary.run_events import (
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
 from core.vocabulary.verdicts import Approved
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests import test_outbox
 from tests.platform_threads import on
 from tests.test_decided_messages import decided, gated_pair, proposes

@@ -32,7 +32,7 @@ from core.vocabulary.entries import AssistantTurn, ContextNote
 from core.vocabulary.inputs import Approve, ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.harness import Chat
 from tests.test_cache_prefix import assert_each_request_extends_the_one_before, running
@@ -67,7 +67,6 @@ async def opened(
         journal=store.journal,
         model=model,
         toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
         settings=EngineSettings(context_strategy=strategy),
     )
     cid = await store.threads.open_conversation(

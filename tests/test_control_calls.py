@@ -31,7 +31,7 @@ from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 from core.vocabulary.tool_records import ToolState
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 
 ALICE = Person(id="U0ALICE001", name="alice")
 
@@ -111,7 +111,6 @@ async def test_a_malformed_finish_is_refused_at_admission_and_the_model_goes_on(
         journal=store.journal,
         model=model,
         toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
     )
     cid = await store.threads.open_conversation(
         delivery_key="m1",

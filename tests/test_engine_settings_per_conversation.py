@@ -26,7 +26,7 @@ from core.tools.workspace import ListFiles
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.people import Person
 from core.vocabulary.tool_records import ToolState
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 
 ALICE = Person(id="U0ALICE001", name="alice")
 START = datetime(2030, 5, 17, 9, 30, tzinfo=UTC)
@@ -76,7 +76,6 @@ async def test_two_conversations_at_once_each_run_with_their_own_settings(tmp_pa
         journal=store.journal,
         model=model,
         toolbox=Toolbox([*control_tools(), ListFiles()]),
-        workflow=default_workflow(),
         settings_for=settings_for,
         context=RunContext(clock=ManualClock(START), ids=CountingIds("req")),
     )

@@ -49,7 +49,6 @@ from core.vocabulary.requests import (
 from core.vocabulary.run_events import CallOutcome
 from core.vocabulary.tool_records import ToolState
 from core.vocabulary.verdicts import Approved, Denied, Rejected, Revised
-from core.workflow import default_workflow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_0005.json"
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -102,7 +101,6 @@ def engine_for(store: SqlStore, *turns: ScriptedTurn) -> Engine:
         journal=store.journal,
         model=ScriptedModel(list(turns)),
         toolbox=Toolbox([*control_tools(), RunCommand(), ListFiles()]),
-        workflow=default_workflow(),
         context=RunContext(clock=ManualClock(RECORDED)),
     )
 

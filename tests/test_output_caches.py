@@ -48,7 +48,7 @@ from core.tools.control import control_tools
 from core.tools.outputs import ReadOutput
 from core.vocabulary.entries import JournalRecord, ToolResultEntry
 from core.vocabulary.people import Person
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.console_process import Bot, command, finish, plan
 from tests.harness import Chat
 

@@ -24,7 +24,7 @@ from core.tools.control import control_tools
 from core.vocabulary.inputs import Approve, DecideOutcome, ThreadMessage
 from core.vocabulary.people import Person
 from core.vocabulary.requests import PlanApproval, Question, RequestState
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 
 ALICE = Person(id="U0ALICE001", name="alice")
 START = datetime(2030, 5, 17, 9, 30, tzinfo=UTC)
@@ -54,7 +54,6 @@ def engine_for(store: MemoryStore, clock: ManualClock, *turns: ScriptedTurn) -> 
         journal=store.journal,
         model=ScriptedModel(list(turns)),
         toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
         settings=EngineSettings(request_ttl=TTL),
         context=RunContext(clock=clock, ids=CountingIds("req")),
     )

@@ -39,7 +39,7 @@ from core.vocabulary.entries import ToolResultEntry
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.harness import Chat
 from tests.test_cli import _run
 from tests.test_outbox import RecordingSender
@@ -200,7 +200,6 @@ async def redacting_engine(
         journal=store.journal,
         model=model,
         toolbox=Toolbox([*control_tools(), *tools]),
-        workflow=default_workflow(),
         redactor=Redactor(SECRETS),
     )
     return engine, cid

@@ -36,7 +36,6 @@ from core.vocabulary.entries import JournalRecord, UserText
 from core.vocabulary.inputs import SharedFile, ThreadMessage
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import default_workflow
 from tests.fakes.files import png
 
 ALICE = Person(id="U0ALICE001", name="alice")
@@ -349,7 +348,6 @@ async def test_the_engine_journals_what_the_model_read_of_each_message(tmp_path:
         journal=store.journal,
         model=model,
         toolbox=Toolbox(control_tools()),
-        workflow=default_workflow(),
     )
     image = png(2, 2)
 

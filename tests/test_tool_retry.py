@@ -49,7 +49,7 @@ from core.vocabulary.inputs import Approve, ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
-from core.workflow import default_workflow
+from core.workflows import default_workflow
 from tests.console_process import Bot, finish
 from tests.engine_setup import ALICE, Killed, Setup, die_in_place
 from tests.flaky_bot import FlakyRead
@@ -260,7 +260,6 @@ async def test_a_model_error_is_not_tried_again_by_a_tool_retry_policy(tmp_path:
         journal=store.journal,
         model=model,
         toolbox=Toolbox([*control_tools(), FlakyRead()]),
-        workflow=default_workflow(),
         settings=EngineSettings(tool_retry=Fixed(attempts=5)),
         context=RunContext(sleep=sleep),
     )

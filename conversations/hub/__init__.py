@@ -136,7 +136,7 @@ class Hub:
                 inbox=store.inbox,
                 threads=store.threads,
                 workspace_root=settings.workspace_root,
-                position=self._engine.workflow.start,
+                position="",
                 leases=self.leases,
                 on_open=settings.on_open,
                 on_claimed=self._deliverer.opened,

@@ -34,7 +34,7 @@ from core.vocabulary.requests import (
     ToolApproval,
 )
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import Workflow
+from core.workflows.model import Workflow
 
 
 def answered_in_words(request: PendingRequest) -> bool:

@@ -26,7 +26,7 @@ from core.vocabulary.run_events import PlanProposed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord
 from core.vocabulary.verdicts import Approved, Rejected
-from core.workflow import Transition, Workflow
+from core.workflows.model import Outcome, Workflow
 
 
 def open_plan(
@@ -74,7 +74,7 @@ def open_plan(
         tool_calls=(opened(record, request.id),),
         open_request=request,
         status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
-        position=workflow.next(snap.position, Transition.PLAN_PROPOSED),
+        position=workflow.next(snap.position, Outcome.PLAN_PROPOSED),
         plan_version=version,
         events=(
             *replaced,
@@ -104,7 +104,7 @@ def decide(
         return plan_revision.open_after_reject(snap, request, entry, resolution, closed, opening)
     text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
     answered = answer_control(snap, request.tool_use_id, text)
-    position = workflow.next(snap.position, Transition.PLAN_APPROVED)
+    position = workflow.next(snap.position, Outcome.APPROVED)
     return Change(
         entries=(entry, *answered.results, *workflow.entered(snap.position, position)),
         tool_calls=answered.records,

@@ -21,7 +21,7 @@ from core.vocabulary.requests import PlanApproval, PlanRevision, RequestState
 from core.vocabulary.run_events import QuestionAsked, RequestClosed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Revised
-from core.workflow import Transition, Workflow
+from core.workflows.model import Outcome, Workflow
 
 
 def revision_text(plan_version: int, name: str, text: str) -> str:
@@ -78,7 +78,7 @@ def revise(
     answered = answer_control(
         snap, request.tool_use_id, revision_text(request.plan_version, by.name, reply.text)
     )
-    position = workflow.next(snap.position, Transition.PLAN_REJECTED)
+    position = workflow.next(snap.position, Outcome.REJECTED)
     return Change(
         entries=(
             UserText(author=by, text=reply.text, role="feedback", files=reply.blocks),

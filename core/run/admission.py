@@ -26,7 +26,7 @@ from core.vocabulary.errors import ToolError
 from core.vocabulary.run_events import ProgressNote
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
-from core.workflow import Workflow
+from core.workflows.model import Workflow
 
 
 def admit_turn(
@@ -43,7 +43,7 @@ def admit_turn(
 
     ``expert``: an expert may be consulted here, so ``ask_expert`` is offered
     (:attr:`core.run.settings.EngineSettings.consults_expert`)."""
-    position = workflow.position(snap.position)
+    position = workflow.state(snap.position)
     tools = control.offered(toolbox.select(position.tools), expert=expert)
     offered = {t.spec.name for t in tools}
     admitted: list[Moved] = []

@@ -102,6 +102,8 @@ def user_blocks(entry: UserEntry) -> list[dict[str, Any]]:
     the step it was made in; a context note as one block (:func:`context_note_block`);
     an escalation as one block (:func:`escalated_block`); a nudge as threadbot's note
     (none for a refused ``finish``, whose result says it)."""
+    if isinstance(entry, StepEntered) and not entry.instructions:
+        return []  # a state without instructions: the model reads nothing of it
     if isinstance(entry, Nudged):
         return (
             []

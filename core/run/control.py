@@ -17,7 +17,7 @@ from core.vocabulary.journal import Change
 from core.vocabulary.run_events import RunAnswered, RunStats
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
-from core.workflow import Transition, Workflow
+from core.workflows.model import Outcome, Workflow
 
 
 def finish(
@@ -34,7 +34,7 @@ def finish(
         entries=done.results,
         tool_calls=done.records,
         status=lifecycle.move(snap.status, lifecycle.DONE),
-        position=workflow.next(snap.position, Transition.FINISHED),
+        position=workflow.next(snap.position, Outcome.FINISHED),
         events=(RunAnswered(text=call.answer, stats=stats),),
     )
 

@@ -208,7 +208,7 @@ class Delegation:
         if not command or tool is None:
             return None
         arguments = {"command": command}
-        mutating = deps.workflow.position(snap.position).mutating
+        mutating = run.workflow.state(snap.position).mutating
         ruling = run.settings.tool_policy.check(
             tool_name=COMMAND, read_only=False, arguments=arguments, plan_approved=mutating
         )

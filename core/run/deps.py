@@ -23,7 +23,7 @@ from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.vocabulary.inputs import Inbox
 from core.vocabulary.journal import Journal
-from core.workflow import Workflow
+from core.workflows.loading import WorkflowLibrary, shipped_library
 
 Composer = Callable[["RunDeps", Inbox | None], Step]
 """Builds the steps one run goes through from the run's deps and its inbox (the messages
@@ -38,8 +38,10 @@ def _never() -> bool:
 class RunDeps:
     """The journal a run commits to, the model it asks, the tools it runs, and the rest.
 
-    ``outputs`` keeps tool outputs past the settings' ``output_limit`` whole (None:
-    cut to head and tail); ``files`` reads the files shared with a message;
+    ``workflows``: the workflows a conversation may run (:mod:`core.run.workflow`;
+    by default the shipped ones); ``outputs`` keeps tool outputs past the settings'
+    ``output_limit`` whole (None: cut to head and tail); ``files`` reads the files
+    shared with a message;
     ``workspaces`` prepares a conversation's workspace (a clone) before a tool runs
     in it; ``redactor`` takes the bot's secrets out of every result and note;
     ``faults`` kills the process at a named point (crash tests); ``channel_spend``
@@ -52,7 +54,7 @@ class RunDeps:
     journal: Journal
     model: Model
     toolbox: Toolbox
-    workflow: Workflow
+    workflows: WorkflowLibrary = field(default_factory=shipped_library)
     outputs: OutputCache | None = None
     files: FileReader
     workspaces: Workspaces = field(default_factory=GitWorkspaces)

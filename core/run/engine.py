@@ -34,6 +34,7 @@ from core.outputs import OutputCache
 from core.policy import policy
 from core.requests.decide import answered_in_words, decision_change, reply_change
 from core.run import live
+from core.run import workflow as run_workflow
 from core.run.close_calls import expired, interrupt_running, stopped
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
@@ -55,7 +56,7 @@ from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState, ToolApproval
 from core.vocabulary.run_events import Reminder
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import Workflow
+from core.workflows.loading import WorkflowLibrary, shipped_library
 
 
 class Engine:
@@ -87,7 +88,7 @@ class Engine:
         journal: Journal,
         model: Model,
         toolbox: Toolbox,
-        workflow: Workflow,
+        workflows: WorkflowLibrary | None = None,
         settings: EngineSettings | None = None,
         tool_policy: policy.ToolPolicy | None = None,
         settings_for: SettingsLookup | None = None,
@@ -114,7 +115,7 @@ class Engine:
             journal=self._journal,
             model=model,
             toolbox=toolbox,
-            workflow=workflow,
+            workflows=workflows or shipped_library(),
             outputs=outputs,
             files=FileReader(workspaces=workspaces, redactor=redactor),
             workspaces=workspaces,
@@ -129,11 +130,6 @@ class Engine:
     def loads(self) -> int:
         """How many times a run read a conversation from the store, since the engine was built."""
         return self._journal.loads
-
-    @property
-    def workflow(self) -> Workflow:
-        """The workflow new conversations start in."""
-        return self._deps.workflow
 
     def suspend(self) -> None:
         """Start no new step: each run ends after the step it is in (the process stops).
@@ -160,6 +156,9 @@ class Engine:
         async with self._tracing.run(entry, conversation_id, run_id) as span:
             if snapshot is None:
                 snapshot = await self._journal.load(conversation_id)
+            workflow = run_workflow.journaled(snapshot.journal)
+            if workflow is None:
+                workflow = self._deps.workflows[run_workflow.DEFAULT]
             yield Run(
                 conversation_id=conversation_id,
                 snapshot=snapshot,
@@ -169,6 +168,7 @@ class Engine:
                 span=span,
                 context=self._context,
                 scope=Scope.root(settings, self._deps.outputs),
+                workflow=workflow,
             )
 
     async def _commit(self, run: Run, change: Change) -> None:
@@ -234,7 +234,12 @@ class Engine:
         if refused is not None:
             await self._commit(run, refused)
             return
-        workflow = self._deps.workflow
+        chosen = run_workflow.at_start(run, message, self._deps.workflows)
+        if isinstance(chosen, Change):  # a workflow it may not ask for: refused
+            await self._commit(run, chosen)
+            return
+        message, chosen_entries = chosen
+        workflow = run.workflow
         position = next_position(snap, message, workflow)
         step = workflow.entered(snap.position, position, first=not snap.journal)
         request = UserText(
@@ -243,7 +248,7 @@ class Engine:
         await self._commit(
             run,
             Change(
-                entries=(*step, request),
+                entries=(*chosen_entries, *step, request),
                 status=lifecycle.move(snap.status, lifecycle.RUNNING),
                 position=position,
                 handled=delivery_keys(message),
@@ -270,7 +275,7 @@ class Engine:
             return
         message = await self._read_files(run, message)
         request = snap.open_requests[-1] if snap.open_requests else None
-        workflow = self._deps.workflow
+        workflow = run.workflow
         change = reply_change(snap, request, message, workflow) if request else None
         if change is None:
             await self._note(run, message)
@@ -325,7 +330,7 @@ class Engine:
             calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
             if decision.call is not None and not 1 <= decision.call <= len(calls):
                 return DecideOutcome.NO_SUCH_CALL
-            workflow = self._deps.workflow
+            workflow = run.workflow
             change = decision_change(snap, request, decision, workflow, run.opening)
             if change is None:
                 return DecideOutcome.ALREADY_DECIDED

@@ -5,7 +5,7 @@ run's system prompt and every tool offered here (:func:`tools_of`: ``ask_expert`
 only where an expert may be consulted; a position's instructions are in the history,
 :class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
 refused when called, :mod:`core.run.admission`). Its model is the position's role's
-(:meth:`core.workflow.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
+(:meth:`core.workflows.model.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
 the planner's while planning, the executor's once the plan is approved), unless the
 run's scope names a role of its own (the expert's, in a delegation:
 :attr:`core.run.scope.Scope.role`, :func:`role_of`), and the journaled usage names
@@ -111,7 +111,7 @@ def own_plan(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> PlanApprova
 
 def role_of(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> ModelRole:
     """The role whose model a call of ``run`` asks now: its scope's own, else the position's."""
-    return run.scope.role or deps.workflow.role_at(snap.position)
+    return run.scope.role or run.workflow.role_at(snap.position)
 
 
 async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:

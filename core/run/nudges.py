@@ -61,7 +61,7 @@ from core.vocabulary.journal import Change
 from core.vocabulary.run_events import ProgressNote, RunStats
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
-from core.workflow import Workflow
+from core.workflows.model import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def calls_due(workflow: Workflow, toolbox: Toolbox, position: str) -> bool:
     """Whether a reply at ``position`` must call a tool: its tools include ``finish``
     (the run ends with that call, not with prose). False at a position the workflow
     does not know."""
-    found = workflow.positions.get(position)
+    found = workflow.states.get(position)
     if found is None:
         return False
     return any(control.finishes(t.spec.name) for t in toolbox.select(found.tools))
@@ -187,7 +187,7 @@ async def prose_reply(
     round, :class:`core.run.escalation.Stuck`). None when no call is due at the run's
     position: the reply is the run's answer."""
     snap = run.snap
-    if not calls_due(deps.workflow, deps.toolbox, snap.position):
+    if not calls_due(run.workflow, deps.toolbox, snap.position):
         return None
     said = (ProgressNote(text=turn.text, totals=totals),) if turn.text else ()
     log.info("conversation %s: a reply in prose, nudged", run.conversation_id)

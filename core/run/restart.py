@@ -21,7 +21,7 @@ from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.run_events import Refused
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import Transition, Workflow
+from core.workflows.model import Outcome, Workflow
 
 
 def stopped(snap: ConversationSnapshot) -> bool:
@@ -65,4 +65,4 @@ def next_position(snap: ConversationSnapshot, request: ThreadMessage, workflow: 
         return snap.position  # carry on from where it failed
     if snap.status.lifecycle in (Lifecycle.CANCELLED, Lifecycle.FAILED):
         return workflow.start  # no approval outlives a stop
-    return workflow.next(snap.position, Transition.NEW_MESSAGE)
+    return workflow.next(snap.position, Outcome.NEW_MESSAGE)

@@ -104,6 +104,14 @@ class EngineSettings:
     :mod:`core.contexts`); ``flat`` adds nothing to what the model reads."""
     context_keep_turns: int = 2
     """Model turns compaction keeps whole under that strategy (``none`` keeps none)."""
+    workflow: str = "default"
+    """The workflow a request starts when it asks for none (:mod:`core.run.workflow`)."""
+    workflows: tuple[str, ...] = ("default", "chat", "validate-fix")
+    """The workflows a request may ask for with ``workflow=NAME`` (``workflow`` is
+    always allowed too)."""
+    check_command: str = ""
+    """The command a workflow's ``{check_command}`` stands for (``validate-fix`` runs it;
+    empty: such a workflow refuses to start, saying the setting is missing)."""
 
     def __post_init__(self) -> None:
         if self.step_turn_limit < 1:

@@ -25,6 +25,7 @@ from core.run.stats import RequestTotals
 from core.tracing import NO_SPAN, RunSpan
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.snapshot import ConversationSnapshot
+from core.workflows import Workflow, default_workflow
 
 
 @dataclass
@@ -71,7 +72,8 @@ class Run:
     they go as one commit (:func:`core.run.live.gathered`); ``committed_at`` is the
     time of its last commit; ``scope`` is the scope it works in now (its root scope,
     or one nested in it while a composed step goes on there: :mod:`core.run.scope`),
-    whose strategies its steps use.
+    whose strategies its steps use; ``workflow`` is the one the conversation runs (as
+    journaled: :mod:`core.run.workflow`).
     """
 
     conversation_id: str
@@ -87,6 +89,7 @@ class Run:
     gathering: Gathering | None = None
     committed_at: datetime | None = None
     scope: Scope = field(default_factory=Scope)
+    workflow: Workflow = field(default_factory=default_workflow)
 
     def handover(self) -> Handover | None:
         """The run's snapshot as its last commit left it, for the run that goes on next;

@@ -59,7 +59,7 @@ from core.vocabulary.inputs import Inbox, delivery_keys
 from core.vocabulary.journal import Change
 from core.vocabulary.run_events import ProgressNote, RunAnswered, RunFailed
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflow import Transition
+from core.workflows.model import Outcome as StateOutcome
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class StepTold:
         snap = run.snap
         if any(isinstance(r.entry, StepEntered) for r in snap.journal):
             return CONTINUE
-        step = self._deps.workflow.entered(snap.position, snap.position, first=True)
+        step = run.workflow.entered(snap.position, snap.position, first=True)
         if step:
             await _commit(run, self._deps, Change(entries=step))
         return CONTINUE
@@ -233,7 +233,7 @@ class ModelStep:
         return await self._after(run, turn)
 
     async def _after(self, run: Run, turn: AssistantTurn) -> Outcome:
-        deps, workflow = self._deps, self._deps.workflow
+        deps, workflow = self._deps, run.workflow
         snap = run.snap
         decision = ModelDecision.of(turn, deps.toolbox.kind)
         totals = run.totals.of(snap.journal, run.context.now(), pending=turn)
@@ -250,7 +250,7 @@ class ModelStep:
                 Change(
                     entries=(turn,),
                     status=lifecycle.move(snap.status, lifecycle.DONE),
-                    position=workflow.next(snap.position, Transition.FINISHED),
+                    position=workflow.next(snap.position, StateOutcome.FINISHED),
                     events=(RunAnswered(text=answer, stats=stats),),
                 ),
             )

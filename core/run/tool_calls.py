@@ -129,7 +129,7 @@ class ToolCalls:
             await finish_call(run, deps, first, output, state=ToolState.UNKNOWN)
             return
         batch = ModelDecision.side_by_side(runnable, deps.toolbox.kind)
-        mutating = deps.workflow.position(snap.position).mutating
+        mutating = run.workflow.state(snap.position).mutating
         calls = [
             asyncio.ensure_future(
                 ToolStep(deps, r, workspace=workspace, plan_approved=mutating).go(run)
@@ -271,9 +271,9 @@ class ToolCalls:
                     return refuse_finish(run, record, early, again=again), Flow.CONTINUE
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
-                return finish(snap, record, call, deps.workflow, stats), Flow.DONE
+                return finish(snap, record, call, run.workflow, stats), Flow.DONE
             case ProposePlan():
-                opened = plan_approval.open_plan(snap, record, call, deps.workflow, run.opening)
+                opened = plan_approval.open_plan(snap, record, call, run.workflow, run.opening)
                 return opened, Flow.WAIT
             case AskUser():
                 return question.open_question(snap, record, call, run.opening), Flow.WAIT

@@ -179,6 +179,16 @@ def finishes(name: str) -> bool:
     return name == "finish"
 
 
+def proposes_plan(name: str) -> bool:
+    """Whether a call of ``name`` proposes a plan (``propose_plan``)."""
+    return name == "propose_plan"
+
+
+def asks_people(name: str) -> bool:
+    """Whether a call of ``name`` asks the people a question (``ask_user``)."""
+    return name == "ask_user"
+
+
 def proposed_plan(name: str, args: Mapping[str, Any]) -> ProposePlan | None:
     """The plan a ``propose_plan`` call with the input ``args`` proposes (its steps and
     tools); None for a call of another tool or a malformed one (refused at admission)."""

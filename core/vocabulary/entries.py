@@ -44,7 +44,7 @@ class ToolCall(BaseModel):
 ModelRole = Literal["planner", "executor", "expert"]
 """Whose model a call is made with: the planner plans, the executor carries the approved
 plan out, the expert advises. A workflow position names its role
-(:class:`core.workflow.Position`; docs/architecture.md, "Conversation lifecycle and
+(:class:`core.workflows.model.State`; docs/architecture.md, "Conversation lifecycle and
 workflow position"); the settings name each role's model
 (:meth:`core.run.settings.EngineSettings.model_of`)."""
 
@@ -164,6 +164,19 @@ class StepEntered(BaseModel):
     kind: Literal["step_entered"] = "step_entered"
     position: str
     instructions: str
+
+
+class WorkflowChosen(BaseModel):
+    """The workflow a conversation runs, journaled when its first request starts it:
+    ``name`` and ``definition``, the workflow as loaded (JSON of
+    :class:`core.workflows.model.Workflow`, sub-workflows inlined). The conversation keeps
+    it: editing the file later never changes a conversation already under way
+    (docs/architecture.md, "Workflows")."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["workflow_chosen"] = "workflow_chosen"
+    name: str
+    definition: str
 
 
 class Compacted(BaseModel):
@@ -325,7 +338,8 @@ Entry = Annotated[
     | DelegationBrief
     | DelegationChecked
     | DelegationEnded
-    | Nudged,
+    | Nudged
+    | WorkflowChosen,
     Field(discriminator="kind"),
 ]
 

@@ -13,7 +13,7 @@ into a :class:`core.vocabulary.journal.Change` (a test walks the code for it)::
 
 A move the table does not allow raises :class:`core.vocabulary.errors.IllegalTransition`
 and writes nothing. The workflow position (``planning``, ``approval``, ...) lives in
-:mod:`core.workflow` and is data, not one of these states.
+:mod:`core.workflows` and is data, not one of these states.
 """
 
 from __future__ import annotations

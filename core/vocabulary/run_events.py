@@ -124,11 +124,15 @@ class Expired(_Frozen):
 
 
 class RunAnswered(_Frozen):
-    """The final answer of a run, with its totals."""
+    """The final answer of a run, with its totals; ``workflow``: the name of the
+    workflow it ran (the footer names it; empty: not named); ``mark``: the emoji the
+    answer opens with (``❌`` for a workflow that ended ``failed``, say)."""
 
     kind: Literal["answered"] = "answered"
     text: str
     stats: RunStats
+    workflow: str = ""
+    mark: str = "✅"
 
 
 class RunFailed(_Frozen):
@@ -194,6 +198,16 @@ class Stopped(_Frozen):
     by_name: str
     cancelled_calls: int = 0
     interrupted_calls: int = 0
+
+
+class WorkflowRefused(_Frozen):
+    """A request asked for workflow ``asked`` (``workflow=NAME``), which this channel does
+    not allow (or no such workflow exists); ``allowed`` lists the ones it may ask for.
+    Nothing started: the request is kept as a note."""
+
+    kind: Literal["workflow_refused"] = "workflow_refused"
+    asked: str
+    allowed: tuple[str, ...]
 
 
 class Refused(_Frozen):
@@ -269,6 +283,7 @@ RunEvent = Annotated[
     | BudgetReached
     | Stopped
     | Refused
+    | WorkflowRefused
     | RequestClosed,
     Field(discriminator="kind"),
 ]
