@@ -81,9 +81,8 @@ def render_event(
             return [_escalation(binding, event)]
         case RunAnswered():
             branch = branch_line(event.stats)
-            footer = format_stats(event.stats) + roles_line(event.stats)
-            if event.workflow:
-                footer += f" · workflow {event.workflow}"
+            named = f" · workflow {event.workflow}" if event.workflow else ""
+            footer = format_stats(event.stats) + named + roles_line(event.stats)
             text = f"{event.mark} {event.text}\n{branch}— {footer}"
             return [Outgoing(PostReply(ref=binding, text=text))]
         case RunFailed():
@@ -128,7 +127,12 @@ def _refused(event: Refused, settings: RenderSettings) -> str:
 
 def workflow_refusal(event: WorkflowRefused) -> str:
     """``Workflow `deploy` is not allowed in this channel; ask for one of: default, chat
-    (workflow=NAME in the mention).``"""
+    (workflow=NAME in the mention).``, or the setting it needs and does not have."""
+    if event.missing:
+        return (
+            f"Workflow `{event.asked}` needs the `{event.missing}` setting, which is not set "
+            "for this channel. Nothing was started."
+        )
     allowed = ", ".join(event.allowed) or "none"
     return (
         f"Workflow `{event.asked}` is not allowed in this channel; ask for one of: "

@@ -77,6 +77,12 @@ ESCALATION_WHY = "threadbot.escalation.why"
 """Why the run escalated: ``failures``, ``early_finish`` or ``prose``."""
 NUDGE_WHY = "threadbot.nudge.why"
 """What a nudge answered: ``early_finish`` or ``prose`` (:meth:`RunSpan.nudge`)."""
+WORKFLOW_NAME = "threadbot.workflow"
+"""The workflow a conversation runs (:meth:`RunSpan.state_entered`)."""
+WORKFLOW_STATE = "threadbot.workflow.state"
+"""The workflow state entered."""
+WORKFLOW_STATE_KIND = "threadbot.workflow.state.kind"
+"""Its kind: ``agent``, ``action``, ``human``, ``wait`` or ``end``."""
 
 CONSULTATION_OUTCOME = "threadbot.consultation.outcome"
 """What became of an ``ask_expert`` call: ``answered``, ``failed`` or ``refused``."""
@@ -241,6 +247,14 @@ class RunSpan:
         (``prose``), decided outside the model (:mod:`core.run.nudges`)."""
         with self._child("threadbot.nudge", SpanKind.INTERNAL, {NUDGE_WHY: why}):
             yield
+
+    def state_entered(self, workflow: str, state: str, kind: str) -> None:
+        """The span of entering a workflow state (``threadbot.workflow.state``, a child of
+        the run's, as long as the commit that entered it): the workflow's name, the
+        state's and its kind (docs/architecture.md, "Workflows")."""
+        attributes = {WORKFLOW_NAME: workflow, WORKFLOW_STATE: state, WORKFLOW_STATE_KIND: kind}
+        with self._child("threadbot.workflow.state", SpanKind.INTERNAL, attributes):
+            pass
 
     async def traced_call(
         self, record: ToolCallRecord, run: Callable[[ToolSpan], Awaitable[None]]

@@ -73,7 +73,7 @@ async def test_the_planner_plans_and_the_executor_carries_the_plan_out(
     # The planner's call: 1,200 x 15 + 80 x 75 + 3,000 x 3.75 = 35,250 µ$; the
     # executor's two at the cheaper price, 7,600 + 3,334 = 10,934 µ$ (test_usage_report).
     footer = footer_of(chat, "✅ Written.")
-    assert footer.endswith(" · $0.05")  # 46,184 µ$
+    assert footer.endswith(" · $0.05 · workflow default")  # 46,184 µ$
     lines = shown[shown.index(footer) :].splitlines()
     assert lines[1].strip() == (
         "— planner claude-plans: 1 model call, $0.04 · executor claude-does: 2 model calls, $0.01"

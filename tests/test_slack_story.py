@@ -39,7 +39,7 @@ from tests.slack_harness import (
 
 OUTBOX_KEY = re.compile(r"tb-\d+")
 FENCE = re.compile(r"^ {0,3}`{3,}[^`\n]*$", re.MULTILINE)
-STATS = re.compile(r"— \d+ tool calls? · (?:\d+m )?\d+s · [\d.]+k? tokens")
+STATS = re.compile(r"— \d+ tool calls? · (?:\d+m )?\d+s · [\d.]+k? tokens · workflow [a-z0-9_-]+")
 
 
 def plan(gate: asyncio.Event | None = None) -> ScriptedTurn:

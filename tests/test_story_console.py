@@ -102,8 +102,10 @@ async def test_mention_plan_approve_question_answer_progress_final(make_app) -> 
     assert snap.status.lifecycle is Lifecycle.DONE
     assert snap.position == "answered"
     kinds = [r.entry.kind for r in snap.journal]
-    assert kinds[:2] == ["step_entered", "user_text"] and kinds[-1] == "tool_result"
-    assert kinds.count("step_entered") == 2  # planning, then executing
+    assert kinds[:3] == ["workflow_chosen", "step_entered", "user_text"]
+    assert kinds[-2:] == ["tool_result", "step_entered"]  # the finish, then the end entered
+    steps = [r.entry.position for r in snap.journal if r.entry.kind == "step_entered"]
+    assert steps == ["planning", "approval", "executing", "answered"]
     assert kinds.count("assistant_turn") == 5
     tool_uses = [
         c.id for r in snap.journal if r.entry.kind == "assistant_turn" for c in r.entry.tool_calls

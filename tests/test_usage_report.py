@@ -131,7 +131,7 @@ async def test_usage_adds_up_the_calls_at_the_price_they_were_made_at(
 
     # 13,875 input tokens (7,734 from the cache: 55%) and 181 output; $0.026984.
     assert footer.startswith("— 1 tool call · ")
-    assert footer.endswith(" · 14.1k tokens (55% from cache) · $0.03")
+    assert footer.endswith(" · 14.1k tokens (55% from cache) · $0.03 · workflow default")
 
     by_model = usage(tmp_path, sqlite_settings, "--by", "model")
     assert by_model["by"] == "model"
@@ -153,7 +153,7 @@ async def test_usage_adds_up_the_calls_at_the_price_they_were_made_at(
             chat = Chat(app)
             await chat.mention("anything to do?")
             await app.hub.settled()
-            assert footer_of(chat, "✅ Nothing to do.").endswith(" · $0.0009")
+            assert footer_of(chat, "✅ Nothing to do.").endswith(" · $0.0009 · workflow default")
 
     lines = {line["key"]: line for line in usage(tmp_path, sqlite_settings)["lines"]}
     assert without_key(lines.pop(conversation["key"])) == FIRST_RUN  # kept its cost
@@ -198,7 +198,7 @@ async def test_calls_of_a_model_with_no_price_are_counted_and_said_unpriced(
             await chat.mention("anything to do?")
             await app.hub.settled()
             footer = footer_of(chat, "✅ Nothing to do.")
-    assert footer.endswith(" · 110 tokens")  # no cost without a price
+    assert footer.endswith(" · 110 tokens · workflow default")  # no cost without a price
 
     table = threadbot_usage(tmp_path, sqlite_settings, "--by", "model")
     assert table.stdout.splitlines() == [

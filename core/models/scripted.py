@@ -41,7 +41,7 @@ from core.models.base import (
     TurnEnd,
     Usage,
 )
-from core.vocabulary.entries import ModelRole
+from core.vocabulary.entries import WORKFLOW_CALL_ID, ModelRole
 from core.vocabulary.errors import ModelError
 
 
@@ -141,8 +141,22 @@ class ScriptedRoles:
 
 
 def _turn_number(request: ModelRequest) -> int:
-    """How many assistant turns the request's history holds (0 for the first call)."""
-    return sum(1 for m in request.messages if m["role"] == "assistant")
+    """How many assistant turns of a model the request's history holds (0 for the first
+    call): a turn a workflow state made itself (its calls' ids begin with
+    :data:`core.vocabulary.entries.WORKFLOW_CALL_ID`) is not the script's."""
+    return sum(1 for m in request.messages if m["role"] == "assistant" and not _workflows(m))
+
+
+def _workflows(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    if not isinstance(content, list) or not content:
+        return False
+    return all(
+        isinstance(b, dict)
+        and b.get("type") == "tool_use"
+        and str(b.get("id", "")).startswith(WORKFLOW_CALL_ID)
+        for b in content
+    )
 
 
 async def canned_events(

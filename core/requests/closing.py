@@ -25,6 +25,7 @@ from core.vocabulary.requests import (
     Question,
     RetryRequest,
     ToolApproval,
+    WaitRequest,
 )
 from core.vocabulary.run_events import CallOutcome, RequestClosed
 from core.vocabulary.snapshot import ConversationSnapshot
@@ -128,7 +129,7 @@ def _message_kind(
             return "continue" if request.budget is None else "budget"
         case RetryRequest():
             return "retry"
-        case PlanRevision() | Question() | Escalation():
+        case PlanRevision() | Question() | Escalation() | WaitRequest():
             return None
         case _:
             assert_never(request)

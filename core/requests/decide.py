@@ -32,6 +32,7 @@ from core.vocabulary.requests import (
     Question,
     RetryRequest,
     ToolApproval,
+    WaitRequest,
 )
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflows.model import Workflow
@@ -62,7 +63,7 @@ def decision_change(
             return tool_approval.decide(snap, request, decision)
         case ContinueRequest() | RetryRequest():
             return go_on.decide(snap, request, decision)
-        case PlanRevision() | Question() | Escalation():
+        case PlanRevision() | Question() | Escalation() | WaitRequest():
             return None
         case _:
             assert_never(request)
@@ -78,6 +79,8 @@ def reply_change(
     reactions and buttons, not words).
     """
     match request:
+        case PlanApproval() if workflow.state(snap.position).ask == "approve":
+            return None  # the workflow's own plan: approved or rejected, not revised
         case PlanApproval() | PlanRevision():
             return plan_revision.revise(snap, request, reply, workflow)
         case Question():
@@ -86,7 +89,7 @@ def reply_change(
             return escalation.answer(snap, request, reply)
         case ContinueRequest() | RetryRequest():
             return go_on.reply(snap, request, reply)
-        case ToolApproval():
+        case ToolApproval() | WaitRequest():
             return None
         case _:
             assert_never(request)

@@ -27,6 +27,7 @@ from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord
 from core.vocabulary.verdicts import Approved, Rejected
 from core.workflows.model import Outcome, Workflow
+from core.workflows.moves import follow
 
 
 def open_plan(
@@ -61,6 +62,7 @@ def open_plan(
         for event in request_closed(snap, r, "replaced", replaced_by=version)
     )
     expires_at, remind_at = opening.times()
+    position = follow(workflow, snap, Outcome.PLAN_PROPOSED)
     request = PlanApproval(
         id=opening.new_id(),
         tool_use_id=record.tool_use_id,
@@ -70,11 +72,12 @@ def open_plan(
         remind_at=remind_at,
     )
     return Change(
+        entries=workflow.entered(snap.position, position),
         resolve=older,
         tool_calls=(opened(record, request.id),),
         open_request=request,
         status=lifecycle.move(snap.status, lifecycle.waiting(request.wait)),
-        position=workflow.next(snap.position, Outcome.PLAN_PROPOSED),
+        position=position,
         plan_version=version,
         events=(
             *replaced,
@@ -92,7 +95,9 @@ def decide(
     workflow: Workflow,
     opening: Opening,
 ) -> Change:
-    """Approve plan ``request`` (carry it out now) or reject it (what should change?)."""
+    """Approve plan ``request`` (carry it out now) or reject it (what should change?); a
+    plan the workflow proposed itself (a human step that approves a fixed plan) goes on
+    along the state's ``rejected`` transition instead of asking."""
     by = decision.by
     verdict = Approved() if isinstance(decision, Approve) else Rejected()
     resolution = RequestResolution(
@@ -100,11 +105,17 @@ def decide(
     )
     entry = DecisionEntry(request_id=request.id, verdict=verdict, by=by)
     closed = request_closed(snap, request, verdict.kind, by=by)
-    if isinstance(verdict, Rejected):
+    fixed = workflow.state(snap.position).ask == "approve"
+    if isinstance(verdict, Rejected) and not fixed:
         return plan_revision.open_after_reject(snap, request, entry, resolution, closed, opening)
-    text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
+    if isinstance(verdict, Rejected):  # the workflow's own plan: on along ``rejected``
+        text = f"Plan v{request.plan_version} was rejected by {by.name}."
+        outcome = Outcome.REJECTED
+    else:
+        text = f"Plan v{request.plan_version} was approved by {by.name}. Carry it out now."
+        outcome = Outcome.APPROVED
     answered = answer_control(snap, request.tool_use_id, text)
-    position = workflow.next(snap.position, Outcome.APPROVED)
+    position = follow(workflow, snap, outcome)
     return Change(
         entries=(entry, *answered.results, *workflow.entered(snap.position, position)),
         tool_calls=answered.records,

@@ -22,6 +22,7 @@ from core.vocabulary.run_events import QuestionAsked, RequestClosed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.verdicts import Revised
 from core.workflows.model import Outcome, Workflow
+from core.workflows.moves import follow
 
 
 def revision_text(plan_version: int, name: str, text: str) -> str:
@@ -78,7 +79,7 @@ def revise(
     answered = answer_control(
         snap, request.tool_use_id, revision_text(request.plan_version, by.name, reply.text)
     )
-    position = workflow.next(snap.position, Outcome.REJECTED)
+    position = follow(workflow, snap, Outcome.REJECTED)
     return Change(
         entries=(
             UserText(author=by, text=reply.text, role="feedback", files=reply.blocks),

@@ -44,12 +44,12 @@ def admit_turn(
     ``expert``: an expert may be consulted here, so ``ask_expert`` is offered
     (:attr:`core.run.settings.EngineSettings.consults_expert`)."""
     position = workflow.state(snap.position)
-    tools = control.offered(toolbox.select(position.tools), expert=expert)
+    tools = control.offered(toolbox.select(position.allowed_tools), expert=expert)
     offered = {t.spec.name for t in tools}
     admitted: list[Moved] = []
     for index, call in enumerate(turn.tool_calls):
         state, reason = _first_state(
-            call, toolbox, tool_policy, offered, snap.position, position.mutating, expert
+            call, toolbox, tool_policy, offered, snap.position, position.changes, expert
         )
         read_only = toolbox.read_only(call.name)
         if state is ToolState.FAILED:  # no such tool: admitted, and failed at once

@@ -4,13 +4,16 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
 :mod:`core.run.steps` (docs/architecture.md, "The agent as a composition")::
 
     Loop(until: not running, or the process is stopping;
-         cap: settings.step_turn_limit model turns in the workflow step, counted
+         cap: the state's cap, else settings.step_turn_limit model turns in the
+              workflow step, counted
               since the step was entered or a person last gave the run work;
          on cap: OpenContinue)
       Sequence
         Delegating                    the delegation the run waited or died in, to its end
         ToolSteps                     the calls the last turn decided (a crashed turn's too)
         Running                       a decision beside the run may have ended it
+        States                        the workflow's own states (actions, people's
+                                      steps, waits, ends) until an agent state
         Escalate                      stuck (failed commands in a row): the expert, or
                                       the people
         Stuck                         stuck on nudges (a second early finish or reply
@@ -36,12 +39,13 @@ import collections.abc
 from core.run.compose import CONTINUE, DONE, Branch, Loop, Outcome, Sequence, Step
 from core.run.deps import RunDeps
 from core.run.escalation import Delegating, Escalate, Stuck
+from core.run.failing import ModelFailed
 from core.run.state import Run
+from core.run.states import States
 from core.run.steps import (
     MODEL_FAILED,
     Compact,
     ContextNoted,
-    ModelFailed,
     ModelStep,
     OpenContinue,
     OverBudget,
@@ -84,8 +88,9 @@ def turns_in_step(journal: collections.abc.Sequence[JournalRecord]) -> int:
 
 
 def _counts(entry: object) -> bool:
-    """Whether ``entry`` is a model turn the run's cap counts (not the expert's)."""
-    return isinstance(entry, AssistantTurn) and not entry.experts
+    """Whether ``entry`` is a model turn the run's cap counts (not the expert's, nor a
+    turn the workflow made itself)."""
+    return isinstance(entry, AssistantTurn) and not entry.experts and not entry.workflow
 
 
 def _starts_count(entry: object) -> bool:
@@ -133,6 +138,12 @@ class Running:
         return CONTINUE if run.snap.status.lifecycle is Lifecycle.RUNNING else DONE
 
 
+def step_cap(run: Run) -> int:
+    """Model turns the run's current state allows: the workflow state's ``cap``, else the
+    ``step_turn_limit`` setting."""
+    return run.workflow.state(run.snap.position).cap or run.settings.step_turn_limit
+
+
 def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
     """The agent loop of a run (see the module docstring); ``inbox`` gives the messages
     that came while it works (None: none come)."""
@@ -147,6 +158,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
             Delegating(deps),
             ToolSteps(deps),
             Running(),
+            States(deps),
             Escalate(deps),
             Stuck(deps),
             TakeNotes(deps, inbox),
@@ -158,7 +170,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
             ),
         ),
         until=stops,
-        cap=lambda run: run.settings.step_turn_limit,
+        cap=lambda run: step_cap(run),
         count=lambda run: counted(run.snap.journal),
-        on_cap=OpenContinue(deps, lambda run: counted(run.snap.journal)),
+        on_cap=OpenContinue(deps, lambda run: counted(run.snap.journal), cap=step_cap),
     )

@@ -10,14 +10,15 @@ dispatches the parsed calls (:data:`core.tools.control.ControlCall`) in one ``ma
 
 from __future__ import annotations
 
+from core.run.arrivals import ends_run, finished
+from core.run.settings import EngineSettings
 from core.tool_state import move
 from core.tools.control import Finish, ProposePlan
-from core.vocabulary import lifecycle
 from core.vocabulary.journal import Change
-from core.vocabulary.run_events import RunAnswered, RunStats
+from core.vocabulary.run_events import RunStats
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
-from core.workflows.model import Outcome, Workflow
+from core.workflows.model import Workflow
 
 
 def finish(
@@ -26,17 +27,18 @@ def finish(
     call: Finish,
     workflow: Workflow,
     stats: RunStats,
+    settings: EngineSettings,
 ) -> Change:
     """Post ``call``'s answer (the ``finish`` call ``record``'s) with ``stats``, the
-    request's totals; the run ends ``done``."""
-    done = move(record, ToolState.DONE, result="The answer is in the thread.")
-    return Change(
-        entries=done.results,
-        tool_calls=done.records,
-        status=lifecycle.move(snap.status, lifecycle.DONE),
-        position=workflow.next(snap.position, Outcome.FINISHED),
-        events=(RunAnswered(text=call.answer, stats=stats),),
-    )
+    request's totals; the run ends ``done``, or, in a workflow whose ``finished`` leads
+    on to a state that is not an end, goes on there (:func:`core.run.arrivals.finished`)."""
+    if ends_run(workflow, snap):
+        result = "The answer is in the thread."
+    else:
+        result = "Done with this step: the workflow goes on."
+    done = move(record, ToolState.DONE, result=result)
+    after = finished(workflow, snap, call.answer, stats, settings)
+    return Change(entries=done.results, tool_calls=done.records).then(after)
 
 
 HANDED_BACK = "Handed back: threadbot checks your work now."

@@ -208,7 +208,7 @@ class Delegation:
         if not command or tool is None:
             return None
         arguments = {"command": command}
-        mutating = run.workflow.state(snap.position).mutating
+        mutating = run.workflow.state(snap.position).changes
         ruling = run.settings.tool_policy.check(
             tool_name=COMMAND, read_only=False, arguments=arguments, plan_approved=mutating
         )

@@ -35,13 +35,14 @@ from core.policy import policy
 from core.requests.decide import answered_in_words, decision_change, reply_change
 from core.run import live
 from core.run import workflow as run_workflow
-from core.run.close_calls import expired, interrupt_running, stopped
+from core.run.close_calls import interrupt_running, stopped
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
 from core.run.restart import next_position, refused_restart
 from core.run.scope import Scope
 from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
 from core.run.state import Handover, Run
+from core.run.states import expiry
 from core.run.turn import Turns
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
@@ -167,7 +168,7 @@ class Engine:
                 entry=entry,
                 span=span,
                 context=self._context,
-                scope=Scope.root(settings, self._deps.outputs),
+                scope=Scope.root(settings, self._deps.outputs, workflow.workflow),
                 workflow=workflow,
             )
 
@@ -239,6 +240,7 @@ class Engine:
             await self._commit(run, chosen)
             return
         message, chosen_entries = chosen
+        run.scope = Scope.root(run.settings, self._deps.outputs, run.workflow.workflow)
         workflow = run.workflow
         position = next_position(snap, message, workflow)
         step = workflow.entered(snap.position, position, first=not snap.journal)
@@ -372,18 +374,24 @@ class Engine:
                 await self._commit(run, Change(events=(event,)))
 
     async def expire(self, conversation_id: str, request_id: str) -> bool:
-        """End a conversation whose request ``request_id`` waited too long.
+        """A request ``request_id`` waited too long (the sweeper found its time passed).
 
-        Open calls get a result, open requests become ``expired`` (compare-and-set),
-        and the conversation ends ``cancelled`` with a message. False when the
-        request was no longer open.
+        At a workflow state with a ``timeout`` transition, or for a wait's timer, the
+        request becomes ``expired`` (compare-and-set: it fires once) and the run goes on
+        where ``timeout`` leads (:func:`core.run.states.timed_out`). Otherwise the
+        conversation ends: open calls get a result, open requests become ``expired``, and
+        it ends ``cancelled`` with a message. False when the request was no longer open.
         """
         async with self._opened("expire", conversation_id) as run:
             snap = run.snap
-            if not any(r.id == request_id for r in snap.open_requests):
+            request = next((r for r in snap.open_requests if r.id == request_id), None)
+            if request is None:
                 return False
+            change, moves_on = expiry(run, request, self._deps.toolbox.read_only)
             try:
-                await self._commit(run, expired(snap, request_id, self._deps.toolbox.read_only))
+                await self._commit(run, change)
             except RequestConflict:
                 return False
+            if moves_on:
+                await Turns(run, self._deps).go(None)
             return True

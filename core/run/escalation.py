@@ -25,8 +25,10 @@ What counts:
   expert's API call failed: :mod:`core.run.consultation`);
 - the end of a streak: a ``run_command`` call that ended ``done``, the answer to an
   escalation (:class:`~core.vocabulary.entries.FailuresReset`), a delegation whose
-  work was merged (:class:`~core.vocabulary.entries.DelegationEnded`) and a new
-  request (a person's :class:`~core.vocabulary.entries.UserText` of role ``request``);
+  work was merged (:class:`~core.vocabulary.entries.DelegationEnded`), a new
+  request (a person's :class:`~core.vocabulary.entries.UserText` of role ``request``)
+  and a workflow state entered (:class:`~core.vocabulary.entries.StepEntered`: a fixed
+  action's failure is the workflow's outcome to follow, and each state starts afresh);
 - passed over: what the expert did in a delegation (from its
   :class:`~core.vocabulary.entries.Delegated` entry to its end);
 - neither: a stop (``cancelled``, ``interrupted``), a denial (the policy's, or a
@@ -63,6 +65,7 @@ from core.vocabulary.entries import (
     FailedCall,
     FailuresReset,
     JournalRecord,
+    StepEntered,
     ToolResultEntry,
     UserText,
 )
@@ -107,7 +110,7 @@ def failure_streak(
                 break
             skipping = entry.n
             continue
-        if isinstance(entry, FailuresReset) or (
+        if isinstance(entry, FailuresReset | StepEntered) or (
             isinstance(entry, UserText) and entry.role == "request"
         ):
             break

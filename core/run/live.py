@@ -32,7 +32,7 @@ import functools
 from collections.abc import Iterator
 
 from core.run.state import Gathering, Run
-from core.vocabulary.entries import AssistantTurn, ToolResultEntry
+from core.vocabulary.entries import AssistantTurn, StepEntered, ToolResultEntry
 from core.vocabulary.errors import RequestConflict, StaleSnapshot
 from core.vocabulary.fold import apply_change
 from core.vocabulary.journal import Change, Committed, Journal
@@ -160,6 +160,7 @@ async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
                     continue
                 run.snapshot = None if snap is None else apply_change(snap, change, committed)
                 run.committed_at = committed.at
+                _entered(run, change)
                 return committed
         except BaseException:
             run.snapshot = None  # the outcome is not known here
@@ -168,6 +169,15 @@ async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
         raise StaleSnapshot(
             f"conversation {cid}: the journal kept moving under {RETRIES} commits in a row"
         )
+
+
+def _entered(run: Run, change: Change) -> None:
+    """A span for each workflow state the committed ``change`` entered
+    (:meth:`core.tracing.RunSpan.state_entered`)."""
+    for entry in change.entries:
+        if isinstance(entry, StepEntered):
+            kind = run.workflow.state(entry.position).kind
+            run.span.state_entered(run.workflow.name, entry.position, kind)
 
 
 def _check_results(change: Change, snap: ConversationSnapshot) -> None:

@@ -21,7 +21,8 @@ from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.run_events import Refused
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflows.model import Outcome, Workflow
+from core.workflows.model import Outcome, StateKind, Workflow
+from core.workflows.moves import follow
 
 
 def stopped(snap: ConversationSnapshot) -> bool:
@@ -56,13 +57,16 @@ def refused_restart(snap: ConversationSnapshot, request: ThreadMessage) -> Chang
 
 def next_position(snap: ConversationSnapshot, request: ThreadMessage, workflow: Workflow) -> str:
     """Where ``request`` starts the conversation: a first request at the workflow's start;
-    a failed run carried on by someone who may (``may_continue``) where it failed; after
-    a stop or a failure, at the start again (no approval outlives a stop); after an
-    answer, where the workflow's ``new_message`` leads."""
+    a failed run carried on by someone who may (``may_continue``) where it failed (unless
+    it failed at an ``end`` state: the start); after a stop or a failure, at the start
+    again (no approval outlives a stop); after an answer, where the workflow's
+    ``new_message`` leads (the start when it leads nowhere but the end)."""
     if not snap.journal:
         return workflow.start
-    if snap.status.lifecycle is Lifecycle.FAILED and request.may_continue:
+    at_end = workflow.state(snap.position).kind is StateKind.END
+    if snap.status.lifecycle is Lifecycle.FAILED and request.may_continue and not at_end:
         return snap.position  # carry on from where it failed
     if snap.status.lifecycle in (Lifecycle.CANCELLED, Lifecycle.FAILED):
         return workflow.start  # no approval outlives a stop
-    return workflow.next(snap.position, Outcome.NEW_MESSAGE)
+    target = follow(workflow, snap, Outcome.NEW_MESSAGE)
+    return workflow.start if workflow.state(target).kind is StateKind.END else target

@@ -25,12 +25,12 @@ kept in memory alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.contexts import ContextStrategy, Flat, context_strategy
 from core.outputs import OutputCache
-from core.retry import NoRetry, RetryPolicy
+from core.retry import NoRetry, RetryPolicy, retry_policy
 from core.run.settings import EngineSettings
 from core.vocabulary.entries import (
     AssistantTurn,
@@ -40,6 +40,7 @@ from core.vocabulary.entries import (
     ScopeLeft,
     UserText,
 )
+from core.workflows.model import Header
 
 ROOT = "run"
 """The id of a run's root scope."""
@@ -80,13 +81,33 @@ class Scope:
     hands_back: bool = False
 
     @classmethod
-    def root(cls, settings: EngineSettings, cache: OutputCache | None) -> Scope:
+    def root(
+        cls, settings: EngineSettings, cache: OutputCache | None, workflow: Header | None = None
+    ) -> Scope:
         """A run's root scope: the context strategy and the retry policy its settings
-        choose, and the engine's output ``cache``."""
-        context = context_strategy(
-            settings.context_strategy, keep_turns=settings.context_keep_turns
+        choose, and the engine's output ``cache``; where the ``workflow`` (its header)
+        names its own (``[workflow.context]``, ``[workflow.retry]``, ``[workflow.cache]``
+        with ``none``: no cache), those (docs/architecture.md, "Workflows")."""
+        name, keep, retry = (
+            settings.context_strategy,
+            settings.context_keep_turns,
+            settings.tool_retry,
         )
-        return cls(context=context, cache=cache, retry=settings.tool_retry)
+        if workflow is not None:
+            name = workflow.context.strategy or name
+            keep = workflow.context.keep_turns or keep
+            if workflow.retry.policy:
+                retry = retry_policy(workflow.retry.policy, attempts=workflow.retry.attempts or 3)
+            if workflow.cache.kind == "none":
+                cache = None
+        return cls(context=context_strategy(name, keep_turns=keep), cache=cache, retry=retry)
+
+    def at_state(self, strategy: str, keep_turns: int) -> Scope:
+        """The root scope with the context strategy a workflow state names (``strategy``;
+        empty: this one's), made anew only when it is another."""
+        if not strategy or self.id != ROOT or self.context.name == strategy:
+            return self
+        return replace(self, context=context_strategy(strategy, keep_turns=keep_turns))
 
     def child(
         self,

@@ -26,6 +26,7 @@ from core.tracing import NO_SPAN, RunSpan
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflows import Workflow, default_workflow
+from core.workflows.model import parse_duration
 
 
 @dataclass
@@ -108,5 +109,11 @@ class Run:
 
     @property
     def opening(self) -> Opening:
-        """Ids and times of the requests the run opens (their lifetime: the settings')."""
-        return Opening(context=self.context, ttl=self.settings.request_ttl)
+        """Ids and times of the requests the run opens (their lifetime: the workflow
+        state's ``timeout`` where it has one, else the settings' ``request_ttl``)."""
+        ttl = self.settings.request_ttl
+        if self.snapshot is not None:
+            timeout = self.workflow.state(self.snapshot.position).timeout
+            if timeout:
+                ttl = parse_duration(timeout).total_seconds()
+        return Opening(context=self.context, ttl=ttl)

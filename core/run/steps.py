@@ -35,8 +35,8 @@ from core.models.base import Message
 from core.requests import go_on
 from core.run import live
 from core.run.admission import admit_turn, denial_notes
+from core.run.arrivals import ends_run, finished
 from core.run.budget import budget_reached
-from core.run.close_calls import close_open_calls
 from core.run.compaction import compaction
 from core.run.compose import CONTINUE, DONE, WAIT, Flow, Outcome, Step
 from core.run.decision import ModelDecision
@@ -46,7 +46,6 @@ from core.run.nudges import prose_reply
 from core.run.scope import INHERIT, left_since_request, open_scopes
 from core.run.state import Run
 from core.run.tool_calls import ToolCalls
-from core.vocabulary import lifecycle
 from core.vocabulary.entries import (
     AssistantTurn,
     ScopeEntered,
@@ -57,9 +56,8 @@ from core.vocabulary.entries import (
 from core.vocabulary.errors import ModelError
 from core.vocabulary.inputs import Inbox, delivery_keys
 from core.vocabulary.journal import Change
-from core.vocabulary.run_events import ProgressNote, RunAnswered, RunFailed
+from core.vocabulary.run_events import ProgressNote
 from core.vocabulary.snapshot import ConversationSnapshot
-from core.workflows.model import Outcome as StateOutcome
 
 log = logging.getLogger(__name__)
 
@@ -244,17 +242,9 @@ class ModelStep:
                 return nudged
             answer = decision.thinking or "(the model gave no answer)"
             stats = await tools.with_changes(snap, totals)
-            await _commit(
-                run,
-                deps,
-                Change(
-                    entries=(turn,),
-                    status=lifecycle.move(snap.status, lifecycle.DONE),
-                    position=workflow.next(snap.position, StateOutcome.FINISHED),
-                    events=(RunAnswered(text=answer, stats=stats),),
-                ),
-            )
-            return DONE
+            after = finished(workflow, snap, answer, stats, run.settings)
+            await _commit(run, deps, Change(entries=(turn,)).then(after))
+            return DONE if ends_run(workflow, snap) else CONTINUE
         records, denials = admit_turn(
             turn,
             snap.last_seq + 1,
@@ -280,60 +270,25 @@ class ModelStep:
         return Outcome(flow)
 
 
-class ModelFailed:
-    """After ``failed``, a ``model_failed`` outcome: a failure a retry may mend opens a
-    request to try again (``wait``); any other ends the run ``failed`` with its
-    message (``done``)."""
-
-    def __init__(self, deps: RunDeps, failed: Outcome) -> None:
-        self._deps = deps
-        self._failed = failed
-
-    async def go(self, run: Run) -> Outcome:
-        """Open the retry request, or fail the run."""
-        failed = self._failed
-        if failed.flow is Flow.DONE:
-            await Fail(self._deps).go_with(run, failed.reason)
-            return DONE
-        await _commit(run, self._deps, go_on.open_retry(run.snap, failed.reason, run.opening))
-        return WAIT
-
-
-class Fail:
-    """End the run ``failed`` with an error (safe to show); every open call gets a result."""
-
-    def __init__(self, deps: RunDeps) -> None:
-        self._deps = deps
-
-    async def go_with(self, run: Run, error: str) -> None:
-        """Commit the failure: open calls closed, ``failed``, the error in the thread."""
-        deps = self._deps
-        snap = await live.current(run, deps.journal)
-        closing = close_open_calls(snap, "the failure", deps.toolbox.read_only, failed=True)
-        await _commit(
-            run,
-            deps,
-            Change(
-                entries=closing.results,
-                tool_calls=closing.records,
-                status=lifecycle.move(snap.status, lifecycle.FAILED),
-                events=(RunFailed(error=error),),
-            ),
-        )
-
-
 class OpenContinue:
-    """At the workflow step's turn cap (``step_turn_limit``): ask whether to go on
-    (:func:`core.requests.go_on.open_continue`); ``wait``. ``count(run)``: the model
-    turns the step has used (the loop's count; None: the cap)."""
+    """At the workflow step's turn cap (``step_turn_limit``, or the state's own ``cap``):
+    ask whether to go on (:func:`core.requests.go_on.open_continue`); ``wait``.
+    ``count(run)``: the model turns the step has used (the loop's count; None: the
+    cap); ``cap(run)``: the step's cap (None: the setting)."""
 
-    def __init__(self, deps: RunDeps, count: Callable[[Run], int] | None = None) -> None:
+    def __init__(
+        self,
+        deps: RunDeps,
+        count: Callable[[Run], int] | None = None,
+        cap: Callable[[Run], int] | None = None,
+    ) -> None:
         self._deps = deps
         self._count = count
+        self._cap = cap
 
     async def go(self, run: Run) -> Outcome:
         """Commit the request to go on."""
-        cap = run.settings.step_turn_limit
+        cap = run.settings.step_turn_limit if self._cap is None else self._cap(run)
         turns = cap if self._count is None else self._count(run)
         change = go_on.open_continue(run.snap, turns, run.opening, cap=cap)
         await _commit(run, self._deps, change)

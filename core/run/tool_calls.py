@@ -39,6 +39,7 @@ from typing import assert_never
 from core.models.base import ToolKind
 from core.requests import plan_approval, question, tool_approval
 from core.run import live
+from core.run.arrivals import ends_run
 from core.run.compose import Flow
 from core.run.consultation import consult
 from core.run.control import finish, handed_back
@@ -129,7 +130,7 @@ class ToolCalls:
             await finish_call(run, deps, first, output, state=ToolState.UNKNOWN)
             return
         batch = ModelDecision.side_by_side(runnable, deps.toolbox.kind)
-        mutating = run.workflow.state(snap.position).mutating
+        mutating = run.workflow.state(snap.position).changes
         calls = [
             asyncio.ensure_future(
                 ToolStep(deps, r, workspace=workspace, plan_approved=mutating).go(run)
@@ -271,7 +272,9 @@ class ToolCalls:
                     return refuse_finish(run, record, early, again=again), Flow.CONTINUE
                 stats = request_stats(snap.journal, run.context.now())
                 stats = await self.with_changes(snap, stats)
-                return finish(snap, record, call, run.workflow, stats), Flow.DONE
+                change = finish(snap, record, call, run.workflow, stats, run.settings)
+                ends = ends_run(run.workflow, snap)
+                return change, Flow.DONE if ends else Flow.CONTINUE
             case ProposePlan():
                 opened = plan_approval.open_plan(snap, record, call, run.workflow, run.opening)
                 return opened, Flow.WAIT

@@ -15,8 +15,8 @@ import logging
 from core.run import live
 from core.run.agent import agent
 from core.run.deps import RunDeps
+from core.run.failing import Fail
 from core.run.state import Run
-from core.run.steps import Fail
 from core.vocabulary.errors import LeaseLost, RequestConflict
 from core.vocabulary.inputs import Inbox
 

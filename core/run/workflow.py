@@ -60,7 +60,8 @@ def choose(
     asked: str | None, settings: EngineSettings, library: WorkflowLibrary
 ) -> Chosen | WorkflowRefused:
     """The workflow for a first request that asked for ``asked`` (None: the default), or
-    the refusal when the channel does not allow it or there is none by that name. A
+    the refusal when the channel does not allow it, there is none by that name, or it
+    needs the ``check_command`` setting and the channel has none. A
     default the library does not hold runs ``default`` (the bot checks its settings
     against the library at start, so only a test gets here)."""
     may = tuple(name for name in allowed(settings) if name in library)
@@ -68,8 +69,20 @@ def choose(
     if asked is not None and asked not in may:
         return WorkflowRefused(asked=asked, allowed=may)
     workflow = library[name] if name in library else library[DEFAULT]
+    if needs_check_command(workflow) and not settings.check_command:
+        return WorkflowRefused(asked=workflow.name, allowed=may, missing="check_command")
     entry = WorkflowChosen(name=workflow.name, definition=workflow.model_dump_json(by_alias=True))
     return Chosen(workflow=workflow, entry=entry)
+
+
+def needs_check_command(workflow: Workflow) -> bool:
+    """Whether a text of ``workflow`` (a command, a tool's arguments, a plan's steps, a
+    message) names ``{check_command}``."""
+    for state in workflow.states.values():
+        texts = (state.command, *state.args.values(), *state.steps, state.message, state.prompt)
+        if any("{check_command}" in text for text in texts):
+            return True
+    return False
 
 
 def journaled(journal: Sequence[JournalRecord]) -> Workflow | None:

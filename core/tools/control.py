@@ -121,6 +121,10 @@ _INPUTS: dict[str, type[ProposePlan | AskUser | Finish | ReportProgress | AskExp
     "report_progress": ReportProgress,
     "ask_expert": AskExpert,
 }
+PROPOSE_PLAN = "propose_plan"
+ASK_USER = "ask_user"
+RUN_COMMAND = "run_command"
+"""The workspace tool a workflow's ``command`` action calls (:mod:`core.tools.commands`)."""
 _ENDS_TURN = frozenset({"propose_plan", "ask_user", "finish"})
 _OPENS_REQUEST = frozenset({"propose_plan", "ask_user"})
 

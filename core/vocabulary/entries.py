@@ -104,6 +104,12 @@ class UserText(BaseModel):
     files: tuple[dict[str, Any], ...] = ()
 
 
+WORKFLOW_CALL_ID = "toolu_workflow_"
+"""How the id of a call a workflow state makes itself begins (its turn's
+``AssistantTurn.workflow`` names the state): a scripted model tells the turns it made
+from the workflow's by it (:mod:`core.models.scripted`)."""
+
+
 class AssistantTurn(BaseModel):
     """One model response: its text and its tool calls, in order."""
 
@@ -117,6 +123,9 @@ class AssistantTurn(BaseModel):
     """The exact content blocks the API returned (thinking included), sent back as is."""
     usage: ModelUsage | None = None
     """Tokens of the call that produced this turn (also stored per call for queries)."""
+    workflow: str = ""
+    """The workflow state that made this turn itself (a fixed action, a fixed plan, a
+    human step's question: no model was asked); empty: a model's turn."""
 
     @property
     def experts(self) -> bool:

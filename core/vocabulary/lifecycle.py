@@ -47,6 +47,9 @@ class WaitKind(StrEnum):
     RETRY = "retry"
     ESCALATION = "escalation"
     """The run is stuck (its commands keep failing) and asks the people in the thread."""
+    TIMER = "timer"
+    """A workflow's wait for a duration or until a time (a durable timer: the request's
+    ``expires_at``, fired by the sweeper)."""
 
 
 ENDED = frozenset({Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED})

@@ -44,6 +44,7 @@ class RequestKind(StrEnum):
     CONTINUE = "continue"
     RETRY = "retry"
     ESCALATION = "escalation"
+    WAIT = "wait"
 
 
 class RequestState(StrEnum):
@@ -146,6 +147,18 @@ class Escalation(_Request):
     failures: int = 0
 
 
+class WaitRequest(_Request):
+    """A workflow's ``wait`` state for a duration or until a time: a durable timer. Its
+    ``expires_at`` is when it fires; the sweeper fires it once (compare-and-set, like any
+    expiry), and the workflow takes the state's ``timeout`` transition
+    (docs/architecture.md, "Workflows"). No person decides it; a stop cancels it."""
+
+    wait = WaitKind.TIMER
+    kind: Literal[RequestKind.WAIT] = RequestKind.WAIT
+    position: str = ""
+    """The workflow state that waits."""
+
+
 PendingRequest = Annotated[
     PlanApproval
     | PlanRevision
@@ -153,7 +166,8 @@ PendingRequest = Annotated[
     | ToolApproval
     | ContinueRequest
     | RetryRequest
-    | Escalation,
+    | Escalation
+    | WaitRequest,
     Field(discriminator="kind"),
 ]
 """Any pending request; ``kind`` tells which."""
@@ -167,7 +181,7 @@ def control_call(request: PendingRequest) -> str | None:
     match request:
         case PlanApproval() | PlanRevision() | Question():
             return request.tool_use_id
-        case ToolApproval() | ContinueRequest() | RetryRequest() | Escalation():
+        case ToolApproval() | ContinueRequest() | RetryRequest() | Escalation() | WaitRequest():
             return None
         case _:
             assert_never(request)

@@ -203,11 +203,14 @@ class Stopped(_Frozen):
 class WorkflowRefused(_Frozen):
     """A request asked for workflow ``asked`` (``workflow=NAME``), which this channel does
     not allow (or no such workflow exists); ``allowed`` lists the ones it may ask for.
-    Nothing started: the request is kept as a note."""
+    ``missing``: the setting the workflow needs and the channel does not set (it is
+    allowed, and cannot run here: ``check_command``, say). Nothing started: the request
+    is kept as a note."""
 
     kind: Literal["workflow_refused"] = "workflow_refused"
     asked: str
     allowed: tuple[str, ...]
+    missing: str = ""
 
 
 class Refused(_Frozen):

@@ -178,6 +178,30 @@ class State(BaseModel):
         return self.kind is StateKind.HUMAN and self.ask in ("plan", "approve")
 
     @property
+    def allowed_tools(self) -> tuple[str, ...]:
+        """The tools a call may name here (admission's allow-list): an agent state's
+        ``tools``; an action's own tool (``run_command`` for a command); ``propose_plan``
+        and ``ask_user`` where the workflow proposes a fixed plan or asks the people
+        itself; none elsewhere."""
+        match self.kind:
+            case StateKind.AGENT:
+                return self.tools
+            case StateKind.ACTION:
+                return (self.tool or control.RUN_COMMAND,)
+            case StateKind.HUMAN:
+                return (control.PROPOSE_PLAN if self.ask == "approve" else control.ASK_USER,)
+            case StateKind.WAIT:
+                return (control.ASK_USER,) if self.person else ()
+            case _:
+                return ()
+
+    @property
+    def changes(self) -> bool:
+        """Whether calls here may change things (the policy lets mutating tools run): an
+        agent state with ``mutating``, an action (reached only after an approval)."""
+        return self.mutating or self.kind is StateKind.ACTION
+
+    @property
     def waits_for_person(self) -> bool:
         """Whether the state waits on a person's word (a human step, a wait for a person)."""
         return self.kind is StateKind.HUMAN or (self.kind is StateKind.WAIT and self.person)

@@ -1,0 +1,171 @@
+"""What arriving at a workflow state commits: the entry, the status, what people see.
+
+Pure functions over the snapshot (docs/architecture.md, "Workflows"): where an outcome
+leads is :func:`core.workflows.moves.follow`; :func:`arrival` is the change of
+entering that state (a ``StepEntered`` entry, where it matters to people a progress
+note naming it, and at an ``end`` state the run's end with its answer);
+:func:`finished` is what a ``finish`` (or a reply in prose where none was due) does
+in a workflow: the answer, or, when ``finished`` leads to a state that is not an
+end, the next state with the answer as a progress note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.run.settings import EngineSettings
+from core.tools import control
+from core.vocabulary import lifecycle
+from core.vocabulary.entries import AssistantTurn, ToolResultEntry, UserText
+from core.vocabulary.journal import Change
+from core.vocabulary.lifecycle import Lifecycle, Status
+from core.vocabulary.run_events import ProgressNote, RunAnswered, RunStats
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.workflows.model import Outcome, State, StateKind, Workflow
+from core.workflows.moves import follow
+
+OUTPUT_SHOWN = 3000
+"""Characters of an action's output an ``end`` message's ``{last_output}`` shows (its end)."""
+
+MARK = "➡️"
+"""The mark of the progress note of a state the workflow entered by itself."""
+
+
+def arrival(
+    workflow: Workflow,
+    snap: ConversationSnapshot,
+    target: str,
+    *,
+    status: Status,
+    settings: EngineSettings,
+    stats: RunStats | None = None,
+    answer: str = "",
+) -> Change:
+    """The change of entering ``target`` from the conversation's position, ``status``
+    being its status before (``running``, or ``waiting`` when a timer fired: it runs
+    again). At an ``end`` state the run ends
+    ``done`` (``failed`` for an end whose ``status`` says so) with ``answer``, or the
+    state's message filled in (:func:`end_message`), and ``stats`` as its footer; at
+    another state it goes on, with a progress note of the state's description when it
+    has one and is not a person's step (their request says it)."""
+    state = workflow.state(target)
+    entered = workflow.entered(snap.position, target)
+    if state.kind is StateKind.END:
+        failed = state.status == "failed"
+        text = answer or end_message(state, snap, settings) or "Done."
+        ended = lifecycle.FAILED if failed else lifecycle.DONE
+        running = _running(status)
+        answered = RunAnswered(
+            text=text,
+            stats=stats or RunStats(),
+            workflow=workflow.name,
+            mark="❌" if failed else "✅",
+        )
+        return Change(
+            entries=entered,
+            position=target,
+            status=lifecycle.move(running, ended),
+            events=(answered,),
+        )
+    notes: tuple[ProgressNote, ...] = ()
+    if state.description and not state.waits_for_person and entered:
+        notes = (ProgressNote(text=state.description, step=target, mark=MARK),)
+    waiting = status.lifecycle is not Lifecycle.RUNNING
+    return Change(
+        entries=entered,
+        position=target,
+        status=lifecycle.move(status, lifecycle.RUNNING) if waiting else None,
+        events=notes,
+    )
+
+
+def _running(status: Status) -> Status:
+    """``status`` as it is when running, else moved to ``running``."""
+    return (
+        status
+        if status.lifecycle is Lifecycle.RUNNING
+        else lifecycle.move(status, lifecycle.RUNNING)
+    )
+
+
+def finished(
+    workflow: Workflow,
+    snap: ConversationSnapshot,
+    answer: str,
+    stats: RunStats,
+    settings: EngineSettings,
+) -> Change:
+    """The model finished its state with ``answer``: where ``finished`` leads, the run
+    ends with the answer (an ``end`` state), or goes on there, the answer kept as a
+    progress note."""
+    target = follow(workflow, snap, Outcome.FINISHED)
+    if workflow.state(target).kind is StateKind.END:
+        return arrival(
+            workflow,
+            snap,
+            target,
+            status=snap.status,
+            settings=settings,
+            stats=stats,
+            answer=answer,
+        )
+    if target == snap.position:  # ``finished`` leads nowhere: the answer ends the run
+        answered = RunAnswered(text=answer, stats=stats, workflow=workflow.name)
+        return Change(status=lifecycle.move(snap.status, lifecycle.DONE), events=(answered,))
+    moved = arrival(workflow, snap, target, status=snap.status, settings=settings)
+    note = ProgressNote(text=answer, step=snap.position)
+    return moved.model_copy(update={"events": (note, *moved.events)})
+
+
+def ends_run(workflow: Workflow, snap: ConversationSnapshot) -> bool:
+    """Whether a ``finish`` at the conversation's position ends the run (``finished``
+    leads to an end, or nowhere) rather than moving it on."""
+    target = follow(workflow, snap, Outcome.FINISHED)
+    return target == snap.position or workflow.state(target).kind is StateKind.END
+
+
+def end_message(state: State, snap: ConversationSnapshot, settings: EngineSettings) -> str:
+    """An ``end`` state's message with its placeholders filled in: ``{check_command}``
+    (the setting), ``{request}`` (the newest request's words), ``{last_output}`` (the end
+    of the newest fixed action's result, :data:`OUTPUT_SHOWN` characters) and ``{runs}``
+    (how many fixed actions ran since the request)."""
+    return fill(state.message, placeholders(snap, settings))
+
+
+def fill(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` of ``values`` replaced (other braces left as they are)."""
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+def placeholders(snap: ConversationSnapshot, settings: EngineSettings) -> dict[str, str]:
+    """The values a workflow's texts may name (see :func:`end_message`)."""
+    request = ""
+    runs = 0
+    last_call = ""
+    results: dict[str, str] = {}
+    for record in reversed(snap.journal):
+        entry = record.entry
+        if isinstance(entry, ToolResultEntry):
+            results.setdefault(entry.tool_use_id, entry.content)
+        elif isinstance(entry, AssistantTurn) and entry.workflow and _acts(entry):
+            runs += 1
+            last_call = last_call or entry.tool_calls[0].id
+        elif isinstance(entry, UserText) and entry.role == "request":
+            request = entry.text
+            break
+    output = results.get(last_call, "")
+    if len(output) > OUTPUT_SHOWN:
+        output = "…" + output[-OUTPUT_SHOWN:]
+    return {
+        "check_command": settings.check_command,
+        "request": request,
+        "last_output": output.strip() or "(no output)",
+        "runs": str(runs),
+    }
+
+
+def _acts(turn: AssistantTurn) -> bool:
+    """Whether the workflow's ``turn`` is a fixed action (not its plan or question)."""
+    return bool(turn.tool_calls) and not control.ends_turn(turn.tool_calls[0].name)

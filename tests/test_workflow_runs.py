@@ -1,0 +1,451 @@
+"""Workflows run by the engine: each kind of state, the choice at the start, and keeping it.
+
+Engine-level stories on a memory store with the real ``run_command`` (no sandbox): what
+the thread is told (the outbox's texts), what the journal and the requests hold, how
+many times the check ran (docs/architecture.md, "Workflows").
+"""
+
+from __future__ import annotations
+
+import stat
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from conversations.events import PlatformRef, PostReply
+from conversations.render import render_event
+from conversations.store.memory import MemoryStore
+from core.context import CountingIds, ManualClock, RunContext
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.run.engine import Engine
+from core.run.settings import EngineSettings
+from core.tools.base import Toolbox
+from core.tools.command import RunCommand
+from core.tools.control import control_tools
+from core.tools.workspace import ListFiles, ReadFile, WriteFile
+from core.vocabulary.entries import AssistantTurn, StepEntered, WorkflowChosen
+from core.vocabulary.errors import ModelError
+from core.vocabulary.inputs import Approve, ThreadMessage
+from core.vocabulary.lifecycle import Lifecycle, WaitKind
+from core.vocabulary.people import Person
+from core.vocabulary.requests import PlanApproval, RequestState, WaitRequest
+from core.workflows.loading import Source, load, shipped_sources
+from core.workflows.model import StateKind
+
+ALICE = Person(id="U0ALICE001", name="alice")
+
+
+def finish(answer: str) -> ScriptedTurn:
+    return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": answer})])
+
+
+def command(line: str) -> ScriptedTurn:
+    return ScriptedTurn(calls=[ScriptedCall("run_command", {"command": line})])
+
+
+class Bot:
+    """An engine over a memory store, one conversation at a time, a clock the test moves."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        model: ScriptedModel,
+        *,
+        store: MemoryStore | None = None,
+        extra: list[Source] | None = None,
+        clock: ManualClock | None = None,
+        **settings: object,
+    ) -> None:
+        self.tmp_path = tmp_path
+        self.store = store or MemoryStore(render=render_event)
+        self.model = model
+        self.clock = clock or ManualClock()
+        self.library = load([*shipped_sources(), *(extra or [])])
+        settings.setdefault("workflows", self.library.names)  # all of them, unless told
+        self.engine = Engine(
+            journal=self.store.journal,
+            model=model,
+            toolbox=Toolbox([*control_tools(), ListFiles(), ReadFile(), WriteFile(), RunCommand()]),
+            workflows=self.library,
+            settings=EngineSettings(**settings),  # type: ignore[arg-type]
+            context=RunContext(clock=self.clock, ids=CountingIds("req")),
+        )
+        self.cid = ""
+
+    async def mention(self, text: str, key: str = "m-1") -> str:
+        cid = await self.store.threads.open_conversation(
+            delivery_key=key,
+            binding=PlatformRef(platform="console", channel="c", thread=key),
+            requester=ALICE,
+            workspace_root=self.tmp_path / "workspaces",
+            position="",
+        )
+        assert cid is not None
+        self.cid = cid
+        await self.engine.start(cid, ThreadMessage(text=text, author=ALICE))
+        return cid
+
+    async def approve_plan(self) -> None:
+        snap = await self.store.journal.load(self.cid)
+        (plan,) = [r for r in snap.open_requests if isinstance(r, PlanApproval)]
+        await self.engine.decide(self.cid, Approve(request_id=plan.id, by=ALICE))
+        await self.engine.run(self.cid)
+
+    async def texts(self) -> list[str]:
+        return [
+            row.action.text
+            for row in await self.store.outbox.rows(self.cid)
+            if isinstance(row.action, PostReply)
+        ]
+
+    async def steps(self) -> list[str]:
+        snap = await self.store.journal.load(self.cid)
+        return [r.entry.position for r in snap.journal if isinstance(r.entry, StepEntered)]
+
+
+def counting_check(tmp_path: Path, passes_at: int | None) -> str:
+    """A check command that fails until its ``passes_at``-th run (None: always fails),
+    printing which run it is; its count is kept beside the workspaces."""
+    script = tmp_path / "check.sh"
+    count = tmp_path / "runs"
+    passing = "exit 1" if passes_at is None else f'[ "$n" -ge {passes_at} ]'
+    script.write_text(
+        f'n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo "$n" > {count}\n'
+        f'echo "check run $n"\n{passing}\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return f"sh {script}"
+
+
+def runs_of(tmp_path: Path) -> int:
+    return int((tmp_path / "runs").read_text())
+
+
+async def test_validate_fix_runs_the_check_fixes_until_it_passes_and_reports_its_output(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(
+        [
+            command("echo one >> fixes.txt"),
+            finish("fixed the first thing"),
+            command("echo two >> fixes.txt"),
+            finish("fixed the second thing"),
+        ]
+    )
+    bot = Bot(tmp_path, model, check_command=counting_check(tmp_path, passes_at=3))
+
+    await bot.mention("make the check pass workflow=validate-fix")
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.wait is WaitKind.PLAN_APPROVAL  # the first state is the approval
+    assert snap.requests[0].prompt.splitlines()[0] == f"Run the check: `{bot_check(tmp_path)}`"
+    assert model.requests == []  # no model call before the approval
+
+    await bot.approve_plan()
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert runs_of(tmp_path) == 3
+    assert await bot.steps() == [
+        "approval", "check", "fix", "check", "fix", "check", "passed",
+    ]  # fmt: skip
+    assert len(model.requests) == 4  # two fixes of two turns, nothing else
+    answer = (await bot.texts())[-1]
+    assert answer.startswith(f"✅ `{bot_check(tmp_path)}` passes.")
+    assert "check run 3" in answer
+    assert "workflow validate-fix" in answer  # the footer names the workflow
+    assert in_workspace(snap.workspace, "fixes.txt") == "one\ntwo\n"
+
+
+def in_workspace(workspace: str, name: str) -> str | None:
+    """The text of file ``name`` in ``workspace`` (None: there is none)."""
+    path = Path(workspace) / name
+    return path.read_text() if path.exists() else None
+
+
+def bot_check(tmp_path: Path) -> str:
+    return f"sh {tmp_path / 'check.sh'}"
+
+
+async def test_validate_fix_stops_at_its_cap_and_reports_the_last_failure(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [turn for n in range(3) for turn in (command(f"echo {n} >> f"), finish(f"fix {n}"))]
+    )
+    bot = Bot(tmp_path, model, check_command=counting_check(tmp_path, passes_at=None))
+
+    await bot.mention("workflow=validate-fix please")
+    await bot.approve_plan()
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.FAILED
+    assert runs_of(tmp_path) == 4  # the check's max_visits
+    assert (await bot.steps())[-1] == "still_failing"
+    answer = (await bot.texts())[-1]
+    assert answer.startswith(f"❌ `{bot_check(tmp_path)}` still fails after 4 runs.")
+    assert "check run 4" in answer
+    assert len(model.requests) == 6
+
+
+async def test_a_rejected_fixed_plan_runs_nothing(tmp_path: Path) -> None:
+    from core.vocabulary.inputs import Reject
+
+    bot = Bot(tmp_path, ScriptedModel([]), check_command=counting_check(tmp_path, passes_at=1))
+    await bot.mention("workflow=validate-fix")
+    snap = await bot.store.journal.load(bot.cid)
+    await bot.engine.decide(bot.cid, Reject(request_id=snap.requests[0].id, by=ALICE))
+    await bot.engine.run(bot.cid)
+
+    assert not (tmp_path / "runs").exists()
+    assert (await bot.steps())[-1] == "not_run"
+    assert (await bot.texts())[-1].startswith("✅ Nothing was run: the plan was rejected.")
+
+
+ERRORING = """
+[workflow]
+name = "careful"
+start = "work"
+error = "gave_up"
+
+[states.work]
+kind = "agent"
+tools = ["read_only", "finish"]
+instructions = "Look and answer."
+
+[states.work.on]
+finished = "done"
+
+[states.done]
+kind = "end"
+
+[states.gave_up]
+kind = "end"
+status = "failed"
+message = "The model failed; the workflow stopped at its error state."
+"""
+
+
+async def test_a_run_whose_model_errors_takes_the_error_transition(tmp_path: Path) -> None:
+    model = ScriptedModel([ScriptedTurn(error=ModelError("the model is gone", retryable=False))])
+    bot = Bot(
+        tmp_path,
+        model,
+        extra=[Source("careful.toml", ERRORING)],
+        workflow="careful",
+    )
+
+    await bot.mention("what is here?")
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.position == "gave_up"
+    assert snap.status.lifecycle is Lifecycle.FAILED
+    texts = await bot.texts()
+    assert any("error: the model is gone" in t for t in texts)
+    assert texts[-1].startswith("❌ The model failed; the workflow stopped at its error state.")
+
+
+async def test_chat_answers_with_read_only_tools_and_no_plan(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("write_file", {"path": "x", "content": "y"})]),
+            finish("It is empty."),
+        ]
+    )
+    bot = Bot(tmp_path, model)
+
+    await bot.mention("workflow=chat what is in here?")
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert not any(isinstance(r, PlanApproval) for r in snap.requests)
+    assert in_workspace(snap.workspace, "x") is None  # the mutating call was denied
+    assert model.requests[0].messages[0]["content"][-1]["text"] == "alice: what is in here?"
+    answer = (await bot.texts())[-1]
+    assert answer.startswith("✅ It is empty.") and "workflow chat" in answer
+
+
+async def test_a_workflow_the_channel_does_not_allow_is_refused_with_the_allowed_ones(
+    tmp_path: Path,
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([]), workflows=("chat",))
+
+    await bot.mention("workflow=validate-fix fix it")
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.IDLE
+    assert not any(isinstance(r.entry, WorkflowChosen) for r in snap.journal)
+    assert await bot.texts() == [
+        "Workflow `validate-fix` is not allowed in this channel; ask for one of: default, "
+        "chat (workflow=NAME in the mention). Nothing was started."
+    ]
+
+
+def asking(version: str) -> str:
+    return f"""
+[workflow]
+name = "asking"
+start = "ask"
+
+[states.ask]
+kind = "human"
+ask = "question"
+prompt = "Which file, {version}?"
+
+[states.ask.on]
+answered = "work"
+
+[states.work]
+kind = "agent"
+tools = ["read_only", "finish"]
+instructions = "Instructions {version}."
+
+[states.work.on]
+finished = "done"
+
+[states.done]
+kind = "end"
+"""
+
+
+async def test_a_conversation_keeps_its_workflow_when_the_file_changes_and_the_bot_restarts(
+    tmp_path: Path,
+) -> None:
+    first = Bot(tmp_path, ScriptedModel([]), extra=[Source("a.toml", asking("v1"))])
+    await first.mention("workflow=asking read a file")
+    assert (await first.texts())[-1].startswith("❓ Which file, v1?")
+
+    model = ScriptedModel([finish("read it")])
+    second = Bot(tmp_path, model, store=first.store, extra=[Source("a.toml", asking("v2"))])
+    second.cid = first.cid
+    await second.engine.reply(first.cid, ThreadMessage(text="notes.md", author=ALICE))
+
+    snap = await second.store.journal.load(second.cid)
+    assert snap.status.lifecycle is Lifecycle.DONE
+    said = [b["text"] for m in model.requests[0].messages for b in m["content"] if "text" in b]
+    assert "[threadbot: the work step] Instructions v1." in said
+    assert not any("v2" in text for text in said)
+
+
+WAITING = """
+[workflow]
+name = "later"
+start = "approve"
+
+[states.approve]
+kind = "human"
+ask = "approve"
+steps = ["Wait an hour", "Then answer"]
+
+[states.approve.on]
+approved = "pause"
+rejected = "done"
+
+[states.pause]
+kind = "wait"
+duration = "1h"
+description = "Waiting an hour."
+
+[states.pause.on]
+timeout = "answer"
+
+[states.answer]
+kind = "agent"
+tools = ["read_only", "finish"]
+instructions = "The hour is over: answer."
+
+[states.answer.on]
+finished = "done"
+
+[states.done]
+kind = "end"
+"""
+
+
+async def test_a_wait_is_a_timer_in_the_store_that_fires_once(tmp_path: Path) -> None:
+    model = ScriptedModel([finish("an hour later")])
+    bot = Bot(tmp_path, model, extra=[Source("later.toml", WAITING)])
+    await bot.mention("workflow=later")
+    await bot.approve_plan()
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.wait is WaitKind.TIMER
+    (timer,) = snap.open_requests
+    assert isinstance(timer, WaitRequest)
+    assert timer.expires_at == bot.clock() + timedelta(hours=1)
+    assert timer.remind_at is None  # no reminder for a timer
+
+    bot.clock.advance(3600)
+    assert await bot.engine.expire(bot.cid, timer.id)
+    assert not await bot.engine.expire(bot.cid, timer.id)  # fired once
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert [r.state for r in snap.requests if isinstance(r, WaitRequest)] == [RequestState.EXPIRED]
+    assert (await bot.texts())[-1].startswith("✅ an hour later")
+
+
+CHOOSING = """
+[workflow]
+name = "choosing"
+start = "pick"
+
+[states.pick]
+kind = "human"
+ask = "choose"
+prompt = "Which way?"
+options = ["left", "right"]
+
+[states.pick.on]
+left = "went_left"
+right = "went_right"
+
+[states.went_left]
+kind = "end"
+message = "Went left."
+
+[states.went_right]
+kind = "end"
+message = "Went right."
+"""
+
+
+@pytest.mark.parametrize(("answer", "went"), [("2", "Went right."), ("Left", "Went left.")])
+async def test_a_choice_goes_where_the_answer_names_by_number_or_word(
+    tmp_path: Path, answer: str, went: str
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([]), extra=[Source("c.toml", CHOOSING)])
+    await bot.mention("workflow=choosing")
+    await bot.engine.reply(bot.cid, ThreadMessage(text="three?", author=ALICE))
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.wait is WaitKind.QUESTION  # asked again: no option named
+
+    await bot.engine.reply(bot.cid, ThreadMessage(text=answer, author=ALICE))
+
+    assert (await bot.texts())[-1].startswith(f"✅ {went}")
+    turns = [
+        r.entry
+        for r in (await bot.store.journal.load(bot.cid)).journal
+        if isinstance(r.entry, AssistantTurn)
+    ]
+    assert [t.workflow for t in turns] == ["pick", "pick"]  # the workflow's own questions
+
+
+def test_the_shipped_workflows_load_with_their_kinds() -> None:
+    library = load(shipped_sources())
+    assert library.names == ("default", "chat", "validate-fix")
+    kinds = {n: s.kind for n, s in library["validate-fix"].states.items()}
+    assert kinds["approval"] is StateKind.HUMAN and kinds["check"] is StateKind.ACTION
+
+
+async def test_a_workflow_that_needs_the_check_command_is_refused_without_it(
+    tmp_path: Path,
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([]))
+
+    await bot.mention("workflow=validate-fix")
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.IDLE
+    assert await bot.texts() == [
+        "Workflow `validate-fix` needs the `check_command` setting, which is not set for "
+        "this channel. Nothing was started."
+    ]
