@@ -185,17 +185,17 @@ def _shape_errors(source: Source, exc: ValidationError) -> list[WorkflowFileErro
     for error in exc.errors(include_url=False):
         loc = tuple(str(part) for part in error["loc"])
         if loc[:1] == ("states",) and len(loc) >= 5 and loc[2] == "on":
-            where, branch = loc[:4], loc[4:]  # the union's branch: str, or Guard and a key
+            transition, branch = loc[:4], loc[4:]  # the union's branch: str, or Guard and a key
             if branch[:1] == ("Guard",) and len(branch) > 1:
                 said = _reason(error, branch[-1])
                 if error["type"] in _TYPES:
                     said = f"{'.'.join(branch[1:])} {said}"
-                errors.setdefault(where, [_TRANSITION]).append(said)
+                errors.setdefault(transition, [_TRANSITION]).append(said)
             else:
-                errors.setdefault(where, [_TRANSITION])
+                errors.setdefault(transition, [_TRANSITION])
             continue
         errors.setdefault(loc, []).append(_reason(error, loc[-1] if loc else ""))
-    found = []
+    found: list[WorkflowFileError] = []
     for loc, reasons in errors.items():
         state = loc[1] if loc[:1] == ("states",) and len(loc) >= 2 else None
         rest = loc[2:] if state is not None else loc[1:]
