@@ -61,12 +61,14 @@ def problems(workflow: Workflow, known: Known = Known()) -> list[Problem]:
     if header.error and header.error not in states:
         found.append(Problem(None, "error", f"error state {header.error!r} is not a state"))
     if header.context.strategy and header.context.strategy not in STRATEGIES:
-        found.append(Problem(None, "context", _unknown_strategy(header.context.strategy)))
+        found.append(
+            Problem(None, "context.strategy", _unknown_strategy(header.context.strategy))
+        )
     if header.retry.policy and header.retry.policy not in POLICY_NAMES:
         found.append(
             Problem(
                 None,
-                "retry",
+                "retry.policy",
                 f"unknown retry policy {header.retry.policy!r}; known: {', '.join(POLICY_NAMES)}",
             )
         )
@@ -107,7 +109,7 @@ def _state_problems(
             )
     for outcome in required:
         if outcome not in state.on:
-            found.append(Problem(name, None, f"missing transition for outcome {outcome!r}"))
+            found.append(Problem(name, None, f"missing transition for outcome {str(outcome)!r}"))
     allowed = set(required) | set(optional)
     for outcome, target in state.on.items():
         key = f"on.{outcome}"
@@ -142,7 +144,9 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
             if known.tools is not None:
                 for tool in state.tools:
                     if tool not in known.tools and tool not in GROUPS:
-                        found.append(Problem(name, "tools", f"unknown tool {tool!r}"))
+                        found.append(
+                            Problem(name, "tools", _unknown_tool(tool, known.tools | GROUPS))
+                        )
             if not state.tools:
                 found.append(Problem(name, "tools", "an agent state offers no tools"))
             elif not any(control.finishes(tool) or tool == "all" for tool in state.tools):
@@ -153,7 +157,7 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
             if bool(state.command) == bool(state.tool):
                 found.append(Problem(name, None, "an action runs a command or a tool: one of them"))
             elif state.tool and known.tools is not None and state.tool not in known.tools:
-                found.append(Problem(name, "tool", f"unknown tool {state.tool!r}"))
+                found.append(Problem(name, "tool", _unknown_tool(state.tool, known.tools)))
         case StateKind.HUMAN:
             if state.ask == "choose" and len(state.options) < 2:
                 found.append(Problem(name, "options", "a choice needs two options or more"))
@@ -172,6 +176,10 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
         case StateKind.WORKFLOW | StateKind.END:
             pass
     return found
+
+
+def _unknown_tool(tool: str, known: frozenset[str]) -> str:
+    return f"unknown tool {tool!r}; known: {', '.join(sorted(known))}"
 
 
 def _until(name: str, text: str) -> list[Problem]:
