@@ -29,9 +29,24 @@ BROKEN_PIPE = 141
 """The exit code after a reader closed the pipe early: 128 + SIGPIPE, as a shell says."""
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, lining up the helps past the longest subcommand's name with its
+    indent (argparse counts the name alone, so ``workflows`` got a line of its own)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        subactions = getattr(action, "_get_subactions", None)
+        if action.help is argparse.SUPPRESS or subactions is None:
+            return
+        names = [len(self._format_action_invocation(each)) for each in subactions()]
+        indent = self._current_indent + self._indent_increment
+        self._action_max_length = max(self._action_max_length, max(names, default=0) + indent)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="threadbot",
+        formatter_class=_HelpFormatter,
         description="Run an LLM agent from team chat: plan, approve, work, ask, stop, in a thread.",
         epilog="`threadbot COMMAND --help` tells more of each command.",
     )
