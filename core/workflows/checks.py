@@ -61,9 +61,7 @@ def problems(workflow: Workflow, known: Known = Known()) -> list[Problem]:
     if header.error and header.error not in states:
         found.append(Problem(None, "error", f"error state {header.error!r} is not a state"))
     if header.context.strategy and header.context.strategy not in STRATEGIES:
-        found.append(
-            Problem(None, "context.strategy", _unknown_strategy(header.context.strategy))
-        )
+        found.append(Problem(None, "context.strategy", _unknown_strategy(header.context.strategy)))
     if header.retry.policy and header.retry.policy not in POLICY_NAMES:
         found.append(
             Problem(
