@@ -595,3 +595,72 @@ stateDiagram-v2
     end_2 --> [*]
 """
     )
+
+
+def test_a_sub_workflow_leads_into_the_next_and_keeps_its_error_state() -> None:
+    guarded = """\
+[workflow]
+name = "guarded"
+start = "look"
+error = "oops"
+
+[states.look]
+kind = "agent"
+tools = ["read_only", "finish"]
+
+[states.look.on]
+finished = "done"
+
+[states.oops]
+kind = "end"
+status = "failed"
+
+[states.done]
+kind = "end"
+"""
+    chain = """\
+[workflow]
+name = "chain"
+start = "first"
+
+[states.first]
+kind = "workflow"
+workflow = "validate-fix"
+
+[states.first.on]
+passed = "second"
+still_failing = "failed"
+not_run = "failed"
+
+[states.second]
+kind = "workflow"
+workflow = "guarded"
+
+[states.second.on]
+done = "answered"
+oops = "failed"
+
+[states.answered]
+kind = "end"
+
+[states.failed]
+kind = "end"
+status = "failed"
+"""
+    sources = [*shipped_sources(), Source("guarded.toml", guarded), Source("chain.toml", chain)]
+    workflow = load(sources)["chain"]
+    assert workflow.start == "first/approval"
+    assert list(workflow.states) == [
+        "first/approval",
+        "first/check",
+        "first/fix",
+        "second/look",
+        "answered",
+        "failed",
+    ]
+    assert workflow.states["first/check"].on == {
+        "passed": "second/look",
+        "failed": "first/fix",
+        "cap": "failed",
+    }
+    assert workflow.states["second/look"].on == {"finished": "answered", "error": "failed"}
