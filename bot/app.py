@@ -263,6 +263,10 @@ async def build(
 ) -> App:
     """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override.
 
+    The workflows are loaded and checked first (:meth:`bot.settings.Settings.workflow_library`,
+    their tools against the toolbox's and the control tools): raises
+    :class:`core.workflows.WorkflowErrors` for a file that does not load, and
+    :class:`bot.layers.UnknownWorkflows` for a setting that names a workflow there is not.
     The runs' spans go to ``tracer_provider`` when given (the caller ends it), else to
     the OTLP export the environment configures (:func:`bot.tracing.traces_from`, which
     raises :class:`bot.errors.TracesUnavailable` for one that cannot be given).
@@ -280,9 +284,12 @@ async def build(
         log.warning("%s", caps_said(confinement.caps_problem))
     await asyncio.to_thread(close_workspaces, settings.workspace_root, confinement)
     tools = toolbox or default_toolbox(confinement.run_command)
+    known_tools = {t.spec.name for t in tools}
+    library = settings.workflow_library(known_tools | {t.spec.name for t in control_tools()})
     layers = settings.layers(
-        known_tools={t.spec.name for t in tools},
+        known_tools=known_tools,
         every_command_asks=confinement.every_command_asks,
+        known_workflows=library.names,
     )
     for refused in layers.refusals():  # the wider value holds (bot.loosening)
         log.warning("settings: %s", refused)
@@ -325,6 +332,7 @@ async def build(
         journal=store.journal,
         model=MeteredModel(model or model_for(settings), metrics, prices),
         toolbox=tools,
+        workflows=library,
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
         channel_spend=store.usage.channel_spend,

@@ -8,10 +8,12 @@ background task gave up, 2 on a usage or settings error, 130 after a second Ctrl
 ``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
 needed works, 1 when a check failed, 2 on a usage or settings error.
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
-(:mod:`bot.usage_report`). ``threadbot db`` or ``threadbot settings`` without a
-subcommand lists its subcommands (exit 2). Output cut short by a closed pipe
-(``threadbot doctor | head -1``) ends quietly with 141, the shell's code for a
-process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+(:mod:`bot.usage_report`). ``threadbot workflows check FILE...`` checks workflow files
+and ``threadbot workflows show NAME`` prints one (:mod:`bot.workflow_commands`): 0, or
+2 for a file that does not load or an unknown name. ``threadbot db``, ``threadbot
+settings`` or ``threadbot workflows`` without a subcommand lists its subcommands (exit
+2). Output cut short by a closed pipe (``threadbot doctor | head -1``) ends quietly
+with 141, the shell's code for a process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from bot.version import installed_version
 
@@ -26,9 +29,24 @@ BROKEN_PIPE = 141
 """The exit code after a reader closed the pipe early: 128 + SIGPIPE, as a shell says."""
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, lining up the helps past the longest subcommand's name with its
+    indent (argparse counts the name alone, so ``workflows`` got a line of its own)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        subactions = getattr(action, "_get_subactions", None)
+        if action.help is argparse.SUPPRESS or subactions is None:
+            return
+        names = [len(self._format_action_invocation(each)) for each in subactions()]
+        indent = self._current_indent + self._indent_increment
+        self._action_max_length = max(self._action_max_length, max(names, default=0) + indent)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="threadbot",
+        formatter_class=_HelpFormatter,
         description="Run an LLM agent from team chat: plan, approve, work, ask, stop, in a thread.",
         epilog="`threadbot COMMAND --help` tells more of each command.",
     )
@@ -53,6 +71,34 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--platform", choices=("slack", "discord", "console"), required=True)
     explain.add_argument("--team", default="", help="Slack team id or Discord guild id")
     explain.add_argument("--channel", default="", help="Slack or Discord channel id")
+    workflows = commands.add_parser("workflows", help="check workflow files, show a workflow")
+    workflows.set_defaults(group=workflows)
+    workflows_commands = workflows.add_subparsers(dest="workflows_command", metavar="SUBCOMMAND")
+    check = workflows_commands.add_parser(
+        "check",
+        help="check workflow files without starting the bot",
+        description=(
+            "Load the shipped workflows and FILE... as the bot loads its workflows_folder, "
+            "and start nothing: each problem is printed as FILE:LINE: REASON (exit 2), else "
+            "FILE: ok (workflow NAME, N states) (exit 0). A sub-workflow may be a shipped "
+            "one or another FILE. Tool names are always checked, against the bot's own "
+            "tools (the control tools and the workspace tools), which need no settings."
+        ),
+    )
+    check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a workflow file")
+    show = workflows_commands.add_parser(
+        "show",
+        help="a workflow's states and transitions, as text or a Mermaid diagram",
+        description=(
+            "Print a workflow (a shipped one, or one of the workflows_folder setting's): "
+            "each state with its kind, what it does and its transitions, then the "
+            "conditions a guard may name; with --mermaid, a Mermaid stateDiagram-v2."
+        ),
+    )
+    show.add_argument("name", metavar="NAME", help="default, chat, validate-fix, or your own")
+    show.add_argument(
+        "--mermaid", action="store_true", help="print a Mermaid stateDiagram-v2 instead"
+    )
     usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
     usage.add_argument(
         "--by",
@@ -74,8 +120,8 @@ def _since(text: str) -> object:
 
 
 def _subcommand_missing(args: argparse.Namespace) -> bool:
-    """Print the help of ``threadbot db`` or ``threadbot settings`` (their subcommands)
-    when it was given without one."""
+    """Print the help of ``threadbot db``, ``threadbot settings`` or ``threadbot
+    workflows`` (their subcommands) when it was given without one."""
     group: argparse.ArgumentParser | None = getattr(args, "group", None)
     if group is None or getattr(args, f"{args.command}_command") is not None:
         return False

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from alembic.util.exc import CommandError
@@ -24,16 +25,19 @@ from adapters.console import ConsoleError
 from bot.app import default_toolbox
 from bot.errors import OpsUnavailable, StartFailed, TracesUnavailable
 from bot.layer_tables import place_problem
+from bot.layers import UnknownWorkflows
 from bot.logs import configure as configure_logs
 from bot.platforms import platform_adapters
 from bot.serve import run_console, run_platforms
 from bot.settings import Settings
 from bot.settings_errors import explain
+from bot.workflow_commands import check_files, show_workflow, workflow_errors_said
 from conversations.store import migrate
 from conversations.store.sql import create_engine
 from conversations.store.sql.failures import database_said, sqlite_file
 from core.faults import Faults
 from core.secrets import Redactor
+from core.workflows.loading import WorkflowErrors
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             f"threadbot: unknown settings: {', '.join(unknown)} (see the README)", file=sys.stderr
         )
         return 2
-    settings = _settings()
+    settings = _settings(workflows=args.command != "workflows")
     if settings is None:
         return 2
     if isinstance(sys.stdin, io.TextIOWrapper):
@@ -65,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         from bot.usage_report import usage
 
         return asyncio.run(usage(settings, args.by, args.since, args.json))
+    if args.command == "workflows":
+        if args.workflows_command == "check":
+            return check_files(args.files)
+        return show_workflow(settings, args.name, mermaid=args.mermaid)
     if args.command == "settings":
         problem = place_problem(args.platform, args.team, args.channel)
         if problem is not None:
@@ -84,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         raise  # its reader left: bot.cli ends quietly
+    except WorkflowErrors as exc:
+        print(workflow_errors_said(exc), file=sys.stderr)
+        return 2
+    except UnknownWorkflows as exc:
+        print(_bad_settings(exc.lines), file=sys.stderr)
+        return 2
     except (OSError, SQLAlchemyError) as exc:
         print(f"threadbot: {redactor.redact(_said(settings, exc))}", file=sys.stderr)
         return 2
@@ -140,17 +154,27 @@ def _of_database(settings: Settings, error: OSError) -> bool:
     return named == file or named in file.parents
 
 
-def _settings() -> Settings | None:
-    """The settings, or None after telling on stderr what is wrong with them."""
+def _settings(*, workflows: bool = True) -> Settings | None:
+    """The settings, or None after telling on stderr what is wrong with them; with
+    ``workflows``, the workflow files too (the shipped ones and the ``workflows_folder``'s)
+    and the workflows the settings name."""
     try:
         toml_file = Settings.toml_file()
         settings = Settings()
-        settings.layers(known_tools={t.spec.name for t in default_toolbox()})
+        tools = {t.spec.name for t in default_toolbox()}
+        library = settings.workflow_library(tools) if workflows else None
+        settings.layers(
+            known_tools=tools, known_workflows=None if library is None else library.names
+        )
     except ValidationError as exc:
         lines = explain(exc, fields=Settings.model_fields, environ=os.environ, toml_file=toml_file)
-        print(
-            "threadbot: bad settings:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr
-        )
+        print(_bad_settings(lines), file=sys.stderr)
+        return None
+    except WorkflowErrors as exc:
+        print(workflow_errors_said(exc), file=sys.stderr)
+        return None
+    except UnknownWorkflows as exc:
+        print(_bad_settings(exc.lines), file=sys.stderr)
         return None
     except ValueError as exc:  # a TOML file that does not parse, a missing THREADBOT_CONFIG
         from_file = isinstance(exc, tomllib.TOMLDecodeError | UnicodeDecodeError)
@@ -160,3 +184,8 @@ def _settings() -> Settings | None:
         print(f"threadbot: bad settings:\n  {where}{exc}", file=sys.stderr)
         return None
     return settings
+
+
+def _bad_settings(lines: Sequence[str]) -> str:
+    """``threadbot: bad settings:`` and ``lines``, each on its own indented line."""
+    return "\n".join(["threadbot: bad settings:", *(f"  {line}" for line in lines)])

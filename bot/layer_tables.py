@@ -70,6 +70,12 @@ StepTurnLimit = Annotated[int, Field(ge=1, le=10_000)]
 10,000)."""
 Consultations = Annotated[int, Field(ge=0, le=1_000)]
 """``ask_expert`` consultations a conversation may make (0: none, the tool not offered)."""
+WorkflowName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=63)]
+"""A workflow's name (``default``, ``chat``, ``validate-fix``, or one of the
+``workflows_folder``'s); whether the bot has it is checked at start
+(:meth:`bot.layers.Layers.check_workflows`)."""
+CheckCommand = Annotated[str, StringConstraints(max_length=2_000)]
+"""The command a workflow's ``{check_command}`` stands for (empty: none)."""
 
 
 def micro_usd(dollars: float) -> int:
@@ -110,6 +116,9 @@ LAYERED = (
     "step_turn_limit",
     "expert_consultations",
     "expert_budget_usd",
+    "workflow",
+    "workflows",
+    "check_command",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -170,6 +179,9 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "step_turn_limit": Direction.LOWER,
         "expert_consultations": Direction.LOWER,
         "expert_budget_usd": Direction.LOWER,
+        "workflow": Direction.FREE,
+        "workflows": Direction.FREE,
+        "check_command": Direction.FREE,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -205,7 +217,13 @@ group adds an approver. The free keys, and why each is free:
   is tried again; it changes nothing (mutating tools are never tried again) and runs
   under the same policy each time.
 - ``context_strategy``, ``context_keep_turns``: what the model is shown of its plan and
-  how much compaction keeps whole; words to the model, like ``instructions``.
+  how much compaction keeps whole; words to the model, like ``instructions``;
+- ``workflow``, ``workflows``: which workflow a request runs, and which a mention may ask
+  for: every workflow is checked when it is loaded to put a person's approval before
+  any state that changes things (:mod:`core.workflows.checks`), and every call meets
+  the same policy in any of them;
+- ``check_command``: the command ``validate-fix`` runs: it is in the plan a person
+  approves before it runs, and it runs with ``run_command``, as the model's commands do.
 
 ``command_processes`` (the sandbox's process cap) is listed ahead of its layered key.
 """
@@ -288,6 +306,12 @@ class Layer(BaseModel):
     step_turn_limit: StepTurnLimit | None = None
     expert_consultations: Consultations | None = None
     expert_budget_usd: BudgetUsd | None = None
+    workflow: WorkflowName | None = None
+    """The workflow a request runs when it asks for none."""
+    workflows: list[WorkflowName] | None = None
+    """The workflows a mention may ask for with ``workflow=NAME`` (``workflow`` too)."""
+    check_command: CheckCommand | None = None
+    """The command ``{check_command}`` stands for in a workflow (``validate-fix``)."""
 
     @field_validator("policy")
     @classmethod

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,16 @@ from core.pricing import Budgets, Limit
 from core.retry import retry_policy
 from core.run.settings import EngineSettings
 from core.tools.workspaces import without_credentials
+
+
+class UnknownWorkflows(ValueError):
+    """``workflow`` or ``workflows`` values that name no workflow the bot has: ``lines``
+    says, one each, where (``THREADBOT_WORKFLOW``, ``threadbot.toml:
+    slack.T0123.channels.C0456.workflows``), which name and the workflows there are."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = tuple(lines)
+        super().__init__("\n".join(self.lines))
 
 
 @dataclass(frozen=True)
@@ -89,8 +99,8 @@ class Effective:
 
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
         """``base`` with this place's model and role models, instructions, policy, caps,
-        failure limit, turn cap per workflow step, the expert's budget, request lifetime and
-        tool retry policy."""
+        failure limit, turn cap per workflow step, the expert's budget, request lifetime,
+        tool retry policy, workflows and check command."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
@@ -116,6 +126,9 @@ class Effective:
             step_turn_limit=self["step_turn_limit"],
             expert_consultations=self["expert_consultations"],
             expert_budget_micro_usd=_micro_usd(self["expert_budget_usd"]),
+            workflow=self["workflow"],
+            workflows=tuple(self["workflows"]),
+            check_command=self["check_command"],
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]
@@ -308,6 +321,32 @@ class Layers:
                     layer.policy, self._known, where=_path(platform, workspace, channel, "policy")
                 )
 
+    def check_workflows(self, known: Collection[str], *, toml_file: str) -> None:
+        """Raise :class:`UnknownWorkflows` when a ``workflow`` or ``workflows`` value of any
+        layer (the bot's, a workspace's, a guild's, a channel's) names a workflow not in
+        ``known``; ``toml_file`` is the settings file, as its errors name it."""
+        said = ", ".join(known)
+        lines = []
+        for name in ("workflow", "workflows"):
+            where = self._set_by.get(name)
+            if where is not None and not where.startswith("THREADBOT_"):
+                where = f"{toml_file}: {name}"
+            lines += [
+                f"{where or name}: no workflow called {each!r}; known: {said}"
+                for each in _named(self._bot[name])
+                if each not in known
+            ]
+        for platform, workspace, channel, layer in self._all():
+            for name in ("workflow", "workflows"):
+                path = _path(platform, workspace, channel, name)
+                lines += [
+                    f"{toml_file}: {path}: no workflow called {each!r}; known: {said}"
+                    for each in _named(getattr(layer, name))
+                    if each not in known
+                ]
+        if lines:
+            raise UnknownWorkflows(lines)
+
     def at(self, platform: str, workspace: str, channel: str) -> Effective:
         """The effective settings in ``channel`` of ``workspace`` on ``platform``.
 
@@ -426,6 +465,13 @@ class Layers:
                 for channel, inner in getattr(top, "channels", {}).items():
                     every.append((platform, workspace, channel, inner))
         return every
+
+
+def _named(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The workflow names of a ``workflow`` or ``workflows`` value (None: none)."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _path(platform: str, workspace: str, channel: str, key: str) -> str:

@@ -44,6 +44,7 @@ from bot.layer_tables import (
     MAX_INSTRUCTIONS,
     BudgetTokens,
     BudgetUsd,
+    CheckCommand,
     CommandSeconds,
     Consultations,
     ContextTokens,
@@ -65,6 +66,7 @@ from bot.layer_tables import (
     Snowflake,
     StepTurnLimit,
     ToolRetry,
+    WorkflowName,
     micro_usd,
 )
 from bot.layers import Layers
@@ -75,6 +77,8 @@ from core.contexts import StrategyName
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
 from core.pricing import Rates
+from core.workflows.checks import Known
+from core.workflows.loading import SHIPPED, WorkflowLibrary, load_library
 
 DEFAULT_MODEL = "claude-opus-5-5"
 """Anthropic's recommended default (docs: platform.claude.com/docs/en/models/overview)."""
@@ -182,6 +186,7 @@ CommaList = Annotated[list[str], NoDecode]
 CommaModels = Annotated[list[ModelId], NoDecode]
 CommaLoosenable = Annotated[list[Loosenable], NoDecode]
 CommaInts = Annotated[list[Annotated[int, Field(ge=0)]], NoDecode]
+CommaWorkflows = Annotated[list[WorkflowName], NoDecode]
 
 
 _GRANTS = ("workspaces_may_loosen", "channels_may_loosen")
@@ -320,6 +325,15 @@ class Settings(BaseSettings):
     expert_consultations: Consultations = 3
     """``ask_expert`` consultations of the expert model a conversation may make (0: the
     tool is not offered); past it a call is refused and counts as a failure."""
+    workflow: WorkflowName = "default"
+    """The workflow a request runs when it asks for none (:mod:`core.run.workflow`)."""
+    workflows: CommaWorkflows = list(SHIPPED)
+    """The workflows a mention may ask for with ``workflow=NAME`` (``workflow`` too)."""
+    check_command: CheckCommand = ""
+    """The command a workflow's ``{check_command}`` stands for (``validate-fix`` runs it)."""
+    workflows_folder: Path | None = None
+    """A folder of workflow files (``*.toml``) the bot loads beside the shipped ones, for
+    the whole process (none: the shipped ones only)."""
     expert_budget_usd: BudgetUsd | None = 1.0
     """Dollars a conversation's consultations of the expert may cost before the next one
     is refused (the expert model's priced calls count; none: no cap in dollars)."""
@@ -413,6 +427,7 @@ class Settings(BaseSettings):
         "discord_guilds",
         "discord_shard_ids",
         "fallback_models",
+        "workflows",
         "workspaces_may_loosen",
         "channels_may_loosen",
         mode="before",
@@ -612,13 +627,19 @@ class Settings(BaseSettings):
         return ToolPolicy.from_toml_table(self.policy, known_tools=known_tools)
 
     def layers(
-        self, known_tools: Collection[str] | None = None, *, every_command_asks: bool = False
+        self,
+        known_tools: Collection[str] | None = None,
+        *,
+        every_command_asks: bool = False,
+        known_workflows: Collection[str] | None = None,
     ) -> Layers:
         """The settings layers (:mod:`bot.layers`), the bot's from these settings;
         ``every_command_asks`` where commands cannot be sandboxed.
 
         Raises ``ValueError`` naming the table for a rule about a tool not in
-        ``known_tools``.
+        ``known_tools``, and :class:`bot.layers.UnknownWorkflows` for a ``workflow`` or
+        ``workflows`` value, in any layer, naming none of ``known_workflows`` (None: not
+        checked).
         """
         set_by = {}
         for name in self.model_fields_set & {*LAYERED, *_GRANTS, "policy"}:
@@ -643,7 +664,17 @@ class Settings(BaseSettings):
             ),
         )
         layers.check_tools()
+        if known_workflows is not None:
+            layers.check_workflows(known_workflows, toml_file=str(self.toml_file()))
         return layers
+
+    def workflow_library(self, known_tools: Collection[str] | None = None) -> WorkflowLibrary:
+        """The workflows the bot may run: the shipped ones and the ``workflows_folder``'s,
+        each checked, its tools against ``known_tools`` (None: not checked). Raises
+        :class:`core.workflows.WorkflowErrors` with every problem, each with its file and
+        line."""
+        tools = None if known_tools is None else frozenset(known_tools)
+        return load_library(self.workflows_folder, Known(tools=tools))
 
     def secrets(self) -> dict[str, str]:
         """The value of every secret setting that is set, by its variable's name:

@@ -214,11 +214,13 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
     assert result.returncode == 0
     # "    run       start every...", not the next line of a wrapped description
     listed = re.findall(r"^ {4}(\w+) ", result.stdout, flags=re.MULTILINE)
-    assert listed == ["run", "console", "db", "doctor", "settings", "usage"]
+    assert listed == ["run", "console", "db", "doctor", "settings", "workflows", "usage"]
 
 
 @pytest.mark.parametrize(
-    ("group", "subcommand"), [("db", "upgrade"), ("settings", "explain")], ids=["db", "settings"]
+    ("group", "subcommand"),
+    [("db", "upgrade"), ("settings", "explain"), ("workflows", "check")],
+    ids=["db", "settings", "workflows"],
 )
 def test_a_group_without_its_subcommand_lists_them(
     tmp_path: Path, group: str, subcommand: str

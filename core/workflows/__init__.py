@@ -7,7 +7,9 @@ Modules::
     checks.py       what loading checks: states, transitions, loops and their caps, names
     loading.py      files -> WorkflowLibrary, each problem with its file and line;
                     sub-workflows inlined
+    lines.py        the line of a key in a file; shape errors in words
     conditions.py   the Python conditions a transition's guard may name
+    render.py       a workflow as text and as a Mermaid state diagram (workflows show)
     shipped/        default.toml, chat.toml, validate-fix.toml
 """
 

@@ -14,7 +14,7 @@ can point at the file's line.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from core.contexts import STRATEGIES
@@ -44,7 +44,7 @@ class Known:
     as sub-workflows (``workflows``: name -> their ``end`` states' names)."""
 
     tools: frozenset[str] | None = None
-    workflows: Mapping[str, tuple[str, ...]] = ()  # type: ignore[assignment]
+    workflows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def problems(workflow: Workflow, known: Known = Known()) -> list[Problem]:
@@ -54,15 +54,19 @@ def problems(workflow: Workflow, known: Known = Known()) -> list[Problem]:
     states = workflow.states
     if header.start not in states:
         found.append(Problem(None, "start", f"start state {header.start!r} is not a state"))
+    elif states[header.start].kind is StateKind.END:
+        found.append(
+            Problem(None, "start", f"start state {header.start!r} is an end: nothing would run")
+        )
     if header.error and header.error not in states:
         found.append(Problem(None, "error", f"error state {header.error!r} is not a state"))
     if header.context.strategy and header.context.strategy not in STRATEGIES:
-        found.append(Problem(None, "context", _unknown_strategy(header.context.strategy)))
+        found.append(Problem(None, "context.strategy", _unknown_strategy(header.context.strategy)))
     if header.retry.policy and header.retry.policy not in POLICY_NAMES:
         found.append(
             Problem(
                 None,
-                "retry",
+                "retry.policy",
                 f"unknown retry policy {header.retry.policy!r}; known: {', '.join(POLICY_NAMES)}",
             )
         )
@@ -87,12 +91,23 @@ def _state_problems(
     if state.kind is StateKind.WORKFLOW:
         ends = known.workflows.get(state.workflow) if state.workflow else None
         if ends is None:
-            found.append(Problem(name, "workflow", f"unknown workflow {state.workflow!r}"))
+            names = ", ".join(sorted(known.workflows)) or "none"
+            reason = f"unknown workflow {state.workflow!r}; known: {names}"
+            found.append(Problem(name, "workflow", reason))
             ends = tuple(state.on)  # checked no further
         required = (*required, *ends)
+        if state.max_visits:  # its states replace it when loaded: the cap would be lost
+            found.append(
+                Problem(
+                    name,
+                    "max_visits",
+                    "a sub-workflow state has no max_visits (its states take its place): "
+                    "give it to another state of the loop, or to one inside the sub-workflow",
+                )
+            )
     for outcome in required:
         if outcome not in state.on:
-            found.append(Problem(name, None, f"missing transition for outcome {outcome!r}"))
+            found.append(Problem(name, None, f"missing transition for outcome {str(outcome)!r}"))
     allowed = set(required) | set(optional)
     for outcome, target in state.on.items():
         key = f"on.{outcome}"
@@ -127,7 +142,9 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
             if known.tools is not None:
                 for tool in state.tools:
                     if tool not in known.tools and tool not in GROUPS:
-                        found.append(Problem(name, "tools", f"unknown tool {tool!r}"))
+                        found.append(
+                            Problem(name, "tools", _unknown_tool(tool, known.tools | GROUPS))
+                        )
             if not state.tools:
                 found.append(Problem(name, "tools", "an agent state offers no tools"))
             elif not any(control.finishes(tool) or tool == "all" for tool in state.tools):
@@ -138,7 +155,7 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
             if bool(state.command) == bool(state.tool):
                 found.append(Problem(name, None, "an action runs a command or a tool: one of them"))
             elif state.tool and known.tools is not None and state.tool not in known.tools:
-                found.append(Problem(name, "tool", f"unknown tool {state.tool!r}"))
+                found.append(Problem(name, "tool", _unknown_tool(state.tool, known.tools)))
         case StateKind.HUMAN:
             if state.ask == "choose" and len(state.options) < 2:
                 found.append(Problem(name, "options", "a choice needs two options or more"))
@@ -157,6 +174,10 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
         case StateKind.WORKFLOW | StateKind.END:
             pass
     return found
+
+
+def _unknown_tool(tool: str, known: frozenset[str]) -> str:
+    return f"unknown tool {tool!r}; known: {', '.join(sorted(known))}"
 
 
 def _until(name: str, text: str) -> list[Problem]:
@@ -211,8 +232,10 @@ def _unreachable(workflow: Workflow) -> list[Problem]:
 
 
 def _unapproved_changes(workflow: Workflow) -> list[Problem]:
-    def before_approval(source: str, _outcome: str) -> bool:
-        return not workflow.states[source].approves
+    def before_approval(source: str, outcome: str) -> bool:
+        """Every transition but a person's approval (a rejection, a timeout or an error of
+        an approval step approves nothing)."""
+        return not (workflow.states[source].approves and outcome == Outcome.APPROVED)
 
     seen = _reachable(workflow, workflow.start, before_approval)
     return [

@@ -24,7 +24,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from core.workflows.checks import Known, Problem, problems
-from core.workflows.model import Guard, State, StateKind, Target, Workflow
+from core.workflows.lines import line_of, shape_problems
+from core.workflows.model import Guard, Outcome, State, StateKind, Target, Workflow
 
 NOTHING_KNOWN = Known()
 """No tool names to check against."""
@@ -63,40 +64,6 @@ class Source:
     text: str
 
 
-def _header_of(line: str) -> tuple[str, ...] | None:
-    found = re.match(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$", line)
-    if found is None:
-        return None
-    return tuple(part.strip().strip("\"'") for part in found.group(1).split("."))
-
-
-def line_of(text: str, state: str | None, key: str | None) -> int:
-    """The line of ``key`` (``on.<outcome>`` in the state's ``on`` table) in the table of
-    ``state`` (None: ``[workflow]``), or of the table's header, or 1."""
-    table = ("workflow",) if state is None else ("states", state)
-    want_table, want_key = table, key
-    if key is not None and key.startswith("on."):
-        want_table, want_key = (*table, "on"), key[3:]
-    header_line = 0
-    current: tuple[str, ...] | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _header_of(line)
-        if header is not None:
-            current = header
-            if header == table and not header_line:
-                header_line = number
-            continue
-        if current == want_table and want_key is not None:
-            found = re.match(r"^\s*[\"']?([A-Za-z0-9_-]+)[\"']?\s*=", line)
-            if found is not None and found.group(1) == want_key:
-                return number
-    if header_line == 0 and state is not None:  # an inline table, say: find the name
-        for number, line in enumerate(text.splitlines(), start=1):
-            if re.search(rf"\b{re.escape(state)}\b", line):
-                return number
-    return header_line or 1
-
-
 def parse(source: Source) -> Workflow:
     """One file as a :class:`Workflow`, unchecked beyond its shape; raises
     :class:`WorkflowErrors` for TOML that does not parse or a shape that is not a
@@ -116,21 +83,10 @@ def parse(source: Source) -> Workflow:
 
 
 def _shape_errors(source: Source, exc: ValidationError) -> list[WorkflowFileError]:
-    errors = []
-    for error in exc.errors():
-        loc = tuple(str(part) for part in error["loc"])
-        state: str | None = None
-        key: str | None = None
-        if loc[:1] == ("states",) and len(loc) >= 2:
-            state = loc[1]
-            rest = loc[2:]
-            key = ".".join(rest[:2]) if rest[:1] == ("on",) else (rest[0] if rest else None)
-        elif loc[:1] == ("workflow",) and len(loc) >= 2:
-            key = loc[1]
-        where = ".".join(loc) or "the file"
-        reason = f"{where}: {error['msg']}"
-        errors.append(WorkflowFileError(source.path, line_of(source.text, state, key), reason))
-    return errors
+    return [
+        WorkflowFileError(source.path, line, reason)
+        for line, reason in shape_problems(source.text, exc)
+    ]
 
 
 def ends_of(workflow: Workflow) -> tuple[str, ...]:
@@ -148,51 +104,86 @@ def _located(source: Source, problem: Problem) -> WorkflowFileError:
     return WorkflowFileError(source.path, line, problem.reason)
 
 
+class RunsItself(ValueError):
+    """A workflow that runs itself through sub-workflows: ``path`` names each workflow on
+    the way, the first and last alike."""
+
+    def __init__(self, path: tuple[str, ...]) -> None:
+        self.path = path
+        super().__init__(f"workflow {' -> '.join(path)} runs itself")
+
+
 def resolve(workflow: Workflow, others: Mapping[str, Workflow]) -> Workflow:
     """``workflow`` with each sub-workflow state replaced by the sub-workflow's states
-    (see the module docstring); ``others`` are the workflows by name. Raises
-    ``ValueError`` for a workflow that runs itself, through any number of others."""
+    (see the module docstring), in the state's place; ``others`` are the workflows by
+    name. An inner state that names no ``error`` transition takes the sub-workflow's
+    error state, else the sub-workflow state's own ``error`` transition (else the
+    workflow's error state, as any state). A guard inside that leads to an ``end`` state
+    whose transition outside is a guard too takes that guard's ``else``. Raises
+    :class:`RunsItself` for a workflow that runs itself, through any number of others."""
     return _resolve(workflow, others, (workflow.name,))
 
 
 def _resolve(workflow: Workflow, others: Mapping[str, Workflow], path: tuple[str, ...]) -> Workflow:
-    states: dict[str, State] = {}
-    entry: dict[str, str] = {}  # a sub-workflow state -> the state its workflow starts in
-    for name, state in workflow.states.items():
-        if state.kind is not StateKind.WORKFLOW:
-            continue
-        if state.workflow in path:
-            raise ValueError(f"workflow {' -> '.join((*path, state.workflow))} runs itself")
-        sub = _resolve(others[state.workflow], others, (*path, state.workflow))
-        entry[name] = _inlined(name, sub.start, sub=sub, state=state)
-        for inner, inner_state in sub.states.items():
-            if inner_state.kind is StateKind.END:
-                continue
-            on = {
-                outcome: _retarget(target, functools.partial(_inlined, name, sub=sub, state=state))
-                for outcome, target in inner_state.on.items()
-            }
-            states[f"{name}/{inner}"] = inner_state.model_copy(update={"on": on})
+    subs: dict[str, Workflow] = {}
     for name, state in workflow.states.items():
         if state.kind is StateKind.WORKFLOW:
-            continue
-        on = {o: _retarget(t, lambda n: entry.get(n, n)) for o, t in state.on.items()}
-        states[name] = state.model_copy(update={"on": on})
+            if state.workflow in path:
+                raise RunsItself((*path, state.workflow))
+            subs[name] = _resolve(others[state.workflow], others, (*path, state.workflow))
+
+    def enter(target: str) -> str:
+        """A state of ``workflow`` as resolved: a sub-workflow state's is its start's."""
+        sub = subs.get(target)
+        return target if sub is None else f"{target}/{sub.start}"
+
+    states: dict[str, State] = {}
+    for name, state in workflow.states.items():
+        sub = subs.get(name)
+        if sub is None:
+            on = {outcome: _retarget(t, enter) for outcome, t in state.on.items()}
+            states[name] = state.model_copy(update={"on": on})
+        else:
+            states.update(_inlined(name, state, sub, enter))
     header = workflow.workflow
-    update = {
-        "start": entry.get(header.start, header.start),
-        "error": entry.get(header.error, header.error),
-    }
+    update = {"start": enter(header.start), "error": header.error and enter(header.error)}
     return Workflow(workflow=header.model_copy(update=update), states=states)
 
 
-def _inlined(prefix: str, inner: str, *, sub: Workflow, state: State) -> str:
-    """Where ``inner``, a state of ``sub`` run by ``state`` (named ``prefix``), is in the
-    resolved workflow: an end leads along ``state``'s transition of that name."""
-    if sub.states[inner].kind is StateKind.END:
-        target = state.on[inner]
+def _inlined(
+    name: str, state: State, sub: Workflow, enter: Callable[[str], str]
+) -> dict[str, State]:
+    """The states of ``sub`` (resolved) that ``state``, called ``name``, runs, each as
+    ``<name>/<its name>``; its ``end`` states lead along ``state``'s transition of their
+    name (through ``enter``, for a sub-workflow state beside ``state``)."""
+
+    def leave(inner: str) -> Target:
+        if sub.states[inner].kind is StateKind.END:
+            return _retarget(state.on[inner], enter)
+        return f"{name}/{inner}"
+
+    def plain(inner: str) -> str:
+        target = leave(inner)
         return target if isinstance(target, str) else target.else_
-    return f"{prefix}/{inner}"
+
+    error = sub.workflow.error
+    fallback: Target | None = None
+    if error:
+        fallback = leave(error)
+    elif Outcome.ERROR in state.on:
+        fallback = _retarget(state.on[Outcome.ERROR], enter)
+    states: dict[str, State] = {}
+    for inner, inner_state in sub.states.items():
+        if inner_state.kind is StateKind.END:
+            continue
+        on: dict[str, Target] = {
+            outcome: leave(t) if isinstance(t, str) else _retarget(t, plain)
+            for outcome, t in inner_state.on.items()
+        }
+        if fallback is not None and Outcome.ERROR not in on and inner != error:
+            on[Outcome.ERROR] = fallback
+        states[f"{name}/{inner}"] = inner_state.model_copy(update={"on": on})
+    return states
 
 
 def _retarget(target: Target, move: Callable[[str], str]) -> Target:
@@ -277,8 +268,10 @@ def load(sources: Iterable[Source], known: Known = NOTHING_KNOWN) -> WorkflowLib
         for name, (source, workflow) in parsed.items():
             try:
                 resolved[name] = resolve(workflow, others)
-            except ValueError as exc:
-                errors.append(WorkflowFileError(source.path, 0, str(exc)))
+            except RunsItself as exc:
+                runs = next(n for n, s in workflow.states.items() if s.workflow == exc.path[1])
+                line = line_of(source.text, runs, "workflow")
+                errors.append(WorkflowFileError(source.path, line, str(exc)))
     if errors:
         raise WorkflowErrors(errors)
     return WorkflowLibrary(
