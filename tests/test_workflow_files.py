@@ -408,8 +408,8 @@ stateDiagram-v2
     approval --> not_run: rejected
     check --> passed: passed
     check --> fix: failed
-    check --> still_failing: cap
     fix --> check: finished
+    fix --> still_failing: cap
     passed --> [*]
     still_failing --> [*]
     not_run --> [*]
@@ -454,7 +454,8 @@ def test_a_folder_s_workflow_is_shown_with_its_sub_workflow_inlined_its_guard_an
         "  passed -> validate/approval\n  failed -> fixing\n  cap -> failed\n"
     ) in text
     assert "validate/check (action): Run the check command.\n" in text
-    assert "  passed -> answered\n  failed -> validate/fix\n  cap -> failed\n" in text
+    assert "  passed -> answered\n  failed -> validate/fix\n" in text
+    assert "  finished -> validate/check\n  cap -> failed\n" in text
     assert (
         mermaid(workflow)
         == """\
@@ -489,8 +490,8 @@ stateDiagram-v2
     validate_approval --> answered: rejected
     validate_check --> answered: passed
     validate_check --> validate_fix: failed
-    validate_check --> failed: cap
     validate_fix --> validate_check: finished
+    validate_fix --> failed: cap
     answered --> planning: new_message
     answered --> [*]
     failed --> [*]
@@ -658,9 +659,6 @@ status = "failed"
         "answered",
         "failed",
     ]
-    assert workflow.states["first/check"].on == {
-        "passed": "second/look",
-        "failed": "first/fix",
-        "cap": "failed",
-    }
+    assert workflow.states["first/check"].on == {"passed": "second/look", "failed": "first/fix"}
+    assert workflow.states["first/fix"].on == {"finished": "first/check", "cap": "failed"}
     assert workflow.states["second/look"].on == {"finished": "answered", "error": "failed"}
