@@ -181,7 +181,14 @@ async def test_a_run_is_a_span_with_its_model_calls_and_tool_calls_as_children(
     ]
     assert all(s.parent is None for s in (start, decide, run))
     assert all(s.kind is SpanKind.INTERNAL for s in (start, decide, run))
-    assert children(finished, decide) == []
+    entered = [  # each workflow state entered is a span of the run that entered it
+        attributes(s)["threadbot.workflow.state"]
+        for s in finished
+        if s.name == "threadbot.workflow.state"
+    ]
+    assert entered == ["planning", "approval", "executing", "answered"]
+    assert [s.name for s in children(finished, decide)] == ["threadbot.workflow.state"]
+    finished = [s for s in finished if s.name != "threadbot.workflow.state"]
     first = children(finished, start)
     after = children(finished, run)
     assert [s.name for s in first] == ["chat claude-test"]
@@ -298,7 +305,7 @@ async def test_runs_of_two_conversations_at_once_keep_their_spans_apart(
         first, second = await one.snapshot(), await two.snapshot()
     assert first.status.lifecycle is Lifecycle.DONE
 
-    finished = spans.finished()
+    finished = [s for s in spans.finished() if s.name != "threadbot.workflow.state"]
     started = runs(finished)
     assert len(started) == 2 and all(s.parent is None for s in started)  # a trace each
     by_conversation = {attributes(s)["gen_ai.conversation.id"]: s for s in started}
@@ -465,7 +472,9 @@ async def test_an_otlp_endpoint_exports_the_spans_to_the_collector(
         received = collector.spans()
     assert collector.content_types and set(collector.content_types) == {"application/x-protobuf"}
     assert [(r["service.name"], name) for r, name, _ in received] == [
+        ("threadbot", "threadbot.workflow.state"),  # planning entered
         ("threadbot", "chat scripted"),
+        ("threadbot", "threadbot.workflow.state"),  # answered
         ("threadbot", "invoke_agent threadbot"),
     ]
     for _resource, _name, names in received:

@@ -12,6 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from conversations.events import PlatformRef, PostReply
 from conversations.render import render_event
@@ -24,7 +27,8 @@ from core.tools.base import Toolbox
 from core.tools.command import RunCommand
 from core.tools.control import control_tools
 from core.tools.workspace import ListFiles, ReadFile, WriteFile
-from core.vocabulary.entries import AssistantTurn, StepEntered, WorkflowChosen
+from core.tracing import Tracing
+from core.vocabulary.entries import AssistantTurn, ContextNote, StepEntered, WorkflowChosen
 from core.vocabulary.errors import ModelError
 from core.vocabulary.inputs import Approve, ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle, WaitKind
@@ -55,6 +59,7 @@ class Bot:
         store: MemoryStore | None = None,
         extra: list[Source] | None = None,
         clock: ManualClock | None = None,
+        tracing: Tracing | None = None,
         **settings: object,
     ) -> None:
         self.tmp_path = tmp_path
@@ -70,6 +75,7 @@ class Bot:
             workflows=self.library,
             settings=EngineSettings(**settings),  # type: ignore[arg-type]
             context=RunContext(clock=self.clock, ids=CountingIds("req")),
+            tracing=tracing,
         )
         self.cid = ""
 
@@ -448,4 +454,179 @@ async def test_a_workflow_that_needs_the_check_command_is_refused_without_it(
     assert await bot.texts() == [
         "Workflow `validate-fix` needs the `check_command` setting, which is not set for "
         "this channel. Nothing was started."
+    ]
+
+
+def looking(context: str) -> str:
+    return f"""
+[workflow]
+name = "looking"
+start = "look"
+{context}
+
+[states.look]
+kind = "agent"
+tools = ["read_only", "finish"]
+instructions = "Look and answer."
+
+[states.look.on]
+finished = "done"
+
+[states.done]
+kind = "end"
+"""
+
+
+@pytest.mark.parametrize(
+    ("table", "noted"),
+    [("", []), ('[workflow.context]\nstrategy = "task_tree"', ["task_tree"])],
+)
+async def test_a_workflow_sets_the_context_strategy_of_its_runs(
+    tmp_path: Path, table: str, noted: list[str]
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([finish("seen")]), extra=[Source("l.toml", looking(table))])
+
+    await bot.mention("workflow=looking what is here?")
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.DONE
+    assert [r.entry.strategy for r in snap.journal if isinstance(r.entry, ContextNote)] == noted
+
+
+TIMING_OUT = """
+[workflow]
+name = "asking_once"
+start = "ask"
+
+[states.ask]
+kind = "human"
+ask = "question"
+prompt = "Anything to add?"
+timeout = "30m"
+
+[states.ask.on]
+answered = "said"
+timeout = "silent"
+
+[states.said]
+kind = "end"
+message = "Thanks."
+
+[states.silent]
+kind = "end"
+message = "Nobody answered within 30 minutes; going on without it."
+"""
+
+
+async def test_a_question_with_a_timeout_transition_moves_on_when_nobody_answers(
+    tmp_path: Path,
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([]), extra=[Source("t.toml", TIMING_OUT)])
+    await bot.mention("workflow=asking_once")
+    snap = await bot.store.journal.load(bot.cid)
+    (question,) = snap.open_requests
+    assert question.expires_at == bot.clock() + timedelta(minutes=30)  # the state's timeout
+
+    bot.clock.advance(30 * 60)
+    assert await bot.engine.expire(bot.cid, question.id)
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert snap.status.lifecycle is Lifecycle.DONE  # moved on, not cancelled
+    assert snap.position == "silent"
+    texts = await bot.texts()
+    assert texts[-1].startswith("✅ Nobody answered within 30 minutes; going on without it.")
+
+
+NESTED = """
+[workflow]
+name = "nested"
+start = "approve"
+
+[states.approve]
+kind = "human"
+ask = "approve"
+steps = ["Change the file", "Check it"]
+tools = ["run_command"]
+
+[states.approve.on]
+approved = "work"
+rejected = "over"
+
+[states.work]
+kind = "agent"
+tools = ["all"]
+mutating = true
+instructions = "Make the change."
+
+[states.work.on]
+finished = { if = "changed_files", then = "checked", else = "over" }
+
+[states.checked]
+kind = "workflow"
+workflow = "validate-fix"
+
+[states.checked.on]
+passed = "over"
+still_failing = "over"
+not_run = "over"
+
+[states.over]
+kind = "end"
+message = "Over."
+"""
+
+
+async def test_a_sub_workflow_runs_inlined_and_a_guard_decides_by_its_condition(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([command("echo x > changed.txt"), finish("changed it")])
+    bot = Bot(
+        tmp_path,
+        model,
+        extra=[Source("n.toml", NESTED)],
+        check_command=counting_check(tmp_path, passes_at=1),
+    )
+    await bot.mention("workflow=nested")
+    await bot.approve_plan()  # the outer plan
+    await bot.approve_plan()  # validate-fix's own, inside
+
+    assert runs_of(tmp_path) == 1
+    assert await bot.steps() == [
+        "approve", "work", "checked/approval", "checked/check", "over",
+    ]  # fmt: skip
+    assert (await bot.texts())[-1].startswith("✅ Over.")
+
+
+async def test_each_state_entered_is_a_span_with_the_workflow_and_the_state(
+    tmp_path: Path,
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel([command("echo one >> fixes.txt"), finish("fixed")])
+    bot = Bot(
+        tmp_path,
+        model,
+        tracing=Tracing(provider=provider),
+        check_command=counting_check(tmp_path, passes_at=2),
+    )
+    await bot.mention("workflow=validate-fix")
+    await bot.approve_plan()
+
+    entered = [
+        (
+            span.attributes["threadbot.workflow"],
+            span.attributes["threadbot.workflow.state"],
+            span.attributes["threadbot.workflow.state.kind"],
+        )
+        for span in exporter.get_finished_spans()
+        if span.name == "threadbot.workflow.state" and span.attributes is not None
+    ]
+    provider.shutdown()
+    assert entered == [
+        ("validate-fix", "approval", "human"),
+        ("validate-fix", "check", "action"),
+        ("validate-fix", "fix", "agent"),
+        ("validate-fix", "check", "action"),
+        ("validate-fix", "passed", "end"),
     ]

@@ -148,10 +148,11 @@ class Runs:
         return handover.snapshot if lease.changed_at == handover.at else None
 
     def expire(self, conversation_id: str, request_id: str) -> None:
-        """Queue the expiry of a request."""
+        """Queue the expiry of a request (a workflow's timer, or a state that times out,
+        goes on running after it: :meth:`core.run.engine.Engine.expire`)."""
 
         async def expire() -> None:
-            await self._engine.expire(conversation_id, request_id)
+            await self._engine.expire(conversation_id, request_id, self._inbox(conversation_id))
 
         self.queue.submit(conversation_id, Job(self._retried(conversation_id, expire)))
 

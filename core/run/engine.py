@@ -373,7 +373,9 @@ class Engine:
                 event = Reminder(request_id=request.id, prompt=request.prompt)
                 await self._commit(run, Change(events=(event,)))
 
-    async def expire(self, conversation_id: str, request_id: str) -> bool:
+    async def expire(
+        self, conversation_id: str, request_id: str, inbox: Inbox | None = None
+    ) -> bool:
         """A request ``request_id`` waited too long (the sweeper found its time passed).
 
         At a workflow state with a ``timeout`` transition, or for a wait's timer, the
@@ -381,6 +383,7 @@ class Engine:
         where ``timeout`` leads (:func:`core.run.states.timed_out`). Otherwise the
         conversation ends: open calls get a result, open requests become ``expired``, and
         it ends ``cancelled`` with a message. False when the request was no longer open.
+        ``inbox``: the messages that come while the run goes on (None: none).
         """
         async with self._opened("expire", conversation_id) as run:
             snap = run.snap
@@ -393,5 +396,5 @@ class Engine:
             except RequestConflict:
                 return False
             if moves_on:
-                await Turns(run, self._deps).go(None)
+                await Turns(run, self._deps).go(inbox)
             return True
