@@ -30,8 +30,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from adapters.console.translate import author_for
 from bot.layer_tables import place_problem
-from conversations.access import NAMED_PLATFORMS, SLACK_USER, SNOWFLAKE
+from conversations.access import SLACK_USER, SNOWFLAKE
 from conversations.events import PlatformRef
 from conversations.schedules import Schedule, cron_problem, zone_problem
 from core.vocabulary.people import Person
@@ -108,18 +109,26 @@ class ScheduleEntry(BaseModel):
                     return f"owner {self.owner!r} is not a {self.platform} user id"
                 return None
 
+    def owner_person(self) -> Person:
+        """The owner as the platform's events name them: on Slack and Discord by a mention
+        of their id (``<@U0123>``, shown as their name); in the console by name, its id
+        ``console:<name>`` (``adapters/console/translate.py`` ``author_for``)."""
+        if self.platform == "console":
+            author = author_for(self.owner)
+            return Person(id=author.id, name=author.name)
+        return Person(id=self.owner, name=f"<@{self.owner}>")
+
     def schedule(self) -> Schedule:
         """What the sweeper starts. Raises ``ValueError`` before :func:`check_schedules`
         gave it a platform."""
         if self.platform is None:
             raise ValueError(f"schedule {self.name} has no platform")
-        named = self.platform in NAMED_PLATFORMS  # the console knows people by name
         return Schedule(
             name=self.name,
             cron=self.cron,
             timezone=self.timezone,
             place=PlatformRef(platform=self.platform, workspace=self.team, channel=self.channel),
-            owner=Person(id=self.owner, name=self.owner if named else f"<@{self.owner}>"),
+            owner=self.owner_person(),
             request=self.request,
             workflow=self.workflow,
             missed=self.missed,
