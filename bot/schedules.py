@@ -159,8 +159,7 @@ def check_schedules(
                     f"{where}.platform: say which platform ({' or '.join(running)}): "
                     "the bot runs on several"
                 )
-            platform = running[0]  # type: ignore[assignment]  # one of Platform's
-            entry = entry.model_copy(update={"platform": platform})
+            entry = entry.model_copy(update={"platform": running[0]})
             problem = entry.place_problem()
             if problem is not None:
                 raise ValueError(f"{where}: {problem}")

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from bot.schedules import ScheduleEntry, report
 from bot.settings import Settings
+from bot.settings_errors import explain
 from conversations.events import PlatformRef, StartThread
 from conversations.schedules import Schedule, Scheduler
 from conversations.store import Outgoing, Store
@@ -399,3 +400,19 @@ def test_the_command_prints_the_schedules_and_a_bad_one_exits_2(tmp_path: Path) 
     assert "threadbot.toml: schedules[0].timezone: 'Europe/Pariss' is not a timezone" in (
         bad_zone.stderr
     )
+
+
+def test_each_bad_entry_is_told_in_one_line_naming_it(tmp_path: Path) -> None:
+    """As ``threadbot run`` tells them before it exits 2 (``bot/settings_errors.py``)."""
+    toml = tmp_path / "threadbot.toml"
+    missing = {k: v for k, v in entry().items() if k != "request"}
+    cases = [
+        ([entry(), entry()], "schedules[1].name: 'morning-tests' is the name of schedules[0] too"),
+        ([missing], "schedules[0].request: is required"),
+        ([entry(timezone="Europe/Pariss")], "schedules[0].timezone: 'Europe/Pariss' is not a"),
+    ]
+    for schedules, said in cases:
+        with pytest.raises(ValidationError) as raised:
+            Settings(slack_bot_token="xoxb-test", schedules=schedules)
+        [line] = explain(raised.value, fields=Settings.model_fields, environ={}, toml_file=toml)
+        assert line.startswith(f"{toml}: {said}"), line
