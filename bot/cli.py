@@ -7,9 +7,9 @@ end (SIGTERM or Ctrl-C included: a graceful shutdown), 1 when a supervised
 background task gave up, 2 on a usage or settings error, 130 after a second Ctrl-C.
 ``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
 needed works, 1 when a check failed, 2 on a usage or settings error.
+``threadbot schedules`` lists the scheduled runs and their next times (:mod:`bot.schedules`).
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
-(:mod:`bot.usage_report`). ``threadbot schedules`` lists the scheduled runs and
-their next times (:mod:`bot.schedules`). ``threadbot db`` or ``threadbot settings`` without a
+(:mod:`bot.usage_report`). ``threadbot db`` or ``threadbot settings`` without a
 subcommand lists its subcommands (exit 2). Output cut short by a closed pipe
 (``threadbot doctor | head -1``) ends quietly with 141, the shell's code for a
 process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="start every configured adapter (the console if none)")
     commands.add_parser("console", help="chat with the bot in this terminal")
+    commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     db = commands.add_parser("db", help="database maintenance")
     db.set_defaults(group=db)
     db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
@@ -54,7 +55,6 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--platform", choices=("slack", "discord", "console"), required=True)
     explain.add_argument("--team", default="", help="Slack team id or Discord guild id")
     explain.add_argument("--channel", default="", help="Slack or Discord channel id")
-    commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
     usage.add_argument(
         "--by",
