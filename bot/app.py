@@ -34,6 +34,7 @@ from conversations.hub import Hub, HubSettings, default_instance
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
 from conversations.render import render_event
+from conversations.schedules import Scheduler
 from conversations.store import Store
 from conversations.store.backends import open_store
 from conversations.store.sql.failures import unreachable
@@ -326,6 +327,7 @@ async def build(
         claim_ttl=settings.lease_ttl,
         claimed_elsewhere=lambda cid: hub.tell(Topic.OUTBOX, cid),  # the holder sends them
         on_sent=metrics.sent,
+        on_thread=lambda cid, thread: hub.thread_started(cid, thread),  # a scheduled run's
     )
     store.on_outbox = deliverer.wake
     engine = Engine(
@@ -379,6 +381,12 @@ async def build(
         retention=timedelta(days=settings.retention_days),
         threads=store.threads,
         workspace_retention=timedelta(days=settings.workspace_retention_days),
+        scheduler=Scheduler(
+            schedules=[entry.schedule() for entry in settings.schedules],
+            store=store.schedules,
+            start=hub.open_scheduled,
+            instance=instance,
+        ),
     )
     return App(
         store=store,

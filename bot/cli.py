@@ -7,6 +7,7 @@ end (SIGTERM or Ctrl-C included: a graceful shutdown), 1 when a supervised
 background task gave up, 2 on a usage or settings error, 130 after a second Ctrl-C.
 ``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
 needed works, 1 when a check failed, 2 on a usage or settings error.
+``threadbot schedules`` lists the scheduled runs and their next times (:mod:`bot.schedules`).
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
 (:mod:`bot.usage_report`). ``threadbot workflows check FILE...`` checks workflow files
 and ``threadbot workflows show NAME`` prints one (:mod:`bot.workflow_commands`): 0, or
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="start every configured adapter (the console if none)")
     commands.add_parser("console", help="chat with the bot in this terminal")
+    commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     db = commands.add_parser("db", help="database maintenance")
     db.set_defaults(group=db)
     db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")

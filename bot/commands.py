@@ -65,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
         from bot.doctor import doctor
 
         return asyncio.run(doctor(settings))
+    if args.command == "schedules":
+        from bot.schedules import report
+        from core.context import now
+
+        print("\n".join(report(settings.schedules, now())))
+        return 0
     if args.command == "usage":
         from bot.usage_report import usage
 

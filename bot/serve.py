@@ -21,6 +21,7 @@ from bot.errors import OpsUnavailable, StartFailed
 from bot.logs import announce
 from bot.ops import PATHS, Operations
 from bot.platforms import directory_for
+from bot.schedules import on_console
 from bot.settings import Settings
 from conversations.store.sql.failures import sqlite_file
 from conversations.sweeper import utc_now
@@ -59,6 +60,9 @@ async def run_console(
     if had_database and console.state_created:
         console.banner = f"{banner}\n{_new_state_file(settings.console_state, database)}"
     app = await build(settings, model=chosen)
+    scheduler = app.sweeper.scheduler
+    if scheduler is not None:  # the console's schedules run in its session
+        scheduler.schedules = on_console(scheduler.schedules, console.session)
     app.add_sender(console)
     app.add_texts(console.texts)
     async with app:

@@ -71,6 +71,7 @@ from bot.layer_tables import (
 )
 from bot.layers import Layers
 from bot.loosening import Grants
+from bot.schedules import ScheduleEntry, check_schedules
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
 from core.contexts import StrategyName
@@ -410,6 +411,9 @@ class Settings(BaseSettings):
     """``[slack.<team_id>]`` tables: a Slack workspace's layer and its channels'."""
     discord: dict[Snowflake, DiscordGuild] = {}
     """``[discord.<guild_id>]`` tables: a Discord guild's layer and its channels'."""
+    schedules: list[ScheduleEntry] = []
+    """``[[schedules]]`` tables: scheduled runs (:mod:`bot.schedules`), each with its
+    platform (the one the bot runs when it names none)."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -458,6 +462,19 @@ class Settings(BaseSettings):
             if problem is not None:
                 raise ValueError(problem)
         return value
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules_placed(
+        cls, value: list[ScheduleEntry], info: ValidationInfo
+    ) -> list[ScheduleEntry]:
+        """Names unique; each schedule on a platform the bot runs (:mod:`bot.schedules`)."""
+        running = [
+            platform
+            for platform, token in (("slack", "slack_bot_token"), ("discord", "discord_token"))
+            if info.data.get(token) is not None
+        ]
+        return check_schedules(value, running or ["console"])
 
     @field_validator("log_level")
     @classmethod

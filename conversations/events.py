@@ -232,5 +232,52 @@ class AddReaction(BaseModel):
     emoji: str
 
 
-OutboundAction = Annotated[PostReply | UpdateMessage | AddReaction, Field(discriminator="kind")]
+START_TEXT_CHARS = 1_800
+"""Characters of a :class:`StartThread` text at most: one message on every platform
+(Discord's 2,000, Slack's 3,900 per part), so the thread starts on the one message."""
+
+
+class StartThread(BaseModel):
+    """Post ``text`` at the top of ``ref.channel`` (``ref.thread`` None) as one message
+    and start a thread on it; the sender returns the thread's id (the message's own id
+    on every platform: Slack's ``ts``, the console's number, and on Discord the thread
+    channel started from the message, whose id is the message's).
+
+    A scheduled run opens its conversation with it (docs/architecture.md, "Scheduled
+    runs"): once sent, the conversation is bound to :meth:`thread_ref`.
+    ``thread_is_channel``: the platform's threads are channels of their own (Discord), so
+    the thread's messages come with the thread as their channel, as a mention's do
+    (``adapters/discord/translate.py`` ``opened_in_thread``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["start_thread"] = "start_thread"
+    ref: PlatformRef
+    text: str = Field(max_length=START_TEXT_CHARS)
+    thread_is_channel: bool = False
+
+    def post(self) -> PostReply:
+        """The top-level post this starts with."""
+        return PostReply(ref=self.ref.model_copy(update={"thread": None}), text=self.text)
+
+    def thread_ref(self, thread: str) -> PlatformRef:
+        """Where the thread ``thread`` (the id the sender returned) is, about no message:
+        in ``ref.channel``, or, where threads are channels, the thread itself with
+        ``ref.channel`` as its ``parent``."""
+        if self.thread_is_channel:
+            return self.ref.model_copy(
+                update={
+                    "channel": thread,
+                    "thread": thread,
+                    "parent": self.ref.channel,
+                    "message": None,
+                    "user": None,
+                }
+            )
+        return self.ref.in_thread(thread).model_copy(update={"user": None})
+
+
+OutboundAction = Annotated[
+    PostReply | UpdateMessage | AddReaction | StartThread, Field(discriminator="kind")
+]
 outbound_adapter: TypeAdapter[OutboundAction] = TypeAdapter(OutboundAction)

@@ -1,10 +1,16 @@
-"""One sweeper for reminders and expiry of pending requests, and for pruning.
+"""One sweeper for reminders and expiry of pending requests, scheduled runs and pruning.
 
 It reads the store for requests whose reminder or expiry time has come; no task
 sleeps per request (docs/architecture.md, "Conversation lifecycle and workflow
 position"). Its clock is a parameter, so tests move time forward and call
 :meth:`Sweeper.sweep_once`. A reminder is posted once (compare-and-set on
 ``reminded_at``); an expiry goes through the conversation's queue like any input.
+
+The same sweep starts the scheduled runs that are due (:class:`conversations.schedules.Scheduler`):
+the times since the last sweep are due now; one is started by the instance whose record
+of it goes in first (docs/architecture.md, "Scheduled runs"). A time before the last
+sweep, or more than :data:`SCHEDULE_GRACE` (at least two intervals) ago, was missed:
+no instance swept then (none ran, or none could reach the store).
 
 The same sweep prunes, at most once per ``prune_every`` of its clock: outbox rows
 settled and deliveries handled longer than ``retention`` ago go, the journal, tool
@@ -24,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from conversations.schedules import Fired, Scheduler
 from conversations.store import Pruned, Requests, Retention, Threads
 from core.context import now
 from core.run.engine import Engine
@@ -37,6 +44,9 @@ RETENTION = timedelta(days=7)
 """How long sent outbox rows and handled deliveries are kept by default."""
 PRUNE_EVERY = timedelta(hours=1)
 """How often, on the sweeper's clock, pruning runs at most."""
+SCHEDULE_GRACE = timedelta(minutes=1)
+"""How long after a scheduled time, at least, a sweep still starts it as due now (a
+sweep that comes later treats it as missed); two intervals when they are longer."""
 
 
 def _remove_tree(path: Path) -> bool:
@@ -61,7 +71,8 @@ class Sweeper:
     ``requests`` and ``pruning``: the store's interfaces it reads and prunes through;
     ``retention``: how long settled outbox rows and handled deliveries are kept;
     ``prune_every``: the least time between two prunes; both on ``clock``.
-    ``interval``: seconds between two sweeps of :meth:`run`.
+    ``interval``: seconds between two sweeps of :meth:`run`. ``scheduler``: the
+    scheduled runs to start as they come due (none: no schedules).
     """
 
     def __init__(
@@ -77,13 +88,18 @@ class Sweeper:
         prune_every: timedelta = PRUNE_EVERY,
         threads: Threads | None = None,
         workspace_retention: timedelta | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._requests = requests
         self._pruning = pruning
         self._engine = engine
         self._expire = expire
         self._clock = clock
-        self._interval = interval
+        self.interval = interval
+        """Seconds between two sweeps of :meth:`run` (read before each wait)."""
+        self.scheduler = scheduler
+        self._swept_at: datetime | None = None
+        """The clock's time of this sweeper's last sweep that looked at the schedules."""
         self.retention = retention
         self._prune_every = prune_every
         self._pruned_at: datetime | None = None
@@ -99,12 +115,13 @@ class Sweeper:
                 await self.sweep_once()
             except Exception:
                 log.exception("sweeping pending requests failed")
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self.interval)
 
     async def sweep_once(self) -> int:
-        """Handle every due request now, then prune if it is time; returns how many
-        requests were handled. Raises what the store raises (a failed prune is
-        tried again ``prune_every`` later)."""
+        """Handle every due request now, start the scheduled runs due, then prune if it
+        is time; returns how many requests were handled. Raises what the store raises
+        (a failed prune is tried again ``prune_every`` later; a scheduled time not
+        recorded, at the next sweep)."""
         now = self._clock()
         due = await self._requests.due_requests(now)
         for request in due:
@@ -112,11 +129,26 @@ class Sweeper:
                 await self._expire(request.conversation_id, request.request_id)
             elif await self._requests.mark_reminded(request.request_id, now):
                 await self._engine.remind(request.conversation_id, request.request_id)
+        await self.start_scheduled(now)
         if self._prune_due(now):
             self._pruned_at = now
             await self.prune(now)
             await self.remove_workspaces(now)
         return len(due)
+
+    async def start_scheduled(self, now: datetime) -> list[Fired]:
+        """Start the scheduled runs due at ``now``: the times after this sweeper's last
+        sweep (at most :data:`SCHEDULE_GRACE`, or two intervals, ago); what this instance
+        did with each time (:meth:`conversations.schedules.Scheduler.sweep`)."""
+        if self.scheduler is None:
+            return []
+        grace = max(SCHEDULE_GRACE, timedelta(seconds=2 * self.interval))
+        since = now - grace
+        if self._swept_at is not None and self._swept_at > since:
+            since = min(self._swept_at, now)
+        fired = await self.scheduler.sweep(now, since)
+        self._swept_at = now
+        return fired
 
     async def remove_workspaces(self, now: datetime | None = None) -> list[str]:
         """Remove the workspaces of conversations ended ``workspace_retention`` before

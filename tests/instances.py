@@ -167,13 +167,15 @@ def processes(
     database: str | None,
     count: int = 2,
     socket_mode: bool = False,
+    launcher: str = "bot",
+    environ: Mapping[str, str] | None = None,
     **settings: str,
 ) -> list[BotProcess]:
     """The ``count`` processes :func:`instances` starts, not started yet: ``instance-1``...
     on ``database``, talking to ``api`` and the model fake at ``model_url``, sharing
     ``tmp_path``, over Socket Mode when ``socket_mode``; ``settings``: more ``THREADBOT_*``
-    variables of every process. What each is given is its :attr:`BotProcess.settings` (see
-    :data:`PER_TEST`)."""
+    variables of every process; ``launcher`` and ``environ`` as :class:`BotProcess` takes
+    them. What each is given is its :attr:`BotProcess.settings` (see :data:`PER_TEST`)."""
     return [
         BotProcess(
             tmp_path,
@@ -182,6 +184,8 @@ def processes(
             database_url=database,
             instance=f"instance-{n}",
             socket_mode=socket_mode,
+            launcher=launcher,
+            environ=environ,
             **settings,
         )
         for n in range(1, count + 1)
@@ -197,6 +201,8 @@ async def instances(
     count: int = 2,
     post_delay: float = 0.3,
     socket_mode: bool = False,
+    launcher: str = "bot",
+    environ: Mapping[str, str] | None = None,
     **settings: str,
 ) -> AsyncIterator[Instances]:
     """``count`` bot processes (``instance-1``...) on ``database`` (see
@@ -205,7 +211,8 @@ async def instances(
     :class:`FakeSocketModeServer` that sends each envelope to the next connection in
     turn (``spread="round_robin"``; yielded once all ``count`` are open); the Slack
     fake answers each post after ``post_delay`` seconds and the model fake answers
-    with ``respond``. ``settings``: ``THREADBOT_*`` variables of every process. Every
+    with ``respond``. ``settings``: ``THREADBOT_*`` variables of every process;
+    ``launcher`` and ``environ`` as :class:`BotProcess` takes them. Every
     process is killed on the way out (:meth:`Instances.stop` first for a clean end)."""
     async with contextlib.AsyncExitStack() as stack:
         socket = None
@@ -224,6 +231,8 @@ async def instances(
             database=database,
             count=count,
             socket_mode=socket_mode,
+            launcher=launcher,
+            environ=environ,
             **settings,
         )
         try:

@@ -28,7 +28,7 @@ import signal
 import socket
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -139,6 +139,8 @@ class BotProcess:
     without one) instead of HTTP on ``port``.
     ``settings``: more ``THREADBOT_*`` variables (``lease_ttl="2"``...). The operations
     address takes any free port (``THREADBOT_OPS_PORT=0``) unless ``ops_port`` is given.
+    ``launcher``: the module run as ``python -m LAUNCHER run`` (``bot``; a test's own,
+    such as :mod:`tests.clocked_bot`); ``environ``: more variables, not settings.
     ``said``: what it printed on stdout before it was connected.
     """
 
@@ -151,9 +153,12 @@ class BotProcess:
         database_url: str | None = None,
         instance: str | None = None,
         socket_mode: bool = False,
+        launcher: str = "bot",
+        environ: Mapping[str, str] | None = None,
         **settings: str,
     ) -> None:
         self.dir = tmp_path
+        self.launcher = launcher
         self.db = tmp_path / "threadbot.db"
         self.database_url = database_url or f"sqlite+aiosqlite:///{self.db}"
         if instance is not None:
@@ -196,7 +201,7 @@ class BotProcess:
         self.settings = given | {f"THREADBOT_{k.upper()}": v for k, v in settings.items()}
         """The variables this process is given (its settings, secrets and the fakes' URLs),
         apart from the environment it inherits."""
-        self.env = env | {"PYTHONPATH": str(ROOT)} | self.settings
+        self.env = env | {"PYTHONPATH": str(ROOT)} | dict(environ or {}) | self.settings
         self.proc: asyncio.subprocess.Process | None = None
         self.said: list[str] = []
         self.stderr: list[str] = []
@@ -208,7 +213,7 @@ class BotProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bot",
+            self.launcher,
             "run",
             cwd=self.dir,
             env=self.env,

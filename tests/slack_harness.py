@@ -16,8 +16,9 @@ import contextlib
 import copy
 import itertools
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
@@ -356,9 +357,14 @@ def _button(message: Mapping[str, Any], action: str) -> tuple[dict[str, Any], st
 
 @contextlib.asynccontextmanager
 async def slack_workspace(
-    settings: Settings, model: ScriptedModel, *, transport: Transport = "http"
+    settings: Settings,
+    model: ScriptedModel,
+    *,
+    transport: Transport = "http",
+    wall_clock: Callable[[], datetime] | None = None,
 ) -> AsyncIterator[Workspace]:
-    """The bot on Slack over ``transport``, against the fakes; everything closed after."""
+    """The bot on Slack over ``transport``, against the fakes; everything closed after.
+    ``wall_clock``: the app's wall clock (the sweeper's), when the test moves it."""
     async with contextlib.AsyncExitStack() as stack:
         socket: FakeSocketModeServer | None = None
         if transport == "socket":
@@ -367,7 +373,8 @@ async def slack_workspace(
             FakeSlackApi(socket_url=socket.url if socket is not None else None)
         )
         http = await stack.enter_async_context(aiohttp.ClientSession())
-        app = await build(settings, model=model)
+        clocked = {"wall_clock": wall_clock} if wall_clock is not None else {}
+        app = await build(settings, model=model, **clocked)
         stack.push_async_callback(app.close)
         adapter = SlackAdapter(
             SlackConfig(

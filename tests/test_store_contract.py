@@ -33,6 +33,7 @@ from conversations.store.health import StoreHealth
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
+from conversations.store.schedules import Schedules
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
 from conversations.store.wakeups import Wakeups
@@ -1104,6 +1105,7 @@ INTERFACES: dict[str, type[Any]] = {
     "claims": DeliveryClaims,
     "wakeups": Wakeups,
     "health": StoreHealth,
+    "schedules": Schedules,
 }
 
 
@@ -1112,9 +1114,10 @@ ELSEWHERE = (
     "test_delivery_claims.py",
     "test_wakeups.py",
     "test_store_health.py",
+    "test_schedules.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it), of ``wakeups`` and of ``health``."""
+deliverer's use of it), of ``wakeups``, of ``health`` and of ``schedules``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

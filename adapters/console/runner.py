@@ -34,6 +34,7 @@ from conversations.events import (
     OutboundAction,
     PostReply,
     ReactionChanged,
+    StartThread,
     UpdateMessage,
 )
 
@@ -91,6 +92,11 @@ class ConsoleAdapter:
         self._session = session or self._state.session
 
     @property
+    def session(self) -> str:
+        """The ``workspace`` of every ref here (and part of every delivery key)."""
+        return self._session
+
+    @property
     def state_created(self) -> bool:
         """The state file was made by this adapter (it did not exist, or was empty)."""
         return self._state.created
@@ -107,7 +113,8 @@ class ConsoleAdapter:
         A send with an ``idempotency_key`` already printed (in this process, or in an
         earlier one with the same state file) prints nothing and returns what the
         first returned. ``PostReply`` in ``ref.thread`` (top level when None) takes
-        the next id; ``UpdateMessage`` and ``AddReaction`` return None. Never raises
+        the next id; ``StartThread`` posts at the top level and its id names the
+        thread; ``UpdateMessage`` and ``AddReaction`` return None. Never raises
         for an unknown message id: it prints what it was given. Raises
         :class:`DeliveryError` when the state file cannot be written to; the action
         was printed then, and a retry with the same key returns without printing.
@@ -119,6 +126,8 @@ class ConsoleAdapter:
             match action:
                 case PostReply():
                     return self._post(action, idempotency_key)
+                case StartThread():
+                    return self._post(action.post(), idempotency_key)
                 case UpdateMessage():
                     self._update(action)
                 case AddReaction():

@@ -48,6 +48,7 @@ from conversations.events import (
     OutboundAction,
     PlatformRef,
     PostReply,
+    StartThread,
     UpdateMessage,
 )
 from conversations.textsplit import split_text
@@ -113,6 +114,9 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
       ``PUT /channels/{thread or channel}/messages/{id}/reactions/{emoji}/@me``
       with the emoji's character, URL-encoded; the name is mapped back with
       :func:`~conversations.emoji.to_unicode`.
+    - :class:`StartThread`: its top-level post (:meth:`StartThread.post`) in
+      ``ref.channel``; the thread is started on the message once it is posted
+      (:func:`start_thread`: its id is known only then).
 
     Buttons (:func:`components`): rows of 5, at most 5 rows; further buttons and
     repeated actions are dropped. Raises ``ValueError`` when ``max_text`` is
@@ -129,6 +133,8 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
         case AddReaction():
             message = _message_id(action.ref, "reaction")
             return [_reaction(_where(action.ref), message, action.emoji)]
+        case StartThread():
+            return _post(action.post(), nonce, max_text)
         case _:
             assert_never(action)
 
@@ -218,6 +224,15 @@ def message_nonce(key: str, part: int = 0) -> str:
     if part == 0 and 0 < len(key) <= MAX_NONCE:
         return key
     return hashlib.sha256(f"{part}:{key}".encode()).hexdigest()[:MAX_NONCE]
+
+
+def start_thread(channel: str, message: str, text: str) -> RestCall:
+    """``POST /channels/{channel}/messages/{message}/threads`` with a name from ``text``
+    (:func:`thread_name`): a public thread on the message, whose id is the message's
+    (https://discord.com/developers/docs/resources/channel#start-thread-from-message)."""
+    return RestCall(
+        "POST", f"/channels/{channel}/messages/{message}/threads", {"name": thread_name(text)}
+    )
 
 
 def thread_name(text: str) -> str:

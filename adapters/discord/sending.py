@@ -22,17 +22,25 @@ from typing import Any, cast
 import discord
 
 from adapters.discord.answers import CommandAnswers, OpenCommand
-from adapters.discord.outbound import RestCall, command_answer, render, seed_reactions
+from adapters.discord.outbound import (
+    RestCall,
+    command_answer,
+    render,
+    seed_reactions,
+    start_thread,
+)
 from adapters.discord.rest import REST_FAILURES, UNREACHABLE, channel_of, request
 from adapters.discord.types import Message
 from adapters.limits import answer_file_name, file_summary
 from conversations.errors import DeliveryError, NotConnected
-from conversations.events import AddReaction, OutboundAction, PostReply
+from conversations.events import AddReaction, OutboundAction, PostReply, StartThread
 
 log = logging.getLogger(__name__)
 
 THREAD_ARCHIVED = 50083
 """Error code: the thread is archived (https://discord.com/developers/docs/topics/opcodes-and-status-codes#json)."""
+THREAD_EXISTS = 160004
+"""Error code: a thread has already been created for this message (a redelivery)."""
 
 
 LOGIN_WAIT = 1.0
@@ -83,6 +91,8 @@ class DiscordSender:
                 if command is not None:
                     return await self._answer(action, command)
                 return await self._post(action, idempotency_key)
+            if isinstance(action, StartThread):
+                return await self._start_thread(action, idempotency_key)
             for call in render(action, nonce=idempotency_key):
                 await self._call(call)
             return None
@@ -111,6 +121,21 @@ class DiscordSender:
         if message_id is not None and action.reactions:
             channel = str(last.get("channel_id") or "")
             await self._seed(action, channel, message_id)
+        return message_id
+
+    async def _start_thread(self, action: StartThread, key: str) -> str | None:
+        """Post ``action``'s message at the top of its channel (its nonce makes a
+        redelivery return the message posted before), then start a thread on it; the
+        thread's id, which is the message's. A thread started before (a redelivery:
+        error 160004) is the one."""
+        message_id = await self._post(action.post(), key)
+        if message_id is None:
+            return None
+        try:
+            await request(self._client, start_thread(action.ref.channel, message_id, action.text))
+        except discord.HTTPException as exc:
+            if exc.code != THREAD_EXISTS:
+                raise
         return message_id
 
     async def _answer(self, action: PostReply, command: OpenCommand) -> str | None:

@@ -38,6 +38,7 @@ from conversations.events import (
     Button,
     OutboundAction,
     PostReply,
+    StartThread,
     UpdateMessage,
 )
 from conversations.textsplit import split_text
@@ -90,6 +91,8 @@ def render(
       cut at a boundary and ends with ``…``.
     - :class:`AddReaction`: one ``reactions.add`` (``channel``, ``timestamp``,
       ``name``) (https://docs.slack.dev/reference/methods/reactions.add).
+    - :class:`StartThread`: its top-level post (:meth:`StartThread.post`), as a
+      :class:`PostReply`; its ``ts`` is the thread's.
 
     Raises ``ValueError`` when ``max_text`` or ``max_section`` is below 20, and
     :class:`~adapters.errors.RenderError` (a ``ValueError``) when an update or a
@@ -103,6 +106,8 @@ def render(
         case AddReaction():
             ts = _message_ts(action.ref.message, "reaction")
             return [_reaction(action.ref.channel, ts, action.emoji)]
+        case StartThread():
+            return _post(action.post(), idempotency_key, max_text, max_section)
         case _:
             assert_never(action)
 

@@ -41,7 +41,7 @@ from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
 from adapters.slack.types import ConversationsReplies, PostMessageAnswer
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited
-from conversations.events import AddReaction, OutboundAction, PostReply
+from conversations.events import AddReaction, OutboundAction, PostReply, StartThread
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,8 @@ class SlackSender:
         try:
             if isinstance(action, PostReply):
                 return await self._post(action, idempotency_key, maybe_sent)
+            if isinstance(action, StartThread):  # the top-level post's ts is the thread's
+                return await self._post(action.post(), idempotency_key, maybe_sent)
             for call in render(action, idempotency_key=idempotency_key):
                 await self._call(call, ignore=("already_reacted",))
             return None

@@ -11,6 +11,9 @@ Each inbound event goes through a short chain of steps, assembled in one place
 4. **route**: the engine gets an input through the conversation's queue (start,
    reply, decision taken at once by compare-and-set, or stop, which jumps the queue).
 
+A scheduled run opens its conversation without an event: :meth:`Hub.open_scheduled`,
+then :meth:`Hub.thread_started` once its message is posted (:mod:`conversations.hub._scheduled`).
+
 The hub takes the store's interfaces (:mod:`conversations.store.interfaces`), never a
 backend; platform-specific help texts come from the adapters (:meth:`Hub.add_texts`).
 """
@@ -21,8 +24,15 @@ import asyncio
 import functools
 import logging
 from collections.abc import Collection
+from datetime import datetime
 
-from conversations.events import InboundEvent, MessagePosted, PostReply, inbound_adapter
+from conversations.events import (
+    InboundEvent,
+    MessagePosted,
+    PlatformRef,
+    PostReply,
+    inbound_adapter,
+)
 from conversations.files import FileFetcher
 from conversations.hub import _chain
 from conversations.hub._authorise import Authorise
@@ -33,6 +43,7 @@ from conversations.hub._files import Downloads
 from conversations.hub._limits import Limits
 from conversations.hub._route import Route
 from conversations.hub._runs import Runs
+from conversations.hub._scheduled import Scheduled
 from conversations.hub._settings import (
     DEFAULT_APPROVE,
     DEFAULT_REJECT,
@@ -43,9 +54,11 @@ from conversations.hub._settings import (
 from conversations.hub._wakeups import Listening
 from conversations.membership import Membership
 from conversations.outbox import Deliverer
+from conversations.schedules import Schedule
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Outgoing, Store
 from conversations.store.leases import Leases
+from conversations.store.schedules import awaits_thread
 from conversations.store.wakeups import Topic
 from conversations.texts import PlatformTexts
 from core.run.engine import Engine
@@ -114,6 +127,12 @@ class Hub:
         """Wake-ups between instances; the app runs :meth:`Listening.keep_listening`."""
         self._authorise = Authorise(access=settings.access)
         self._steps = self._chain()
+        self._scheduled = Scheduled(
+            store=store.schedules,
+            workspace_root=settings.workspace_root,
+            instance=settings.instance,
+            resume=lambda ids: self.resume_unhandled(only=ids),
+        )
 
     def _chain(self) -> list[Step]:
         """The steps every inbound event goes through, in order."""
@@ -261,8 +280,8 @@ class Hub:
         if opening and not mentions:
             return
         conversation = await self._store.threads.find(conversation_id)
-        if conversation is None:
-            return
+        if conversation is None or (opening and awaits_thread(conversation.binding)):
+            return  # a scheduled run starts once its thread is (thread_started)
         if opening:
             self._runs.start(conversation_id, event)
         else:
@@ -273,6 +292,16 @@ class Hub:
         inbound = Inbound(event, Answer(conversation, event), conversation)
         steps = self._steps[self._steps.index(self._authorise) :]
         await _chain.run(steps, inbound)  # past bind and dedupe: it was recorded
+
+    async def open_scheduled(self, schedule: Schedule, due: datetime, now: datetime) -> str | None:
+        """Record ``schedule``'s time ``due`` at ``now`` and open its conversation, unless
+        another instance did: the id, or None (:mod:`conversations.hub._scheduled`)."""
+        return await self._scheduled.open(schedule, due, now)
+
+    async def thread_started(self, conversation_id: str, thread: PlatformRef) -> None:
+        """A scheduled run's message was posted, its thread at ``thread``: bind its
+        conversation there and queue its first request (the deliverer's ``on_thread``)."""
+        await self._scheduled.thread_started(conversation_id, thread)
 
     def tell(self, topic: Topic, conversation_id: str) -> None:
         """Tell the other instances ``topic`` of ``conversation_id`` (a wake-up)."""

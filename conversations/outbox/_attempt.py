@@ -4,7 +4,9 @@
 
 - :class:`Sent`: the platform took the action; the rows are marked sent with the
   platform message id (an edit's: the edited message), so a reaction on that
-  message finds its conversation.
+  message finds its conversation. A :class:`~conversations.events.StartThread`'s
+  thread is told first (``on_thread``: the hub binds the scheduled run's
+  conversation to it and starts its run), then its row is marked sent.
 - :class:`Refused` with ``rate_limited``: the platform answered 429 and asked us to
   wait ``Retry-After`` (https://docs.slack.dev/apis/web-api/rate-limits,
   https://discord.com/developers/docs/topics/rate-limits). That is no failure: the
@@ -30,13 +32,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
 from conversations.adapter import Sender
 from conversations.errors import DeliveryError, RateLimited
-from conversations.events import AddReaction, OutboundAction, PostReply, UpdateMessage
+from conversations.events import (
+    AddReaction,
+    OutboundAction,
+    PlatformRef,
+    PostReply,
+    StartThread,
+    UpdateMessage,
+)
 from conversations.outbox._clock import Clock
 from conversations.outbox._known import KnownRows
 from conversations.store import Outgoing, PendingSend
@@ -53,6 +62,13 @@ MAX_BACKOFF = 60.0
 """Seconds, the longest wait between two failed attempts of a row."""
 UNEXPECTED = "an unexpected error inside the bot (details in its log)"
 """Why a send failed when the adapter raised something other than a delivery error."""
+
+ThreadStarted = Callable[[str, PlatformRef], Awaitable[None]]
+"""``on_thread(conversation id, the thread's ref)``: a :class:`StartThread` was posted."""
+
+
+async def _no_thread(_conversation_id: str, _thread: PlatformRef) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,8 @@ class Attempts:
     (or an attempt cut short), so the sender is told ``maybe_sent`` and looks first;
     so are the rows of ``suspect_conversations``. ``on_sent(platform, seconds)``: after
     each action a platform took, the seconds its sender took (wall time, not ``clock``).
+    ``on_thread``: told each thread a :class:`StartThread` started (see the module
+    docstring); what it raises is raised here, the row still pending.
     """
 
     def __init__(
@@ -100,9 +118,11 @@ class Attempts:
         faults: Faults,
         max_attempts: int,
         on_sent: Callable[[str, float], None] = lambda _platform, _seconds: None,
+        on_thread: ThreadStarted | None = None,
     ) -> None:
         self._outbox = outbox
         self._on_sent = on_sent
+        self._on_thread = on_thread or _no_thread
         self.senders = dict(senders)
         self._clock = clock
         self._faults = faults
@@ -146,6 +166,8 @@ class Attempts:
             self._faults.hit("after_platform_accept")
             if isinstance(action, UpdateMessage):  # the rows are shown in the edited message
                 message_id = action.ref.message
+            if isinstance(action, StartThread) and message_id is not None:
+                await self._on_thread(head.conversation_id, action.thread_ref(message_id))
             await self._outbox.mark_sent(rows, message_id)
             return Sent(message_id)
         finally:
@@ -209,7 +231,7 @@ def report_text(action: OutboundAction, refused: Refused) -> str:
     so I will not.``)."""
     reason = " ".join(refused.error.split())[:300].rstrip(".")
     match action:
-        case PostReply():
+        case PostReply() | StartThread():
             what = f"post a message here (“{_excerpt(action.text)}”)"
         case UpdateMessage():
             what = f"update a message here (“{_excerpt(action.text)}”)"

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from conversations.adapter import Sender
 from conversations.channels import ProgressMode
 from conversations.events import PostReply
-from conversations.outbox._attempt import Attempts
+from conversations.outbox._attempt import Attempts, ThreadStarted
 from conversations.outbox._claims import ClaimedDelivery, HeldClaims
 from conversations.outbox._clock import Clock, as_clock, wait_for_event
 from conversations.outbox._known import KnownRows
@@ -65,7 +65,8 @@ class Deliverer:
     every pending row); ``claimed_elsewhere`` is called with the id of a conversation
     whose rows another live process delivers (the bot tells that process).
     ``on_sent`` is called with the platform and the seconds it took to take each action
-    it took (an operator's delivery latency, ``/metrics``).
+    it took (an operator's delivery latency, ``/metrics``); ``on_thread`` is awaited with
+    each thread a ``StartThread`` row started (:mod:`conversations.outbox._attempt`).
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class Deliverer:
         claim_ttl: float = 60.0,
         claimed_elsewhere: Callable[[str], None] = lambda _id: None,
         on_sent: Callable[[str, float], None] = lambda _platform, _seconds: None,
+        on_thread: ThreadStarted | None = None,
     ) -> None:
         self._known = KnownRows(outbox)
         self._clock = as_clock(clock)
@@ -103,6 +105,7 @@ class Deliverer:
             faults=faults,
             max_attempts=max_attempts,
             on_sent=on_sent,
+            on_thread=on_thread,
         )
         self._gate = ClaimedDelivery(held, self._known, self._attempts, claimed_elsewhere)
         self._ctx = Context(

@@ -17,7 +17,13 @@ from __future__ import annotations
 from typing import assert_never
 
 from conversations.adapter import Sender
-from conversations.events import AddReaction, OutboundAction, PostReply, UpdateMessage
+from conversations.events import (
+    AddReaction,
+    OutboundAction,
+    PostReply,
+    StartThread,
+    UpdateMessage,
+)
 from core.secrets import Redactor
 
 
@@ -27,7 +33,7 @@ def redact_action(action: OutboundAction, redactor: Redactor) -> OutboundAction:
     Button labels and emoji names are threadbot's own words, never redacted.
     """
     match action:
-        case PostReply() | UpdateMessage():
+        case PostReply() | UpdateMessage() | StartThread():
             text = redactor.redact(action.text)
             return action if text == action.text else action.model_copy(update={"text": text})
         case AddReaction():

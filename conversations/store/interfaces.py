@@ -17,6 +17,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`StopRequests`: stops for a run another instance holds. Taken by the stopper.
 - :class:`Requests`: pending requests, reminders and expiry. Taken by hub and sweeper.
 - :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
+- :class:`~conversations.store.schedules.Schedules`: scheduled runs' due times, each
+  recorded once. Taken by the sweeper's scheduler and the hub.
 - :class:`~conversations.store.usage.Usage`: prices and model calls. Taken by the bot.
 - :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
 
@@ -52,6 +54,7 @@ from conversations.store.records import (
     RequestMessage,
     StopRequest,
 )
+from conversations.store.schedules import Schedules
 from conversations.store.upkeep import Requests as Requests
 from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
@@ -354,6 +357,11 @@ class Store(Protocol):
     @property
     def outputs(self) -> OutputStore:
         """Large tool outputs."""
+        ...
+
+    @property
+    def schedules(self) -> Schedules:
+        """Scheduled runs' due times (:mod:`conversations.store.schedules`)."""
         ...
 
     @property

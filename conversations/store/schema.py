@@ -275,3 +275,20 @@ class ToolOutputRow(Base):
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
     content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ScheduleRunRow(Base):
+    """One due time of a schedule, recorded once (:mod:`conversations.store.schedules`):
+    the key ``(schedule, due_at)`` lets one instance's record in, so one instance
+    starts that time's conversation (``conversation_id``; none for a time ``skipped`` or
+    ``seen``). ``claimed_by``: the instance that recorded it, at ``claimed_at``."""
+
+    __tablename__ = "schedule_runs"
+    __table_args__ = (PrimaryKeyConstraint("schedule", "due_at", name="pk_schedule_runs"),)
+
+    schedule: Mapped[str] = mapped_column(String(128))
+    due_at: Mapped[datetime]
+    outcome: Mapped[str] = mapped_column(String(16))
+    claimed_by: Mapped[str] = mapped_column(String(64))
+    claimed_at: Mapped[datetime]
+    conversation_id: Mapped[str | None] = mapped_column(String(32))

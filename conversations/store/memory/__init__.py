@@ -25,6 +25,7 @@ from conversations.store.memory.outbox import MemoryOutbox
 from conversations.store.memory.outputs import MemoryOutputs
 from conversations.store.memory.requests import MemoryRequests
 from conversations.store.memory.retention import MemoryRetention
+from conversations.store.memory.schedules import MemorySchedules
 from conversations.store.memory.stops import MemoryStopRequests
 from conversations.store.memory.threads import MemoryThreads
 from conversations.store.memory.usage import MemoryUsage
@@ -64,6 +65,7 @@ class MemoryStore:
         self.retention = MemoryRetention(self._tables)
         self.usage = MemoryUsage(self._tables)
         self.outputs = MemoryOutputs(self._tables)
+        self.schedules = MemorySchedules(self._tables)
         self.health = MemoryHealth(self._tables)
 
     @property

@@ -17,6 +17,7 @@ from typing import Any
 from conversations.events import OutboundAction, PlatformRef
 from conversations.store.interfaces import Renderer
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
+from conversations.store.schedules import ScheduleRun
 from conversations.store.schema import utcnow
 from core.pricing import Price
 from core.vocabulary.entries import JournalRecord
@@ -157,6 +158,8 @@ class Tables:
     stops: list[StopEntry] = field(default_factory=list)
     prices: list[Price] = field(default_factory=list)
     outputs: dict[tuple[str, str], str] = field(default_factory=dict)
+    schedule_runs: dict[tuple[str, datetime], ScheduleRun] = field(default_factory=dict)
+    """Due times recorded, by ``(schedule, due)`` (UTC): ``schedule_runs`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 

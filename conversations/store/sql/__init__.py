@@ -19,6 +19,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``retention``: pruning
 - ``usage``: price entries, model calls, spend and reports
 - ``outputs``: large tool outputs kept whole
+- ``schedules``: scheduled runs' due times, each recorded once
 - ``health``: reachability, schema revision and levels, for an operator
 """
 
@@ -38,6 +39,7 @@ from conversations.store.sql.outbox import SqlOutbox
 from conversations.store.sql.outputs import SqlOutputs
 from conversations.store.sql.requests import SqlRequests
 from conversations.store.sql.retention import SqlRetention
+from conversations.store.sql.schedules import SqlSchedules
 from conversations.store.sql.stops import SqlStopRequests
 from conversations.store.sql.threads import SqlThreads
 from conversations.store.sql.usage import SqlUsage
@@ -80,6 +82,7 @@ class SqlStore:
         self.retention = SqlRetention(self._db)
         self.usage = SqlUsage(self._db)
         self.outputs = SqlOutputs(self._db)
+        self.schedules = SqlSchedules(self._db)
         self.health = SqlHealth(self._db)
 
     @property

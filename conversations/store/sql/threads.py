@@ -58,21 +58,14 @@ class SqlThreads:
         def open_(session: Session) -> str | None:
             if not add_delivery(session, delivery_key, conversation_id, event):
                 return None
-            session.connection().execute(  # Core, not the ORM's unit of work
-                insert(CONVERSATIONS).values(
-                    id=conversation_id,
-                    platform=binding.platform,
-                    workspace=binding.workspace,
-                    channel=binding.channel,
-                    thread=binding.thread or "",
-                    parent=binding.parent,
-                    requester_id=requester.id,
-                    requester_name=requester.name,
-                    lifecycle=Lifecycle.IDLE.value,
-                    position=position,
-                    workspace_dir=str(workspace_root / conversation_id),
-                    **_leased(lease),
-                )
+            insert_conversation(
+                session,
+                conversation_id,
+                binding=binding,
+                requester=requester,
+                workspace_root=workspace_root,
+                position=position,
+                lease=lease,
             )
             return conversation_id
 
@@ -188,6 +181,36 @@ class SqlThreads:
 
 def _info(row: ConversationRow | None) -> ConversationInfo | None:
     return info_of(row) if row is not None else None
+
+
+def insert_conversation(
+    session: Session,
+    conversation_id: str,
+    *,
+    binding: PlatformRef,
+    requester: Person,
+    workspace_root: Path,
+    position: str,
+    lease: tuple[str, float] | None = None,
+) -> None:
+    """Insert an ``idle`` conversation ``conversation_id`` bound to ``binding`` in
+    ``session``'s write transaction (see :meth:`SqlThreads.open_conversation`)."""
+    session.connection().execute(  # Core, not the ORM's unit of work
+        insert(CONVERSATIONS).values(
+            id=conversation_id,
+            platform=binding.platform,
+            workspace=binding.workspace,
+            channel=binding.channel,
+            thread=binding.thread or "",
+            parent=binding.parent,
+            requester_id=requester.id,
+            requester_name=requester.name,
+            lifecycle=Lifecycle.IDLE.value,
+            position=position,
+            workspace_dir=str(workspace_root / conversation_id),
+            **_leased(lease),
+        )
+    )
 
 
 def _leased(lease: tuple[str, float] | None) -> dict[str, Any]:
