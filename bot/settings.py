@@ -69,7 +69,7 @@ from bot.layer_tables import (
     WorkflowName,
     micro_usd,
 )
-from bot.layers import Layers
+from bot.layers import Layers, UnknownWorkflows
 from bot.loosening import Grants
 from bot.schedules import ScheduleEntry, check_schedules
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
@@ -655,8 +655,8 @@ class Settings(BaseSettings):
 
         Raises ``ValueError`` naming the table for a rule about a tool not in
         ``known_tools``, and :class:`bot.layers.UnknownWorkflows` for a ``workflow`` or
-        ``workflows`` value, in any layer, naming none of ``known_workflows`` (None: not
-        checked).
+        ``workflows`` value, in any layer, or a schedule's ``workflow``, naming none of
+        ``known_workflows`` (None: not checked).
         """
         set_by = {}
         for name in self.model_fields_set & {*LAYERED, *_GRANTS, "policy"}:
@@ -683,6 +683,15 @@ class Settings(BaseSettings):
         layers.check_tools()
         if known_workflows is not None:
             layers.check_workflows(known_workflows, toml_file=str(self.toml_file()))
+            said = ", ".join(known_workflows)
+            unknown = [
+                f"{self.toml_file()}: schedules.{each.name}.workflow: no workflow called "
+                f"{each.workflow!r}; known: {said}"
+                for each in self.schedules
+                if each.workflow is not None and each.workflow not in known_workflows
+            ]
+            if unknown:
+                raise UnknownWorkflows(unknown)
         return layers
 
     def workflow_library(self, known_tools: Collection[str] | None = None) -> WorkflowLibrary:

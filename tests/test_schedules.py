@@ -1,5 +1,6 @@
-"""Scheduled runs (issue 29, "Time"): the store's ``schedules`` contract on each backend,
-which times a sweep starts, skips or passes over, and the settings that declare them.
+"""Scheduled runs (docs/architecture.md, "Scheduled runs"): the store's ``schedules``
+contract on each backend, which times a sweep starts, skips or passes over, and the
+settings that declare them.
 
 The contract: a due time is recorded once (of two concurrent starts exactly one opens a
 conversation), with the conversation it started, its delivery kept unhandled and its

@@ -191,3 +191,25 @@ async def test_a_workflow_of_the_folder_is_what_a_conversation_asking_for_it_run
         "answering",
         "answered",
     ]
+
+
+def test_a_schedule_naming_a_workflow_there_is_not_is_a_settings_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    schedule = {
+        "name": "nightly-check",
+        "cron": "0 2 * * *",
+        "channel": "console",
+        "workflow": "nightly",
+        "request": "Check it.",
+        "owner": "alice",
+    }
+    settings = Settings.model_validate({"schedules": [schedule]})
+    library = settings.workflow_library(bot_tools())
+    with pytest.raises(UnknownWorkflows) as raised:
+        settings.layers(known_tools=bot_tools(), known_workflows=library.names)
+    assert list(raised.value.lines) == [
+        "threadbot.toml: schedules.nightly-check.workflow: no workflow called 'nightly'; "
+        "known: default, chat, validate-fix"
+    ]

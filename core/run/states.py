@@ -264,7 +264,6 @@ def timer(run: Run, state: State) -> Change:
         id=run.opening.new_id(),
         prompt=f"Waiting until {fires:%Y-%m-%d %H:%M} UTC",
         expires_at=fires,
-        position=run.snap.position,
     )
     note = ProgressNote(
         text=f"waiting until {fires:%Y-%m-%d %H:%M} UTC", step=run.snap.position, mark="⏳"

@@ -155,8 +155,6 @@ class WaitRequest(_Request):
 
     wait = WaitKind.TIMER
     kind: Literal[RequestKind.WAIT] = RequestKind.WAIT
-    position: str = ""
-    """The workflow state that waits."""
 
 
 PendingRequest = Annotated[
