@@ -55,7 +55,6 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="start every configured adapter (the console if none)")
     commands.add_parser("console", help="chat with the bot in this terminal")
-    commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     db = commands.add_parser("db", help="database maintenance")
     db.set_defaults(group=db)
     db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
@@ -101,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--mermaid", action="store_true", help="print a Mermaid stateDiagram-v2 instead"
     )
+    commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
     usage.add_argument(
         "--by",

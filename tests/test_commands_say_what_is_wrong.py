@@ -214,7 +214,16 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
     assert result.returncode == 0
     # "    run       start every...", not the next line of a wrapped description
     listed = re.findall(r"^ {4}(\w+) ", result.stdout, flags=re.MULTILINE)
-    assert listed == ["run", "console", "db", "doctor", "settings", "workflows", "usage"]
+    assert listed == [
+        "run",
+        "console",
+        "db",
+        "doctor",
+        "settings",
+        "workflows",
+        "schedules",
+        "usage",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -43,11 +43,11 @@ def arrival(
 ) -> Change:
     """The change of entering ``target`` from the conversation's position, ``status``
     being its status before (``running``, or ``waiting`` when a timer fired: it runs
-    again). At an ``end`` state the run ends
-    ``done`` (``failed`` for an end whose ``status`` says so) with ``answer``, or the
-    state's message filled in (:func:`end_message`), and ``stats`` as its footer; at
-    another state it goes on, with a progress note of the state's description when it
-    has one and is not a person's step (their request says it)."""
+    again). At an ``end`` state the run ends ``done`` (``failed`` for an end whose
+    ``status`` says so) with ``answer``, or the state's message filled in
+    (:func:`end_message`), and ``stats`` as its footer; at another state it goes on,
+    with a progress note of the state's description when it has one and is not a
+    person's step (their request says it)."""
     state = workflow.state(target)
     entered = workflow.entered(snap.position, target)
     if state.kind is StateKind.END:
