@@ -34,24 +34,33 @@ def footer(transcript: str) -> str:
     return transcript.rstrip("\n").splitlines()[-1].strip()
 
 
-async def test_chat_answers_with_no_plan_and_denies_a_mutating_call(make_app) -> None:
+async def test_chat_answers_with_no_plan_and_denies_a_plan_and_a_mutating_call(make_app) -> None:
+    plan = ScriptedCall("propose_plan", {"steps": ["Change notes.md"]})
     write = ScriptedCall("write_file", {"path": "notes.md", "content": "changed"})
-    model = ScriptedModel([ScriptedTurn(calls=[write]), finish("The workspace is empty.")])
+    model = ScriptedModel(
+        [
+            ScriptedTurn(calls=[plan]),  # read_only names no tool that moves the workflow
+            ScriptedTurn(calls=[write]),
+            finish("The workspace is empty."),
+        ]
+    )
     app = await make_app(model)
 
     transcript = await run_console(app, "workflow=chat what is in the workspace?\n")
 
     assert "📋 Plan" not in transcript and "reactions:" not in transcript  # nothing to approve
+    assert "was not run: The tool propose_plan is not available at the answering" in transcript
     assert "write_file notes.md was not run: The tool write_file is not available" in transcript
     assert "✅ The workspace is empty." in transcript
     assert footer(transcript).endswith("· workflow chat")
     snap = await app.store.journal.load(await only_conversation(app))
     assert snap.status.lifecycle is Lifecycle.DONE
     assert snap.requests == ()
-    assert [r.state for r in snap.tool_calls.values() if r.name == "write_file"] == [
-        ToolState.DENIED
-    ]
+    denied = {r.name for r in snap.tool_calls.values() if r.state is ToolState.DENIED}
+    assert denied == {"propose_plan", "write_file"}
     assert not (Path(snap.workspace) / "notes.md").exists()
+    offered = {t.name for t in model.requests[0].tools}
+    assert {"propose_plan", "write_file"} <= offered  # every request offers every tool
     said = model.requests[0].messages[0]["content"][-1]["text"]
     assert said == "alice: what is in the workspace?"  # workflow=chat is not the model's
 
