@@ -136,7 +136,7 @@ def _fixing(messages: Sequence[Message]) -> list[ScriptedCall]:
     else:
         answer = (
             f"I wrote the end of the check's output to {FIX_NOTES}; a demo cannot fix the "
-            "code itself, so the check will likely fail again."
+            "code itself. The check runs again now."
         )
     return [ScriptedCall("finish", {"answer": answer + _DEMO_NOTE})]
 
