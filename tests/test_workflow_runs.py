@@ -449,3 +449,21 @@ async def test_a_workflow_that_needs_the_check_command_is_refused_without_it(
         "Workflow `validate-fix` needs the `check_command` setting, which is not set for "
         "this channel. Nothing was started."
     ]
+
+
+async def test_a_check_command_changed_after_the_plan_runs_the_one_approved(
+    tmp_path: Path,
+) -> None:
+    first = Bot(tmp_path, ScriptedModel([]), check_command="echo the-approved-check")
+    await first.mention("workflow=validate-fix")
+    assert "`echo the-approved-check`" in (await first.texts())[-1]
+
+    # The channel's setting changes and the bot restarts before anyone approves.
+    second = Bot(tmp_path, ScriptedModel([]), store=first.store, check_command="echo another")
+    second.cid = first.cid
+    await second.approve_plan()
+
+    texts = await second.texts()
+    assert not any("another" in text for text in texts)
+    assert texts[-1].startswith("✅ `echo the-approved-check` passes.")
+    assert "the-approved-check" in texts[-1].split("Its last output:")[1]

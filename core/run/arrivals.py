@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from core.run.settings import EngineSettings
 from core.tools import control
 from core.vocabulary import lifecycle
-from core.vocabulary.entries import AssistantTurn, ToolResultEntry, UserText
+from core.vocabulary.entries import AssistantTurn, ToolResultEntry, UserText, WorkflowChosen
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle, Status
 from core.vocabulary.run_events import ProgressNote, RunAnswered, RunStats
@@ -126,7 +126,7 @@ def ends_run(workflow: Workflow, snap: ConversationSnapshot) -> bool:
 
 def end_message(state: State, snap: ConversationSnapshot, settings: EngineSettings) -> str:
     """An ``end`` state's message with its placeholders filled in: ``{check_command}``
-    (the setting), ``{request}`` (the newest request's words), ``{last_output}`` (the end
+    (:func:`check_command`), ``{request}`` (the newest request's words), ``{last_output}`` (the end
     of the newest fixed action's result, :data:`OUTPUT_SHOWN` characters) and ``{runs}``
     (how many fixed actions ran since the request)."""
     return fill(state.message, placeholders(snap, settings))
@@ -159,11 +159,28 @@ def placeholders(snap: ConversationSnapshot, settings: EngineSettings) -> dict[s
     if len(output) > OUTPUT_SHOWN:
         output = "…" + output[-OUTPUT_SHOWN:]
     return {
-        "check_command": settings.check_command,
+        "check_command": check_command(snap, settings),
         "request": request,
         "last_output": output.strip() or "(no output)",
         "runs": str(runs),
     }
+
+
+def check_command(snap: ConversationSnapshot, settings: EngineSettings) -> str:
+    """What ``{check_command}`` stands for in the conversation: the command journaled when
+    its workflow was chosen (:class:`core.vocabulary.entries.WorkflowChosen`: the plan a
+    person approved names it), else, journaled before it was kept or with no workflow
+    chosen, the ``check_command`` setting's. Read from the start of the journal (the
+    choice comes before the first request)."""
+    for record in snap.journal:
+        entry = record.entry
+        if isinstance(entry, WorkflowChosen):
+            if entry.check_command is not None:
+                return entry.check_command
+            break
+        if isinstance(entry, UserText) and entry.role == "request":
+            break
+    return settings.check_command
 
 
 def _acts(turn: AssistantTurn) -> bool:

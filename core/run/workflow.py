@@ -71,7 +71,11 @@ def choose(
     workflow = library[name] if name in library else library[DEFAULT]
     if needs_check_command(workflow) and not settings.check_command:
         return WorkflowRefused(asked=workflow.name, allowed=may, missing="check_command")
-    entry = WorkflowChosen(name=workflow.name, definition=workflow.model_dump_json(by_alias=True))
+    entry = WorkflowChosen(
+        name=workflow.name,
+        definition=workflow.model_dump_json(by_alias=True),
+        check_command=settings.check_command,
+    )
     return Chosen(workflow=workflow, entry=entry)
 
 
