@@ -11,6 +11,7 @@ end, the next state with the answer as a progress note.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from core.run.settings import EngineSettings
@@ -25,7 +26,8 @@ from core.workflows.model import Outcome, State, StateKind, Workflow
 from core.workflows.moves import follow
 
 OUTPUT_SHOWN = 3000
-"""Characters of an action's output an ``end`` message's ``{last_output}`` shows (its end)."""
+"""Characters of an action's output an ``end`` message's ``{last_output}`` shows (its end,
+:func:`shown_output`); the adapters split a message past their platform's limit."""
 
 MARK = "➡️"
 """The mark of the progress note of a state the workflow entered by itself."""
@@ -127,7 +129,7 @@ def ends_run(workflow: Workflow, snap: ConversationSnapshot) -> bool:
 def end_message(state: State, snap: ConversationSnapshot, settings: EngineSettings) -> str:
     """An ``end`` state's message with its placeholders filled in: ``{check_command}``
     (:func:`check_command`), ``{request}`` (the newest request's words), ``{last_output}`` (the end
-    of the newest fixed action's result, :data:`OUTPUT_SHOWN` characters) and ``{runs}``
+    of the newest fixed action's result, :func:`shown_output`) and ``{runs}``
     (how many fixed actions ran since the request)."""
     return fill(state.message, placeholders(snap, settings))
 
@@ -155,15 +157,31 @@ def placeholders(snap: ConversationSnapshot, settings: EngineSettings) -> dict[s
         elif isinstance(entry, UserText) and entry.role == "request":
             request = entry.text
             break
-    output = results.get(last_call, "")
-    if len(output) > OUTPUT_SHOWN:
-        output = "…" + output[-OUTPUT_SHOWN:]
+    output = shown_output(results.get(last_call, ""))
     return {
         "check_command": check_command(snap, settings),
         "request": request,
         "last_output": output.strip() or "(no output)",
         "runs": str(runs),
     }
+
+
+def shown_output(output: str) -> str:
+    """``output`` as an ``end`` message shows it in a code block: its last
+    :data:`OUTPUT_SHOWN` characters from a line's start (``…`` on a line of its own
+    first when cut), each run of three backticks or more broken with zero-width spaces,
+    so no line of it closes the message's code block early (a fence on Slack, Discord
+    and CommonMark alike)."""
+    if len(output) > OUTPUT_SHOWN:
+        tail = output[-OUTPUT_SHOWN:]
+        start = tail.find("\n")
+        if output[-OUTPUT_SHOWN - 1] != "\n" and 0 <= start < len(tail) - 1:
+            tail = tail[start + 1 :]  # the cut line's end, dropped
+        output = "…\n" + tail
+    return _FENCE.sub(lambda found: "\u200b".join(found.group()), output)
+
+
+_FENCE = re.compile(r"`{3,}")
 
 
 def check_command(snap: ConversationSnapshot, settings: EngineSettings) -> str:
