@@ -157,3 +157,24 @@ async def test_a_long_check_output_keeps_to_the_platform_s_limit_inside_its_code
         assert "`\u200b`\u200b`\na fence in the output\ncheck run 1" in body
         assert whole.endswith(" · workflow validate-fix")
         assert (await thread.snapshot()).status.lifecycle is Lifecycle.DONE
+
+
+async def test_a_check_the_policy_denies_says_why_and_the_run_stops_there(
+    settings, tmp_path: Path
+) -> None:
+    settings.git_repo = str(check_repo(tmp_path, passes_at=1))
+    settings.check_command = CHECK
+    settings.mutating_tools = False
+    async with slack_workspace(settings, ScriptedModel([])) as ws:
+        root = await ws.mention("make the check pass workflow=validate-fix")
+        await ws.react(ws.post(root, "📋 Plan (v1)")["ts"])
+
+        assert ws.api.posted_texts(CHANNEL, root)[-2:] == [
+            f"⏳ `{CHECK}` was not run: Denied by policy: mutating tools are off here "
+            "(the settings' `mutating_tools`)",
+            "⚠️ The workflow cannot go on: the check step's run_command call was denied.\n"
+            "Reply in this thread to start again.",
+        ]
+        snap = await ws.snapshot(root)
+        assert snap.status.lifecycle is Lifecycle.FAILED
+        assert not (Path(snap.workspace) / "check-runs").exists()
