@@ -135,10 +135,12 @@ def end_message(state: State, snap: ConversationSnapshot, settings: EngineSettin
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with each ``{name}`` of ``values`` replaced (other braces left as they are)."""
-    for name, value in values.items():
-        text = text.replace("{" + name + "}", value)
-    return text
+    """``text`` with each ``{name}`` of ``values`` replaced (other braces left as they are),
+    in one pass: a value that holds ``{name}`` (a request's words) is not filled in again."""
+    return _PLACEHOLDER.sub(lambda found: values.get(found.group(1), found.group(0)), text)
+
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
 def placeholders(snap: ConversationSnapshot, settings: EngineSettings) -> dict[str, str]:
