@@ -176,8 +176,9 @@ def stop_text(event: Stopped) -> str:
 
 
 def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:
+    change = "" if event.fixed else "reply here to change it, or "  # the workflow's own
     lines = [
-        f"📋 Plan (v{event.version}){HINT}reply here to change it, or react "
+        f"📋 Plan (v{event.version}){HINT}{change}react "
         f":{settings.approve_emoji}: to approve / :{settings.reject_emoji}: to reject"
     ]
     lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]

@@ -178,3 +178,24 @@ async def test_a_check_the_policy_denies_says_why_and_the_run_stops_there(
         snap = await ws.snapshot(root)
         assert snap.status.lifecycle is Lifecycle.FAILED
         assert not (Path(snap.workspace) / "check-runs").exists()
+
+
+async def test_the_check_plan_is_not_offered_for_change_by_a_reply_and_a_reply_changes_nothing(
+    settings, tmp_path: Path
+) -> None:
+    settings.git_repo = str(check_repo(tmp_path, passes_at=1))
+    settings.check_command = CHECK
+    model = ScriptedModel([])
+    async with slack_workspace(settings, model) as ws:
+        root = await ws.mention("make the check pass workflow=validate-fix")
+        plan = ws.post(root, "📋 Plan (v1)")
+        assert plan["text"].splitlines()[0] == (
+            "📋 Plan (v1) — react :white_check_mark: to approve / :x: to reject"
+        )
+
+        await ws.reply(root, "use make lint instead")
+
+        assert len(ws.posts(root)) == 1  # no plan v2: the workflow's plan is not revised
+        snap = await ws.snapshot(root)
+        assert str(snap.status) == "waiting(plan_approval)" and snap.plan_version == 1
+        assert model.requests == []
