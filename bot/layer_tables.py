@@ -74,8 +74,26 @@ WorkflowName = Annotated[str, StringConstraints(strip_whitespace=True, min_lengt
 """A workflow's name (``default``, ``chat``, ``validate-fix``, or one of the
 ``workflows_folder``'s); whether the bot has it is checked at start
 (:meth:`bot.layers.Layers.check_workflows`)."""
-CheckCommand = Annotated[str, StringConstraints(max_length=2_000)]
-"""The command a workflow's ``{check_command}`` stands for (empty: none)."""
+
+
+def _shown_whole(command: str) -> str:
+    """``command``, when the plan a person approves can show it as one code span: no
+    backtick, no line break (ValueError otherwise)."""
+    if "`" in command:
+        raise ValueError(
+            "no backticks: the plan shows the command in a code span, which a backtick "
+            "would end (write $(...) instead)"
+        )
+    if "\n" in command or "\r" in command:
+        raise ValueError(
+            "one line: the plan shows the command in a code span (join commands with && or ;)"
+        )
+    return command
+
+
+CheckCommand = Annotated[str, StringConstraints(max_length=2_000), AfterValidator(_shown_whole)]
+"""The command a workflow's ``{check_command}`` stands for (empty: none): one line without
+backticks, so the plan a person approves shows it whole."""
 
 
 def micro_usd(dollars: float) -> int:

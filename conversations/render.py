@@ -22,7 +22,14 @@ from typing import Literal, assert_never
 from conversations.actions import ApproveButton, RejectButton
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
-from conversations.totals import branch_line, calls_said, count_said, format_stats, roles_line
+from conversations.totals import (
+    branch_line,
+    calls_said,
+    code_text,
+    count_said,
+    format_stats,
+    roles_line,
+)
 from core.pricing import dollars
 from core.requests.escalation import stuck_line
 from core.vocabulary.run_events import (
@@ -127,17 +134,28 @@ def _refused(event: Refused, settings: RenderSettings) -> str:
 
 def workflow_refusal(event: WorkflowRefused) -> str:
     """``Workflow `deploy` is not allowed in this channel; ask for one of: default, chat
-    (workflow=NAME in the mention).``, or the setting it needs and does not have."""
+    (workflow=NAME in the mention).``, or the setting it needs and does not have. The name
+    asked for is shown as code text (:func:`conversations.totals.code_text`), at most
+    :data:`ASKED_SHOWN` characters of it."""
     if event.missing:
         return (
             f"Workflow `{event.asked}` needs the `{event.missing}` setting, which is not set "
             "for this channel. Nothing was started."
         )
     allowed = ", ".join(event.allowed) or "none"
-    return (
-        f"Workflow `{event.asked}` is not allowed in this channel; ask for one of: "
-        f"{allowed} (workflow=NAME in the mention). Nothing was started."
+    asked = code_text(event.asked)
+    if len(asked) > ASKED_SHOWN:
+        asked = asked[:ASKED_SHOWN] + "…"
+    said = (
+        f"Workflow `{asked}` is not allowed in this channel"
+        if asked
+        else "`workflow=` names no workflow"
     )
+    return f"{said}; ask for one of: {allowed} (workflow=NAME in the mention). Nothing was started."
+
+
+ASKED_SHOWN = 64
+"""Characters of the name a refused ``workflow=NAME`` asked for that its refusal shows."""
 
 
 def refusal(action: Literal["decide", "stop", "restart"], name: str) -> str:
@@ -158,8 +176,9 @@ def stop_text(event: Stopped) -> str:
 
 
 def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:
+    change = "" if event.fixed else "reply here to change it, or "  # the workflow's own
     lines = [
-        f"📋 Plan (v{event.version}){HINT}reply here to change it, or react "
+        f"📋 Plan (v{event.version}){HINT}{change}react "
         f":{settings.approve_emoji}: to approve / :{settings.reject_emoji}: to reject"
     ]
     lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]

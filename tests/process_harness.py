@@ -393,6 +393,14 @@ class Channel:
         await self.react(bot, str(plan["ts"]))
         return thread
 
+    async def reply(self, bot: Target, thread: str, text: str) -> str:
+        """Alice answers in ``thread`` (a plain message, no mention); the reply's ts."""
+        ts = str(self.api.add_message(CHANNEL, text, user=ALICE, thread_ts=thread)["ts"])
+        body = event_body("message_thread_reply")
+        body["event"].update(text=text, user=ALICE, ts=ts, event_ts=ts, thread_ts=thread)
+        await self.deliver(bot, body)
+        return ts
+
     async def react(self, bot: Target, message: str, emoji: str = "white_check_mark") -> None:
         body = event_body("reaction_added")
         body["event"].update(user=ALICE, reaction=emoji)

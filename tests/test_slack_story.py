@@ -135,6 +135,7 @@ async def test_the_story_over_http(settings) -> None:
 
         await ws.reply(root, "staging, please")
         answer = ws.post(root, "✅ The login test is fixed.")
+        assert answer["text"].endswith(" · workflow default")  # the footer names the workflow
 
         assert [where(c) for c in ws.calls()] == [
             ("chat.postMessage", CHANNEL, root),  # the plan

@@ -283,6 +283,60 @@ CASES: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "a workflow's name with odd characters",
+        edited(('name = "review"', 'name = "Review it!"')),
+        [
+            (
+                'name = "Review it!"',
+                "workflow.name: a workflow's name is lowercase letters, digits, - and _ "
+                "(at most 63), starting with a letter or a digit",
+            )
+        ],
+    ),
+    (
+        "a state's name with odd characters",
+        edited(('not_run = "answered"', 'not_run = "not `run`"'))
+        + '\n[states."not `run`"]\nkind = "end"\n',
+        [
+            (
+                '[states."not `run`"]',
+                "state 'not `run`': a state's name holds letters, digits, - and _ only "
+                "(at most 63), starting with a letter or a digit",
+            )
+        ],
+    ),
+    (
+        "a choice whose options are twice there, an outcome's name or a number",
+        edited(
+            ('rejected = "planning"', 'rejected = "choosing"'),
+        )
+        + '\n[states.choosing]\nkind = "human"\nask = "choose"\nprompt = "How?"\n'
+        'options = ["again", "Again", "timeout", "2"]\n'
+        'on = { again = "planning", Again = "planning", timeout = "answered", 2 = "answered" }\n',
+        [
+            (
+                'options = ["again"',
+                "option 'Again' is there twice (an answer names it in any case)",
+            ),
+            (
+                'options = ["again"',
+                "option 'timeout' is the name of an outcome of its own: call it otherwise",
+            ),
+            ('options = ["again"', "option '2' is a number: an answer's number picks an option"),
+        ],
+    ),
+    (
+        "an action that calls the model's own tool",
+        edited(('command = "make test"', 'tool = "finish"\nargs = { answer = "done" }')),
+        [
+            (
+                'tool = "finish"',
+                "'finish' is the model's own tool, not an action's (a human step asks the "
+                "people, an end answers)",
+            )
+        ],
+    ),
+    (
         "a key no state has",
         edited(('command = "make test"\n', 'command = "make test"\nretries = 2\n')),
         [

@@ -630,3 +630,57 @@ async def test_each_state_entered_is_a_span_with_the_workflow_and_the_state(
         ("validate-fix", "check", "action"),
         ("validate-fix", "passed", "end"),
     ]
+
+
+async def test_a_check_command_changed_after_the_plan_runs_the_one_approved(
+    tmp_path: Path,
+) -> None:
+    first = Bot(tmp_path, ScriptedModel([]), check_command="echo the-approved-check")
+    await first.mention("workflow=validate-fix")
+    assert "`echo the-approved-check`" in (await first.texts())[-1]
+
+    # The channel's setting changes and the bot restarts before anyone approves.
+    second = Bot(tmp_path, ScriptedModel([]), store=first.store, check_command="echo another")
+    second.cid = first.cid
+    await second.approve_plan()
+
+    texts = await second.texts()
+    assert not any("another" in text for text in texts)
+    assert texts[-1].startswith("✅ `echo the-approved-check` passes.")
+    assert "the-approved-check" in texts[-1].split("Its last output:")[1]
+
+
+ECHOING = """
+[workflow]
+name = "echoing"
+start = "approve"
+
+[states.approve]
+kind = "human"
+ask = "approve"
+steps = ["Say what was asked"]
+
+[states.approve.on]
+approved = "said"
+rejected = "said"
+
+[states.said]
+kind = "end"
+message = "You asked: {request}"
+"""
+
+
+async def test_a_request_that_holds_a_placeholder_is_shown_as_it_was_written(
+    tmp_path: Path,
+) -> None:
+    bot = Bot(
+        tmp_path,
+        ScriptedModel([]),
+        extra=[Source("echoing.toml", ECHOING)],
+        check_command="make secret-check",
+    )
+    await bot.mention("workflow=echoing what is {check_command} after {runs}?")
+    await bot.approve_plan()
+
+    answer = (await bot.texts())[-1]
+    assert answer.startswith("✅ You asked: what is {check_command} after {runs}?\n")

@@ -213,3 +213,29 @@ def test_a_schedule_naming_a_workflow_there_is_not_is_a_settings_error(
         "threadbot.toml: schedules.nightly-check.workflow: no workflow called 'nightly'; "
         "known: default, chat, validate-fix"
     ]
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "said"),
+    [
+        (
+            "",
+            {"THREADBOT_CHECK_COMMAND": "make test `date`"},
+            "  THREADBOT_CHECK_COMMAND ('make test `date`'): no backticks: the plan shows the "
+            "command in a code span, which a backtick would end (write $(...) instead)\n",
+        ),
+        (
+            '[slack.T0123.channels.C0456]\ncheck_command = """make lint\nmake test"""\n',
+            {},
+            "  threadbot.toml: slack.T0123.channels.C0456.check_command: one line: the plan "
+            "shows the command in a code span (join commands with && or ;)\n",
+        ),
+    ],
+    ids=["backticks", "two lines"],
+)
+def test_a_check_command_the_plan_could_not_show_whole_is_a_settings_error(
+    tmp_path: Path, toml: str, env: dict[str, str], said: str
+) -> None:
+    done = explain_channel(tmp_path, toml=toml, **env)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "threadbot: bad settings:\n" + said

@@ -54,6 +54,11 @@ class ToolSpec(BaseModel):
     """A ``read_only`` tool's call may be tried again after a failure, by the run's retry
     policy (:mod:`core.retry`); a read-only tool whose every call costs (a paid lookup)
     says False. Mutating and control tools are never tried again, whatever this says."""
+    ends_turn: bool = False
+    """A control tool whose call ends the model's turn and moves the workflow on
+    (``propose_plan``, ``ask_user``, ``finish``: :func:`core.tools.control.ends_turn`): a
+    workflow state offers it only by naming it, never through the ``read_only`` group
+    (:meth:`core.tools.base.Toolbox.select`). Not sent to the model."""
 
 
 ToolChoice = Literal["auto", "none"]

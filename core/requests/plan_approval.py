@@ -82,7 +82,11 @@ def open_plan(
         events=(
             *replaced,
             PlanProposed(
-                request_id=request.id, version=version, steps=tuple(steps), tools=tuple(tools)
+                request_id=request.id,
+                version=version,
+                steps=tuple(steps),
+                tools=tuple(tools),
+                fixed=workflow.state(position).ask == "approve",
             ),
         ),
     )

@@ -11,12 +11,13 @@ end, the next state with the answer as a progress note.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from core.run.settings import EngineSettings
 from core.tools import control
 from core.vocabulary import lifecycle
-from core.vocabulary.entries import AssistantTurn, ToolResultEntry, UserText
+from core.vocabulary.entries import AssistantTurn, ToolResultEntry, UserText, WorkflowChosen
 from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle, Status
 from core.vocabulary.run_events import ProgressNote, RunAnswered, RunStats
@@ -25,7 +26,8 @@ from core.workflows.model import Outcome, State, StateKind, Workflow
 from core.workflows.moves import follow
 
 OUTPUT_SHOWN = 3000
-"""Characters of an action's output an ``end`` message's ``{last_output}`` shows (its end)."""
+"""Characters of an action's output an ``end`` message's ``{last_output}`` shows (its end,
+:func:`shown_output`); the adapters split a message past their platform's limit."""
 
 MARK = "➡️"
 """The mark of the progress note of a state the workflow entered by itself."""
@@ -126,17 +128,19 @@ def ends_run(workflow: Workflow, snap: ConversationSnapshot) -> bool:
 
 def end_message(state: State, snap: ConversationSnapshot, settings: EngineSettings) -> str:
     """An ``end`` state's message with its placeholders filled in: ``{check_command}``
-    (the setting), ``{request}`` (the newest request's words), ``{last_output}`` (the end
-    of the newest fixed action's result, :data:`OUTPUT_SHOWN` characters) and ``{runs}``
+    (:func:`check_command`), ``{request}`` (the newest request's words), ``{last_output}`` (the end
+    of the newest fixed action's result, :func:`shown_output`) and ``{runs}``
     (how many fixed actions ran since the request)."""
     return fill(state.message, placeholders(snap, settings))
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with each ``{name}`` of ``values`` replaced (other braces left as they are)."""
-    for name, value in values.items():
-        text = text.replace("{" + name + "}", value)
-    return text
+    """``text`` with each ``{name}`` of ``values`` replaced (other braces left as they are),
+    in one pass: a value that holds ``{name}`` (a request's words) is not filled in again."""
+    return _PLACEHOLDER.sub(lambda found: values.get(found.group(1), found.group(0)), text)
+
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
 def placeholders(snap: ConversationSnapshot, settings: EngineSettings) -> dict[str, str]:
@@ -155,15 +159,48 @@ def placeholders(snap: ConversationSnapshot, settings: EngineSettings) -> dict[s
         elif isinstance(entry, UserText) and entry.role == "request":
             request = entry.text
             break
-    output = results.get(last_call, "")
-    if len(output) > OUTPUT_SHOWN:
-        output = "…" + output[-OUTPUT_SHOWN:]
+    output = shown_output(results.get(last_call, ""))
     return {
-        "check_command": settings.check_command,
+        "check_command": check_command(snap, settings),
         "request": request,
         "last_output": output.strip() or "(no output)",
         "runs": str(runs),
     }
+
+
+def shown_output(output: str) -> str:
+    """``output`` as an ``end`` message shows it in a code block: its last
+    :data:`OUTPUT_SHOWN` characters from a line's start (``…`` on a line of its own
+    first when cut), each run of three backticks or more broken with zero-width spaces,
+    so no line of it closes the message's code block early (a fence on Slack, Discord
+    and CommonMark alike)."""
+    if len(output) > OUTPUT_SHOWN:
+        tail = output[-OUTPUT_SHOWN:]
+        start = tail.find("\n")
+        if output[-OUTPUT_SHOWN - 1] != "\n" and 0 <= start < len(tail) - 1:
+            tail = tail[start + 1 :]  # the cut line's end, dropped
+        output = "…\n" + tail
+    return _FENCE.sub(lambda found: "\u200b".join(found.group()), output)
+
+
+_FENCE = re.compile(r"`{3,}")
+
+
+def check_command(snap: ConversationSnapshot, settings: EngineSettings) -> str:
+    """What ``{check_command}`` stands for in the conversation: the command journaled when
+    its workflow was chosen (:class:`core.vocabulary.entries.WorkflowChosen`: the plan a
+    person approved names it), else, journaled before it was kept or with no workflow
+    chosen, the ``check_command`` setting's. Read from the start of the journal (the
+    choice comes before the first request)."""
+    for record in snap.journal:
+        entry = record.entry
+        if isinstance(entry, WorkflowChosen):
+            if entry.check_command is not None:
+                return entry.check_command
+            break
+        if isinstance(entry, UserText) and entry.role == "request":
+            break
+    return settings.check_command
 
 
 def _acts(turn: AssistantTurn) -> bool:

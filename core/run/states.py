@@ -33,7 +33,7 @@ from datetime import datetime
 
 from core.context import random_id
 from core.run import live
-from core.run.admission import admit_turn
+from core.run.admission import admit_turn, denial_notes
 from core.run.arrivals import arrival, fill, placeholders
 from core.run.close_calls import close_open_calls, expired
 from core.run.compose import CONTINUE, DONE, SUSPENDED, Flow, Outcome
@@ -121,6 +121,9 @@ class States:
             outcome = {ToolState.DONE: On.PASSED, ToolState.FAILED: On.FAILED}.get(
                 record.state, On.ERROR
             )
+            if outcome == On.ERROR:  # denied (its note says why), interrupted, unknown
+                said = f"the {snap.position} step's {call.name} call was {record.state.value}"
+                return await self._move(run, outcome, note=said)
             return await self._move(run, outcome)
         if record.state is not ToolState.DONE:
             return await self._move(run, On.ERROR, note="the question was not answered")
@@ -145,7 +148,9 @@ class States:
             run.settings.tool_policy,
             expert=False,
         )
-        change = Change(entries=(turn, *denials), tool_calls=records)
+        change = Change(
+            entries=(turn, *denials), tool_calls=records, events=denial_notes(turn, denials)
+        )
         tools = ToolCalls(run, deps)
         ending = tools.ends_at_once(records)
         if ending is not None:  # a plan or a question: the turn and its request, one commit

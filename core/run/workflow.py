@@ -25,8 +25,13 @@ from core.vocabulary.run_events import WorkflowRefused
 from core.workflows.loading import WorkflowLibrary
 from core.workflows.model import Workflow
 
-ASKED = re.compile(r"(?<!\S)workflow=([A-Za-z0-9_-]+)(?!\S)")
-"""``workflow=NAME`` in a request: the workflow it asks for."""
+ASKED = re.compile(r"(?<!\S)workflow=(\S*)", re.IGNORECASE)
+"""``workflow=NAME`` in a request (a word of its own, in any case): the workflow it asks
+for, whatever ``NAME`` holds (a name no workflow has is refused, never passed over)."""
+
+_AROUND = "\"'`*.,;:!?()[]{}<>"
+"""Characters around a name that are the sentence's or the formatting's, not the name's
+(``workflow=chat.``, ``workflow=*chat*``)."""
 
 DEFAULT = "default"
 """The workflow of a conversation that journaled none (it started before workflows)."""
@@ -34,12 +39,13 @@ DEFAULT = "default"
 
 def asked_for(text: str) -> tuple[str | None, str]:
     """``(the workflow text asks for or None, text without the ask)``; the first
-    ``workflow=NAME`` counts."""
+    ``workflow=NAME`` counts, its name in lower case (workflows' names are) and without
+    the punctuation or formatting around it (``""`` when nothing is left)."""
     found = ASKED.search(text)
     if found is None:
         return None, text
     rest = (text[: found.start()] + text[found.end() :]).strip()
-    return found.group(1), re.sub(r"[ \t]{2,}", " ", rest)
+    return found.group(1).strip(_AROUND).lower(), re.sub(r"[ \t]{2,}", " ", rest)
 
 
 def allowed(settings: EngineSettings) -> tuple[str, ...]:
@@ -71,7 +77,11 @@ def choose(
     workflow = library[name] if name in library else library[DEFAULT]
     if needs_check_command(workflow) and not settings.check_command:
         return WorkflowRefused(asked=workflow.name, allowed=may, missing="check_command")
-    entry = WorkflowChosen(name=workflow.name, definition=workflow.model_dump_json(by_alias=True))
+    entry = WorkflowChosen(
+        name=workflow.name,
+        definition=workflow.model_dump_json(by_alias=True),
+        check_command=settings.check_command,
+    )
     return Chosen(workflow=workflow, entry=entry)
 
 

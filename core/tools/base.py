@@ -85,7 +85,9 @@ class Tool(Protocol):
 
 class Toolbox:
     """Tools by name, and the groups ``read_only`` (every tool that changes nothing, the
-    control tools too) and ``all`` used by workflows.
+    control tools too, except those that end the turn and move the workflow on:
+    :attr:`core.models.base.ToolSpec.ends_turn`, which a state names to offer) and ``all``
+    used by workflows.
 
     Raises ``ValueError`` when two tools share a name.
     """
@@ -124,13 +126,21 @@ class Toolbox:
         return tool is not None and tool.spec.kind is ToolKind.READ_ONLY and tool.spec.repeatable
 
     def select(self, names: Iterable[str]) -> list[Tool]:
-        """Tools for a workflow position: names, ``read_only`` or ``all``; unknown names skipped."""
+        """Tools for a workflow position: names, ``read_only`` or ``all``; unknown names
+        skipped. ``read_only`` leaves out the tools that end the turn (a chat state that
+        names ``finish`` and not ``propose_plan`` proposes no plan)."""
         chosen: dict[str, Tool] = {}
         for name in names:
             if name == "all":
                 chosen.update(self._tools)
             elif name == "read_only":
-                chosen.update({n: t for n, t in self._tools.items() if self.read_only(n)})
+                chosen.update(
+                    {
+                        n: t
+                        for n, t in self._tools.items()
+                        if self.read_only(n) and not t.spec.ends_turn
+                    }
+                )
             elif name in self._tools:
                 chosen[name] = self._tools[name]
         return list(chosen.values())

@@ -279,6 +279,7 @@ def _spec(model: type[ToolInput], name: str, description: str) -> ControlTool:
             description=description,
             input_schema=model.json_schema(),
             kind=ToolKind.CONTROL,
+            ends_turn=ends_turn(name),
         )
     )
 

@@ -180,12 +180,16 @@ class WorkflowChosen(BaseModel):
     ``name`` and ``definition``, the workflow as loaded (JSON of
     :class:`core.workflows.model.Workflow`, sub-workflows inlined). The conversation keeps
     it: editing the file later never changes a conversation already under way
-    (docs/architecture.md, "Workflows")."""
+    (docs/architecture.md, "Workflows"). ``check_command``: what the workflow's
+    ``{check_command}`` stands for in the conversation, the setting's value then: the
+    plan a person approves names it, so a setting changed later never runs another
+    command than the one approved (None: journaled before it was kept; the setting's)."""
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["workflow_chosen"] = "workflow_chosen"
     name: str
     definition: str
+    check_command: str | None = None
 
 
 class Compacted(BaseModel):

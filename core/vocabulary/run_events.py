@@ -73,13 +73,16 @@ class ProgressNote(_Frozen):
 
 
 class PlanProposed(_Frozen):
-    """A plan version waits for approval; reactions on its message decide it."""
+    """A plan version waits for approval; reactions on its message decide it. ``fixed``:
+    the workflow's own plan (a human step that approves the steps it declares), approved
+    or rejected but not changed by a reply."""
 
     kind: Literal["plan_proposed"] = "plan_proposed"
     request_id: str
     version: int
     steps: tuple[str, ...]
     tools: tuple[str, ...] = ()
+    fixed: bool = False
 
 
 class QuestionAsked(_Frozen):

@@ -21,7 +21,15 @@ from core.contexts import STRATEGIES
 from core.retry import POLICY_NAMES
 from core.tools import control
 from core.workflows.conditions import CONDITIONS
-from core.workflows.model import Guard, Outcome, State, StateKind, Workflow, outcomes_of
+from core.workflows.model import (
+    STATE_NAME,
+    Guard,
+    Outcome,
+    State,
+    StateKind,
+    Workflow,
+    outcomes_of,
+)
 
 GROUPS = frozenset({"read_only", "all"})
 """Tool groups an agent state may name beside tools."""
@@ -71,6 +79,8 @@ def problems(workflow: Workflow, known: Known = Known()) -> list[Problem]:
             )
         )
     for name, state in states.items():
+        if not STATE_NAME.match(name):
+            found.append(Problem(name, None, f"state {name!r}: {STATE_NAME_RULE}"))
         found += _state_problems(name, state, states, known)
     if header.start in states:
         found += _unreachable(workflow)
@@ -154,11 +164,22 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
         case StateKind.ACTION:
             if bool(state.command) == bool(state.tool):
                 found.append(Problem(name, None, "an action runs a command or a tool: one of them"))
+            elif state.tool and control.is_control(state.tool):
+                found.append(
+                    Problem(
+                        name,
+                        "tool",
+                        f"{state.tool!r} is the model's own tool, not an action's (a human "
+                        "step asks the people, an end answers)",
+                    )
+                )
             elif state.tool and known.tools is not None and state.tool not in known.tools:
                 found.append(Problem(name, "tool", _unknown_tool(state.tool, known.tools)))
         case StateKind.HUMAN:
             if state.ask == "choose" and len(state.options) < 2:
                 found.append(Problem(name, "options", "a choice needs two options or more"))
+            if state.ask == "choose":
+                found += _options(name, state.options)
             if state.ask == "approve" and not state.steps:
                 found.append(Problem(name, "steps", "an approval of a fixed plan needs its steps"))
             if state.ask in ("question", "choose") and not state.prompt:
@@ -173,6 +194,36 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
                 found += _until(name, state.until)
         case StateKind.WORKFLOW | StateKind.END:
             pass
+    return found
+
+
+STATE_NAME_RULE = (
+    "a state's name holds letters, digits, - and _ only (at most 63), starting with a letter "
+    "or a digit"
+)
+"""Why a state's name is refused (:data:`core.workflows.model.STATE_NAME`)."""
+
+
+def _options(name: str, options: tuple[str, ...]) -> list[Problem]:
+    """A choice's options: each an outcome of its own, told apart from the others and from
+    the answer's number (:func:`core.run.states.chosen_option`)."""
+    found: list[Problem] = []
+    outcomes = {str(outcome) for outcome in Outcome}
+    seen: set[str] = set()
+    for option in options:
+        if option.lower() in seen:
+            reason = f"option {option!r} is there twice (an answer names it in any case)"
+        elif option in outcomes:
+            reason = f"option {option!r} is the name of an outcome of its own: call it otherwise"
+        elif option.strip().isdigit():
+            reason = f"option {option!r} is a number: an answer's number picks an option"
+        elif not option.strip():
+            reason = "an option is empty"
+        else:
+            seen.add(option.lower())
+            continue
+        seen.add(option.lower())
+        found.append(Problem(name, "options", reason))
     return found
 
 

@@ -94,6 +94,12 @@ def line_of(text: str, state: str | None, key: str | None) -> int:
     return 1
 
 
+NAME_RULE = (
+    "a workflow's name is lowercase letters, digits, - and _ (at most 63), starting with a "
+    "letter or a digit"
+)
+"""Why a ``[workflow]`` ``name`` is refused (:data:`core.workflows.model.NAME`)."""
+
 _TYPES = {
     "missing": "is required",
     "string_type": "must be a string",
@@ -150,6 +156,8 @@ def _reason(error: ErrorDetails, name: str) -> str:
         return f"unknown {name} {error.get('input')!r}; known: {expected}"
     if kind == "extra_forbidden":
         return f"{name!r} is not a key a workflow file has here"
+    if kind == "string_pattern_mismatch" and name == "name":
+        return NAME_RULE
     if kind in _TYPES:
         return _TYPES[kind]
     return str(error["msg"]).removeprefix("Value error, ")

@@ -79,6 +79,13 @@ one of ``options`` (``choose``)."""
 
 EndStatus = Literal["done", "failed"]
 
+NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+"""A workflow's name: what ``workflow=NAME`` and the settings name it by."""
+
+STATE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+"""A state's name in a file (a sub-workflow's states, inlined, are ``<state>/<its state>``):
+it shows in the thread's notes, the model's step markers and the Mermaid diagram."""
+
 _DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s)?\s*$")
 
 
@@ -281,7 +288,7 @@ class Header(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+    name: str = Field(pattern=NAME.pattern)
     description: str = ""
     start: str
     error: str = ""
