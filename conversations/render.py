@@ -10,8 +10,9 @@ the request's id, and its first line is ``title — hint``: the hint (after
 :data:`HINT`) says how to decide. When the request closes
 (:class:`~core.vocabulary.run_events.RequestClosed`), a row of purpose :data:`CLOSED` with
 the same request id holds the outcome line; the deliverer, in order after the
-request's message, turns it into the edit with :func:`closed_message`: the outcome
-line first, then the message without its hint and without buttons.
+request's message, turns it into the edit with
+:func:`conversations.closing.closed_message`: the outcome line first, then the message
+without its hint and without buttons.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, assert_never
 
 from conversations.actions import ApproveButton, RejectButton
+from conversations.closing import HINT, outcome_line
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from conversations.totals import (
@@ -34,7 +36,6 @@ from core.pricing import dollars
 from core.requests.escalation import stuck_line
 from core.vocabulary.run_events import (
     BudgetReached,
-    CallOutcome,
     ContinueAsked,
     EscalationAsked,
     Expired,
@@ -54,8 +55,6 @@ from core.vocabulary.run_events import (
 
 APPROVE = "white_check_mark"
 REJECT = "x"
-HINT = " — "
-"""Between a request message's title and its hint, on its first line (the hint has none)."""
 CLOSED = "closed"
 """``purpose`` of the outbox row that edits a closed request's message (a milestone, not a note)."""
 
@@ -309,98 +308,3 @@ def _escalation(binding: PlatformRef, event: EscalationAsked) -> Outgoing:
             lines.append("```\n" + failed.output.replace("```", "ˋˋˋ") + "\n```")
     lines.append("(reply in this thread with what to do next)")
     return Outgoing(PostReply(ref=binding, text="\n".join(lines)), request_id=event.request_id)
-
-
-# --- closed requests ------------------------------------------------------------
-
-_VERDICTS = {
-    ("plan", "approved"): "✅ Approved",
-    ("plan", "rejected"): "❌ Rejected",
-    ("plan", "revised"): "✏️ Change asked",
-    ("continue", "approved"): "▶️ Continued",
-    ("continue", "rejected"): "⏹ Stopped here",
-    ("budget", "approved"): "💰 Budget raised",
-    ("budget", "rejected"): "⏹ Stopped here",
-    ("retry", "approved"): "🔁 Retried",
-    ("retry", "rejected"): "⏹ Not retried, stopped",
-}
-"""Words of a decision ``(request, outcome)`` before ``by <name>``."""
-
-
-def outcome_line(event: RequestClosed) -> str:
-    """The first line of a closed request's message: what became of it, and who.
-
-    A plan: ``✅ Approved by alice (plan v2)``, ``❌ Rejected by bob (plan v1)``,
-    ``✏️ Change asked by bob (plan v1)``, ``↻ Replaced by plan v3``. Go on?:
-    ``▶️ Continued by alice`` or ``⏹ Stopped here by alice``; a budget: ``💰 Budget
-    raised by alice``; retry?: ``🔁 Retried by
-    alice`` or ``⏹ Not retried, stopped by alice``. A tool approval: ``✅ Allowed by
-    alice`` (``❌ Denied by ...``) when one person gave every call the same verdict,
-    else each call: ``✅ call 1 allowed by alice · ❌ call 2 denied by bob``. Any
-    request: ``⏹ Stopped by alice``, ``⌛ Expired``, followed for a tool approval by
-    the calls decided before (``· ✅ call 1 allowed by alice · call 2 not decided``).
-    Names are the display names the thread shows.
-    """
-    by = event.by_name or "someone"
-    match event.outcome:
-        case "stopped":
-            line = f"⏹ Stopped by {by}"
-        case "expired":
-            line = "⌛ Expired"
-        case "replaced":
-            return f"↻ Replaced by plan v{event.replaced_by}"
-        case "decided":
-            line = _decided_calls(event.calls)
-        case _:
-            line = f"{_VERDICTS.get((event.request, event.outcome), '☑️ Decided')} by {by}"
-    if event.plan_version is not None:
-        line += f" (plan v{event.plan_version})"
-    if event.outcome in ("stopped", "expired") and any(
-        c.outcome != "undecided" for c in event.calls
-    ):
-        line += " · " + " · ".join(_call_outcome(c) for c in event.calls)
-    return line
-
-
-def closed_message(original: PostReply, closing: UpdateMessage, message_id: str) -> UpdateMessage:
-    """The edit of a closed request's message ``message_id``: outcome first, no hint, no buttons.
-
-    ``original`` is the request's message as posted, ``closing`` the row written
-    for :class:`~core.vocabulary.run_events.RequestClosed` (its text is :func:`outcome_line`).
-    The text is the outcome line, then the original text with the hint cut from its
-    first line (``📋 Plan (v1) — reply here ...`` becomes ``📋 Plan (v1)``); the
-    buttons are removed (``buttons=()``). The seeded reactions stay: a reaction
-    after the close is answered as too late.
-
-    A long message posted in parts stores only its last part's id (the part with
-    the buttons): that part becomes this whole text, which the adapter cuts to one
-    message (Slack 3,900, Discord 2,000 characters, ending in ``…``); the outcome
-    line, first, survives the cut, and the earlier parts stay as they were.
-    """
-    first, newline, rest = original.text.partition("\n")
-    title = first.rsplit(HINT, 1)[0]
-    text = f"{closing.text}\n{title}{newline}{rest}"
-    ref = original.ref.model_copy(update={"message": message_id})
-    return UpdateMessage(ref=ref, text=text, buttons=())
-
-
-def _decided_calls(calls: tuple[CallOutcome, ...]) -> str:
-    """``✅ Allowed by alice`` for one verdict by one person, else each call's outcome."""
-    verdicts = {(c.outcome, c.by_name) for c in calls}
-    if len(verdicts) == 1:
-        outcome, name = verdicts.pop()
-        if outcome != "undecided":
-            return f"{'✅ Allowed' if outcome == 'allowed' else '❌ Denied'} by {name or 'someone'}"
-    return " · ".join(_call_outcome(c) for c in calls)
-
-
-def _call_outcome(call: CallOutcome) -> str:
-    match call.outcome:
-        case "allowed":
-            return f"✅ call {call.number} allowed by {call.by_name or 'someone'}"
-        case "denied":
-            return f"❌ call {call.number} denied by {call.by_name or 'someone'}"
-        case "undecided":
-            return f"call {call.number} not decided"
-        case _:
-            assert_never(call.outcome)

@@ -16,9 +16,10 @@ import pytest
 from adapters.discord.outbound import MAX_TEXT
 from adapters.discord.outbound import render as discord_render
 from adapters.slack.outbound import render as slack_render
+from conversations.closing import closed_message, outcome_line
 from conversations.errors import DeliveryError
 from conversations.events import PlatformRef, PostReply, UpdateMessage
-from conversations.render import CLOSED, closed_message, outcome_line, render_event
+from conversations.render import CLOSED, render_event
 from core.context import CountingIds, ManualClock, RunContext
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.requests.common import Opening

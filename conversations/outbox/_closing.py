@@ -8,7 +8,7 @@ earlier row of the conversation) has been sent, or given up, by then. Its turn
 come, :func:`closing_edit` finds that message (the first row with the request's
 id: its action, and the platform message id stored when it was sent, read from the
 store) and builds the edit with
-:func:`conversations.render.closed_message`.
+:func:`conversations.closing.closed_message`.
 
 A message never delivered (failed for good, or sent without an id) has nothing to
 edit: the row is settled ``dropped`` with the reason, and logged; nothing is sent.
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 
+from conversations.closing import closed_message
 from conversations.events import PostReply, UpdateMessage
 from conversations.outbox._known import KnownRows
-from conversations.render import closed_message
 from conversations.store import PendingSend
 
 log = logging.getLogger("conversations.outbox")
