@@ -91,6 +91,9 @@ class Stopper:
         self._asked: dict[str, Person] = {}
         """Conversations whose run this instance asked another to stop, and who asked:
         followed up at every poll until the request is carried out."""
+        self._polling = asyncio.Lock()
+        """One poll at a time: the timer's and a wake-up's would both find an open
+        request and carry it out twice, the second saying nothing is running."""
 
     async def stop(self, conversation: ConversationInfo, by: Person) -> None:
         """Stop the conversation's run wherever it runs (see the module docstring).
@@ -114,7 +117,12 @@ class Stopper:
     async def poll_once(self, *, orphans: bool = False) -> int:
         """Carry out the open stop requests aimed here, those this instance asked
         another to carry out and, with ``orphans``, those left by any instance; how many
-        were looked at."""
+        were looked at. Polls go one at a time (a wake-up's waits for the timer's), so
+        each reads what the one before left open."""
+        async with self._polling:
+            return await self._poll_once(orphans=orphans)
+
+    async def _poll_once(self, *, orphans: bool) -> int:
         held = self._leases.held_ids
         asked = self._asked.keys() - held
         if not held and not asked and not orphans:

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
-from conversations.stopping import STOPPING
+from conversations.stopping import NOTHING_RUNNING, STOPPING
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.people import Person
 from tests.harness import Chat
 
 QUESTION = ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which one?"})])
@@ -112,3 +113,25 @@ async def test_a_stop_for_a_holder_on_another_host_is_told_at_once_and_done_when
     await app.hub.settled()
     said = chat.said()
     assert said[-2:] == [STOPPING, "⏹ Stopped by alice."], said
+
+
+async def test_two_polls_at_once_carry_a_stop_out_once_and_say_nothing_more(make_app) -> None:
+    app = await make_app(ScriptedModel([QUESTION]))
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("pick one")
+    cid = (await chat.snapshot()).id
+    alice = Person(id="alice", name="alice")
+
+    async with app.hub.leases.held(cid) as lease:  # this instance holds the run
+        assert await app.store.stops.request_stop(
+            cid, holder=lease.owner, epoch=lease.epoch, by=alice
+        )
+        # the poll of its timer and the one a wake-up starts, at once
+        await asyncio.gather(app.hub.stopper.poll_once(), app.hub.stopper.poll_once())
+    await app.hub.settled()
+
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+    said = chat.said()
+    assert sum("Stopped by alice" in line for line in said) == 1, said
+    assert NOTHING_RUNNING not in said, said
