@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -61,6 +61,10 @@ def cron_problem(expression: str) -> str | None:
             f"{expression!r} has {fields} fields; a schedule's has 5: "
             "minute hour day-of-month month day-of-week (e.g. '0 9 * * 1-5')"
         )
+    try:
+        croniter(expression, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except (CroniterError, ValueError) as exc:  # 30 February: a time that never comes
+        return f"{expression!r} never comes: {exc}"
     return None
 
 
@@ -185,7 +189,10 @@ class Scheduler:
         last = await self._store.last_due([s.name for s in self.schedules])
         fired: list[Fired] = []
         for schedule in self.schedules:
-            fired += await self._sweep_one(schedule, last.get(schedule.name), now, since)
+            try:
+                fired += await self._sweep_one(schedule, last.get(schedule.name), now, since)
+            except (CroniterError, ValueError):  # one schedule's times: never the others'
+                log.exception("schedule %s: its times could not be worked out", schedule.name)
         return fired
 
     async def _sweep_one(

@@ -289,6 +289,7 @@ def test_a_schedule_entry_gives_the_schedule_the_sweeper_starts() -> None:
     [
         ({"cron": "0 25 * * *"}, "schedules.0.cron"),
         ({"cron": "* * * * * *"}, "has 6 fields; a schedule's has 5"),
+        ({"cron": "0 0 30 2 *"}, "'0 0 30 2 *' never comes"),
         ({"timezone": "Mars/Olympus"}, "'Mars/Olympus' is not a timezone"),
         ({"team": ""}, "team is required on slack"),
         ({"channel": "general"}, "channel: 'general' is not a Slack channel id"),

@@ -684,3 +684,147 @@ async def test_a_request_that_holds_a_placeholder_is_shown_as_it_was_written(
 
     answer = (await bot.texts())[-1]
     assert answer.startswith("✅ You asked: what is {check_command} after {runs}?\n")
+
+
+LOOPING = """
+[workflow]
+name = "looping"
+start = "a"
+
+[states.a]
+kind = "agent"
+tools = ["read_only", "finish"]
+instructions = "Answer once more."
+max_visits = 3
+
+[states.a.on]
+finished = "a"
+cap = "capped"
+
+[states.capped]
+kind = "end"
+status = "failed"
+message = "Capped after three answers."
+"""
+
+
+async def test_a_state_that_leads_to_itself_is_entered_again_until_its_cap(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([finish(f"answer {n}") for n in range(1, 5)])
+    bot = Bot(tmp_path, model, extra=[Source("loop.toml", LOOPING)])
+
+    await bot.mention("workflow=looping")
+
+    assert len(model.requests) == 3  # the start's visit counts as one of the three
+    assert await bot.steps() == ["a", "a", "a", "capped"]
+    texts = await bot.texts()
+    assert any("answer 3" in text for text in texts)  # the last answer, as a note
+    assert texts[-1].startswith("❌ Capped after three answers.")  # the end's own message
+
+
+SHELLING = """
+[workflow]
+name = "shelling"
+start = "approve"
+
+[states.approve]
+kind = "human"
+ask = "approve"
+steps = ["Write a note"]
+tools = ["write_file"]
+
+[states.approve.on]
+approved = "echo"
+rejected = "over"
+
+[states.echo]
+kind = "action"
+command = "echo {request} > said.txt"
+
+[states.echo.on]
+passed = "over"
+failed = "over"
+
+[states.over]
+kind = "end"
+message = "Done."
+"""
+
+
+async def test_the_fixed_plan_shows_what_the_actions_run_and_the_request_is_never_shell(
+    tmp_path: Path,
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([]), extra=[Source("shelling.toml", SHELLING)])
+    await bot.mention("workflow=shelling hi; touch injected; echo $(id -u)")
+
+    snap = await bot.store.journal.load(bot.cid)
+    (plan,) = snap.requests
+    steps = plan.prompt.splitlines()
+    assert steps[0] == "Write a note"
+    assert steps[1] == "Run `echo 'hi; touch injected; echo $(id -u)' > said.txt`"
+    await bot.approve_plan()
+
+    snap = await bot.store.journal.load(bot.cid)
+    assert in_workspace(snap.workspace, "injected") is None
+    assert in_workspace(snap.workspace, "said.txt") == "hi; touch injected; echo $(id -u)\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["*workflow=chat* hi", "_workflow=chat_ hi", "(workflow=chat) hi", "workflow=“chat” hi"],
+)
+def test_an_ask_for_a_workflow_in_marks_or_quotes_is_read(text: str) -> None:
+    from core.run.workflow import asked_for
+
+    assert asked_for(text) == ("chat", "hi")
+
+
+FOR_CHECKS = """
+[workflow]
+name = "checked"
+start = "first"
+
+[states.first]
+kind = "agent"
+tools = ["read_only", "finish"]
+
+[states.first.on]
+finished = "waiting"
+
+[states.waiting]
+kind = "wait"
+person = true
+timeout = "{timeout}"
+
+[states.waiting.on]
+answered = "approval"
+timeout = "over"
+
+[states.approval]
+kind = "human"
+ask = "plan"
+
+[states.approval.on]
+approved = "over"
+rejected = "over"
+
+[states.over]
+kind = "end"
+"""
+
+
+def test_what_would_fail_at_run_time_is_refused_when_the_file_is_loaded() -> None:
+    from core.workflows.loading import WorkflowErrors
+
+    with pytest.raises(WorkflowErrors) as raised:
+        load([*shipped_sources(), Source("c.toml", FOR_CHECKS.replace("{timeout}", "2h"))])
+    assert [str(e) for e in raised.value.errors] == [
+        "c.toml:13: a wait for a person needs a prompt",
+        "c.toml:19: 'approval' waits on the model's plan (ask = \"plan\"): only a "
+        'plan_proposed transition leads there (use ask = "approve" with steps for a plan '
+        "of the workflow's own)",
+    ]
+    with pytest.raises(WorkflowErrors) as raised:
+        load([*shipped_sources(), Source("c.toml", FOR_CHECKS.replace("{timeout}", "9999d"))])
+    assert "is longer than a year (366d)" in str(raised.value)

@@ -42,6 +42,7 @@ def arrival(
     settings: EngineSettings,
     stats: RunStats | None = None,
     answer: str = "",
+    again: bool = False,
 ) -> Change:
     """The change of entering ``target`` from the conversation's position, ``status``
     being its status before (``running``, or ``waiting`` when a timer fired: it runs
@@ -49,12 +50,16 @@ def arrival(
     ``status`` says so) with ``answer``, or the state's message filled in
     (:func:`end_message`), and ``stats`` as its footer; at another state it goes on,
     with a progress note of the state's description when it has one and is not a
-    person's step (their request says it)."""
+    person's step (their request says it). An end's own message comes before ``answer``
+    (the model's answer is then a progress note before it). ``again``: a transition
+    from a state to itself, entered again (and counted toward its ``max_visits``)."""
     state = workflow.state(target)
-    entered = workflow.entered(snap.position, target)
+    entered = workflow.entered(snap.position, target, first=again)
     if state.kind is StateKind.END:
         failed = state.status == "failed"
-        text = answer or end_message(state, snap, settings) or "Done."
+        message = end_message(state, snap, settings)
+        said = (ProgressNote(text=answer, step=snap.position),) if answer and message else ()
+        text = message or answer or "Done."
         ended = lifecycle.FAILED if failed else lifecycle.DONE
         running = _running(status)
         answered = RunAnswered(
@@ -67,7 +72,7 @@ def arrival(
             entries=entered,
             position=target,
             status=lifecycle.move(running, ended),
-            events=(answered,),
+            events=(*said, answered),
         )
     notes: tuple[ProgressNote, ...] = ()
     if state.description and not state.waits_for_person and entered:
@@ -101,6 +106,7 @@ def finished(
     ends with the answer (an ``end`` state), or goes on there, the answer kept as a
     progress note."""
     target = follow(workflow, snap, Outcome.FINISHED)
+    again = target == snap.position and moves_on(workflow, snap.position, Outcome.FINISHED)
     if workflow.state(target).kind is StateKind.END:
         return arrival(
             workflow,
@@ -111,10 +117,10 @@ def finished(
             stats=stats,
             answer=answer,
         )
-    if target == snap.position:  # ``finished`` leads nowhere: the answer ends the run
+    if target == snap.position and not again:  # leads nowhere: the answer ends the run
         answered = RunAnswered(text=answer, stats=stats, workflow=workflow.name)
         return Change(status=lifecycle.move(snap.status, lifecycle.DONE), events=(answered,))
-    moved = arrival(workflow, snap, target, status=snap.status, settings=settings)
+    moved = arrival(workflow, snap, target, status=snap.status, settings=settings, again=again)
     note = ProgressNote(text=answer, step=snap.position)
     return moved.model_copy(update={"events": (note, *moved.events)})
 
@@ -123,7 +129,15 @@ def ends_run(workflow: Workflow, snap: ConversationSnapshot) -> bool:
     """Whether a ``finish`` at the conversation's position ends the run (``finished``
     leads to an end, or nowhere) rather than moving it on."""
     target = follow(workflow, snap, Outcome.FINISHED)
-    return target == snap.position or workflow.state(target).kind is StateKind.END
+    if workflow.state(target).kind is StateKind.END:
+        return True
+    return target == snap.position and not moves_on(workflow, snap.position, Outcome.FINISHED)
+
+
+def moves_on(workflow: Workflow, state: str, outcome: str) -> bool:
+    """Whether ``state`` names a transition for ``outcome`` (to itself, maybe): a state
+    that leads back to itself is entered again, not left where it is."""
+    return workflow.target(state, outcome) is not None
 
 
 def end_message(state: State, snap: ConversationSnapshot, settings: EngineSettings) -> str:

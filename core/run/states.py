@@ -28,13 +28,14 @@ on from there (the call the workflow made is found again, not made twice).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from datetime import datetime
 
 from core.context import random_id
 from core.run import live
 from core.run.admission import admit_turn, denial_notes
-from core.run.arrivals import arrival, fill, placeholders
+from core.run.arrivals import arrival, fill, moves_on, placeholders
 from core.run.close_calls import close_open_calls, expired
 from core.run.compose import CONTINUE, DONE, SUSPENDED, Flow, Outcome
 from core.run.deps import RunDeps
@@ -58,7 +59,7 @@ from core.vocabulary.run_events import ProgressNote
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import FINAL_TOOL_STATES, ToolCallRecord, ToolState
 from core.workflows.model import Outcome as On
-from core.workflows.model import State, StateKind, parse_duration
+from core.workflows.model import State, StateKind, Workflow, parse_duration
 from core.workflows.moves import follow
 
 MOVES_PER_ROUND = 64
@@ -161,16 +162,19 @@ class States:
     async def _move(self, run: Run, outcome: str, *, note: str = "") -> Flow:
         snap = run.snap
         target = follow(run.workflow, snap, outcome)
-        if target == snap.position:
+        again = target == snap.position and moves_on(run.workflow, snap.position, outcome)
+        if target == snap.position and not again:
             return await _fail(run, self._deps, note or f"the {snap.position} step ended {outcome}")
-        change = await self._arrive(run, target, snap.status)
+        change = await self._arrive(run, target, snap.status, again=again)
         if note:
             said = ProgressNote(text=f"{outcome}: {note}", step=snap.position, mark="⚠️")
             change = Change(events=(said,)).then(change)
         await self._commit(run, change)
         return Flow.CONTINUE
 
-    async def _arrive(self, run: Run, target: str, status: lifecycle.Status) -> Change:
+    async def _arrive(
+        self, run: Run, target: str, status: lifecycle.Status, *, again: bool = False
+    ) -> Change:
         snap = run.snap
         stats = None
         if run.workflow.state(target).kind is StateKind.END:
@@ -178,7 +182,13 @@ class States:
                 snap, run.totals.of(snap.journal, run.context.now())
             )
         return arrival(
-            run.workflow, snap, target, status=status, settings=run.settings, stats=stats
+            run.workflow,
+            snap,
+            target,
+            status=status,
+            settings=run.settings,
+            stats=stats,
+            again=again,
         )
 
     async def _commit(self, run: Run, change: Change) -> None:
@@ -211,16 +221,13 @@ def _call_of(run: Run, state: State, *, again: bool) -> dict[str, object]:
     values = placeholders(run.snap, run.settings)
     match state.kind:
         case StateKind.ACTION if state.command:
-            return {"name": control.RUN_COMMAND, "input": {"command": fill(state.command, values)}}
+            return {"name": control.RUN_COMMAND, "input": {"command": command_of(state, values)}}
         case StateKind.ACTION:
             args = {key: fill(value, values) for key, value in state.args.items()}
             return {"name": state.tool, "input": args}
         case StateKind.HUMAN if state.ask == "approve":
-            steps = [fill(step, values) for step in state.steps]
-            return {
-                "name": control.PROPOSE_PLAN,
-                "input": {"steps": steps, "tools": list(state.tools)},
-            }
+            steps, tools = fixed_plan(run.workflow, state, values)
+            return {"name": control.PROPOSE_PLAN, "input": {"steps": steps, "tools": tools}}
         case _:
             prompt = fill(state.prompt or state.description, values)
             if state.kind is StateKind.HUMAN and state.ask == "choose":
@@ -229,6 +236,36 @@ def _call_of(run: Run, state: State, *, again: bool) -> dict[str, object]:
                 asked = {"question": prompt, "options": list(state.options)}
                 return {"name": control.ASK_USER, "input": asked}
             return {"name": control.ASK_USER, "input": {"question": prompt}}
+
+
+def command_of(state: State, values: dict[str, str]) -> str:
+    """The command an action runs, its placeholders filled in; the request's words are
+    quoted for the shell (``{request}`` is the requester's text, never shell code)."""
+    quoted = {**values, "request": shlex.quote(values.get("request", ""))}
+    return fill(state.command, quoted)
+
+
+def fixed_plan(
+    workflow: Workflow, state: State, values: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """The steps and tools of the plan a human ``approve`` step proposes: its own steps,
+    then each command the workflow's actions run that no step shows as it will run,
+    and the tools of its actions beside its own, so the person approves what runs."""
+    steps = [fill(step, values) for step in state.steps]
+    tools = list(state.tools)
+    for action in workflow.states.values():
+        if action.kind is not StateKind.ACTION:
+            continue
+        tool = action.tool or control.RUN_COMMAND
+        if tool not in tools:
+            tools.append(tool)
+        shown = command_of(action, values) if action.command else ""
+        if shown and not any(f"`{shown}`" in step for step in steps):
+            steps.append(f"Run `{shown}`")
+        elif action.tool:
+            args = ", ".join(f"{k}={fill(v, values)!r}" for k, v in action.args.items())
+            steps.append(f"Call {action.tool}({args})")
+    return steps, tools
 
 
 _NUMBER = re.compile(r"^\s*(\d+)\b")

@@ -25,11 +25,11 @@ from core.vocabulary.run_events import WorkflowRefused
 from core.workflows.loading import WorkflowLibrary
 from core.workflows.model import Workflow
 
-ASKED = re.compile(r"(?<!\S)workflow=(\S*)", re.IGNORECASE)
+ASKED = re.compile(r"(?<![A-Za-z0-9=/-])workflow=(\S*)", re.IGNORECASE)
 """``workflow=NAME`` in a request (a word of its own, in any case): the workflow it asks
 for, whatever ``NAME`` holds (a name no workflow has is refused, never passed over)."""
 
-_AROUND = "\"'`*.,;:!?()[]{}<>"
+_AROUND = "\"'`*_~.,;:!?()[]{}<>“”‘’«»"
 """Characters around a name that are the sentence's or the formatting's, not the name's
 (``workflow=chat.``, ``workflow=*chat*``)."""
 
@@ -44,7 +44,8 @@ def asked_for(text: str) -> tuple[str | None, str]:
     found = ASKED.search(text)
     if found is None:
         return None, text
-    rest = (text[: found.start()] + text[found.end() :]).strip()
+    before = text[: found.start()].rstrip(_AROUND)  # the ask's own opening mark
+    rest = (before + text[found.end() :]).strip()
     return found.group(1).strip(_AROUND).lower(), re.sub(r"[ \t]{2,}", " ", rest)
 
 

@@ -82,6 +82,7 @@ def problems(workflow: Workflow, known: Known = Known()) -> list[Problem]:
         if not STATE_NAME.match(name):
             found.append(Problem(name, None, f"state {name!r}: {STATE_NAME_RULE}"))
         found += _state_problems(name, state, states, known)
+    found += _plans_without_a_proposal(workflow)
     if header.start in states:
         found += _unreachable(workflow)
         found += _uncapped_loops(workflow)
@@ -192,6 +193,8 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
                 )
             if state.until:
                 found += _until(name, state.until)
+            if state.person and not (state.prompt or state.description):
+                found.append(Problem(name, None, "a wait for a person needs a prompt"))
         case StateKind.WORKFLOW | StateKind.END:
             pass
     return found
@@ -271,6 +274,31 @@ def _reachable(workflow: Workflow, start: str, through: Callable[[str, str], boo
                 seen.add(target)
                 todo.append(target)
     return seen
+
+
+def _plans_without_a_proposal(workflow: Workflow) -> list[Problem]:
+    """A human step that waits on the model's plan (``ask = "plan"``) entered otherwise
+    than by a ``plan_proposed`` transition (or as the start) has no plan to approve."""
+    found = []
+    for source, outcome, target in edges(workflow):
+        state = workflow.states.get(target)
+        if state is not None and state.kind is StateKind.HUMAN and state.ask == "plan":
+            if outcome != Outcome.PLAN_PROPOSED:
+                found.append(
+                    Problem(
+                        source,
+                        f"on.{outcome}",
+                        f'{target!r} waits on the model\'s plan (ask = "plan"): only a '
+                        'plan_proposed transition leads there (use ask = "approve" with steps '
+                        "for a plan of the workflow's own)",
+                    )
+                )
+    start = workflow.states.get(workflow.start)
+    if start is not None and start.kind is StateKind.HUMAN and start.ask == "plan":
+        found.append(
+            Problem(None, "start", 'the start waits on a plan no one proposed (ask = "plan")')
+        )
+    return found
 
 
 def _unreachable(workflow: Workflow) -> list[Problem]:

@@ -222,12 +222,15 @@ def shipped_sources() -> list[Source]:
 
 
 def folder_sources(folder: Path) -> list[Source]:
-    """The ``*.toml`` files of ``folder``, by name; raises :class:`WorkflowErrors` when it
-    is not a folder or a file does not read as UTF-8."""
+    """The ``*.toml`` files of ``folder``, by name, leaving out hidden ones (an editor's
+    lock file, ``.#name.toml``) and what is not a file; raises :class:`WorkflowErrors`
+    when it is not a folder or a file does not read as UTF-8."""
     if not folder.is_dir():
         raise WorkflowErrors([WorkflowFileError(str(folder), 0, "is not a folder")])
     sources = []
     for path in sorted(folder.glob("*.toml")):
+        if path.name.startswith(".") or not path.is_file():
+            continue
         try:
             sources.append(Source(str(path), path.read_text("utf-8")))
         except (OSError, UnicodeDecodeError) as exc:

@@ -89,17 +89,27 @@ it shows in the thread's notes, the model's step markers and the Mermaid diagram
 _DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s)?\s*$")
 
 
+LONGEST_WAIT = timedelta(days=366)
+"""The longest duration a wait or a timeout may have (a year: past it, a date overflows
+long before anyone is waiting)."""
+
+
 def parse_duration(text: str) -> timedelta:
     """``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"`` as a ``timedelta`` (days, hours, minutes,
-    seconds, in that order, each optional). Raises ``ValueError`` for anything else or
-    for zero."""
+    seconds, in that order, each optional). Raises ``ValueError`` for anything else, for
+    zero, and past :data:`LONGEST_WAIT`."""
     found = _DURATION.match(text)
     if found is None or not any(found.groups()):
         raise ValueError(f"duration {text!r} is not like 30m, 1h30m, 2d or 45s")
     days, hours, minutes, seconds = (int(part or 0) for part in found.groups())
-    span = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        span = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        span = LONGEST_WAIT * 2
     if span <= timedelta(0):
         raise ValueError(f"duration {text!r} is zero")
+    if span > LONGEST_WAIT:
+        raise ValueError(f"duration {text!r} is longer than a year ({LONGEST_WAIT.days}d)")
     return span
 
 
@@ -150,7 +160,7 @@ class State(BaseModel):
     kind: StateKind = StateKind.AGENT
     description: str = ""
     on: dict[str, Target] = Field(default_factory=dict)
-    max_visits: int = Field(default=0, ge=0)
+    max_visits: int = Field(default=0, ge=0, le=1000)
     role: ModelRole = "executor"
     tools: tuple[str, ...] = ()
     instructions: str = ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.vocabulary.entries import JournalRecord, StepEntered, UserText
+from core.vocabulary.entries import JournalRecord, StepEntered, UserText, WorkflowChosen
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflows.conditions import CONDITIONS
 from core.workflows.model import Guard, Outcome, Workflow
@@ -18,14 +18,18 @@ from core.workflows.model import Guard, Outcome, Workflow
 
 def visits(journal: Sequence[JournalRecord], state: str) -> int:
     """How many times the conversation entered ``state`` (its ``StepEntered`` entries)
-    since its newest request; read from the end."""
+    since its newest request, the start's entry journaled just before the request
+    included; read from the end."""
     count = 0
+    at_request = False
     for record in reversed(journal):
         entry = record.entry
-        if isinstance(entry, StepEntered) and entry.position == state:
-            count += 1
+        if isinstance(entry, StepEntered):
+            count += entry.position == state
+        elif at_request and not isinstance(entry, WorkflowChosen):
+            break  # before the request's own entries
         elif isinstance(entry, UserText) and entry.role == "request":
-            break
+            at_request = True
     return count
 
 
