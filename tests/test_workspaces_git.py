@@ -10,7 +10,6 @@ delegations' forks), never a running or waiting one's.
 
 from __future__ import annotations
 
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,21 +27,11 @@ from core.vocabulary.errors import ToolError
 from core.vocabulary.journal import Change
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import RunAnswered, RunStats
+from tests.check_repo import git
 from tests.harness import Chat
 
 ALICE = Person(id="U0ALICE001", name="alice")
 BINDING = PlatformRef(platform="slack", channel="C1", thread="1.0")
-
-
-def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 @pytest.fixture

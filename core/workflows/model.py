@@ -349,14 +349,3 @@ class Workflow(BaseModel):
     def target(self, current: str, outcome: str) -> Target | None:
         """Where ``outcome`` at ``current`` leads (None: the state does not name it)."""
         return self.state(current).on.get(outcome)
-
-    def next(self, current: str, outcome: str) -> str:
-        """The state after ``outcome`` at ``current``, without guards (a guard's ``else``);
-        ``error`` falls back to the workflow's error state; ``current`` when neither names
-        one."""
-        target = self.target(current, outcome)
-        if target is None and outcome == Outcome.ERROR and self.workflow.error:
-            return self.workflow.error
-        if target is None:
-            return current
-        return target if isinstance(target, str) else target.else_
