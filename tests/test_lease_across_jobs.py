@@ -9,6 +9,7 @@ stop, at shutdown and after a job found it lost (the next job takes it again).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from conversations.render import render_event
 from conversations.store.leases import Leases, current_lease
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease
+from core.runner.protocol import RunEnded, RunItem, RunKind, RunRequest
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import UserText
 from core.vocabulary.errors import LeaseLost
@@ -59,17 +61,24 @@ class CountingLeases:
         return getattr(self._inner, name)
 
 
-class FakeEngine:
-    """What :class:`Runs` calls besides the jobs: shutdown's suspend and interrupt."""
+class FakeRunner:
+    """What :class:`Runs` asks of its runner besides the jobs: shutdown's suspend and the
+    interruption it records (each with the lease held when it was asked)."""
 
     def __init__(self) -> None:
         self.interrupts: list[tuple[str, Lease | None]] = []
 
-    def suspend(self) -> None:
+    async def suspend(self) -> None:
         pass
 
-    async def interrupt(self, conversation_id: str, reason: str) -> None:
-        self.interrupts.append((conversation_id, current_lease(conversation_id)))
+    async def cancel(self, run_id: str) -> bool:
+        return False
+
+    async def run(self, request: RunRequest) -> AsyncIterator[RunItem]:
+        assert request.kind is RunKind.INTERRUPT, request
+        cid = request.conversation_id
+        self.interrupts.append((cid, current_lease(cid)))
+        yield RunEnded()
 
 
 class Setup:
@@ -77,8 +86,8 @@ class Setup:
         self.store = store
         self.counting = CountingLeases(store.leases)
         self.leases = Leases(store=self.counting, owner=OWNER, ttl=60)  # type: ignore[arg-type]
-        self.engine = FakeEngine()
-        self.runs = Runs(engine=self.engine, leases=self.leases, inbox=store.inbox)  # type: ignore[arg-type]
+        self.engine = FakeRunner()
+        self.runs = Runs(runner=self.engine, leases=self.leases, inbox=store.inbox)
         self.queue = self.runs.queue
 
     async def owner(self, conversation_id: str) -> str | None:

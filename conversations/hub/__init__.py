@@ -62,6 +62,8 @@ from conversations.store.schedules import awaits_thread
 from conversations.store.wakeups import Topic
 from conversations.texts import PlatformTexts
 from core.run.engine import Engine
+from core.runner.local import LocalRunner
+from core.runner.protocol import Runner
 from core.vocabulary.lifecycle import Lifecycle
 
 __all__ = [
@@ -84,8 +86,18 @@ class Hub:
     """Routes inbound events to the engine; one instance serves every adapter."""
 
     def __init__(
-        self, *, store: Store, engine: Engine, deliverer: Deliverer, settings: HubSettings
+        self,
+        *,
+        store: Store,
+        engine: Engine,
+        deliverer: Deliverer,
+        settings: HubSettings,
+        runner: Runner | None = None,
     ) -> None:
+        """``engine`` takes the decisions, stops and reminders (compare-and-set writes made
+        here); ``runner`` carries out the runs (:mod:`core.runner`; by default in this
+        process, with ``engine``). A runner that commits in another process wakes the
+        deliverer here with each update of its runs."""
         self._store = store
         self._engine = engine
         self._deliverer = deliverer
@@ -99,8 +111,17 @@ class Hub:
         self._downloads = Downloads(
             limits=settings.files, threads=store.threads, notice=self._notice
         )
+        local = runner is None
+        if runner is None:
+            runner = LocalRunner(engine, inbox_for=lambda cid: self._runs.inbox(cid))
+        self.runner = runner
+        """What carries out this hub's runs."""
         self._runs = Runs(
-            engine=engine, leases=self.leases, inbox=store.inbox, downloads=self._downloads
+            runner=runner,
+            leases=self.leases,
+            inbox=store.inbox,
+            downloads=self._downloads,
+            on_update=None if local else lambda cid, _update: deliverer.look_at(cid),
         )
         self.stopper = Stopper(
             threads=store.threads,

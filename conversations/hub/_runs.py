@@ -1,4 +1,8 @@
-"""Runs in this process: one job at a time per conversation, all under its lease.
+"""Runs asked of the runner: one job at a time per conversation, all under its lease.
+
+Each job asks the runner for one run (:class:`core.runner.protocol.RunRequest`) and
+follows its stream until it ends (:mod:`core.runner`: in this process, or on a Ray
+cluster); the conversation's lease is held here, in the process that asked.
 
 Inputs for a conversation are handled in order, one after another; only stop jumps
 the queue (:class:`conversations.queue.ConversationQueue`). The conversation's
@@ -35,15 +39,17 @@ from conversations.hub._files import Downloads
 from conversations.queue import ConversationQueue, Job
 from conversations.store import Inbox
 from conversations.store.leases import Leases, current_lease
-from core.run.engine import Engine
+from core.context import random_id
 from core.run.state import Handover
+from core.runner.protocol import RunEnded, RunKind, Runner, RunRequest, RunUpdate
 from core.vocabulary.errors import AlreadyHandled, LeaseLost
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.snapshot import ConversationSnapshot
 
 log = logging.getLogger("conversations.hub")
 
-Work = Callable[[], Awaitable[None]]
+Work = Callable[[int], Awaitable[None]]
+"""A job's work, given its attempt (1, then one more each time it is tried again)."""
 
 RETRY_FIRST: Final = 1.0
 """Seconds before a failed job is tried again; each next wait is twice as long."""
@@ -52,21 +58,26 @@ RETRY_LONGEST: Final = 60.0
 
 
 class Runs:
-    """Queues the engine's work per conversation; ``queue`` is shared with the stopper.
+    """Queues the runs asked of ``runner`` per conversation; ``queue`` is shared with the
+    stopper.
 
     ``inbox`` tells whether a failed job's input was journaled before it failed
-    (see the module docstring).
+    (see the module docstring). ``on_update(conversation_id, update)`` is told each
+    update of a run's stream (the app wakes the deliverer there for runs that commit
+    in another process).
     """
 
     def __init__(
         self,
         *,
-        engine: Engine,
+        runner: Runner,
         leases: Leases,
         inbox: Inbox,
         downloads: Downloads | None = None,
+        on_update: Callable[[str, RunUpdate], None] | None = None,
     ) -> None:
-        self._engine = engine
+        self._runner = runner
+        self._on_update = on_update
         self._leases = leases
         self._inbox_store = inbox
         self._downloads = downloads
@@ -91,20 +102,16 @@ class Runs:
         it (its first try only: a try after a failure reads it)."""
         opened = [snapshot] if snapshot is not None else []
 
-        async def start() -> None:
+        async def start(attempt: int) -> None:
             files = await self._downloads.of(conversation_id, event) if self._downloads else ()
-            request = ThreadMessage(
+            message = ThreadMessage(
                 text=event.text,
                 author=person_of(event.author),
                 delivery_key=event.delivery_key,
                 files=files,
             )
-            await self._engine.start(
-                conversation_id,
-                request,
-                self._inbox(conversation_id),
-                snapshot=opened.pop() if opened else None,
-            )
+            snapshot = opened.pop() if opened else None
+            await self._carry(conversation_id, RunKind.START, attempt, message, snapshot=snapshot)
 
         work = self._retried(conversation_id, start, event.delivery_key)
         self.queue.submit(conversation_id, Job(work))
@@ -112,8 +119,8 @@ class Runs:
     def reply(self, conversation_id: str, reply: ThreadMessage) -> None:
         """Queue a reply in the thread (a run at work takes it as a note instead)."""
 
-        async def answer() -> None:
-            await self._engine.reply(conversation_id, reply, self._inbox(conversation_id))
+        async def answer(attempt: int) -> None:
+            await self._carry(conversation_id, RunKind.REPLY, attempt, reply)
 
         work = self._retried(conversation_id, answer, reply.delivery_key)
         if reply.delivery_key is not None:
@@ -130,9 +137,9 @@ class Runs:
 
         handed = [handover] if handover is not None else []
 
-        async def go_on() -> None:
+        async def go_on(attempt: int) -> None:
             snapshot = self._handed(conversation_id, handed.pop() if handed else None)  # once
-            await self._engine.run(conversation_id, self._inbox(conversation_id), snapshot=snapshot)
+            await self._carry(conversation_id, RunKind.GO_ON, attempt, snapshot=snapshot)
 
         self.queue.submit(conversation_id, Job(self._retried(conversation_id, go_on)))
 
@@ -151,8 +158,8 @@ class Runs:
         """Queue the expiry of a request (a workflow's timer, or a state that times out,
         goes on running after it: :meth:`core.run.engine.Engine.expire`)."""
 
-        async def expire() -> None:
-            await self._engine.expire(conversation_id, request_id, self._inbox(conversation_id))
+        async def expire(attempt: int) -> None:
+            await self._carry(conversation_id, RunKind.EXPIRE, attempt, request_id=request_id)
 
         self.queue.submit(conversation_id, Job(self._retried(conversation_id, expire)))
 
@@ -161,7 +168,7 @@ class Runs:
         cancelled (a running command is killed and recorded ``interrupted``)."""
         self._shutting_down = True
         self._shutdown.set()
-        self._engine.suspend()
+        await self._runner.suspend()
         self.queue.pause()
         try:
             await asyncio.wait_for(self.queue.idle(), grace)
@@ -169,14 +176,44 @@ class Runs:
             log.warning("runs still going after %s s of shutdown; cancelling them", grace)
             await self.queue.close()
 
-    def _inbox(self, conversation_id: str) -> Callable[[], list[ThreadMessage]]:
+    def inbox(self, conversation_id: str) -> Callable[[], list[ThreadMessage]]:
+        """The replies queued behind the conversation's running job, taken as they are
+        read (a run in this process takes them as notes at its turn boundaries)."""
         return lambda: self.queue.take_replies(conversation_id)
+
+    async def _carry(
+        self,
+        conversation_id: str,
+        kind: RunKind,
+        attempt: int,
+        message: ThreadMessage | None = None,
+        **more: object,
+    ) -> None:
+        """Ask the runner for one run and follow its stream to its end."""
+        request = RunRequest.model_validate(
+            {
+                "conversation_id": conversation_id,
+                "run_id": random_id(16),
+                "kind": kind,
+                "message": message,
+                "attempt": attempt,
+                **more,
+            }
+        )
+        async for item in self._runner.run(request):
+            if isinstance(item, RunEnded):
+                if item.deadline_passed:
+                    log.warning("conversation %s: the run passed its deadline", conversation_id)
+            elif self._on_update is not None:
+                self._on_update(conversation_id, item)
 
     def _go_on(self, conversation_id: str) -> Work:
         """A run from the journal: goes on while the conversation is ``running``."""
-        return lambda: self._engine.run(conversation_id, self._inbox(conversation_id))
+        return lambda attempt: self._carry(conversation_id, RunKind.GO_ON, attempt)
 
-    def _retried(self, conversation_id: str, work: Work, delivery_key: str | None = None) -> Work:
+    def _retried(
+        self, conversation_id: str, work: Work, delivery_key: str | None = None
+    ) -> Callable[[], Awaitable[None]]:
         """``work``, tried again after each failure until it goes through (the module
         docstring says how); ``delivery_key`` names the input it journals, if any."""
 
@@ -197,7 +234,7 @@ class Runs:
             try:
                 if failures and delivery_key is not None and await self._journaled(delivery_key):
                     work, delivery_key = self._go_on(conversation_id), None
-                await work()
+                await work(failures + 1)
                 return
             except LeaseLost:
                 # another process holds the conversation: it carries on; an input not
@@ -263,6 +300,7 @@ class Runs:
 
     async def _interrupted(self, conversation_id: str) -> None:
         try:
-            await self._engine.interrupt(conversation_id, "the bot was shutting down")
+            reason = "the bot was shutting down"
+            await self._carry(conversation_id, RunKind.INTERRUPT, 1, reason=reason)
         except LeaseLost as exc:
             log.warning("%s", exc)

@@ -32,26 +32,23 @@ from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
 from core.policy import policy
-from core.requests.decide import answered_in_words, decision_change, reply_change
-from core.run import live
+from core.requests.decide import answered_in_words, decision_change
+from core.run import live, messages
 from core.run import workflow as run_workflow
 from core.run.close_calls import interrupt_running, stopped
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
-from core.run.restart import next_position, refused_restart
 from core.run.scope import Scope
 from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
-from core.run.state import Handover, Run
+from core.run.state import Handover, Run, Watch
 from core.run.states import expiry
 from core.run.turn import Turns
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
-from core.vocabulary import lifecycle
-from core.vocabulary.entries import UserText
 from core.vocabulary.errors import RequestConflict
-from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, ThreadMessage, delivery_keys
+from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, ThreadMessage
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState, ToolApproval
@@ -144,11 +141,16 @@ class Engine:
 
     @contextlib.asynccontextmanager
     async def _opened(
-        self, entry: str, conversation_id: str, snapshot: ConversationSnapshot | None = None
+        self,
+        entry: str,
+        conversation_id: str,
+        snapshot: ConversationSnapshot | None = None,
+        watch: Watch | None = None,
     ) -> AsyncIterator[Run]:
         """One run of ``conversation_id`` by the entry point ``entry``: its settings (asked
         once), its span, its conversation (loaded once, unless ``snapshot`` is handed in:
-        the caller vouches that it is the conversation as stored now)."""
+        the caller vouches that it is the conversation as stored now); ``watch`` is told
+        what it commits."""
         if self._settings_for is None:
             settings = self._default
         else:
@@ -170,6 +172,7 @@ class Engine:
                 context=self._context,
                 scope=Scope.root(settings, self._deps.outputs, workflow.workflow),
                 workflow=workflow,
+                watch=watch,
             )
 
     async def _commit(self, run: Run, change: Change) -> None:
@@ -181,18 +184,22 @@ class Engine:
         inbox: Inbox | None = None,
         *,
         snapshot: ConversationSnapshot | None = None,
+        watch: Watch | None = None,
     ) -> None:
         """Go on while the conversation is ``running`` (see :meth:`core.run.turn.Turns.go`).
 
         ``snapshot``: the conversation as stored now, handed over by the run before
         (:class:`core.run.state.Handover`, checked by the caller); None: it is read.
+        ``watch`` is told each change the run commits (:attr:`core.run.state.Run.watch`).
         Raises :class:`core.vocabulary.errors.LeaseLost` when another process took the
         conversation over; any other failure ends the run ``failed``.
         """
-        async with self._opened("run", conversation_id, snapshot) as run:
+        async with self._opened("run", conversation_id, snapshot, watch) as run:
             await Turns(run, self._deps).go(inbox)
 
-    async def interrupt(self, conversation_id: str, reason: str) -> int:
+    async def interrupt(
+        self, conversation_id: str, reason: str, *, watch: Watch | None = None
+    ) -> int:
         """Record the calls still running as ``interrupted`` after their run was cancelled.
 
         For a shutdown that could not wait for a command (the caller cancelled the
@@ -200,7 +207,7 @@ class Engine:
         result saying ``reason``, and the conversation stays ``running``; the next
         start goes on and the model reads the results. Returns how many calls.
         """
-        async with self._opened("interrupt", conversation_id) as run:
+        async with self._opened("interrupt", conversation_id, watch=watch) as run:
             closing = interrupt_running(run.snap, reason, self._deps.toolbox.read_only)
             if closing.records:
                 await self._commit(run, Change(entries=closing.results, tool_calls=closing.records))
@@ -215,89 +222,36 @@ class Engine:
         inbox: Inbox | None = None,
         *,
         snapshot: ConversationSnapshot | None = None,
+        watch: Watch | None = None,
     ) -> None:
         """Begin a run with a new request; from an ended run, the history is kept.
 
         After a stop, a request by someone who may not go on is kept as a note and
         refused (:mod:`core.run.restart`). ``snapshot``: the conversation as stored
         now (one just opened), handed in by the caller; None: it is read.
+        (:func:`core.run.messages.start`; ``watch``: as for :meth:`run`.)
         """
-        async with self._opened("start", conversation_id, snapshot) as run:
-            await self._start(run, message, inbox)
-
-    async def _start(self, run: Run, message: ThreadMessage, inbox: Inbox | None) -> None:
-        snap = run.snap
-        if snap.status.active:
-            await self._reply(run, message, inbox)
-            return
-        message = await self._read_files(run, message)
-        refused = refused_restart(snap, message)
-        if refused is not None:
-            await self._commit(run, refused)
-            return
-        chosen = run_workflow.at_start(run, message, self._deps.workflows)
-        if isinstance(chosen, Change):  # a workflow it may not ask for: refused
-            await self._commit(run, chosen)
-            return
-        message, chosen_entries = chosen
-        run.scope = Scope.root(run.settings, self._deps.outputs, run.workflow.workflow)
-        workflow = run.workflow
-        position = next_position(snap, message, workflow)
-        step = workflow.entered(snap.position, position, first=not snap.journal)
-        request = UserText(
-            author=message.author, text=message.text, role="request", files=message.blocks
-        )
-        await self._commit(
-            run,
-            Change(
-                entries=(*chosen_entries, *step, request),
-                status=lifecycle.move(snap.status, lifecycle.RUNNING),
-                position=position,
-                handled=delivery_keys(message),
-            ),
-        )
-        await Turns(run, self._deps).go(inbox)
+        async with self._opened("start", conversation_id, snapshot, watch) as run:
+            await messages.start(run, self._deps, message, inbox)
 
     async def reply(
-        self, conversation_id: str, message: ThreadMessage, inbox: Inbox | None = None
+        self,
+        conversation_id: str,
+        message: ThreadMessage,
+        inbox: Inbox | None = None,
+        *,
+        answers: str | None = None,
+        watch: Watch | None = None,
     ) -> None:
         """A message in the thread: answers a question, revises a plan, goes on, or is a note.
 
         What it does to the open request is :func:`core.requests.decide.reply_change`;
         a reply to no request, to a tool approval, or to a request decided
-        meanwhile is kept as a note.
+        meanwhile is kept as a note; so is one whose ``answers`` names a request that is
+        not the one pending (:func:`core.run.messages.reply`).
         """
-        async with self._opened("reply", conversation_id) as run:
-            await self._reply(run, message, inbox)
-
-    async def _reply(self, run: Run, message: ThreadMessage, inbox: Inbox | None) -> None:
-        snap = run.snap
-        if not snap.status.active:
-            await self._start(run, message, inbox)
-            return
-        message = await self._read_files(run, message)
-        request = snap.open_requests[-1] if snap.open_requests else None
-        workflow = run.workflow
-        change = reply_change(snap, request, message, workflow) if request else None
-        if change is None:
-            await self._note(run, message)
-            return
-        try:
-            await self._commit(run, change.model_copy(update={"handled": delivery_keys(message)}))
-        except RequestConflict:  # decided meanwhile: the words are kept as a note
-            await self._note(run, message)
-            return
-        await Turns(run, self._deps).go(inbox)
-
-    async def _read_files(self, run: Run, message: ThreadMessage) -> ThreadMessage:
-        settings = run.settings
-        return await self._deps.files.read(
-            run.snap, message, text_limit=settings.file_text_limit, repo=settings.git_repo
-        )
-
-    async def _note(self, run: Run, message: ThreadMessage) -> None:
-        note = UserText(author=message.author, text=message.text, role="note", files=message.blocks)
-        await self._commit(run, Change(entries=(note,), handled=delivery_keys(message)))
+        async with self._opened("reply", conversation_id, watch=watch) as run:
+            await messages.reply(run, self._deps, message, inbox, answers)
 
     async def decide(
         self,
@@ -374,7 +328,12 @@ class Engine:
                 await self._commit(run, Change(events=(event,)))
 
     async def expire(
-        self, conversation_id: str, request_id: str, inbox: Inbox | None = None
+        self,
+        conversation_id: str,
+        request_id: str,
+        inbox: Inbox | None = None,
+        *,
+        watch: Watch | None = None,
     ) -> bool:
         """A request ``request_id`` waited too long (the sweeper found its time passed).
 
@@ -385,7 +344,7 @@ class Engine:
         it ends ``cancelled`` with a message. False when the request was no longer open.
         ``inbox``: the messages that come while the run goes on (None: none).
         """
-        async with self._opened("expire", conversation_id) as run:
+        async with self._opened("expire", conversation_id, watch=watch) as run:
             snap = run.snap
             request = next((r for r in snap.open_requests if r.id == request_id), None)
             if request is None:

@@ -161,6 +161,8 @@ async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
                 run.snapshot = None if snap is None else apply_change(snap, change, committed)
                 run.committed_at = committed.at
                 _entered(run, change)
+                if run.watch is not None:
+                    run.watch(change)
                 return committed
         except BaseException:
             run.snapshot = None  # the outcome is not known here

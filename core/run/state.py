@@ -13,6 +13,7 @@ object; a run that ends takes its history and totals with it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -27,6 +28,9 @@ from core.vocabulary.journal import Change, Committed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflows import Workflow, default_workflow
 from core.workflows.model import parse_duration
+
+Watch = Callable[[Change], None]
+"""Told each change a run committed, after the store took it (:attr:`Run.watch`)."""
 
 
 @dataclass
@@ -74,7 +78,8 @@ class Run:
     time of its last commit; ``scope`` is the scope it works in now (its root scope,
     or one nested in it while a composed step goes on there: :mod:`core.run.scope`),
     whose strategies its steps use; ``workflow`` is the one the conversation runs (as
-    journaled: :mod:`core.run.workflow`).
+    journaled: :mod:`core.run.workflow`); ``watch`` is told each change the run
+    committed, once the store took it (a runner streams them: :mod:`core.runner`).
     """
 
     conversation_id: str
@@ -91,6 +96,7 @@ class Run:
     committed_at: datetime | None = None
     scope: Scope = field(default_factory=Scope)
     workflow: Workflow = field(default_factory=default_workflow)
+    watch: Watch | None = None
 
     def handover(self) -> Handover | None:
         """The run's snapshot as its last commit left it, for the run that goes on next;
