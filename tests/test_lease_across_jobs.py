@@ -234,9 +234,11 @@ async def test_an_input_whose_job_lost_the_lease_is_taken_again_not_left_for_a_r
     cid = await new_conversation(setup.store)
     assert await setup.store.inbox.record_delivery("Ev-reply", cid, {"kind": "reply"})
     tries: list[Lease | None] = []
+    attempts: list[int] = []
 
-    async def journal_the_reply() -> None:
+    async def journal_the_reply(attempt: int) -> None:
         tries.append(current_lease(cid))
+        attempts.append(attempt)
         if len(tries) == 1:  # paused past the lease: another process took it and let it go
             other = await setup.store.leases.acquire_lease(cid, "host-b:2", ttl=60, now=FAR_FUTURE)
             assert other is not None and await setup.store.leases.release_lease(other)
@@ -249,6 +251,7 @@ async def test_an_input_whose_job_lost_the_lease_is_taken_again_not_left_for_a_r
 
     first, second = setup.counting.acquired
     assert tries == [first, second] and second.epoch == first.epoch + 2
+    assert attempts == [1, 1]  # a new job under a new lease, not a failure tried again
     assert await setup.store.inbox.unhandled() == []
     journal = (await setup.store.journal.load(cid)).journal
     assert [record.entry.text for record in journal] == ["the reply"]  # type: ignore[union-attr]
