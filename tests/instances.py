@@ -200,6 +200,7 @@ async def instances(
     database: str | None,
     count: int = 2,
     post_delay: float = 0.3,
+    model_delay: float = 0.0,
     socket_mode: bool = False,
     launcher: str = "bot",
     environ: Mapping[str, str] | None = None,
@@ -211,8 +212,9 @@ async def instances(
     :class:`FakeSocketModeServer` that sends each envelope to the next connection in
     turn (``spread="round_robin"``; yielded once all ``count`` are open); the Slack
     fake answers each post after ``post_delay`` seconds and the model fake answers
-    with ``respond``. ``settings``: ``THREADBOT_*`` variables of every process;
-    ``launcher`` and ``environ`` as :class:`BotProcess` takes them. Every
+    with ``respond``, each answer after ``model_delay`` seconds. ``settings``:
+    ``THREADBOT_*`` variables of every process; ``launcher`` and ``environ`` as
+    :class:`BotProcess` takes them. Every
     process is killed on the way out (:meth:`Instances.stop` first for a clean end)."""
     async with contextlib.AsyncExitStack() as stack:
         socket = None
@@ -222,7 +224,9 @@ async def instances(
         api = await stack.enter_async_context(
             FakeSlackApi(post_delay=post_delay, socket_url=socket.url if socket else None)
         )
-        model = await stack.enter_async_context(FakeAnthropicServer(respond=respond))
+        model = await stack.enter_async_context(
+            FakeAnthropicServer(respond=respond, delay=model_delay)
+        )
         http = await stack.enter_async_context(aiohttp.ClientSession())
         bots = processes(
             tmp_path,

@@ -161,7 +161,8 @@ class FakeAnthropicServer(LocalServer):
 
     ``api_key``: if set, other keys answer 401 ``authentication_error``. ``respond``:
     builds the answer of every request once the script is used up (see the module
-    docstring); without it such a request answers 400.
+    docstring); without it such a request answers 400. ``delay``: seconds each answer
+    of ``POST /v1/messages`` waits before it starts (a model that takes its time).
     """
 
     def __init__(
@@ -170,8 +171,10 @@ class FakeAnthropicServer(LocalServer):
         *,
         api_key: str | None = None,
         respond: Responder | None = None,
+        delay: float = 0.0,
     ) -> None:
         self._script: deque[Scripted] = deque(script)
+        self.delay = delay
         self.api_key = api_key
         self.respond = respond
         self.requests: list[RecordedRequest] = []
@@ -222,6 +225,8 @@ class FakeAnthropicServer(LocalServer):
         )
         if not isinstance(body, dict):
             return _error(ApiError.invalid_request("request body is not a JSON object"), number)
+        if self.delay:
+            await asyncio.sleep(self.delay)
         refused = self._refused(self.requests[-1])
         if refused is not None:
             return _error(refused, number)
