@@ -21,6 +21,7 @@ from conversations.store.claims import DeliveryClaims
 from conversations.store.health import StoreHealth
 from conversations.store.memory import MemoryStore
 from conversations.store.schedules import Schedules
+from conversations.store.slots import SlotStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
 from conversations.store.wakeups import Wakeups
@@ -111,6 +112,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "wakeups": Wakeups,
         "health": StoreHealth,
         "schedules": Schedules,
+        "slots": SlotStore,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

@@ -34,6 +34,7 @@ from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
 from conversations.store.schedules import Schedules
+from conversations.store.slots import SlotStore
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Usage
 from conversations.store.wakeups import Wakeups
@@ -1106,6 +1107,7 @@ INTERFACES: dict[str, type[Any]] = {
     "wakeups": Wakeups,
     "health": StoreHealth,
     "schedules": Schedules,
+    "slots": SlotStore,
 }
 
 
@@ -1115,9 +1117,10 @@ ELSEWHERE = (
     "test_wakeups.py",
     "test_store_health.py",
     "test_schedules.py",
+    "test_slots_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it), of ``wakeups``, of ``health`` and of ``schedules``."""
+deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules`` and of ``slots``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

@@ -8,7 +8,8 @@
   :mod:`~conversations.store.claims`: who delivers a conversation's outbox rows;
   :mod:`~conversations.store.owners`: whether their owner is gone;
   :mod:`~conversations.store.wakeups`: how instances on one database tell each other;
-  :mod:`~conversations.store.schedules`: scheduled runs' due times, each recorded once.
+  :mod:`~conversations.store.schedules`: scheduled runs' due times, each recorded once;
+  :mod:`~conversations.store.slots`: slots of runs and steps, queued by priority.
 - :mod:`~conversations.store.sql`: the SQLAlchemy backend (SQLite by default), its
   tables in :mod:`~conversations.store.schema`, migrated by Alembic
   (:mod:`~conversations.store.migrate`, the scripts in ``conversations/migrations``).

@@ -20,6 +20,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`~conversations.store.schedules.Schedules`: scheduled runs' due times, each
   recorded once. Taken by the sweeper's scheduler and the hub.
 - :class:`~conversations.store.usage.Usage`: prices and model calls. Taken by the bot.
+- :class:`~conversations.store.slots.SlotStore`: slots of runs and steps, queued by
+  priority, granted in the store. Taken by :mod:`conversations.slots`.
 - :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
 
 A backend implements every interface over one database and hands them out as one
@@ -55,6 +57,7 @@ from conversations.store.records import (
     StopRequest,
 )
 from conversations.store.schedules import Schedules
+from conversations.store.slots import SlotStore
 from conversations.store.upkeep import Requests as Requests
 from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
@@ -362,6 +365,11 @@ class Store(Protocol):
     @property
     def schedules(self) -> Schedules:
         """Scheduled runs' due times (:mod:`conversations.store.schedules`)."""
+        ...
+
+    @property
+    def slots(self) -> SlotStore:
+        """Slots of runs and steps (:mod:`conversations.store.slots`)."""
         ...
 
     @property

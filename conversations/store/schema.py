@@ -292,3 +292,31 @@ class ScheduleRunRow(Base):
     claimed_by: Mapped[str] = mapped_column(String(64))
     claimed_at: Mapped[datetime]
     conversation_id: Mapped[str | None] = mapped_column(String(32))
+
+
+class SlotRow(Base):
+    """A run's or a step's ask for a slot (:mod:`conversations.store.slots`): its
+    conversation and ``category`` (``run``, ``model``, ``command``), the keys its limits
+    count by (``holder``: the instance holding it; ``workspace``: ``platform:workspace``;
+    ``user_key``: ``platform:user id``), its own limits by key (None: none), its
+    ``priority``, ``state`` (``waiting`` or ``held``) and ``until`` (UTC), renewed like a
+    lease's expiry. Granted by the pass of its category, in the store."""
+
+    __tablename__ = "slots"
+    __table_args__ = (Index("ix_slots_queue", "category", "state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(String(32))
+    category: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    holder: Mapped[str] = mapped_column(String(64))
+    workspace: Mapped[str] = mapped_column(String(128))
+    user_key: Mapped[str] = mapped_column(String(192))
+    priority: Mapped[int] = mapped_column(Integer)
+    enqueued_at: Mapped[datetime]
+    granted_at: Mapped[datetime | None]
+    until: Mapped[datetime]
+    cluster_limit: Mapped[int | None] = mapped_column(Integer)
+    process_limit: Mapped[int | None] = mapped_column(Integer)
+    workspace_limit: Mapped[int | None] = mapped_column(Integer)
+    user_limit: Mapped[int | None] = mapped_column(Integer)

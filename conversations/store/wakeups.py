@@ -30,11 +30,13 @@ CHANNEL = "threadbot_wakeups"
 
 class Topic(StrEnum):
     """What to look at: a stop request aimed at a run held here, a reply for a run held
-    here, or outbox rows of a conversation whose delivery claim is held here."""
+    here, outbox rows of a conversation whose delivery claim is held here, or a slot
+    granted to a run or step waiting here (:mod:`conversations.slots`)."""
 
     STOP = "stop"
     INBOX = "inbox"
     OUTBOX = "outbox"
+    SLOT = "slot"
 
 
 @dataclass(frozen=True)

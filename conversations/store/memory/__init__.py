@@ -26,6 +26,7 @@ from conversations.store.memory.outputs import MemoryOutputs
 from conversations.store.memory.requests import MemoryRequests
 from conversations.store.memory.retention import MemoryRetention
 from conversations.store.memory.schedules import MemorySchedules
+from conversations.store.memory.slots import MemorySlots
 from conversations.store.memory.stops import MemoryStopRequests
 from conversations.store.memory.threads import MemoryThreads
 from conversations.store.memory.usage import MemoryUsage
@@ -66,6 +67,7 @@ class MemoryStore:
         self.usage = MemoryUsage(self._tables)
         self.outputs = MemoryOutputs(self._tables)
         self.schedules = MemorySchedules(self._tables)
+        self.slots = MemorySlots(self._tables)
         self.health = MemoryHealth(self._tables)
 
     @property

@@ -20,6 +20,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``usage``: price entries, model calls, spend and reports
 - ``outputs``: large tool outputs kept whole
 - ``schedules``: scheduled runs' due times, each recorded once
+- ``slots``: slots of runs and steps, granted by a pass under a lock
 - ``health``: reachability, schema revision and levels, for an operator
 """
 
@@ -40,6 +41,7 @@ from conversations.store.sql.outputs import SqlOutputs
 from conversations.store.sql.requests import SqlRequests
 from conversations.store.sql.retention import SqlRetention
 from conversations.store.sql.schedules import SqlSchedules
+from conversations.store.sql.slots import SqlSlots
 from conversations.store.sql.stops import SqlStopRequests
 from conversations.store.sql.threads import SqlThreads
 from conversations.store.sql.usage import SqlUsage
@@ -83,6 +85,7 @@ class SqlStore:
         self.usage = SqlUsage(self._db)
         self.outputs = SqlOutputs(self._db)
         self.schedules = SqlSchedules(self._db)
+        self.slots = SqlSlots(self._db)
         self.health = SqlHealth(self._db)
 
     @property
