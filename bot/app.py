@@ -20,6 +20,7 @@ from opentelemetry.trace import TracerProvider
 
 from bot.errors import GaveUp
 from bot.layers import ConversationSettings
+from bot.limits import slots_for, workflow_priority
 from bot.metrics import MeteredModel, Metrics
 from bot.sandboxing import caps_said, close_workspaces, confine, fallback_said
 from bot.settings import Settings
@@ -48,6 +49,7 @@ from core.models.scripted import ScriptFileModel
 from core.outputs import cache_strategy
 from core.run.engine import Engine
 from core.run.settings import EngineSettings
+from core.run.slots import UNLIMITED
 from core.secrets import Redactor
 from core.tools.base import Toolbox
 from core.tools.command import RunCommand
@@ -330,7 +332,9 @@ async def build(
         on_thread=lambda cid, thread: hub.thread_started(cid, thread),  # a scheduled run's
     )
     store.on_outbox = deliverer.wake
+    slots = slots_for(settings, layers, store, instance)  # None: no limit set
     engine = Engine(
+        slots=slots.steps() if slots is not None else UNLIMITED,
         journal=store.journal,
         model=MeteredModel(model or model_for(settings), metrics, prices),
         toolbox=tools,
@@ -364,6 +368,9 @@ async def build(
         wakeup_poll=settings.wakeup_poll,
         shutdown_grace=settings.shutdown_grace,
         on_open=places.know,
+        slots=slots,
+        workflow_priority=workflow_priority(library, places, store.journal),
+        queued_edit_every=settings.progress_interval,
         files=FileLimits(
             max_bytes=int(settings.shared_file_mb * 1024 * 1024),
             per_message=settings.shared_files_per_message,

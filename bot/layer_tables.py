@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
-from conversations.channels import ProgressMode
+from conversations.channels import OverLimit, ProgressMode
 from core.contexts import StrategyName
 from core.policy.policy import ToolPolicy
 from core.retry import MAX_ATTEMPTS
@@ -49,6 +49,10 @@ OutputChars = Annotated[int, Field(gt=100, le=10_000_000)]
 RequestSeconds = Annotated[float, Field(gt=0, le=365 * 24 * 3600, allow_inf_nan=False)]
 """Seconds a request waits for a person: at most a year."""
 PerUser = Annotated[int, Field(ge=1, le=100_000)]
+AtOnce = Annotated[int, Field(ge=1, le=1_000_000)]
+"""Runs, model calls or commands at once (a limit of slots)."""
+Priority = Annotated[int, Field(ge=-1_000, le=1_000)]
+"""A run's priority in the queue for slots: higher goes first (-1000 to 1000)."""
 ContextTokens = Annotated[int, Field(ge=1_000, le=100_000_000)]
 """Tokens of a model's context window."""
 Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
@@ -119,7 +123,10 @@ LAYERED = (
     "progress_mode",
     "request_ttl",
     "user_runs",
+    "user_runs_over",
     "user_mentions_per_hour",
+    "workspace_runs",
+    "priority",
     "conversation_budget_tokens",
     "conversation_budget_usd",
     "channel_daily_budget_tokens",
@@ -182,7 +189,10 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "progress_mode": Direction.FREE,
         "request_ttl": Direction.LOWER,
         "user_runs": Direction.LOWER,
+        "user_runs_over": Direction.FREE,
         "user_mentions_per_hour": Direction.LOWER,
+        "workspace_runs": Direction.LOWER,
+        "priority": Direction.FREE,
         "conversation_budget_tokens": Direction.LOWER,
         "conversation_budget_usd": Direction.LOWER,
         "channel_daily_budget_tokens": Direction.LOWER,
@@ -241,7 +251,11 @@ group adds an approver. The free keys, and why each is free:
   any state that changes things (:mod:`core.workflows.checks`), and every call meets
   the same policy in any of them;
 - ``check_command``: the command ``validate-fix`` runs: it is in the plan a person
-  approves before it runs, and it runs with ``run_command``, as the model's commands do.
+  approves before it runs, and it runs with ``run_command``, as the model's commands do;
+- ``user_runs_over``: whether a person over ``user_runs`` is queued or refused; either
+  way no more of theirs run at once;
+- ``priority``: which of the operator's own channels goes first when runs queue; it
+  lets no more run at once, and aging (``priority_aging``) lets a lower one through.
 
 ``command_processes`` (the sandbox's process cap) is listed ahead of its layered key.
 """
@@ -309,7 +323,14 @@ class Layer(BaseModel):
     progress_mode: ProgressMode | None = None
     request_ttl: RequestSeconds | None = None
     user_runs: PerUser | None = None
+    user_runs_over: OverLimit | None = None
+    """``queue`` (a run over ``user_runs`` waits) or ``refuse`` (a request over it starts
+    nothing)."""
     user_mentions_per_hour: PerUser | None = None
+    workspace_runs: AtOnce | None = None
+    """Runs at once in this workspace or guild."""
+    priority: Priority | None = None
+    """The priority of runs here when they queue for a slot (higher first)."""
     conversation_budget_tokens: BudgetTokens | None = None
     conversation_budget_usd: BudgetUsd | None = None
     channel_daily_budget_tokens: BudgetTokens | None = None

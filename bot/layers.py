@@ -145,7 +145,10 @@ class Effective:
         return ChannelSettings(
             approvers=tuple(self["approvers"]),
             user_runs=self["user_runs"],
+            user_runs_over=self["user_runs_over"],
             user_mentions_per_hour=self["user_mentions_per_hour"],
+            workspace_runs=self["workspace_runs"],
+            priority=self["priority"],
             progress_mode=self["progress_mode"],
             explained=("Settings here, each with the layer it came from:", *self.explain()),
         )
@@ -365,6 +368,19 @@ class Layers:
         if found is None:
             found = self._cache[key] = self._resolve(*key)
         return found
+
+    def queues_anywhere(self) -> bool:
+        """Whether some layer (the bot's, a workspace's, a guild's, a channel's) makes runs
+        queue: a ``workspace_runs``, or a ``user_runs`` that queues (docs/architecture.md,
+        "Limits and priorities")."""
+        places = [("", "", "")] + [(p, w, c) for p, w, c, _ in self._all()]
+        for place in places:
+            here = self.at(*place)
+            if here["workspace_runs"] is not None:
+                return True
+            if here["user_runs"] is not None and here["user_runs_over"] == "queue":
+                return True
+        return False
 
     def refusals(self) -> list[str]:
         """Every loosening refused anywhere (each once), in the order of the layers: for

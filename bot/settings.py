@@ -42,6 +42,7 @@ from sqlalchemy.engine import make_url
 from bot.layer_tables import (
     LAYERED,
     MAX_INSTRUCTIONS,
+    AtOnce,
     BudgetTokens,
     BudgetUsd,
     CheckCommand,
@@ -57,6 +58,7 @@ from bot.layer_tables import (
     ModelId,
     OutputChars,
     PerUser,
+    Priority,
     Processes,
     RequestSeconds,
     RetryAttempts,
@@ -74,6 +76,7 @@ from bot.loosening import Grants
 from bot.schedules import ScheduleEntry, check_schedules
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
+from conversations.channels import OverLimit
 from core.contexts import StrategyName
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
@@ -288,9 +291,28 @@ class Settings(BaseSettings):
     git_repo: str | None = None
     """The git repository a conversation's workspace is cloned from (none: an empty one)."""
     user_runs: PerUser | None = None
-    """Conversations one person may have going at once (running or waiting; none: no limit)."""
+    """Runs one person may have at once (none: no limit); one more waits for a slot, or,
+    with ``user_runs_over = "refuse"``, conversations going (running or waiting) past
+    which a request is refused."""
+    user_runs_over: OverLimit = "queue"
+    """What a request over ``user_runs`` gets: ``queue`` (it waits for a slot, and says
+    so in its thread) or ``refuse`` (it starts nothing, and the bot says why)."""
     user_mentions_per_hour: PerUser | None = None
     """Conversations one person may start per hour (none: no limit)."""
+    workspace_runs: AtOnce | None = None
+    """Runs at once in one Slack workspace or Discord guild (none: no limit)."""
+    max_runs: AtOnce | None = None
+    """Runs at once in this process (none: no limit); one more waits for a slot."""
+    cluster_max_runs: AtOnce | None = None
+    """Runs at once in all the processes sharing the database (none: no limit)."""
+    model_calls_at_once: AtOnce | None = None
+    """Model calls at once in all the processes sharing the database (none: no limit)."""
+    commands_at_once: AtOnce | None = None
+    """Commands (``run_command``) at once in all the processes sharing the database."""
+    priority: Priority = 0
+    """The priority of runs here when they queue for a slot (higher first)."""
+    priority_aging: float = Field(default=60.0, gt=0, le=365 * 24 * 3600, allow_inf_nan=False)
+    """Seconds a queued run waits for its priority to rise by one (nothing starves)."""
     conversation_budget_tokens: BudgetTokens | None = None
     """Tokens (every kind) a conversation may spend before it asks to go on (none: no budget)."""
     conversation_budget_usd: BudgetUsd | None = None

@@ -16,21 +16,31 @@ from conversations.events import PlatformRef
 ProgressMode = Literal["replies", "status"]
 """How progress notes show in a thread: each as a reply, or one status message edited."""
 
+OverLimit = Literal["queue", "refuse"]
+"""What a request over a person's ``user_runs`` gets: queued until one of theirs ends, or
+refused (docs/architecture.md, "Limits and priorities")."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ChannelSettings:
-    """One channel's approvers, per-user limits, progress mode and its settings told.
+    """One channel's approvers, limits, priority, progress mode and its settings told.
 
     ``approvers``: entries as :func:`conversations.access.parse_approver` reads them;
-    ``user_runs``: conversations one person may have going (running or waiting) at
-    once; ``user_mentions_per_hour``: conversations one person may start per hour
-    (None: no limit); ``explained``: the lines ``/threadbot settings`` shows (every
-    setting with the layer it came from; no secret).
+    ``user_runs``: runs one person may have at once (``user_runs_over = "queue"``: the
+    next waits for a slot), or conversations going, running or waiting, past which a
+    new one is refused (``"refuse"``); ``user_mentions_per_hour``: conversations one
+    person may start per hour; ``workspace_runs``: runs at once in the channel's
+    workspace or guild (None: no limit); ``priority``: the channel's runs' priority in
+    the queue for slots (higher first); ``explained``: the lines ``/threadbot
+    settings`` shows (every setting with the layer it came from; no secret).
     """
 
     approvers: tuple[str, ...] = ()
     user_runs: int | None = None
+    user_runs_over: OverLimit = "queue"
     user_mentions_per_hour: int | None = None
+    workspace_runs: int | None = None
+    priority: int = 0
     progress_mode: ProgressMode = "replies"
     explained: tuple[str, ...] = ()
 

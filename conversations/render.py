@@ -34,6 +34,7 @@ from conversations.totals import (
 )
 from core.pricing import dollars
 from core.requests.escalation import stuck_line
+from core.run.stats import duration_said
 from core.vocabulary.run_events import (
     BudgetReached,
     ContinueAsked,
@@ -57,6 +58,29 @@ APPROVE = "white_check_mark"
 REJECT = "x"
 CLOSED = "closed"
 """``purpose`` of the outbox row that edits a closed request's message (a milestone, not a note)."""
+QUEUED = "queued"
+"""``purpose`` of the rows of a run's queued message (docs/architecture.md, "Limits and
+priorities"): its post, then edits of it, all with the request id :func:`queued_id`."""
+
+
+def queued_id(slot_id: int) -> str:
+    """The request id the rows of a queued message share (no pending request has it)."""
+    return f"queued-{slot_id}"
+
+
+def queued_text(ahead: int) -> str:
+    """``⏳ Queued: 3 runs ahead of this one.``: a run waiting for its slot."""
+    runs = "1 run" if ahead == 1 else f"{ahead} runs"
+    return f"⏳ Queued: {runs} ahead of this one."
+
+
+def started_text(waited: float) -> str:
+    """``▶️ Started after waiting 1m 05s in the queue.``: the queued message once it ran."""
+    return f"▶️ Started after waiting {duration_said(waited)} in the queue."
+
+
+LEFT_QUEUE = "⏹ Left the queue before it started."
+"""The queued message of a run stopped (or cut by a shutdown) while it waited."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,6 +37,7 @@ CONSUMERS = (
     "conversations/sweeper.py",
     "conversations/stopping.py",
     "conversations/store/leases.py",
+    "conversations/slots.py",
 )
 BACKENDS = (
     "conversations.store.sql",

@@ -302,7 +302,8 @@ async def test_a_channel_with_mutating_tools_off_refuses_them_with_a_note(settin
 
 async def test_over_the_runs_at_once_limit_the_bot_says_so_and_starts_nothing(settings) -> None:
     model = ScriptedModel([plan(), plan()])
-    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"user_runs": 2}}}})
+    limit = {"user_runs": 2, "user_runs_over": "refuse"}  # queued by default: test_slots.py
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: limit}}})
     async with slack_workspace(s, model) as ws:
         await mention_in(ws, CHANNEL, "first")
         await mention_in(ws, CHANNEL, "second")
@@ -322,7 +323,8 @@ async def test_a_message_restarting_an_ended_conversation_counts_against_the_lim
     settings,
 ) -> None:
     model = ScriptedModel([plan(), plan()])
-    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"user_runs": 1}}}})
+    limit = {"user_runs": 1, "user_runs_over": "refuse"}
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: limit}}})
     async with slack_workspace(s, model) as ws:
         first = await mention_in(ws, CHANNEL, "first")
         await ws.slash("/stop", first)

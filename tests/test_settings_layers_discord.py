@@ -307,7 +307,8 @@ async def test_over_the_runs_at_once_limit_the_bot_says_so_in_the_thread(
     settings: Settings,
 ) -> None:
     model = ScriptedModel([plan()])
-    async with guild_of_two(in_builds(settings, user_runs=1), model) as g:
+    limited = in_builds(settings, user_runs=1, user_runs_over="refuse")
+    async with guild_of_two(limited, model) as g:
         first = await mention_in(g, BUILDS, "first")
         g.post(first, "📋 Plan (v1)")
         second = await mention_in(g, BUILDS, "second")

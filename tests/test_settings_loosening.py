@@ -169,6 +169,14 @@ ATTEMPTS = [
         loose=5,
     ),
     Attempt(
+        "workspace_runs",
+        workspace={"workspace_runs": 4},
+        channel={"workspace_runs": 40},
+        probe=lambda e: e.channel_settings.workspace_runs,
+        tight=4,
+        loose=40,
+    ),
+    Attempt(
         "user_mentions_per_hour",
         bot={"user_mentions_per_hour": 3},
         channel={"user_mentions_per_hour": 30},

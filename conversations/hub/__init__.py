@@ -11,6 +11,9 @@ Each inbound event goes through a short chain of steps, assembled in one place
 4. **route**: the engine gets an input through the conversation's queue (start,
    reply, decision taken at once by compare-and-set, or stop, which jumps the queue).
 
+Where limits are set, each run first waits for its slot, and says so in its thread
+(:mod:`conversations.hub._queued`; docs/architecture.md, "Limits and priorities").
+
 A scheduled run opens its conversation without an event: :meth:`Hub.open_scheduled`,
 then :meth:`Hub.thread_started` once its message is posted (:mod:`conversations.hub._scheduled`).
 
@@ -41,6 +44,7 @@ from conversations.hub._chain import Answer, Inbound, Step
 from conversations.hub._dedupe import Dedupe
 from conversations.hub._files import Downloads
 from conversations.hub._limits import Limits
+from conversations.hub._queued import queueing
 from conversations.hub._route import Route
 from conversations.hub._runs import Runs
 from conversations.hub._scheduled import Scheduled
@@ -122,6 +126,7 @@ class Hub:
             inbox=store.inbox,
             downloads=self._downloads,
             on_update=None if local else lambda cid, _update: deliverer.look_at(cid),
+            slot=queueing(settings, store, self.leases),
         )
         self.stopper = Stopper(
             threads=store.threads,
@@ -144,6 +149,7 @@ class Hub:
             route_reply=functools.partial(self._requeue, mentions=False),
             in_hand=self._runs.in_hand,
             poll=settings.wakeup_poll,
+            on_slot=settings.slots.look if settings.slots is not None else None,
         )
         """Wake-ups between instances; the app runs :meth:`Listening.keep_listening`."""
         self._authorise = Authorise(access=settings.access)

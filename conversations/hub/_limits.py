@@ -1,8 +1,10 @@
 """The limits step: a person over a channel's per-user limit starts nothing.
 
-A channel's settings may cap how many conversations one person has going at once
-(running or waiting for a person) and how many one person starts per hour
-(:class:`conversations.channels.ChannelSettings`). A mention over a limit opens no
+A channel's settings may cap how many conversations one person starts per hour and,
+with ``user_runs_over = "refuse"``, how many one person has going at once (running or
+waiting for a person) (:class:`conversations.channels.ChannelSettings`; with the
+default ``"queue"``, ``user_runs`` queues a run instead: docs/architecture.md,
+"Limits and priorities"). A mention over a limit opens no
 conversation: the bot says so in the mention's thread, and the delivery is
 recorded like any other (a redelivery says nothing twice). A message in the thread
 of an ended conversation starts it again, so it counts as a start too: over a
@@ -52,6 +54,8 @@ class Limits:
         """What to say when ``who`` starting a run at ``where`` is over a limit, else None."""
         channel = self._channels(where)
         runs, per_hour = channel.user_runs, channel.user_mentions_per_hour
+        if channel.user_runs_over == "queue":
+            runs = None  # over it, a run waits for its slot (conversations.hub._queued)
         if runs is None and per_hour is None:
             return None
         active, started = await self._threads.started_by(

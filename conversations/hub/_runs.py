@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 from conversations import logcontext
@@ -64,7 +65,8 @@ class Runs:
     ``inbox`` tells whether a failed job's input was journaled before it failed
     (see the module docstring). ``on_update(conversation_id, update)`` is told each
     update of a run's stream (the app wakes the deliverer there for runs that commit
-    in another process).
+    in another process). ``slot(request)`` is held around each run (its slot in the
+    queue: :mod:`conversations.hub._queued`; None: none).
     """
 
     def __init__(
@@ -75,8 +77,10 @@ class Runs:
         inbox: Inbox,
         downloads: Downloads | None = None,
         on_update: Callable[[str, RunUpdate], None] | None = None,
+        slot: Callable[[RunRequest], AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         self._runner = runner
+        self._slot = slot or (lambda _request: contextlib.nullcontext())
         self._on_update = on_update
         self._leases = leases
         self._inbox_store = inbox
@@ -200,12 +204,13 @@ class Runs:
                 **more,
             }
         )
-        async for item in self._runner.run(request):
-            if isinstance(item, RunEnded):
-                if item.deadline_passed:
-                    log.warning("conversation %s: the run passed its deadline", conversation_id)
-            elif self._on_update is not None:
-                self._on_update(conversation_id, item)
+        async with self._slot(request):  # waits for the run's slot (hub._queued)
+            async for item in self._runner.run(request):
+                if isinstance(item, RunEnded):
+                    if item.deadline_passed:
+                        log.warning("conversation %s: the run passed its deadline", conversation_id)
+                elif self._on_update is not None:
+                    self._on_update(conversation_id, item)
 
     def _go_on(self, conversation_id: str) -> Work:
         """A run from the journal: goes on while the conversation is ``running``."""

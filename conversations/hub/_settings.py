@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +13,8 @@ from conversations.access import AccessPolicy
 from conversations.channels import ChannelLookup
 from conversations.events import PlatformRef
 from conversations.files import FileLimits
+from conversations.slots import Slots
+from conversations.store import ConversationInfo
 from core.context import now
 
 DEFAULT_APPROVE = frozenset(
@@ -20,6 +22,10 @@ DEFAULT_APPROVE = frozenset(
 )
 DEFAULT_REJECT = frozenset({"x", "-1", "heavy_multiplication_x"})
 DEFAULT_STOP = frozenset({"octagonal_sign", "black_square_for_stop"})
+
+WorkflowPriority = Callable[[ConversationInfo, str | None], Awaitable[int]]
+"""The priority of the workflow a conversation runs (0: none), given the text of the
+request that starts it when the run is a start (it may ask for a workflow by name)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +62,13 @@ class HubSettings:
     files: FileLimits = field(default_factory=FileLimits)
     """Caps on the files a message may share: bytes a file, files a message, seconds a
     download (:mod:`conversations.files`)."""
+    slots: Slots | None = None
+    """This process's slots, when limits are set: each run waits for its slot first
+    (:mod:`conversations.hub._queued`); None: no run waits."""
+    workflow_priority: WorkflowPriority | None = None
+    """A workflow's own priority, added to its channel's (None: 0)."""
+    queued_edit_every: float = 3.0
+    """Seconds between two edits of a queued run's message (the notes' interval)."""
 
 
 def default_instance() -> str:

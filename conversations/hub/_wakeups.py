@@ -8,7 +8,8 @@ claim another instance holds (``outbox``). Heard (:meth:`Listening.heard`), from
 another instance: ``stop``, the stopper looks for stop requests aimed here now;
 ``inbox``, if the run is held here, the conversation's replies not journaled yet are
 routed here, so the run takes them at its next turn; ``outbox``, the deliverer reads
-the conversation's pending rows now.
+the conversation's pending rows now; ``slot``, the slots waited for here are looked at
+now (another instance's pass granted one).
 
 The fallback, the same on every backend (and the only way on SQLite): every
 ``wakeup_poll`` seconds, while this instance holds runs, the replies not journaled yet
@@ -37,7 +38,9 @@ RouteReply = Callable[[str, dict[str, object]], Awaitable[None]]
 
 
 class Listening:
-    """One instance's wake-ups: sent as ``leases.owner``, heard from the others.
+    """One instance's wake-ups: sent as ``leases.owner``, heard from the others;
+    ``on_slot`` is called when another instance granted a slot waited for here
+    (:mod:`conversations.slots`).
 
     ``in_hand``: the delivery keys of replies a job of this instance has (the runs'
     :attr:`~conversations.hub._runs.Runs.in_hand`; pruned here of those journaled):
@@ -54,6 +57,7 @@ class Listening:
         route_reply: RouteReply,
         in_hand: set[str],
         poll: float,
+        on_slot: Callable[[], None] | None = None,
     ) -> None:
         self._wakeups = wakeups
         self._leases = leases
@@ -63,6 +67,7 @@ class Listening:
         self._route_reply = route_reply
         self._in_hand = in_hand
         self.poll = poll
+        self._on_slot = on_slot or (lambda: None)
         self._routed: set[str] = set()
         """Delivery keys of replies routed here and not journaled yet."""
         self._tasks: set[asyncio.Task[object]] = set()
@@ -87,6 +92,8 @@ class Listening:
                 self._spawn(self.poll_once({cid}), f"replies for {cid}")
         elif wakeup.topic is Topic.OUTBOX:
             self._deliverer.look_at(cid)
+        elif wakeup.topic is Topic.SLOT:
+            self._on_slot()
 
     async def keep_listening(self) -> None:
         """Hear wake-ups, and look at the store every ``poll`` seconds, until cancelled
@@ -128,6 +135,7 @@ class Listening:
         self._spawn(self._stopper.poll_once(), "stop requests after a reconnect")
         self._spawn(self.poll_once(), "replies after a reconnect")
         self._deliverer.wake()
+        self._on_slot()
 
     def _spawn(self, work: Awaitable[object], name: str) -> None:
         async def logged() -> object:

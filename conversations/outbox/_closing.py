@@ -12,6 +12,10 @@ store) and builds the edit with
 
 A message never delivered (failed for good, or sent without an id) has nothing to
 edit: the row is settled ``dropped`` with the reason, and logged; nothing is sent.
+
+A queued run's message (rows of purpose :data:`conversations.render.QUEUED`) is
+edited the same way (:func:`queued_edit`): its edits carry the request id of its
+post, and the text replaces the message's.
 """
 
 from __future__ import annotations
@@ -38,6 +42,28 @@ async def closing_edit(outbox: KnownRows, row: PendingSend) -> UpdateMessage | N
     log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
     await outbox.settle_unsent([row], reason)
     return None
+
+
+async def queued_edit(outbox: KnownRows, row: PendingSend) -> UpdateMessage | None:
+    """The edit to send for ``row``, an edit of a queued run's message (its text in
+    place of the message's), or None when that message was not delivered (``row`` is
+    settled ``dropped`` then, as for :func:`closing_edit`)."""
+    reason = await _queued_or_reason(outbox, row)
+    if isinstance(reason, UpdateMessage):
+        return reason
+    log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
+    await outbox.settle_unsent([row], reason)
+    return None
+
+
+async def _queued_or_reason(outbox: KnownRows, row: PendingSend) -> UpdateMessage | str:
+    if row.request_id is None or not isinstance(row.action, UpdateMessage):
+        return "not an edit of a queued message"
+    original = await outbox.request_message(row.conversation_id, row.request_id)
+    if original is None or original.state != "sent" or original.message_id is None:
+        return f"the queued message {row.request_id} was not delivered"
+    ref = original.action.ref.model_copy(update={"message": original.message_id})
+    return UpdateMessage(ref=ref, text=row.action.text)
 
 
 async def _edit_or_reason(outbox: KnownRows, row: PendingSend) -> UpdateMessage | str:

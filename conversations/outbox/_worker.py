@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from conversations import logcontext
-from conversations.events import OutboundAction, PostReply
+from conversations.events import OutboundAction, PostReply, UpdateMessage
 from conversations.outbox._attempt import NOTE, Attempts, Outcome, Refused, Sent
 from conversations.outbox._board import StatusBoard
 from conversations.outbox._clock import Clock
-from conversations.outbox._closing import closing_edit
+from conversations.outbox._closing import closing_edit, queued_edit
 from conversations.outbox._known import KnownRows
-from conversations.render import CLOSED
+from conversations.render import CLOSED, QUEUED
 from conversations.store import PendingSend
 
 NOTE_REPLY_CHARS = 3_500
@@ -185,13 +185,17 @@ class ConversationWorker(ABC):
     async def deliver_milestone(self, row: PendingSend) -> Outcome:
         """Send ``row``, a row other than a note, alone.
 
-        A closing row (purpose ``closed``) becomes the edit of its request's message
+        A closing row (purpose ``closed``) becomes the edit of its request's message, an
+        edit of a queued run's message (purpose ``queued``) the edit of that message
         (:mod:`conversations.outbox._closing`); with nothing to edit it is settled
         without a send, and that counts as sent: what follows goes on.
         """
-        if row.purpose != CLOSED:
+        if row.purpose == QUEUED and isinstance(row.action, UpdateMessage):
+            edit = await queued_edit(self.ctx.outbox, row)  # of the queued run's message
+        elif row.purpose != CLOSED:
             return await self.deliver([row], row.action)
-        edit = await closing_edit(self.ctx.outbox, row)
+        else:
+            edit = await closing_edit(self.ctx.outbox, row)
         if edit is None:
             return Sent(None)
         return await self.deliver([row], edit)

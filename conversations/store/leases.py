@@ -183,6 +183,7 @@ class Leases:
         self._held: dict[str, Holding] = {}
         self._opened: dict[str, Lease] = {}
         """Leases of conversations this process opened leased, until their worker holds them."""
+        self._beside: list[Callable[[], Awaitable[object]]] = []
         self._taking: dict[str, asyncio.Event] = {}
         """Conversations a holder of this process takes or holds, each with the event set
         when it lets go: one holder at a time here (see :meth:`_enter`)."""
@@ -319,11 +320,19 @@ class Leases:
         holding = self._held.get(lease.conversation_id)
         return holding is not None and not holding.released and holding.lease == lease
 
+    def renew_beside(self, renew: Callable[[], Awaitable[object]]) -> None:
+        """Call ``renew`` after each renewal of the leases (the process's slots,
+        :mod:`conversations.slots`, are renewed with them, by the same task)."""
+        self._beside.append(renew)
+
     async def keep_renewed(self) -> None:
-        """Renew the held leases every third of ``ttl`` until cancelled (a supervised task)."""
+        """Renew the held leases every third of ``ttl`` until cancelled (a supervised task),
+        and what :meth:`renew_beside` added."""
         while True:
             await asyncio.sleep(self.ttl / 3)
             await self.renew_all()
+            for renew in self._beside:
+                await renew()
 
     async def _acquire(self, conversation_id: str) -> Lease:
         """Take the lease, waiting while a live process holds it, and while the store

@@ -18,6 +18,7 @@ from core.models.base import Model
 from core.outputs import OutputCache
 from core.run.compose import Step
 from core.run.settings import ChannelSpend
+from core.run.slots import UNLIMITED, StepSlots
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
@@ -48,7 +49,8 @@ class RunDeps:
     tells what a conversation's channel spent today (None: only the conversation's
     own calls count); ``suspended()`` True means: start no new step (the process is
     stopping); ``compose`` builds what a run goes through (None: the agent,
-    :func:`core.run.agent.agent`).
+    :func:`core.run.agent.agent`); ``slots`` holds a slot around each model call and
+    command (:mod:`core.run.slots`; by default nothing waits).
     """
 
     journal: Journal
@@ -63,3 +65,4 @@ class RunDeps:
     channel_spend: ChannelSpend | None = None
     suspended: Callable[[], bool] = _never
     compose: Composer | None = None
+    slots: StepSlots = UNLIMITED

@@ -40,6 +40,7 @@ from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
 from core.run.scope import Scope
 from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
+from core.run.slots import UNLIMITED, StepSlots
 from core.run.state import Handover, Run, Watch
 from core.run.states import expiry
 from core.run.turn import Turns
@@ -75,6 +76,7 @@ class Engine:
     spans (:mod:`core.tracing`; by default to the global tracer provider, a no-op
     unless one was set). ``compose`` builds the steps a run goes through
     (:mod:`core.run.compose`; by default the agent of :mod:`core.run.agent`).
+    ``slots`` holds a slot around each model call and command (:mod:`core.run.slots`).
     Raises :class:`core.vocabulary.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
@@ -98,6 +100,7 @@ class Engine:
         workspaces: Workspaces | None = None,
         tracing: Tracing | None = None,
         compose: Composer | None = None,
+        slots: StepSlots = UNLIMITED,
     ) -> None:
         self._journal = CountingJournal(journal)
         default = settings or EngineSettings()
@@ -122,6 +125,7 @@ class Engine:
             channel_spend=channel_spend,
             suspended=lambda: self._suspended,
             compose=compose,
+            slots=slots,
         )
 
     @property

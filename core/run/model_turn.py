@@ -81,13 +81,15 @@ def consults_expert(run: Run) -> bool:
 
 async def answer(run: Run, deps: RunDeps, request: ModelRequest, position: str) -> AssistantTurn:
     """The model's answer to ``request`` (made in ``position``), in its span, priced and
-    attributed to ``request.role``. Raises :class:`core.vocabulary.errors.ModelError`
+    attributed to ``request.role``, once the run holds a ``model`` slot
+    (:mod:`core.run.slots`). Raises :class:`core.vocabulary.errors.ModelError`
     when the model fails for good."""
     model = request.model or deps.model.name
-    with run.span.model_call(model, max_tokens=request.max_tokens) as span:
-        turn = await _streamed(run, deps, request, position)
-        span.answered(turn.usage, turn.stop_reason)
-        return turn
+    async with deps.slots.hold(run.conversation_id, "model"):  # waits outside the span
+        with run.span.model_call(model, max_tokens=request.max_tokens) as span:
+            turn = await _streamed(run, deps, request, position)
+            span.answered(turn.usage, turn.stop_reason)
+            return turn
 
 
 def own_plan(run: Run, deps: RunDeps, snap: ConversationSnapshot) -> PlanApproval | None:

@@ -31,6 +31,7 @@ from core.policy.summary import summarize_call
 from core.run import live
 from core.run.compose import CONTINUE, Outcome
 from core.run.deps import RunDeps
+from core.run.slots import command_slot
 from core.run.state import Run
 from core.run.stats import duration_said
 from core.run.tool_step import Attempted, attempted
@@ -55,19 +56,36 @@ async def run_call(
     workspace: Path,
     plan_approved: bool,
 ) -> None:
-    """Run the call ``record`` in ``workspace`` and commit its result.
+    """Run the call ``record`` in ``workspace`` and commit its result; a command first
+    waits for its ``command`` slot (:mod:`core.run.slots`).
 
     ``plan_approved``: the position lets mutating tools run; ``span``: the call's
     trace span, told its final state. Raises only what the store raises for a
     commit (:class:`core.vocabulary.errors.LeaseLost`, ...): a tool's failure or crash
     is the call's error result.
     """
-    tool = deps.toolbox.get(record.name)
-    assert tool is not None  # admitted calls name known tools
-    settings = run.settings
     ruling = await checked_now(run, deps, record, plan_approved, span)
     if ruling is None:
         return
+    # a command waits for its slot before it is marked running (core.run.slots)
+    async with command_slot(deps.slots, run.conversation_id, record.name):
+        await _ruled(run, deps, record, span, workspace=workspace, network=ruling.network)
+
+
+async def _ruled(
+    run: Run,
+    deps: RunDeps,
+    record: ToolCallRecord,
+    span: ToolSpan | None,
+    *,
+    workspace: Path,
+    network: bool,
+) -> None:
+    """Run the call ``record``, which the policy lets run (with ``network``), and commit
+    its result (:func:`run_call`)."""
+    tool = deps.toolbox.get(record.name)
+    assert tool is not None  # admitted calls name known tools
+    settings = run.settings
     running = move(record, ToolState.RUNNING).records
     if not record.read_only:  # a read-only call runs again after a crash either way
         await live.commit(run, deps.journal, Change(tool_calls=running))
@@ -82,7 +100,7 @@ async def run_call(
         with_process = started(running[0], process)
         await live.commit(run, deps.journal, Change(tool_calls=(with_process,)))
 
-    ctx = call_context(run, deps, workspace, network=ruling.network, started=on_start)
+    ctx = call_context(run, deps, workspace, network=network, started=on_start)
 
     async def once() -> Attempted:
         try:

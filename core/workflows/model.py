@@ -293,8 +293,9 @@ class RetryTable(BaseModel):
 
 
 class Header(BaseModel):
-    """``[workflow]``: its name, what it is for, its start, its global error state and its
-    strategies."""
+    """``[workflow]``: its name, what it is for, its start, its global error state, its
+    strategies and its ``priority`` (added to the channel's when its runs queue for a
+    slot, higher first: docs/architecture.md, "Limits and priorities")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -302,6 +303,7 @@ class Header(BaseModel):
     description: str = ""
     start: str
     error: str = ""
+    priority: int = Field(default=0, ge=-1_000, le=1_000)
     context: ContextTable = Field(default_factory=ContextTable)
     cache: CacheTable = Field(default_factory=CacheTable)
     retry: RetryTable = Field(default_factory=RetryTable)

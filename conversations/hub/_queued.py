@@ -1,0 +1,203 @@
+"""A run waits for its slot before it starts, and its thread is told while it waits.
+
+(docs/architecture.md, "Limits and priorities".) Each run the hub asks of the runner
+first holds a ``run`` slot (:meth:`Queueing.slot`, around the run in
+:mod:`conversations.hub._runs`); the slot is freed when the run ends, fails or is
+cancelled. The slot counts under the limits in force: this process's ``max_runs``,
+the cluster's ``cluster_max_runs`` (:class:`conversations.slots.SlotLimits`), and the
+channel's ``workspace_runs`` and ``user_runs`` (the latter when
+``user_runs_over = "queue"``), by the conversation's workspace (``platform:workspace``)
+and requester (``platform:user id``), at the channel's priority plus its workflow's.
+Where no limit applies the run asks nothing and starts at once. An interruption
+(a shutdown's record of the calls it cut) asks no slot.
+
+A run that must wait says so in its thread, once: ``⏳ Queued: 3 runs ahead of this
+one.`` (an outbox row of purpose :data:`conversations.render.QUEUED`), then the same
+message is edited as the count moves, at most once per ``edit_every`` seconds (the
+newest count; the ``progress_interval`` of the notes), and once the run starts it
+says ``▶️ Started after waiting 1m 05s in the queue.``; a run stopped while it waits
+(a stop cancels the waiting job like a running one: :mod:`conversations.stopping`)
+leaves :data:`conversations.render.LEFT_QUEUE`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+from conversations.channels import ChannelLookup, ChannelSettings
+from conversations.events import PlatformRef, PostReply, UpdateMessage
+from conversations.hub._settings import HubSettings, WorkflowPriority
+from conversations.render import LEFT_QUEUE, QUEUED, queued_id, queued_text, started_text
+from conversations.slots import Slots
+from conversations.store import ConversationInfo, Outbox, Outgoing, Store, Threads
+from conversations.store.leases import Leases
+from conversations.store.slots import Category, Limits, SlotAsk, Standing
+from core.runner.protocol import RunKind, RunRequest
+
+
+class Queueing:
+    """Holds a run's slot around it, and tells the thread while it waits.
+
+    ``channels``: each channel's limits and priority (None: none per channel);
+    ``workflow_priority``: a workflow's own priority (None: 0); ``clock``: seconds,
+    monotonic (how long a run waited)."""
+
+    def __init__(
+        self,
+        *,
+        slots: Slots,
+        threads: Threads,
+        outbox: Outbox,
+        channels: ChannelLookup | None = None,
+        workflow_priority: WorkflowPriority | None = None,
+        edit_every: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._slots = slots
+        self._threads = threads
+        self._outbox = outbox
+        self._channels = channels
+        self._workflow_priority = workflow_priority
+        self._edit_every = edit_every
+        self._clock = clock
+
+    @contextlib.asynccontextmanager
+    async def slot(self, request: RunRequest) -> AsyncIterator[None]:
+        """Hold the ``run`` slot of ``request``'s run for the block (see the module
+        docstring); raises what the store raises."""
+        ask = await self._ask(request)
+        if ask is None:
+            yield
+            return
+        told = _Told(
+            conversation_id=ask.conversation_id,
+            threads=self._threads,
+            outbox=self._outbox,
+            edit_every=self._edit_every,
+            clock=self._clock,
+        )
+        started = self._clock()
+        try:
+            async with self._slots.held(ask, moved=told.moved):
+                await told.started(self._clock() - started)
+                yield
+        except asyncio.CancelledError:
+            await asyncio.shield(told.left())
+            raise
+
+    async def _ask(self, request: RunRequest) -> SlotAsk | None:
+        """The slot ``request``'s run asks for, or None when no limit applies to it."""
+        if request.kind is RunKind.INTERRUPT:
+            return None
+        conversation = await self._threads.find(request.conversation_id)
+        if conversation is None:
+            return None
+        where = conversation.binding
+        channel = self._channels(where) if self._channels is not None else ChannelSettings()
+        limits = self._slots.limits
+        user_runs = channel.user_runs if channel.user_runs_over == "queue" else None
+        ask = SlotAsk(
+            conversation_id=conversation.id,
+            category=Category.RUN,
+            limits=Limits(
+                cluster=limits.cluster_max_runs,
+                process=limits.max_runs,
+                workspace=channel.workspace_runs,
+                user=user_runs,
+            ),
+            workspace=f"{where.platform}:{where.workspace}",
+            user=f"{where.platform}:{conversation.requester.id}",
+            priority=channel.priority + await self._workflow(conversation, request),
+        )
+        return ask if ask.limits.any else None
+
+    async def _workflow(self, conversation: ConversationInfo, request: RunRequest) -> int:
+        if self._workflow_priority is None:
+            return 0
+        text = request.message.text if request.kind is RunKind.START and request.message else None
+        return await self._workflow_priority(conversation, text)
+
+
+class _Told:
+    """The queued message of one waiting run: posted once, then edited."""
+
+    def __init__(
+        self,
+        *,
+        conversation_id: str,
+        threads: Threads,
+        outbox: Outbox,
+        edit_every: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._conversation_id = conversation_id
+        self._threads = threads
+        self._outbox = outbox
+        self._edit_every = edit_every
+        self._clock = clock
+        self._slot_id: int | None = None
+        self._shown: int | None = None
+        self._at = 0.0
+        self._started = False
+        self._where: ConversationInfo | None = None
+
+    async def moved(self, standing: Standing) -> None:
+        """Where the run stands now: post the message, or edit it when the count moved
+        and the last edit is ``edit_every`` seconds old."""
+        if standing.ahead == self._shown:
+            return
+        if self._slot_id is not None and self._clock() - self._at < self._edit_every:
+            return  # the next look shows the newest count
+        text = queued_text(standing.ahead)
+        if self._slot_id is None:
+            self._slot_id = standing.slot_id
+            await self._send(lambda ref: PostReply(ref=ref, text=text))
+        else:
+            await self._send(lambda ref: UpdateMessage(ref=ref, text=text))
+        self._shown = standing.ahead
+        self._at = self._clock()
+
+    async def started(self, waited: float) -> None:
+        """The run starts: its message, if it was posted, says after how long."""
+        self._started = True
+        if self._slot_id is not None:
+            text = started_text(waited)
+            await self._send(lambda ref: UpdateMessage(ref=ref, text=text))
+
+    async def left(self) -> None:
+        """The run was cancelled: a message posted says it left the queue, unless the
+        run had started."""
+        if self._slot_id is not None and not self._started:
+            await self._send(lambda ref: UpdateMessage(ref=ref, text=LEFT_QUEUE))
+
+    async def _send(self, action: Callable[[PlatformRef], PostReply | UpdateMessage]) -> None:
+        assert self._slot_id is not None
+        if self._where is None:
+            self._where = await self._threads.info(self._conversation_id)
+        out = Outgoing(
+            action(self._where.binding), purpose=QUEUED, request_id=queued_id(self._slot_id)
+        )
+        await self._outbox.enqueue(self._conversation_id, [out])
+
+
+def queueing(
+    settings: HubSettings, store: Store, leases: Leases
+) -> Callable[[RunRequest], AbstractAsyncContextManager[None]] | None:
+    """What the hub's runs hold around each run: a slot, when ``settings.slots`` is set
+    (its rows then renewed with ``leases``); else None (no run waits)."""
+    slots = settings.slots
+    if slots is None:
+        return None
+    leases.renew_beside(slots.renew_all)
+    return Queueing(
+        slots=slots,
+        threads=store.threads,
+        outbox=store.outbox,
+        channels=settings.channels,
+        workflow_priority=settings.workflow_priority,
+        edit_every=settings.queued_edit_every,
+    ).slot
