@@ -61,7 +61,9 @@ class Stopper:
     asked to stop its run (a wake-up: the holder looks at once, not at its next poll).
     ``notice_now`` posts :data:`STOPPING` at once, outside the outbox (default:
     ``notice``), before the request is written, so the holder's "Stopped", which it
-    posts from its own outbox, cannot come first.
+    posts from its own outbox, cannot come first. ``stop_queued`` stops a start that
+    was waiting for its slot when the stop cancelled it, in a conversation not active
+    (:meth:`conversations.hub._queued.Queueing.stop_queued`), when nothing else ran.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Stopper:
         orphan_every: float = 30.0,
         tell_holder: Callable[[str], None] = lambda _id: None,
         notice_now: Notice | None = None,
+        stop_queued: Callable[[ConversationInfo, Person], Awaitable[bool]] | None = None,
     ) -> None:
         self._threads = threads
         self._stops = stops
@@ -87,6 +90,7 @@ class Stopper:
         self._poll = poll_interval
         self._tell_holder = tell_holder
         self._notice_now = notice_now or notice
+        self._stop_queued = stop_queued
         self._orphan_ticks = max(1, round(orphan_every / poll_interval))
         self._asked: dict[str, Person] = {}
         """Conversations whose run this instance asked another to stop, and who asked:
@@ -198,6 +202,8 @@ class Stopper:
         nothing runs any more, the holder stopped it and said so; nothing more is said."""
         await self._queue.stop(conversation.id)
         stopped = await self._engine.stop(conversation.id, by.name, by.id)
+        if not stopped and self._stop_queued is not None:  # a start that waited for its slot
+            stopped = await self._stop_queued(conversation, by)
         await self._stops.stop_requests_handled(conversation.id)
         if not stopped and not quiet:
             await self._notice(conversation, NOTHING_RUNNING)

@@ -120,13 +120,14 @@ class Hub:
             runner = LocalRunner(engine, inbox_for=lambda cid: self._runs.inbox(cid))
         self.runner = runner
         """What carries out this hub's runs."""
+        self._queued = queueing(settings, store, self.leases, engine)
         self._runs = Runs(
             runner=runner,
             leases=self.leases,
             inbox=store.inbox,
             downloads=self._downloads,
             on_update=None if local else lambda cid, _update: deliverer.look_at(cid),
-            slot=queueing(settings, store, self.leases),
+            slot=self._queued.slot,
         )
         self.stopper = Stopper(
             threads=store.threads,
@@ -138,6 +139,7 @@ class Hub:
             poll_interval=settings.wakeup_poll,
             tell_holder=lambda cid: self.tell(Topic.STOP, cid),
             notice_now=self._notice_now,
+            stop_queued=self._queued.stop_queued,
         )
         """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
         self.listening = Listening(

@@ -17,7 +17,9 @@ message is edited as the count moves, at most once per ``edit_every`` seconds (t
 newest count; the ``progress_interval`` of the notes), and once the run starts it
 says ``▶️ Started after waiting 1m 05s in the queue.``; a run stopped while it waits
 (a stop cancels the waiting job like a running one: :mod:`conversations.stopping`)
-leaves :data:`conversations.render.LEFT_QUEUE`.
+leaves :data:`conversations.render.LEFT_QUEUE`; a start stopped so, in a conversation
+that was not active, is recorded as stopped before it started (its message kept as a
+note, its delivery handled, ``Stopped`` said: :meth:`Queueing.stop_queued`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
 
 from conversations.channels import ChannelLookup, ChannelSettings
 from conversations.events import PlatformRef, PostReply, UpdateMessage
@@ -36,22 +37,26 @@ from conversations.slots import Slots
 from conversations.store import ConversationInfo, Outbox, Outgoing, Store, Threads
 from conversations.store.leases import Leases
 from conversations.store.slots import Category, Limits, SlotAsk, Standing
+from core.run.engine import Engine
 from core.runner.protocol import RunKind, RunRequest
+from core.vocabulary.people import Person
 
 
 class Queueing:
     """Holds a run's slot around it, and tells the thread while it waits.
 
-    ``channels``: each channel's limits and priority (None: none per channel);
-    ``workflow_priority``: a workflow's own priority (None: 0); ``clock``: seconds,
-    monotonic (how long a run waited)."""
+    ``slots``: this process's (None: no run waits); ``engine`` records a stop of a
+    request that never started; ``channels``: each channel's limits and priority
+    (None: none per channel); ``workflow_priority``: a workflow's own priority (None:
+    0); ``clock``: seconds, monotonic (how long a run waited)."""
 
     def __init__(
         self,
         *,
-        slots: Slots,
+        slots: Slots | None,
         threads: Threads,
         outbox: Outbox,
+        engine: Engine,
         channels: ChannelLookup | None = None,
         workflow_priority: WorkflowPriority | None = None,
         edit_every: float = 3.0,
@@ -60,6 +65,10 @@ class Queueing:
         self._slots = slots
         self._threads = threads
         self._outbox = outbox
+        self._engine = engine
+        self._left: dict[str, RunRequest] = {}
+        """Starts cancelled while they waited for their slot, by conversation: a stop
+        that finds nothing running stops them (:meth:`stop_queued`)."""
         self._channels = channels
         self._workflow_priority = workflow_priority
         self._edit_every = edit_every
@@ -69,8 +78,10 @@ class Queueing:
     async def slot(self, request: RunRequest) -> AsyncIterator[None]:
         """Hold the ``run`` slot of ``request``'s run for the block (see the module
         docstring); raises what the store raises."""
-        ask = await self._ask(request)
-        if ask is None:
+        self._left.pop(request.conversation_id, None)
+        slots = self._slots
+        ask = await self._ask(request, slots) if slots is not None else None
+        if ask is None or slots is None:
             yield
             return
         told = _Told(
@@ -82,14 +93,25 @@ class Queueing:
         )
         started = self._clock()
         try:
-            async with self._slots.held(ask, moved=told.moved):
+            async with slots.held(ask, moved=told.moved):
                 await told.started(self._clock() - started)
                 yield
         except asyncio.CancelledError:
+            if not told.began and request.kind is RunKind.START:
+                self._left[request.conversation_id] = request
             await asyncio.shield(told.left())
             raise
 
-    async def _ask(self, request: RunRequest) -> SlotAsk | None:
+    async def stop_queued(self, conversation: ConversationInfo, by: Person) -> bool:
+        """A stop found nothing running: if the conversation's start was cancelled while it
+        waited for its slot (the stop cancelled it), its request is recorded as stopped
+        before it started (:meth:`core.run.engine.Engine.stop_queued`); whether it was."""
+        request = self._left.pop(conversation.id, None)
+        if request is None or request.message is None:
+            return False
+        return await self._engine.stop_queued(conversation.id, request.message, by.name, by.id)
+
+    async def _ask(self, request: RunRequest, slots: Slots) -> SlotAsk | None:
         """The slot ``request``'s run asks for, or None when no limit applies to it."""
         if request.kind is RunKind.INTERRUPT:
             return None
@@ -98,7 +120,7 @@ class Queueing:
             return None
         where = conversation.binding
         channel = self._channels(where) if self._channels is not None else ChannelSettings()
-        limits = self._slots.limits
+        limits = slots.limits
         user_runs = channel.user_runs if channel.user_runs_over == "queue" else None
         ask = SlotAsk(
             conversation_id=conversation.id,
@@ -142,7 +164,8 @@ class _Told:
         self._slot_id: int | None = None
         self._shown: int | None = None
         self._at = 0.0
-        self._started = False
+        self.began = False
+        """The run started (its slot was granted)."""
         self._where: ConversationInfo | None = None
 
     async def moved(self, standing: Standing) -> None:
@@ -163,7 +186,7 @@ class _Told:
 
     async def started(self, waited: float) -> None:
         """The run starts: its message, if it was posted, says after how long."""
-        self._started = True
+        self.began = True
         if self._slot_id is not None:
             text = started_text(waited)
             await self._send(lambda ref: UpdateMessage(ref=ref, text=text))
@@ -171,7 +194,7 @@ class _Told:
     async def left(self) -> None:
         """The run was cancelled: a message posted says it left the queue, unless the
         run had started."""
-        if self._slot_id is not None and not self._started:
+        if self._slot_id is not None and not self.began:
             await self._send(lambda ref: UpdateMessage(ref=ref, text=LEFT_QUEUE))
 
     async def _send(self, action: Callable[[PlatformRef], PostReply | UpdateMessage]) -> None:
@@ -184,20 +207,18 @@ class _Told:
         await self._outbox.enqueue(self._conversation_id, [out])
 
 
-def queueing(
-    settings: HubSettings, store: Store, leases: Leases
-) -> Callable[[RunRequest], AbstractAsyncContextManager[None]] | None:
-    """What the hub's runs hold around each run: a slot, when ``settings.slots`` is set
-    (its rows then renewed with ``leases``); else None (no run waits)."""
+def queueing(settings: HubSettings, store: Store, leases: Leases, engine: Engine) -> Queueing:
+    """The hub's :class:`Queueing`: over ``settings.slots`` (their rows then renewed with
+    ``leases``), or, without them, one under which no run waits."""
     slots = settings.slots
-    if slots is None:
-        return None
-    leases.renew_beside(slots.renew_all)
+    if slots is not None:
+        leases.renew_beside(slots.renew_all)
     return Queueing(
         slots=slots,
         threads=store.threads,
         outbox=store.outbox,
+        engine=engine,
         channels=settings.channels,
         workflow_priority=settings.workflow_priority,
         edit_every=settings.queued_edit_every,
-    ).slot
+    )

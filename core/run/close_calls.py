@@ -20,7 +20,8 @@ from core.requests.closing import requests_closed
 from core.tool_state import Moved, answered_calls, move, parts, unrecorded
 from core.tools import control
 from core.vocabulary import lifecycle
-from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry
+from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry, UserText
+from core.vocabulary.inputs import ThreadMessage, delivery_keys
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState
@@ -127,6 +128,17 @@ def stopped(snap: ConversationSnapshot, by: Person, read_only: Callable[[str], b
                 interrupted_calls=closing.interrupted,
             ),
         ),
+    )
+
+
+def stopped_before_start(message: ThreadMessage, by: Person) -> Change:
+    """``by`` stopped a request that waited for its run's slot and never started
+    (docs/architecture.md, "Limits and priorities"): ``message`` kept as a note, its
+    delivery handled (no restart runs it), the thread told ``Stopped``; the
+    conversation's status is left as it is (a later message starts it again)."""
+    note = UserText(author=message.author, text=message.text, role="note", files=message.blocks)
+    return Change(
+        entries=(note,), handled=delivery_keys(message), events=(Stopped(by_name=by.name),)
     )
 
 

@@ -35,7 +35,7 @@ from core.policy import policy
 from core.requests.decide import answered_in_words, decision_change
 from core.run import live, messages
 from core.run import workflow as run_workflow
-from core.run.close_calls import interrupt_running, stopped
+from core.run.close_calls import interrupt_running, stopped, stopped_before_start
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
 from core.run.scope import Scope
@@ -48,7 +48,7 @@ from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
-from core.vocabulary.errors import RequestConflict
+from core.vocabulary.errors import AlreadyHandled, RequestConflict
 from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, ThreadMessage
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
@@ -322,6 +322,20 @@ class Engine:
                     continue
                 return True
             return False
+
+    async def stop_queued(
+        self, conversation_id: str, message: ThreadMessage, by_name: str, by_id: str
+    ) -> bool:
+        """A stop of ``message``'s run, which waited for its slot and never started, in a
+        conversation that was not active (:func:`core.run.close_calls.stopped_before_start`);
+        False when the message was journaled meanwhile."""
+        by = Person(id=by_id, name=by_name)
+        async with self._opened("stop", conversation_id) as run:
+            try:
+                await self._commit(run, stopped_before_start(message, by))
+            except AlreadyHandled:
+                return False
+            return True
 
     async def remind(self, conversation_id: str, request_id: str) -> None:
         """Post the one reminder of an open request (the sweeper calls this at half-life)."""

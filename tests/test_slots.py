@@ -1,0 +1,376 @@
+"""Limits and priorities through the hub (docs/architecture.md, "Limits and priorities").
+
+A person over ``user_runs`` is queued, told so in the thread of the fake Slack (one
+message, edited as it moves and when the run starts), and started when their run ends
+(``user_runs_over = "refuse"`` still refuses: ``tests/test_settings_layers.py``); a
+higher-priority channel's run starts before an older one of a lower channel, and a
+workflow's priority counts; a second command waits for the first under
+``commands_at_once``; a stop while queued leaves the queue; the limits hold across two
+bots on one database; a dead holder's slot frees up. The store's part, both backends:
+``tests/test_slots_store.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import build
+from bot.layers import ConversationSettings
+from bot.limits import workflow_priority
+from bot.settings import Settings
+from conversations.events import PlatformRef
+from conversations.render import render_event
+from conversations.store import ConversationInfo
+from conversations.store.memory import MemoryStore
+from conversations.store.slots import Category, Limits, SlotAsk
+from core.models.base import ToolKind, ToolSpec
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.run.settings import EngineSettings
+from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
+from core.tools.control import control_tools
+from core.vocabulary.entries import WorkflowChosen
+from core.vocabulary.journal import Change
+from core.vocabulary.people import Person
+from core.workflows.loading import load_library
+from tests.conftest import wait_for
+from tests.fakes.slack_api import TEAM_ID
+from tests.harness import Chat
+from tests.slack_harness import CHANNEL, Workspace, slack_workspace
+from tests.test_settings_layers import bot_posts, layered
+from tests.test_slack_story import finish, plan
+
+OTHER = "C0DOCS00002"
+
+
+def gated(gate: asyncio.Event) -> ScriptedTurn:
+    """A plan the model proposes once ``gate`` is set (its run holds its slot meanwhile)."""
+    return plan(gate)
+
+
+def asked(model: ScriptedModel, *texts: str) -> list[str]:
+    """Which of ``texts`` each model call was asked about, in order (each request's words
+    are in its messages)."""
+    return [next(t for t in texts if t in str(r.messages)) for r in model.requests]
+
+
+def queued_post(ws: Workspace, channel: str, thread: str) -> dict[str, Any] | None:
+    """The bot's queued message in ``thread`` as it is now, if posted."""
+    found = [
+        m for m in bot_posts(ws, channel, thread) if "Queued" in m["text"] or "queue" in m["text"]
+    ]
+    return found[0] if found else None
+
+
+async def mentioned(ws: Workspace, channel: str, text: str) -> str:
+    """Mention the bot without waiting for the run to settle (it may wait for a slot)."""
+    from tests.fakes.slack_api import BOT_USER_ID
+
+    said = f"<@{BOT_USER_ID}> {text}"
+    ts = str(ws.api.add_message(channel, said)["ts"])
+    for body in (ws.mention_body(ts, said), ws.message_body(ts, said)):
+        body["event"]["channel"] = channel
+        await ws.deliver("events_api", body)
+    return ts
+
+
+# --- a person over user_runs is queued -------------------------------------------------------
+
+
+async def test_a_person_over_user_runs_is_queued_told_so_and_started_when_their_run_ends(
+    settings: Settings,
+) -> None:
+    gate = asyncio.Event()
+    first_turn = gated(gate)
+    model = ScriptedModel([first_turn, plan()])
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"user_runs": 1}}}})
+    async with slack_workspace(s, model) as ws:
+        first = await mentioned(ws, CHANNEL, "first")
+        await asyncio.wait_for(first_turn.started.wait(), 30)
+        second = await mentioned(ws, CHANNEL, "second")
+
+        await wait_for(lambda: queued_post(ws, CHANNEL, second) is not None)
+        queued = queued_post(ws, CHANNEL, second)
+        assert queued is not None
+        assert queued["text"] == "⏳ Queued: 1 run ahead of this one."
+        assert len(model.requests) == 1  # the second waits: no model call yet
+        (slot,) = [s for s in await ws.app.store.slots.slots() if s.state.value == "waiting"]
+        assert (slot.user, slot.workspace) == ("slack:U0ALICE001", f"slack:{TEAM_ID}")
+
+        gate.set()  # the first run proposes its plan and waits: its slot is freed
+        await wait_for(lambda: any("📋 Plan" in m["text"] for m in bot_posts(ws, CHANNEL, second)))
+        await ws.settle()
+        started = queued_post(ws, CHANNEL, second)
+        assert started is not None and started["ts"] == queued["ts"]  # the same message, edited
+        assert started["text"].startswith("▶️ Started after waiting ")
+        assert asked(model, "first", "second") == ["first", "second"]
+        assert any("📋 Plan" in m["text"] for m in bot_posts(ws, CHANNEL, first))
+        assert await ws.app.store.slots.slots() == []  # both runs wait for a person now
+        updates = [c for c in ws.calls("chat.update") if c.args.get("ts") == queued["ts"]]
+        assert len(updates) == 1
+
+
+# --- priorities --------------------------------------------------------------------------
+
+
+async def test_a_higher_priority_channel_s_run_starts_before_an_older_one(
+    settings: Settings,
+) -> None:
+    gate = asyncio.Event()
+    first_turn = gated(gate)
+    model = ScriptedModel([first_turn, plan(), plan()])
+    s = layered(
+        settings,
+        cluster_max_runs=1,
+        slack={TEAM_ID: {"channels": {OTHER: {"priority": 5}}}},
+    )
+    async with slack_workspace(s, model) as ws:
+        await mentioned(ws, CHANNEL, "running")
+        await asyncio.wait_for(first_turn.started.wait(), 30)
+        low = await mentioned(ws, CHANNEL, "low, older")
+        await wait_for(lambda: queued_post(ws, CHANNEL, low) is not None)
+        high = await mentioned(ws, OTHER, "high, newer")
+        await wait_for(lambda: queued_post(ws, OTHER, high) is not None)
+        low_post, high_post = queued_post(ws, CHANNEL, low), queued_post(ws, OTHER, high)
+        assert low_post is not None and high_post is not None
+        assert high_post["text"] == "⏳ Queued: 1 run ahead of this one."
+
+        gate.set()
+        await wait_for(lambda: len(model.requests) == 3)
+        await ws.settle()
+        assert asked(model, "running", "high, newer", "low, older") == [
+            "running",
+            "high, newer",
+            "low, older",
+        ]
+
+
+async def test_a_workflow_s_priority_is_added_to_its_channel_s(tmp_path: Path) -> None:
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    urgent = (Path(__file__).parents[1] / "core/workflows/shipped/chat.toml").read_text()
+    urgent = urgent.replace('name = "chat"', 'name = "urgent"\npriority = 7', 1)
+    (folder / "urgent.toml").write_text(urgent)
+    library = load_library(folder)
+    assert library["urgent"].workflow.priority == 7
+    settings = Settings(database_url="memory://", slack={TEAM_ID: {"workflow": "urgent"}})
+    layers = settings.layers(known_workflows=library.names)
+    store = MemoryStore(render=render_event)
+    places = ConversationSettings(layers, _nowhere, base=EngineSettings())
+    priority = workflow_priority(library, places, store.journal)
+    assert priority is not None
+    here = await opened(store, TEAM_ID, "1.0")
+    there = await opened(store, "T0ELSE0001", "2.0")
+    assert await priority(here, "fix it") == 7  # the workspace's default workflow
+    assert await priority(there, "fix it") == 0
+    assert await priority(there, "fix it workflow=urgent") == 7  # the one it asks for
+    # once chosen, the conversation's journaled workflow counts, whatever it asks now
+    chosen = WorkflowChosen(
+        name="urgent", definition=library["urgent"].model_dump_json(by_alias=True)
+    )
+    await store.journal.commit(there.id, Change(entries=(chosen,)))
+    assert await priority(there, None) == 7
+    assert workflow_priority(load_library(None), places, store.journal) is None  # all 0
+
+
+async def _nowhere(_conversation_id: str) -> PlatformRef | None:
+    return None
+
+
+async def opened(store: MemoryStore, workspace: str, thread: str) -> ConversationInfo:
+    """A conversation opened in ``workspace``'s channel, thread ``thread``."""
+    where = PlatformRef(platform="slack", workspace=workspace, channel=CHANNEL, thread=thread)
+    cid = await store.threads.open_conversation(
+        delivery_key=f"Ev{thread}",
+        binding=where,
+        requester=Person(id="U0ALICE001", name="alice"),
+        workspace_root=Path("workspaces"),
+        position="planning",
+    )
+    assert cid is not None
+    return await store.threads.info(cid)
+
+
+# --- step categories ----------------------------------------------------------------------
+
+
+class GatedCommand:
+    """A ``run_command`` that runs until the test lets each call end (no sandbox)."""
+
+    spec = ToolSpec(
+        name="run_command",
+        description="Run a command.",
+        input_schema={"type": "object", "properties": {"command": {"type": "string"}}},
+        kind=ToolKind.READ_ONLY,  # runs while planning, no plan to approve first
+        repeatable=False,
+    )
+
+    def __init__(self) -> None:
+        self.running: list[str] = []
+        self.ran: list[str] = []
+        self.started: dict[str, asyncio.Event] = {}
+        self.gates: dict[str, asyncio.Event] = {}
+
+    def gate(self, command: str) -> asyncio.Event:
+        return self.gates.setdefault(command, asyncio.Event())
+
+    def began(self, command: str) -> asyncio.Event:
+        return self.started.setdefault(command, asyncio.Event())
+
+    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        command = str(args["command"])
+        self.running.append(command)
+        self.began(command).set()
+        try:
+            await self.gate(command).wait()
+        finally:
+            self.running.remove(command)
+        self.ran.append(command)
+        return ToolOutput(content="ok", note=f"ran {command}")
+
+
+def command(name: str) -> ScriptedTurn:
+    return ScriptedTurn(calls=[ScriptedCall("run_command", {"command": name})])
+
+
+async def test_a_second_command_waits_for_the_first_under_commands_at_once(
+    settings: Settings,
+) -> None:
+    settings.commands_at_once = 1
+    tool = GatedCommand()
+    tools: list[Tool] = [*control_tools(), tool]
+    model = ScriptedModel([command("one"), command("two"), finish("done"), finish("done")])
+    app = await build(settings, model=model, toolbox=Toolbox(tools))
+    try:
+        chat = Chat(app)
+        await app.start()
+        await chat.mention("run one", settle=False)
+        await asyncio.wait_for(tool.began("one").wait(), 30)
+        await chat.mention("run two", settle=False)
+        await wait_for(lambda: len(model.requests) == 2)  # the second run asked its model
+
+        async def second_waits() -> bool:
+            rows = await app.store.slots.slots(Category.COMMAND)
+            return [r.state.value for r in rows] == ["held", "waiting"]
+
+        await wait_for(second_waits)
+        assert not tool.began("two").is_set()  # its command waits for the first's slot
+        assert tool.running == ["one"]
+
+        tool.gate("one").set()
+        await asyncio.wait_for(tool.began("two").wait(), 30)
+        assert tool.ran == ["one"]
+        tool.gate("two").set()
+        await app.hub.settled()
+        assert tool.ran == ["one", "two"]
+        assert await app.store.slots.slots() == []
+    finally:
+        await app.close()
+
+
+# --- a stop while queued, across processes, a dead holder ----------------------------------
+
+
+async def test_a_stop_while_queued_leaves_the_queue_and_stops_the_conversation(
+    settings: Settings,
+) -> None:
+    settings.max_runs = 1
+    gate = asyncio.Event()
+    first_turn = gated(gate)
+    model = ScriptedModel([first_turn, plan()])
+    app = await build(settings, model=model)
+    try:
+        chat = Chat(app)
+        await app.start()
+        await chat.mention("first", settle=False)
+        first = chat.thread
+        await asyncio.wait_for(first_turn.started.wait(), 30)
+        await chat.mention("second", settle=False)
+        await wait_for(lambda: any("Queued: 1 run ahead" in line for line in chat.said()))
+        assert len(await app.store.slots.slots()) == 2
+
+        await chat.stop()  # the second's thread
+        await wait_for(lambda: any("Stopped by alice" in line for line in chat.said()))
+        assert any("Left the queue before it started" in line for line in chat.said())
+        assert not any("Nothing is running" in line for line in chat.said())
+        (left,) = await app.store.slots.slots()  # the first's, held
+        assert left.state.value == "held"
+        stopped = await chat.snapshot()  # the request kept as a note, its delivery handled
+        assert [e.entry.text for e in stopped.journal if e.entry.kind == "user_text"] == ["second"]
+        assert await app.store.inbox.unhandled() == []  # no restart runs it
+
+        gate.set()
+        await app.hub.settled()
+        assert asked(model, "first", "second") == ["first"]  # the second never ran
+        assert await app.store.slots.slots() == []
+        chat.thread = first
+        assert (await chat.snapshot()).status.lifecycle.value == "waiting"
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_the_limits_hold_across_two_bots_on_one_database(
+    database: str, sqlite_settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    shared = sqlite_settings
+    shared.cluster_max_runs = 1
+    if database == "sqlite":
+        shared.wakeup_poll = 0.05  # SQLite carries no wake-ups: the poll finds the grant
+    else:  # only the slot wake-up (NOTIFY) tells the second in time: its poll is 10 min
+        shared.database_url = request.getfixturevalue("postgres_url")
+        shared.wakeup_poll = 600
+    gate = asyncio.Event()
+    first_turn = gated(gate)
+    one_model, two_model = ScriptedModel([first_turn]), ScriptedModel([plan()])
+    one = await build(shared.model_copy(update={"instance": "one"}), model=one_model)
+    two = await build(shared.model_copy(update={"instance": "two"}), model=two_model)
+    try:
+        one_chat, two_chat = Chat(one), Chat(two)
+        await one.start()
+        await two.start()
+        await one_chat.mention("on one", settle=False)
+        await asyncio.wait_for(first_turn.started.wait(), 30)
+        await two_chat.mention("on two", settle=False)
+        await wait_for(lambda: any("Queued: 1 run ahead" in line for line in two_chat.said()))
+        assert two_model.requests == []
+        holders = {(s.holder, s.state.value) for s in await two.store.slots.slots()}
+        assert holders == {("one", "held"), ("two", "waiting")}
+
+        gate.set()
+        await wait_for(lambda: len(two_model.requests) == 1)
+        await one.hub.settled()
+        await two.hub.settled()
+        assert any("Started after waiting" in line for line in two_chat.said())
+        assert await two.store.slots.slots() == []
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_slot_held_by_a_holder_that_stopped_renewing_frees_up(settings: Settings) -> None:
+    settings.cluster_max_runs = 1
+    settings.wakeup_poll = 0.05
+    model = ScriptedModel([plan()])
+    app = await build(settings, model=model)
+    try:
+        chat = Chat(app)
+        await app.start()
+        ghost = SlotAsk(
+            conversation_id="elsewhere", category=Category.RUN, limits=Limits(cluster=1)
+        )
+        passed = await app.store.slots.ask_slot(ghost, holder="gone-host:1", ttl=0.5, aging=None)
+        assert passed.standing is not None and passed.standing.held  # then it died
+
+        await chat.mention("mine", settle=False)
+        await wait_for(lambda: any("Queued: 1 run ahead" in line for line in chat.said()))
+        await wait_for(lambda: len(model.requests) == 1)  # its row lapsed: the run started
+        await app.hub.settled()
+        assert any("Started after waiting" in line for line in chat.said())
+        assert await app.store.slots.slots() == []
+    finally:
+        await app.close()
