@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ class Slots:
         finally:
             if ask.category is Category.RUN:
                 self._runs.pop(ask.conversation_id, None)
-            self._waiting.pop(slot_id, None)
+            self._forget(slot_id)
             self._held.discard(slot_id)
             await asyncio.shield(self._release(slot_id))
 
@@ -190,29 +191,39 @@ class Slots:
             await waiter.changed.wait()
             waiter.changed.clear()
             if waiter.dropped:
-                self._waiting.pop(slot_id, None)
+                self._forget(slot_id)
                 return None
             standing = waiter.standing
             if standing.held:
-                self._waiting.pop(slot_id, None)
+                self._forget(slot_id)
                 self._held.add(slot_id)
                 return standing
             if moved is not None:
                 await moved(standing)
 
+    def _forget(self, slot_id: int) -> None:
+        """The row waits no more; with none left, the looking task ends now."""
+        self._waiting.pop(slot_id, None)
+        if not self._waiting:
+            self._look.set()
+
     def _keep_looking(self) -> None:
         if self._looking is None or self._looking.done():
-            self._looking = asyncio.create_task(self._looking_loop(), name="slots")
+            self._looking = asyncio.create_task(  # not the first waiter's lease nor log context
+                self._looking_loop(), name="slots", context=contextvars.Context()
+            )
 
     async def _looking_loop(self) -> None:
         """Look at every waiting row of this process, each ``poll`` seconds or when told,
         until none waits; a failed look is logged and tried again at the next."""
         while self._waiting:
+            self._look.clear()  # before the look: one asked for meanwhile comes next
             try:
                 await self._look_once()
             except Exception:
                 log.exception("could not look at the slots; trying again in %g s", self._poll)
-            self._look.clear()
+            if not self._waiting:
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._look.wait(), self._poll)
 
