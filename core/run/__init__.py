@@ -30,4 +30,6 @@
                     own view when its model differs from the planner's)
     executor_view.py  where that view starts: the approved plan and its approval
     stats.py        the answer footer's totals
+    slots.py        StepSlots: a model call or a command waits for its slot (unlimited
+                    by default)
 """
