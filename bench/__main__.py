@@ -38,6 +38,7 @@ from bench import (
     mention_latency,
     postgres_statements,
     postgres_tool_calls,
+    runners,
     statements,
     tool_calls,
     waiting,
@@ -56,6 +57,7 @@ BENCHMARKS: dict[int, Benchmark] = {
     7: cache_prefix.run,
     8: postgres_tool_calls.run,
     9: postgres_statements.run,
+    10: runners.run,
 }
 
 SPAN = f"{min(BENCHMARKS)}-{max(BENCHMARKS)}"
@@ -80,6 +82,7 @@ SIZES: dict[int, dict[str, int]] = {
     7: {"turns": 30},
     8: {"calls": 250, "rounds": 5},
     9: {"rounds": 3},
+    10: {"conversations": 1000, "rounds": 3, "delay_ms": 50, "concurrency": 100, "ray": 1},
 }
 """The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
 conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting)."""
@@ -94,6 +97,7 @@ QUICK: dict[int, dict[str, int]] = {
     7: {"turns": 3},
     8: {"calls": 8, "rounds": 2},
     9: {"rounds": 1},
+    10: {"conversations": 4, "rounds": 1, "delay_ms": 5, "concurrency": 2, "ray": 0},
 }
 """Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
 
