@@ -91,7 +91,7 @@ async def run(
                     ideal.append(await _ideal(conversations, concurrency, delay))
                     continue
                 where = root / f"runners-{setup}-{number}"
-                pg = server if isinstance(server, Server) else None
+                pg = server if isinstance(server, Server) and setup != "sqlite" else None
                 async with _world(where, setup, pg, delay, concurrency) as world:
                     took, count = await _burst(world, conversations, patience)
                 seconds.append(took)
