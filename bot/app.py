@@ -370,7 +370,8 @@ async def build(
         on_open=places.know,
         slots=slots,
         workflow_priority=workflow_priority(library, places, store.journal),
-        queued_edit_every=settings.progress_interval,
+        queued_after=settings.queued_after,
+        queued_edit_every=settings.queued_edit_every,
         files=FileLimits(
             max_bytes=int(settings.shared_file_mb * 1024 * 1024),
             per_message=settings.shared_files_per_message,

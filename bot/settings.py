@@ -313,6 +313,13 @@ class Settings(BaseSettings):
     """The priority of runs here when they queue for a slot (higher first)."""
     priority_aging: float = Field(default=60.0, gt=0, le=365 * 24 * 3600, allow_inf_nan=False)
     """Seconds a queued run waits for its priority to rise by one (nothing starves)."""
+    queued_after: float = Field(default=2.0, ge=0, le=24 * 3600, allow_inf_nan=False)
+    """Seconds a run waits for its slot before its thread is told it is queued (a shorter
+    wait says nothing; 0: at once)."""
+    queued_edit_every: float = Field(default=15.0, ge=0, le=24 * 3600, allow_inf_nan=False)
+    """Seconds between two edits of a queued run's message as its count moves (Slack's
+    ``chat.update`` is Tier 3, about 50 calls a minute per workspace:
+    https://api.slack.com/methods/chat.update)."""
     conversation_budget_tokens: BudgetTokens | None = None
     """Tokens (every kind) a conversation may spend before it asks to go on (none: no budget)."""
     conversation_budget_usd: BudgetUsd | None = None

@@ -6,11 +6,14 @@ the process's side of it (docs/architecture.md, "Limits and priorities"):
 - :meth:`Slots.held` asks for a slot, waits until the store grants it and frees it
   when the block ends, however it ends (a stop's cancellation included: the row is
   deleted, and the pass that deletes it grants the next in line).
-- While rows of this process wait, one task looks at where they stand every ``poll``
-  seconds, in one read for all of them, and sooner when told: a pass made here that
-  granted one of them, or a wake-up from another process whose pass did
-  (:attr:`conversations.store.wakeups.Topic.SLOT`, :meth:`Slots.look`). A look that
-  finds a pass would change something (a holder gone, a row past its expiry) runs one.
+- A pass made here that granted one of them tells its waiter at once. While rows of
+  this process wait, one task looks at where they stand every ``poll`` seconds, in one
+  read for all of them, and sooner when told: a wake-up from another process whose
+  pass granted one (:attr:`conversations.store.wakeups.Topic.SLOT`,
+  :meth:`Slots.look`). A look counts the runs ahead only of the rows whose watcher
+  wants a count now (:class:`Watcher`: a queued message due to be posted or edited),
+  and a look that finds a pass would change something (a holder gone, a row past its
+  expiry) runs one.
 - Every row of this process is renewed with the leases, by the same task
   (:meth:`conversations.store.leases.Leases.keep_renewed` calls :meth:`Slots.renew_all`),
   so a process that dies loses its slots ``ttl`` seconds later (at once for another
@@ -25,8 +28,9 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from conversations.store.slots import (
     Category,
@@ -41,8 +45,18 @@ from core.run.slots import StepCategory
 
 log = logging.getLogger(__name__)
 
-Moved = Callable[[Standing], Awaitable[None]]
-"""Told where a waiting row stands, at each look while it waits."""
+
+class Watcher(Protocol):
+    """Told where a waiting row stands while it waits (a queued message)."""
+
+    def wants_count(self) -> bool:
+        """Whether the next look should count the runs ahead (a count is a read of the
+        queue: asked only when the count would be shown)."""
+        ...
+
+    async def moved(self, standing: Standing) -> None:
+        """Where the row stands, its runs ahead counted (at each look that counted them)."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +78,7 @@ class _Waiter:
     standing: Standing
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: bool = False
+    watcher: Watcher | None = None
 
 
 @dataclass
@@ -101,6 +116,8 @@ class Slots:
         self._wakeups = wakeups
         self._waiting: dict[int, _Waiter] = {}
         self._held: set[int] = set()
+        self._early: set[int] = set()
+        """Rows of this process a pass granted before their ask came back."""
         self._runs: dict[str, _Run] = {}
         self._look = asyncio.Event()
         self._looking: asyncio.Task[None] | None = None
@@ -112,17 +129,16 @@ class Slots:
         return self.limits.priority_aging
 
     @contextlib.asynccontextmanager
-    async def held(self, ask: SlotAsk, moved: Moved | None = None) -> AsyncIterator[Standing]:
-        """Hold a slot for ``ask`` for the block (see the module docstring); ``moved`` is
-        told where the row stands at each look while it waits, not when granted at once.
-        Yields the row's standing as it was granted (its ``enqueued_at`` says since when
-        it waited). Raises what the store raises for the ask."""
+    async def held(self, ask: SlotAsk, watcher: Watcher | None = None) -> AsyncIterator[Standing]:
+        """Hold a slot for ``ask`` for the block (see the module docstring); ``watcher``
+        is told where the row stands at each look that counted the runs ahead for it
+        while it waits, never when granted at once. Yields the row's standing as it was
+        granted (its ``enqueued_at`` says since when it waited). Raises what the store
+        raises for the ask."""
         slot_id, standing = await self._asked(ask)
         try:
             while not standing.held:
-                if moved is not None:
-                    await moved(standing)
-                waited = await self._wait(standing, moved)
+                waited = await self._wait(standing, watcher)
                 if waited is None:  # dropped while it waited (taken for gone): ask again
                     slot_id, standing = await self._asked(ask)
                     continue
@@ -170,22 +186,27 @@ class Slots:
             with contextlib.suppress(Exception):
                 written = await task
                 if written.standing is not None:
+                    self._early.discard(written.standing.slot_id)
                     await self._release(written.standing.slot_id)
             raise
         self._granted(passed)
         standing = passed.standing
         assert standing is not None  # a row of this live process is never dropped at once
+        if standing.slot_id in self._early:  # another pass here granted it meanwhile
+            self._early.discard(standing.slot_id)
+            standing = Standing(standing.slot_id, True, 0, standing.enqueued_at)
         if standing.held:
             self._held.add(standing.slot_id)
         else:
             self._waiting[standing.slot_id] = _Waiter(standing)
         return standing.slot_id, standing
 
-    async def _wait(self, standing: Standing, moved: Moved | None) -> Standing | None:
-        """Wait until the row ``standing`` is granted, telling ``moved`` at each look;
-        None when the row was dropped meanwhile."""
+    async def _wait(self, standing: Standing, watcher: Watcher | None) -> Standing | None:
+        """Wait until the row ``standing`` is granted, telling ``watcher`` at each look
+        that counted; None when the row was dropped meanwhile."""
         slot_id = standing.slot_id
         waiter = self._waiting[slot_id]
+        waiter.watcher = watcher
         self._keep_looking()
         while True:
             await waiter.changed.wait()
@@ -198,8 +219,8 @@ class Slots:
                 self._forget(slot_id)
                 self._held.add(slot_id)
                 return standing
-            if moved is not None:
-                await moved(standing)
+            if watcher is not None and standing.ahead is not None:
+                await watcher.moved(standing)
 
     def _forget(self, slot_id: int) -> None:
         """The row waits no more; with none left, the looking task ends now."""
@@ -231,34 +252,44 @@ class Slots:
         ids = list(self._waiting)
         if not ids:
             return
-        standings = await self._store.slot_standings(ids, aging=self.aging)
+        counted = [i for i, w in self._waiting.items() if w.watcher and w.watcher.wants_count()]
+        standings = await self._store.slot_standings(ids, counted=counted)
         for category in standings.stale:
-            self._granted(await self._store.grant_slots(category, aging=self.aging))
+            self._granted(await self._store.grant_slots(category))
         if standings.stale:
-            standings = await self._store.slot_standings(ids, aging=self.aging)
+            standings = await self._store.slot_standings(ids, counted=counted)
         for slot_id in ids:
             waiter = self._waiting.get(slot_id)
-            if waiter is None:
+            if waiter is None or waiter.standing.held:
                 continue
             found = standings.of.get(slot_id)
             if found is None:  # dropped: this process was taken for gone; ask again
                 log.warning("slot %s was dropped while it waited; asking again", slot_id)
                 waiter.dropped = True
+            elif not found.held and found.ahead is None:
+                continue  # still waiting, not counted: nothing to tell
             else:
                 waiter.standing = found
             waiter.changed.set()
 
     async def _release(self, slot_id: int) -> None:
         try:
-            self._granted(await self._store.release_slot(slot_id, aging=self.aging))
+            self._granted(await self._store.release_slot(slot_id))
         except Exception:
             log.exception("could not free slot %s; it lapses once no longer renewed", slot_id)
 
     def _granted(self, passed: Passed) -> None:
-        """A pass granted rows: look here at once, tell the other holders."""
+        """A pass granted rows: tell their waiters here at once (a row whose ask has not
+        come back yet is kept for it), tell the other holders."""
         for granted in passed.granted:
             if granted.holder == self.owner:
-                self.look()
+                waiter = self._waiting.get(granted.slot_id)
+                if waiter is None:
+                    self._early.add(granted.slot_id)
+                    continue
+                was = waiter.standing
+                waiter.standing = Standing(was.slot_id, True, 0, was.enqueued_at)
+                waiter.changed.set()
             elif self._wakeups is not None and self._wakeups.carried:
                 wakeup = Wakeup(Topic.SLOT, granted.conversation_id, self.owner)
                 task = asyncio.ensure_future(self._wakeups.tell(wakeup))

@@ -2,12 +2,14 @@
 contract on each backend, ``test_store_contract.py`` checking that every method is called.
 
 The contract: a row is granted while every limit it counts under has room, else it
-waits with the runs ahead of it told; freeing a slot grants the next in order (higher
-priority first, oldest first within one, a waiting row's priority rising with its
-age); a row held back under a full limit holds back those behind it under that key,
-and nobody under a key where it has room; a holder that stops renewing its rows, or a
-gone process of this host, loses them; and two stores on one database (two processes)
-never hold more than the limit between them, however many ask at once.
+waits, the runs ahead of it counted when its holder looks; freeing a slot grants the
+next in order (higher priority first, oldest first within one, a waiting row's
+priority rising with its age); a row held back under a full limit holds back those
+behind it under that key, and nobody under a key where it has room; a holder that
+stops renewing its rows, or a gone process of this host, loses them; and two stores on
+one database (two processes) never hold more than the limit between them, however
+many ask at once. That the SQL pass, which stops reading early, grants what the rule
+grants on any rows: ``tests/test_slot_pass.py``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,14 @@ async def asked(
     return passed.standing
 
 
+async def aheads(store: Store, *standings: Standing, at: float = 0.0) -> list[int | None]:
+    """The runs ahead of each row, as its holder's look counts them at ``at`` seconds
+    past :data:`T0` (0 for a held row)."""
+    ids = [s.slot_id for s in standings]
+    found = await store.slots.slot_standings(ids, counted=ids, now=T0 + timedelta(seconds=at))
+    return [found.of[i].ahead for i in ids]
+
+
 async def held(store: Store, category: Category = Category.RUN) -> list[str]:
     """The conversations holding a slot of ``category``, in the order they asked."""
     return [
@@ -80,11 +90,9 @@ async def held(store: Store, category: Category = Category.RUN) -> list[str]:
     ]
 
 
-async def release(
-    store: Store, slot_id: int, at: float = 1.0, aging: float | None = None
-) -> list[str]:
+async def release(store: Store, slot_id: int, at: float = 1.0) -> list[str]:
     """Release ``slot_id``; the conversations the pass granted."""
-    passed = await store.slots.release_slot(slot_id, aging=aging, now=T0 + timedelta(seconds=at))
+    passed = await store.slots.release_slot(slot_id, now=T0 + timedelta(seconds=at))
     return [g.conversation_id for g in passed.granted]
 
 
@@ -98,18 +106,19 @@ async def test_a_slot_with_room_is_held_at_once_and_the_next_waits_until_it_is_f
     second = await asked(store, ask("c2"), 1)
     third = await asked(store, ask("c3"), 2)
     assert (first.held, first.ahead) == (True, 0)
-    assert (second.held, second.ahead) == (False, 1)  # one run must end first
-    assert (third.held, third.ahead) == (False, 2)
+    assert (second.held, second.ahead) == (False, None)  # an ask counts nothing
+    assert (third.held, third.ahead) == (False, None)
     standings = await store.slots.slot_standings(
-        [second.slot_id, third.slot_id], aging=None, now=T0 + timedelta(seconds=3)
+        [second.slot_id, third.slot_id], counted=[third.slot_id], now=T0 + timedelta(seconds=3)
     )
-    assert {i: s.ahead for i, s in standings.of.items()} == {second.slot_id: 1, third.slot_id: 2}
+    assert {i: s.ahead for i, s in standings.of.items()} == {second.slot_id: None, third.slot_id: 2}
     assert standings.stale == frozenset()
+    assert await aheads(store, first, second, third, at=3) == [0, 1, 2]  # one run must end first
 
     assert await release(store, first.slot_id) == ["c2"]
     assert await held(store) == ["c2"]
     standings = await store.slots.slot_standings(
-        [second.slot_id, third.slot_id], aging=None, now=T0 + timedelta(seconds=4)
+        [second.slot_id, third.slot_id], counted=[third.slot_id], now=T0 + timedelta(seconds=4)
     )
     assert standings.of[second.slot_id].held
     assert (standings.of[third.slot_id].held, standings.of[third.slot_id].ahead) == (False, 1)
@@ -129,7 +138,10 @@ async def test_each_limit_counts_by_its_own_key(store: Store) -> None:
     elsewhere = await asked(store, ask("erin-1", per_user, user="slack:UE", workspace="slack:T2"))
     # Alice waits for her own limit, and holds nobody else back; the workspace fills up.
     assert not alice_2.held and bob.held and carol.held and elsewhere.held
-    assert (dave.held, dave.ahead) == (False, 2)  # Alice's next takes the first room there
+    assert not dave.held
+    # Alice waits for one of her own to end; Dave for two of the workspace's to end (one
+    # for Alice's next, which goes first, one for him)
+    assert await aheads(store, alice_2, dave, at=5) == [1, 2]
     # process and cluster keys: the holder's process, and everyone
     by_process = Limits(process=1)
     one = await asked(store, ask("p-1", by_process, category=Category.COMMAND), holder="a:1")
@@ -146,8 +158,8 @@ async def test_a_row_held_back_under_a_full_limit_holds_back_a_looser_one_behind
     first = await asked(store, ask("c1", tight))
     waiting = await asked(store, ask("c2", tight), 1)
     behind = await asked(store, ask("c3", loose), 2)  # room under its own limit, but c2 waits
-    assert first.held and not waiting.held
-    assert (behind.held, behind.ahead) == (False, 1)
+    assert first.held and not waiting.held and not behind.held
+    assert await aheads(store, waiting, behind, at=3) == [1, 1]
     assert await release(store, first.slot_id) == ["c2", "c3"]
 
 
@@ -160,11 +172,7 @@ async def test_a_higher_priority_goes_first_and_the_oldest_first_within_one(stor
     high_new = await asked(store, ask("high-new", priority=5), 2)
     low_new = await asked(store, ask("low-new", priority=0), 3)
     high_newer = await asked(store, ask("high-newer", priority=5), 4)
-    assert [s.ahead for s in (high_new, high_newer)] == [1, 2]
-    standings = await store.slots.slot_standings(
-        [low_old.slot_id, low_new.slot_id], aging=None, now=T0 + timedelta(seconds=4)
-    )
-    assert [standings.of[i].ahead for i in (low_old.slot_id, low_new.slot_id)] == [3, 4]
+    assert await aheads(store, high_new, high_newer, low_old, low_new, at=4) == [1, 2, 3, 4]
     order = []
     current = first.slot_id
     for at in range(5, 9):
@@ -176,17 +184,26 @@ async def test_a_higher_priority_goes_first_and_the_oldest_first_within_one(stor
 
 async def test_a_waiting_row_s_priority_rises_with_its_age(store: Store) -> None:
     first = await asked(store, ask("running"), aging=60, ttl=3600)
-    await asked(store, ask("low-old", priority=0), 0, aging=60, ttl=3600)
+    low_old = await asked(store, ask("low-old", priority=0), 0, aging=60, ttl=3600)
+    # at 150 s low-old is worth 0 + 150/60 = 2.5: it passes a new 2, not a new 3
     await asked(store, ask("high-new", priority=2), 150, aging=60, ttl=3600)
-    # 181 s in, low-old has waited 3 agings: 0 + 3 > 2 + 0
-    assert await release(store, first.slot_id, 181, aging=60) == ["low-old"]
-    # without aging, the higher priority would have gone first
-    await store.slots.release_slot(
-        next(s.id for s in await store.slots.slots() if s.conversation_id == "low-old"),
-        aging=None,
-        now=T0 + timedelta(seconds=182),
-    )
-    assert await held(store) == ["high-new"]
+    await asked(store, ask("higher-new", priority=3), 150, aging=60, ttl=3600)
+    assert await aheads(store, low_old, at=150) == [2]
+    order = []
+    current = first.slot_id
+    for at in (151, 152, 153):
+        (granted,) = await release(store, current, at)
+        order.append(granted)
+        current = next(s.id for s in await store.slots.slots() if s.conversation_id == granted)
+    assert order == ["higher-new", "low-old", "high-new"]
+
+
+async def test_without_aging_the_priority_decides(store: Store) -> None:
+    year = 365 * 86_400.0
+    first = await asked(store, ask("running"), ttl=2 * year)
+    await asked(store, ask("low-old", priority=0), 0, ttl=2 * year)
+    await asked(store, ask("high-new", priority=1), year, ttl=2 * year)
+    assert await release(store, first.slot_id, year + 1) == ["high-new"]
 
 
 # --- holders that are gone ---------------------------------------------------------------
@@ -202,9 +219,9 @@ async def test_a_holder_that_stops_renewing_loses_its_slots(store: Store) -> Non
         "a:1", [mine.slot_id, dead.slot_id], ttl=TTL, now=T0 + timedelta(seconds=50)
     ) == {mine.slot_id}
     late = T0 + timedelta(seconds=TTL + 5)
-    standings = await store.slots.slot_standings([mine.slot_id], aging=None, now=late)
+    standings = await store.slots.slot_standings([mine.slot_id], now=late)
     assert standings.stale == frozenset({Category.RUN})  # a pass would change something now
-    passed = await store.slots.grant_slots(Category.RUN, aging=None, now=late)
+    passed = await store.slots.grant_slots(Category.RUN, now=late)
     assert [g.conversation_id for g in passed.granted] == ["mine"]
     assert [s.conversation_id for s in await store.slots.slots()] == ["mine"]
     assert await store.slots.renew_slots("other-host:1", [dead.slot_id], ttl=TTL) == set()
@@ -264,7 +281,7 @@ async def test_two_stores_on_one_database_never_hold_more_than_the_limit(
         assert len(await held(one)) == 3 == len(await held(two))
         # freeing them one by one, from either store, grants one each time
         for i, standing in enumerate(granted):
-            passed = await stores[i].slots.release_slot(standing.slot_id, aging=None, now=T0)
+            passed = await stores[i].slots.release_slot(standing.slot_id, now=T0)
             assert len(passed.granted) == 1
         assert len(await held(two)) == 3
         waiting = [s for s in await one.slots.slots() if s.state is SlotState.WAITING]

@@ -11,15 +11,21 @@ and requester (``platform:user id``), at the channel's priority plus its workflo
 Where no limit applies the run asks nothing and starts at once. An interruption
 (a shutdown's record of the calls it cut) asks no slot.
 
-A run that must wait says so in its thread, once: ``⏳ Queued: 3 runs ahead of this
-one.`` (an outbox row of purpose :data:`conversations.render.QUEUED`), then the same
-message is edited as the count moves, at most once per ``edit_every`` seconds (the
-newest count; the ``progress_interval`` of the notes), and once the run starts it
-says ``▶️ Started after waiting 1m 05s in the queue.``; a run stopped while it waits
-(a stop cancels the waiting job like a running one: :mod:`conversations.stopping`)
-leaves :data:`conversations.render.LEFT_QUEUE`; a start stopped so, in a conversation
-that was not active, is recorded as stopped before it started (its message kept as a
-note, its delivery handled, ``Stopped`` said: :meth:`Queueing.stop_queued`).
+A run that waits only briefly says nothing. One that has waited ``after`` seconds
+(``queued_after``) says so in its thread, once: ``⏳ Queued: 3 runs ahead of this one.``
+(an outbox row of purpose :data:`conversations.render.QUEUED`), then the same message
+is edited as the count moves, at most once per ``edit_every`` seconds
+(``queued_edit_every``: Slack's ``chat.update`` is a Tier 3 method, about 50 calls a
+minute per workspace, https://api.slack.com/methods/chat.update, and a burst of queued
+runs shares it), showing the newest count; once the run starts, a message that was
+posted says ``▶️ Started after waiting 1m 05s in the queue.``. The runs ahead are
+counted only when the message is due to be posted or edited
+(:class:`conversations.slots.Watcher`). A run stopped while it waits (a stop cancels
+the waiting job like a running one: :mod:`conversations.stopping`) turns a posted
+message into :data:`conversations.render.LEFT_QUEUE` (none posted: nothing to turn); a
+start stopped so, in a conversation that was not active, is recorded as stopped before
+it started (its message kept as a note, its delivery handled, ``Stopped`` said:
+:meth:`Queueing.stop_queued`).
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ class Queueing:
     ``slots``: this process's (None: no run waits); ``engine`` records a stop of a
     request that never started; ``channels``: each channel's limits and priority
     (None: none per channel); ``workflow_priority``: a workflow's own priority (None:
-    0); ``clock``: seconds, monotonic (how long a run waited)."""
+    0); ``after``: seconds a run waits before its queued message is posted;
+    ``edit_every``: seconds between two edits of it; ``clock``: seconds, monotonic (how
+    long a run waited)."""
 
     def __init__(
         self,
@@ -59,7 +67,8 @@ class Queueing:
         engine: Engine,
         channels: ChannelLookup | None = None,
         workflow_priority: WorkflowPriority | None = None,
-        edit_every: float = 3.0,
+        after: float = 2.0,
+        edit_every: float = 15.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._slots = slots
@@ -71,6 +80,7 @@ class Queueing:
         that finds nothing running stops them (:meth:`stop_queued`)."""
         self._channels = channels
         self._workflow_priority = workflow_priority
+        self._after = after
         self._edit_every = edit_every
         self._clock = clock
 
@@ -88,13 +98,13 @@ class Queueing:
             conversation_id=ask.conversation_id,
             threads=self._threads,
             outbox=self._outbox,
+            after=self._after,
             edit_every=self._edit_every,
             clock=self._clock,
         )
-        started = self._clock()
         try:
-            async with slots.held(ask, moved=told.moved):
-                await told.started(self._clock() - started)
+            async with slots.held(ask, told):
+                await told.started()
                 yield
         except asyncio.CancelledError:
             if not told.began and request.kind is RunKind.START:
@@ -145,7 +155,9 @@ class Queueing:
 
 
 class _Told:
-    """The queued message of one waiting run: posted once, then edited."""
+    """The queued message of one waiting run (a :class:`conversations.slots.Watcher`):
+    posted once the run has waited ``after`` seconds, then edited at most every
+    ``edit_every`` seconds."""
 
     def __init__(
         self,
@@ -153,14 +165,17 @@ class _Told:
         conversation_id: str,
         threads: Threads,
         outbox: Outbox,
+        after: float,
         edit_every: float,
         clock: Callable[[], float],
     ) -> None:
         self._conversation_id = conversation_id
         self._threads = threads
         self._outbox = outbox
+        self._after = after
         self._edit_every = edit_every
         self._clock = clock
+        self._since = clock()
         self._slot_id: int | None = None
         self._shown: int | None = None
         self._at = 0.0
@@ -168,13 +183,20 @@ class _Told:
         """The run started (its slot was granted)."""
         self._where: ConversationInfo | None = None
 
+    def wants_count(self) -> bool:
+        """Whether a count would be shown now: the message is due to be posted (the run
+        has waited ``after`` seconds), or to be edited (its last edit is ``edit_every``
+        seconds old)."""
+        now = self._clock()
+        if self._slot_id is None:
+            return now - self._since >= self._after
+        return now - self._at >= self._edit_every
+
     async def moved(self, standing: Standing) -> None:
-        """Where the run stands now: post the message, or edit it when the count moved
-        and the last edit is ``edit_every`` seconds old."""
-        if standing.ahead == self._shown:
-            return
-        if self._slot_id is not None and self._clock() - self._at < self._edit_every:
-            return  # the next look shows the newest count
+        """Where the run stands now: post the message once it is due, or edit it when the
+        count moved and the last edit is ``edit_every`` seconds old."""
+        if standing.ahead is None or standing.ahead == self._shown or not self.wants_count():
+            return  # a later look shows the newest count
         text = queued_text(standing.ahead)
         if self._slot_id is None:
             self._slot_id = standing.slot_id
@@ -184,11 +206,11 @@ class _Told:
         self._shown = standing.ahead
         self._at = self._clock()
 
-    async def started(self, waited: float) -> None:
-        """The run starts: its message, if it was posted, says after how long."""
+    async def started(self) -> None:
+        """The run starts: its message, if it was posted, says after how long it waited."""
         self.began = True
         if self._slot_id is not None:
-            text = started_text(waited)
+            text = started_text(self._clock() - self._since)
             await self._send(lambda ref: UpdateMessage(ref=ref, text=text))
 
     async def left(self) -> None:
@@ -220,5 +242,6 @@ def queueing(settings: HubSettings, store: Store, leases: Leases, engine: Engine
         engine=engine,
         channels=settings.channels,
         workflow_priority=settings.workflow_priority,
+        after=settings.queued_after,
         edit_every=settings.queued_edit_every,
     )

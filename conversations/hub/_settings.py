@@ -67,8 +67,12 @@ class HubSettings:
     (:mod:`conversations.hub._queued`); None: no run waits."""
     workflow_priority: WorkflowPriority | None = None
     """A workflow's own priority, added to its channel's (None: 0)."""
-    queued_edit_every: float = 3.0
-    """Seconds between two edits of a queued run's message (the notes' interval)."""
+    queued_after: float = 2.0
+    """Seconds a run waits for its slot before its thread is told it is queued (a
+    shorter wait says nothing)."""
+    queued_edit_every: float = 15.0
+    """Seconds between two edits of a queued run's message (Slack's ``chat.update`` is
+    Tier 3, about 50 a minute per workspace: https://api.slack.com/methods/chat.update)."""
 
 
 def default_instance() -> str:

@@ -13,6 +13,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     DateTime,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -299,11 +300,17 @@ class SlotRow(Base):
     conversation and ``category`` (``run``, ``model``, ``command``), the keys its limits
     count by (``holder``: the instance holding it; ``workspace``: ``platform:workspace``;
     ``user_key``: ``platform:user id``), its own limits by key (None: none), its
-    ``priority``, ``state`` (``waiting`` or ``held``) and ``until`` (UTC), renewed like a
-    lease's expiry. Granted by the pass of its category, in the store."""
+    ``priority`` and ``rank`` in the queue (smaller first, fixed when asked:
+    :func:`conversations.store.slots.rank_of`), ``state`` (``waiting`` or ``held``) and
+    ``until`` (UTC), renewed like a lease's expiry. Granted by the pass of its category,
+    in the store, which reads the waiting rows in queue order (``ix_slots_queue``) and
+    asks whether any left has no cluster limit (``ix_slots_cluster``)."""
 
     __tablename__ = "slots"
-    __table_args__ = (Index("ix_slots_queue", "category", "state"),)
+    __table_args__ = (
+        Index("ix_slots_queue", "category", "state", "rank", "id"),
+        Index("ix_slots_cluster", "category", "state", "cluster_limit", "rank", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     conversation_id: Mapped[str] = mapped_column(String(32))
@@ -313,6 +320,7 @@ class SlotRow(Base):
     workspace: Mapped[str] = mapped_column(String(128))
     user_key: Mapped[str] = mapped_column(String(192))
     priority: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[float] = mapped_column(Double)
     enqueued_at: Mapped[datetime]
     granted_at: Mapped[datetime | None]
     until: Mapped[datetime]

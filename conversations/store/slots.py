@@ -6,42 +6,50 @@ and priorities"). Each ask is a row (``slots`` in SQL): the conversation, the ca
 the keys its limits count by (the process that holds it, the workspace or guild as
 ``platform:workspace``, the person as ``platform:user id``), the limits themselves
 (:class:`Limits`, as the asker's settings had them), its priority, when it was
-enqueued, its state (``waiting`` or ``held``), its holder (the instance name, as leases
-have it: :mod:`conversations.store.owners`) and an expiry renewed like a lease's. A
-row whose holder stopped renewing it (the process died), or whose holder is a gone
-process of this host, is dropped, so a dead process's slots free up.
+enqueued and its rank in the queue (:func:`rank_of`), its state (``waiting`` or
+``held``), its holder (the instance name, as leases have it:
+:mod:`conversations.store.owners`) and an expiry renewed like a lease's. A row whose
+holder stopped renewing it (the process died), or whose holder is a gone process of
+this host, is dropped, so a dead process's slots free up.
 
 Who is granted is decided in the store, by one pass over the category's rows made
 inside the write that changed them (an ask, a release, a look after an expiry), so it
 holds across processes: on PostgreSQL the pass takes a transaction-level advisory
 lock (:data:`SLOTS_LOCK`), on SQLite the write lock serialises. The rule, the same
-for every backend (:func:`decide`): the waiting rows are taken in order, effective
-priority first (its priority plus one for each ``aging`` seconds it has waited, so
-nothing starves), then the oldest; each is granted when every limit it counts under
-has room (counting the rows held, and those granted before it in the pass) and no
-row before it was held back under that limit. A row held back under a limit that is
-full for it holds back every row behind it that counts under the same key (so a
-looser limit of the same key does not pass it); under a limit where it has room it
-holds back nobody, so a run waiting for its person's limit never holds up the
-others of its workspace. Its ``ahead``: how many runs must end or start before it
-does, under the limit that keeps it waiting the longest.
+for every backend (:func:`conversations.store.slot_pass.decide`): the waiting rows
+are taken in queue order, effective priority first (its priority plus ``waited /
+aging``: it rises with the wait, so nothing starves), then the oldest; each is granted
+when every limit it counts under has room (counting the rows held, and those granted
+before it in the pass) and no row before it was held back under that limit. A row
+held back under a limit that is full for it holds back every row behind it that
+counts under the same key (so a looser limit of the same key does not pass it); under
+a limit where it has room it holds back nobody, so a run waiting for its person's
+limit never holds up the others of its workspace.
+
+The queue order is fixed when a row is asked: ordering by ``priority + waited /
+aging`` (descending, at any one time) is ordering by ``enqueued - priority * aging``
+(ascending), so each row keeps that rank in an indexed column and a pass reads the
+waiting rows in rank order only as far as a grant is still possible
+(:class:`conversations.store.slot_pass.Granting`). How many runs are ahead of a
+waiting row is counted only when its holder looks (:meth:`SlotStore.slot_standings`),
+never in a pass.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
 __all__ = [
+    "CLUSTER",
+    "NO_AGING_WEIGHT",
     "SLOTS_LOCK",
     "Category",
-    "Decision",
     "Granted",
+    "Key",
     "Limits",
     "Passed",
     "Slot",
@@ -50,13 +58,16 @@ __all__ = [
     "SlotStore",
     "Standing",
     "Standings",
-    "decide",
-    "effective_priority",
+    "rank_of",
 ]
 
 SLOTS_LOCK = 0x7468726561647332
 """The PostgreSQL advisory lock key a pass holds for its transaction (a bigint: the
 bytes of ``threads2``), so two processes never decide at once."""
+
+NO_AGING_WEIGHT = 1e12
+"""Seconds one step of priority weighs in a rank without aging: more than any wait
+(about 31,700 years), so the priority decides and the wait only orders within one."""
 
 
 class Category(StrEnum):
@@ -109,10 +120,28 @@ Key = tuple[str, str]
 """What a limit counts by: ``("cluster", "")``, ``("process", holder)``,
 ``("workspace", "slack:T1")`` or ``("user", "slack:U1")``."""
 
+CLUSTER: Key = ("cluster", "")
+"""The key every row counts under."""
+
+
+def rank_of(priority: int, enqueued_at: datetime, aging: float | None) -> float:
+    """A waiting row's place in the queue: smaller goes first (equal ranks: the lower id).
+
+    With ``aging`` (seconds of waiting worth one step of priority), a row's effective
+    priority at time ``t`` is ``priority + (t - enqueued) / aging``; ordering by it
+    (descending) is, at every ``t``, ordering by ``enqueued - priority * aging``
+    (ascending: multiply by ``aging`` and subtract ``t``), so the rank is fixed when the
+    row is asked. Without aging (None or 0) the priority decides:
+    ``enqueued - priority * NO_AGING_WEIGHT``. ``enqueued`` in seconds since the epoch.
+    """
+    seconds = enqueued_at.timestamp()
+    return seconds - priority * (aging or NO_AGING_WEIGHT)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Slot:
-    """One row: an ask, its state, its holder and until when it holds (UTC)."""
+    """One row: an ask, its state, its holder, its rank (:func:`rank_of`) and until when
+    it holds (UTC)."""
 
     id: int
     conversation_id: str
@@ -125,12 +154,13 @@ class Slot:
     limits: Limits
     enqueued_at: datetime
     until: datetime
+    rank: float
     granted_at: datetime | None = None
 
     def keys(self) -> tuple[Key, ...]:
         """The keys this row counts under, whatever its own limits."""
         return (
-            ("cluster", ""),
+            CLUSTER,
             ("process", self.holder),
             ("workspace", self.workspace),
             ("user", self.user),
@@ -146,11 +176,12 @@ class Slot:
 
 @dataclass(frozen=True)
 class Standing:
-    """Where a row stands: held, or waiting with ``ahead`` runs to end or start first."""
+    """Where a row stands: held, or waiting with ``ahead`` runs to end first (None: not
+    counted, as in the answer to an ask; the holder's looks count)."""
 
     slot_id: int
     held: bool
-    ahead: int
+    ahead: int | None
     enqueued_at: datetime
 
 
@@ -166,7 +197,7 @@ class Granted:
 @dataclass(frozen=True)
 class Passed:
     """What a write that ran a pass did: the rows it granted, and (for an ask) where the
-    new row stands."""
+    new row stands (None: dropped at once, its holder taken for gone)."""
 
     granted: tuple[Granted, ...] = ()
     standing: Standing | None = None
@@ -182,78 +213,8 @@ class Standings:
     stale: frozenset[Category] = frozenset()
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What a pass decides: rows to drop (expired, or their holder gone), rows to grant,
-    and how many runs are ahead of each row left waiting."""
-
-    dropped: tuple[int, ...] = ()
-    granted: tuple[int, ...] = ()
-    ahead: Mapping[int, int] = field(default_factory=dict)
-
-
-def effective_priority(slot: Slot, now: datetime, aging: float | None) -> int:
-    """``slot``'s priority, plus one for each ``aging`` seconds it has waited (None or 0:
-    no aging)."""
-    if not aging:
-        return slot.priority
-    waited = max(0.0, (now - slot.enqueued_at).total_seconds())
-    return slot.priority + math.floor(waited / aging)
-
-
-def decide(
-    rows: Iterable[Slot],
-    *,
-    now: datetime,
-    aging: float | None,
-    gone: Callable[[str], bool] = lambda _holder: False,
-) -> Decision:
-    """The pass over one category's ``rows`` at ``now`` (see the module docstring).
-
-    ``gone(holder)``: whether a holder is a process known to be gone (its rows are
-    dropped before they expire). Pure: the backends apply what it decides."""
-    dropped: list[int] = []
-    live: list[Slot] = []
-    for row in rows:
-        if row.until < now or gone(row.holder):
-            dropped.append(row.id)
-        else:
-            live.append(row)
-    counts: Counter[Key] = Counter(
-        key for row in live if row.state is SlotState.HELD for key in row.keys()
-    )
-    waiting = sorted(
-        (row for row in live if row.state is SlotState.WAITING),
-        key=lambda row: (-effective_priority(row, now, aging), row.enqueued_at, row.id),
-    )
-    blocked: set[Key] = set()
-    passed: Counter[Key] = Counter()
-    granted: list[int] = []
-    ahead: dict[int, int] = {}
-    for row in waiting:
-        limited = row.limited()
-        full = {key for key, most in limited if counts[key] >= most}
-        held_back = full | {key for key, _ in limited if key in blocked}
-        if not held_back:
-            granted.append(row.id)
-            counts.update(row.keys())
-            continue
-        ahead[row.id] = max(
-            1,
-            *(
-                passed[key] + max(0, counts[key] - most + 1)
-                for key, most in limited
-                if key in held_back
-            ),
-        )
-        blocked |= full
-        passed.update(row.keys())
-    return Decision(dropped=tuple(dropped), granted=tuple(granted), ahead=ahead)
-
-
 class SlotStore(Protocol):
-    """The slot rows (see the module docstring). ``aging``: seconds of waiting that
-    raise a row's priority by one (None: none); ``now`` defaults to the current time."""
+    """The slot rows (see the module docstring); ``now`` defaults to the current time."""
 
     async def ask_slot(
         self,
@@ -265,22 +226,20 @@ class SlotStore(Protocol):
         now: datetime | None = None,
     ) -> Passed:
         """Add a waiting row for ``ask``, held by ``holder`` for ``ttl`` seconds unless
-        renewed, and run the pass of its category, in one write; where it stands
-        (granted at once, or how many are ahead) and every row the pass granted."""
+        renewed, ranked with ``aging`` (seconds of waiting worth one step of priority;
+        None: none; :func:`rank_of`), and run the pass of its category, in one write;
+        where it stands (granted at once, or waiting: not counted) and every row the pass
+        granted. Raises ``ValueError`` for an ask with no limit."""
         ...
 
-    async def release_slot(
-        self, slot_id: int, *, aging: float | None, now: datetime | None = None
-    ) -> Passed:
+    async def release_slot(self, slot_id: int, *, now: datetime | None = None) -> Passed:
         """Drop the row (held or waiting; nothing when it is gone) and run the pass of its
         category, in one write; the rows the pass granted."""
         ...
 
-    async def grant_slots(
-        self, category: Category, *, aging: float | None, now: datetime | None = None
-    ) -> Passed:
-        """Run the pass of ``category`` alone (rows expired, or of gone holders, dropped);
-        the rows it granted."""
+    async def grant_slots(self, category: Category, *, now: datetime | None = None) -> Passed:
+        """Run the pass of ``category`` alone, every row past its expiry or of a gone
+        holder dropped first; the rows it granted."""
         ...
 
     async def renew_slots(
@@ -291,49 +250,13 @@ class SlotStore(Protocol):
         ...
 
     async def slot_standings(
-        self, ids: Collection[int], *, aging: float | None, now: datetime | None = None
+        self, ids: Collection[int], *, counted: Collection[int] = (), now: datetime | None = None
     ) -> Standings:
-        """Where the rows ``ids`` stand, read without writing (see :class:`Standings`)."""
+        """Where the rows ``ids`` stand, read without writing (see :class:`Standings`); the
+        runs ahead are counted for the waiting rows among ``counted`` (in one read: the
+        others' ``ahead`` is None)."""
         ...
 
     async def slots(self, category: Category | None = None) -> list[Slot]:
         """Every row (of ``category``), oldest first: for operators and tests."""
         ...
-
-
-def standings_of(
-    rows: Collection[Slot],
-    ids: Collection[int],
-    *,
-    now: datetime,
-    aging: float | None,
-    gone: Callable[[str], bool],
-) -> Standings:
-    """The :class:`Standings` of ``ids`` among ``rows`` (of one or more categories), as a
-    pass at ``now`` would see them, without changing anything."""
-    wanted = set(ids)
-    of: dict[int, Standing] = {}
-    stale: set[Category] = set()
-    for category in {row.category for row in rows}:
-        among = [row for row in rows if row.category is category]
-        decision = decide(among, now=now, aging=aging, gone=gone)
-        if decision.dropped or decision.granted:
-            stale.add(category)
-        for row in among:
-            if row.id not in wanted or row.id in decision.dropped:
-                continue
-            held = row.state is SlotState.HELD
-            ahead = 0 if held else decision.ahead.get(row.id, 0)
-            of[row.id] = Standing(row.id, held, ahead, row.enqueued_at)
-    return Standings(of=of, stale=frozenset(stale))
-
-
-def standing_after(rows: Collection[Slot], slot_id: int, decision: Decision) -> Standing | None:
-    """Where ``slot_id`` stands after a pass that decided ``decision`` over ``rows``."""
-    for row in rows:
-        if row.id == slot_id and row.id not in decision.dropped:
-            held = row.state is SlotState.HELD or row.id in decision.granted
-            return Standing(
-                row.id, held, 0 if held else decision.ahead.get(row.id, 1), row.enqueued_at
-            )
-    return None

@@ -6,37 +6,35 @@ PostgreSQL (released at commit or rollback,
 https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADVISORY-LOCKS),
 so the passes of several processes go one at a time and each reads what the one
 before wrote; on SQLite the write transaction's ``BEGIN IMMEDIATE`` holds the
-database's write lock already. The pass reads the category's rows, decides in Python
-(:func:`conversations.store.slots.decide`, the same for every backend) and writes what
-it decided: a ``DELETE`` of the rows dropped, an ``UPDATE`` of the rows granted.
+database's write lock already. The pass reads the held rows' counts and the head of
+the queue only, and writes what it decided (:mod:`conversations.store.sql.slot_pass`);
+the runs ahead of a waiting row are counted when its holder looks, in the reader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
-from conversations.store.owners import holder_gone
 from conversations.store.records import as_utc
 from conversations.store.schema import SlotRow, utcnow
 from conversations.store.slots import (
     SLOTS_LOCK,
     Category,
     Granted,
-    Limits,
     Passed,
     Slot,
     SlotAsk,
     SlotState,
+    Standing,
     Standings,
-    decide,
-    standing_after,
-    standings_of,
+    rank_of,
 )
 from conversations.store.sql.database import Database
+from conversations.store.sql.slot_pass import Gone, Outcome, aheads, run_pass, slot_of, stale
 
 
 class SqlSlots:
@@ -55,6 +53,8 @@ class SqlSlots:
         now: datetime | None = None,
     ) -> Passed:
         """Insert the waiting row and run its category's pass, in one transaction."""
+        if not ask.limits.any:
+            raise ValueError(f"a slot asked with no limit: {ask}")
         now = now or utcnow()
         values = {
             "conversation_id": ask.conversation_id,
@@ -64,6 +64,7 @@ class SqlSlots:
             "workspace": ask.workspace,
             "user_key": ask.user,
             "priority": ask.priority,
+            "rank": rank_of(ask.priority, now, aging),
             "enqueued_at": now,
             "until": now + timedelta(seconds=ttl),
             "cluster_limit": ask.limits.cluster,
@@ -74,16 +75,17 @@ class SqlSlots:
 
         def asked(session: Session) -> Passed:
             _lock(session)
-            slot_id = session.execute(
-                insert(SlotRow).values(values).returning(SlotRow.id)
-            ).scalar_one()
-            return _pass(session, ask.category, now, aging, asked=int(slot_id))
+            stmt = insert(SlotRow).values(values).returning(SlotRow.id)
+            slot_id = int(session.execute(stmt).scalar_one())
+            outcome = run_pass(session, ask.category, now)
+            if slot_id in outcome.dropped:
+                return _passed(outcome)
+            held = any(row.id == slot_id for row in outcome.granted)
+            return _passed(outcome, Standing(slot_id, held, 0 if held else None, now))
 
         return await self._db.write(asked)
 
-    async def release_slot(
-        self, slot_id: int, *, aging: float | None, now: datetime | None = None
-    ) -> Passed:
+    async def release_slot(self, slot_id: int, *, now: datetime | None = None) -> Passed:
         """Delete the row and run its category's pass, in one transaction."""
         now = now or utcnow()
 
@@ -93,19 +95,18 @@ class SqlSlots:
             category = session.execute(stmt).scalar_one_or_none()
             if category is None:
                 return Passed()
-            return _pass(session, Category(category), now, aging)
+            return _passed(run_pass(session, Category(category), now))
 
         return await self._db.write(released)
 
-    async def grant_slots(
-        self, category: Category, *, aging: float | None, now: datetime | None = None
-    ) -> Passed:
-        """Run the category's pass alone, in one transaction."""
+    async def grant_slots(self, category: Category, *, now: datetime | None = None) -> Passed:
+        """Drop the category's rows past their expiry or of gone holders, and run its pass,
+        in one transaction."""
         now = now or utcnow()
 
         def granted(session: Session) -> Passed:
             _lock(session)
-            return _pass(session, category, now, aging)
+            return _passed(run_pass(session, category, now, sweep=True))
 
         return await self._db.write(granted)
 
@@ -131,21 +132,39 @@ class SqlSlots:
         return await self._db.write_beside(renewed)
 
     async def slot_standings(
-        self, ids: Collection[int], *, aging: float | None, now: datetime | None = None
+        self, ids: Collection[int], *, counted: Collection[int] = (), now: datetime | None = None
     ) -> Standings:
-        """Two reads in one read transaction: the categories of ``ids``, then their rows."""
+        """In one read transaction, in the reader: the rows ``ids``; for each of their
+        categories whether a pass would change something (:func:`stale`); the runs ahead
+        of the waiting rows among ``counted`` (:func:`aheads`, one query)."""
         if not ids:
             return Standings(of={})
-        now = now or utcnow()
-        wanted = list(ids)
+        at = now or utcnow()
+        wanted, counting = list(ids), set(counted)
 
-        def read(session: Session) -> list[Slot]:
-            categories = select(SlotRow.category).where(SlotRow.id.in_(wanted)).distinct()
-            found = list(session.execute(categories).scalars())
-            return _rows(session, found) if found else []
+        def read(session: Session) -> Standings:
+            columns = (SlotRow.id, SlotRow.category, SlotRow.state, SlotRow.holder)
+            stmt = select(*columns, SlotRow.enqueued_at, SlotRow.until)
+            found = session.execute(stmt.where(SlotRow.id.in_(wanted))).all()
+            categories = sorted({row.category for row in found})
+            gone = Gone()
+            holders = select(SlotRow.holder).where(SlotRow.category.in_(categories)).distinct()
+            dead = [h for h in session.execute(holders).scalars() if gone(h)]
+            changed = frozenset(
+                Category(c) for c in categories if stale(session, Category(c), at, gone)
+            )
+            kept = [r for r in found if _as_utc(r.until) >= at and r.holder not in dead]
+            waiting = [r.id for r in kept if r.state == SlotState.WAITING.value]
+            ahead = [i for i in waiting if i in counting]
+            counts = aheads(session, categories, ahead, at, dead) if ahead else {}
+            of: dict[int, Standing] = {}
+            for r in kept:
+                held = r.state == SlotState.HELD.value
+                enqueued = _as_utc(r.enqueued_at)
+                of[r.id] = Standing(r.id, held, 0 if held else counts.get(r.id), enqueued)
+            return Standings(of=of, stale=changed)
 
-        rows = await self._db.read_in_thread(read, snapshot=True)
-        return standings_of(rows, wanted, now=now, aging=aging, gone=holder_gone)
+        return await self._db.read_in_thread(read, snapshot=True)
 
     async def slots(self, category: Category | None = None) -> list[Slot]:
         """Every row (of ``category``), oldest first."""
@@ -153,7 +172,7 @@ class SqlSlots:
         if category is not None:
             stmt = stmt.where(SlotRow.category == category.value)
         async with self._db.read() as session:
-            return [_slot(row) for row in (await session.execute(stmt)).scalars()]
+            return [slot_of(row) for row in (await session.execute(stmt)).scalars()]
 
 
 def _lock(session: Session) -> None:
@@ -162,56 +181,12 @@ def _lock(session: Session) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SLOTS_LOCK})
 
 
-def _rows(session: Session, categories: Sequence[str]) -> list[Slot]:
-    stmt = select(SlotRow).where(SlotRow.category.in_(list(categories))).order_by(SlotRow.id)
-    return [_slot(row) for row in session.execute(stmt).scalars()]
+def _passed(outcome: Outcome, standing: Standing | None = None) -> Passed:
+    granted = tuple(Granted(row.id, row.conversation_id, row.holder) for row in outcome.granted)
+    return Passed(granted=granted, standing=standing)
 
 
-def _pass(
-    session: Session,
-    category: Category,
-    now: datetime,
-    aging: float | None,
-    asked: int | None = None,
-) -> Passed:
-    """Read the category's rows, decide, and write the decision (in the caller's
-    transaction, under the lock)."""
-    rows = _rows(session, [category.value])
-    decision = decide(rows, now=now, aging=aging, gone=holder_gone)
-    if decision.dropped:
-        session.execute(delete(SlotRow).where(SlotRow.id.in_(decision.dropped)))
-    granted: list[Granted] = []
-    if decision.granted:
-        session.execute(
-            update(SlotRow)
-            .where(SlotRow.id.in_(decision.granted))
-            .values(state=SlotState.HELD.value, granted_at=now)
-        )
-        by_id = {row.id: row for row in rows}
-        granted = [Granted(i, by_id[i].conversation_id, by_id[i].holder) for i in decision.granted]
-    standing = None if asked is None else standing_after(rows, asked, decision)
-    return Passed(granted=tuple(granted), standing=standing)
-
-
-def _slot(row: SlotRow) -> Slot:
-    enqueued, until = as_utc(row.enqueued_at), as_utc(row.until)
-    assert enqueued is not None and until is not None
-    return Slot(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        category=Category(row.category),
-        state=SlotState(row.state),
-        holder=row.holder,
-        workspace=row.workspace,
-        user=row.user_key,
-        priority=row.priority,
-        limits=Limits(
-            cluster=row.cluster_limit,
-            process=row.process_limit,
-            workspace=row.workspace_limit,
-            user=row.user_limit,
-        ),
-        enqueued_at=enqueued,
-        until=until,
-        granted_at=as_utc(row.granted_at),
-    )
+def _as_utc(value: datetime) -> datetime:
+    found = as_utc(value)
+    assert found is not None
+    return found
