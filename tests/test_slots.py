@@ -3,17 +3,22 @@
 A person over ``user_runs`` is queued, told so in the thread of the fake Slack (one
 message, edited as it moves and when the run starts), and started when their run ends
 (``user_runs_over = "refuse"`` still refuses: ``tests/test_settings_layers.py``); a
+run that waits less than ``queued_after`` says nothing; the message is posted once the
+run has waited ``queued_after`` and edited at most every ``queued_edit_every``; a
 higher-priority channel's run starts before an older one of a lower channel, and a
 workflow's priority counts; a second command waits for the first under
-``commands_at_once``; a stop while queued leaves the queue; the limits hold across two
-bots on one database; a dead holder's slot frees up. The store's part, both backends:
-``tests/test_slots_store.py``.
+``commands_at_once``; a stop while queued leaves the queue, its message posted or not;
+the limits hold across two bots on one database; a dead holder's slot frees up. The
+store's part, every backend: ``tests/test_slots_store.py`` and
+``tests/test_slot_pass.py``. Most tests here set ``queued_after`` and
+``queued_edit_every`` to 0, to see the message at the first look.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +29,16 @@ from bot.layers import ConversationSettings
 from bot.limits import workflow_priority
 from bot.settings import Settings
 from conversations.events import PlatformRef
-from conversations.render import render_event
-from conversations.store import ConversationInfo
+from conversations.hub._queued import Queueing
+from conversations.render import QUEUED, render_event
+from conversations.slots import SlotLimits, Slots
+from conversations.store import ConversationInfo, Store
 from conversations.store.memory import MemoryStore
-from conversations.store.slots import Category, Limits, SlotAsk
+from conversations.store.slots import Category, Limits, SlotAsk, SlotStore, Standings
 from core.models.base import ToolKind, ToolSpec
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.settings import EngineSettings
+from core.runner.protocol import RunKind, RunRequest
 from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
 from core.vocabulary.entries import WorkflowChosen
@@ -45,6 +53,14 @@ from tests.test_settings_layers import bot_posts, layered
 from tests.test_slack_story import finish, plan
 
 OTHER = "C0DOCS00002"
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The shared settings, the queued message posted and edited at the first look."""
+    settings.queued_after = 0
+    settings.queued_edit_every = 0
+    return settings
 
 
 def gated(gate: asyncio.Event) -> ScriptedTurn:
@@ -114,6 +130,129 @@ async def test_a_person_over_user_runs_is_queued_told_so_and_started_when_their_
         assert len(updates) == 1
 
 
+async def test_a_run_that_waits_less_than_queued_after_says_nothing(settings: Settings) -> None:
+    settings.queued_after = 3600
+    gate = asyncio.Event()
+    first_turn = gated(gate)
+    model = ScriptedModel([first_turn, plan()])
+    s = layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"user_runs": 1}}}})
+    async with slack_workspace(s, model) as ws:
+        await mentioned(ws, CHANNEL, "first")
+        await asyncio.wait_for(first_turn.started.wait(), 30)
+        second = await mentioned(ws, CHANNEL, "second")
+
+        async def second_waits() -> bool:
+            rows = await ws.app.store.slots.slots()
+            return [r.state.value for r in rows] == ["held", "waiting"]
+
+        await wait_for(second_waits)
+        gate.set()
+        await wait_for(lambda: any("📋 Plan" in m["text"] for m in bot_posts(ws, CHANNEL, second)))
+        await ws.settle()
+        assert asked(model, "first", "second") == ["first", "second"]
+        assert queued_post(ws, CHANNEL, second) is None  # neither queued nor started said
+        rows = await ws.app.store.outbox.rows()
+        assert [r for r in rows if r.purpose == QUEUED] == []
+
+
+async def has(said: Callable[[], Awaitable[list[str]]], n: int) -> bool:
+    """Whether ``said()`` holds ``n`` messages."""
+    return len(await said()) >= n
+
+
+class CountedLooks:
+    """A store's slots, counting the looks of a waiting process (``slot_standings``)."""
+
+    def __init__(self, slots: SlotStore) -> None:
+        self._slots = slots
+        self.looks = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._slots, name)
+
+    async def slot_standings(self, ids: Any, **kwargs: Any) -> Standings:
+        self.looks += 1
+        return await self._slots.slot_standings(ids, **kwargs)
+
+
+async def test_the_queued_message_is_posted_after_queued_after_and_edited_every_queued_edit_every(
+    settings: Settings,
+) -> None:
+    app = await build(settings, model=ScriptedModel([]))
+    try:
+        store = app.store
+        cid = (await opened(store, TEAM_ID, "1.0")).id
+        clock = [0.0]
+        counted = CountedLooks(store.slots)
+        slots = Slots(store=counted, owner="a:1", limits=SlotLimits(cluster_max_runs=1), poll=0.01)
+        queueing = Queueing(
+            slots=slots,
+            threads=store.threads,
+            outbox=store.outbox,
+            engine=app.engine,
+            after=5,
+            edit_every=10,
+            clock=lambda: clock[0],
+        )
+        one = Limits(cluster=1)
+        running = await store.slots.ask_slot(
+            SlotAsk(conversation_id="running", limits=one), holder="b:2", ttl=3600, aging=60
+        )
+        assert running.standing is not None and running.standing.held
+        began, end = asyncio.Event(), asyncio.Event()
+
+        async def run() -> None:
+            request = RunRequest(conversation_id=cid, run_id="r1", kind=RunKind.GO_ON)
+            async with queueing.slot(request):
+                began.set()
+                await end.wait()
+
+        async def said() -> list[str]:
+            rows = [r for r in await store.outbox.rows(cid) if r.purpose == QUEUED]
+            return [f"{type(r.action).__name__}: {getattr(r.action, 'text', '')}" for r in rows]
+
+        async def looked(more: int) -> None:
+            target = counted.looks + more
+            await wait_for(lambda: counted.looks >= target)
+
+        task = asyncio.create_task(run())
+        try:
+            await looked(3)
+            assert await said() == []  # 0 s of 5: nothing yet
+            clock[0] = 5.0
+            await wait_for(lambda: said())
+            assert await said() == ["PostReply: ⏳ Queued: 1 run ahead of this one."]
+
+            urgent = SlotAsk(conversation_id="urgent", limits=one, priority=100)
+            passed = await store.slots.ask_slot(urgent, holder="b:2", ttl=3600, aging=60)
+            assert passed.standing is not None and not passed.standing.held  # it goes first
+            clock[0] = 14.0
+            await looked(3)
+            assert len(await said()) == 1  # 9 s since the post: the new count waits
+            clock[0] = 15.0
+            await wait_for(lambda: has(said, 2))
+            assert (await said())[1] == "UpdateMessage: ⏳ Queued: 2 runs ahead of this one."
+
+            clock[0] = 20.0
+            freed = await store.slots.release_slot(running.standing.slot_id)
+            assert [g.conversation_id for g in freed.granted] == ["urgent"]
+            freed = await store.slots.release_slot(passed.standing.slot_id)
+            assert [g.conversation_id for g in freed.granted] == [cid]
+            await asyncio.wait_for(began.wait(), 30)
+            assert (await said())[2:] == [
+                "UpdateMessage: ▶️ Started after waiting 20s in the queue."
+            ]
+        finally:
+            end.set()
+            if not began.is_set():  # a failure above: the run still waits
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert await store.slots.slots() == []
+    finally:
+        await app.close()
+
+
 # --- priorities --------------------------------------------------------------------------
 
 
@@ -181,7 +320,7 @@ async def _nowhere(_conversation_id: str) -> PlatformRef | None:
     return None
 
 
-async def opened(store: MemoryStore, workspace: str, thread: str) -> ConversationInfo:
+async def opened(store: Store, workspace: str, thread: str) -> ConversationInfo:
     """A conversation opened in ``workspace``'s channel, thread ``thread``."""
     where = PlatformRef(platform="slack", workspace=workspace, channel=CHANNEL, thread=thread)
     cid = await store.threads.open_conversation(
@@ -309,6 +448,47 @@ async def test_a_stop_while_queued_leaves_the_queue_and_stops_the_conversation(
         assert await app.store.slots.slots() == []
         chat.thread = first
         assert (await chat.snapshot()).status.lifecycle.value == "waiting"
+    finally:
+        await app.close()
+
+
+async def test_a_stop_while_queued_before_its_message_is_posted_stops_it_quietly(
+    settings: Settings,
+) -> None:
+    settings.max_runs = 1
+    settings.queued_after = 3600
+    gate = asyncio.Event()
+    first_turn = gated(gate)
+    model = ScriptedModel([first_turn, plan()])
+    app = await build(settings, model=model)
+    try:
+        chat = Chat(app)
+        await app.start()
+        await chat.mention("first", settle=False)
+        await asyncio.wait_for(first_turn.started.wait(), 30)
+        await chat.mention("second", settle=False)
+
+        async def second_waits() -> bool:
+            rows = await app.store.slots.slots()
+            return [r.state.value for r in rows] == ["held", "waiting"]
+
+        await wait_for(second_waits)
+        await chat.stop()  # the second's thread
+        await wait_for(lambda: any("Stopped by alice" in line for line in chat.said()))
+        assert not any("queue" in line.lower() for line in chat.said())  # none posted, none left
+        assert not any("Nothing is running" in line for line in chat.said())
+        (left,) = await app.store.slots.slots()  # the first's, held
+        assert left.state.value == "held"
+        stopped = await chat.snapshot()  # the request kept as a note, its delivery handled
+        assert [e.entry.text for e in stopped.journal if e.entry.kind == "user_text"] == ["second"]
+        assert await app.store.inbox.unhandled() == []
+
+        gate.set()
+        await app.hub.settled()
+        assert asked(model, "first", "second") == ["first"]  # the second never ran
+        assert await app.store.slots.slots() == []
+        rows = await app.store.outbox.rows()
+        assert [r for r in rows if r.purpose == QUEUED] == []
     finally:
         await app.close()
 

@@ -39,7 +39,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_slots_queue", "slots", ["category", "state", "rank", "id"])
-    op.create_index("ix_slots_cluster", "slots", ["category", "state", "cluster_limit", "rank", "id"])
+    op.create_index(
+        "ix_slots_cluster", "slots", ["category", "state", "cluster_limit", "rank", "id"]
+    )
 
 
 def downgrade() -> None:
