@@ -25,8 +25,9 @@ run: $(STAMP) sandbox-check
 	$(BIN)/threadbot run
 
 # The suite runs on every core (pytest-xdist); tests share no port, folder or process marker.
+# Tests marked xdist_group run in one worker per group (the Ray tests share one cluster).
 test: $(STAMP) sandbox-check
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 # The agent's commands run under bubblewrap; without it they run unconfined and ask first.
 sandbox-check:

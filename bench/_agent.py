@@ -113,7 +113,7 @@ class TickTool:
 
 def toolbox(tick: TickTool | None = None) -> Toolbox:
     """threadbot's default tools and :class:`TickTool`."""
-    from bot.app import default_toolbox
+    from bot.engines import default_toolbox
 
     tools: list[Tool] = [*default_toolbox(), tick or TickTool()]
     return Toolbox(tools)

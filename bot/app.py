@@ -18,86 +18,32 @@ from datetime import datetime, timedelta
 
 from opentelemetry.trace import TracerProvider
 
+from bot.engines import open_engine
 from bot.errors import GaveUp
-from bot.layers import ConversationSettings
-from bot.limits import slots_for, workflow_priority
-from bot.metrics import MeteredModel, Metrics
-from bot.sandboxing import caps_said, close_workspaces, confine, fallback_said
+from bot.limits import workflow_priority
+from bot.metrics import Metrics
 from bot.settings import Settings
 from bot.supervise import Backoff, Factory, supervised
-from bot.tracing import OFF, Traces, place_attributes, traces_from
+from bot.tracing import OFF, Traces, traces_from
 from bot.version import installed_version
 from conversations.access import AccessPolicy
 from conversations.adapter import Sender
-from conversations.events import PlatformRef
 from conversations.files import FileFetcher, FileLimits
 from conversations.hub import Hub, HubSettings, default_instance
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
-from conversations.render import render_event
 from conversations.schedules import Scheduler
 from conversations.store import Store
-from conversations.store.backends import open_store
 from conversations.store.sql.failures import unreachable
 from conversations.store.wakeups import Topic
 from conversations.sweeper import Sweeper, utc_now
 from conversations.texts import PlatformTexts
-from core.faults import Faults
 from core.models.base import Model
-from core.models.demo import DemoModel
-from core.models.scripted import ScriptFileModel
-from core.outputs import cache_strategy
 from core.run.engine import Engine
-from core.run.settings import EngineSettings
-from core.run.slots import UNLIMITED
-from core.secrets import Redactor
+from core.runner.protocol import Runner
 from core.tools.base import Toolbox
-from core.tools.command import RunCommand
-from core.tools.control import control_tools
-from core.tools.outputs import ReadOutput
-from core.tools.workspace import EditFile, ListFiles, ReadFile, WriteFile
-from core.tools.workspaces import GitWorkspaces
-from core.tracing import Tracing
 
 log = logging.getLogger(__name__)
-
-
-def default_toolbox(run_command: RunCommand | None = None) -> Toolbox:
-    """The control tools and the workspace tools (``run_command`` unconfined by default)."""
-    return Toolbox(
-        [
-            *control_tools(),
-            ListFiles(),
-            ReadFile(),
-            WriteFile(),
-            EditFile(),
-            run_command or RunCommand(),
-            ReadOutput(),
-        ]
-    )
-
-
-def model_for(settings: Settings) -> Model:
-    """Claude when ``ANTHROPIC_API_KEY`` is set, else the built-in demo model."""
-    if settings.model_script is not None:
-        return ScriptFileModel(str(settings.model_script))
-    if settings.anthropic_api_key is None:
-        return DemoModel()
-    from core.models.anthropic import anthropic_model_from  # the client only when used
-
-    return anthropic_model_from(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,
-        model=settings.model,
-    )
-
-
-def _binding_of(store: Store) -> Callable[[str], Awaitable[PlatformRef | None]]:
-    async def binding(conversation_id: str) -> PlatformRef | None:
-        found = await store.threads.find(conversation_id)
-        return None if found is None else found.binding
-
-    return binding
 
 
 @dataclass
@@ -125,6 +71,9 @@ class App:
     """The export of the runs' spans (:mod:`bot.tracing`), flushed and ended by :meth:`close`."""
     metrics: Metrics | None = None
     """What ``/metrics`` shows (:mod:`bot.metrics`); counted from :func:`build` on."""
+    close_runner: Callable[[], Awaitable[None]] | None = None
+    """Ends the runner's own resources at :meth:`close` (a Ray runner's actors), after
+    the runs were cancelled."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -247,6 +196,8 @@ class App:
         """Stop work and close the database (in-flight runs resume at the next start); the
         spans still batched are exported."""
         await self.hub.close()
+        if self.close_runner is not None:
+            await self.close_runner()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -275,39 +226,6 @@ async def build(
     raises :class:`bot.errors.TracesUnavailable` for one that cannot be given).
     """
     traces = traces_from() if tracer_provider is None else Traces(provider=tracer_provider)
-    settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
-    faults = Faults(settings.fault)
-    redactor = Redactor(settings.secrets())
-    confinement = await asyncio.to_thread(
-        confine, settings.bwrap, settings.command_env, settings.cgroup_root
-    )
-    if confinement.problem is not None:
-        log.warning("%s", fallback_said(confinement.problem))
-    if confinement.caps_problem is not None:
-        log.warning("%s", caps_said(confinement.caps_problem))
-    await asyncio.to_thread(close_workspaces, settings.workspace_root, confinement)
-    tools = toolbox or default_toolbox(confinement.run_command)
-    known_tools = {t.spec.name for t in tools}
-    library = settings.workflow_library(known_tools | {t.spec.name for t in control_tools()})
-    layers = settings.layers(
-        known_tools=known_tools,
-        every_command_asks=confinement.every_command_asks,
-        known_workflows=library.names,
-    )
-    for refused in layers.refusals():  # the wider value holds (bot.loosening)
-        log.warning("settings: %s", refused)
-    store = await open_store(settings.database_url, render=render_event, faults=faults)
-    sheet = {model: price.rates() for model, price in settings.prices.items()}
-    prices = await store.usage.sync_prices(sheet, wall_clock())  # a changed price: a new entry
-    base = EngineSettings(
-        max_tokens=settings.max_tokens,
-        output_store_limit=settings.output_store_limit,
-        file_text_limit=settings.shared_text_limit,
-        prices=prices,
-        cgroup_root=settings.cgroup_root,
-        running_note_every=settings.running_note_every or None,
-    )
-    places = ConversationSettings(layers, _binding_of(store), base=base)
     instance = settings.instance or default_instance()
     metrics = Metrics(
         version=installed_version(),
@@ -315,6 +233,17 @@ async def build(
         working=lambda: hub.working(),
         takeovers=lambda: hub.takeovers,
     )
+    parts = await open_engine(
+        settings,
+        model=model,
+        toolbox=toolbox,
+        wall_clock=wall_clock,
+        traces=traces,
+        metrics=metrics,
+        instance=instance,
+    )
+    store, engine, places, faults = parts.store, parts.engine, parts.places, parts.faults
+    slots = parts.slots  # None: no limit set
     deliverer = Deliverer(
         outbox=store.outbox,
         faults=faults,
@@ -323,7 +252,7 @@ async def build(
         note_interval=settings.progress_interval,
         concurrency=settings.delivery_concurrency,
         clock=clock,
-        redactor=redactor,
+        redactor=parts.redactor,
         claims=store.claims,
         owner=instance,
         claim_ttl=settings.lease_ttl,
@@ -332,27 +261,6 @@ async def build(
         on_thread=lambda cid, thread: hub.thread_started(cid, thread),  # a scheduled run's
     )
     store.on_outbox = deliverer.wake
-    slots = slots_for(settings, layers, store, instance)  # None: no limit set
-    engine = Engine(
-        slots=slots.steps() if slots is not None else UNLIMITED,
-        journal=store.journal,
-        model=MeteredModel(model or model_for(settings), metrics, prices),
-        toolbox=tools,
-        workflows=library,
-        settings=layers.at("", "", "").engine_settings(base),
-        settings_for=places.engine,
-        channel_spend=store.usage.channel_spend,
-        outputs=cache_strategy(
-            settings.output_cache,
-            store=store.outputs,
-            ttl=settings.output_cache_ttl,
-            clock=wall_clock,
-        ),
-        faults=faults,
-        redactor=redactor,
-        workspaces=GitWorkspaces(sandbox=confinement.run_command.sandbox),
-        tracing=Tracing(provider=traces.provider, attributes=place_attributes(_binding_of(store))),
-    )
     hub_settings = HubSettings(
         workspace_root=settings.workspace_root.resolve(),
         access=AccessPolicy(
@@ -369,7 +277,7 @@ async def build(
         shutdown_grace=settings.shutdown_grace,
         on_open=places.know,
         slots=slots,
-        workflow_priority=workflow_priority(library, places, store.journal),
+        workflow_priority=workflow_priority(parts.library, places, store.journal),
         queued_after=settings.queued_after,
         queued_edit_every=settings.queued_edit_every,
         files=FileLimits(
@@ -379,7 +287,18 @@ async def build(
         ),
     )
     hub_settings = dataclasses.replace(hub_settings, instance=instance)
-    hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings)
+    runner: Runner | None = None
+    close_runner: Callable[[], Awaitable[None]] | None = None
+    if settings.runner == "ray":
+        from bot.ray_runner import RayRunner  # Ray only when runs go there
+
+        try:
+            ray_runner = await RayRunner.start(settings)
+        except BaseException:
+            await store.close()
+            raise
+        runner, close_runner = ray_runner, ray_runner.close
+    hub = Hub(store=store, engine=engine, deliverer=deliverer, settings=hub_settings, runner=runner)
     sweeper = Sweeper(
         requests=store.requests,
         pruning=store.retention,
@@ -406,4 +325,5 @@ async def build(
         shutdown_grace=settings.shutdown_grace,
         traces=traces,
         metrics=metrics,
+        close_runner=close_runner,
     )

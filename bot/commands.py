@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
-from bot.app import default_toolbox
+from bot.engines import default_toolbox
 from bot.errors import OpsUnavailable, StartFailed, TracesUnavailable
 from bot.layer_tables import place_problem
 from bot.layers import UnknownWorkflows

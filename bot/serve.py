@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from adapters.console import ConsoleAdapter
-from bot.app import App, build, model_for
+from bot.app import App, build
+from bot.engines import model_for
 from bot.errors import OpsUnavailable, StartFailed
 from bot.logs import announce
 from bot.ops import PATHS, Operations

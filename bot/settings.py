@@ -13,6 +13,7 @@ pydantic-settings: https://docs.pydantic.dev/latest/concepts/pydantic_settings/
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import re
@@ -205,6 +206,19 @@ class Settings(BaseSettings):
     """``THREADBOT_CONFIG``: the TOML file to read instead of ``./threadbot.toml``."""
     database_url: str = "sqlite+aiosqlite:///.threadbot/threadbot.db"
     workspace_root: Path = Path(".threadbot/workspaces")
+    """The folder the conversations' workspaces are made in. With ``runner = "ray"``, a
+    path every node of the cluster sees as the same folder (a shared file system
+    mounted at the same path): a run resumed on another node goes on in its workspace."""
+    runner: Literal["local", "ray"] = "local"
+    """Where runs are carried out (docs/architecture.md, "Runners"): ``local``, in this
+    process; ``ray``, on async actors of a Ray cluster (the ``ray`` extra; needs
+    PostgreSQL, since the actors commit to the store from other processes and hosts)."""
+    ray_address: str | None = None
+    """The Ray cluster runs go to with ``runner = "ray"`` (``auto``, ``host:6379``); none:
+    a local cluster, started by this process (``ray.init()``)."""
+    ray_actors: int = Field(default=2, ge=1, le=1000)
+    """Actors that host runs with ``runner = "ray"``, each many runs at once as coroutines;
+    a run goes to the one with the fewest."""
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
     )
@@ -603,6 +617,28 @@ class Settings(BaseSettings):
         if value == "memory://":  # the in-memory store: nothing kept (tests, a quick try)
             return value
         return database_url_checked(value)
+
+    @model_validator(mode="after")
+    def _ray_runs_on_postgresql(self) -> Settings:
+        """``runner = "ray"`` needs PostgreSQL and Ray installed."""
+        if self.runner != "ray":
+            return self
+        backend = "memory" if self.database_url == "memory://" else None
+        if backend is None:
+            backend = make_url(self.database_url).get_backend_name()
+        if backend != "postgresql":
+            said = "memory://" if backend == "memory" else _NAMES.get(backend, backend)
+            raise ValueError(
+                f"runner = 'ray' ({_where('runner')}) needs PostgreSQL, not {said}: the Ray "
+                "actors commit runs to the store from other processes and hosts; set "
+                f"database_url to {_STORE_DRIVERS['postgresql'][1]}"
+            )
+        if importlib.util.find_spec("ray") is None:
+            raise ValueError(
+                f"runner = 'ray' ({_where('runner')}) needs Ray, which is not installed: "
+                "pip install 'threadbot[ray]' ('.[ray]' in a checkout)"
+            )
+        return self
 
     @field_validator("fault")
     @classmethod

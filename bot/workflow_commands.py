@@ -5,7 +5,7 @@
 as ``file:line: reason`` (exit 2), else ``FILE: ok (workflow NAME, N states)`` for each
 file (exit 0). A file's sub-workflow may be a shipped one or another file given. Tool
 names are checked against the bot's own tools (the control tools and the workspace
-tools, :func:`bot.app.default_toolbox`, which are built without the settings).
+tools, :func:`bot.engines.default_toolbox`, which are built without the settings).
 ``show NAME`` prints one of the bot's workflows (the shipped ones and the
 ``workflows_folder``'s, sub-workflows inlined) as text, or as a Mermaid diagram with
 ``--mermaid`` (:mod:`core.workflows.render`); an unknown name is an error (exit 2)
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.app import default_toolbox
+from bot.engines import default_toolbox
 from bot.settings import Settings
 from core.workflows import render
 from core.workflows.checks import Known

@@ -14,6 +14,7 @@ from bot.app import App, build
 from bot.settings import Settings
 from core.models.scripted import ScriptedModel
 from tests import postgres
+from tests import ray_cluster as ray_cluster_
 
 
 @pytest.fixture
@@ -124,6 +125,18 @@ def instances_database(request: pytest.FixtureRequest) -> str | None:
     from tests.instances import database_url
 
     return database_url(request, request.param)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_cluster_.RayCluster]:
+    """The session's local Ray cluster (``tests/ray_cluster.py``); skipped with the reason
+    where Ray is not installed (failed under CI). Mark the tests that use it
+    ``@pytest.mark.xdist_group("ray")``: one worker runs them all, on one cluster."""
+    problem = ray_cluster_.missing()
+    if problem is not None:
+        _missing(problem)
+    with ray_cluster_.local_cluster(tmp_path_factory.getbasetemp()) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ chooses the failure: ``retryable`` (a :class:`ToolError` marked retryable),
 ``crash`` (an exception) or ``refusal`` (a :class:`ToolError` not marked).
 
 ``python -m tests.flaky_bot console`` is ``python -m bot console`` with both tools
-in its toolbox (:func:`bot.app.default_toolbox` wrapped), for
+in its toolbox (:func:`bot.engines.default_toolbox` wrapped), for
 :class:`tests.console_process.Bot` runs killed with ``THREADBOT_FAULT``.
 """
 
@@ -69,15 +69,15 @@ class FlakyWrite(FlakyRead):
 
 def main() -> int:
     """``threadbot`` with the flaky tools in its toolbox."""
-    import bot.app
+    import bot.engines
     from bot.cli import main as threadbot
 
-    default_toolbox = bot.app.default_toolbox
+    default_toolbox = bot.engines.default_toolbox
 
     def with_flaky(*args: Any, **kwargs: Any) -> Toolbox:
         return Toolbox([*default_toolbox(*args, **kwargs), FlakyRead(), FlakyWrite()])
 
-    bot.app.default_toolbox = with_flaky  # type: ignore[assignment]
+    bot.engines.default_toolbox = with_flaky  # type: ignore[assignment]
     return threadbot()
 
 

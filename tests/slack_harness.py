@@ -358,12 +358,13 @@ def _button(message: Mapping[str, Any], action: str) -> tuple[dict[str, Any], st
 @contextlib.asynccontextmanager
 async def slack_workspace(
     settings: Settings,
-    model: ScriptedModel,
+    model: ScriptedModel | None,
     *,
     transport: Transport = "http",
     wall_clock: Callable[[], datetime] | None = None,
 ) -> AsyncIterator[Workspace]:
     """The bot on Slack over ``transport``, against the fakes; everything closed after.
+    ``model``: None for the settings' own (the real client against a fake Messages API).
     ``wall_clock``: the app's wall clock (the sweeper's), when the test moves it."""
     async with contextlib.AsyncExitStack() as stack:
         socket: FakeSocketModeServer | None = None

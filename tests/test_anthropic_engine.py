@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 
 from adapters.console import ConsoleAdapter
-from bot.app import build, default_toolbox
+from bot.app import build
+from bot.engines import default_toolbox
 from core.models.anthropic import anthropic_model_from
 from core.tools.control import offered as offered_tools
 from core.vocabulary.lifecycle import Lifecycle

@@ -200,7 +200,8 @@ class Probe:
 
 
 async def test_side_by_side_results_are_journaled_in_the_models_order(settings) -> None:
-    from bot.app import build, default_toolbox
+    from bot.app import build
+    from bot.engines import default_toolbox
     from core.tools.base import Toolbox
     from tests.test_durable_core import plan as approved_plan
 

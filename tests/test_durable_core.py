@@ -521,7 +521,8 @@ class Probe:
 
 
 async def test_read_only_calls_of_a_turn_run_concurrently(settings) -> None:
-    from bot.app import build, default_toolbox
+    from bot.app import build
+    from bot.engines import default_toolbox
     from core.tools.base import Toolbox
 
     started = {"probe_a": asyncio.Event(), "probe_b": asyncio.Event()}

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import bot.app
+import bot.engines
 from bot.settings import Settings
 from conversations.errors import DeliveryError
 from conversations.events import PlatformRef, PostReply
@@ -317,9 +318,10 @@ async def test_a_token_from_threadbot_slack_bot_token_file_is_redacted_in_the_th
     assert settings.slack_bot_token is not None
     assert settings.slack_bot_token.get_secret_value() == TOKEN
     assert settings.secrets() == {"SLACK_BOT_TOKEN": TOKEN}
-    # The wiring of build() (bot/app.py): one redactor for the engine and the deliverer.
+    # The wiring of build() (bot/engines.py, bot/app.py): one redactor for the engine and
+    # the deliverer.
     redactor = Redactor(settings.secrets())
-    monkeypatch.setattr(bot.app, "Engine", functools.partial(Engine, redactor=redactor))
+    monkeypatch.setattr(bot.engines, "Engine", functools.partial(Engine, redactor=redactor))
     monkeypatch.setattr(bot.app, "Deliverer", functools.partial(Deliverer, redactor=redactor))
     model = ScriptedModel(
         [
@@ -329,7 +331,7 @@ async def test_a_token_from_threadbot_slack_bot_token_file_is_redacted_in_the_th
         ]
     )
     app = await bot.app.build(
-        settings, model=model, toolbox=Toolbox([*bot.app.default_toolbox(), Leaky()])
+        settings, model=model, toolbox=Toolbox([*bot.engines.default_toolbox(), Leaky()])
     )
     try:
         chat = Chat(app)

@@ -52,6 +52,7 @@ __all__ = [
     "Leases",
     "current_holding",
     "current_lease",
+    "fence_with",
     "releases_with",
 ]
 
@@ -152,6 +153,17 @@ def current_holding(conversation_id: str) -> Holding | None:
     if holding is None or holding.lease.conversation_id != conversation_id:
         return None
     return holding
+
+
+def fence_with(lease: Lease) -> None:
+    """Fence this task's commits of ``lease``'s conversation (and those of the tasks it
+    starts from now on) by ``lease``, held by another process: the bot process that
+    asked for the run holds and renews it, and a run carried out elsewhere (on a Ray
+    actor: docs/architecture.md, "Runners") commits under it as that process's job
+    would, getting :class:`core.vocabulary.errors.LeaseLost` once it was taken over.
+    Such a commit never gives the lease up (its holder does). For the rest of the
+    task's context: call it at the top of a task of its own."""
+    _current.set(Holding(lease))
 
 
 def releases_with(conversation_id: str, change: Change) -> Holding | None:

@@ -1,0 +1,150 @@
+"""A run host: the Ray actor that carries out runs for :class:`bot.ray_runner.RayRunner`.
+
+An async actor (https://docs.ray.io/en/latest/ray-core/actors/async_api.html): every
+method is a coroutine on the actor's one event loop, so one host carries out many runs
+at once, each a task, as the bot process does with :class:`core.runner.local.LocalRunner`
+(docs/architecture.md, "Runners"). It builds its own store (PostgreSQL) and engine from
+the bot's settings (:func:`bot.engines.open_engine`, the bot's own wiring), so a run's
+commits go from here to the store, journal and outbox in one transaction, fenced by
+the conversation's lease that the bot process holds and passes along with each run
+(:func:`conversations.store.leases.fence_with`). Replies that come while a run works
+are read from the store's inbox (:class:`conversations.replies.StoredReplies`).
+
+The class is plain Python: :mod:`bot.ray_runner` makes it an actor
+(``ray.remote(RunHost)``), so this module imports no Ray and is pickled by reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+
+from bot.engines import EngineParts, open_engine
+from bot.settings import Settings
+from conversations.replies import StoredReplies
+from conversations.store.leases import Lease, fence_with
+from core.runner.local import LocalRunner
+from core.runner.protocol import RunItem, RunRequest
+
+log = logging.getLogger(__name__)
+
+_Out = asyncio.Queue[RunItem | BaseException | None]
+"""What a run's pump hands the stream: items, then None (ended) or what it raised."""
+
+
+class RunHost:
+    """Carries out runs with an engine of its own, built from ``settings`` (the bot's,
+    its paths absolute) at the first call (:meth:`ready`); see the module docstring.
+
+    Methods (each a coroutine the runner calls through Ray): :meth:`ready`,
+    :meth:`run` (a streaming generator), :meth:`cancel`, :meth:`suspend`,
+    :meth:`running`.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._parts: EngineParts | None = None
+        self._opening: asyncio.Lock | None = None
+        self._local: LocalRunner | None = None
+        self._replies: StoredReplies | None = None
+        self._polling: asyncio.Task[None] | None = None
+        self._runs: dict[str, asyncio.Task[None]] = {}
+
+    async def ready(self) -> dict[str, object]:
+        """Open the store and build the engine (once); where this host runs:
+        ``{"node": hostname, "pid": process id}``."""
+        await self._opened()
+        return {"node": socket.gethostname(), "pid": os.getpid()}
+
+    async def _opened(self) -> LocalRunner:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._local is None:
+                parts = await open_engine(self._settings)
+                replies = StoredReplies(inbox=parts.store.inbox, poll=self._settings.wakeup_poll)
+                self._parts, self._replies = parts, replies
+                self._polling = asyncio.create_task(replies.keep_polling(), name="replies")
+                self._local = LocalRunner(parts.engine, inbox_for=replies.inbox_for)
+            return self._local
+
+    async def run(self, request: RunRequest, lease: Lease | None) -> AsyncIterator[RunItem]:
+        """Carry out ``request`` under ``lease`` (None: unfenced), streaming its items
+        (:class:`core.runner.protocol.RunUpdate`, then one
+        :class:`core.runner.protocol.RunEnded`); raises what the run raised
+        (:class:`core.vocabulary.errors.LeaseLost` when the lease was taken over). A run
+        cancelled by :meth:`cancel` ends the stream without an end."""
+        local = await self._opened()
+        replies = self._replies
+        assert replies is not None
+        own = request.message.delivery_key if request.message is not None else None
+        replies.watch(request.conversation_id, own)
+        out: _Out = asyncio.Queue()
+        pump = asyncio.create_task(self._pump(local, request, lease, out), name=request.run_id)
+        self._runs[request.run_id] = pump
+        try:
+            while (item := await out.get()) is not None:
+                if isinstance(item, asyncio.CancelledError):
+                    return  # cancelled from the bot: it has left the stream
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self._runs.pop(request.run_id, None)
+            if not pump.done():
+                pump.cancel()
+                await asyncio.wait({pump})
+            replies.unwatch(request.conversation_id)
+
+    @staticmethod
+    async def _pump(
+        local: LocalRunner, request: RunRequest, lease: Lease | None, out: _Out
+    ) -> None:
+        """Follow the local run in a task of its own, its commits fenced by ``lease``."""
+        if lease is not None:
+            fence_with(lease)  # this task's context, and the run's task started from it
+        try:
+            async for item in local.run(request):
+                out.put_nowait(item)
+        except BaseException as exc:
+            out.put_nowait(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            out.put_nowait(None)
+
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel the run ``run_id`` (its model call, its command) and return once it
+        has ended; False when it does not run here."""
+        pump = self._runs.get(run_id)
+        if pump is None or pump.done():
+            return False
+        pump.cancel()
+        await asyncio.wait({pump})
+        return True
+
+    async def suspend(self) -> None:
+        """Start no new step in any run here (the bot shuts down)."""
+        local = await self._opened()
+        await local.suspend()
+
+    async def running(self) -> list[str]:
+        """The ids of the runs going on here."""
+        return sorted(self._runs)
+
+    async def close(self) -> None:
+        """Cancel the runs here and close the store (before the actor is ended)."""
+        for pump in list(self._runs.values()):
+            pump.cancel()
+        if self._runs:
+            await asyncio.wait(list(self._runs.values()))
+        if self._polling is not None:
+            self._polling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._polling
+        if self._parts is not None:
+            await self._parts.store.close()
