@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from adapters.console import ConsoleError
 from bot.engines import default_toolbox
-from bot.errors import OpsUnavailable, StartFailed, TracesUnavailable
+from bot.errors import OpsUnavailable, RayUnreachable, StartFailed, TracesUnavailable
 from bot.layer_tables import place_problem
 from bot.layers import UnknownWorkflows
 from bot.logs import configure as configure_logs
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
         effective = layers.at(args.platform, args.team, args.channel)
         print(f"settings for {args.platform} {args.team or '-'} {args.channel or '-'}")
-        print("\n".join(effective.explain()))
+        print("\n".join([*effective.explain(), *runner_explained(settings)]))
         return 0
     try:
         adapters = platform_adapters(settings) if args.command == "run" else []
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         StartFailed,
         OpsUnavailable,
         TracesUnavailable,
+        RayUnreachable,
         ValueError,
         CommandError,
     ) as exc:
@@ -190,6 +191,31 @@ def _settings(*, workflows: bool = True) -> Settings | None:
         print(f"threadbot: bad settings:\n  {where}{exc}", file=sys.stderr)
         return None
     return settings
+
+
+def runner_explained(settings: Settings) -> list[str]:
+    """Where the runs are carried out (the whole bot's settings, never a layer's), one line
+    each as ``settings explain`` shows a setting: ``name = value  (where it was set)``."""
+    shown = {
+        "runner": repr(settings.runner),
+        "ray_address": repr(settings.ray_address)
+        if settings.ray_address is not None
+        else "(none: a local cluster this process starts)",
+        "ray_actors": repr(settings.ray_actors),
+    }
+    if settings.runner != "ray":
+        shown = {"runner": shown["runner"]}
+    lines = []
+    for name, value in shown.items():
+        variable = f"THREADBOT_{name.upper()}"
+        if variable in os.environ:
+            where = variable
+        elif name in settings.model_fields_set:
+            where = Settings.toml_file().name
+        else:
+            where = "defaults"
+        lines.append(f"{name} = {value}  ({where})")
+    return lines
 
 
 def _bad_settings(lines: Sequence[str]) -> str:

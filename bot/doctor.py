@@ -8,6 +8,8 @@ what to do) or ``–`` (skipped: why)::
     ✓ sandbox network: no connection out from inside the sandbox: 127.0.0.1:40157 ...
     ✓ command caps: each command runs in a group of its own in the cgroup v1 memory ...
     ✓ slirp4netns: /usr/bin/slirp4netns, for commands a policy rule grants a network
+    ✓ ray: the cluster at ray-head:6379 answers: 2 nodes alive
+    ✓ sandbox on ray node 10.0.0.7: bubblewrap /usr/bin/bwrap confines commands (own ...
     ✗ database: sqlite+aiosqlite:///x.db is at revision 0006, the newest is 0007: ...
     – slack: not configured (no SLACK_BOT_TOKEN)
     ✓ discord: the bot token works (GET /users/@me): bot user agent-bot (1198...)
@@ -27,6 +29,12 @@ what to do) or ``–`` (skipped: why)::
 - the command caps: where each command gets a cgroup of its own, with its memory
   and process caps (:func:`bot.sandboxing.command_groups`); nowhere is a failure
   (every command asks a person first);
+- with ``runner = "ray"``, the same sandbox checks on every live node of the Ray
+  cluster, where the runs' commands run (a Ray task pinned to each node:
+  ``NodeAffinitySchedulingStrategy``,
+  https://docs.ray.io/en/latest/ray-core/scheduling/index.html), each line naming its
+  node; a cluster that cannot be reached is a failure; a local cluster (no
+  ``ray_address``) is this host, whose lines come first;
 - the database: it opens and is at the newest migration (never upgraded here; an
   SQLite file that is not there is not created); ``memory://`` keeps nothing;
 - each configured platform's credentials (:mod:`bot.doctor_calls`);
@@ -45,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import shutil
 import socket
@@ -57,6 +66,7 @@ from typing import Any
 
 from bot.doctor_calls import Check, discord_check, failed, model_check, ok, skipped, slack_checks
 from bot.sandboxing import command_groups, probed
+from bot.secret_files import secret_settings
 from bot.settings import Settings
 from core.policy.policy import ToolPolicy
 from core.secrets import Redactor
@@ -108,6 +118,7 @@ async def diagnose(settings: Settings) -> list[Check]:
     """Every check's outcome, in the order of the module docstring (they run at once)."""
     groups = await asyncio.gather(
         _guarded("sandbox", asyncio.to_thread(sandbox_checks, settings)),
+        _guarded("ray", ray_checks(settings)),
         _guarded("database", database_checks(settings.database_url)),
         _guarded("slack", slack_checks(settings)),
         _guarded("discord", discord_check(settings)),
@@ -311,6 +322,75 @@ def grants_network(settings: Settings) -> bool:
             tables += [top.policy, *(channel.policy for channel in top.channels.values())]
     rules = [rule for table in tables if table for rule in ToolPolicy.from_toml_table(table).rules]
     return any(rule.network for rule in rules)
+
+
+# --- the Ray nodes ---------------------------------------------------------------------
+
+
+NODE_WAIT = 120.0
+"""Seconds the sandbox checks on the Ray nodes may take together (a node starts a worker)."""
+
+
+async def ray_checks(settings: Settings) -> list[Check]:
+    """With ``runner = "ray"``: the cluster answers, and :func:`sandbox_checks` on each of
+    its live nodes, as a Ray task pinned there, each line naming the node. This
+    process's own connection is used when it has one (else one is made for the checks
+    and ended after); without ``ray_address`` the cluster is a local one the bot starts,
+    on this host: skipped. The settings go to the nodes without their secrets."""
+    if settings.runner != "ray":
+        return []
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from bot.ray_runner import cluster_unreachable
+
+    connected = ray.is_initialized()
+    address = settings.ray_address
+    if not connected and address is None:
+        return [
+            skipped(
+                "ray",
+                "no ray_address: the runs go to a local cluster the bot starts on this host, "
+                "whose sandbox is checked above",
+            )
+        ]
+    if not connected:
+        assert address is not None
+        why = await cluster_unreachable(address)
+        if why is not None:
+            return [failed("ray", f"cannot connect to the Ray cluster at {address}: {why}")]
+        try:
+            await asyncio.to_thread(
+                ray.init, address=address, logging_level=logging.ERROR, log_to_driver=False
+            )
+        except Exception as exc:
+            return [failed("ray", f"cannot connect to the Ray cluster at {address}: {exc}")]
+    try:
+        listed: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        nodes = [node for node in listed if node.get("Alive")]
+        checked: Any = ray.remote(sandbox_checks)
+        shipped = settings.model_copy(
+            update={name: None for name in secret_settings(type(settings).model_fields)}
+        )
+        pinned = [
+            checked.options(
+                num_cpus=0,
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            ).remote(shipped)
+            for node in nodes
+        ]
+        found = await asyncio.wait_for(asyncio.gather(*pinned), NODE_WAIT)
+    finally:
+        if not connected:
+            await asyncio.to_thread(ray.shutdown)
+    where = address or "this process's connection"
+    alive = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} alive"
+    checks = [ok("ray", f"the cluster at {where} answers: {alive}")]
+    for node, each in zip(nodes, found, strict=True):
+        name = f"on ray node {node.get('NodeManagerAddress') or node['NodeID']}"
+        checks += [Check(f"{check.name} {name}", check.mark, check.said) for check in each]
+    return checks
 
 
 # --- the database ---------------------------------------------------------------------

@@ -6,7 +6,8 @@ The tree::
     ├── GaveUp        a supervised background task kept failing; the process ends
     ├── StartFailed   a platform adapter could not start (a refused token, ...)
     ├── OpsUnavailable  the operations address cannot be listened on
-    └── TracesUnavailable  the trace export asked for cannot be given
+    ├── TracesUnavailable  the trace export asked for cannot be given
+    └── RayUnreachable  the Ray cluster runs should go to does not answer
 """
 
 from __future__ import annotations
@@ -62,3 +63,14 @@ class TracesUnavailable(BotError):
     """The environment asks for the OTLP export of traces, but it cannot be given: the
     OpenTelemetry SDK or exporter is not installed, or another protocol is asked for
     (:mod:`bot.tracing`). The message says what to do."""
+
+
+class RayUnreachable(BotError):
+    """The Ray cluster at ``ray_address`` does not answer (``runner = "ray"``); the
+    message names the address, says why in words and what to set."""
+
+    def __init__(self, address: str, why: str) -> None:
+        super().__init__(
+            f"the Ray cluster at {address} does not answer: {why} (start it, or set "
+            "THREADBOT_RAY_ADDRESS to its head's host:port)"
+        )

@@ -42,7 +42,7 @@ class RunHost:
 
     Methods (each a coroutine the runner calls through Ray): :meth:`ready`,
     :meth:`run` (a streaming generator), :meth:`cancel`, :meth:`suspend`,
-    :meth:`running`.
+    :meth:`running`, :meth:`replies_waiting`, :meth:`close`.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -135,6 +135,11 @@ class RunHost:
     async def running(self) -> list[str]:
         """The ids of the runs going on here."""
         return sorted(self._runs)
+
+    async def replies_waiting(self) -> dict[str, int]:
+        """Per conversation with a run here, the replies read from the store that its run
+        has not taken yet (it takes them at its next turn)."""
+        return self._replies.waiting() if self._replies is not None else {}
 
     async def close(self) -> None:
         """Cancel the runs here and close the store (before the actor is ended)."""

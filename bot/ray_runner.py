@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from adapters.said import connection_said
+from bot.errors import RayUnreachable
 from bot.ray_host import RunHost
 from bot.settings import Settings
 from conversations.store.leases import current_lease
@@ -49,6 +51,8 @@ RUNS_PER_HOST: Final = 1000
 runs, and the cancels and suspends that reach them meanwhile."""
 LOST_AVOIDED: Final = 60.0
 """Seconds a host found lost is passed over while another is up (Ray restarts it)."""
+CONNECT_WAIT: Final = 5.0
+"""Seconds the cluster's head may take to answer a connection at the start."""
 CLOSE_WAIT: Final = 10.0
 """Seconds :meth:`RayRunner.close` lets each host cancel its runs and close its store."""
 LOST_POLL: Final = 1.0
@@ -81,13 +85,20 @@ class RayRunner:
     async def start(cls, settings: Settings) -> RayRunner:
         """Connect to Ray (``ray_address``; none: start a local cluster) unless this
         process is connected already, start ``ray_actors`` hosts with ``settings`` and
-        wait until each has opened its store and built its engine. Raises what a host
-        raised building them (a database it cannot reach, a bad workflow file)."""
+        wait until each has opened its store and built its engine. Raises
+        :class:`bot.errors.RayUnreachable` when nothing answers at ``ray_address`` (else
+        Ray would wait for it without end), and what a host raised building them (a
+        database it cannot reach, a bad workflow file)."""
         import ray
 
         owns = not ray.is_initialized()
         if owns:
-            await asyncio.to_thread(ray.init, address=settings.ray_address)
+            address = settings.ray_address
+            why = await cluster_unreachable(address)
+            if why is not None:
+                assert address is not None
+                raise RayUnreachable(address, why)
+            await asyncio.to_thread(ray.init, address=address)
         made: Any = ray.remote(RunHost).options(
             num_cpus=0,  # runs wait on the model and on commands, not on a CPU of Ray's
             max_concurrency=RUNS_PER_HOST,
@@ -192,6 +203,27 @@ class RayRunner:
             ray.kill(host, no_restart=True)
         if self._owns_ray:
             await asyncio.to_thread(ray.shutdown)
+
+
+async def cluster_unreachable(address: str | None) -> str | None:
+    """Why nothing answers a TCP connection at ``address`` (``host:port``, the cluster's
+    head), in words; None when something does, or ``address`` is not a ``host:port``
+    (None: a local cluster; ``auto``; a ``ray://`` client address): Ray is asked then."""
+    if address is None:
+        return None
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():
+        return None
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]"), int(port)), CONNECT_WAIT
+        )
+    except OSError as exc:  # TimeoutError too
+        return connection_said(exc)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
 
 
 async def _cancelled(host: Any, run_id: str) -> bool:

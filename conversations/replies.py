@@ -81,6 +81,10 @@ class StoredReplies:
 
         return take
 
+    def waiting(self) -> dict[str, int]:
+        """Per watched conversation, how many replies were read and not handed over yet."""
+        return {cid: len(waiting) for cid, waiting in self._waiting.items()}
+
     async def keep_polling(self) -> None:
         """Read the replies every ``poll`` seconds while a run is hosted here, until
         cancelled; a failed read is logged and tried at the next poll."""

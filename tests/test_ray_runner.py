@@ -12,6 +12,7 @@ their processes are gone.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,7 +33,7 @@ from core.vocabulary.requests import RequestState
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.ray_cluster import RayCluster
-from tests.slack_harness import ALICE, Workspace, slack_workspace
+from tests.slack_harness import ALICE, CHANNEL, Workspace, slack_workspace
 
 pytestmark = pytest.mark.xdist_group("ray")
 
@@ -240,3 +241,32 @@ async def test_a_run_whose_actor_is_killed_goes_on_on_another_one(
     assert [b["tool_use_id"] for b in results] == ["toolu_job"]
     await wait_for(lambda: not group_alive(group))
     assert len(model.requests) == 3
+
+
+async def test_a_reply_while_the_run_works_is_its_note_and_its_own_job_drops_it(
+    ws: Workspace, model: FakeAnthropicServer
+) -> None:
+    model.add(PLAN, command("while [ ! -e go ]; do sleep 0.05; done"), finish("Noted."))
+    root = await approved(ws)
+    await job_group(ws, root)  # the command waits for the file go
+    snap = await ws.snapshot(root)
+    said = "also look at the logs, please"
+    ts = str(ws.api.add_message(CHANNEL, said, user=ALICE, thread_ts=root)["ts"])
+    await ws.deliver("events_api", ws.message_body(ts, said, thread=root))
+    host = runner(ws).hosts[0]
+
+    async def read_there() -> bool:
+        return (await host.replies_waiting.remote()).get(snap.id, 0) == 1
+
+    await wait_for(read_there)  # the actor read it from the store's inbox
+    (Path(snap.workspace) / "go").touch()
+
+    await wait_for(lambda: any("✅ Noted." in m["text"] for m in ws.posts(root)))
+    await ws.settle()  # the reply's own job ran too: it found the reply journaled
+    done = await ws.snapshot(root)
+    assert done.status.lifecycle is Lifecycle.DONE
+    texts = [r.entry for r in done.journal if isinstance(r.entry, UserText)]
+    assert [t.role for t in texts if t.text == said] == ["note"]  # once, the run's note
+    assert len(model.requests) == 3  # the reply started no run of its own
+    assert said in json.dumps(model.requests[2].body["messages"][-1])
+    assert await ws.app.store.inbox.unhandled() == []
