@@ -129,8 +129,8 @@ class RunHost:
 
     async def suspend(self) -> None:
         """Start no new step in any run here (the bot shuts down)."""
-        local = await self._opened()
-        await local.suspend()
+        if self._local is not None:
+            await self._local.suspend()
 
     async def running(self) -> list[str]:
         """The ids of the runs going on here."""

@@ -101,6 +101,7 @@ class RayRunner:
             await asyncio.to_thread(ray.init, address=address)
         made: Any = ray.remote(RunHost).options(
             num_cpus=0,  # runs wait on the model and on commands, not on a CPU of Ray's
+            scheduling_strategy="SPREAD",  # the hosts over the nodes, not all on one
             max_concurrency=RUNS_PER_HOST,
             max_restarts=-1,
             max_task_retries=0,  # a run lost with its actor is sent again by the hub

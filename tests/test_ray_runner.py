@@ -26,6 +26,7 @@ from core.models.scripted import ScriptedModel
 from core.runner.protocol import RunEnded, RunKind, RunRequest
 from core.tools.processes import group_alive
 from core.vocabulary.entries import UserText
+from core.vocabulary.errors import LeaseLost
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
@@ -270,3 +271,30 @@ async def test_a_reply_while_the_run_works_is_its_note_and_its_own_job_drops_it(
     assert len(model.requests) == 3  # the reply started no run of its own
     assert said in json.dumps(model.requests[2].body["messages"][-1])
     assert await ws.app.store.inbox.unhandled() == []
+
+
+async def test_a_run_under_a_lease_taken_over_writes_nothing_on_its_actor(
+    ws: Workspace, model: FakeAnthropicServer
+) -> None:
+    model.add(PLAN)
+    root = await ws.mention("please run the job")
+    snap = await ws.snapshot(root)
+    assert str(snap.status) == "waiting(plan_approval)"
+    request = RunRequest(
+        conversation_id=snap.id,
+        run_id=secrets.token_hex(8),
+        kind=RunKind.REPLY,
+        message=ThreadMessage(text="one more thing", author=Person(id=ALICE, name="alice")),
+    )
+    leases = ws.app.hub.leases
+    async with leases.held(snap.id) as lease:
+        taken = await ws.app.store.leases.acquire_lease(  # another process takes it over
+            snap.id, "elsewhere:1", ttl=60, dead=leases.owner
+        )
+        assert taken is not None and taken.epoch > lease.epoch
+        with pytest.raises(LeaseLost):
+            async for _item in runner(ws).run(request):
+                pass
+    after = await ws.snapshot(root)
+    assert after.journal == snap.journal  # the note was refused whole
+    assert await runner(ws).running() == [[]]
