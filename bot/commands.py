@@ -209,9 +209,9 @@ def runner_explained(settings: Settings) -> list[str]:
     for name, value in shown.items():
         variable = f"THREADBOT_{name.upper()}"
         if variable in os.environ:
-            where = variable
+            where = f"bot settings ({variable})"
         elif name in settings.model_fields_set:
-            where = Settings.toml_file().name
+            where = f"bot settings ({Settings.toml_file().name})"
         else:
             where = "defaults"
         lines.append(f"{name} = {value}  ({where})")

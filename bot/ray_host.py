@@ -8,7 +8,10 @@ the bot's settings (:func:`bot.engines.open_engine`, the bot's own wiring), so a
 commits go from here to the store, journal and outbox in one transaction, fenced by
 the conversation's lease that the bot process holds and passes along with each run
 (:func:`conversations.store.leases.fence_with`). Replies that come while a run works
-are read from the store's inbox (:class:`conversations.replies.StoredReplies`).
+are read from the store's inbox (:class:`conversations.replies.StoredReplies`). Its runs'
+model calls and commands wait for their slots under the cluster's limits as this
+process (``host:pid``), which renews their rows (docs/architecture.md, "Limits and
+priorities"); the run's own slot is held by the bot process that asked for it.
 
 The class is plain Python: :mod:`bot.ray_runner` makes it an actor
 (``ray.remote(RunHost)``), so this module imports no Ray and is pickled by reference.
@@ -26,6 +29,7 @@ from collections.abc import AsyncIterator
 from bot.engines import EngineParts, open_engine
 from bot.settings import Settings
 from conversations.replies import StoredReplies
+from conversations.slots import Slots
 from conversations.store.leases import Lease, fence_with
 from core.runner.local import LocalRunner
 from core.runner.protocol import RunItem, RunRequest
@@ -52,6 +56,7 @@ class RunHost:
         self._local: LocalRunner | None = None
         self._replies: StoredReplies | None = None
         self._polling: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Task[None] | None = None
         self._runs: dict[str, asyncio.Task[None]] = {}
 
     async def ready(self) -> dict[str, object]:
@@ -69,6 +74,10 @@ class RunHost:
                 replies = StoredReplies(inbox=parts.store.inbox, poll=self._settings.wakeup_poll)
                 self._parts, self._replies = parts, replies
                 self._polling = asyncio.create_task(replies.keep_polling(), name="replies")
+                if parts.slots is not None:
+                    self._renewing = asyncio.create_task(
+                        _renewed(parts.slots, self._settings.lease_ttl / 3), name="slots"
+                    )
                 self._local = LocalRunner(parts.engine, inbox_for=replies.inbox_for)
             return self._local
 
@@ -147,9 +156,22 @@ class RunHost:
             pump.cancel()
         if self._runs:
             await asyncio.wait(list(self._runs.values()))
-        if self._polling is not None:
-            self._polling.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._polling
+        for task in (self._polling, self._renewing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._parts is not None:
             await self._parts.store.close()
+
+
+async def _renewed(slots: Slots, every: float) -> None:
+    """Renew the host's slot rows (its runs' model calls and commands waiting for or
+    holding theirs) every ``every`` seconds until cancelled, as the bot renews its own
+    with its leases; a failed renewal is logged and tried at the next."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await slots.renew_all()
+        except Exception as exc:
+            log.warning("could not renew the slots of the runs here (%s)", exc)

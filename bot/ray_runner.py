@@ -21,7 +21,9 @@ What can go wrong, and what the caller sees:
   twice;
 - the caller leaves the stream (a stop cancels its task): the run is cancelled on
   its actor (its model call cancelled, its command killed) and the stream returns
-  once it has ended there.
+  once it has ended there;
+- the run was cancelled on its host (:meth:`RayRunner.cancel`, or the host closed):
+  the stream raises :class:`asyncio.CancelledError`, as a local run's does.
 
 The actors belong to the bot process that made them: they end with it (its runs
 then resume wherever its conversations are taken over, from the journal).
@@ -151,12 +153,16 @@ class RayRunner:
                 raise RunnerLost(
                     f"the Ray actor of run {request.run_id} was lost: {type(exc).__name__}"
                 ) from exc
-            settled = True
+            if not settled:  # ended without its end: cancelled there (cancel, a host closed)
+                settled = True
+                raise asyncio.CancelledError(f"run {request.run_id} was cancelled on its host")
         finally:
-            self._load[index] -= 1
-            self._where.pop(request.run_id, None)
-            if not settled:  # left early (a stop): the run ends there first
-                await asyncio.shield(_cancelled(host, request.run_id))
+            try:
+                if not settled:  # left early (a stop): the run ends there first
+                    await asyncio.shield(_cancelled(host, request.run_id))
+            finally:
+                self._load[index] -= 1
+                self._where.pop(request.run_id, None)
 
     def _pick(self) -> int:
         """The host for a new run: one not lost lately, then the fewest runs, then the first."""

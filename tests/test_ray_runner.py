@@ -206,6 +206,23 @@ async def test_a_stop_kills_the_command_on_its_actor(
     assert len(model.requests) == 2
 
 
+async def test_cancel_returns_once_the_command_on_the_actor_is_gone(
+    ws: Workspace, model: FakeAnthropicServer
+) -> None:
+    marker = f"{secrets.randbelow(10**6) + 100}.5"
+    model.add(PLAN, command(f"sleep {marker}"))
+    root = await approved(ws)
+    group = await job_group(ws, root)
+    ((run_id,),) = await runner(ws).running()
+
+    assert await runner(ws).cancel(run_id) is True
+
+    assert not group_alive(group)  # killed before cancel returned
+    assert await runner(ws).running() == [[]]
+    assert await runner(ws).cancel(run_id) is False  # nothing of it is left
+    await ws.settle()  # the job that followed the run saw it cancelled, and ended
+
+
 @pytest.mark.parametrize("ws", [2], indirect=True, ids=["two actors"])
 async def test_a_run_whose_actor_is_killed_goes_on_on_another_one(
     ws: Workspace, model: FakeAnthropicServer

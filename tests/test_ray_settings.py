@@ -90,9 +90,9 @@ def test_settings_explain_shows_where_the_runs_go(tmp_path: Path) -> None:
     assert ray.returncode == 0, ray.stderr
     lines = ray.stdout.splitlines()
     assert lines[-3:] == [
-        "runner = 'ray'  (THREADBOT_RUNNER)",
-        "ray_address = 'ray-head.internal:6379'  (THREADBOT_RAY_ADDRESS)",
-        "ray_actors = 4  (threadbot.toml)",
+        "runner = 'ray'  (bot settings (THREADBOT_RUNNER))",
+        "ray_address = 'ray-head.internal:6379'  (bot settings (THREADBOT_RAY_ADDRESS))",
+        "ray_actors = 4  (bot settings (threadbot.toml))",
     ]
     assert "hunter2" not in ray.stdout
 

@@ -422,7 +422,9 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
         *POLICY_KEYS[:2],
         "workspaces_may_loosen",
         "channels_may_loosen",
+        "runner",  # the whole bot's: where its runs are carried out
     }
+    assert lines["runner"] == "runner = 'local'  (defaults)"
     assert lines["model"].endswith("(slack channel C0456)")
     assert lines["approvers"] == "approvers = ['group:S0LEADS01']  (slack workspace T0123)"
     assert lines["progress_mode"].endswith("(slack workspace T0123)")

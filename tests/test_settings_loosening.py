@@ -476,7 +476,7 @@ def test_each_refused_loosening_is_logged_once_at_start(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     logged = [line for line in done.stderr.splitlines() if "refused;" in line]
     assert len(logged) == 4, done.stderr
-    assert all(" WARNING bot.app " in line for line in logged)
+    assert all(" WARNING bot.engines " in line for line in logged)
     assert any("slack channel C0456 sets ask_commands = []" in line for line in logged)
 
 
