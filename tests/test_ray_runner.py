@@ -22,6 +22,7 @@ from pydantic import SecretStr
 
 from bot.ray_runner import RayRunner
 from bot.settings import Settings
+from conversations.store.slots import Category, SlotState
 from core.models.scripted import ScriptedModel
 from core.runner.protocol import RunEnded, RunKind, RunRequest
 from core.tools.processes import group_alive
@@ -73,6 +74,7 @@ def ray_settings(
     settings.ray_actors = 1
     settings.anthropic_api_key = SecretStr("sk-ant-ray-test")
     settings.anthropic_base_url = model.base_url
+    settings.commands_at_once = 1  # the actors' commands wait for their slots
     return settings
 
 
@@ -94,9 +96,10 @@ def runner(ws: Workspace) -> RayRunner:
 
 
 async def approved(ws: Workspace, text: str = "please run the job") -> str:
-    """Alice mentions the bot and approves its plan with a reaction (not waiting for the
-    run after); the thread's ts."""
-    root = await ws.mention(text)
+    """Alice mentions the bot and approves its plan with a reaction (waiting for neither
+    run: another conversation's may be going on); the thread's ts."""
+    root = await ws.mention(text, settle=False)
+    await wait_for(lambda: any("📋 Plan (v1)" in m["text"] for m in ws.posts(root)))
     plan = ws.post(root, "📋 Plan (v1)")
     await ws.deliver("events_api", ws.reaction_body(plan["ts"], "white_check_mark"))
     return root
@@ -315,3 +318,45 @@ async def test_a_run_under_a_lease_taken_over_writes_nothing_on_its_actor(
     after = await ws.snapshot(root)
     assert after.journal == snap.journal  # the note was refused whole
     assert await runner(ws).running() == [[]]
+
+
+def two_jobs(body: dict) -> list[dict]:
+    """The model for two conversations at once (``job-a``, ``job-b``): a plan, then a
+    command that waits for the file ``go`` in its workspace, then the answer."""
+    job = "job-a" if "job-a" in json.dumps(body["messages"][0]) else "job-b"
+    turns = sum(m["role"] == "assistant" for m in body["messages"])
+    if turns == 0:
+        return PLAN
+    if turns == 1:
+        return command("while [ ! -e go ]; do sleep 0.05; done")
+    return finish(f"{job} done.")
+
+
+@pytest.mark.parametrize("ws", [2], indirect=True, ids=["two actors"])
+async def test_commands_at_once_holds_across_the_actors(
+    ws: Workspace, model: FakeAnthropicServer
+) -> None:
+    model.respond = two_jobs
+    slots = ws.app.store.slots
+    first = await approved(ws, "please run job-a")
+    await job_group(ws, first)
+    second = await approved(ws, "please run job-b")
+
+    async def waits_behind() -> bool:
+        rows = await slots.slots(Category.COMMAND)
+        return [row.state for row in rows] == [SlotState.HELD, SlotState.WAITING]
+
+    await wait_for(waits_behind)  # the second actor's command waits for the slot
+    rows = await slots.slots(Category.COMMAND)
+    assert len({row.holder for row in rows}) == 2  # one row per actor
+    assert runner(ws).placed == [2, 2]  # each conversation's runs on an actor of its own
+    waiting = (await ws.snapshot(second)).tool_calls["toolu_job"]
+    assert (waiting.state, waiting.process) == ("approved", None)
+
+    (Path((await ws.snapshot(first)).workspace) / "go").touch()
+    await job_group(ws, second)  # granted once the first command ended
+    (Path((await ws.snapshot(second)).workspace) / "go").touch()
+
+    for root, job in ((first, "job-a"), (second, "job-b")):
+        await wait_for(lambda r=root, j=job: any(f"✅ {j} done." in m["text"] for m in ws.posts(r)))
+    assert await slots.slots(Category.COMMAND) == []
