@@ -13,6 +13,9 @@ model calls and commands wait for their slots under the cluster's limits as this
 process (``host:pid``), which renews their rows (docs/architecture.md, "Limits and
 priorities"); the run's own slot is held by the bot process that asked for it.
 
+Its log records go to the actor's stderr (which Ray hands to the driver, the bot, by
+default) in the bot's format, redacted as the bot's are (:func:`bot.logs.configure`).
+
 The class is plain Python: :mod:`bot.ray_runner` makes it an actor
 (``ray.remote(RunHost)``), so this module imports no Ray and is pickled by reference.
 """
@@ -27,12 +30,15 @@ import socket
 from collections.abc import AsyncIterator
 
 from bot.engines import EngineParts, open_engine
+from bot.logs import configure as configure_logs
 from bot.settings import Settings
+from conversations import logcontext
 from conversations.replies import StoredReplies
 from conversations.slots import Slots
 from conversations.store.leases import Lease, fence_with
 from core.runner.local import LocalRunner
 from core.runner.protocol import RunItem, RunRequest
+from core.secrets import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ class RunHost:
     """
 
     def __init__(self, settings: Settings) -> None:
+        configure_logs(settings.log_level, settings.log_format, Redactor(settings.secrets()))
         self._settings = settings
         self._parts: EngineParts | None = None
         self._opening: asyncio.Lock | None = None
@@ -113,7 +120,9 @@ class RunHost:
     async def _pump(
         local: LocalRunner, request: RunRequest, lease: Lease | None, out: _Out
     ) -> None:
-        """Follow the local run in a task of its own, its commits fenced by ``lease``."""
+        """Follow the local run in a task of its own, its commits fenced by ``lease``, its
+        log records naming the conversation."""
+        logcontext.conversation.set(request.conversation_id)
         if lease is not None:
             fence_with(lease)  # this task's context, and the run's task started from it
         try:
