@@ -193,9 +193,23 @@ def _settings(*, workflows: bool = True) -> Settings | None:
     return settings
 
 
+WHOLE_BOT_LIMITS = (
+    "max_runs",
+    "cluster_max_runs",
+    "model_calls_at_once",
+    "commands_at_once",
+    "priority_aging",
+    "queued_after",
+    "queued_edit_every",
+)
+"""The limits of the whole bot (never a layer's) that ``settings explain`` shows
+(docs/architecture.md, "Limits and priorities")."""
+
+
 def runner_explained(settings: Settings) -> list[str]:
-    """Where the runs are carried out (the whole bot's settings, never a layer's), one line
-    each as ``settings explain`` shows a setting: ``name = value  (where it was set)``."""
+    """Where the runs are carried out and how many at once (the whole bot's settings, never a
+    layer's), one line each as ``settings explain`` shows a setting: ``name = value  (where
+    it was set)``; an unset limit shows as ``(none: no limit)``."""
     shown = {
         "runner": repr(settings.runner),
         "ray_address": repr(settings.ray_address)
@@ -205,6 +219,9 @@ def runner_explained(settings: Settings) -> list[str]:
     }
     if settings.runner != "ray":
         shown = {"runner": shown["runner"]}
+    for name in WHOLE_BOT_LIMITS:
+        value = getattr(settings, name)
+        shown[name] = "(none: no limit)" if value is None else repr(value)
     lines = []
     for name, value in shown.items():
         variable = f"THREADBOT_{name.upper()}"

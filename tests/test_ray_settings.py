@@ -89,8 +89,8 @@ def test_settings_explain_shows_where_the_runs_go(tmp_path: Path) -> None:
     ray = threadbot(tmp_path, "settings", "explain", "--platform", "console", env=env)
     assert ray.returncode == 0, ray.stderr
     lines = ray.stdout.splitlines()
-    assert lines[-3:] == [
-        "runner = 'ray'  (bot settings (THREADBOT_RUNNER))",
+    first = lines.index("runner = 'ray'  (bot settings (THREADBOT_RUNNER))")
+    assert lines[first + 1 : first + 3] == [
         "ray_address = 'ray-head.internal:6379'  (bot settings (THREADBOT_RAY_ADDRESS))",
         "ray_actors = 4  (bot settings (threadbot.toml))",
     ]

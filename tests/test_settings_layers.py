@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bot.commands import WHOLE_BOT_LIMITS
 from bot.layer_tables import LAYERED, POLICY_KEYS
 from bot.settings import Settings
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
@@ -414,6 +415,7 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
     done = explain_channel(
         tmp_path,
         THREADBOT_REQUEST_TTL="600",
+        THREADBOT_CLUSTER_MAX_RUNS="40",
     )
     assert done.returncode == 0, done.stderr
     lines = {line.split(" = ")[0]: line for line in done.stdout.splitlines() if " = " in line}
@@ -422,9 +424,15 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
         *POLICY_KEYS[:2],
         "workspaces_may_loosen",
         "channels_may_loosen",
-        "runner",  # the whole bot's: where its runs are carried out
+        "runner",  # the whole bot's: where its runs are carried out, and how many at once
+        *WHOLE_BOT_LIMITS,
     }
     assert lines["runner"] == "runner = 'local'  (defaults)"
+    assert lines["max_runs"] == "max_runs = (none: no limit)  (defaults)"
+    assert lines["cluster_max_runs"] == (
+        "cluster_max_runs = 40  (bot settings (THREADBOT_CLUSTER_MAX_RUNS))"
+    )
+    assert lines["queued_after"] == "queued_after = 2.0  (defaults)"
     assert lines["model"].endswith("(slack channel C0456)")
     assert lines["approvers"] == "approvers = ['group:S0LEADS01']  (slack workspace T0123)"
     assert lines["progress_mode"].endswith("(slack workspace T0123)")
