@@ -100,7 +100,11 @@ class RayRunner:
             if why is not None:
                 assert address is not None
                 raise RayUnreachable(address, why)
-            await asyncio.to_thread(ray.init, address=address)
+            try:
+                await asyncio.to_thread(ray.init, address=address)
+            except ConnectionError as exc:  # "auto" with no cluster running on this machine
+                why = "no Ray cluster runs on this machine (Ray: could not find one)"
+                raise RayUnreachable(address or "auto", why) from exc
         made: Any = ray.remote(RunHost).options(
             num_cpus=0,  # runs wait on the model and on commands, not on a CPU of Ray's
             scheduling_strategy="SPREAD",  # the hosts over the nodes, not all on one

@@ -113,3 +113,22 @@ def test_a_ray_cluster_that_does_not_answer_stops_the_bot_with_exit_2(
         "(nothing listens there) (start it, or set THREADBOT_RAY_ADDRESS to its head's "
         "host:port)"
     )
+
+
+def test_ray_address_auto_with_no_cluster_on_the_machine_stops_the_bot_with_exit_2(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    pytest.importorskip("ray")
+    env = {
+        "THREADBOT_RUNNER": "ray",
+        "THREADBOT_DATABASE_URL": postgres_url,
+        "THREADBOT_RAY_ADDRESS": "auto",
+        "RAY_TMPDIR": str(tmp_path / "ray"),  # where `auto` looks: no cluster there
+    }
+    result = threadbot(tmp_path, "run", stdin="hi\n", env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "threadbot: the Ray cluster at auto does not answer: no Ray cluster runs on this "
+        "machine (Ray: could not find one) (start it, or set THREADBOT_RAY_ADDRESS to its "
+        "head's host:port)"
+    )
