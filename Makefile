@@ -24,11 +24,10 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 run: $(STAMP) sandbox-check
 	$(BIN)/threadbot run
 
-# The suite runs two pytest-xdist workers per core: its tests mostly wait (on bot processes,
-# fake servers, PostgreSQL), not compute; they share no port, folder or process marker.
-# The Ray tests stay in one worker (xdist_group "ray", kept together by --dist loadgroup).
+# The suite runs on every core (pytest-xdist); tests share no port, folder or process marker.
+# Tests marked xdist_group run in one worker per group (the Ray tests share one cluster).
 test: $(STAMP) sandbox-check
-	$(BIN)/python -m pytest -q -n $$(( $$(nproc) * 2 )) --dist loadgroup
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 # The agent's commands run under bubblewrap; without it they run unconfined and ask first.
 sandbox-check:
