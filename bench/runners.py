@@ -81,7 +81,6 @@ async def run(
         if why:
             skipped.append(f"{setup}: {why}")
             continue
-        assert why is None
         seconds: list[float] = []
         ideal: list[float] = []
         arrived: list[int] = []
