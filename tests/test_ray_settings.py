@@ -7,6 +7,8 @@ PostgreSQL (docs/architecture.md, "Runners"); Ray itself comes with the ``ray`` 
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from bot.settings import Settings
-from tests.cli_harness import threadbot
+from tests.cli_harness import clean_env, threadbot
 
 POSTGRES = "postgresql+asyncpg://bot:hunter2@db.internal:5432/threadbot"
 
@@ -118,14 +120,33 @@ def test_a_ray_cluster_that_does_not_answer_stops_the_bot_with_exit_2(
 def test_ray_address_auto_with_no_cluster_on_the_machine_stops_the_bot_with_exit_2(
     tmp_path: Path, postgres_url: str
 ) -> None:
+    """``auto`` connects to any Ray cluster whose processes run on the machine (Ray scans
+    /proc for a raylet), and this session's own cluster may be up: the bot runs in a PID
+    namespace of its own (util-linux ``unshare``), where it sees no other process."""
     pytest.importorskip("ray")
-    env = {
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip(
+            "util-linux's unshare is not installed: no machine without Ray's processes to show"
+        )
+    alone = [unshare, "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]
+    env = clean_env() | {
         "THREADBOT_RUNNER": "ray",
         "THREADBOT_DATABASE_URL": postgres_url,
         "THREADBOT_RAY_ADDRESS": "auto",
-        "RAY_TMPDIR": str(tmp_path / "ray"),  # where `auto` looks: no cluster there
+        "RAY_TMPDIR": str(tmp_path / "ray"),  # where `auto` looks first: no cluster there
     }
-    result = threadbot(tmp_path, "run", stdin="hi\n", env=env)
+    result = subprocess.run(
+        [*alone, sys.executable, "-m", "bot", "run"],
+        input="hi\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    if result.returncode != 2 and "unshare:" in result.stderr:
+        pytest.skip(f"this machine allows no PID namespace: {result.stderr.strip()}")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "threadbot: the Ray cluster at auto does not answer: no Ray cluster runs on this "
