@@ -9,6 +9,11 @@ models joined by ``kind``:
   ``request`` they decide the request the pressed message was posted for, as a
   reaction on it does.
 - :class:`StopButton`: stop a conversation (the list ``/stop`` answers with).
+- :class:`ChooseButton`: pick option ``option`` (from 1) of a question (``ask_user``
+  with options); without ``request``, the question of the pressed message.
+- :class:`AnswerButton`: answer a question in words. Discord's adapter adds it under a
+  question with options and opens a form (a modal) for it itself
+  (``adapters/discord/modals.py``); it never reaches the hub as a decision.
 
 :func:`encode` writes ``tb1:`` and the action's JSON with one-letter keys, at most
 :data:`MAX_CHARS` characters: Discord's limit for a component's ``custom_id``
@@ -22,6 +27,8 @@ For example::
     tb1:{"k":"approve","r":"8f2c1d9e0a7b"}
     tb1:{"k":"reject","r":"8f2c1d9e0a7b","n":2}
     tb1:{"k":"stop","c":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
+    tb1:{"k":"choose","r":"8f2c1d9e0a7b","o":2}
+    tb1:{"k":"answer","r":"8f2c1d9e0a7b"}
 
 :func:`decode` is the one reader of a pressed button's value. ``tb1:`` is the
 version: a later encoding takes the next prefix and this reader stays. Buttons
@@ -74,7 +81,25 @@ class StopButton(_Action):
     conversation: str = Field(alias="c", max_length=MAX_ID, pattern=ID_PATTERN)
 
 
-ButtonAction = Annotated[ApproveButton | RejectButton | StopButton, Field(discriminator="kind")]
+class ChooseButton(_Action):
+    """Option ``option`` (from 1) of the question ``request`` (None: the pressed message's)."""
+
+    kind: Literal["choose"] = Field("choose", alias="k")
+    request: str | None = Field(None, alias="r", max_length=MAX_ID, pattern=ID_PATTERN)
+    option: int = Field(alias="o", ge=1, le=9)
+
+
+class AnswerButton(_Action):
+    """Answer the question ``request`` in words (None: the pressed message's)."""
+
+    kind: Literal["answer"] = Field("answer", alias="k")
+    request: str | None = Field(None, alias="r", max_length=MAX_ID, pattern=ID_PATTERN)
+
+
+ButtonAction = Annotated[
+    ApproveButton | RejectButton | StopButton | ChooseButton | AnswerButton,
+    Field(discriminator="kind"),
+]
 """What a button does."""
 _actions: TypeAdapter[ButtonAction] = TypeAdapter(ButtonAction)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from conversations.events import PostReply, UpdateMessage
+from core.policy.summary import shorten
 from core.vocabulary.run_events import CallOutcome, RequestClosed
 
 HINT = " — "
@@ -30,6 +31,9 @@ _VERDICTS = {
 }
 """Words of a decision ``(request, outcome)`` before ``by <name>``."""
 
+ANSWER_CHARS = 200
+"""Characters of a question's answer in words shown on its closed message, at most."""
+
 
 def outcome_line(event: RequestClosed) -> str:
     """The first line of a closed request's message: what became of it, and who.
@@ -43,7 +47,10 @@ def outcome_line(event: RequestClosed) -> str:
     else each call: ``✅ call 1 allowed by alice · ❌ call 2 denied by bob``. Any
     request: ``⏹ Stopped by alice``, ``⌛ Expired``, followed for a tool approval by
     the calls decided before (``· ✅ call 1 allowed by alice · call 2 not decided``).
-    Names are the display names the thread shows.
+    A question with options: ``✅ <@U1> chose 2) shared, with a lock``, or for an answer
+    in words ``💬 <@U1> answered: <its first line, cut to 200 characters>``.
+    Names are the names the thread shows: on Slack and Discord the person's mention
+    (``<@U1>``), which the platform shows as their name.
     """
     by = event.by_name or "someone"
     match event.outcome:
@@ -55,6 +62,11 @@ def outcome_line(event: RequestClosed) -> str:
             return f"↻ Replaced by plan v{event.replaced_by}"
         case "decided":
             line = _decided_calls(event.calls)
+        case "answered" if event.option is not None:
+            return f"✅ {by} chose {event.option}) {event.answer or ''}".rstrip()
+        case "answered":
+            said = (event.answer or "").strip().split("\n", 1)[0]
+            return f"💬 {by} answered: {shorten(said, ANSWER_CHARS)}"
         case _:
             line = f"{_VERDICTS.get((event.request, event.outcome), '☑️ Decided')} by {by}"
     if event.plan_version is not None:

@@ -20,6 +20,17 @@ _VARIATION_SELECTOR = "\ufe0f"
 _SKIN_TONES = re.compile("[\U0001f3fb-\U0001f3ff]")
 _SLACK_SKIN_TONE = re.compile(r"::skin-tone-\d+$")
 
+NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+"""The names of the number reactions 1️⃣-9️⃣ (keycaps: digit, U+FE0F, U+20E3), in order:
+Slack's shortcodes (``:one:`` ... ``:nine:``)."""
+
+
+def number(name: str) -> int | None:
+    """The number (1-9) a normalized reaction ``name`` shows (``"two"`` is 2); None for
+    any other reaction."""
+    return NUMBERS.index(name) + 1 if name in NUMBERS else None
+
+
 _DISPLAY: dict[str, str] = {
     "white_check_mark": "✅",
     "heavy_check_mark": "✔️",
@@ -31,6 +42,7 @@ _DISPLAY: dict[str, str] = {
     "octagonal_sign": "🛑",
     "black_square_for_stop": "⏹️",
     "repeat": "🔁",
+    **{name: f"{n}\ufe0f\u20e3" for n, name in enumerate(NUMBERS, start=1)},
 }
 """Shortcode name -> the character shown for it (with U+FE0F where one is usual)."""
 
@@ -49,7 +61,8 @@ def normalize(raw: str) -> str:
     colons (``":x:"``, ``"thumbsup"``), or a Slack name with a skin tone
     (``"+1::skin-tone-3"``). Surrounding whitespace and colons, U+FE0F variation
     selectors, skin-tone modifiers (U+1F3FB..U+1F3FF) and ``::skin-tone-N`` are
-    removed; the characters of a small table (✅ ✔ ☑ ❌ ✖ 👍 👎 🛑 ⏹ 🔁) become their
+    removed; the characters of a small table (✅ ✔ ☑ ❌ ✖ 👍 👎 🛑 ⏹ 🔁, the keycaps
+    1️⃣-9️⃣) become their
     Slack names and ``thumbsup``/``thumbsdown`` become ``+1``/``-1``. Anything
     else comes back stripped but otherwise as given (an unknown character stays a
     character; case is kept, since Discord custom emoji names are case-sensitive).

@@ -20,8 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
-from conversations.actions import ApproveButton, RejectButton
+from conversations.actions import ApproveButton, ChooseButton, RejectButton
 from conversations.closing import HINT, outcome_line
+from conversations.emoji import NUMBERS as NUMBER_REACTIONS
+from conversations.emoji import to_unicode
 from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from conversations.totals import (
@@ -32,6 +34,7 @@ from conversations.totals import (
     format_stats,
     roles_line,
 )
+from core.policy.summary import shorten
 from core.pricing import dollars
 from core.requests.escalation import stuck_line
 from core.run.stats import duration_said
@@ -313,12 +316,36 @@ def _amounts(tokens: int | None, micro_usd: int | None) -> str:
     return " or ".join(p for p in parts if p)
 
 
+BUTTON_LABEL_CHARS = 75
+"""Characters of a button's label at most: Slack's limit for a button's text
+(https://docs.slack.dev/reference/block-kit/block-elements/button-element, 75), under
+Discord's 80 (https://discord.com/developers/docs/components/reference#button)."""
+
+
 def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:
-    text = f"❓ {event.question}"
-    if event.options:
-        text += "\n" + "  ".join(f"{n}) {o}" for n, o in enumerate(event.options, start=1))
-    text += "\n(reply in this thread)"
-    return Outgoing(PostReply(ref=binding, text=text), request_id=event.request_id)
+    """``❓ <question>``, then ``(reply in this thread)``; with options, the hint on the
+    first line (``❓ Which one? — press a button, react 1️⃣-2️⃣ or reply in this thread``),
+    the options numbered, whole, one a line, and a button each (its label cut to
+    :data:`BUTTON_LABEL_CHARS`), so the message is edited once answered."""
+    if not event.options:
+        text = f"❓ {event.question}\n(reply in this thread)"
+        return Outgoing(PostReply(ref=binding, text=text), request_id=event.request_id)
+    first, newline, rest = event.question.partition("\n")
+    last = to_unicode(NUMBER_REACTIONS[len(event.options) - 1])
+    numbers = f"{to_unicode(NUMBER_REACTIONS[0])}-{last}" if len(event.options) > 1 else last
+    lines = [
+        f"❓ {first}{HINT}press a button, react {numbers} or reply in this thread{newline}{rest}"
+    ]
+    lines += [f"{n}) {o}" for n, o in enumerate(event.options, start=1)]
+    buttons = tuple(
+        Button(
+            label=shorten(f"{n}) {o}", BUTTON_LABEL_CHARS),
+            action=ChooseButton(request=event.request_id, option=n),
+        )
+        for n, o in enumerate(event.options, start=1)
+    )
+    post = PostReply(ref=binding, text="\n".join(lines), buttons=buttons)
+    return Outgoing(post, request_id=event.request_id)
 
 
 def _escalation(binding: PlatformRef, event: EscalationAsked) -> Outgoing:

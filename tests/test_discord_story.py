@@ -298,8 +298,12 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
             ("PUT", f"/channels/{thread}/messages/{plan_id}/reactions/❌/@me"),
             ("PATCH", f"/channels/{thread}/messages/{plan_id}"),  # the plan shows the approval
             ("POST", f"/channels/{thread}/messages"),  # the question
+            ("PATCH", f"/channels/{thread}/messages/{ask_id}"),  # answered: who, no buttons
             ("POST", f"/channels/{thread}/messages"),  # the answer
         ]
+        asked = g.fake.messages[ask_id]
+        assert asked["content"].startswith(f"💬 <@{ALICE}> answered: staging, please\n❓ Staging")
+        assert buttons(asked) == {}
         decided = g.fake.messages[plan_id]  # as Discord holds it now
         assert decided["content"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
         assert buttons(decided) == {}

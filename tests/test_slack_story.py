@@ -143,8 +143,13 @@ async def test_the_story_over_http(settings) -> None:
             ("reactions.add", CHANNEL, plan_message["ts"]),
             ("chat.update", CHANNEL, plan_message["ts"]),  # the plan shows who approved it
             ("chat.postMessage", CHANNEL, root),  # the question
+            ("chat.update", CHANNEL, ask["ts"]),  # the question shows the answer, no buttons
             ("chat.postMessage", CHANNEL, root),  # the answer
         ]
+        asked = ws.api.message(CHANNEL, ask["ts"])
+        assert asked is not None
+        assert asked["text"].startswith(f"💬 <@{ALICE}> answered: staging, please\n❓ Staging")
+        assert plan_buttons(asked) == {}
         decided = ws.api.message(CHANNEL, plan_message["ts"])
         assert decided is not None
         assert decided["text"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
@@ -178,7 +183,7 @@ async def test_the_story_over_socket_mode_approved_by_the_button(settings) -> No
 
         pressed = await ws.press(plan_message, plan_buttons(plan_message)["Approve"], by=ALICE)
         assert pressed.ack is not None
-        ws.post(root, "❓ Staging or production database?")
+        ask = ws.post(root, "❓ Staging or production database?")
         await ws.reply(root, "staging, please")
         ws.post(root, "✅ The login test is fixed.")
 
@@ -188,6 +193,7 @@ async def test_the_story_over_socket_mode_approved_by_the_button(settings) -> No
             ("reactions.add", CHANNEL, plan_message["ts"]),
             ("chat.update", CHANNEL, plan_message["ts"]),  # Approved by Alice, no buttons
             ("chat.postMessage", CHANNEL, root),
+            ("chat.update", CHANNEL, ask["ts"]),  # answered, no buttons
             ("chat.postMessage", CHANNEL, root),
         ]
         opened = ws.api.calls_of("apps.connections.open")

@@ -3,15 +3,17 @@
 Discord wants a first answer to every interaction within 3 s, or the person sees
 "This interaction failed"
 (https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction).
-The runner answers with a deferral at once (:func:`defer`): a button gets
-DEFERRED_UPDATE_MESSAGE (type 6: nothing changes on screen), a command
+The runner answers with a deferral at once (:func:`defer`): a button and a form's
+submit get DEFERRED_UPDATE_MESSAGE (type 6: nothing changes on screen), a command
 DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (type 5) as an ephemeral "thinking...". What
 the hub answers the person alone while it takes the command fills that placeholder
 (:mod:`adapters.discord.answers`); once the hub has the command, a placeholder left
 unanswered is deleted (:func:`close_deferred`): the bot answers in the thread instead
 (https://discord.com/developers/docs/interactions/receiving-and-responding#delete-original-interaction-response).
-Neither raises: a failure is logged or ignored, since the event goes to the hub
-either way.
+The button that opens a question's form is answered with the form itself
+(:func:`respond` with a MODAL, :mod:`adapters.discord.modals`): a modal can only be
+the first answer. None of them raises: a failure is logged or ignored, since the
+event goes to the hub either way.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 
 MESSAGE_COMPONENT = 3
 """Interaction type of a button press (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-interaction-type)."""
+MODAL_SUBMIT = 5
+"""Interaction type of a modal's submit (the same page)."""
 
 _DEFERRED_MESSAGE = 5
 _DEFERRED_UPDATE = 6
@@ -39,7 +43,21 @@ _DEFERRED_UPDATE = 6
 
 
 async def defer(client: discord.Client, d: Interaction) -> bool:
-    """Answer the interaction ``d`` at once: ``POST /interactions/{id}/{token}/callback``.
+    """Answer the interaction ``d`` at once with a deferral (see the module docstring).
+
+    True when Discord took the answer; as :func:`respond`.
+    """
+    body: dict[str, Any] = (
+        {"type": _DEFERRED_UPDATE}
+        if d.get("type") in (MESSAGE_COMPONENT, MODAL_SUBMIT)
+        else {"type": _DEFERRED_MESSAGE, "data": {"flags": EPHEMERAL}}
+    )
+    return await respond(client, d, body)
+
+
+async def respond(client: discord.Client, d: Interaction, body: dict[str, Any]) -> bool:
+    """Answer the interaction ``d`` with the callback ``body``:
+    ``POST /interactions/{id}/{token}/callback``.
 
     True when Discord took the answer. Logs, and sends nothing, when ``d`` has no
     valid id (a snowflake) or token.
@@ -48,11 +66,6 @@ async def defer(client: discord.Client, d: Interaction) -> bool:
     if interaction is None or secret is None:
         log.warning("could not answer an interaction without a valid id and token")
         return False
-    body: dict[str, Any] = (
-        {"type": _DEFERRED_UPDATE}
-        if d.get("type") == MESSAGE_COMPONENT
-        else {"type": _DEFERRED_MESSAGE, "data": {"flags": EPHEMERAL}}
-    )
     route = discord.http.Route(
         "POST",
         "/interactions/{interaction_id}/{interaction_token}/callback",

@@ -19,7 +19,8 @@ Each shard has a sequence of its own (:attr:`Inbound.processed_seqs`).
   thread (``ref.thread`` = the channel id), so every later DM goes to it;
 - ``MESSAGE_REACTION_ADD`` / ``_REMOVE``: :func:`reaction_event`;
 - ``INTERACTION_CREATE``: answered at once (:mod:`adapters.discord.acks`; Discord
-  wants an answer within 3 s), and only then translated
+  wants an answer within 3 s; the button of a question's form is answered with the
+  form, :mod:`adapters.discord.modals`), and only then translated
   (:func:`interaction_event`) and handed to the hub; a command stays open for a
   reply to its user alone meanwhile (:attr:`Inbound.answers`).
 
@@ -39,9 +40,10 @@ from typing import Any, TypeVar, cast
 import discord
 import discord.http
 
-from adapters.discord.acks import MESSAGE_COMPONENT, close_deferred, defer
+from adapters.discord.acks import MESSAGE_COMPONENT, MODAL_SUBMIT, close_deferred, defer, respond
 from adapters.discord.answers import CommandAnswers
 from adapters.discord.errors import MalformedReady
+from adapters.discord.modals import answer_modal
 from adapters.discord.outbound import thread_name
 from adapters.discord.shards import Shard
 from adapters.discord.translate import (
@@ -293,6 +295,10 @@ class Inbound:
         return thread_id
 
     async def _on_interaction(self, d: Interaction, me: BotIdentity) -> None:
+        form = answer_modal(d)  # a question's form: it must be the first answer
+        if form is not None:
+            await respond(self._client, d, form)
+            return
         deferred = await defer(self._client, d)
         event = interaction_event(d, me)
         answered = False
@@ -306,7 +312,9 @@ class Inbound:
             answered = command is not None and command.answered
         elif isinstance(event, ButtonPressed):
             await self._deliver(_dm_as_thread(event))
-        if d.get("type") != MESSAGE_COMPONENT and not answered:
+        elif isinstance(event, MessagePosted):  # a question's form, submitted: a reply
+            await self._deliver(_dm_as_thread(event))
+        if d.get("type") not in (MESSAGE_COMPONENT, MODAL_SUBMIT) and not answered:
             await close_deferred(self._client, d)
 
     async def _deliver(self, event: InboundEvent) -> None:

@@ -1,8 +1,10 @@
-"""Translating Discord interactions (slash commands, buttons) into neutral events.
+"""Translating Discord interactions (slash commands, buttons, a form's submit) into
+neutral events.
 
 Pure, like :mod:`adapters.discord.translate` (which re-exports
 :func:`interaction_event`): an INTERACTION_CREATE ``d`` in, a
-:class:`CommandInvoked` or :class:`ButtonPressed` out, or None, never an exception.
+:class:`CommandInvoked`, :class:`ButtonPressed` or :class:`MessagePosted` out, or
+None, never an exception.
 """
 
 from __future__ import annotations
@@ -10,11 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.discord.identity import BotIdentity
+from adapters.discord.modals import submitted_text
 from adapters.discord.payload import bad_snowflake, dropped, mention, snowflake
 from adapters.discord.types import CommandOption, Interaction
 from adapters.drops import label
 from adapters.fields import integer, mapping, mappings, text
-from conversations.events import Author, ButtonPressed, CommandInvoked, PlatformRef
+from conversations.events import (
+    Author,
+    ButtonPressed,
+    CommandInvoked,
+    MessagePosted,
+    PlatformRef,
+)
 
 PLATFORM = "discord"
 """``PlatformRef.platform`` of every Discord event."""
@@ -32,7 +41,9 @@ _SUBCOMMAND_TYPES = frozenset({1, 2})
 _KIND = "INTERACTION_CREATE"
 
 
-def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | ButtonPressed | None:
+def interaction_event(
+    d: Interaction, me: BotIdentity
+) -> CommandInvoked | ButtonPressed | MessagePosted | None:
     """Translate an INTERACTION_CREATE ``d`` into a command or a button press, or None.
 
     ``d`` is an interaction object
@@ -58,7 +69,11 @@ def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | Butto
       :class:`ButtonPressed` with ``action`` = ``data.custom_id`` and
       ``ref.message`` = ``message.id``.
 
-    None for PING, autocomplete, modal submits, select menus, the bot itself
+    - MODAL_SUBMIT (5) of a question's form (:mod:`adapters.discord.modals`):
+      :class:`MessagePosted` in the interaction's channel (the thread), its text what
+      was typed, as if the person had replied there: the hub takes it as an answer.
+
+    None for PING, autocomplete, other modal submits, select menus, the bot itself
     and payloads missing a field (each logged by
     :data:`adapters.discord.payload.dropped`). The runner must still answer or
     defer every interaction within 3 s, whatever this returns
@@ -93,6 +108,8 @@ def interaction_event(d: Interaction, me: BotIdentity) -> CommandInvoked | Butto
             return _command(d, key, ref, author)
         case 3:  # MESSAGE_COMPONENT
             return _button(d, key, ref, author)
+        case 5:  # MODAL_SUBMIT
+            return _submit(d, key, ref, author)
         case other:
             return dropped(_KIND, key, f"interaction type {label(other)} is not handled")
 
@@ -117,6 +134,13 @@ def _button(d: Interaction, key: str, ref: PlatformRef, author: Author) -> Butto
         return dropped(_KIND, key, "a button without custom_id or message.id", malformed=True)
     ref = ref.model_copy(update={"message": message})
     return ButtonPressed(delivery_key=key, ref=ref, author=author, action=action)
+
+
+def _submit(d: Interaction, key: str, ref: PlatformRef, author: Author) -> MessagePosted | None:
+    answer = submitted_text(mapping(d.get("data")))
+    if answer is None:
+        return dropped(_KIND, key, "a modal submit that is no answer to a question")
+    return MessagePosted(delivery_key=key, ref=ref, author=author, text=answer)
 
 
 _MAX_DEPTH = 3

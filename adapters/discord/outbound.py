@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 from urllib.parse import quote
 
+from adapters.discord.modals import with_answer_button
 from adapters.errors import RenderError
 from adapters.limits import cut_label, cut_to_fit
 from conversations.emoji import normalize, to_unicode
@@ -196,7 +197,9 @@ def components(buttons: Sequence[Button]) -> list[dict[str, Any]]:
     """Action rows (type 1) of buttons (type 2) for ``buttons``, ``[]`` for none.
 
     ``custom_id`` is the button's value, ``style`` 1 (primary), 4 (danger) or
-    2 (secondary, the default), ``label`` cut to 80 characters. Rows hold 5
+    2 (secondary, the default), ``label`` cut to 80 characters. A question's choices
+    get "Answer in words" after them (:func:`adapters.discord.modals.with_answer_button`).
+    Rows hold 5
     buttons and there are at most 5 rows: buttons past the 25th are dropped, as
     are buttons whose action repeats an earlier one (Discord refuses duplicate
     ``custom_id`` values). Raises :class:`~adapters.errors.RenderError` (a
@@ -204,7 +207,7 @@ def components(buttons: Sequence[Button]) -> list[dict[str, Any]]:
     without breaking the button.
     """
     unique: dict[str, Button] = {}
-    for button in buttons:
+    for button in with_answer_button(buttons):  # a question's choices: and a form
         unique.setdefault(button.value, button)
     kept = list(unique.values())[: MAX_BUTTONS_PER_ROW * MAX_ROWS]
     rows: list[dict[str, Any]] = []

@@ -272,7 +272,10 @@ class InteractionData(TypedDict, total=False):
     user or message command, ``target_id``
     (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-application-command-data-structure);
     MESSAGE_COMPONENT (3) sends ``custom_id`` and ``component_type`` (2: a button)
-    (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-message-component-data-structure).
+    (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-message-component-data-structure);
+    MODAL_SUBMIT (5) sends the modal's ``custom_id`` and its ``components`` with the
+    values typed in
+    (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object-modal-submit-data-structure).
     """
 
     id: Snowflake
@@ -282,6 +285,7 @@ class InteractionData(TypedDict, total=False):
     target_id: Snowflake
     custom_id: str
     component_type: int
+    components: list[dict[str, Any]]
 
 
 class PartialChannel(TypedDict):

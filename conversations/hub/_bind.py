@@ -2,7 +2,8 @@
 
 A message is about the conversation bound to its thread (or, a mention, opens
 one); a reaction and the ``decide`` command about the request of the bot message
-they name; a button about what its action names (:func:`conversations.actions.decode`);
+they name (a number reaction, 1️⃣-9️⃣, picks that option of a question); a button
+about what its action names (:func:`conversations.actions.decode`);
 ``/stop`` about its thread's conversation, or the channel's. Events about nothing
 this bot knows stop here, their deliveries unrecorded.
 """
@@ -13,7 +14,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import assert_never
 
-from conversations.actions import ApproveButton, RejectButton, StopButton, decode
+from conversations.actions import (
+    AnswerButton,
+    ApproveButton,
+    ChooseButton,
+    RejectButton,
+    StopButton,
+    decode,
+)
+from conversations.emoji import number
 from conversations.events import (
     Author,
     ButtonPressed,
@@ -114,10 +123,17 @@ class Bind:
         if event.emoji in settings.stop_reactions:
             return StopRun(conversation, event.author)
         approve = event.emoji in settings.approve_reactions
-        if link.request_id is None or not (approve or event.emoji in settings.reject_reactions):
+        choice = number(event.emoji)
+        decides = approve or choice is not None or event.emoji in settings.reject_reactions
+        if link.request_id is None or not decides:
             return Ignore()
         return await self._decision(
-            conversation, link.request_id, approve, event.author, state=link.request_state
+            conversation,
+            link.request_id,
+            approve,
+            event.author,
+            state=link.request_state,
+            choice=choice,
         )
 
     async def _command(self, event: CommandInvoked) -> Intent:
@@ -170,7 +186,8 @@ class Bind:
         )
 
     async def _button(self, event: ButtonPressed) -> Intent:
-        """Approve / Reject, Allow / Deny one call, or Stop: the same rules as reactions."""
+        """Approve / Reject, Allow / Deny one call, an option of a question, or Stop: the
+        same rules as reactions."""
         action = decode(event.action)
         unknown = Ignore(f"button {event.action!r} names nothing this bot knows")
         match action:
@@ -181,23 +198,38 @@ class Bind:
                 if conversation is None:
                     return Respond(event.ref, "That conversation is gone.", to=event.author.id)
                 return StopRun(conversation, event.author)
-            case ApproveButton() | RejectButton():
-                request_id = action.request
-                if request_id is None and event.ref.message is not None:
-                    link = await self._link(event.ref)  # the request of the pressed message
-                    request_id = link.request_id if link is not None else None
-                if request_id is None:
-                    return unknown
-                found = await self._requests.request_conversation(request_id)
+            case ApproveButton() | RejectButton() | ChooseButton():
+                found = await self._request_of(action.request, event.ref)
                 if found is None:
                     return unknown
-                conversation = await self._threads.info(found)
+                conversation, request_id = found
                 approve = isinstance(action, ApproveButton)
+                if isinstance(action, ChooseButton):
+                    return await self._decision(
+                        conversation, request_id, approve, event.author, choice=action.option
+                    )
                 return await self._decision(
                     conversation, request_id, approve, event.author, action.call
                 )
+            case AnswerButton():  # Discord's adapter opens its form; elsewhere a reply answers
+                return Ignore("an answer button reached the hub: a reply in the thread answers")
             case _:
                 assert_never(action)
+
+    async def _request_of(
+        self, request_id: str | None, ref: PlatformRef
+    ) -> tuple[ConversationInfo, str] | None:
+        """The conversation and id of the request ``request_id`` names, or, None, of the
+        request of the pressed message ``ref.message``; None when there is none."""
+        if request_id is None and ref.message is not None:
+            link = await self._link(ref)
+            request_id = link.request_id if link is not None else None
+        if request_id is None:
+            return None
+        found = await self._requests.request_conversation(request_id)
+        if found is None:
+            return None
+        return await self._threads.info(found), request_id
 
     async def _decision(
         self,
@@ -208,17 +240,19 @@ class Bind:
         call: int | None = None,
         *,
         state: RequestState | None = None,
+        choice: int | None = None,
     ) -> Intent:
         """A decision on a request still open (or decided: the engine says so), else a
         notice for a plan replaced meanwhile, or nothing for any other closed request.
-        ``state``: the request's, when it was read with the message's link."""
+        ``state``: the request's, when it was read with the message's link; ``choice``:
+        the option picked (a question's)."""
         if state is None:
             state = await self._requests.request_state(request_id)
         if state is RequestState.SUPERSEDED:
             return Notice(conversation, "That plan was replaced by a newer version.")
         if state is not RequestState.OPEN and state is not RequestState.DECIDED:
             return Ignore()
-        return Decide(conversation, request_id, approve, who, call)
+        return Decide(conversation, request_id, approve, who, call, choice)
 
     async def _link(self, ref: PlatformRef) -> MessageLink | None:
         """What the bot message ``ref.message`` is about.

@@ -80,13 +80,15 @@ class StopRun:
 
 @dataclass(frozen=True)
 class Decide:
-    """Decide request ``request_id`` (or its call ``call``, from 1): approve or not."""
+    """Decide request ``request_id`` (or its call ``call``, from 1): approve or not; or,
+    ``choice`` set (from 1), pick that option of a question (``approve`` unused)."""
 
     conversation: ConversationInfo
     request_id: str
     approve: bool
     who: Author
     call: int | None = None
+    choice: int | None = None
 
 
 @dataclass(frozen=True)

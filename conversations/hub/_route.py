@@ -40,7 +40,7 @@ from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
 from core.run.engine import Engine
 from core.run.state import Handover
-from core.vocabulary.inputs import Approve, DecideOutcome, Reject, ThreadMessage
+from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, Reject, ThreadMessage
 
 log = logging.getLogger("conversations.hub")
 
@@ -122,12 +122,21 @@ class Route:
 
     async def _decide(self, intent: Decide) -> None:
         conversation, who = intent.conversation, intent.who
-        verdict = Approve if intent.approve else Reject
-        decision = verdict(request_id=intent.request_id, by=person_of(who), call=intent.call)
+        by, request_id = person_of(who), intent.request_id
+        decision: Decision
+        if intent.choice is not None:
+            decision = Choose(request_id=request_id, by=by, option=intent.choice)
+        else:
+            verdict = Approve if intent.approve else Reject
+            decision = verdict(request_id=request_id, by=by, call=intent.call)
         handed: list[Handover] = []
         outcome = await self._engine.decide(conversation.id, decision, handover=handed.append)
         if outcome is DecideOutcome.ALREADY_DECIDED:
             await self._notice(conversation, f"This was already decided, {who.name}.")
+        elif outcome is DecideOutcome.NO_SUCH_CALL and intent.choice is not None:
+            await self._notice(
+                conversation, f"That question has no option {intent.choice}, {who.name}."
+            )
         elif outcome is DecideOutcome.NO_SUCH_CALL:
             await self._notice(conversation, f"That request has no call {intent.call}, {who.name}.")
         elif outcome is DecideOutcome.DECIDED:

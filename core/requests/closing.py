@@ -1,11 +1,11 @@
 """The run event that closes a request's message: :class:`core.vocabulary.run_events.RequestClosed`.
 
 Every change that resolves a request whose message asks for a decision (a plan, a
-tool approval, a go-on or a retry request) carries one, so the store writes the
-edit of that message in the same transaction as the resolution (docs/architecture.md,
-"Durability and exactly-once"). A question, a plan revision or an escalation invites a reply,
-not a decision: its message is left as it is. Pure functions of the snapshot the
-change was made from.
+tool approval, a go-on or a retry request, a question with options) carries one, so
+the store writes the edit of that message in the same transaction as the resolution
+(docs/architecture.md, "Durability and exactly-once"). A question without options, a
+plan revision or an escalation invites a reply only: its message is left as it is.
+Pure functions of the snapshot the change was made from.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, assert_never
 
 from core.requests.call_verdicts import decided_calls
+from core.tools import control
 from core.vocabulary.entries import DecisionEntry
 from core.vocabulary.people import Person
 from core.vocabulary.requests import (
@@ -31,7 +32,9 @@ from core.vocabulary.run_events import CallOutcome, RequestClosed
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
 
-Outcome = Literal["approved", "rejected", "revised", "replaced", "decided", "stopped", "expired"]
+Outcome = Literal[
+    "approved", "rejected", "revised", "replaced", "decided", "answered", "stopped", "expired"
+]
 """What became of a request (see :class:`core.vocabulary.run_events.RequestClosed`)."""
 
 _UNDECIDED = frozenset({ToolState.PENDING_APPROVAL, ToolState.CANCELLED})
@@ -46,15 +49,19 @@ def request_closed(
     replaced_by: int | None = None,
     decided: Sequence[ToolCallRecord] = (),
     decision: DecisionEntry | None = None,
+    answer: str | None = None,
+    option: int | None = None,
 ) -> tuple[RequestClosed, ...]:
     """The event closing ``request``'s message, or ``()`` when it has none to edit.
 
-    ``by``: who decided, revised or stopped; ``replaced_by``: the plan version that
-    replaced it. For a tool approval, ``decided`` are the call records the same
-    change writes and ``decision`` its journal entry (not in ``snap`` yet), so
-    ``calls`` says how each call stands after the change.
+    ``by``: who decided, revised, answered or stopped; ``replaced_by``: the plan version
+    that replaced it; ``answer``: a question's answer (the option's text, or the words),
+    ``option``: the option's number (from 1) when one was picked. For a tool approval,
+    ``decided`` are the call records the same change writes and ``decision`` its
+    journal entry (not in ``snap`` yet), so ``calls`` says how each call stands after
+    the change.
     """
-    kind = _message_kind(request)
+    kind = _message_kind(snap, request)
     if kind is None:
         return ()
     calls = (
@@ -68,9 +75,12 @@ def request_closed(
             request=kind,
             outcome=outcome,
             by_name=by.name if by else None,
+            by_id=by.id if by else None,
             plan_version=request.plan_version if isinstance(request, PlanApproval) else None,
             replaced_by=replaced_by,
             calls=calls,
+            answer=answer,
+            option=option,
         ),
     )
 
@@ -116,9 +126,18 @@ def call_outcomes(
     return tuple(outcomes)
 
 
+def options_of(snap: ConversationSnapshot, request: Question) -> tuple[str, ...]:
+    """The options the question ``request`` offers, in order (``()``: none), read from its
+    ``ask_user`` call's input in ``snap``."""
+    record = snap.tool_calls.get(request.tool_use_id)
+    if record is None:
+        return ()
+    return control.asked_options(record.name, record.input)
+
+
 def _message_kind(
-    request: PendingRequest,
-) -> Literal["plan", "tool_approval", "continue", "budget", "retry"] | None:
+    snap: ConversationSnapshot, request: PendingRequest
+) -> Literal["plan", "tool_approval", "continue", "budget", "retry", "question"] | None:
     """What ``request``'s message asks, as :class:`RequestClosed` names it (None: a reply)."""
     match request:
         case PlanApproval():
@@ -129,7 +148,9 @@ def _message_kind(
             return "continue" if request.budget is None else "budget"
         case RetryRequest():
             return "retry"
-        case PlanRevision() | Question() | Escalation() | WaitRequest():
+        case Question():
+            return "question" if options_of(snap, request) else None
+        case PlanRevision() | Escalation() | WaitRequest():
             return None
         case _:
             assert_never(request)

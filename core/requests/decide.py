@@ -21,7 +21,7 @@ from core.requests import (
     tool_approval,
 )
 from core.requests.common import Opening
-from core.vocabulary.inputs import Decision, ThreadMessage
+from core.vocabulary.inputs import Choose, Decision, ThreadMessage
 from core.vocabulary.journal import Change
 from core.vocabulary.requests import (
     ContinueRequest,
@@ -44,6 +44,15 @@ def answered_in_words(request: PendingRequest) -> bool:
     return isinstance(request, Question | PlanRevision | Escalation)
 
 
+def takes(request: PendingRequest, decision: Decision) -> bool:
+    """Whether ``request`` is decided by ``decision`` at all: a choice for a question (one
+    without the option is refused later), an approval or rejection for a request that is
+    not answered in words only."""
+    if isinstance(decision, Choose):
+        return isinstance(request, Question)
+    return not answered_in_words(request)
+
+
 def decision_change(
     snap: ConversationSnapshot,
     request: PendingRequest,
@@ -53,9 +62,12 @@ def decision_change(
 ) -> Change | None:
     """The change ``decision`` makes to the open ``request``.
 
-    None when there is nothing left to decide: the call was decided already, or
-    the request is answered in words (:func:`answered_in_words`).
+    None when there is nothing left to decide: the call was decided already, the
+    request is answered in words (:func:`answered_in_words`), or a choice is not the
+    question's (:func:`core.requests.question.choose`).
     """
+    if isinstance(decision, Choose):
+        return question.choose(snap, request, decision) if isinstance(request, Question) else None
     match request:
         case PlanApproval():
             return plan_approval.decide(snap, request, decision, workflow, opening)

@@ -32,7 +32,7 @@ from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
 from core.policy import policy
-from core.requests.decide import answered_in_words, decision_change
+from core.requests.decide import decision_change, takes
 from core.run import live, messages
 from core.run import workflow as run_workflow
 from core.run.close_calls import interrupt_running, stopped, stopped_before_start
@@ -49,7 +49,7 @@ from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
 from core.vocabulary.errors import AlreadyHandled, RequestConflict
-from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, ThreadMessage
+from core.vocabulary.inputs import Choose, DecideOutcome, Decision, Inbox, ThreadMessage
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState, ToolApproval
@@ -271,8 +271,10 @@ class Engine:
 
         Returns ``ALREADY_DECIDED`` when another decision won, ``EXPIRED`` when its time
         ran out (nothing written: the caller queues :meth:`expire`), ``NOT_OPEN`` when the
-        request is unknown, superseded, cancelled, expired or answered in words,
-        ``NO_SUCH_CALL`` for a call number the request does not have.
+        request is unknown, superseded, cancelled, expired or answered in words only (a
+        :class:`~core.vocabulary.inputs.Choose` decides only a question),
+        ``NO_SUCH_CALL`` for a call number the request does not have, or an option the
+        question does not.
         """
         async with self._opened("decide", conversation_id) as run:
             snap = run.snap
@@ -281,17 +283,20 @@ class Engine:
                 return DecideOutcome.NOT_OPEN
             if request.state is RequestState.DECIDED:
                 return DecideOutcome.ALREADY_DECIDED
-            if request.state is not RequestState.OPEN or answered_in_words(request):
-                return DecideOutcome.NOT_OPEN  # a question is answered in words, not reactions
+            if request.state is not RequestState.OPEN or not takes(request, decision):
+                return DecideOutcome.NOT_OPEN  # e.g. an escalation is answered in words
             if request.expires_at is not None and run.context.now() >= request.expires_at:
                 # The sweeper had not come by yet. Expire it in the conversation's turn, not
                 # here: a run may still hold the conversation, its calls running.
                 return DecideOutcome.EXPIRED
             calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
-            if decision.call is not None and not 1 <= decision.call <= len(calls):
+            call = None if isinstance(decision, Choose) else decision.call
+            if call is not None and not 1 <= call <= len(calls):
                 return DecideOutcome.NO_SUCH_CALL
             workflow = run.workflow
             change = decision_change(snap, request, decision, workflow, run.opening)
+            if change is None and isinstance(decision, Choose):
+                return DecideOutcome.NO_SUCH_CALL  # the question has no such option
             if change is None:
                 return DecideOutcome.ALREADY_DECIDED
             try:

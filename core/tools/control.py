@@ -55,6 +55,25 @@ def _steps(value: object, info: ValidationInfo) -> list[str]:
     return steps
 
 
+MAX_OPTIONS = 9
+"""The most options an ``ask_user`` call may give: one per number reaction (1️⃣-9️⃣), and
+a row of buttons each platform can show (docs/architecture.md, "What a person sees")."""
+
+
+def _options(value: object, info: ValidationInfo) -> list[str]:
+    """The options as strings, stripped, the blank ones left out; more than
+    :data:`MAX_OPTIONS` is refused with the reason (the model reads it)."""
+    if not isinstance(value, list):
+        return []
+    options = [str(o).strip() for o in value if str(o).strip()]
+    if len(options) > MAX_OPTIONS:
+        raise ValueError(
+            f"`{info.field_name}` may hold at most {MAX_OPTIONS} choices, got {len(options)}: "
+            f"ask again with {MAX_OPTIONS} or fewer, or ask in words without options"
+        )
+    return options
+
+
 Text = Annotated[str, BeforeValidator(_text)]
 """A non-empty string, stripped."""
 Texts = Annotated[list[str], BeforeValidator(_texts)]
@@ -78,13 +97,14 @@ class ProposePlan(ToolInput):
 
 
 class AskUser(ToolInput):
-    """``ask_user``: a question for the thread, and the options it offers (maybe none)."""
+    """``ask_user``: a question for the thread, and the options it offers (maybe none, at
+    most :data:`MAX_OPTIONS`: more is a malformed call, refused at admission)."""
 
     tool: SkipJsonSchema[Literal["ask_user"]] = "ask_user"
     question: Text
-    options: Annotated[
-        list[str], BeforeValidator(lambda v: [str(o) for o in v] if isinstance(v, list) else [])
-    ] = Field(default_factory=list)
+    options: Annotated[list[str], BeforeValidator(_options)] = Field(
+        default_factory=list, max_length=MAX_OPTIONS
+    )
 
 
 class Finish(ToolInput):
@@ -193,6 +213,18 @@ def asks_people(name: str) -> bool:
     return name == "ask_user"
 
 
+def asked_options(name: str, args: Mapping[str, Any]) -> tuple[str, ...]:
+    """The options an ``ask_user`` call with the input ``args`` gives, in order; ``()``
+    for a call of another tool, one without options or a malformed one."""
+    if name != "ask_user":
+        return ()
+    try:
+        call = parse(name, args)
+    except ToolError:
+        return ()
+    return tuple(call.options) if isinstance(call, AskUser) else ()
+
+
 def proposed_plan(name: str, args: Mapping[str, Any]) -> ProposePlan | None:
     """The plan a ``propose_plan`` call with the input ``args`` proposes (its steps and
     tools); None for a call of another tool or a malformed one (refused at admission)."""
@@ -299,7 +331,8 @@ def control_tools() -> list[ControlTool]:
             AskUser,
             "ask_user",
             "Ask the people in the thread a clarification question and wait for "
-            "the answer. Offer options when there are a few clear choices.",
+            "the answer. Offer options (at most 9, short) when there are a few clear "
+            "choices: people pick one with a button or a number, or answer in words.",
         ),
         _spec(Finish, "finish", "Deliver the final answer to the thread and end the run."),
         _spec(

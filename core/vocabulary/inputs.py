@@ -5,7 +5,7 @@ The hub turns chat events into these: a person's message in the thread is a
 the end: :meth:`core.run.engine.Engine.start`) or comes while the conversation is
 active (an answer, plan feedback, a note mid-run: :meth:`core.run.engine.Engine.reply`);
 a reaction or button on a pending request is a :data:`Decision`, :class:`Approve`
-or :class:`Reject`.
+or :class:`Reject`, or :class:`Choose` for one of a question's options.
 Stop is not an input: it jumps the queue (:meth:`core.run.engine.Engine.stop`).
 """
 
@@ -96,7 +96,18 @@ class Reject(BaseModel):
     call: int | None = None
 
 
-Decision = Annotated[Approve | Reject, Field(discriminator="kind")]
+class Choose(BaseModel):
+    """``by`` picks option ``option`` (from 1) of the question ``request_id`` (an
+    ``ask_user`` call with options), by button or number reaction."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["choose"] = "choose"
+    request_id: str
+    by: Person
+    option: int = Field(ge=1)
+
+
+Decision = Annotated[Approve | Reject | Choose, Field(discriminator="kind")]
 """A person's decision on a pending request; ``kind`` tells which."""
 
 
@@ -107,6 +118,7 @@ class DecideOutcome(StrEnum):
     ALREADY_DECIDED = "already_decided"
     NOT_OPEN = "not_open"
     NO_SUCH_CALL = "no_such_call"
+    """A call number the tool approval does not have, or an option the question does not."""
     EXPIRED = "expired"
     """The request's time ran out before the sweeper came by: the caller queues its
     expiry (:meth:`core.run.engine.Engine.expire`) behind the conversation's run."""

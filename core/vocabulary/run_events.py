@@ -249,8 +249,9 @@ class RequestClosed(_Frozen):
 
     Emitted in the change that resolves the request, so the edit is written with
     the resolution (``conversations.render``). Requests with such a message are
-    ``request``: a plan, a tool approval, a go-on (turn cap) or a retry request; a
-    question invites a reply, not a decision, and its message is left as it is.
+    ``request``: a plan, a tool approval, a go-on (turn cap) or a retry request, or a
+    question with options (its buttons go); a question without options invites a reply
+    only, and its message is left as it is.
 
     ``outcome``:
 
@@ -259,6 +260,8 @@ class RequestClosed(_Frozen):
     - ``revised``: ``by_name`` replied to the plan with a change to make;
     - ``replaced``: plan version ``replaced_by`` took the open plan's place;
     - ``decided``: every call of a tool approval was decided, as ``calls`` say;
+    - ``answered``: ``by_name`` (platform id ``by_id``) answered a question with
+      ``answer``: option ``option`` (from 1) picked, or words (``option`` None);
     - ``stopped``: ``by_name`` stopped the run; ``expired``: it waited too long.
 
     ``plan_version`` is the plan's version; ``calls`` (tool approvals only) how
@@ -267,12 +270,17 @@ class RequestClosed(_Frozen):
 
     kind: Literal["request_closed"] = "request_closed"
     request_id: str
-    request: Literal["plan", "tool_approval", "continue", "budget", "retry"]
-    outcome: Literal["approved", "rejected", "revised", "replaced", "decided", "stopped", "expired"]
+    request: Literal["plan", "tool_approval", "continue", "budget", "retry", "question"]
+    outcome: Literal[
+        "approved", "rejected", "revised", "replaced", "decided", "answered", "stopped", "expired"
+    ]
     by_name: str | None = None
+    by_id: str | None = None
     plan_version: int | None = None
     replaced_by: int | None = None
     calls: tuple[CallOutcome, ...] = ()
+    answer: str | None = None
+    option: int | None = None
 
 
 RunEvent = Annotated[
