@@ -19,15 +19,19 @@ from typing import Any
 import pytest
 
 from adapters.console.translate import HELP
-from adapters.discord.modals import ANSWER_LABEL
+from adapters.discord.modals import ANSWER_LABEL, answer_modal, submitted_text
+from conversations.actions import MAX_CHARS, AnswerButton, ChooseButton, decode, encode
 from conversations.emoji import normalize
+from conversations.emoji import number as emoji_number
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import RequestState
 from tests.platform_threads import PEOPLE, ConsoleThread, DiscordThread, SlackThread, on
 from tests.slack_harness import CHANNEL
-from tests.test_discord_story import _restore_discord_py  # noqa: F401  (restores discord.py)
-from tests.test_discord_story import buttons
+from tests.test_discord_story import (
+    _restore_discord_py,  # noqa: F401  (restores discord.py)
+    buttons,
+)
 from tests.test_slack_story import finish, plan_buttons
 from tests.test_story_console import run_console
 
@@ -128,7 +132,9 @@ async def test_a_choice_by_button_answers_and_the_message_shows_who(settings, pl
         name = thread.name("alice")  # type: ignore[attr-defined]
         assert answer_read(model) == f"{name} chose option 2: shared, with a lock"
         shown = thread.shown(asked)  # type: ignore[attr-defined]
-        assert shown.text.startswith(f"✅ {name} chose 2) shared, with a lock\n❓ Which database?\n")
+        assert shown.text.startswith(
+            f"✅ {name} chose 2) shared, with a lock\n❓ Which database?\n"
+        )
         assert "press a button" not in shown.text
         assert shown.buttons == []
         snap = await thread.snapshot()
@@ -306,3 +312,63 @@ async def test_discord_answer_in_words_opens_a_modal_first_and_its_submit_answer
         assert shown.text.startswith(f"💬 {name} answered: the one in docker\n❓ Which database?")
         assert shown.buttons == []
         assert (await thread.snapshot()).status.lifecycle is Lifecycle.DONE
+
+
+# --- the pure parts -----------------------------------------------------------------------
+
+
+def test_a_choice_fits_a_button_and_decodes_back() -> None:
+    longest = "r" * 64
+    for action in (ChooseButton(request=longest, option=9), AnswerButton(request=longest)):
+        value = encode(action)
+        assert len(value) <= MAX_CHARS
+        assert decode(value) == action
+    assert decode('tb1:{"k":"choose","r":"r1","o":10}') is None  # options are 1 to 9
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "number"),
+    [("1️⃣", "one", 1), ("9\u20e3", "nine", 9), (":two:", "two", 2), ("+1", "+1", None)],
+)
+def test_number_reactions_are_named_as_slack_names_them(raw, name, number) -> None:
+    assert normalize(raw) == name
+    assert emoji_number(normalize(raw)) == number
+
+
+def test_the_form_is_built_from_the_message_alone_and_cut_to_discords_limits() -> None:
+    question = "Which of these databases should the integration tests use from now on?"
+    choices = [f'tb1:{{"k":"choose","r":"r1","o":{n}}}' for n in (1, 2)]
+    answer = encode(AnswerButton(request="r1"))
+    d: dict[str, Any] = {
+        "type": 3,
+        "data": {"custom_id": answer, "component_type": 2},
+        "message": {
+            "content": f"❓ {question} — press a button, react 1️⃣-2️⃣ or reply in this thread",
+            "components": [
+                {
+                    "type": 1,
+                    "components": [
+                        {"type": 2, "label": "1) " + "a" * 78, "custom_id": choices[0]},
+                        {"type": 2, "label": "2) b", "custom_id": choices[1]},
+                        {"type": 2, "label": ANSWER_LABEL, "custom_id": answer},
+                    ],
+                }
+            ],
+        },
+    }
+    modal = answer_modal(d)
+    assert modal is not None and modal["type"] == 9
+    assert modal["data"]["title"] == question[:44] + "…"
+    [[field]] = [row["components"] for row in modal["data"]["components"]]
+    assert len(field["placeholder"]) == 100 and field["placeholder"].endswith("…")
+    assert ANSWER_LABEL not in field["placeholder"]
+    d["data"]["custom_id"] = choices[0]
+    assert answer_modal(d) is None  # a choice is a press, not a form
+    submit = {
+        "custom_id": answer,
+        "components": [
+            {"type": 18, "component": {"type": 4, "custom_id": "answer", "value": " 2 "}}
+        ],
+    }
+    assert submitted_text(submit) == "2"  # a label (type 18) holds the input in newer modals
+    assert submitted_text({"custom_id": "other", "components": []}) is None
