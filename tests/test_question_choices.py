@@ -99,9 +99,9 @@ def who(platform: str, name: str) -> str:
 @pytest.mark.parametrize("platform", ["slack", "discord", "console"])
 async def test_the_options_are_numbered_whole_and_buttons_cut_to_75(settings, platform) -> None:
     async with on(platform, settings, story()) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
-        shown = thread.shown(thread.message("❓ Which database?"))  # type: ignore[attr-defined]
+        shown = thread.shown(thread.message("❓ Which database?"))
         assert shown.text.startswith("❓ Which database? — press a button, react 1️⃣-3️⃣")
         assert shown.text.splitlines()[1:] == [
             "1) staging",
@@ -123,15 +123,15 @@ async def test_the_options_are_numbered_whole_and_buttons_cut_to_75(settings, pl
 async def test_a_choice_by_button_answers_and_the_message_shows_who(settings, platform) -> None:
     model = story()
     async with on(platform, settings, model) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
-        asked = thread.message("❓ Which database?")  # type: ignore[attr-defined]
+        asked = thread.message("❓ Which database?")
         await press(thread, asked, "2) shared, with a lock", by=who(platform, "alice"))
         await thread.settle()
 
-        name = thread.name("alice")  # type: ignore[attr-defined]
+        name = thread.name("alice")
         assert answer_read(model) == f"{name} chose option 2: shared, with a lock"
-        shown = thread.shown(asked)  # type: ignore[attr-defined]
+        shown = thread.shown(asked)
         assert shown.text.startswith(
             f"✅ {name} chose 2) shared, with a lock\n❓ Which database?\n"
         )
@@ -146,14 +146,14 @@ async def test_a_choice_by_button_answers_and_the_message_shows_who(settings, pl
 async def test_a_number_reaction_by_an_approver_picks_that_option(settings, platform) -> None:
     model = story()
     async with on(platform, settings, model) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
-        asked = thread.message("❓ Which database?")  # type: ignore[attr-defined]
+        asked = thread.message("❓ Which database?")
         await react(thread, asked, 1, by=who(platform, "bob"))
 
-        name = thread.name("bob")  # type: ignore[attr-defined]
+        name = thread.name("bob")
         assert answer_read(model) == f"{name} chose option 1: staging"
-        shown = thread.shown(asked)  # type: ignore[attr-defined]
+        shown = thread.shown(asked)
         assert shown.text.startswith(f"✅ {name} chose 1) staging\n❓ Which database?")
         assert shown.buttons == []
         assert (await thread.snapshot()).status.lifecycle is Lifecycle.DONE
@@ -179,15 +179,15 @@ async def test_the_console_picks_by_number_reaction_or_by_replying_the_number(
 async def test_a_reply_in_words_still_answers_and_is_shown(settings, platform) -> None:
     model = story()
     async with on(platform, settings, model) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
-        asked = thread.message("❓ Which database?")  # type: ignore[attr-defined]
-        await thread.reply("neither: use sqlite in memory", by="alice")  # type: ignore[attr-defined]
+        asked = thread.message("❓ Which database?")
+        await thread.reply("neither: use sqlite in memory", by="alice")
         await thread.settle()
 
-        name = thread.name("alice")  # type: ignore[attr-defined]
+        name = thread.name("alice")
         assert answer_read(model) == f"{name} answered: neither: use sqlite in memory"
-        shown = thread.shown(asked)  # type: ignore[attr-defined]
+        shown = thread.shown(asked)
         assert shown.text.startswith(f"💬 {name} answered: neither: use sqlite in memory\n❓")
         assert shown.buttons == []
 
@@ -199,12 +199,12 @@ async def test_a_reply_in_words_still_answers_and_is_shown(settings, platform) -
 async def test_a_choice_by_someone_not_allowed_is_refused(settings, platform) -> None:
     model = story()
     async with on(platform, settings, model) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
-        asked = thread.message("❓ Which database?")  # type: ignore[attr-defined]
+        asked = thread.message("❓ Which database?")
         mallory = MALLORY[platform]
         if platform == "slack":
-            thread.ws.api.add_user(mallory, "mallory")  # type: ignore[attr-defined]
+            thread.ws.api.add_user(mallory, "mallory")
         await react(thread, asked, 1, by=mallory)
         if platform != "console":
             await press(thread, asked, "1) staging", by=mallory)
@@ -212,13 +212,13 @@ async def test_a_choice_by_someone_not_allowed_is_refused(settings, platform) ->
 
         named = mallory if platform == "console" else f"<@{mallory}>"
         refusal = f"Only the requester or an approver can decide this, {named}."
-        said = thread.posts()  # type: ignore[attr-defined]
+        said = thread.posts()
         assert said.count(refusal) == (1 if platform == "console" else 2)
         snap = await thread.snapshot()
         assert str(snap.status) == "waiting(question)"
         assert snap.requests[0].state is RequestState.OPEN
         assert len(model.requests) == 1  # the model heard nothing
-        shown = thread.shown(asked)  # type: ignore[attr-defined]
+        shown = thread.shown(asked)
         assert shown.text.startswith("❓ Which database? — press a button")
         assert "1) staging" in shown.buttons
 
@@ -227,14 +227,14 @@ async def test_a_choice_by_someone_not_allowed_is_refused(settings, platform) ->
 async def test_a_second_choice_hears_it_was_decided(settings, platform) -> None:
     model = ScriptedModel([asks(), finish("Done.")])
     async with on(platform, settings, model) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
-        asked = thread.message("❓ Which database?")  # type: ignore[attr-defined]
+        asked = thread.message("❓ Which database?")
         await react(thread, asked, 1, by=who(platform, "alice"))
         await react(thread, asked, 2, by=who(platform, "bob"))
 
-        name = thread.name("bob")  # type: ignore[attr-defined]
-        assert f"This was already decided, {name}." in thread.posts()  # type: ignore[attr-defined]
+        name = thread.name("bob")
+        assert f"This was already decided, {name}." in thread.posts()
         assert answer_read(model).endswith("chose option 1: staging")
 
 
@@ -246,7 +246,7 @@ async def test_more_than_nine_options_are_refused_to_the_model_with_the_reason(
 ) -> None:
     model = ScriptedModel([asks([f"option {n}" for n in range(1, 11)]), finish("Asked in words.")])
     async with on("console", settings, model) as thread:
-        await thread.mention("set up the test database")  # type: ignore[attr-defined]
+        await thread.mention("set up the test database")
         await thread.settle()
         last = model.requests[-1].messages[-1]["content"]
         [result] = [b for b in last if b.get("type") == "tool_result"]
@@ -255,7 +255,7 @@ async def test_more_than_nine_options_are_refused_to_the_model_with_the_reason(
             "`options` may hold at most 9 choices, got 10: ask again with 9 or fewer, "
             "or ask in words without options"
         )
-        assert not any("❓" in p for p in thread.posts())  # type: ignore[attr-defined]
+        assert not any("❓" in p for p in thread.posts())
         assert (await thread.snapshot()).status.lifecycle is Lifecycle.DONE
 
 
