@@ -30,7 +30,7 @@ from core.tools.workspace import ListFiles, ReadFile, WriteFile
 from core.tracing import Tracing
 from core.vocabulary.entries import AssistantTurn, ContextNote, StepEntered, WorkflowChosen
 from core.vocabulary.errors import ModelError
-from core.vocabulary.inputs import Approve, ThreadMessage
+from core.vocabulary.inputs import Approve, Choose, DecideOutcome, ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle, WaitKind
 from core.vocabulary.people import Person
 from core.vocabulary.requests import PlanApproval, RequestState, WaitRequest
@@ -433,6 +433,23 @@ async def test_a_choice_goes_where_the_answer_names_by_number_or_word(
         if isinstance(r.entry, AssistantTurn)
     ]
     assert [t.workflow for t in turns] == ["pick", "pick"]  # the workflow's own questions
+
+
+async def test_a_choice_by_button_or_reaction_goes_where_its_option_leads(
+    tmp_path: Path,
+) -> None:
+    bot = Bot(tmp_path, ScriptedModel([]), extra=[Source("c.toml", CHOOSING)])
+    await bot.mention("workflow=choosing")
+    snap = await bot.store.journal.load(bot.cid)
+    [question] = [r for r in snap.requests if r.state is RequestState.OPEN]
+
+    choice = Choose(request_id=question.id, by=ALICE, option=2)
+    assert await bot.engine.decide(bot.cid, choice) is DecideOutcome.DECIDED
+    await bot.engine.run(bot.cid)
+
+    assert (await bot.texts())[-1].startswith("✅ Went right.")
+    again = Choose(request_id=question.id, by=ALICE, option=1)
+    assert await bot.engine.decide(bot.cid, again) is DecideOutcome.ALREADY_DECIDED
 
 
 def test_the_shipped_workflows_load_with_their_kinds() -> None:

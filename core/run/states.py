@@ -284,13 +284,21 @@ def chosen_option(options: tuple[str, ...], answer: str) -> str | None:
     return None
 
 
+_CHOSE = re.compile(r" chose option (\d+): ")
+
+
 def _result(snap: ConversationSnapshot, tool_use_id: str) -> str:
     """The answer a question got: its call's result, without the ``<name> answered:`` it
-    opens with (:func:`core.requests.question.answer`)."""
+    opens with, or, for ``<name> chose option 2: <option>``, the option's number
+    (:mod:`core.requests.question`)."""
     for record in reversed(snap.journal):
         entry = record.entry
         if isinstance(entry, ToolResultEntry) and entry.tool_use_id == tool_use_id:
-            return entry.content.split(" answered: ", 1)[-1]
+            content = entry.content
+            answered, chose = content.find(" answered: "), _CHOSE.search(content)
+            if chose is not None and (answered < 0 or chose.start() < answered):
+                return chose.group(1)
+            return content.split(" answered: ", 1)[-1]
     return ""
 
 

@@ -179,6 +179,15 @@ def _fields(name: str, state: State, known: Known) -> list[Problem]:
         case StateKind.HUMAN:
             if state.ask == "choose" and len(state.options) < 2:
                 found.append(Problem(name, "options", "a choice needs two options or more"))
+            if state.ask == "choose" and len(state.options) > control.MAX_OPTIONS:
+                found.append(
+                    Problem(
+                        name,
+                        "options",
+                        f"a choice has at most {control.MAX_OPTIONS} options (a number "
+                        "reaction each, 1️⃣-9️⃣)",
+                    )
+                )
             if state.ask == "choose":
                 found += _options(name, state.options)
             if state.ask == "approve" and not state.steps:
