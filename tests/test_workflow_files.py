@@ -326,6 +326,21 @@ CASES: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "a choice of ten options",
+        edited(
+            ('rejected = "planning"', 'rejected = "choosing"'),
+        )
+        + '\n[states.choosing]\nkind = "human"\nask = "choose"\nprompt = "Which?"\n'
+        "options = [" + ", ".join(f'"o{n}"' for n in range(10)) + "]\n"
+        "on = { " + ", ".join(f'o{n} = "planning"' for n in range(10)) + " }\n",
+        [
+            (
+                'options = ["o0"',
+                "a choice has at most 9 options (a number reaction each, 1️⃣-9️⃣)",
+            ),
+        ],
+    ),
+    (
         "an action that calls the model's own tool",
         edited(('command = "make test"', 'tool = "finish"\nargs = { answer = "done" }')),
         [
