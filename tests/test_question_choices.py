@@ -195,6 +195,19 @@ async def test_a_reply_in_words_still_answers_and_is_shown(settings, platform) -
 # --- who may choose -----------------------------------------------------------------------
 
 
+async def test_a_bystanders_number_reply_is_an_answer_in_words(settings) -> None:
+    model = story()
+    async with on("console", settings, model) as thread:
+        await thread.mention("set up the test database")
+        await thread.settle()
+        asked = thread.message("❓ Which database?")
+        await thread.reply("2", by="mallory")
+        await thread.settle()
+
+        assert answer_read(model) == "mallory answered: 2"  # anyone may answer in words
+        assert thread.shown(asked).text.startswith("💬 mallory answered: 2\n❓")
+
+
 @pytest.mark.parametrize("platform", ["slack", "discord", "console"])
 async def test_a_choice_by_someone_not_allowed_is_refused(settings, platform) -> None:
     model = story()

@@ -4,7 +4,7 @@ Opens when the model's ``ask_user`` call comes up (:func:`open_question`): the
 conversation waits (``waiting(question)``) and the call's record points at the
 request. Anyone in the thread answers with a reply (:func:`answer`), which becomes
 the call's result; a reply that is only the number of one of the options picks
-that option. A question with options (at most
+that option, when its author may decide. A question with options (at most
 :data:`core.tools.control.MAX_OPTIONS`) is also answered by a choice
 (:func:`choose`: a button or a number reaction, by the requester or an approver, as
 any decision). The options are read from the call's own input
@@ -57,10 +57,12 @@ def open_question(
 
 def answer(snap: ConversationSnapshot, request: Question, reply: ThreadMessage) -> Change:
     """``reply`` answers ``request``: the model reads ``<name> answered: <text>``, or, for a
-    reply that is only an option's number (``2``), ``<name> chose option 2: <option>``."""
+    reply that is only an option's number (``2``) by someone who may decide
+    (``reply.may_continue``: the requester or an approver, as for a button), ``<name>
+    chose option 2: <option>``; anyone else's number is an answer in words, as before."""
     options = options_of(snap, request)
     text = reply.text.strip()
-    if text.isdigit() and 1 <= int(text) <= len(options):
+    if reply.may_continue and text.isdigit() and 1 <= int(text) <= len(options):
         return _chosen(snap, request, reply.author, int(text), options, reply.blocks)
     by = reply.author
     closed = request_closed(snap, request, "answered", by=by, answer=reply.text)
