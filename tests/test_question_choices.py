@@ -385,3 +385,18 @@ def test_the_form_is_built_from_the_message_alone_and_cut_to_discords_limits() -
     }
     assert submitted_text(submit) == "2"  # a label (type 18) holds the input in newer modals
     assert submitted_text({"custom_id": "other", "components": []}) is None
+
+
+@pytest.mark.parametrize("platform", ["slack", "discord"])
+async def test_a_stopped_question_loses_its_buttons(settings, platform) -> None:
+    async with on(platform, settings, story()) as thread:
+        await thread.mention("set up the test database")
+        await thread.settle()
+        asked = thread.message("❓ Which database?")
+        await thread.stop(by="alice")
+        await thread.settle()
+
+        shown = thread.shown(asked)
+        assert shown.text.startswith(f"⏹ Stopped by {thread.name('alice')}\n❓ Which database?")
+        assert shown.buttons == []
+        assert (await thread.snapshot()).status.lifecycle is Lifecycle.CANCELLED
