@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from conversations.access import SLACK_USER, SNOWFLAKE, parse_approver, platform_problem
-from conversations.channels import OverLimit, ProgressMode
+from conversations.channels import BusyMode, OverLimit, ProgressMode
 from core.contexts import StrategyName
 from core.policy.policy import ToolPolicy
 from core.retry import MAX_ATTEMPTS
@@ -121,6 +121,7 @@ LAYERED = (
     "command_processes",
     "output_limit",
     "progress_mode",
+    "busy_mode",
     "request_ttl",
     "user_runs",
     "user_runs_over",
@@ -187,6 +188,7 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "command_processes": Direction.LOWER,  # the sandbox's process cap (issue 22)
         "output_limit": Direction.LOWER,
         "progress_mode": Direction.FREE,
+        "busy_mode": Direction.FREE,
         "request_ttl": Direction.LOWER,
         "user_runs": Direction.LOWER,
         "user_runs_over": Direction.FREE,
@@ -239,6 +241,9 @@ group adds an approver. The free keys, and why each is free:
   a layer; each conversation gets its own clone, under the same policy and sandbox (the
   bot clones it, so keep the bot's own git credentials to the repositories it serves);
 - ``progress_mode``: how notes show in a thread, not what runs;
+- ``busy_mode``: what a message sent mid-run becomes (a note, the next request, or
+  an instruction that cancels the calls not yet run); only those who may stop the run
+  interrupt it, and every call still meets the same policy;
 - ``context_window``, ``compact_at``: how a conversation's history is kept within the
   model's window; they follow the model (free), and the budgets bound the spend;
 - ``tool_retry``, ``tool_retry_attempts``: how often a failed call of a read-only tool
@@ -321,6 +326,8 @@ class Layer(BaseModel):
     command_processes: Processes | None = None
     output_limit: OutputChars | None = None
     progress_mode: ProgressMode | None = None
+    busy_mode: BusyMode | None = None
+    """``steer``, ``queue`` or ``interrupt``: what a message sent while a run works becomes."""
     request_ttl: RequestSeconds | None = None
     user_runs: PerUser | None = None
     user_runs_over: OverLimit | None = None

@@ -150,6 +150,7 @@ class Effective:
             workspace_runs=self["workspace_runs"],
             priority=self["priority"],
             progress_mode=self["progress_mode"],
+            busy_mode=self["busy_mode"],
             explained=("Settings here, each with the layer it came from:", *self.explain()),
         )
 

@@ -395,6 +395,11 @@ class Settings(BaseSettings):
     stop_reactions: CommaList = ["octagonal_sign", "black_square_for_stop"]
     stop_command: str = "stop"
     progress_mode: Literal["replies", "status"] = "replies"
+    busy_mode: Literal["steer", "queue", "interrupt"] = "steer"
+    """What a message sent while a run works becomes: a note the run reads at its next
+    turn boundary (``steer``), the next run's request (``queue``), or the run's next
+    instruction, its turn stopped at the next tool boundary (``interrupt``, by the
+    requester or an approver; anyone else's is steered). Layered."""
     progress_interval: float = Field(default=3.0, ge=0)
     running_note_every: float = Field(default=30.0, ge=0, le=24 * 3600, allow_inf_nan=False)
     """Seconds between two notes that a tool call (a long command) is still running; 0:

@@ -16,6 +16,12 @@ from conversations.events import PlatformRef
 ProgressMode = Literal["replies", "status"]
 """How progress notes show in a thread: each as a reply, or one status message edited."""
 
+BusyMode = Literal["steer", "queue", "interrupt"]
+"""What a message sent while a run works becomes: a note the run reads at its next
+turn boundary (``steer``), the next run's request (``queue``), or the run's next
+instruction, its turn stopped at the next tool boundary (``interrupt``)
+(docs/architecture.md, "What a person sees")."""
+
 OverLimit = Literal["queue", "refuse"]
 """What a request over a person's ``user_runs`` gets: queued until one of theirs ends, or
 refused (docs/architecture.md, "Limits and priorities")."""
@@ -31,7 +37,8 @@ class ChannelSettings:
     new one is refused (``"refuse"``); ``user_mentions_per_hour``: conversations one
     person may start per hour; ``workspace_runs``: runs at once in the channel's
     workspace or guild (None: no limit); ``priority``: the channel's runs' priority in
-    the queue for slots (higher first); ``explained``: the lines ``/threadbot
+    the queue for slots (higher first); ``busy_mode``: what a message sent while a
+    run works becomes (:data:`BusyMode`); ``explained``: the lines ``/threadbot
     settings`` shows (every setting with the layer it came from; no secret).
     """
 
@@ -42,6 +49,7 @@ class ChannelSettings:
     workspace_runs: int | None = None
     priority: int = 0
     progress_mode: ProgressMode = "replies"
+    busy_mode: BusyMode = "steer"
     explained: tuple[str, ...] = ()
 
 

@@ -12,7 +12,11 @@ The job in progress runs in a task of its own, so :meth:`ConversationQueue.stop`
 can cancel it at once (a model call or a tool process ends there) and clear what
 was still queued; the session still closes after the job has ended. Replies that
 arrive while a run works wait in the queue, where the run picks them up as notes
-at its next turn boundary (:meth:`ConversationQueue.take_replies`).
+at its next turn boundary (:meth:`ConversationQueue.take_replies`); one that
+interrupts the run is seen there without being taken
+(:meth:`ConversationQueue.interrupting`). A run's ``together`` job gathers the
+messages of a conversation whose busy mode is ``queue``: each one that comes while
+the job still waits joins it (:meth:`ConversationQueue.waiting_together`).
 """
 
 from __future__ import annotations
@@ -39,10 +43,13 @@ Around = Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Job:
-    """A queued input: ``reply`` when it is a thread reply (may be taken as a note)."""
+    """A queued input: ``reply`` when it is a thread reply (may be taken as a note);
+    ``together``: the messages a next run takes as one request (busy mode ``queue``),
+    which more may join while the job waits."""
 
     run: Callable[[], Awaitable[None]]
     reply: ThreadMessage | None = None
+    together: list[ThreadMessage] | None = None
 
 
 class ConversationQueue:
@@ -91,6 +98,22 @@ class ConversationQueue:
             jobs.popleft()
             taken.append(reply)
         return taken
+
+    def interrupting(self, conversation_id: str) -> bool:
+        """Whether a reply that interrupts the run waits among the replies at the front
+        of the queue (the ones :meth:`take_replies` would take); nothing is taken."""
+        for job in self._jobs.get(conversation_id, ()):
+            if job.reply is None:
+                return False
+            if job.reply.interrupts:
+                return True
+        return False
+
+    def waiting_together(self, conversation_id: str) -> list[ThreadMessage] | None:
+        """The messages of the last queued job, when it is a ``together`` job that has not
+        started (a message appended to the list joins its run); else None."""
+        jobs = self._jobs.get(conversation_id)
+        return jobs[-1].together if jobs else None
 
     def queued(self, conversation_id: str) -> bool:
         """True while jobs of the conversation wait behind the one running."""

@@ -9,7 +9,9 @@ Each inbound event goes through a short chain of steps, assembled in one place
    (a mention creates its conversation in the same write);
 3. **authorise**: people who may not decide or stop are told so, nothing changes;
 4. **route**: the engine gets an input through the conversation's queue (start,
-   reply, decision taken at once by compare-and-set, or stop, which jumps the queue).
+   reply, decision taken at once by compare-and-set, or stop, which jumps the queue);
+   a reply while a run works is acknowledged (👀) and handled by the conversation's
+   busy mode (:mod:`conversations.hub._busy`).
 
 Where limits are set, each run first waits for its slot, and says so in its thread
 (:mod:`conversations.hub._queued`; docs/architecture.md, "Limits and priorities").
@@ -40,6 +42,7 @@ from conversations.files import FileFetcher
 from conversations.hub import _chain
 from conversations.hub._authorise import Authorise
 from conversations.hub._bind import Bind
+from conversations.hub._busy import Busy
 from conversations.hub._chain import Answer, Inbound, Step
 from conversations.hub._dedupe import Dedupe
 from conversations.hub._files import Downloads
@@ -201,6 +204,12 @@ class Hub:
                 send_now=self._deliverer.send_now,
                 downloads=self._downloads,
                 reply_elsewhere=self._reply_elsewhere,
+                busy=Busy(
+                    runs=self._runs,
+                    outbox=store.outbox,
+                    access=settings.access,
+                    channels=settings.channels,
+                ),
             ),
         ]
 
@@ -318,7 +327,7 @@ class Hub:
 
     async def _resume_reply(self, conversation: ConversationInfo, event: MessagePosted) -> None:
         """A reply journaled by no run yet: authorised and routed as when it came in."""
-        inbound = Inbound(event, Answer(conversation, event), conversation)
+        inbound = Inbound(event, Answer(conversation, event, resumed=True), conversation)
         steps = self._steps[self._steps.index(self._authorise) :]
         await _chain.run(steps, inbound)  # past bind and dedupe: it was recorded
 

@@ -63,11 +63,13 @@ class Begin:
 
 @dataclass(frozen=True)
 class Answer:
-    """A message in a conversation's thread; ``may_continue``: its author may decide."""
+    """A message in a conversation's thread; ``may_continue``: its author may decide;
+    ``resumed``: queued again after a restart (it was acknowledged when it came)."""
 
     conversation: ConversationInfo
     event: MessagePosted
     may_continue: bool = False
+    resumed: bool = False
 
 
 @dataclass(frozen=True)

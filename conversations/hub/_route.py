@@ -7,7 +7,9 @@ stop goes to the stopper, which reaches the run wherever it runs; notices go to
 the thread through the outbox; answers where no conversation is bound go straight
 to the adapter. A reply's shared files are fetched here, before it is queued
 (:mod:`conversations.hub._files`), so the hub returns to the adapter once they are
-fetched, within the download timeout.
+fetched, within the download timeout. A reply that comes while a run of its
+conversation works here is acknowledged and handled by the busy mode
+(:mod:`conversations.hub._busy`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from conversations import logcontext
 from conversations.access import AccessPolicy
 from conversations.actions import StopButton
 from conversations.events import Author, Button, CommandInvoked, PostReply
+from conversations.hub._busy import Busy
 from conversations.hub._chain import (
     Answer,
     Begin,
@@ -66,8 +69,10 @@ class Route:
         send_now: SendNow,
         downloads: Downloads | None = None,
         reply_elsewhere: Callable[[ConversationInfo], None] | None = None,
+        busy: Busy | None = None,
     ) -> None:
         self._engine = engine
+        self._busy = busy
         self._reply_elsewhere = reply_elsewhere
         self._downloads = downloads
         self._runs = runs
@@ -84,7 +89,7 @@ class Route:
         match intent:
             case Begin(conversation_id=conversation_id, event=event, snapshot=snapshot):
                 self._runs.start(conversation_id, event, snapshot)
-            case Answer(conversation=conversation, event=event, may_continue=may):
+            case Answer(conversation=conversation, event=event, may_continue=may, resumed=again):
                 # Fetched before it is queued: a run at work may take it as a note.
                 downloads = self._downloads
                 files = await downloads.of(conversation.id, event) if downloads else ()
@@ -95,7 +100,11 @@ class Route:
                     delivery_key=event.delivery_key,
                     files=files,
                 )
-                self._runs.reply(conversation.id, reply)
+                busy = self._busy
+                if busy is not None and busy.working(conversation.id):
+                    await busy.take(conversation, event, reply, acknowledge=not again)
+                else:
+                    self._runs.reply(conversation.id, reply)
                 if self._reply_elsewhere is not None:
                     self._reply_elsewhere(conversation)  # its run may be held elsewhere
             case StopRun(conversation=conversation, who=who):

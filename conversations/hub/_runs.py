@@ -44,7 +44,7 @@ from core.context import random_id
 from core.run.state import Handover
 from core.runner.protocol import RunEnded, RunKind, Runner, RunRequest, RunUpdate
 from core.vocabulary.errors import AlreadyHandled, LeaseLost
-from core.vocabulary.inputs import ThreadMessage
+from core.vocabulary.inputs import ThreadMessage, joined
 from core.vocabulary.snapshot import ConversationSnapshot
 
 log = logging.getLogger("conversations.hub")
@@ -131,6 +131,29 @@ class Runs:
             self.in_hand.add(reply.delivery_key)
         self.queue.submit(conversation_id, Job(work, reply=reply))
 
+    def reply_next(self, conversation_id: str, reply: ThreadMessage) -> None:
+        """Queue ``reply`` for the run after the one at work (busy mode ``queue``): it
+        joins the messages already queued so, in order, when their job has not started;
+        the job's run takes them as one request (:func:`core.vocabulary.inputs.joined`),
+        or as the answer to the request the run before ended waiting on. None of them is
+        taken as a note."""
+        if reply.delivery_key is not None:
+            self.in_hand.add(reply.delivery_key)
+        waiting = self.queue.waiting_together(conversation_id)
+        if waiting is not None:
+            waiting.append(reply)
+            return
+        together = [reply]
+
+        async def answer(attempt: int) -> None:
+            try:
+                await self._carry(conversation_id, RunKind.REPLY, attempt, joined(together))
+            finally:
+                self.in_hand.difference_update(m.delivery_key or "" for m in together)
+
+        work = self._retried(conversation_id, answer, reply.delivery_key)
+        self.queue.submit(conversation_id, Job(work, together=together))
+
     def run(self, conversation_id: str, handover: Handover | None = None) -> None:
         """Queue a run that goes on from the journal (after a decision, or a crash).
 
@@ -180,10 +203,12 @@ class Runs:
             log.warning("runs still going after %s s of shutdown; cancelling them", grace)
             await self.queue.close()
 
-    def inbox(self, conversation_id: str) -> Callable[[], list[ThreadMessage]]:
+    def inbox(self, conversation_id: str) -> _Inbox:
         """The replies queued behind the conversation's running job, taken as they are
-        read (a run in this process takes them as notes at its turn boundaries)."""
-        return lambda: self.queue.take_replies(conversation_id)
+        read (a run in this process takes them as notes at its turn boundaries; one that
+        interrupts, at its next tool boundary:
+        :class:`core.vocabulary.inputs.InterruptibleInbox`)."""
+        return _Inbox(self.queue, conversation_id)
 
     async def _carry(
         self,
@@ -309,3 +334,20 @@ class Runs:
             await self._carry(conversation_id, RunKind.INTERRUPT, 1, reason=reason)
         except LeaseLost as exc:
             log.warning("%s", exc)
+
+
+class _Inbox:
+    """A run's inbox over the conversation's queue (an
+    :class:`core.vocabulary.inputs.InterruptibleInbox`)."""
+
+    def __init__(self, queue: ConversationQueue, conversation_id: str) -> None:
+        self._queue = queue
+        self._conversation_id = conversation_id
+
+    def __call__(self) -> list[ThreadMessage]:
+        """Take the replies at the front of the queue."""
+        return self._queue.take_replies(self._conversation_id)
+
+    def interrupting(self) -> bool:
+        """Whether one of them interrupts the run."""
+        return self._queue.interrupting(self._conversation_id)

@@ -10,7 +10,8 @@ Built from the primitives of :mod:`core.run.compose` and the steps of
          on cap: OpenContinue)
       Sequence
         Delegating                    the delegation the run waited or died in, to its end
-        ToolSteps                     the calls the last turn decided (a crashed turn's too)
+        ToolSteps                     the calls the last turn decided (a crashed turn's too;
+                                      a message that interrupts cancels those not run)
         Running                       a decision beside the run may have ended it
         States                        the workflow's own states (actions, people's
                                       steps, waits, ends) until an agent state
@@ -156,7 +157,7 @@ def agent(deps: RunDeps, inbox: Inbox | None = None) -> Step:
     return Loop(
         Sequence(
             Delegating(deps),
-            ToolSteps(deps),
+            ToolSteps(deps, inbox),
             Running(),
             States(deps),
             Escalate(deps),

@@ -28,6 +28,7 @@ _ROLE_LABEL = {
     "answer": " (answer)",
     "feedback": " (plan feedback)",
     "note": " (note while you work)",
+    "instruction": " (interrupted you; the calls not yet run were cancelled)",
 }
 
 

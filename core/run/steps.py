@@ -71,14 +71,16 @@ async def _commit(run: Run, deps: RunDeps, change: Change) -> None:
 
 class ToolSteps:
     """The open tool calls of the last model turn, run to their end: ``continue`` when
-    the model may be called again, ``wait`` for a person, ``done``, or ``suspended``."""
+    the model may be called again, ``wait`` for a person, ``done``, or ``suspended``.
+    ``inbox``: the run's (a message in it may interrupt the turn; None: none)."""
 
-    def __init__(self, deps: RunDeps) -> None:
+    def __init__(self, deps: RunDeps, inbox: Inbox | None = None) -> None:
         self._deps = deps
+        self._inbox = inbox
 
     async def go(self, run: Run) -> Outcome:
         """Run what the last turn still needs (:meth:`ToolCalls.continue_turn`)."""
-        flow = await ToolCalls(run, self._deps).continue_turn()
+        flow = await ToolCalls(run, self._deps, self._inbox).continue_turn()
         return Outcome(flow)
 
 

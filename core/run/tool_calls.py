@@ -13,6 +13,9 @@ exactly-once"):
   restart with other rules) ends it ``denied`` with the reason as its result;
 - a call found ``running`` (the process died while it ran) is run again if it is
   read-only, and becomes ``unknown`` if it mutates: the model is told to check;
+- a message that interrupts the run (busy mode ``interrupt``) ends the turn before
+  its next call runs: the calls not yet run end ``cancelled``
+  (:mod:`core.run.interrupting`);
 - ``pending_approval`` calls share one tool approval request; the allowed calls
   of the turn run while they wait, and the run ends ``waiting(tool_approval)`` if
   they are still undecided then;
@@ -45,6 +48,7 @@ from core.run.consultation import consult
 from core.run.control import finish, handed_back
 from core.run.decision import ModelDecision
 from core.run.deps import RunDeps
+from core.run.interrupting import interrupted, interrupting
 from core.run.nudges import early_finish, nudged_since_word, refuse_finish
 from core.run.one_call import ToolStep, finish_call
 from core.run.state import Run
@@ -57,6 +61,7 @@ from core.tools.file_modes import strip_setid
 from core.tools.processes import kill_left_behind
 from core.vocabulary.errors import RequestConflict, ToolError
 from core.vocabulary.fold import apply_change
+from core.vocabulary.inputs import Inbox
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.requests import control_call
 from core.vocabulary.run_events import RunStats
@@ -67,11 +72,14 @@ log = logging.getLogger(__name__)
 
 
 class ToolCalls:
-    """The tool calls of one run's turns: what ``run`` knows, what ``deps`` gives it."""
+    """The tool calls of one run's turns: what ``run`` knows, what ``deps`` gives it;
+    ``inbox``: the run's, asked at each tool boundary whether a message interrupts
+    (None: nothing interrupts)."""
 
-    def __init__(self, run: Run, deps: RunDeps) -> None:
+    def __init__(self, run: Run, deps: RunDeps, inbox: Inbox | None = None) -> None:
         self._run = run
         self._deps = deps
+        self._inbox = inbox
 
     async def _commit(self, change: Change) -> None:
         await live.commit(self._run, self._deps.journal, change)
@@ -84,6 +92,9 @@ class ToolCalls:
             open_ = open_calls(snap)
             if not open_:
                 return Flow.CONTINUE
+            if interrupting(self._inbox, snap):
+                await self._interrupted()
+                continue
             records = [snap.tool_calls[c.id] for c in open_ if c.id in snap.tool_calls]
             gated = [r for r in records if r.state is ToolState.PENDING_APPROVAL]
             if gated and not tool_approval.is_open_for(snap, gated):
@@ -108,6 +119,20 @@ class ToolCalls:
                 await self._close_strays(records)
                 return Flow.CONTINUE
             return await self._control(snap, ending)
+
+    async def _interrupted(self) -> None:
+        """End the turn here for the messages waiting in the inbox, one of which interrupts
+        (:func:`core.run.interrupting.interrupted`), their files read first."""
+        run, deps = self._run, self._deps
+        assert self._inbox is not None
+        settings = run.settings
+        messages = [
+            await deps.files.read(
+                run.snap, m, text_limit=settings.file_text_limit, repo=settings.git_repo
+            )
+            for m in self._inbox()
+        ]
+        await self._commit(interrupted(run.snap, messages, deps.toolbox.read_only))
 
     def _kind(self, record: ToolCallRecord) -> ToolKind:
         return self._deps.toolbox.kind(record.name)

@@ -88,7 +88,8 @@ class ModelUsage(BaseModel):
 
 
 class UserText(BaseModel):
-    """A person's words: the request, an answer, plan feedback, or a note mid-run.
+    """A person's words: the request, an answer, plan feedback, a note mid-run, or an
+    instruction that interrupted the run (busy mode ``interrupt``).
 
     ``files``: the files shared with the words, as the model read them: the exact
     Messages API content blocks sent (an image's base64 data included, text inlined,
@@ -100,7 +101,7 @@ class UserText(BaseModel):
     kind: Literal["user_text"] = "user_text"
     author: Person
     text: str
-    role: Literal["request", "answer", "feedback", "note"] = "request"
+    role: Literal["request", "answer", "feedback", "note", "instruction"] = "request"
     files: tuple[dict[str, Any], ...] = ()
 
 

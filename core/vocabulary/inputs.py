@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,10 @@ class ThreadMessage(BaseModel):
     ``blocks`` before it journals the message (:class:`core.files.FileReader`), and
     ``blocks`` are what the model reads of them: Messages API content blocks, kept
     as :attr:`core.vocabulary.entries.UserText.files`.
+    ``interrupts``: sent mid-run in a conversation whose busy mode is ``interrupt``
+    by someone who may stop it: the run's turn stops at its next tool boundary
+    (:mod:`core.run.interrupting`). ``also_handled``: the delivery keys of the
+    messages :func:`joined` into this one (handled with it).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -61,15 +65,61 @@ class ThreadMessage(BaseModel):
     delivery_key: str | None = None
     files: tuple[SharedFile, ...] = ()
     blocks: tuple[dict[str, Any], ...] = ()
+    interrupts: bool = False
+    also_handled: tuple[str, ...] = ()
 
 
 Inbox = Callable[[], Sequence[ThreadMessage]]
 """Returns (and removes) messages that arrived while the run works; called at turn boundaries."""
 
 
+@runtime_checkable
+class InterruptibleInbox(Protocol):
+    """An :data:`Inbox` that also tells, without taking anything, whether a message
+    that interrupts the run (:attr:`ThreadMessage.interrupts`) waits in it
+    (docs/architecture.md, "What a person sees")."""
+
+    def __call__(self) -> Sequence[ThreadMessage]:
+        """Return (and remove) the messages that arrived while the run works."""
+        ...
+
+    def interrupting(self) -> bool:
+        """Whether a message that interrupts the run waits (nothing is taken)."""
+        ...
+
+
 def delivery_keys(message: ThreadMessage) -> tuple[str, ...]:
-    """The delivery key of ``message``, if it has one, for ``Change.handled``."""
-    return (message.delivery_key,) if message.delivery_key else ()
+    """The delivery keys of ``message`` (its own, if any, then those of the messages
+    joined into it), for ``Change.handled``."""
+    own = (message.delivery_key,) if message.delivery_key else ()
+    return (*own, *message.also_handled)
+
+
+def joined(messages: Sequence[ThreadMessage]) -> ThreadMessage:
+    """``messages`` (at least one; queued while a run worked) as one request, in order.
+
+    Their words are joined with a blank line between, each prefixed with its author's
+    name when they are not all one person's; their files are kept in order. The first
+    message gives the author, ``may_continue`` and delivery key; the others' keys are
+    ``also_handled``. Raises ``ValueError`` for no messages.
+    """
+    if not messages:
+        raise ValueError("nothing to join")
+    first = messages[0]
+    if len(messages) == 1:
+        return first
+    one_author = all(m.author.id == first.author.id for m in messages)
+    text = "\n\n".join(m.text if one_author else f"{m.author.name}: {m.text}" for m in messages)
+    keys = tuple(k for m in messages[1:] for k in delivery_keys(m))
+    return first.model_copy(
+        update={
+            "text": text,
+            "files": tuple(f for m in messages for f in m.files),
+            "blocks": tuple(b for m in messages for b in m.blocks),
+            "also_handled": (*first.also_handled, *keys),
+            "interrupts": False,
+        }
+    )
 
 
 class Approve(BaseModel):

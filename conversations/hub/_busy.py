@@ -1,0 +1,133 @@
+"""A message in a thread while a run works there: acknowledged at once, then handled
+the way the conversation's busy mode says.
+
+(docs/architecture.md, "What a person sees".) The route step hands a message here
+when this process has a job of its conversation running or queued
+(:meth:`Busy.working`). By then the dedupe step has recorded it in the inbox, where
+it stays until a commit journals it, so a crash after the acknowledgement loses
+nothing: the next start queues it again (:meth:`conversations.hub.Hub.resume_unhandled`).
+
+Through the outbox, in order: a 👀 reaction on the message (:data:`SEEN`; the
+console prints it as a line), then one short line saying what became of it, by the
+channel's ``busy_mode`` (:data:`conversations.channels.BusyMode`):
+
+- ``steer``: a note the run reads at its next turn boundary, as before busy modes
+  (:meth:`conversations.hub._runs.Runs.reply`);
+- ``queue``: the request of the next run, once this one ends, together with the
+  other messages queued so (:meth:`conversations.hub._runs.Runs.reply_next`); a run
+  that ended waiting for a person gets them as the answer to its request;
+- ``interrupt``: the run's turn stops at its next tool boundary, the calls not yet
+  run end ``cancelled``, and the message is its next instruction
+  (:mod:`core.run.interrupting`); only someone who may stop the run (the requester
+  or an approver: :meth:`conversations.access.AccessPolicy.may_stop`) interrupts it,
+  anyone else's message is steered and they are told so.
+"""
+
+from __future__ import annotations
+
+from typing import Final, assert_never
+
+from conversations.access import AccessPolicy
+from conversations.channels import BusyMode, ChannelLookup
+from conversations.events import AddReaction, MessagePosted, PostReply
+from conversations.hub._runs import Runs
+from conversations.store import ConversationInfo, Outbox, Outgoing
+from core.vocabulary.inputs import ThreadMessage
+
+SEEN: Final = "eyes"
+"""The reaction that acknowledges a message sent while a run works (👀)."""
+
+
+def steered_text(name: str) -> str:
+    """The line for a message taken as a note (``steer``)."""
+    return f"💬 Noted, {name}: I'll read this before my next step."
+
+
+def queued_text(name: str) -> str:
+    """The line for a message kept for the next run (``queue``)."""
+    return f"📥 Queued, {name}: I'll take this up when the current run ends."
+
+
+def interrupting_text(name: str) -> str:
+    """The line for a message that interrupts the run (``interrupt``)."""
+    return (
+        f"⏸ Interrupting, {name}: I'll stop before my next tool call "
+        "and take this as my next instruction."
+    )
+
+
+def not_interrupting_text(name: str) -> str:
+    """The line for a message by someone who may not interrupt (steered instead)."""
+    return (
+        f"Only the requester or an approver can interrupt, {name}; "
+        "I'll read this before my next step."
+    )
+
+
+class Busy:
+    """Takes the messages that come while a run works (see the module docstring).
+
+    ``runs``: the conversation's jobs; ``outbox``: where the acknowledgement and the
+    line go; ``channels``: each channel's ``busy_mode`` (None: ``steer`` everywhere);
+    ``access``: who may interrupt.
+    """
+
+    def __init__(
+        self,
+        *,
+        runs: Runs,
+        outbox: Outbox,
+        access: AccessPolicy,
+        channels: ChannelLookup | None = None,
+    ) -> None:
+        self._runs = runs
+        self._outbox = outbox
+        self._access = access
+        self._channels = channels
+
+    def working(self, conversation_id: str) -> bool:
+        """Whether a job of the conversation runs or waits in this process."""
+        return self._runs.queue.busy(conversation_id)
+
+    def mode(self, conversation: ConversationInfo) -> BusyMode:
+        """The conversation's busy mode: its channel's, else ``steer``."""
+        if self._channels is None:
+            return "steer"
+        return self._channels(conversation.binding).busy_mode
+
+    async def take(
+        self,
+        conversation: ConversationInfo,
+        event: MessagePosted,
+        reply: ThreadMessage,
+        *,
+        acknowledge: bool = True,
+    ) -> None:
+        """Queue ``reply`` (``event``'s, recorded in the inbox) by the busy mode, then
+        acknowledge it and say what became of it (not ``acknowledge``: a message queued
+        again after a restart, acknowledged when it came); raises what the outbox raises."""
+        name = event.author.name
+        mode = self.mode(conversation)
+        match mode:
+            case "steer":
+                self._runs.reply(conversation.id, reply)
+                text = steered_text(name)
+            case "queue":
+                self._runs.reply_next(conversation.id, reply)
+                text = queued_text(name)
+            case "interrupt":
+                if await self._access.may_stop(
+                    event.author, conversation.requester, conversation.binding
+                ):
+                    self._runs.reply(conversation.id, reply.model_copy(update={"interrupts": True}))
+                    text = interrupting_text(name)
+                else:
+                    self._runs.reply(conversation.id, reply)
+                    text = not_interrupting_text(name)
+            case _:
+                assert_never(mode)
+        if not acknowledge:
+            return
+        seen = AddReaction(ref=event.ref, emoji=SEEN)
+        line = PostReply(ref=conversation.binding, text=text)
+        await self._outbox.enqueue(conversation.id, [Outgoing(seen), Outgoing(line)])
