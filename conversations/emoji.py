@@ -39,6 +39,7 @@ _DISPLAY: dict[str, str] = {
     "heavy_multiplication_x": "✖️",
     "+1": "👍",
     "-1": "👎",
+    "eyes": "👀",
     "octagonal_sign": "🛑",
     "black_square_for_stop": "⏹️",
     "repeat": "🔁",

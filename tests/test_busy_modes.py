@@ -1,0 +1,387 @@
+"""A message sent while a run works: acknowledged at once, then handled by the busy mode.
+
+The same stories on Slack (the real bolt app and slack-sdk against FakeSlackApi),
+Discord (the real discord.py against FakeDiscord) and the console (the hub, printed
+by the console adapter): the model's first turn is held on its gate while a person
+writes in the thread, so the message surely comes mid-run. Each test reads the 👀
+the fake platform received on that message, the line the thread was told, what the
+scripted model received next, and what the store holds.
+docs/architecture.md, "What a person sees".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from conversations.events import MessagePosted, PostReply
+from core.models.base import ModelRequest
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.entries import UserText
+from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolState
+from tests.harness import Chat
+from tests.platform_threads import DISCORD_USERS, PEOPLE, ConsoleThread, on
+from tests.slack_harness import CHANNEL
+from tests.test_discord_story import (
+    GUILD_ID,
+    _restore_discord_py,  # noqa: F401  (restores discord.py)
+    fixture,
+)
+from tests.test_slack_story import finish
+
+PLATFORMS = pytest.mark.parametrize("platform", ["slack", "discord", "console"])
+_said = itertools.count(1)
+WAIT = 30.0
+"""Seconds a test waits for what it expects (a slow, shared machine)."""
+
+
+class Busy:
+    """One thread on a platform, spoken to without waiting for runs to end."""
+
+    def __init__(self, platform: str, thread: Any) -> None:
+        self.platform = platform
+        self.t = thread
+        self.app: App = thread.app
+        self.root = ""
+
+    async def mention(self, text: str, by: str = "alice") -> None:
+        """``by`` mentions the bot; returns once the hub has it (the run may go on)."""
+        if self.platform == "slack":
+            self.root = await self.t.ws.mention(text, by=PEOPLE["slack"][by], settle=False)
+        elif self.platform == "discord":
+            g = self.t.g
+            d = g.mention_d(text, by=PEOPLE["discord"][by])
+            await g.dispatch("MESSAGE_CREATE", d, settle=False)
+            self.root = self.t.thread = str(d["id"])
+        else:
+            chat: Chat = self.t.chat
+            await chat.mention(text, by=by, settle=False)
+            self.root = chat.thread
+
+    async def say(self, text: str, by: str = "alice") -> str:
+        """``by`` writes in the thread (no mention); returns the message's id."""
+        if self.platform == "slack":
+            ws = self.t.ws
+            ts = str(
+                ws.api.add_message(CHANNEL, text, user=PEOPLE["slack"][by], thread_ts=self.root)[
+                    "ts"
+                ]
+            )
+            await ws.deliver(
+                "events_api", ws.message_body(ts, text, by=PEOPLE["slack"][by], thread=self.root)
+            )
+            return ts
+        if self.platform == "discord":
+            g = self.t.g
+            user = PEOPLE["discord"][by]
+            d = fixture("message_create_in_thread")
+            d.update(id=g.fake.snowflake(), channel_id=self.root, content=text, guild_id=GUILD_ID)
+            username, global_name = DISCORD_USERS[user]
+            d["author"].update(id=user, username=username, global_name=global_name)
+            await g.dispatch("MESSAGE_CREATE", d, settle=False)
+            return str(d["id"])
+        chat: Chat = self.t.chat
+        key = f"busy-{next(_said)}"
+        await self.app.hub.handle(
+            MessagePosted(
+                delivery_key=key, ref=chat._ref(key, by), author=chat.person(by), text=text
+            )
+        )
+        return key
+
+    def seen(self) -> list[str]:
+        """The messages the platform received the bot's 👀 on, in order."""
+        if self.platform == "slack":
+            return [
+                str(c.args["timestamp"])
+                for c in self.t.ws.calls("reactions.add")
+                if c.args.get("name") == "eyes"
+            ]
+        if self.platform == "discord":
+            return [
+                c.path.split("/")[4]
+                for c in self.t.g.calls()
+                if c.method == "PUT" and c.path.endswith("/reactions/👀/@me")
+            ]
+        lines = self.t.chat.out.getvalue().splitlines()
+        return [line.split("]")[0].strip(" [") for line in lines if line.endswith("+👀 threadbot")]
+
+    def posts(self) -> list[str]:
+        """The bot's messages in the thread, oldest first."""
+        if self.platform == "slack":
+            return [str(m["text"]) for m in self.t.ws.posts(self.root)]
+        if self.platform == "discord":
+            return self.t.g.posts(self.root)
+        return self.t.posts()
+
+    async def told(self, start: str, times: int = 1) -> None:
+        """Wait until ``times`` lines starting with ``start`` are in the outbox (the hub
+        has taken the messages: their jobs are queued)."""
+
+        async def look() -> None:
+            while True:
+                rows = await self.app.store.outbox.rows()
+                actions = [r.action for r in rows]
+                said = [a for a in actions if isinstance(a, PostReply) and a.text.startswith(start)]
+                if len(said) >= times:
+                    return
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(look(), WAIT)
+
+    async def settle(self) -> None:
+        await self.t.settle()
+
+    async def snapshot(self) -> ConversationSnapshot:
+        if self.platform == "slack":
+            return await self.t.ws.snapshot(self.root)
+        if self.platform == "discord":
+            return await self.t.g.snapshot(self.root)
+        return await self.t.chat.snapshot()
+
+
+async def started(turn: ScriptedTurn) -> None:
+    await asyncio.wait_for(turn.started.wait(), WAIT)
+
+
+def held(*calls: ScriptedCall) -> ScriptedTurn:
+    """A turn the model gives only once the test opens its gate."""
+    return ScriptedTurn(calls=calls, gate=asyncio.Event())
+
+
+def texts(request: ModelRequest) -> list[str]:
+    """The text blocks of the request's last (user) message."""
+    content = request.messages[-1]["content"]
+    if isinstance(content, str):
+        return [content]
+    return [b["text"] for b in content if b.get("type") == "text"]
+
+
+def results(request: ModelRequest) -> dict[str, str]:
+    """The tool results of the request's last message, by call id."""
+    content = request.messages[-1]["content"]
+    return {b["tool_use_id"]: str(b["content"]) for b in content if b.get("type") == "tool_result"}
+
+
+def paired(request: ModelRequest) -> bool:
+    """Every ``tool_use`` is answered by exactly one ``tool_result`` in the next message,
+    and every result answers a call of the message before it (the Messages API's rule)."""
+    messages = request.messages
+    for i, message in enumerate(messages):
+        content = message["content"] if isinstance(message["content"], list) else []
+        uses = [b["id"] for b in content if b.get("type") == "tool_use"]
+        answers = [b["tool_use_id"] for b in content if b.get("type") == "tool_result"]
+        before = messages[i - 1]["content"] if i else []
+        asked = [b["id"] for b in before if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if sorted(answers) != sorted(asked):
+            return False
+        if uses and i + 1 >= len(messages):
+            return False
+    return True
+
+
+# --- steer ---------------------------------------------------------------------------------
+
+
+@PLATFORMS
+async def test_steer_a_message_mid_run_is_seen_told_and_read_as_a_note(platform, settings) -> None:
+    first = held(ScriptedCall("list_files", {}))
+    model = ScriptedModel([first, finish("Here is what I found.")])
+    settings.busy_mode = "steer"
+    async with on(platform, settings, model) as t:
+        b = Busy(platform, t)
+        await b.mention("what is in the workspace? workflow=chat")
+        await started(first)
+        said = await b.say("also look at the README")
+        await b.told("💬 Noted")
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [said]
+        notice = next(p for p in b.posts() if p.startswith("💬 Noted"))
+        assert "I'll read this before my next step" in notice
+        assert b.posts()[-1].startswith("✅ Here is what I found.")
+        assert len(model.requests) == 2
+        assert any(
+            s.endswith("(note while you work): also look at the README")
+            for s in texts(model.requests[1])
+        )
+        snap = await b.snapshot()
+        notes = [r.entry for r in snap.journal if isinstance(r.entry, UserText)]
+        assert [(n.role, n.text) for n in notes][-1] == ("note", "also look at the README")
+        assert await b.app.store.inbox.unhandled() == []
+
+
+# --- queue ---------------------------------------------------------------------------------
+
+
+@PLATFORMS
+async def test_queue_messages_mid_run_start_the_next_run_together(platform, settings) -> None:
+    first = held(ScriptedCall("list_files", {}))
+    model = ScriptedModel([first, finish("First answer."), finish("Second answer.")])
+    settings.busy_mode = "queue"
+    async with on(platform, settings, model) as t:
+        b = Busy(platform, t)
+        await b.mention("what is in the workspace? workflow=chat")
+        await started(first)
+        one = await b.say("then count the files")
+        await b.told("📥 Queued")
+        two = await b.say("and name the biggest")
+        await b.told("📥 Queued", times=2)
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [one, two]
+        posts = b.posts()
+        assert sum(p.startswith("📥 Queued") for p in posts) == 2
+        assert all(
+            p.endswith("I'll take this up when the current run ends.")
+            for p in posts
+            if p.startswith("📥 Queued")
+        )
+        answers = [p for p in posts if p.startswith("✅")]
+        assert [a.split("\n")[0] for a in answers] == ["✅ First answer.", "✅ Second answer."]
+        assert len(model.requests) == 3
+        # the run at work never saw them; the next run got both, in order, as its request
+        assert not any("count the files" in s for s in texts(model.requests[1]))
+        assert any(
+            s.endswith("then count the files\n\nand name the biggest")
+            for s in texts(model.requests[2])
+        )
+        snap = await b.snapshot()
+        requests = [
+            r.entry.text
+            for r in snap.journal
+            if isinstance(r.entry, UserText) and r.entry.role == "request"
+        ]
+        assert requests[-1] == "then count the files\n\nand name the biggest"
+        assert snap.status.lifecycle is Lifecycle.DONE
+        assert await b.app.store.inbox.unhandled() == []
+
+
+@PLATFORMS
+async def test_queue_a_run_that_ends_asking_gets_the_queued_message_as_its_answer(
+    platform, settings
+) -> None:
+    first = held(ScriptedCall("list_files", {}))
+    ask = ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which file should I read?"})])
+    model = ScriptedModel([first, ask, finish("Read it.")])
+    settings.busy_mode = "queue"
+    async with on(platform, settings, model) as t:
+        b = Busy(platform, t)
+        await b.mention("read something for me workflow=chat")
+        await started(first)
+        said = await b.say("the README")
+        await b.told("📥 Queued")
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [said]
+        assert len(model.requests) == 3
+        asked = list(results(model.requests[2]).values())  # the ask_user call's result
+        assert len(asked) == 1 and "the README" in asked[0], asked
+        snap = await b.snapshot()
+        answers = [
+            r.entry.text
+            for r in snap.journal
+            if isinstance(r.entry, UserText) and r.entry.role == "answer"
+        ]
+        assert answers == ["the README"]
+        assert snap.status.lifecycle is Lifecycle.DONE
+        assert b.posts()[-1].startswith("✅ Read it.")
+
+
+# --- interrupt -----------------------------------------------------------------------------
+
+
+@PLATFORMS
+async def test_interrupt_by_the_requester_cancels_the_calls_not_run(platform, settings) -> None:
+    first = held(
+        ScriptedCall("list_files", {}),
+        ScriptedCall("read_file", {"path": "README.md"}),
+    )
+    model = ScriptedModel([first, finish("Hi.")])
+    settings.busy_mode = "interrupt"
+    async with on(platform, settings, model) as t:
+        b = Busy(platform, t)
+        await b.mention("look through the workspace workflow=chat")
+        await started(first)
+        said = await b.say("never mind, just say hi")
+        await b.told("⏸ Interrupting")
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [said]
+        assert any(p.startswith("⏸ Interrupting") for p in b.posts())
+        assert b.posts()[-1].startswith("✅ Hi.")
+        snap = await b.snapshot()
+        states = [r.state for r in snap.tool_calls.values() if r.name != "finish"]
+        assert states == [ToolState.CANCELLED, ToolState.CANCELLED]
+        assert len(model.requests) == 2
+        after = model.requests[1]
+        assert paired(after)
+        assert all(v.startswith("Not run:") for v in results(after).values())
+        assert len(results(after)) == 2
+        assert any(
+            s.endswith(
+                "(interrupted you; the calls not yet run were cancelled): never mind, just say hi"
+            )
+            for s in texts(after)
+        )
+        assert await b.app.store.inbox.unhandled() == []
+
+
+@PLATFORMS
+async def test_interrupt_by_someone_else_is_steered_and_they_are_told(platform, settings) -> None:
+    first = held(ScriptedCall("list_files", {}))
+    model = ScriptedModel([first, finish("Listed.")])
+    settings.busy_mode = "interrupt"
+    async with on(platform, settings, model) as t:  # bob asks and approves; alice may not stop
+        b = Busy(platform, t)
+        await b.mention("list the workspace workflow=chat", by="bob")
+        await started(first)
+        said = await b.say("stop, do something else", by="alice")
+        await b.told("Only the requester or an approver can interrupt")
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [said]
+        snap = await b.snapshot()
+        assert [r.state for r in snap.tool_calls.values() if r.name == "list_files"] == [
+            ToolState.DONE
+        ]
+        assert paired(model.requests[1])
+        assert any(
+            s.endswith("(note while you work): stop, do something else")
+            for s in texts(model.requests[1])
+        )
+        assert b.posts()[-1].startswith("✅ Listed.")
+
+
+# --- not busy --------------------------------------------------------------------------------
+
+
+async def test_a_message_when_no_run_works_gets_no_eyes(settings) -> None:
+    model = ScriptedModel([finish("One."), finish("Two.")])
+    settings.busy_mode = "queue"
+    async with on("console", settings, model) as t:
+        assert isinstance(t, ConsoleThread)
+        b = Busy("console", t)
+        await b.mention("say one workflow=chat")
+        await b.settle()
+        await b.say("now say two")
+        await b.settle()
+        assert b.seen() == []
+        assert not any(p.startswith("📥") for p in b.posts())
+        assert b.posts()[-1].startswith("✅ Two.")
