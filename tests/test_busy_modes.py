@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.app import App
+from bot.app import App, build
 from conversations.events import MessagePosted, PostReply
 from core.models.base import ModelRequest
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
@@ -385,3 +385,53 @@ async def test_a_message_when_no_run_works_gets_no_eyes(settings) -> None:
         assert b.seen() == []
         assert not any(p.startswith("📥") for p in b.posts())
         assert b.posts()[-1].startswith("✅ Two.")
+
+
+# --- durable -------------------------------------------------------------------------------
+
+
+async def test_a_queued_message_survives_a_crash_between_its_eyes_and_the_next_run(
+    sqlite_settings,
+) -> None:
+    """The message is in the inbox before it is acknowledged; a process that dies with it
+    queued hands it to the next start, which runs it after the resumed run (and does not
+    acknowledge it again)."""
+    settings = sqlite_settings
+    settings.busy_mode = "queue"
+    settings.approvers = ["bob"]
+    first = held(ScriptedCall("list_files", {}))
+    before = await build(settings, model=ScriptedModel([first]))
+    chat = Chat(before)
+    await before.start()
+    await chat.mention("what is in the workspace? workflow=chat", settle=False)
+    await started(first)
+    b = Busy("console", _Console(before, chat))
+    said = await b.say("then count the files")
+    await b.told("📥 Queued")
+    assert b.seen() == [said]
+    assert [key for key, _, _ in await before.store.inbox.unhandled()] == [said]
+    await before.close()  # the process ends mid-run, the message still queued
+
+    model = ScriptedModel([finish("First answer."), finish("Second answer.")])
+    after = await build(settings, model=model)
+    again = Chat(after)
+    again.thread = chat.thread
+    await after.start()
+    try:
+        await after.hub.settled()
+        assert len(model.requests) == 2
+        assert any(s.endswith("then count the files") for s in texts(model.requests[1]))
+        assert not any("count the files" in s for s in texts(model.requests[0]))
+        assert await after.store.inbox.unhandled() == []
+        assert "👀" not in again.out.getvalue()  # acknowledged once, before the crash
+        shown = again.out.getvalue()
+        assert shown.index("✅ First answer.") < shown.index("✅ Second answer.")
+    finally:
+        await after.close()
+
+
+class _Console:
+    """What :class:`Busy` reads of a console thread, for a bot built by the test."""
+
+    def __init__(self, app: App, chat: Chat) -> None:
+        self.app, self.chat = app, chat
