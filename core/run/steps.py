@@ -86,7 +86,8 @@ class ToolSteps:
 
 class TakeNotes:
     """Journal the messages that came while the run worked as notes (``inbox()`` gives
-    them; None: there is no inbox)."""
+    them; None: there is no inbox); one that interrupts the run, come after the turn's
+    last call ran, as the person's instruction (:mod:`core.run.interrupting`)."""
 
     def __init__(self, deps: RunDeps, inbox: Inbox | None) -> None:
         self._deps = deps
@@ -105,7 +106,13 @@ class TakeNotes:
             for m in messages
         ]
         notes = tuple(
-            UserText(author=m.author, text=m.text, role="note", files=m.blocks) for m in read
+            UserText(
+                author=m.author,
+                text=m.text,
+                role="instruction" if m.interrupts else "note",
+                files=m.blocks,
+            )
+            for m in read
         )
         keys = tuple(k for m in read for k in delivery_keys(m))
         await _commit(run, self._deps, Change(entries=notes, handled=keys))
