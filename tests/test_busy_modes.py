@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from bot.app import App, build
 from conversations.events import MessagePosted, PostReply
-from core.models.base import ModelRequest
+from core.models.anthropic import anthropic_model_from
+from core.models.base import Model, ModelEvent, ModelRequest
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.vocabulary.entries import UserText
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
+from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.harness import Chat
 from tests.platform_threads import DISCORD_USERS, PEOPLE, ConsoleThread, on
 from tests.slack_harness import CHANNEL
@@ -435,3 +438,61 @@ class _Console:
 
     def __init__(self, app: App, chat: Chat) -> None:
         self.app, self.chat = app, chat
+
+
+# --- interrupt, through the real anthropic client ------------------------------------------
+
+
+class _Held:
+    """The real model, its first answer held until ``gate`` is set (``started`` once asked)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model, self.name = model, model.name
+        self.gate, self.started = asyncio.Event(), asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if not self.started.is_set():
+            self.started.set()
+            await self.gate.wait()
+        async for event in self.model.stream(request):
+            yield event
+
+
+async def test_an_interrupted_turn_is_a_request_the_messages_api_takes(settings) -> None:
+    """The Messages API fake refuses a request whose ``tool_use`` blocks are not each
+    answered by one ``tool_result``: the request after an interrupt goes through."""
+    settings.busy_mode = "interrupt"
+    script = [
+        [
+            tool_use("toolu_a", "list_files", {}),
+            tool_use("toolu_b", "read_file", {"path": "README.md"}),
+        ],
+        [tool_use("toolu_c", "finish", {"answer": "Hi."})],
+    ]
+    async with FakeAnthropicServer(script) as server:
+        real = anthropic_model_from(api_key="test-key", base_url=server.base_url, model="claude-t")
+        model = _Held(real)
+        app = await build(settings, model=model)
+        chat = Chat(app)
+        await app.start()
+        try:
+            await chat.mention("look through the workspace workflow=chat", settle=False)
+            await asyncio.wait_for(model.started.wait(), WAIT)
+            b = Busy("console", _Console(app, chat))
+            said = await b.say("never mind, just say hi")
+            await b.told("⏸ Interrupting")
+            model.gate.set()
+            await app.hub.settled()
+            snap = await chat.snapshot()
+        finally:
+            await app.close()
+            await real.aclose()
+
+    assert b.seen() == [said]
+    assert len(server.requests) == 2 and server.remaining == 0  # no 400, no retry
+    assert snap.tool_calls["toolu_a"].state is ToolState.CANCELLED
+    assert snap.tool_calls["toolu_b"].state is ToolState.CANCELLED
+    last = server.requests[1].body["messages"][-1]["content"]
+    assert [b["tool_use_id"] for b in last if b["type"] == "tool_result"] == ["toolu_a", "toolu_b"]
+    assert last[-1]["text"].endswith("never mind, just say hi")
+    assert "✅ Hi." in chat.out.getvalue()
