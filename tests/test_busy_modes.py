@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from bot.app import App, build
 from conversations.events import MessagePosted, PostReply
@@ -28,6 +29,7 @@ from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
+from tests.fakes.slack_api import TEAM_ID
 from tests.harness import Chat
 from tests.platform_threads import DISCORD_USERS, PEOPLE, ConsoleThread, on
 from tests.slack_harness import CHANNEL
@@ -36,6 +38,7 @@ from tests.test_discord_story import (
     _restore_discord_py,  # noqa: F401  (restores discord.py)
     fixture,
 )
+from tests.test_settings_layers import OTHER, layered
 from tests.test_slack_story import finish
 
 PLATFORMS = pytest.mark.parametrize("platform", ["slack", "discord", "console"])
@@ -496,3 +499,21 @@ async def test_an_interrupted_turn_is_a_request_the_messages_api_takes(settings)
     assert [b["tool_use_id"] for b in last if b["type"] == "tool_result"] == ["toolu_a", "toolu_b"]
     assert last[-1]["text"].endswith("never mind, just say hi")
     assert "✅ Hi." in chat.out.getvalue()
+
+
+# --- the setting, in layers ----------------------------------------------------------------
+
+
+def test_busy_mode_comes_from_the_nearest_layer_that_sets_it(settings) -> None:
+    slack = {TEAM_ID: {"busy_mode": "interrupt", "channels": {CHANNEL: {"busy_mode": "queue"}}}}
+    s = layered(settings, slack=slack)
+    here = s.layers().at("slack", TEAM_ID, CHANNEL)
+    assert here.channel_settings.busy_mode == "queue"
+    assert s.layers().at("slack", TEAM_ID, OTHER).channel_settings.busy_mode == "interrupt"
+    assert settings.layers().at("slack", TEAM_ID, CHANNEL).channel_settings.busy_mode == "steer"
+    assert any(
+        line.startswith("busy_mode = 'queue'") and "slack channel" in line
+        for line in here.explain()
+    )
+    with pytest.raises(ValidationError, match="busy_mode"):
+        layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"busy_mode": "shout"}}}})
