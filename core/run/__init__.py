@@ -25,6 +25,8 @@
     admission.py    a new turn's calls and the states the policy gives them
     control.py      the control calls that end a turn: finish, propose_plan, ask_user
     close_calls.py  closing open calls on a stop, a failure, an expiry, a shutdown
+    interrupting.py a reply that interrupts the run: its turn ends at the next tool
+                    boundary, the calls not yet run cancelled
     restart.py      where a new request starts, and who may start a stopped one again
     history.py      the model's messages, built from the journal (whole, or the executor's
                     own view when its model differs from the planner's)
