@@ -119,6 +119,8 @@ class Hub:
             limits=settings.files, threads=store.threads, notice=self._notice
         )
         local = runner is None
+        self._local = local
+        """Runs are carried out in this process: their inbox knows the busy modes."""
         if runner is None:
             runner = LocalRunner(engine, inbox_for=lambda cid: self._runs.inbox(cid))
         self.runner = runner
@@ -208,7 +210,8 @@ class Hub:
                     runs=self._runs,
                     outbox=store.outbox,
                     access=settings.access,
-                    channels=settings.channels,
+                    # a run elsewhere (a Ray host) reads replies from the store: notes
+                    channels=settings.channels if self._local else None,
                 ),
             ),
         ]

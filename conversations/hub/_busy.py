@@ -68,7 +68,8 @@ class Busy:
     """Takes the messages that come while a run works (see the module docstring).
 
     ``runs``: the conversation's jobs; ``outbox``: where the acknowledgement and the
-    line go; ``channels``: each channel's ``busy_mode`` (None: ``steer`` everywhere);
+    line go; ``channels``: each channel's ``busy_mode`` (None: ``steer`` everywhere, as
+    for runs carried out elsewhere, which read their replies from the store);
     ``access``: who may interrupt.
     """
 
