@@ -293,6 +293,38 @@ async def test_a_reply_while_the_run_works_is_its_note_and_its_own_job_drops_it(
     assert await ws.app.store.inbox.unhandled() == []
 
 
+async def test_a_reply_while_a_ray_run_works_is_steered_whatever_the_busy_mode(
+    ray_settings: Settings, model: FakeAnthropicServer
+) -> None:
+    """The actor reads replies from the store, which knows no busy mode: a channel set to
+    ``queue`` still gets the 👀 and is told the reply is a note, which it is."""
+    ray_settings.busy_mode = "queue"
+    model.add(PLAN, command("while [ ! -e go ]; do sleep 0.05; done"), finish("Noted."))
+    async with slack_workspace(ray_settings, ScriptedModel([])) as ws:
+        root = await approved(ws)
+        await job_group(ws, root)  # the command waits for the file go
+        snap = await ws.snapshot(root)
+        said = "also look at the logs, please"
+        ts = str(ws.api.add_message(CHANNEL, said, user=ALICE, thread_ts=root)["ts"])
+        await ws.deliver("events_api", ws.message_body(ts, said, thread=root))
+        await wait_for(lambda: any(m["text"].startswith("💬 Noted") for m in ws.posts(root)))
+        host = runner(ws).hosts[0]
+
+        async def read_there() -> bool:
+            return (await host.replies_waiting.remote()).get(snap.id, 0) == 1
+
+        await wait_for(read_there)  # the actor read it from the store's inbox
+        (Path(snap.workspace) / "go").touch()
+        await wait_for(lambda: any("✅ Noted." in m["text"] for m in ws.posts(root)))
+        await ws.settle()
+        eyes = [c.args["timestamp"] for c in ws.calls("reactions.add") if c.args["name"] == "eyes"]
+        assert eyes == [ts]
+        assert not any(m["text"].startswith("📥") for m in ws.posts(root))
+        done = await ws.snapshot(root)
+        texts = [r.entry for r in done.journal if isinstance(r.entry, UserText)]
+        assert [t.role for t in texts if t.text == said] == ["note"]
+
+
 async def test_a_run_under_a_lease_taken_over_writes_nothing_on_its_actor(
     ws: Workspace, model: FakeAnthropicServer
 ) -> None:
