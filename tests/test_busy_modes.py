@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -517,3 +518,52 @@ def test_busy_mode_comes_from_the_nearest_layer_that_sets_it(settings) -> None:
     )
     with pytest.raises(ValidationError, match="busy_mode"):
         layered(settings, slack={TEAM_ID: {"channels": {CHANNEL: {"busy_mode": "shout"}}}})
+
+
+async def test_an_interrupt_while_a_command_runs_lets_it_end_and_cancels_the_next_call(
+    settings,
+) -> None:
+    """The turn stops at its next tool boundary: the call running goes on to its end,
+    the calls after it end ``cancelled``, each with its one result."""
+    settings.busy_mode = "interrupt"
+    settings.approvers = ["bob"]
+    wait = "while [ ! -e go ]; do sleep 0.05; done"
+    job = ScriptedCall("run_command", {"command": wait}, id="toolu_job")
+    then = ScriptedCall("read_file", {"path": "README.md"}, id="toolu_then")
+    plan = ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Wait", "Read"]})])
+    model = ScriptedModel([plan, ScriptedTurn(calls=[job, then]), finish("Hi.")])
+    app = await build(settings, model=model)
+    chat = Chat(app)
+    await app.start()
+    try:
+        await chat.mention("wait, then read the README")
+        await chat.react(chat.bot_message("📋 Plan (v1)"))
+
+        async def running() -> None:
+            while True:
+                record = (await chat.snapshot()).tool_calls.get("toolu_job")
+                if record is not None and record.process is not None:
+                    return
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(running(), WAIT)
+        b = Busy("console", _Console(app, chat))
+        said = await b.say("never mind, just say hi")
+        await b.told("⏸ Interrupting")
+        snap = await chat.snapshot()
+        (Path(snap.workspace) / "go").touch()
+        await app.hub.settled()
+        after = await chat.snapshot()
+    finally:
+        await app.close()
+
+    assert b.seen() == [said]
+    assert after.tool_calls["toolu_job"].state is ToolState.DONE
+    assert after.tool_calls["toolu_then"].state is ToolState.CANCELLED
+    request = model.requests[2]
+    assert paired(request)
+    told = results(request)
+    assert told["toolu_then"].startswith("Not run: alice interrupted")
+    assert not told["toolu_job"].startswith("Not run")
+    assert texts(request)[-1].endswith("never mind, just say hi")
+    assert "✅ Hi." in chat.out.getvalue()
