@@ -301,3 +301,50 @@ def test_the_manifest_declares_the_agent_and_subscribes_to_its_stop_button() -> 
     assert manifest["features"]["agent_view"]["agent_description"]
     assert "assistant:write" in manifest["oauth_config"]["scopes"]["bot"]
     assert "agent_session_stopped" in manifest["settings"]["event_subscriptions"]["bot_events"]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_commit_writes_its_session_row_after_its_own_rows(
+    backend: str, tmp_path: Path
+) -> None:
+    from conversations.render import render_event
+    from conversations.store import migrate
+    from conversations.store.memory import MemoryStore
+    from conversations.store.sql import SqlStore, create_engine
+    from core.vocabulary.run_events import PlanProposed
+
+    sessions = SessionRows(platforms=frozenset({"slack"}))
+    if backend == "memory":
+        store: Any = MemoryStore(render=render_event, sessions=sessions)
+    else:
+        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}")
+        await migrate.upgrade(engine)
+        store = SqlStore(engine=engine, render=render_event, sessions=sessions)
+    try:
+        thread = PlatformRef(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread="1.0")
+        cid = await store.threads.open_conversation(
+            delivery_key="Ev1",
+            binding=thread,
+            requester=Person(id=ALICE, name="alice"),
+            workspace_root=tmp_path,
+            position="planning",
+        )
+        words = UserText(author=Person(id=ALICE, name="alice"), text="Fix the login test")
+        await store.journal.commit(cid, Change(entries=(words,), status=lifecycle.RUNNING))
+        await store.journal.commit(cid, Change(position="planning"))  # no status: no row
+        plan_event = PlanProposed(request_id="r1", version=1, steps=("a",))
+        waiting = Status(lifecycle=Lifecycle.WAITING, wait=WaitKind.PLAN_APPROVAL)
+        await store.journal.commit(cid, Change(events=(plan_event,), status=waiting))
+
+        rows = await store.outbox.rows(cid)
+        shown = [(r.purpose, getattr(r.action, "status", None)) for r in rows]
+        assert shown == [("session", "processing"), ("milestone", None), ("session", "suspended")]
+        first = rows[0].action
+        assert isinstance(first, SetSessionStatus)  # read back whole from the store
+        assert (first.title, first.initiator, first.ref.thread) == (
+            "Fix the login test",
+            ALICE,
+            "1.0",
+        )
+    finally:
+        await store.close()
