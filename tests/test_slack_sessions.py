@@ -32,7 +32,15 @@ from core.vocabulary.lifecycle import Lifecycle, Status, WaitKind
 from core.vocabulary.people import Person
 from tests.conftest import wait_for
 from tests.fakes.slack_api import TEAM_ID
-from tests.slack_harness import ALICE, BOB, CHANNEL, WAIT, Workspace, slack_workspace
+from tests.slack_harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    WAIT,
+    Transport,
+    Workspace,
+    slack_workspace,
+)
 
 AGENT = Path(__file__).parent / "fixtures" / "slack" / "agent"
 SET_STATUS = "agents.sessions.setStatus"
@@ -143,10 +151,13 @@ async def test_a_stop_closes_the_session(settings) -> None:
 # --- Slack's stop button ---------------------------------------------------------------
 
 
-async def test_the_stop_button_stops_the_run_and_closes_the_session(settings) -> None:
+@pytest.mark.parametrize("transport", ["http", "socket"])
+async def test_the_stop_button_stops_the_run_and_closes_the_session(
+    settings, transport: Transport
+) -> None:
     gate = asyncio.Event()
     first = plan(gate)
-    async with slack_workspace(settings, ScriptedModel([first])) as ws:
+    async with slack_workspace(settings, ScriptedModel([first]), transport=transport) as ws:
         root = await ws.mention("please fix the flaky login test", settle=False)
         await asyncio.wait_for(first.started.wait(), WAIT)  # the run is in the model
         await wait_for(lambda: statuses(ws, root) == ["processing"])
@@ -155,7 +166,7 @@ async def test_the_stop_button_stops_the_run_and_closes_the_session(settings) ->
         await ws.settle()  # the stop is carried out while the model still works
         gate.set()
 
-        assert delivery.status == 200
+        assert delivery.status == 200  # HTTP answered, or the envelope acked
         snap = await ws.snapshot(root)
         assert snap.status.lifecycle is Lifecycle.CANCELLED
         await sessions_settled(ws, root, "closed")
