@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from adapters.slack.translate import PLATFORM as SLACK
 from bot.layers import ConversationSettings, Layers
 from bot.limits import slots_for
 from bot.metrics import MeteredModel, Metrics
@@ -23,6 +24,7 @@ from bot.tracing import OFF, Traces, place_attributes
 from conversations.events import PlatformRef
 from conversations.hub import default_instance
 from conversations.render import render_event
+from conversations.sessions import SessionRows
 from conversations.slots import Slots
 from conversations.store import Store
 from conversations.store.backends import open_store
@@ -46,6 +48,10 @@ from core.tracing import Tracing
 from core.workflows.loading import WorkflowLibrary
 
 log = logging.getLogger(__name__)
+
+SESSIONS = SessionRows(platforms=frozenset({SLACK}))
+"""The threads whose agent session follows their conversation (docs/architecture.md,
+"Agent sessions"): Slack's."""
 
 
 def default_toolbox(run_command: RunCommand | None = None) -> Toolbox:
@@ -149,7 +155,9 @@ async def open_engine(
     )
     for refused in layers.refusals():  # the wider value holds (bot.loosening)
         log.warning("settings: %s", refused)
-    store = await open_store(settings.database_url, render=render_event, faults=faults)
+    store = await open_store(
+        settings.database_url, render=render_event, faults=faults, sessions=SESSIONS
+    )
     sheet = {model: price.rates() for model, price in settings.prices.items()}
     prices = await store.usage.sync_prices(sheet, wall_clock())  # a changed price: a new entry
     base = EngineSettings(

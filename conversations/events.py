@@ -277,7 +277,33 @@ class StartThread(BaseModel):
         return self.ref.in_thread(thread).model_copy(update={"user": None})
 
 
+SessionStatus = Literal["processing", "suspended", "active", "closed"]
+"""Where a thread's agent session stands: a run works, waits for a person, has
+answered, or was stopped or expired (docs/architecture.md, "Agent sessions")."""
+
+SESSION_TITLE_CHARS = 100
+"""Characters of a session's title at most (the first line of the request, cut)."""
+
+
+class SetSessionStatus(BaseModel):
+    """Mark the agent session of the thread ``ref.thread`` ``status`` (creating it if
+    there is none), where the platform has sessions (Slack's
+    ``agents.sessions.setStatus``: https://docs.slack.dev/ai/agent-sessions); elsewhere
+    it does nothing. ``title`` (at most :data:`SESSION_TITLE_CHARS`) and ``initiator``
+    (a platform user id) name a new session: the request that opened the run and its
+    author; empty or None when the change that made it carried no request. Idempotent:
+    sent again after a crash it changes nothing."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["set_session_status"] = "set_session_status"
+    ref: PlatformRef
+    status: SessionStatus
+    title: str = Field("", max_length=SESSION_TITLE_CHARS)
+    initiator: str | None = None
+
+
 OutboundAction = Annotated[
-    PostReply | UpdateMessage | AddReaction | StartThread, Field(discriminator="kind")
+    PostReply | UpdateMessage | AddReaction | StartThread | SetSessionStatus,
+    Field(discriminator="kind"),
 ]
 outbound_adapter: TypeAdapter[OutboundAction] = TypeAdapter(OutboundAction)

@@ -307,11 +307,12 @@ class Workspace:
     # --- what the bot did ----------------------------------------------------------
 
     def calls(self, *methods: str) -> list[RecordedCall]:
-        """Web API calls of ``methods`` (all but the identity look-ups when none), in order."""
+        """Web API calls of ``methods`` (when none: all but the identity look-ups and the
+        agent sessions' statuses, which ``api.session_statuses`` tells), in order."""
         return [
             call
             for call in self.api.calls
-            if (call.method in methods if methods else call.method not in _IDENTITY)
+            if (call.method in methods if methods else call.method not in _NOT_SHOWN)
         ]
 
     def posts(self, thread: str) -> list[dict[str, Any]]:
@@ -343,6 +344,7 @@ class Workspace:
 
 
 _IDENTITY = frozenset({"auth.test", "bots.info", "apps.connections.open"})
+_NOT_SHOWN = _IDENTITY | {"agents.sessions.setStatus"}
 
 
 def _button(message: Mapping[str, Any], action: str) -> tuple[dict[str, Any], str]:

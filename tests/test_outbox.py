@@ -16,9 +16,16 @@ from pathlib import Path
 import pytest
 
 from conversations.errors import DeliveryError, NotConnected, RateLimited
-from conversations.events import OutboundAction, PlatformRef, PostReply, UpdateMessage
+from conversations.events import (
+    OutboundAction,
+    PlatformRef,
+    PostReply,
+    SetSessionStatus,
+    UpdateMessage,
+)
 from conversations.outbox import STATUS_MAX_CHARS, Deliverer
 from conversations.render import render_event
+from conversations.sessions import SESSION
 from conversations.store import Outgoing, Store
 from conversations.store.memory import MemoryStore
 from core.vocabulary.journal import Change
@@ -437,6 +444,32 @@ async def test_a_milestone_starts_a_new_status_reply(make_bench) -> None:
         ("PostReply", "⏳ three"),
     ]
     assert bench.sender.sent[1].text == "⏳ one\n⏳ two"
+
+
+async def test_a_session_status_goes_out_in_its_place_and_leaves_the_status_reply_open(
+    make_bench,
+) -> None:
+    bench = await make_bench("status")
+    cid = await bench.conversation()
+    await bench.note(cid, "one")
+    await bench.drain()
+    await bench.note(cid, "two")
+    status = SetSessionStatus(
+        ref=PlatformRef(platform="test", channel="c", thread="t"), status="suspended"
+    )
+    await bench.store.outbox.enqueue(cid, [Outgoing(status, purpose=SESSION)])
+    await bench.note(cid, "three")
+
+    await bench.drain()
+
+    assert [type(a).__name__ for a in bench.sender.sent] == [
+        "PostReply",
+        "UpdateMessage",
+        "SetSessionStatus",
+        "UpdateMessage",
+    ]
+    assert bench.sender.sent[1].text == "⏳ one\n⏳ two"  # the notes before it, first
+    assert bench.sender.sent[3].text == "⏳ one\n⏳ two\n⏳ three"  # the same reply
 
 
 async def test_a_full_status_reply_rolls_over_instead_of_dropping_lines(make_bench) -> None:

@@ -34,6 +34,7 @@ from conversations.events import (
     OutboundAction,
     PostReply,
     ReactionChanged,
+    SetSessionStatus,
     StartThread,
     UpdateMessage,
 )
@@ -114,7 +115,8 @@ class ConsoleAdapter:
         earlier one with the same state file) prints nothing and returns what the
         first returned. ``PostReply`` in ``ref.thread`` (top level when None) takes
         the next id; ``StartThread`` posts at the top level and its id names the
-        thread; ``UpdateMessage`` and ``AddReaction`` return None. Never raises
+        thread; ``UpdateMessage`` and ``AddReaction`` return None; a ``SetSessionStatus``
+        does nothing (the console has no sessions). Never raises
         for an unknown message id: it prints what it was given. Raises
         :class:`DeliveryError` when the state file cannot be written to; the action
         was printed then, and a retry with the same key returns without printing.
@@ -132,6 +134,8 @@ class ConsoleAdapter:
                     self._update(action)
                 case AddReaction():
                     self._react(action)
+                case SetSessionStatus():  # the console has no sessions
+                    return None
                 case _:
                     assert_never(action)
             state.add_sent(idempotency_key)

@@ -49,6 +49,7 @@ from conversations.events import (
     OutboundAction,
     PlatformRef,
     PostReply,
+    SetSessionStatus,
     StartThread,
     UpdateMessage,
 )
@@ -118,6 +119,7 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
     - :class:`StartThread`: its top-level post (:meth:`StartThread.post`) in
       ``ref.channel``; the thread is started on the message once it is posted
       (:func:`start_thread`: its id is known only then).
+    - :class:`SetSessionStatus`: no call (Discord has no agent sessions).
 
     Buttons (:func:`components`): rows of 5, at most 5 rows; further buttons and
     repeated actions are dropped. Raises ``ValueError`` when ``max_text`` is
@@ -136,6 +138,8 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
             return [_reaction(_where(action.ref), message, action.emoji)]
         case StartThread():
             return _post(action.post(), nonce, max_text)
+        case SetSessionStatus():  # Discord has no agent sessions
+            return []
         case _:
             assert_never(action)
 

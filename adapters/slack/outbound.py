@@ -38,6 +38,7 @@ from conversations.events import (
     Button,
     OutboundAction,
     PostReply,
+    SetSessionStatus,
     StartThread,
     UpdateMessage,
 )
@@ -93,6 +94,8 @@ def render(
       ``name``) (https://docs.slack.dev/reference/methods/reactions.add).
     - :class:`StartThread`: its top-level post (:meth:`StartThread.post`), as a
       :class:`PostReply`; its ``ts`` is the thread's.
+    - :class:`SetSessionStatus`: one ``agents.sessions.setStatus``
+      (:func:`session_call`).
 
     Raises ``ValueError`` when ``max_text`` or ``max_section`` is below 20, and
     :class:`~adapters.errors.RenderError` (a ``ValueError``) when an update or a
@@ -108,8 +111,31 @@ def render(
             return [_reaction(action.ref.channel, ts, action.emoji)]
         case StartThread():
             return _post(action.post(), idempotency_key, max_text, max_section)
+        case SetSessionStatus():
+            return [session_call(action)]
         case _:
             assert_never(action)
+
+
+def session_call(action: SetSessionStatus) -> ApiCall:
+    """``agents.sessions.setStatus`` with ``channel_id``, ``thread_ts`` and ``status``,
+    and ``title`` and ``initiator_user_id`` when the action has them (Slack uses them
+    only when the call creates the session)
+    (https://docs.slack.dev/reference/methods/agents.sessions.setStatus). Raises
+    :class:`~adapters.errors.RenderError` when ``ref.thread`` is None: a session is a
+    thread's."""
+    if not action.ref.thread:
+        raise RenderError("a Slack agent session needs ref.thread (the thread ts)")
+    args: dict[str, Any] = {
+        "channel_id": action.ref.channel,
+        "thread_ts": action.ref.thread,
+        "status": action.status,
+    }
+    if action.title:
+        args["title"] = action.title
+    if action.initiator:
+        args["initiator_user_id"] = action.initiator
+    return ApiCall("agents.sessions.setStatus", args)
 
 
 def seed_reactions(action: PostReply, channel: str, ts: str) -> list[ApiCall]:

@@ -44,6 +44,7 @@ from adapters.slack.envelopes import Malformed, read_http_body
 from adapters.slack.errors import SlackStartError, SocketModeDown
 from adapters.slack.files import SlackFiles
 from adapters.slack.sending import SlackSender
+from adapters.slack.sessions import session_stopped
 from adapters.slack.socket_mode import GuardedSocketModeHandler
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from adapters.slack.types import AuthTest, BlockActions, BotsInfo, EventCallback, SlashCommand
@@ -268,6 +269,7 @@ class SlackAdapter:
     def _register(self) -> None:
         for name in ("app_mention", "message", "reaction_added", "reaction_removed"):
             self.app.event(name)(self._on_event)
+        self.app.event("agent_session_stopped")(self._on_session_stopped)
         # Any other request (another event type, a shortcut, a modal, app_rate_limited)
         # gets 200 from the error handler, not bolt's 404 (adapters.slack.unhandled).
         self.app.error(self._unhandled.handle)
@@ -281,6 +283,14 @@ class SlackAdapter:
             return
         event = inbound_event(body, self.me, allow_bots=self._config.allow_bots)
         if event is not None and self._within_bot_cap(event):
+            await self._deliver(event)
+
+    async def _on_session_stopped(self, body: EventCallback) -> None:
+        """Slack's stop button on a thread's agent session: the stop command there."""
+        if self.me is None:
+            return
+        event = session_stopped(body, self.me, stop_command=self._config.stop_command)
+        if event is not None:
             await self._deliver(event)
 
     async def _on_command(self, ack: Any, body: SlashCommand) -> None:

@@ -37,11 +37,18 @@ from slack_sdk.errors import SlackApiError
 
 from adapters.fields import mapping, mappings, text
 from adapters.limits import answer_file_name, file_summary
-from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
+from adapters.slack.outbound import ApiCall, escape, render, seed_reactions, session_call
+from adapters.slack.sessions import AgentSessions
 from adapters.slack.types import ConversationsReplies, PostMessageAnswer
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited
-from conversations.events import AddReaction, OutboundAction, PostReply, StartThread
+from conversations.events import (
+    AddReaction,
+    OutboundAction,
+    PostReply,
+    SetSessionStatus,
+    StartThread,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +84,8 @@ class SlackSender:
     def __init__(self, *, clients: WebClients, file_threshold: int) -> None:
         self._clients = clients
         self._file_threshold = file_threshold
+        self.sessions = AgentSessions()
+        """Where agent sessions are refused, and the warnings logged (per workspace)."""
         self._unsure: set[str] = set()
         """Keys of posts that failed after a part went out, or with no answer: looked up
         before they are posted again."""
@@ -96,6 +105,9 @@ class SlackSender:
                 return await self._post(action, idempotency_key, maybe_sent)
             if isinstance(action, StartThread):  # the top-level post's ts is the thread's
                 return await self._post(action.post(), idempotency_key, maybe_sent)
+            if isinstance(action, SetSessionStatus):
+                await self._set_status(action)
+                return None
             for call in render(action, idempotency_key=idempotency_key):
                 await self._call(call, ignore=("already_reacted",))
             return None
@@ -148,6 +160,35 @@ class SlackSender:
         if ts:
             await self._seed_reactions(action, ts)
         return ts
+
+    async def _set_status(self, action: SetSessionStatus) -> None:
+        """Mark the thread's agent session (:mod:`adapters.slack.sessions`); never fails
+        the row but for a 429 (waited out like any other).
+
+        A refusal (Slack's error code) turns sessions off in the workspace, said once; a
+        call Slack did not answer is logged and left: the conversation's next status
+        says where it stands, and a status is no message to report as undelivered.
+        """
+        workspace = action.ref.workspace
+        if not self.sessions.allowed(workspace):
+            return
+        call = session_call(action)
+        try:
+            response = await self._clients.edit_client.agents_sessions_setStatus(**call.args)
+        except SlackApiError as exc:
+            status, code = answer_of(exc)
+            if status == 429:
+                raise
+            if code is None:
+                log.warning("agents.sessions.setStatus got no answer (HTTP %s)", status)
+                return
+            self.sessions.refused(workspace, code)
+            return
+        except UNREACHABLE as exc:
+            log.warning("agents.sessions.setStatus: Slack could not be reached: %r", exc)
+            return
+        data = response.data
+        self.sessions.answered(workspace, data if isinstance(data, dict) else {})
 
     def _as_file(self, action: PostReply) -> bool:
         """Whether ``action`` goes up as a file: a long reply that asks for nothing.

@@ -179,6 +179,20 @@ class ReactionEvent(TypedDict):
     event_ts: str
 
 
+class AgentSessionStoppedEvent(TypedDict):
+    """An ``agent_session_stopped`` event: ``user`` pressed Slack's stop button on the
+    agent session of ``thread_ts`` in ``channel``; ``streaming_message_ts`` lists the
+    app's streams Slack stopped (empty when none)
+    (https://docs.slack.dev/reference/events/agent_session_stopped)."""
+
+    type: str
+    channel: str
+    thread_ts: str
+    user: str
+    event_ts: str
+    streaming_message_ts: NotRequired[list[str]]
+
+
 class Authorization(TypedDict, total=False):
     """One installation the event is visible to (https://docs.slack.dev/apis/events-api/#authorizations)."""
 
@@ -200,7 +214,7 @@ class EventCallback(TypedDict):
     token: str
     team_id: str
     api_app_id: str
-    event: MessageEvent | ReactionEvent
+    event: MessageEvent | ReactionEvent | AgentSessionStoppedEvent
     event_id: str
     event_time: int
     authorizations: NotRequired[list[Authorization]]

@@ -43,6 +43,7 @@ from conversations.events import (
     OutboundAction,
     PlatformRef,
     PostReply,
+    SetSessionStatus,
     StartThread,
     UpdateMessage,
 )
@@ -237,6 +238,8 @@ def report_text(action: OutboundAction, refused: Refused) -> str:
             what = f"update a message here (“{_excerpt(action.text)}”)"
         case AddReaction():
             what = f"add the :{action.emoji}: reaction here"
+        case SetSessionStatus():
+            what = f"mark this thread's session {action.status}"
         case _:
             assert_never(action)
     if refused.permanent:

@@ -21,6 +21,7 @@ from conversations.events import (
     AddReaction,
     OutboundAction,
     PostReply,
+    SetSessionStatus,
     StartThread,
     UpdateMessage,
 )
@@ -38,6 +39,9 @@ def redact_action(action: OutboundAction, redactor: Redactor) -> OutboundAction:
             return action if text == action.text else action.model_copy(update={"text": text})
         case AddReaction():
             return action
+        case SetSessionStatus():  # the title is the request's words
+            title = redactor.redact(action.title)
+            return action if title == action.title else action.model_copy(update={"title": title})
         case _:
             assert_never(action)
 

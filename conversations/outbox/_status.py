@@ -11,6 +11,8 @@ Rules, in the order a step applies them:
   ``Retry-After`` (https://docs.slack.dev/apis/web-api/rate-limits) and is made
   later with every line merged in; a milestone goes out meanwhile and closes the
   reply, which is still brought up to date later, so every note reaches the thread.
+  A thread's agent session status (:mod:`conversations.sessions`) goes out in its
+  place too, and leaves the reply open: it shows nothing in the thread.
   An edit refused for good (the message is gone), or failing ``max_attempts``
   times, posts the lines as a new status reply instead.
 - The open reply is shown at most once per ``note_interval``, at once before a
@@ -22,6 +24,7 @@ from __future__ import annotations
 from conversations.outbox._attempt import Sent
 from conversations.outbox._board import StatusReply
 from conversations.outbox._worker import ConversationWorker, Deferral, Next, leading_notes
+from conversations.sessions import SESSION
 
 
 class StatusWorker(ConversationWorker):
@@ -47,7 +50,8 @@ class StatusWorker(ConversationWorker):
                 continue
             return await self._edit(reply)
         if milestone is not None:
-            board.close()
+            if milestone.purpose != SESSION:  # a session's status shows nothing in the thread
+                board.close()
             return self.follow(await self.deliver_milestone(milestone))
         return self._deferral() or "done"
 

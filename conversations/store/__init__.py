@@ -26,9 +26,11 @@ from conversations.store.interfaces import (
     Renderer,
     Requests,
     Retention,
+    SessionRenderer,
     StopRequests,
     Store,
     Threads,
+    no_sessions,
 )
 from conversations.store.records import (
     ConversationInfo,
@@ -63,8 +65,10 @@ __all__ = [
     "RequestMessage",
     "Requests",
     "Retention",
+    "SessionRenderer",
     "StopRequest",
     "StopRequests",
     "Store",
     "Threads",
+    "no_sessions",
 ]

@@ -63,13 +63,23 @@ from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
 from conversations.store.wakeups import Wakeups
 from core.outputs import OutputStore
-from core.vocabulary.journal import Journal
+from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import RunEvent
 
 Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
 """Turns a run event of a conversation bound to a thread into outbox rows; the journal
 writes them in the commit that emits the event."""
+
+SessionRenderer = Callable[[PlatformRef, Change], Sequence[Outgoing]]
+"""Turns a change of a conversation bound to a thread into the rows of its thread's
+agent session (:class:`conversations.sessions.SessionRows`); the journal writes them in
+the change's commit, after the rows of its run events."""
+
+
+def no_sessions(_binding: PlatformRef, _change: Change) -> Sequence[Outgoing]:
+    """The :data:`SessionRenderer` of a store whose threads have no sessions: no rows."""
+    return ()
 
 
 Counts = tuple[int, int]

@@ -17,6 +17,8 @@ even on ``POST``, and some methods as ``GET``). Every call is recorded in
 
 Methods: ``auth.test``, ``bots.info``, ``users.info``, ``chat.postMessage``,
 ``chat.postEphemeral``, ``chat.update``, ``reactions.add``, ``conversations.replies``,
+``agents.sessions.setStatus`` (``api.sessions`` by thread, ``api.session_statuses(channel,
+thread_ts)``; ``api.session_warning`` answers with a warning, ``api.fail(...)`` refuses),
 ``usergroups.users.list`` (the members of ``api.groups``, set with
 ``api.set_group(group_id, members)``; an unknown group answers ``no_such_subteam``),
 ``files.getUploadURLExternal`` + the upload ``POST`` + ``files.completeUploadExternal``
@@ -249,6 +251,12 @@ class FakeSlackApi(LocalServer):
         self.calls: list[RecordedCall] = []
         self.ephemerals: list[JsonDict] = []
         self.files: dict[str, UploadedFile] = {}
+        self.sessions: dict[tuple[str, str], JsonDict] = {}
+        """Agent sessions by ``(channel, thread_ts)``: ``status``, ``title``,
+        ``initiator_user_id`` (the last two as the call that created it gave them)."""
+        self.session_warning: str | None = None
+        """A warning every ``agents.sessions.setStatus`` answer carries, e.g.
+        ``missing_agent_session_stopped_event_subscription`` (None: none)."""
         self.reactions: list[tuple[str, str, str]] = []
         """``(channel, ts, name)`` of every reaction added, in order."""
         self.users: dict[str, JsonDict] = {}
@@ -882,6 +890,39 @@ class FakeSlackApi(LocalServer):
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": list(members)}
 
+    def _agents_sessions_set_status(self, args: JsonDict) -> JsonDict:
+        """Create or update the session of ``(channel_id, thread_ts)``; ``title`` and
+        ``initiator_user_id`` count only on creation. With :attr:`session_warning`, the
+        answer carries it as ``warning`` and in ``response_metadata.warnings``."""
+        channel, thread = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        status = args.get("status")
+        if not channel or status not in ("active", "processing", "suspended", "closed"):
+            return {"ok": False, "error": "invalid_arguments"}
+        session = self.sessions.get((channel, thread))
+        if session is None:
+            session = {
+                "title": args.get("title"),
+                "initiator_user_id": args.get("initiator_user_id"),
+            }
+            self.sessions[(channel, thread)] = session
+        session["status"] = status
+        answer: JsonDict = {"ok": True, "status": status, "title": session["title"]}
+        if self.session_warning:
+            answer["warning"] = self.session_warning
+            answer["response_metadata"] = {"warnings": [self.session_warning]}
+        return answer
+
+    def session_statuses(self, channel: str, thread_ts: str) -> list[str]:
+        """The statuses ``agents.sessions.setStatus`` set on one thread's session, in
+        order, refused calls left out."""
+        return [
+            str(call.args.get("status"))
+            for call in self.calls_of("agents.sessions.setStatus")
+            if call.ok
+            and call.args.get("channel_id") == channel
+            and call.args.get("thread_ts") == thread_ts
+        ]
+
     def _apps_connections_open(self, args: JsonDict) -> JsonDict:
         if not self.socket_url:
             return {"ok": False, "error": "socket_url_not_set_in_fake"}
@@ -907,6 +948,7 @@ _HANDLERS = {
     "files.completeUploadExternal": FakeSlackApi._files_complete_upload_external,
     "apps.connections.open": FakeSlackApi._apps_connections_open,
     "usergroups.users.list": FakeSlackApi._usergroups_users_list,
+    "agents.sessions.setStatus": FakeSlackApi._agents_sessions_set_status,
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from conversations.store.interfaces import Renderer
+from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.memory._tables import Tables
 from conversations.store.memory.claims import MemoryClaims
 from conversations.store.memory.health import MemoryHealth
@@ -40,7 +40,8 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """A :class:`conversations.store.interfaces.Store` in memory.
 
-    ``render`` turns run events into outbox rows; ``on_outbox`` is called with
+    ``render`` turns run events into outbox rows, ``sessions`` a change into its
+    thread's session rows (:mod:`conversations.sessions`); ``on_outbox`` is called with
     the outbox rows a write wrote (:data:`~conversations.store.records.OutboxListener`);
     ``clock`` gives the time stored rows carry (timezone-aware
     UTC).
@@ -52,8 +53,9 @@ class MemoryStore:
         render: Renderer,
         on_outbox: OutboxListener = lambda _rows: None,
         clock: Callable[[], datetime] = utcnow,
+        sessions: SessionRenderer = no_sessions,
     ) -> None:
-        self._tables = Tables(render=render, clock=clock, on_outbox=on_outbox)
+        self._tables = Tables(render=render, clock=clock, on_outbox=on_outbox, sessions=sessions)
         self.journal = MemoryJournal(self._tables)
         self.threads = MemoryThreads(self._tables)
         self.inbox = MemoryInbox(self._tables)

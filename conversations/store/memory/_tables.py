@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from conversations.events import OutboundAction, PlatformRef
-from conversations.store.interfaces import Renderer
+from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
 from conversations.store.schema import utcnow
@@ -144,12 +144,15 @@ class Tables:
     """Everything the in-memory store holds, and what every interface shares.
 
     ``clock``: the current time, timezone-aware UTC; ``render``: run events to
-    outbox rows; ``on_outbox``: called with the outbox rows a write wrote
+    outbox rows; ``sessions``: a change's session rows; ``on_outbox``: called with the
+    outbox rows a write wrote
     (:data:`~conversations.store.records.OutboxListener`).
     """
 
     render: Renderer
     clock: Callable[[], datetime] = utcnow
+    sessions: SessionRenderer = no_sessions
+    """A change's rows for its thread's agent session (none by default)."""
     on_outbox: OutboxListener = lambda _rows: None
     conversations: dict[str, Conversation] = field(default_factory=dict)
     deliveries: dict[str, Delivery] = field(default_factory=dict)

@@ -83,7 +83,8 @@ class MemoryJournal:
         if change.open_request is not None and change.open_request.id in self._t.requests:
             raise ValueError(f"request id {change.open_request.id} is taken")
         rendered = [(e, self._t.render(conversation.binding, e)) for e in change.events]
-        committed = self._apply(conversation, change, rendered)
+        session = self._t.sessions(conversation.binding, change)
+        committed = self._apply(conversation, change, rendered, session)
         if releasing is not None:
             conversation.lease_owner, conversation.lease_until = None, None
             releasing.released = True
@@ -116,6 +117,7 @@ class MemoryJournal:
         conversation: Conversation,
         change: Change,
         rendered: list[tuple[RunEvent, Sequence[Outgoing]]],
+        session: Sequence[Outgoing] = (),
     ) -> Committed:
         t, now = self._t, self._t.clock()
         for key in change.handled:
@@ -145,6 +147,9 @@ class MemoryJournal:
             for out in outgoing:
                 row = t.add_outbox(conversation.id, out.action, out.purpose, out.request_id)
                 written[row.id] = row
+        for out in session:  # after the change's own rows (conversations.sessions)
+            row = t.add_outbox(conversation.id, out.action, out.purpose, out.request_id)
+            written[row.id] = row
         if written:
             t.on_outbox([written[i].record() for i in sorted(written)])
         return committed

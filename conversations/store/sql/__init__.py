@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from conversations.store.interfaces import Renderer
+from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import OutboxListener
 from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
@@ -55,7 +55,8 @@ class SqlStore:
     """A :class:`conversations.store.interfaces.Store` over the database behind ``engine``.
 
     The schema must be at the newest revision (:func:`conversations.store.migrate.upgrade`).
-    ``render`` turns run events into outbox rows; ``on_outbox`` is called with
+    ``render`` turns run events into outbox rows, ``sessions`` a change into its
+    thread's session rows (:mod:`conversations.sessions`); ``on_outbox`` is called with
     the outbox rows a commit wrote (:data:`~conversations.store.records.OutboxListener`).
     ``engine`` is there for SQL-level tests and tools.
     """
@@ -66,11 +67,12 @@ class SqlStore:
         engine: AsyncEngine,
         render: Renderer,
         on_outbox: OutboxListener = lambda _rows: None,
+        sessions: SessionRenderer = no_sessions,
     ) -> None:
         self._db = Database(engine)
         self._db.on_outbox = on_outbox
         self.engine = engine
-        self.journal = SqlJournal(self._db, render)
+        self.journal = SqlJournal(self._db, render, sessions)
         self.threads = SqlThreads(self._db)
         self.inbox = SqlInbox(self._db)
         self.outbox = SqlOutbox(self._db)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from conversations.events import OutboundAction, PlatformRef
 from conversations.store import leases, legacy
-from conversations.store.interfaces import Renderer
+from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import (
     Bound,
     Lease,
@@ -86,11 +86,15 @@ _INSERT_MODEL_CALL = insert(MODEL_CALLS)
 class SqlJournal:
     """:class:`core.vocabulary.journal.Journal` on the ``journal``, ``tool_calls``,
     ``pending_requests`` and ``conversations`` tables; ``render`` turns run events into
-    outbox rows."""
+    outbox rows, ``sessions`` a change into its thread's session rows
+    (:mod:`conversations.sessions`)."""
 
-    def __init__(self, db: Database, render: Renderer) -> None:
+    def __init__(
+        self, db: Database, render: Renderer, sessions: SessionRenderer = no_sessions
+    ) -> None:
         self._db = db
         self._render = render
+        self._sessions = sessions
 
     async def load(self, conversation_id: str) -> ConversationSnapshot:
         """Everything about one conversation, read in one transaction (in the reader
@@ -192,6 +196,9 @@ class SqlJournal:
             for out in self._render(binding, run_event):
                 outbox.append(outbox_values(conversation_id, out))
                 actions.append(out.action)
+        for out in self._sessions(binding, change):  # after the change's own rows
+            outbox.append(outbox_values(conversation_id, out))
+            actions.append(out.action)
         return committed, insert_outbox(session, outbox, actions)  # and the notes dropped
 
 
