@@ -122,6 +122,7 @@ LAYERED = (
     "output_limit",
     "progress_mode",
     "request_ttl",
+    "mention_requester",
     "user_runs",
     "user_runs_over",
     "user_mentions_per_hour",
@@ -188,6 +189,7 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "output_limit": Direction.LOWER,
         "progress_mode": Direction.FREE,
         "request_ttl": Direction.LOWER,
+        "mention_requester": Direction.FREE,
         "user_runs": Direction.LOWER,
         "user_runs_over": Direction.FREE,
         "user_mentions_per_hour": Direction.LOWER,
@@ -239,6 +241,8 @@ group adds an approver. The free keys, and why each is free:
   a layer; each conversation gets its own clone, under the same policy and sandbox (the
   bot clones it, so keep the bot's own git credentials to the repositories it serves);
 - ``progress_mode``: how notes show in a thread, not what runs;
+- ``mention_requester``: whether the requester is named (and notified) on the plan, the
+  question and the answer, not what runs or who may decide;
 - ``context_window``, ``compact_at``: how a conversation's history is kept within the
   model's window; they follow the model (free), and the budgets bound the spend;
 - ``tool_retry``, ``tool_retry_attempts``: how often a failed call of a read-only tool
@@ -322,6 +326,8 @@ class Layer(BaseModel):
     output_limit: OutputChars | None = None
     progress_mode: ProgressMode | None = None
     request_ttl: RequestSeconds | None = None
+    mention_requester: bool | None = None
+    """False: the plan, the question and the answer here do not mention the requester."""
     user_runs: PerUser | None = None
     user_runs_over: OverLimit | None = None
     """``queue`` (a run over ``user_runs`` waits) or ``refuse`` (a request over it starts

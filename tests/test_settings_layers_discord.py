@@ -258,7 +258,7 @@ async def test_a_channel_adding_an_approver_is_refused_and_said_so_in_chat(
         await settings_typed_in(
             g, {"id": thread, "type": 11, "parent_id": BUILDS, "guild_id": GUILD_ID}
         )
-        [answer] = [str(m["content"]) for m in g.fake.posted(thread)[before:]]
+        answer = "\n".join(str(m["content"]) for m in g.fake.posted(thread)[before:])
         assert lines_of(answer)["approvers"] == (
             f"approvers = ['user:{CAROL}']  (discord guild {GUILD_ID}); discord channel {BUILDS} "
             f"sets approvers = ['user:{BOB}'] (looser than ['user:{CAROL}'], from discord guild "
