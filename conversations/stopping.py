@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable
 from typing import assert_never
 
 from conversations.queue import ConversationQueue, arrived_now
-from conversations.store import ConversationInfo, StopRequests, Threads
+from conversations.store import ConversationInfo, StopRequest, StopRequests, Threads
 from conversations.store.leases import Leases, LeaseState
 from conversations.store.owners import holder_gone
 from core.context import now
@@ -153,11 +153,13 @@ class Stopper:
         if not held and not asked and not orphans:
             return 0
         requests = await self._stops.stop_requests(held | asked, orphans=orphans)
-        done: set[str] = set()
+        newest: dict[str, StopRequest] = {}  # per conversation, the one aimed at its newest run
         for request in requests:
-            cid = request.conversation_id
-            if cid in done:
-                continue
+            known = newest.get(request.conversation_id)
+            if known is None or _aim(request) > _aim(known):
+                newest[request.conversation_id] = request
+        done: set[str] = set()
+        for cid, request in newest.items():
             done.add(cid)
             conversation = await self._threads.find(cid)
             if conversation is None:
@@ -262,3 +264,10 @@ class Stopper:
                 await self._notice(conversation, ALREADY_ENDED)
             case _:
                 assert_never(outcome)
+
+
+def _aim(request: StopRequest) -> tuple[bool, int]:
+    """The order of stop requests' aims: a later run after an earlier one; a request
+    aimed at whatever runs (written before stops named their run) above any run. One
+    poll carries out a conversation's highest and closes the others with it."""
+    return (request.run is None, request.run or 0)

@@ -209,3 +209,31 @@ async def test_a_stop_sent_to_another_instance_ends_its_run_not_the_one_after_it
 
 async def _later(*, orphans: bool = False) -> int:
     return 0
+
+
+async def test_of_two_stop_requests_the_one_aimed_at_the_run_going_on_is_carried_out(
+    make_app,
+) -> None:
+    app = await make_app(ScriptedModel([finish("Looked."), question("Which one?")]))
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("look around")
+    run_a = (await chat.snapshot()).run
+    await chat.reply("and pick one")  # run B waits for an answer
+    snap = await chat.snapshot()
+    run_b, cid = snap.run, snap.id
+    assert run_b > run_a and snap.status.lifecycle is Lifecycle.WAITING
+
+    async with app.hub.leases.held(cid) as lease:  # this instance holds B
+        assert lease is not None
+        for run in (run_a, run_b):  # a late one for A, then one for B
+            assert await app.store.stops.request_stop(
+                cid, holder=lease.owner, epoch=lease.epoch, by=ALICE, run=run
+            )
+        assert await app.hub.stopper.poll_once() == 1
+    await app.hub.settled()
+
+    assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+    assert await app.store.stops.stop_requests({cid}, orphans=True) == []
+    said = chat.said()
+    assert said[-1] == "⏹ Stopped by alice." and ALREADY_ENDED not in said, said
