@@ -211,6 +211,10 @@ class PostReply(BaseModel):
     """A progress note's status line (its request's running totals and cost): the
     ``status`` progress mode shows the newest one under the notes of its status
     reply; a note posted as a reply of its own leaves it out."""
+    mentions: tuple[str, ...] = ()
+    """Platform user ids the text mentions on purpose, in its last line (the requester:
+    :func:`conversations.render.render_event`): the adapter lets those mentions notify
+    (Discord's ``allowed_mentions``; every other mention pings nobody there)."""
 
 
 class UpdateMessage(BaseModel):

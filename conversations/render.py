@@ -17,6 +17,7 @@ without its hint and without buttons.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
@@ -97,8 +98,45 @@ class RenderSettings:
 def render_event(
     binding: PlatformRef, event: RunEvent, settings: RenderSettings | None = None
 ) -> list[Outgoing]:
-    """Outbox rows for ``event`` in the thread of ``binding``."""
-    settings = settings or RenderSettings()
+    """Outbox rows for ``event`` in the thread of ``binding``; a plan, a question or an
+    answer for someone (its ``mention``) names them in a last line of its own
+    (:func:`mention_line`)."""
+    return _mentioned(_rows(binding, event, settings or RenderSettings()), event)
+
+
+def mention_line(event: RunEvent) -> str | None:
+    """``<@U0ALICE001>, this plan waits for your approval.`` (the question: ``... waits
+    for your answer.``; the answer: ``..., here is the answer.``): the line that mentions
+    the person an event is for, in the platform's markup (their name as the adapter
+    gave it); None for an event for nobody."""
+    match event:
+        case PlanProposed(mention=who) if who is not None:
+            return f"{who.name}, this plan waits for your approval."
+        case QuestionAsked(mention=who) if who is not None:
+            return f"{who.name}, this question waits for your answer."
+        case RunAnswered(mention=who) if who is not None:
+            return f"{who.name}, here is the answer."
+        case _:
+            return None
+
+
+def _mentioned(rows: list[Outgoing], event: RunEvent) -> list[Outgoing]:
+    """``rows`` with :func:`mention_line` added to the post (the person's id in its
+    ``mentions``: the adapter lets that mention notify)."""
+    line = mention_line(event)
+    mention = getattr(event, "mention", None)
+    if line is None or mention is None or not rows:
+        return rows
+    first, *rest = rows
+    post = first.action
+    if not isinstance(post, PostReply):
+        return rows
+    text = f"{post.text}\n{line}"
+    addressed = post.model_copy(update={"text": text, "mentions": (*post.mentions, mention.id)})
+    return [dataclasses.replace(first, action=addressed), *rest]
+
+
+def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> list[Outgoing]:
     match event:
         case ProgressNote():
             mark = event.mark or "⏳"
