@@ -104,11 +104,13 @@ async def test_the_options_are_numbered_whole_and_buttons_cut_to_75(settings, pl
         await thread.settle()
         shown = thread.shown(thread.message("❓ Which database?"))
         assert shown.text.startswith("❓ Which database? — press a button, react 1️⃣-3️⃣")
-        assert shown.text.splitlines()[1:] == [
+        lines = shown.text.splitlines()
+        assert lines[1:4] == [
             "1) staging",
             "2) shared, with a lock",
             "3) " + "x" * 90,  # whole in the text
         ]
+        assert lines[4:] == [f"{thread.name('alice')}, this question waits for your answer."]
         expected = ["1) staging", "2) shared, with a lock", LONG_BUTTON]
         if platform == "discord":
             expected.append(ANSWER_LABEL)  # the form for an answer in words

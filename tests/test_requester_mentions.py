@@ -48,7 +48,8 @@ async def test_on_slack_the_plan_the_question_and_the_answer_mention_the_request
         answer = ws.post(root, "✅ The login test is fixed.")
         assert answer["text"].endswith(f"\n<@{ALICE}>{READY}")
         texts = ws.api.posted_texts(CHANNEL, root)
-        assert sum(f"<@{ALICE}>," in t for t in texts) == 2  # the question, the answer
+        # the answer; the question, answered and edited to say so, waits for nobody now
+        assert sum(f"<@{ALICE}>," in t for t in texts) == 1
 
 
 async def test_a_channel_with_mention_requester_off_mentions_nobody(settings: Settings) -> None:
@@ -62,7 +63,8 @@ async def test_a_channel_with_mention_requester_off_mentions_nobody(settings: Se
 
         texts = ws.api.posted_texts(CHANNEL, root)
         assert texts[-1].startswith("✅ The login test is fixed."), texts
-        assert [t.split("\n")[0][:1] for t in texts] == ["✅", "❓", "✅"], texts  # all three
+        # all three: the plan approved, the question answered, the answer
+        assert [t.split("\n")[0][:1] for t in texts] == ["✅", "💬", "✅"], texts
         assert not any(f"<@{ALICE}>," in t for t in texts), texts
         assert not any(WAITS_APPROVAL in c.args.get("text", "") for c in ws.calls())
 

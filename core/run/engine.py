@@ -32,7 +32,7 @@ from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
 from core.policy import policy
-from core.requests.decide import decision_change, takes
+from core.requests.decide import decision_change, refused_decision
 from core.run import live, messages
 from core.run import workflow as run_workflow
 from core.run.close_calls import (
@@ -64,7 +64,6 @@ from core.vocabulary.inputs import (
 )
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
-from core.vocabulary.requests import RequestState, ToolApproval
 from core.vocabulary.run_events import Reminder
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflows.loading import WorkflowLibrary, shipped_library
@@ -290,21 +289,10 @@ class Engine:
         """
         async with self._opened("decide", conversation_id) as run:
             snap = run.snap
-            request = next((r for r in snap.requests if r.id == decision.request_id), None)
-            if request is None:
-                return DecideOutcome.NOT_OPEN
-            if request.state is RequestState.DECIDED:
-                return DecideOutcome.ALREADY_DECIDED
-            if request.state is not RequestState.OPEN or not takes(request, decision):
-                return DecideOutcome.NOT_OPEN  # e.g. an escalation is answered in words
-            if request.expires_at is not None and run.context.now() >= request.expires_at:
-                # The sweeper had not come by yet. Expire it in the conversation's turn, not
-                # here: a run may still hold the conversation, its calls running.
-                return DecideOutcome.EXPIRED
-            calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
-            call = None if isinstance(decision, Choose) else decision.call
-            if call is not None and not 1 <= call <= len(calls):
-                return DecideOutcome.NO_SUCH_CALL
+            refused = refused_decision(snap, decision, run.context.now())
+            if refused is not None:
+                return refused
+            request = next(r for r in snap.requests if r.id == decision.request_id)
             workflow = run.workflow
             change = decision_change(snap, request, decision, workflow, run.opening)
             if change is None and isinstance(decision, Choose):
