@@ -189,21 +189,30 @@ class ConversationQueue:
             if self._startable(conversation_id):
                 self._start(conversation_id)
 
-    async def stop(self, conversation_id: str) -> None:
+    async def stop(self, conversation_id: str) -> list[ThreadMessage]:
         """Drop queued jobs and cancel the worker: its running job is cancelled at once,
-        then its session closes (a worker still opening it stops waiting). Returns when
-        the worker has ended; a job submitted meanwhile gets a new worker and session.
+        then its session closes (a worker still opening it stops waiting). Returns, once
+        the worker has ended, the thread messages of the jobs dropped (replies and the
+        messages of a ``together`` job, in order: the caller keeps them as notes of the
+        stopped run); a job submitted meanwhile gets a new worker and session.
         The jobs that arrived after a stop being carried out stay (:meth:`holding`)."""
         jobs = self._jobs.pop(conversation_id, ())
         kept = deque(job for job in jobs if self._waits(conversation_id, job))
         if kept:
             self._jobs[conversation_id] = kept
+        dropped = [
+            message
+            for job in jobs
+            if not self._waits(conversation_id, job)
+            for message in (job.together or ([job.reply] if job.reply is not None else []))
+        ]
         worker = self._workers.get(conversation_id)
         if worker is None:
-            return
+            return dropped
         worker.cancel()
         if worker is not asyncio.current_task():
             await asyncio.wait({worker})
+        return dropped
 
     def pause(self) -> None:
         """Start no new job from now on (shutting down); the jobs running go on."""

@@ -244,8 +244,8 @@ class Stopper:
         with self._queue.holding(cid, arrived_now()):
             outcome = await self._engine.stop_outcome(cid, run) if run is not None else None
             if outcome is None:  # the run aimed at works or waits (or a start waits here)
-                await self._queue.stop(cid)
-                outcome = await self._engine.stop(cid, by.name, by.id, run=run)
+                unread = await self._queue.stop(cid)
+                outcome = await self._engine.stop(cid, by.name, by.id, run=run, notes=unread)
                 if outcome is not StopOutcome.STOPPED and self._stop_queued is not None:
                     if await self._stop_queued(conversation, by):  # a start that waited here
                         outcome = StopOutcome.STOPPED

@@ -567,3 +567,43 @@ async def test_an_interrupt_while_a_command_runs_lets_it_end_and_cancels_the_nex
     assert not told["toolu_job"].startswith("Not run")
     assert texts(request)[-1].endswith("never mind, just say hi")
     assert "✅ Hi." in chat.out.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["steer", "queue", "interrupt"])
+async def test_a_message_sent_mid_run_is_a_note_of_the_stopped_run_and_no_restart_runs_it(
+    sqlite_settings, mode
+) -> None:
+    """A stop ends the run with what was said to it: a message it had not read yet is
+    journaled with the stop as a note (its delivery handled), so the next start finds
+    nothing to run and the conversation stays stopped (what a tester found: the message
+    stayed unhandled and the next start ran a new run from it)."""
+    settings = sqlite_settings
+    settings.busy_mode = mode
+    first = held(ScriptedCall("list_files", {}))
+    before = await build(settings, model=ScriptedModel([first]))
+    chat = Chat(before)
+    await before.start()
+    await chat.mention("what is in the workspace? workflow=chat", settle=False)
+    await started(first)
+    b = Busy("console", _Console(before, chat))
+    await b.say("then count the files")
+    await b.told({"steer": "💬 Noted", "queue": "📥 Queued", "interrupt": "⏸ Interrupting"}[mode])
+    await chat.stop()
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.CANCELLED
+    notes = [e.entry for e in snap.journal if isinstance(e.entry, UserText)]
+    assert [(n.role, n.text) for n in notes][-1] == ("note", "then count the files")
+    assert await before.store.inbox.unhandled() == []
+    await before.close()
+
+    model = ScriptedModel([finish("Should not run.")])
+    after = await build(settings, model=model)
+    again = Chat(after)
+    again.thread = chat.thread
+    await after.start()
+    try:
+        await after.hub.settled()
+        assert model.requests == []
+        assert (await again.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+    finally:
+        await after.close()

@@ -21,6 +21,7 @@ from core.requests import (
     question,
     tool_approval,
 )
+from core.requests.closing import options_of
 from core.requests.common import Opening
 from core.vocabulary.inputs import Choose, DecideOutcome, Decision, ThreadMessage
 from core.vocabulary.journal import Change
@@ -61,7 +62,7 @@ def refused_decision(
     """Why ``decision`` decides nothing at ``now`` (see
     :meth:`core.run.engine.Engine.decide` for each outcome), or None when it may: its
     request is open, takes this kind of decision, has not run out of time, and has the
-    call it names."""
+    call or the option it names."""
     request = next((r for r in snap.requests if r.id == decision.request_id), None)
     if request is None:
         return DecideOutcome.NOT_OPEN
@@ -73,9 +74,11 @@ def refused_decision(
         # The sweeper had not come by yet. Expire it in the conversation's turn, not
         # here: a run may still hold the conversation, its calls running.
         return DecideOutcome.EXPIRED
+    if isinstance(decision, Choose):  # takes(): the request is a question
+        options = options_of(snap, request) if isinstance(request, Question) else ()
+        return None if 1 <= decision.option <= len(options) else DecideOutcome.NO_SUCH_CALL
     calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
-    call = None if isinstance(decision, Choose) else decision.call
-    if call is not None and not 1 <= call <= len(calls):
+    if decision.call is not None and not 1 <= decision.call <= len(calls):
         return DecideOutcome.NO_SUCH_CALL
     return None
 

@@ -13,7 +13,7 @@ running (its effects may be partial), ``cancelled`` if it never started,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.requests.closing import requests_closed
@@ -108,12 +108,22 @@ def _all_open(
     ]
 
 
-def stopped(snap: ConversationSnapshot, by: Person, read_only: Callable[[str], bool]) -> Change:
+def stopped(
+    snap: ConversationSnapshot,
+    by: Person,
+    read_only: Callable[[str], bool],
+    notes: Sequence[ThreadMessage] = (),
+) -> Change:
     """``by`` stopped the conversation: every open call closed (:func:`close_open_calls`),
-    every open request ``cancelled``, and the conversation ``cancelled``."""
+    every open request ``cancelled``, and the conversation ``cancelled``. ``notes``: the
+    messages sent while the run worked that it had not read yet (steered, queued or
+    interrupting), kept as notes and their deliveries handled, so no restart runs them
+    (what a later message starts reads them)."""
     closing = close_open_calls(snap, by.name, read_only)
+    said = tuple(UserText(author=m.author, text=m.text, role="note", files=m.blocks) for m in notes)
     return Change(
-        entries=(StopEntry(by=by), *closing.results),
+        entries=(StopEntry(by=by), *closing.results, *said),
+        handled=tuple(k for m in notes for k in delivery_keys(m)),
         tool_calls=closing.records,
         resolve=tuple(
             RequestResolution(request_id=r.id, state=RequestState.CANCELLED, by=by)

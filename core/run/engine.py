@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from core.context import WALL, RunContext, random_id
 from core.faults import NO_FAULTS, Faults
@@ -54,14 +54,7 @@ from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
 from core.vocabulary.errors import AlreadyHandled, RequestConflict
-from core.vocabulary.inputs import (
-    Choose,
-    DecideOutcome,
-    Decision,
-    Inbox,
-    StopOutcome,
-    ThreadMessage,
-)
+from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, StopOutcome, ThreadMessage
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
 from core.vocabulary.run_events import Reminder
@@ -295,8 +288,6 @@ class Engine:
             request = next(r for r in snap.requests if r.id == decision.request_id)
             workflow = run.workflow
             change = decision_change(snap, request, decision, workflow, run.opening)
-            if change is None and isinstance(decision, Choose):
-                return DecideOutcome.NO_SUCH_CALL  # the question has no such option
             if change is None:
                 return DecideOutcome.ALREADY_DECIDED
             try:
@@ -309,14 +300,21 @@ class Engine:
             return DecideOutcome.DECIDED
 
     async def stop(
-        self, conversation_id: str, by_name: str, by_id: str, *, run: int | None = None
+        self,
+        conversation_id: str,
+        by_name: str,
+        by_id: str,
+        *,
+        run: int | None = None,
+        notes: Sequence[ThreadMessage] = (),
     ) -> StopOutcome:
         """Close everything open after the caller cancelled the run's task: every
         ``tool_use`` without a result gets one (``interrupted`` if it was running, else
         ``cancelled``), every open request is cancelled, and the conversation ends
         ``cancelled``. ``run``: the run the stop was aimed at (:meth:`running`; None:
         whatever is active); any other run is left alone, and the outcome says why
-        (:func:`core.run.close_calls.aimed_outcome`)."""
+        (:func:`core.run.close_calls.aimed_outcome`). ``notes``: messages sent during the
+        run that it had not read, journaled with the stop as notes (none otherwise)."""
         by = Person(id=by_id, name=by_name)
         async with self._opened("stop", conversation_id) as opened:
             for _attempt in range(3):
@@ -324,7 +322,8 @@ class Engine:
                 if (outcome := aimed_outcome(snap, run)) is not None:
                     return outcome
                 try:
-                    await self._commit(opened, stopped(snap, by, self._deps.toolbox.read_only))
+                    read_only = self._deps.toolbox.read_only
+                    await self._commit(opened, stopped(snap, by, read_only, notes))
                 except RequestConflict:
                     continue
                 return StopOutcome.STOPPED
