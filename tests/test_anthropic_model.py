@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,6 +18,7 @@ from core.models.base import (
     ModelRequest,
     TextDelta,
     ToolCallEvent,
+    ToolInputDelta,
     ToolSpec,
     TurnEnd,
     Usage,
@@ -158,7 +160,15 @@ async def test_tool_call_turn_sends_the_request_and_streams_text_then_the_call(
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert len(deltas) > 1
     assert "".join(d.text for d in deltas) == "The failure is in io. Let me read it."
-    assert events[len(deltas) :] == [
+    # The input's pieces come as they arrive, named by their block, and join to its JSON.
+    inputs = [e for e in events if isinstance(e, ToolInputDelta)]
+    assert len(inputs) >= 2
+    assert {(e.index, e.id, e.name) for e in inputs} == {(1, "toolu_02", "read_file")}
+    assert json.loads("".join(e.partial_json for e in inputs)) == {
+        "path": "src/io.py",
+        "max_lines": 40,
+    }
+    assert events[len(deltas) + len(inputs) :] == [
         ToolCallEvent(
             id="toolu_02", name="read_file", input={"path": "src/io.py", "max_lines": 40}
         ),
@@ -196,7 +206,8 @@ async def test_tool_call_without_input_or_text(
 
     events = await collect(model_for(server), ask("Run the tests"))
 
-    assert events[0] == ToolCallEvent(id="toolu_03", name="run_tests", input={})
+    calls = [e for e in events if not isinstance(e, ToolInputDelta)]
+    assert calls[0] == ToolCallEvent(id="toolu_03", name="run_tests", input={})
     assert events[-1].stop_reason == "tool_use"
 
 

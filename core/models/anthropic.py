@@ -5,6 +5,9 @@ One :class:`~core.models.base.ModelRequest` becomes one streaming ``POST /v1/mes
 events of :mod:`core.models.base` come out in this order:
 
 * a :class:`~core.models.base.TextDelta` for each ``text_delta``, as it arrives;
+* a :class:`~core.models.base.ToolInputDelta` for each ``input_json_delta``, as it
+  arrives, named by its ``tool_use`` block's id and tool (from the block's
+  ``content_block_start``);
 * after the final message, a :class:`~core.models.base.ToolCallEvent` for each ``tool_use``
   block, in content order, with its input parsed to a dict;
 * one :class:`~core.models.base.Usage` (token counts of the call);
@@ -57,6 +60,7 @@ from core.models.base import (
     TextDelta,
     ToolCallEvent,
     ToolChoice,
+    ToolInputDelta,
     TurnEnd,
     Usage,
 )
@@ -126,10 +130,28 @@ class AnthropicModel:
                 tools=cast(list[ToolParam], tools) if tools else anthropic.omit,
                 tool_choice=choice if choice is not None else anthropic.omit,
             ) as stream:
+                opened: dict[int, tuple[str, str]] = {}  # tool_use blocks: index -> id, name
                 async for event in stream:
                     streaming = True
-                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    if (
+                        event.type == "content_block_start"
+                        and event.content_block.type == "tool_use"
+                    ):
+                        opened[event.index] = (event.content_block.id, event.content_block.name)
+                    elif event.type == "content_block_delta" and event.delta.type == "text_delta":
                         yield TextDelta(text=event.delta.text)
+                    elif (
+                        event.type == "content_block_delta"
+                        and event.delta.type == "input_json_delta"
+                        and event.index in opened
+                    ):
+                        call_id, name = opened[event.index]
+                        yield ToolInputDelta(
+                            index=event.index,
+                            id=call_id,
+                            name=name,
+                            partial_json=event.delta.partial_json,
+                        )
                 message = await stream.get_final_message()
         except anthropic.APIError as exc:
             raise self._logged(_model_error(exc, streaming=streaming), exc) from exc

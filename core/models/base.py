@@ -5,7 +5,10 @@ Requests and messages use the Messages API shapes (``{"role": "user", "content":
 spoken format for tool-using models:
 https://docs.anthropic.com/en/api/messages
 
-A model yields, in order: any number of :class:`TextDelta`, then one
+A model yields, in order: any number of :class:`TextDelta` and
+:class:`ToolInputDelta` (a ``tool_use`` block's input JSON as it is written, the
+Messages API's ``input_json_delta`` events:
+https://docs.anthropic.com/en/docs/build-with-claude/streaming), then one
 :class:`ToolCallEvent` per ``tool_use`` block, then one :class:`Usage` and one
 :class:`TurnEnd`. Scripted and real models yield the same stream, so progress
 notes and stop behave the same for every model.
@@ -100,6 +103,22 @@ class TextDelta(BaseModel):
     text: str
 
 
+class ToolInputDelta(BaseModel):
+    """A piece of a ``tool_use`` block's input JSON, in order: the pieces of one block
+    (``index``: its place among the response's content blocks) join to its input's
+    JSON text, a prefix of which is not valid JSON yet. ``id`` and ``name`` are the
+    block's, so a reader knows whose input grows (``finish``'s answer streams,
+    docs/architecture.md "Streamed answers"). The complete input still comes in the
+    block's :class:`ToolCallEvent`."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["tool_input"] = "tool_input"
+    index: int
+    id: str
+    name: str
+    partial_json: str
+
+
 class ToolCallEvent(BaseModel):
     """A complete ``tool_use`` block: its id, tool name and parsed input."""
 
@@ -134,7 +153,7 @@ class TurnEnd(BaseModel):
     (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking)."""
 
 
-ModelEvent = TextDelta | ToolCallEvent | Usage | TurnEnd
+ModelEvent = TextDelta | ToolInputDelta | ToolCallEvent | Usage | TurnEnd
 
 
 class Model(Protocol):

@@ -38,6 +38,7 @@ from core.models.base import (
     ModelRequest,
     TextDelta,
     ToolCallEvent,
+    ToolInputDelta,
     TurnEnd,
     Usage,
 )
@@ -65,6 +66,12 @@ class ScriptedTurn:
     error: ModelError | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the model starts answering with this turn (before the gate)."""
+    chunk: int = 0
+    """Characters per :class:`~core.models.base.ToolInputDelta` of each call's input JSON
+    (0: the whole JSON in one), so a test cuts a streamed answer where it wants."""
+    between: asyncio.Event | None = None
+    """When given, the model waits on it after its first input piece, so a test acts
+    (a restart) while a streamed answer is half written."""
 
 
 class ScriptedModel:
@@ -98,8 +105,16 @@ class ScriptedModel:
             await turn.gate.wait()
         if turn.error is not None:
             raise turn.error
-        async for event in canned_events(self.name, self._prefix, request, turn.text, turn.calls):
+        events = canned_events(
+            self.name, self._prefix, request, turn.text, turn.calls, chunk=turn.chunk
+        )
+        pieces = 0
+        async for event in events:
             yield event
+            if isinstance(event, ToolInputDelta) and turn.between is not None:
+                pieces += 1
+                if pieces == 1:
+                    await turn.between.wait()
 
 
 class ScriptedRoles:
@@ -160,13 +175,21 @@ def _workflows(message: dict[str, Any]) -> bool:
 
 
 async def canned_events(
-    model: str, prefix: str, request: ModelRequest, text: str, calls: Sequence[ScriptedCall]
+    model: str,
+    prefix: str,
+    request: ModelRequest,
+    text: str,
+    calls: Sequence[ScriptedCall],
+    *,
+    chunk: int = 0,
 ) -> AsyncIterator[ModelEvent]:
     """The stream of one canned turn; a call with no id gets ``toolu_<prefix>_<turn>_<index>``.
 
     ``model`` names the model in the usage event; ``<turn>`` is the number of
     assistant turns in ``request``'s history, the expert's named after its view (see
-    the module docstring).
+    the module docstring). Each call's input JSON comes first as
+    :class:`~core.models.base.ToolInputDelta` pieces of ``chunk`` characters (0: one
+    piece), as the Messages API streams it.
     """
     turn = _turn_number(request)
     if request.role == "expert" and request.messages:  # a view of its own: see the docstring
@@ -174,9 +197,18 @@ async def canned_events(
         prefix += "_expert" + hashlib.sha256(first.encode()).hexdigest()[:8]
     if text:
         yield TextDelta(text=text)
+    ids = [call.id or f"toolu_{prefix}_{turn}_{index}" for index, call in enumerate(calls)]
+    opening = 1 if text else 0  # the text block comes first among the content blocks
     for index, call in enumerate(calls):
-        call_id = call.id or f"toolu_{prefix}_{turn}_{index}"
-        yield ToolCallEvent(id=call_id, name=call.name, input=call.input)
+        written = json.dumps(call.input)
+        size = chunk if chunk > 0 else max(len(written), 1)
+        for start in range(0, len(written), size):
+            piece = written[start : start + size]
+            yield ToolInputDelta(
+                index=opening + index, id=ids[index], name=call.name, partial_json=piece
+            )
+    for index, call in enumerate(calls):
+        yield ToolCallEvent(id=ids[index], name=call.name, input=call.input)
     yield Usage(model=request.model or model, input_tokens=100, output_tokens=20)
     yield TurnEnd(stop_reason="tool_use" if calls else "end_turn")
 

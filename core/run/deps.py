@@ -17,6 +17,7 @@ from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
 from core.run.compose import Step
+from core.run.preview import NO_PREVIEW, AnswerPreview
 from core.run.settings import ChannelSpend
 from core.run.slots import UNLIMITED, StepSlots
 from core.secrets import NO_SECRETS, Redactor
@@ -50,7 +51,8 @@ class RunDeps:
     own calls count); ``suspended()`` True means: start no new step (the process is
     stopping); ``compose`` builds what a run goes through (None: the agent,
     :func:`core.run.agent.agent`); ``slots`` holds a slot around each model call and
-    command (:mod:`core.run.slots`; by default nothing waits).
+    command (:mod:`core.run.slots`; by default nothing waits); ``preview`` is told the
+    answer while the model writes it (:mod:`core.run.preview`; by default nobody).
     """
 
     journal: Journal
@@ -66,3 +68,4 @@ class RunDeps:
     suspended: Callable[[], bool] = _never
     compose: Composer | None = None
     slots: StepSlots = UNLIMITED
+    preview: AnswerPreview = NO_PREVIEW

@@ -43,6 +43,7 @@ from core.run.close_calls import (
 )
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
+from core.run.preview import NO_PREVIEW, AnswerPreview
 from core.run.scope import Scope
 from core.run.settings import ChannelSpend, EngineSettings, SettingsLookup
 from core.run.slots import UNLIMITED, StepSlots
@@ -81,6 +82,7 @@ class Engine:
     unless one was set). ``compose`` builds the steps a run goes through
     (:mod:`core.run.compose`; by default the agent of :mod:`core.run.agent`).
     ``slots`` holds a slot around each model call and command (:mod:`core.run.slots`).
+    ``preview`` is told the answer while the model writes it (:mod:`core.run.preview`).
     Raises :class:`core.vocabulary.errors.ConversationNotFound` (from the journal) for an
     unknown conversation id; model failures end the run ``failed`` with a message
     in the thread rather than raising.
@@ -105,6 +107,7 @@ class Engine:
         tracing: Tracing | None = None,
         compose: Composer | None = None,
         slots: StepSlots = UNLIMITED,
+        preview: AnswerPreview = NO_PREVIEW,
     ) -> None:
         self._journal = CountingJournal(journal)
         default = settings or EngineSettings()
@@ -130,6 +133,7 @@ class Engine:
             suspended=lambda: self._suspended,
             compose=compose,
             slots=slots,
+            preview=preview,
         )
 
     @property

@@ -14,8 +14,11 @@ the whole of it, or, for the executor when its model differs from the planner's,
 executor's own view, which starts from the approved plan (:func:`own_plan`). The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
-(:meth:`core.tracing.RunSpan.model_call`). :func:`answer` asks a request made elsewhere
-(an expert's consultation, :mod:`core.run.consultation`) the same way.
+(:meth:`core.tracing.RunSpan.model_call`). While the model writes a ``finish`` call of
+the conversation's own run, its ``answer`` so far goes to the deps' preview
+(:mod:`core.run.preview`, docs/architecture.md "Streamed answers"). :func:`answer`
+asks a request made elsewhere (an expert's consultation, :mod:`core.run.consultation`)
+the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from core.models.base import (
     ModelRequest,
     TextDelta,
     ToolCallEvent,
+    ToolInputDelta,
     ToolSpec,
     TurnEnd,
     Usage,
@@ -35,6 +39,7 @@ from core.models.base import (
 from core.pricing import priced
 from core.run.deps import RunDeps
 from core.run.executor_view import approved_plan
+from core.run.preview import ANSWER_TOOL, AnswerPieces
 from core.run.state import Run
 from core.tools import control
 from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage, ToolCall
@@ -124,24 +129,40 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
     stop_reason = "end_turn"
     content: tuple[dict[str, Any], ...] = ()
     started = time.monotonic()
-    async for event in deps.model.stream(request):
-        match event:
-            case TextDelta():
-                text.append(event.text)
-            case ToolCallEvent():
-                calls.append(ToolCall(id=event.id, name=event.name, input=event.input))
-            case Usage():
-                model = event.model  # the model that answered (maybe a fallback)
-                usage = ModelUsage(
-                    model=event.model,
-                    input_tokens=event.input_tokens,
-                    output_tokens=event.output_tokens,
-                    cache_read_tokens=event.cache_read_tokens,
-                    cache_write_tokens=event.cache_write_tokens,
-                )
-            case TurnEnd():
-                stop_reason = event.stop_reason
-                content = event.content
+    pieces = AnswerPieces() if _previewed(run) else None
+    whole = False  # the response came to its end
+    try:
+        async for event in deps.model.stream(request):
+            match event:
+                case TextDelta():
+                    text.append(event.text)
+                case ToolInputDelta():
+                    grown = (
+                        None
+                        if pieces is None
+                        else pieces.add(event.id, event.name, event.partial_json)
+                    )
+                    if grown is not None:
+                        deps.preview.grew(run.conversation_id, grown)
+                case ToolCallEvent():
+                    calls.append(ToolCall(id=event.id, name=event.name, input=event.input))
+                case Usage():
+                    model = event.model  # the model that answered (maybe a fallback)
+                    usage = ModelUsage(
+                        model=event.model,
+                        input_tokens=event.input_tokens,
+                        output_tokens=event.output_tokens,
+                        cache_read_tokens=event.cache_read_tokens,
+                        cache_write_tokens=event.cache_write_tokens,
+                    )
+                case TurnEnd():
+                    stop_reason = event.stop_reason
+                    content = event.content
+        whole = True
+    finally:  # a turn that broke off ends its preview too, unanswered
+        if pieces is not None and pieces.shown:
+            answered = whole and any(c.name == ANSWER_TOOL for c in calls)
+            deps.preview.ended(run.conversation_id, answered)
     return AssistantTurn(
         text="".join(text).strip(),
         tool_calls=tuple(calls),
@@ -150,6 +171,12 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
         content=content,
         usage=_priced(run, usage, position, request.role, time.monotonic() - started),
     )
+
+
+def _previewed(run: Run) -> bool:
+    """Whether a turn of ``run`` shows its answer as it is written: the conversation's own
+    run, not a nested scope's (an expert's ``finish`` hands back, it answers nobody)."""
+    return run.scope.parent is None and run.scope.role != "expert"
 
 
 def _priced(

@@ -1,0 +1,188 @@
+"""The answer's preview: ``finish``'s ``answer`` as the model writes it, told to whoever shows it.
+
+The model streams a ``tool_use`` block's input as JSON pieces
+(:class:`core.models.base.ToolInputDelta`; the Messages API's ``input_json_delta``,
+https://docs.anthropic.com/en/docs/build-with-claude/streaming). While a turn of the
+conversation's own run (not an expert's, in a delegation) writes a ``finish`` call,
+:class:`AnswerPieces` reads the ``answer`` string out of the JSON written so far
+(:func:`partial_answer`) and the turn tells its :class:`AnswerPreview` each time it
+grows (:meth:`AnswerPreview.grew`, the whole answer so far), then, at the turn's end,
+whether the response came whole with its ``finish`` call (:meth:`AnswerPreview.ended`;
+a response that broke off ends unanswered). The preview
+is only shown: nothing here is journaled, and the answer itself is the ``finish``
+call's, committed and delivered as before (docs/architecture.md "Streamed answers").
+
+Pure and synchronous: a preview must not block or fail a run (the hub's takes the
+text and returns).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+ANSWER_TOOL = "finish"
+"""The control call whose ``answer`` input is the final answer (:mod:`core.tools.control`)."""
+
+
+class AnswerPreview(Protocol):
+    """Where a conversation's answer goes while the model writes it.
+
+    ``grew(conversation_id, text)``: the answer so far (each call a longer text);
+    ``ended(conversation_id, answered)``: the turn ended, ``answered`` when the response
+    came whole with its ``finish`` call (the answer's outbox row finalises what was
+    shown), else False (the response broke off: the turn is asked again, and what was
+    shown is closed as it is). Neither may raise or block."""
+
+    def grew(self, conversation_id: str, text: str) -> None:
+        """The answer of ``conversation_id`` written so far is ``text``."""
+        ...
+
+    def ended(self, conversation_id: str, answered: bool) -> None:
+        """The turn that wrote ``conversation_id``'s answer ended (see the class)."""
+        ...
+
+
+class _NoPreview:
+    def grew(self, conversation_id: str, text: str) -> None:
+        return None
+
+    def ended(self, conversation_id: str, answered: bool) -> None:
+        return None
+
+
+NO_PREVIEW: AnswerPreview = _NoPreview()
+"""Shows nothing (the console, tests, a runner without the hub's preview)."""
+
+
+class AnswerPieces:
+    """The ``finish`` input of one turn, piece by piece: :meth:`add` returns the answer
+    so far when it grew, else None. One per model turn."""
+
+    def __init__(self) -> None:
+        self._written: dict[str, list[str]] = {}
+        self._shown = ""
+
+    def add(self, call_id: str, name: str, piece: str) -> str | None:
+        """Take one piece of ``call_id``'s input JSON; the answer so far when it grew."""
+        if name != ANSWER_TOOL:
+            return None
+        written = self._written.setdefault(call_id, [])
+        written.append(piece)
+        if len(self._written) > 1:
+            return None  # two finish calls in one turn: neither is shown
+        text = partial_answer("".join(written))
+        if text is None or len(text) <= len(self._shown):
+            return None
+        self._shown = text
+        return text
+
+    @property
+    def shown(self) -> str:
+        """The longest answer told so far ("" when none)."""
+        return self._shown
+
+
+def partial_answer(written: str) -> str | None:
+    """The ``answer`` string of a JSON object written up to here, as far as it goes.
+
+    ``written`` is a prefix of an object's JSON (``{"answer": "The fix is`` ...).
+    Returns the decoded characters of the top-level ``answer`` string read so far
+    (an escape cut in the middle is left for the next piece), or None while its
+    value has not begun, or when it is not a string. Other keys, before or after it,
+    are passed over whatever their values."""
+    pos = _skip(written, 0)
+    if pos >= len(written) or written[pos] != "{":
+        return None
+    pos += 1
+    while True:
+        pos = _skip(written, pos)
+        if pos >= len(written) or written[pos] != '"':
+            return None
+        key, pos, whole = _string(written, pos)
+        if not whole:
+            return None
+        pos = _skip(written, pos)
+        if pos >= len(written) or written[pos] != ":":
+            return None
+        pos = _skip(written, pos + 1)
+        if pos >= len(written):
+            return None
+        if key == "answer":
+            if written[pos] != '"':
+                return None
+            value, _, _ = _string(written, pos)
+            return value
+        end = _value_end(written, pos)
+        if end is None:
+            return None
+        pos = _skip(written, end)
+        if pos >= len(written) or written[pos] != ",":
+            return None
+        pos += 1
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _string(text: str, pos: int) -> tuple[str, int, bool]:
+    """The JSON string opening at ``text[pos]`` (a quote): its decoded characters read so
+    far, the position after it, and whether it closed."""
+    out: list[str] = []
+    pos += 1
+    while pos < len(text):
+        char = text[pos]
+        if char == '"':
+            return "".join(out), pos + 1, True
+        if char != "\\":
+            out.append(char)
+            pos += 1
+            continue
+        size = 6 if text[pos + 1 : pos + 2] == "u" else 2
+        if text[pos + 1 : pos + 2] == "u" and text[pos + 2 : pos + 6].lower() in _HIGH_SURROGATES:
+            size = 12  # a surrogate pair is decoded whole
+        escape = text[pos : pos + size]
+        if len(escape) < size:
+            break  # cut in the middle: the next piece completes it
+        try:
+            out.append(json.loads(f'"{escape}"'))
+        except ValueError:
+            break
+        pos += size
+    return "".join(out), pos, False
+
+
+_HIGH_SURROGATES = frozenset(
+    f"d{c}{d}{e}" for c in "89ab" for d in "0123456789abcdef" for e in "0123456789abcdef"
+)
+
+
+def _value_end(text: str, pos: int) -> int | None:
+    """The position after the JSON value starting at ``pos``, or None when it has not
+    ended within ``text``."""
+    if text[pos] == '"':
+        _, end, whole = _string(text, pos)
+        return end if whole else None
+    depth = 0
+    while pos < len(text):
+        char = text[pos]
+        if char == '"':
+            _, pos, whole = _string(text, pos)
+            if not whole:
+                return None
+            continue
+        if char in "[{":
+            depth += 1
+        elif char in "]}":
+            if depth == 0:
+                return pos
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        elif char == "," and depth == 0:
+            return pos
+        pos += 1
+    return None
