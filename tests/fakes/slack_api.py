@@ -19,6 +19,12 @@ Methods: ``auth.test``, ``bots.info``, ``users.info``, ``chat.postMessage``,
 ``chat.postEphemeral``, ``chat.update``, ``reactions.add``, ``conversations.replies``,
 ``agents.sessions.setStatus`` (``api.sessions`` by thread, ``api.session_statuses(channel,
 thread_ts)``; ``api.session_warning`` answers with a warning, ``api.fail(...)`` refuses),
+``chat.startStream`` / ``chat.appendStream`` / ``chat.stopStream`` (a streamed message:
+``api.streams`` by ts, each with its ``chunks`` as each call that Slack took gave them and
+its ``state``; the message is in the thread and in ``posted_texts`` as its text grows;
+``api.stream_expiry = N`` ends every stream after N appends, so the next append or stop
+answers ``message_not_in_streaming_state``, as a stream Slack ended does, and
+``api.expire_streams()`` ends the open ones now),
 ``usergroups.users.list`` (the members of ``api.groups``, set with
 ``api.set_group(group_id, members)``; an unknown group answers ``no_such_subteam``),
 ``files.getUploadURLExternal`` + the upload ``POST`` + ``files.completeUploadExternal``
@@ -214,6 +220,9 @@ class _Window:
 
 
 _JSON_FIELDS = ("metadata", "blocks", "attachments", "files")
+STREAM_TEXT_CHARS = 12_000
+"""Characters of ``markdown_text`` one stream call takes (docs.slack.dev chat.startStream)."""
+
 SLOW_METHODS = frozenset({"chat.postMessage", "chat.update"})
 """The methods ``post_delay`` slows down."""
 
@@ -259,6 +268,13 @@ class FakeSlackApi(LocalServer):
         ``missing_agent_session_stopped_event_subscription`` (None: none)."""
         self.reactions: list[tuple[str, str, str]] = []
         """``(channel, ts, name)`` of every reaction added, in order."""
+        self.streams: dict[str, JsonDict] = {}
+        """Streamed messages by ts: ``channel``, ``thread_ts``, ``chunks`` (the
+        ``markdown_text`` of each start, append and stop Slack took, in order) and
+        ``state`` (``streaming``, ``stopped``, or ``expired``: Slack ended it)."""
+        self.stream_expiry: int | None = None
+        """Appends a stream takes before Slack ends it (None: never): the next append or
+        stop answers ``message_not_in_streaming_state``."""
         self.users: dict[str, JsonDict] = {}
         self.groups: dict[str, list[str]] = {}
         """User groups (``S...`` id -> member user ids) for ``usergroups.users.list``."""
@@ -923,6 +939,95 @@ class FakeSlackApi(LocalServer):
             and call.args.get("thread_ts") == thread_ts
         ]
 
+    def _chat_start_stream(self, args: JsonDict) -> JsonDict:
+        """https://docs.slack.dev/reference/methods/chat.startStream: a reply in
+        ``thread_ts``, for ``recipient_user_id`` of ``recipient_team_id`` (both required
+        in a channel), its first ``markdown_text`` (at most 12,000 characters)."""
+        channel, thread = str(args.get("channel") or ""), str(args.get("thread_ts") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not thread:
+            return {"ok": False, "error": "invalid_arguments"}
+        if channel.startswith("C") and not (
+            args.get("recipient_user_id") and args.get("recipient_team_id")
+        ):
+            return {"ok": False, "error": "invalid_arguments"}
+        text = str(args.get("markdown_text") or "")
+        if len(text) > STREAM_TEXT_CHARS:
+            return {"ok": False, "error": "msg_too_long"}
+        ts = self.next_ts()
+        message = self._bot_message(text, ts)
+        message["thread_ts"] = thread
+        self._store(channel, message)
+        self._posted[channel].append(ts)
+        self.streams[ts] = {
+            "channel": channel,
+            "thread_ts": thread,
+            "chunks": [text] if text else [],
+            "state": "streaming",
+            "appends": 0,
+        }
+        return {"ok": True, "channel": channel, "ts": ts}
+
+    def _streaming(self, args: JsonDict) -> tuple[JsonDict, JsonDict] | JsonDict:
+        """The stream and its message that ``args`` name, or Slack's refusal."""
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        stream = self.streams.get(ts)
+        message = self._find(channel, ts)
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if stream is None or message is None or stream["channel"] != channel:
+            return {"ok": False, "error": "message_not_found"}
+        if stream["state"] != "streaming":
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        text = str(args.get("markdown_text") or "")
+        if len(text) > STREAM_TEXT_CHARS:
+            return {"ok": False, "error": "msg_too_long"}
+        return stream, message
+
+    def _chat_append_stream(self, args: JsonDict) -> JsonDict:
+        """https://docs.slack.dev/reference/methods/chat.appendStream (see
+        :attr:`stream_expiry` for an expiry)."""
+        found = self._streaming(args)
+        if isinstance(found, dict):
+            return found
+        stream, message = found
+        if self.stream_expiry is not None and stream["appends"] >= self.stream_expiry:
+            stream["state"] = "expired"
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        text = str(args.get("markdown_text") or "")
+        stream["appends"] += 1
+        stream["chunks"].append(text)
+        message["text"] = str(message.get("text", "")) + text
+        return {"ok": True, "channel": stream["channel"], "ts": message["ts"]}
+
+    def _chat_stop_stream(self, args: JsonDict) -> JsonDict:
+        """https://docs.slack.dev/reference/methods/chat.stopStream: its last
+        ``markdown_text``, ``blocks`` at the bottom, ``metadata``; the stream ends."""
+        found = self._streaming(args)
+        if isinstance(found, dict):
+            return found
+        stream, message = found
+        if self.stream_expiry is not None and stream["appends"] > self.stream_expiry:
+            stream["state"] = "expired"
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        text = str(args.get("markdown_text") or "")
+        if text:
+            stream["chunks"].append(text)
+            message["text"] = str(message.get("text", "")) + text
+        for key in ("blocks", "metadata"):
+            if args.get(key):
+                message[key] = copy.deepcopy(args[key])
+        stream["state"] = "stopped"
+        return {"ok": True, "channel": stream["channel"], "ts": message["ts"]}
+
+    def expire_streams(self) -> None:
+        """Slack ends every open stream now (a long run): the next append or stop of
+        each answers ``message_not_in_streaming_state``."""
+        for stream in self.streams.values():
+            if stream["state"] == "streaming":
+                stream["state"] = "expired"
+
     def _apps_connections_open(self, args: JsonDict) -> JsonDict:
         if not self.socket_url:
             return {"ok": False, "error": "socket_url_not_set_in_fake"}
@@ -949,6 +1054,9 @@ _HANDLERS = {
     "apps.connections.open": FakeSlackApi._apps_connections_open,
     "usergroups.users.list": FakeSlackApi._usergroups_users_list,
     "agents.sessions.setStatus": FakeSlackApi._agents_sessions_set_status,
+    "chat.startStream": FakeSlackApi._chat_start_stream,
+    "chat.appendStream": FakeSlackApi._chat_append_stream,
+    "chat.stopStream": FakeSlackApi._chat_stop_stream,
 }
 
 
