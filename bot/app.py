@@ -259,6 +259,7 @@ async def build(
         claimed_elsewhere=lambda cid: hub.tell(Topic.OUTBOX, cid),  # the holder sends them
         on_sent=metrics.sent,
         on_thread=lambda cid, thread: hub.thread_started(cid, thread),  # a scheduled run's
+        streams=parts.streams,  # the answers, streamed while they are written
     )
     store.on_outbox = deliverer.wake
     hub_settings = HubSettings(

@@ -23,6 +23,7 @@ from bot.settings import Settings
 from bot.tracing import OFF, Traces, place_attributes
 from conversations.events import PlatformRef
 from conversations.hub import default_instance
+from conversations.outbox import AnswerStreams
 from conversations.render import render_event
 from conversations.sessions import SessionRows
 from conversations.slots import Slots
@@ -100,7 +101,8 @@ class EngineParts:
     ``engine`` over it, the settings ``layers`` and ``places`` (each conversation's and
     channel's settings), the workflow ``library``, the process's ``slots`` (None: no
     limit is set; the caller renews their rows with its leases), ``faults`` and
-    ``redactor``."""
+    ``redactor``, and the ``streams`` the engine tells the answers as they are written
+    (the deliverer pushes them: :mod:`conversations.outbox._streams`)."""
 
     store: Store
     engine: Engine
@@ -110,6 +112,7 @@ class EngineParts:
     slots: Slots | None
     faults: Faults
     redactor: Redactor
+    streams: AnswerStreams
 
 
 async def open_engine(
@@ -171,7 +174,9 @@ async def open_engine(
     places = ConversationSettings(layers, binding_of(store), base=base)
     slots = slots_for(settings, layers, store, instance or default_instance())
     chosen = model or model_for(settings)
+    streams = AnswerStreams(conversation=store.threads.find, redactor=redactor)
     engine = Engine(
+        preview=streams,
         slots=slots.steps() if slots is not None else UNLIMITED,
         journal=store.journal,
         model=MeteredModel(chosen, metrics, prices) if metrics is not None else chosen,
@@ -200,4 +205,5 @@ async def open_engine(
         slots=slots,
         faults=faults,
         redactor=redactor,
+        streams=streams,
     )

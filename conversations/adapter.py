@@ -7,9 +7,9 @@ implements :class:`Sender` for the deliverer.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from conversations.events import InboundEvent, OutboundAction
+from conversations.events import InboundEvent, OutboundAction, PlatformRef
 
 
 class Sender(Protocol):
@@ -28,6 +28,35 @@ class Sender(Protocol):
         for it before sending again. Raises
         :class:`conversations.errors.DeliveryError` when the platform refused.
         """
+        ...
+
+
+@runtime_checkable
+class AnswerStreamer(Protocol):
+    """A sender that can stream an answer into a thread while the model writes it
+    (Slack's ``chat.startStream`` / ``appendStream`` / ``stopStream``; docs/architecture.md
+    "Streamed answers"). The texts are threadbot's (redacted already); the streamer
+    formats them as its platform asks. ``stream_limit``: characters a streamed
+    message may hold (past them the answer goes as the outbox posts it: parts or a file).
+
+    Each method raises :class:`conversations.errors.StreamEnded` when the stream takes
+    no more text, :class:`conversations.errors.RateLimited` for a 429 and
+    :class:`conversations.errors.DeliveryError` otherwise."""
+
+    platform: str
+    stream_limit: int
+
+    async def start_stream(self, thread: PlatformRef, recipient: str, text: str) -> str:
+        """Start a streamed reply in ``thread`` for ``recipient`` (a platform user id)
+        with ``text``; returns its message id."""
+        ...
+
+    async def append_stream(self, thread: PlatformRef, message: str, text: str) -> None:
+        """Add ``text`` at the end of the streamed message ``message``."""
+        ...
+
+    async def stop_stream(self, thread: PlatformRef, message: str, text: str) -> None:
+        """End the stream of ``message``, adding ``text`` (may be empty) first."""
         ...
 
 

@@ -4,8 +4,9 @@ The tree::
 
     ConversationsError
     ├── DeliveryError      a platform refused or failed an outbound action
-    │   └── RateLimited    the platform asked us to wait ``retry_after`` seconds
-    │       └── NotConnected  the adapter is not connected yet: wait the same way
+    │   ├── RateLimited    the platform asked us to wait ``retry_after`` seconds
+    │   │   └── NotConnected  the adapter is not connected yet: wait the same way
+    │   └── StreamEnded    a streamed message takes no more text (the platform ended it)
     ├── LookupFailed       a platform could not say who is in a group or role
     └── FetchFailed        a shared file could not be fetched (a host refused, HTTP, a timeout)
         └── FileTooLarge   it is larger than the limit for a shared file
@@ -32,6 +33,12 @@ class RateLimited(DeliveryError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class StreamEnded(DeliveryError):
+    """A streamed message takes no more text: the platform ended its stream (Slack's
+    ``message_not_in_streaming_state``, a stream that ran too long); what was streamed
+    stays, and the message may still be edited."""
 
 
 class NotConnected(RateLimited):

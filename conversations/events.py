@@ -192,12 +192,29 @@ class Button(BaseModel):
         return encode(self.action)
 
 
+ANSWER = "answer"
+"""``purpose`` of a run's answer row (a milestone), which finalises its streamed preview."""
+
+
+class StreamedPreview(BaseModel):
+    """A post whose preview was streamed already into the bot's message ``message``
+    (docs/architecture.md "Streamed answers"): ``open`` when the stream still takes
+    text, so the post finalises it; else (the platform ended it, or it failed) the post
+    is edited into that message."""
+
+    model_config = ConfigDict(frozen=True)
+    message: str
+    open: bool
+
+
 class PostReply(BaseModel):
     """Post ``text`` as a reply in ``ref.thread`` (top level when ``thread`` is None).
 
     ``reactions`` are the bot's own reactions to seed on the new message.
     ``ephemeral_to`` (a platform user id) shows the message to that person only,
     where the platform can (Slack ``chat.postEphemeral``); elsewhere it is posted.
+    ``streamed``: the answer's preview streamed already (set by the deliverer at the
+    send, never stored with the row), which the post finalises instead of posting anew.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -215,6 +232,7 @@ class PostReply(BaseModel):
     """Platform user ids the text mentions on purpose, in its last line (the requester:
     :func:`conversations.render.render_event`): the adapter lets those mentions notify
     (Discord's ``allowed_mentions``; every other mention pings nobody there)."""
+    streamed: StreamedPreview | None = Field(default=None, exclude=True)
 
 
 class UpdateMessage(BaseModel):

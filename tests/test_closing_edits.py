@@ -204,7 +204,7 @@ async def test_an_edit_of_a_message_never_delivered_is_settled_without_a_send(
     assert report.endswith(": channel_not_found. Trying again cannot help, so I will not.")
     assert after == "✅ after it"
     rows = [(purpose, state) for _, purpose, state, *_ in await bench.rows()]
-    assert rows[:3] == [("milestone", "failed"), (CLOSED, "dropped"), ("milestone", "sent")]
+    assert rows[:3] == [("milestone", "failed"), (CLOSED, "dropped"), ("answer", "sent")]
     assert "nothing to edit" in caplog.text and "was not delivered (failed)" in caplog.text
 
 

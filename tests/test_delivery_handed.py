@@ -155,7 +155,7 @@ async def test_handed_rows_are_sent_and_settled_without_a_read(mode: str, tmp_pa
         ("milestone", "sent", "m1"),
         (CLOSED, "sent", "m1"),
         ("note", "sent", "m3"),
-        ("milestone", "sent", "m4"),
+        ("answer", "sent", "m4"),
     ]
 
 

@@ -330,8 +330,8 @@ async def test_a_post_failing_on_a_proxy_page_is_reported_in_words_in_its_place(
         assert posts[4].args["text"].startswith("✅ SECOND answer")
         rows = await slack.rows()
         assert [(purpose, state, attempts) for purpose, state, attempts, _ in rows] == [
-            ("milestone", "failed", 3),
-            ("milestone", "sent", 0),
+            ("answer", "failed", 3),
+            ("answer", "sent", 0),
             ("report", "sent", 0),
         ]
 
@@ -354,7 +354,7 @@ async def test_a_post_whose_answer_was_a_proxy_page_is_found_and_not_posted_twic
         [lookup] = api.calls_of("conversations.replies")
         assert lookup.ok
         [(purpose, state, attempts, message_id)] = await slack.rows()
-        assert (purpose, state, attempts) == ("milestone", "sent", 1)
+        assert (purpose, state, attempts) == ("answer", "sent", 1)
         assert message_id == api.messages(CHANNEL)[-1]["ts"]
 
 

@@ -318,9 +318,9 @@ async def test_a_row_that_fails_for_good_is_reported_once_in_its_place_then_the_
     assert isinstance(report, PostReply) and report.ref.thread == "t"
     rows = await bench.rows()
     assert [(purpose, state, attempts) for _, purpose, state, attempts, *_ in rows] == [
-        ("milestone", "sent", 0),
-        ("milestone", "failed", 1),
-        ("milestone", "sent", 0),
+        ("answer", "sent", 0),
+        ("answer", "failed", 1),
+        ("answer", "sent", 0),
         ("report", "sent", 0),
     ]
 
@@ -340,7 +340,7 @@ async def test_a_row_is_failed_after_its_attempts_and_reported_once(make_bench) 
         "✅ after it",
     ]
     states = [(purpose, state, attempts) for _, purpose, state, attempts, *_ in await bench.rows()]
-    assert states == [("note", "failed", 3), ("milestone", "sent", 0), ("report", "sent", 0)]
+    assert states == [("note", "failed", 3), ("answer", "sent", 0), ("report", "sent", 0)]
 
 
 async def test_a_report_that_fails_too_is_logged_and_never_reported(make_bench, caplog) -> None:
@@ -355,7 +355,7 @@ async def test_a_report_that_fails_too_is_logged_and_never_reported(make_bench, 
     assert bench.sender.sent == []
     rows = await bench.rows()
     assert [(purpose, state) for _, purpose, state, *_ in rows] == [
-        ("milestone", "failed"),
+        ("answer", "failed"),
         ("report", "failed"),
     ]
     assert "could not tell thread t about a failure" in caplog.text

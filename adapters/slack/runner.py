@@ -51,7 +51,7 @@ from adapters.slack.types import AuthTest, BlockActions, BotsInfo, EventCallback
 from adapters.slack.unhandled import UnhandledRequests
 from adapters.slack.web import RateLimitSeen, WebClients
 from conversations.adapter import InboundSink
-from conversations.events import InboundEvent, OutboundAction
+from conversations.events import InboundEvent, OutboundAction, PlatformRef
 from conversations.texts import PlatformTexts
 
 log = logging.getLogger(__name__)
@@ -318,6 +318,25 @@ class SlackAdapter:
         return await self._sender.send(
             action, idempotency_key=idempotency_key, maybe_sent=maybe_sent
         )
+
+    # --- streamed answers (conversations.adapter.AnswerStreamer; adapters.slack.streams) --
+
+    @property
+    def stream_limit(self) -> int:
+        """Characters an answer's streamed preview may hold."""
+        return self._sender.streams.limit
+
+    async def start_stream(self, thread: PlatformRef, recipient: str, text: str) -> str:
+        """``chat.startStream`` in ``thread`` for ``recipient``; the message's ts."""
+        return await self._sender.streams.start(thread, recipient, text)
+
+    async def append_stream(self, thread: PlatformRef, message: str, text: str) -> None:
+        """``chat.appendStream`` of ``text`` to ``message``."""
+        await self._sender.streams.append(thread, message, text)
+
+    async def stop_stream(self, thread: PlatformRef, message: str, text: str) -> None:
+        """``chat.stopStream`` of ``message``, ending with ``text``."""
+        await self._sender.streams.stop(thread, message, text)
 
 
 class _WithoutTokenNotice(logging.Filter):

@@ -39,6 +39,7 @@ from adapters.fields import mapping, mappings, text
 from adapters.limits import answer_file_name, file_summary
 from adapters.slack.outbound import ApiCall, escape, render, seed_reactions, session_call
 from adapters.slack.sessions import AgentSessions
+from adapters.slack.streams import SlackStreams
 from adapters.slack.types import ConversationsReplies, PostMessageAnswer
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited
@@ -70,6 +71,10 @@ PERMANENT_ERRORS = frozenset(
 """Slack error codes a retry cannot fix: the delivery fails for good (the codes of
 https://docs.slack.dev/reference/methods/chat.postMessage#errors and its siblings)."""
 
+STREAM_CHARS = 3_000
+"""Characters of an answer's preview streamed into one message: its footer and mention
+still fit one message's text (3,900) when the answer is edited in whole."""
+
 _REPLIES_LIMIT = 200
 """Messages of a thread read when looking for a half-sent post."""
 
@@ -86,6 +91,8 @@ class SlackSender:
         self._file_threshold = file_threshold
         self.sessions = AgentSessions()
         """Where agent sessions are refused, and the warnings logged (per workspace)."""
+        self.streams = SlackStreams(clients=clients, limit=min(STREAM_CHARS, file_threshold))
+        """The answers streamed while they are written, finalised by their posts."""
         self._unsure: set[str] = set()
         """Keys of posts that failed after a part went out, or with no answer: looked up
         before they are posted again."""
@@ -130,6 +137,10 @@ class SlackSender:
                 answer = cast(PostMessageAnswer, await self._call(call))
                 ts = str(answer.get("message_ts") or answer.get("ts") or "") or ts
             return ts
+        if action.streamed is not None and not (maybe_sent or key in self._unsure):
+            finalised = await self.streams.finalise(action, key)  # its preview's message
+            if finalised is not None:
+                return finalised
         posted: dict[int, str] = {}
         if maybe_sent or key in self._unsure:
             posted = await self._already_posted(action, key)

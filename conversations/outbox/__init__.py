@@ -48,6 +48,7 @@ from conversations.outbox._attempt import NOTE, REPORT
 from conversations.outbox._board import STATUS_MAX_CHARS
 from conversations.outbox._clock import Clock, MonotonicClock
 from conversations.outbox._deliverer import Deliverer, ModeLookup
+from conversations.outbox._streams import AnswerStreams
 from conversations.outbox._worker import NOTE_REPLY_CHARS
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "NOTE_REPLY_CHARS",
     "REPORT",
     "STATUS_MAX_CHARS",
+    "AnswerStreams",
     "Clock",
     "Deliverer",
     "ModeLookup",

@@ -64,6 +64,14 @@ class HeldClaims:
     it, as for any store error).
     """
 
+    @classmethod
+    def of(
+        cls, claims: DeliveryClaims | None, *, owner: str, ttl: float, clock: Clock
+    ) -> HeldClaims | None:
+        """The claims of ``claims`` held as ``owner`` (None without a store's claims:
+        one process sends every row)."""
+        return None if claims is None else cls(store=claims, owner=owner, ttl=ttl, clock=clock)
+
     def __init__(self, *, store: DeliveryClaims, owner: str, ttl: float, clock: Clock) -> None:
         self._store = store
         self.owner = owner

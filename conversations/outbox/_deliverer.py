@@ -26,6 +26,7 @@ from conversations.outbox._clock import Clock, as_clock, wait_for_event
 from conversations.outbox._known import KnownRows
 from conversations.outbox._redact import redacting
 from conversations.outbox._status import StatusWorker
+from conversations.outbox._streams import AnswerStreams
 from conversations.outbox._worker import (
     Context,
     ConversationState,
@@ -66,7 +67,9 @@ class Deliverer:
     whose rows another live process delivers (the bot tells that process).
     ``on_sent`` is called with the platform and the seconds it took to take each action
     it took (an operator's delivery latency, ``/metrics``); ``on_thread`` is awaited with
-    each thread a ``StartThread`` row started (:mod:`conversations.outbox._attempt`).
+    each thread a ``StartThread`` row started (:mod:`conversations.outbox._attempt`);
+    ``streams`` streams the answers while they are written, through the senders that
+    can (:mod:`conversations.outbox._streams`).
     """
 
     def __init__(
@@ -89,15 +92,12 @@ class Deliverer:
         claimed_elsewhere: Callable[[str], None] = lambda _id: None,
         on_sent: Callable[[str, float], None] = lambda _platform, _seconds: None,
         on_thread: ThreadStarted | None = None,
+        streams: AnswerStreams | None = None,
     ) -> None:
         self._known = KnownRows(outbox)
         self._clock = as_clock(clock)
-        held = (
-            HeldClaims(store=claims, owner=owner, ttl=claim_ttl, clock=self._clock)
-            if claims is not None
-            else None
-        )
-        self._redactor = redactor
+        held = HeldClaims.of(claims, owner=owner, ttl=claim_ttl, clock=self._clock)
+        self._streams, self._raw, self._redactor = streams, dict(senders), redactor
         self._attempts = Attempts(
             outbox=self._known,
             senders={p: redacting(s, redactor) for p, s in senders.items()},
@@ -115,31 +115,28 @@ class Deliverer:
             clock=self._clock,
             note_interval=note_interval,
             draining=lambda: self._draining > 0,
+            streams=streams,
         )
-        self._progress_mode = progress_mode
-        self._progress_mode_of = progress_mode_of
-        self._concurrency = max(1, concurrency)
-        self._poll = poll_interval
-        self._wakeup = asyncio.Event()
-        self._progress = asyncio.Event()
+        self._progress_mode, self._progress_mode_of = progress_mode, progress_mode_of
+        self._concurrency, self._poll = max(1, concurrency), poll_interval
+        self._wakeup, self._progress = asyncio.Event(), asyncio.Event()
         self._workers: dict[str, asyncio.Task[Deferral | None]] = {}
         self._deferred: dict[str, Deferral] = {}
         self._looks_asked = 1
         """Looks at the store asked for (the first: at start); one is due while more
         were asked than :attr:`_looks_made`."""
-        self._looks_made = 0
-        self._looked_at = -math.inf
+        self._looks_made, self._looked_at = 0, -math.inf
         self._states: dict[str, ConversationState] = {}
         self._failure: BaseException | None = None
-        self._running = False
-        self._driving = False
-        self._draining = 0
-        self._suspects_known = False
-        self._swept_at = -math.inf
+        self._running = self._driving = self._suspects_known = False
+        self._draining, self._swept_at = 0, -math.inf
+        if streams is not None:  # the claim's holder streams, once nothing is pending
+            streams.attach(self._workers, self._known, self._gate.may_send, self._raw)
 
     def add_sender(self, sender: Sender) -> None:
         """Route rows of ``sender.platform`` to ``sender`` (what it sends is redacted)."""
         self._attempts.senders[sender.platform] = redacting(sender, self._redactor)
+        self._raw[sender.platform] = sender
 
     def opened(self, claim: Claim) -> None:
         """Hold ``claim``: the conversation was opened here, claimed by this process."""
@@ -348,6 +345,8 @@ class Deliverer:
     def _finished(self, conversation_id: str, task: asyncio.Task[Deferral | None]) -> None:
         """A worker ended: keep its deferral or its error, forget an idle state, go on."""
         self._workers.pop(conversation_id, None)
+        if self._streams is not None:
+            self._streams.nudge(conversation_id)
         deferral: Deferral | None = None
         if not task.cancelled():
             if (error := task.exception()) is not None:
@@ -392,6 +391,8 @@ class Deliverer:
         return not self._workers and not self._look_due() and self._known.empty()
 
     async def _stop_workers(self) -> None:
+        if self._streams is not None:
+            self._streams.cancel()
         workers = list(self._workers.values())
         for task in workers:
             task.cancel()

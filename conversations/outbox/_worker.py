@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from conversations import logcontext
-from conversations.events import OutboundAction, PostReply, UpdateMessage
+from conversations.events import ANSWER, OutboundAction, PostReply, UpdateMessage
 from conversations.outbox._attempt import NOTE, Attempts, Outcome, Refused, Sent
 from conversations.outbox._board import StatusBoard
 from conversations.outbox._clock import Clock
 from conversations.outbox._closing import closing_edit, queued_edit
 from conversations.outbox._known import KnownRows
+from conversations.outbox._streams import AnswerStreams
 from conversations.render import CLOSED, QUEUED
+from conversations.sessions import SESSION
 from conversations.store import PendingSend
 
 NOTE_REPLY_CHARS = 3_500
@@ -83,6 +85,8 @@ class Context:
     note_interval: float
     draining: Callable[[], bool]
     batch: int = 100
+    streams: AnswerStreams | None = None
+    """The answers streamed while they are written, which their rows finalise."""
 
 
 @dataclass
@@ -192,13 +196,29 @@ class ConversationWorker(ABC):
         """
         if row.purpose == QUEUED and isinstance(row.action, UpdateMessage):
             edit = await queued_edit(self.ctx.outbox, row)  # of the queued run's message
+        elif row.purpose == ANSWER and self.ctx.streams is not None:
+            return await self._answer(row, self.ctx.streams)
         elif row.purpose != CLOSED:
+            if self.ctx.streams is not None and row.purpose != SESSION:
+                await self.ctx.streams.close(self.conversation_id)  # shown as it is
             return await self.deliver([row], row.action)
         else:
             edit = await closing_edit(self.ctx.outbox, row)
         if edit is None:
             return Sent(None)
         return await self.deliver([row], edit)
+
+    async def _answer(self, row: PendingSend, streams: AnswerStreams) -> Outcome:
+        """Send the answer's row, finalising its streamed preview, if any
+        (:mod:`conversations.outbox._streams`)."""
+        action = row.action
+        streamed = await streams.finalising(self.conversation_id)
+        if streamed is not None and isinstance(action, PostReply):
+            action = action.model_copy(update={"streamed": streamed})
+        outcome = await self.deliver([row], action)
+        if isinstance(outcome, Sent) or outcome.final:
+            streams.settled(self.conversation_id)
+        return outcome
 
     @staticmethod
     def follow(outcome: Outcome) -> Next:

@@ -1,0 +1,148 @@
+"""Streamed answers on Slack: ``chat.startStream`` / ``appendStream`` / ``stopStream``.
+
+The answer's preview is streamed into one reply while the model writes it
+(https://docs.slack.dev/reference/methods/chat.startStream, ``chat.appendStream``,
+``chat.stopStream``; docs/architecture.md "Streamed answers"): a stream is for its
+recipient (the requester) of the workspace, both required in a channel; each call
+takes at most 12,000 characters of ``markdown_text``. The texts are escaped as every
+text threadbot posts (:func:`adapters.slack.outbound.escape`), and what went into each
+message is kept, so the answer's row finalises it exactly:
+
+- the stream still open and the whole answer going on from what was streamed:
+  ``chat.stopStream`` with the rest, and the outbox key in its ``metadata`` (so a
+  post that may have gone out is found as any other, :mod:`adapters.slack.sending`);
+- else (Slack ended the stream, ``message_not_in_streaming_state``; or the text
+  differs from what was streamed): the stream is stopped if it may still be open, and
+  the whole answer edited into the message with ``chat.update``;
+- an answer too long for one message (:data:`MAX_TEXT`) is not edited in: it is
+  posted as before (:meth:`SlackStreams.finalise` answers None).
+
+Every call goes through the client that retries nothing (appending twice would show
+the text twice) but the edit, which may be asked again. Errors: ``message_not_in_streaming_state``
+becomes :class:`conversations.errors.StreamEnded`; a 429 :class:`conversations.errors.RateLimited`;
+any other failure :class:`conversations.errors.DeliveryError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from adapters.slack.outbound import OUTBOX_EVENT_TYPE, escape, render
+from adapters.slack.web import UNREACHABLE, WebClients
+from conversations.errors import DeliveryError, RateLimited, StreamEnded
+from conversations.events import PlatformRef, PostReply, UpdateMessage
+
+log = logging.getLogger(__name__)
+
+NOT_STREAMING = "message_not_in_streaming_state"
+"""Slack's answer to an append or stop of a stream it ended (python-slack-sdk #1859)."""
+MAX_TEXT = 3_900
+"""Characters of one message's text (:func:`adapters.slack.outbound.render`'s ``max_text``)."""
+
+
+class SlackStreams:
+    """Streams into Slack threads through ``clients``; ``limit``: characters a streamed
+    message may hold (the smaller of :data:`MAX_TEXT` and the file threshold)."""
+
+    def __init__(self, *, clients: WebClients, limit: int) -> None:
+        self._clients = clients
+        self.limit = limit
+        self._sent: dict[str, str] = {}
+        """Each streamed message's text as sent (escaped), by ts."""
+
+    async def start(self, thread: PlatformRef, recipient: str, text: str) -> str:
+        """Start a stream in ``thread`` for ``recipient``; its message's ts."""
+        escaped = escape(text)
+        answer = await self._call(
+            "chat_startStream",
+            channel=thread.channel,
+            thread_ts=thread.thread or "",
+            recipient_user_id=recipient,
+            recipient_team_id=thread.workspace,
+            markdown_text=escaped,
+        )
+        ts = str(answer.get("ts") or "")
+        if not ts:
+            raise DeliveryError("Slack started a stream without a ts")
+        self._sent[ts] = escaped
+        return ts
+
+    async def append(self, thread: PlatformRef, ts: str, text: str) -> None:
+        """Append ``text`` to the stream of ``ts``."""
+        escaped = escape(text)
+        await self._call("chat_appendStream", channel=thread.channel, ts=ts, markdown_text=escaped)
+        self._sent[ts] = self._sent.get(ts, "") + escaped
+
+    async def stop(self, thread: PlatformRef, ts: str, text: str) -> None:
+        """Stop the stream of ``ts``, ending it with ``text`` (none when empty)."""
+        escaped = escape(text)
+        await self._call(
+            "chat_stopStream", channel=thread.channel, ts=ts, markdown_text=escaped or None
+        )
+        self._sent[ts] = self._sent.get(ts, "") + escaped
+
+    async def finalise(self, action: PostReply, key: str) -> str | None:
+        """Finalise the streamed message with the whole of ``action`` (see the module
+        docstring); its ts, or None when it must be posted as before. Raises as
+        :meth:`start`, :class:`StreamEnded` aside (the answer is edited in)."""
+        assert action.streamed is not None
+        ts, channel = action.streamed.message, action.ref.channel
+        final = escape(action.text)
+        sent = self._sent.get(ts)
+        metadata = {"event_type": OUTBOX_EVENT_TYPE, "event_payload": {"key": key, "part": 0}}
+        if action.streamed.open and sent is not None and final.startswith(sent):
+            rest = final[len(sent) :]
+            try:
+                await self._call(
+                    "chat_stopStream",
+                    channel=channel,
+                    ts=ts,
+                    metadata=metadata,
+                    markdown_text=rest or None,
+                )
+                self._sent.pop(ts, None)
+                return ts
+            except StreamEnded:
+                pass  # Slack ended it meanwhile: edited in below
+        elif action.streamed.open:
+            try:
+                await self._call("chat_stopStream", channel=channel, ts=ts)
+            except StreamEnded:
+                pass
+        self._sent.pop(ts, None)
+        if len(final) > MAX_TEXT:
+            return None  # one edit cannot hold it: posted as before, in parts or a file
+        edit = UpdateMessage(ref=action.ref.model_copy(update={"message": ts}), text=action.text)
+        [call] = render(edit, idempotency_key=key)
+        await self._call("chat_update", edit=True, metadata=metadata, **call.args)
+        return ts
+
+    async def _call(self, method: str, *, edit: bool = False, **args: Any) -> dict[str, Any]:
+        """``client.<method>(**args)``, the edit client's for ``edit``, its answer's data."""
+        client = self._clients.edit_client if edit else self._clients.post_client
+        try:
+            response = await getattr(client, method)(**args)
+        except SlackApiError as exc:
+            raise _stream_error(exc) from exc
+        except UNREACHABLE as exc:
+            log.warning("Slack could not be reached for %s: %r", method, exc)
+            raise DeliveryError("Slack could not be reached (the connection failed)") from exc
+        data = response.data
+        return data if isinstance(data, dict) else {}
+
+
+def _stream_error(exc: SlackApiError) -> DeliveryError:
+    """A refused stream call in words: ended, a 429, or Slack's refusal."""
+    response = exc.response
+    status = getattr(response, "status_code", None) or getattr(response, "status", 0)
+    data = getattr(response, "data", None)
+    code = data.get("error") if isinstance(data, dict) else None
+    if code == NOT_STREAMING:
+        return StreamEnded(f"Slack ended the stream ({code})")
+    if status == 429:
+        retry = response.headers.get("Retry-After") if hasattr(response, "headers") else None
+        return RateLimited("Slack asked to slow down (HTTP 429)", retry_after=float(retry or 1))
+    return DeliveryError(f"Slack refused it ({code})" if code else f"Slack answered HTTP {status}")

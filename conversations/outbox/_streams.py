@@ -1,0 +1,255 @@
+"""Streamed answers: the answer's preview pushed into its thread while the model writes it.
+
+The engine tells :class:`AnswerStreams` (its :class:`core.run.preview.AnswerPreview`)
+the answer so far; a task of the conversation pushes what is new to the platform's
+:class:`conversations.adapter.AnswerStreamer` (Slack's ``chat.startStream`` /
+``appendStream``), and the answer's outbox row finalises it (docs/architecture.md
+"Streamed answers"):
+
+- A stream starts only when the deliverer may send the conversation's next row now:
+  no worker of it busy, this process holding its delivery claim, and no row of it
+  pending (so the plan, the notes and the session's status are in the thread first);
+  a worker that ends tells it to look again (:meth:`AnswerStreams.nudge`).
+- The preview opens with the answer's mark (``✅ ``) and goes through a
+  :class:`core.secrets.RedactionStream`: a tail that may be the start of a secret is
+  held back until the next piece shows it is not, so a token split across two
+  pieces is never shown, even in part.
+- The answer's row, when its turn comes (:meth:`AnswerStreams.finalising`), is sent
+  with the preview (:class:`conversations.events.StreamedPreview`): the sender stops
+  the stream with the rest of the answer, or, where the stream ended (the platform
+  ended it, a call failed), edits the whole answer into the streamed message. So the
+  thread holds the answer once, whole, in one message. Where no stream was started
+  (not allowed, no streamer on the platform, rows pending all along) the row is
+  posted as before.
+- A preview that grows past the streamer's ``stream_limit`` is stopped with
+  :data:`TOO_LONG` and the answer's row is posted as before (parts, or a file).
+- Another milestone (a stop, a failure, a reply's acknowledgement) closes an open
+  stream as it is first (:meth:`AnswerStreams.close`).
+
+Nothing here is stored: a process that dies leaves its stream to the platform, which
+ends it, and the answer's row, delivered by whoever holds the claim next, is posted
+as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Container, Mapping
+from dataclasses import dataclass, field
+
+from conversations.adapter import AnswerStreamer, Sender
+from conversations.errors import DeliveryError, RateLimited, StreamEnded
+from conversations.events import PlatformRef, StreamedPreview
+from conversations.outbox._known import KnownRows
+from conversations.store import ConversationInfo
+from core.secrets import NO_SECRETS, RedactionStream, Redactor
+
+log = logging.getLogger("conversations.outbox")
+
+OPENING = "✅ "
+"""How a streamed answer opens: its mark (:func:`conversations.render.render_event`)."""
+TOO_LONG = "\n… _(too long to show as it is written: the whole answer follows)_"
+"""What ends a stream that grew past its streamer's ``stream_limit``."""
+
+ConversationLookup = Callable[[str], Awaitable[ConversationInfo | None]]
+"""A conversation's binding and requester, by its id (the store's ``threads.find``)."""
+
+
+@dataclass
+class _Stream:
+    """One conversation's preview: what the run told, what went out."""
+
+    redaction: RedactionStream
+    text: str = ""
+    fed: int = 0
+    """Characters of ``text`` fed to the redaction stream."""
+    out: str = ""
+    """Released by the redaction stream, not streamed yet."""
+    thread: PlatformRef | None = None
+    recipient: str = ""
+    streamer: AnswerStreamer | None = None
+    message: str | None = None
+    shown: int = 0
+    open: bool = False
+    """The stream takes text."""
+    pushing: bool = True
+    """The preview may still be streamed (not finalised, not too long, not refused)."""
+    too_long: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    task: asyncio.Task[None] | None = None
+
+
+class AnswerStreams:
+    """Streams each conversation's answer while it is written (see the module docstring).
+
+    ``conversation`` finds a conversation's thread and requester; ``redactor`` the bot's
+    secrets. :meth:`attach` ties it to the deliverer whose rows finalise its streams."""
+
+    def __init__(self, *, conversation: ConversationLookup, redactor: Redactor = NO_SECRETS):
+        self._conversation = conversation
+        self._redactor = redactor
+        self._streams: dict[str, _Stream] = {}
+        self._workers: Container[str] = ()
+        self._known: KnownRows | None = None
+        self._may_send: Callable[[str], Awaitable[bool]] | None = None
+        self._senders: Mapping[str, Sender] = {}
+
+    def attach(
+        self,
+        workers: Container[str],
+        known: KnownRows,
+        may_send: Callable[[str], Awaitable[bool]],
+        senders: Mapping[str, Sender],
+    ) -> None:
+        """Stream through a deliverer: its busy ``workers`` (conversation ids), the rows it
+        ``known``s pending, its claims' ``may_send`` and its ``senders`` by platform
+        (those that are :class:`AnswerStreamer` stream)."""
+        self._workers, self._known, self._may_send = workers, known, may_send
+        self._senders = senders
+
+    async def _quiet(self, conversation_id: str) -> bool:
+        """Whether the conversation's next row may go now: no worker of it busy, nothing
+        of it pending, its delivery claim held here (taken, when it may be)."""
+        assert self._known is not None and self._may_send is not None
+        if conversation_id in self._workers or self._known.pending(conversation_id):
+            return False
+        if not await self._may_send(conversation_id):
+            return False
+        return not self._known.pending(conversation_id)  # a claim taken anew reads again
+
+    def _streamer(self, platform: str) -> AnswerStreamer | None:
+        sender = self._senders.get(platform)
+        return sender if isinstance(sender, AnswerStreamer) else None
+
+    # --- the engine's preview (core.run.preview.AnswerPreview) ---------------------
+
+    def grew(self, conversation_id: str, text: str) -> None:
+        """The answer so far; pushed by the conversation's task when it may go."""
+        stream = self._streams.get(conversation_id)
+        if stream is None:
+            stream = _Stream(redaction=self._redactor.stream())
+            self._streams[conversation_id] = stream
+        if not stream.pushing:
+            return
+        if not text.startswith(stream.text[: stream.fed]):
+            # Another response (the one before broke off): what was shown stays, and
+            # the answer's row edits the whole answer in.
+            stream.pushing = stream.message is None
+            stream.redaction, stream.fed, stream.out = self._redactor.stream(), 0, ""
+        stream.text = text
+        stream.changed.set()
+        if stream.pushing and (stream.task is None or stream.task.done()):
+            stream.task = asyncio.create_task(
+                self._push(conversation_id, stream), name=f"stream {conversation_id}"
+            )
+
+    def ended(self, conversation_id: str, answered: bool) -> None:
+        """The turn ended: the answer's row (or another milestone) finalises the stream."""
+        return None
+
+    # --- the deliverer's ---------------------------------------------------------
+
+    def nudge(self, conversation_id: str) -> None:
+        """Look again whether the conversation may be streamed (a worker of it ended)."""
+        stream = self._streams.get(conversation_id)
+        if stream is not None:
+            stream.changed.set()
+
+    async def finalising(self, conversation_id: str) -> StreamedPreview | None:
+        """The preview the answer's row finalises (None: post it as before); nothing is
+        streamed after this. Waits for a push under way."""
+        stream = self._streams.get(conversation_id)
+        if stream is None:
+            return None
+        async with stream.lock:
+            self._halt(stream)
+            if stream.message is None or stream.too_long:
+                return None
+            return StreamedPreview(message=stream.message, open=stream.open)
+
+    def settled(self, conversation_id: str) -> None:
+        """The answer's row went out: forget the stream (a later run streams anew)."""
+        stream = self._streams.pop(conversation_id, None)
+        if stream is not None:
+            self._halt(stream)
+
+    async def close(self, conversation_id: str) -> None:
+        """Close the conversation's stream as it is (another milestone comes first)."""
+        stream = self._streams.pop(conversation_id, None)
+        if stream is None:
+            return
+        async with stream.lock:
+            self._halt(stream)
+            if stream.open and stream.streamer is not None and stream.thread is not None:
+                assert stream.message is not None
+                with contextlib.suppress(DeliveryError):
+                    await stream.streamer.stop_stream(stream.thread, stream.message, "")
+                stream.open = False
+
+    def cancel(self) -> None:
+        """Stop pushing anything (the deliverer stops)."""
+        for stream in self._streams.values():
+            if stream.task is not None:
+                stream.task.cancel()
+
+    # --- pushing ----------------------------------------------------------------
+
+    @staticmethod
+    def _halt(stream: _Stream) -> None:
+        stream.pushing = False
+        stream.changed.set()
+
+    async def _push(self, conversation_id: str, stream: _Stream) -> None:
+        """Push what is new whenever the conversation may be streamed, until halted."""
+        while stream.pushing:
+            stream.changed.clear()
+            new = stream.fed < len(stream.text) or bool(stream.out)
+            if new and self._known is not None and await self._quiet(conversation_id):
+                async with stream.lock:
+                    if stream.pushing:
+                        await self._step(conversation_id, stream)
+                continue
+            await stream.changed.wait()
+
+    async def _step(self, conversation_id: str, stream: _Stream) -> None:
+        """Stream what the redaction releases: start the stream, or append to it."""
+        if stream.streamer is None:
+            info = await self._conversation(conversation_id)
+            streamer = self._streamer(info.binding.platform) if info is not None else None
+            if info is None or streamer is None or info.binding.thread is None:
+                stream.pushing = False  # nowhere to stream: the row is posted as before
+                return
+            stream.streamer, stream.thread = streamer, info.binding
+            stream.recipient = info.requester.id
+        streamer, thread = stream.streamer, stream.thread
+        assert thread is not None
+        stream.out += stream.redaction.feed(stream.text[stream.fed :])
+        stream.fed = len(stream.text)
+        if not stream.out:
+            return
+        if stream.shown + len(stream.out) + len(OPENING) + len(TOO_LONG) > streamer.stream_limit:
+            stream.too_long, stream.pushing = True, False
+            if stream.open and stream.message is not None:
+                with contextlib.suppress(DeliveryError):
+                    await streamer.stop_stream(thread, stream.message, TOO_LONG)
+                stream.open = False
+            return
+        try:
+            if stream.message is None:
+                text = OPENING + stream.out
+                stream.message = await streamer.start_stream(thread, stream.recipient, text)
+                stream.open, stream.shown = True, len(text)
+            else:
+                await streamer.append_stream(thread, stream.message, stream.out)
+                stream.shown += len(stream.out)
+            stream.out = ""
+        except RateLimited:
+            return  # what was released waits for the next piece
+        except StreamEnded:
+            stream.open, stream.pushing = False, False
+        except DeliveryError as exc:
+            log.warning("streaming the answer of %s failed: %s", conversation_id, exc)
+            stream.open, stream.pushing = False, False

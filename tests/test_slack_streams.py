@@ -1,0 +1,153 @@
+"""Streamed answers on Slack: the answer shows while the model writes it, and arrives whole,
+once (docs/architecture.md "Streamed answers").
+
+The real bolt app and slack-sdk against the fakes (:mod:`tests.slack_harness`); the
+scripted model writes ``finish``'s input in pieces and waits after the first
+(``ScriptedTurn.between``) until the test saw the stream start, so what the fake
+recorded (each start, append and stop, the message as it is now) says what a person
+saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import SecretStr
+
+from conversations.outbox._streams import OPENING, TOO_LONG
+from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from tests.conftest import wait_for
+from tests.fakes.slack_api import TEAM_ID
+from tests.slack_harness import ALICE, CHANNEL, WAIT, Workspace, slack_workspace
+
+ANSWER = (
+    "The session fixture was shared across tests, so a logout in one test ended "
+    "another test's session. Each test now gets its own session; ten runs pass."
+)
+SECRET = "sk-ant-secret-0123456789"
+STREAM_METHODS = ("chat.startStream", "chat.appendStream", "chat.stopStream")
+
+
+def writing(answer: str, *, chunk: int) -> tuple[ScriptedTurn, asyncio.Event]:
+    """A turn that writes ``finish``'s input ``chunk`` characters at a time, waiting after
+    the first piece until the event is set."""
+    between = asyncio.Event()
+    call = ScriptedCall("finish", {"answer": answer})
+    return ScriptedTurn(calls=[call], chunk=chunk, between=between), between
+
+
+async def settled(ws: Workspace, root: str) -> None:
+    """Wait until nothing is pending and the thread's session says it has answered."""
+
+    async def done() -> bool:
+        pending = [r for r in await ws.app.store.outbox.rows() if r.state == "pending"]
+        return not pending and ws.api.session_statuses(CHANNEL, root)[-1:] == ["active"]
+
+    await wait_for(done, seconds=WAIT * 6)
+
+
+def answers(ws: Workspace, root: str) -> list[dict[str, Any]]:
+    """The bot's messages in the thread that hold an answer."""
+    return [m for m in ws.posts(root) if m.get("text", "").startswith(OPENING)]
+
+
+async def started(ws: Workspace) -> str:
+    """Wait for the stream's start; its message's ts."""
+    await wait_for(lambda: [c for c in ws.calls("chat.startStream") if c.ok], seconds=WAIT * 6)
+    [start] = ws.calls("chat.startStream")
+    return str(start.response["ts"])
+
+
+async def test_a_streamed_answer_arrives_whole_once(settings) -> None:
+    turn, between = writing(ANSWER, chunk=24)
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("why do the login tests fail?", settle=False)
+        ts = await started(ws)
+        shown = ws.api.message(CHANNEL, ts)
+        assert shown is not None and shown["text"] == OPENING + "The session "  # as it is written
+        between.set()
+        await settled(ws, root)
+
+        [answer] = answers(ws, root)  # one message holds the answer
+        assert answer["ts"] == ts
+        stream = ws.api.streams[ts]
+        assert stream["state"] == "stopped"
+        assert "".join(stream["chunks"]) == answer["text"]  # the chunks join to the answer
+        assert answer["text"].split("\n")[0] == OPENING + ANSWER
+        assert answer["text"].endswith(f"<@{ALICE}>, here is the answer.")
+        [start] = ws.calls("chat.startStream")
+        assert start.args["thread_ts"] == root
+        assert (start.args["recipient_user_id"], start.args["recipient_team_id"]) == (
+            ALICE,
+            TEAM_ID,
+        )
+        assert not [c for c in ws.calls("chat.postMessage") if OPENING in c.args["text"]]
+        # The answer's row is sent: its key in the message's metadata, its ts stored.
+        [stop] = ws.calls("chat.stopStream")
+        rows = await ws.outbox()
+        assert stop.args["metadata"]["event_payload"]["key"] == f"tb-{rows[ts]}"
+        # the session is active after the answer, processing before the stream
+        assert ws.api.session_statuses(CHANNEL, root) == ["processing", "active"]
+
+
+async def test_a_stream_that_slack_ends_midway_still_arrives_whole_once(settings) -> None:
+    turn, between = writing(ANSWER, chunk=24)
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("why do the login tests fail?", settle=False)
+        ts = await started(ws)
+        ws.api.expire_streams()  # a long run: Slack ends the stream
+        between.set()
+        await settled(ws, root)
+
+        refused = [c for c in ws.calls("chat.appendStream", "chat.stopStream") if not c.ok]
+        assert refused and {c.response["error"] for c in refused} == {
+            "message_not_in_streaming_state"
+        }
+        [answer] = answers(ws, root)  # edited into the streamed message, not posted again
+        assert answer["ts"] == ts and ws.api.streams[ts]["state"] == "expired"
+        assert answer["text"].split("\n")[0] == OPENING + ANSWER
+        assert answer["text"].endswith(f"<@{ALICE}>, here is the answer.")
+        [update] = [c for c in ws.calls("chat.update") if c.args["ts"] == ts]
+        assert update.args["metadata"]["event_payload"]["key"] == f"tb-{(await ws.outbox())[ts]}"
+
+
+async def test_a_secret_split_across_two_pieces_is_never_shown(settings) -> None:
+    settings.anthropic_api_key = SecretStr(SECRET)  # one of the bot's secrets (unused here)
+    answer = f"The key {SECRET} leaked in the log."
+    first = '{"answer": "The key sk-ant-sec'  # the first piece ends inside the secret
+    turn, between = writing(answer, chunk=len(first))
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("what leaked?", settle=False)
+        ts = await started(ws)
+        between.set()
+        await settled(ws, root)
+
+        stream = ws.api.streams[ts]
+        assert stream["chunks"][0] == OPENING + "The key "  # the secret's start held back
+        [shown] = answers(ws, root)
+        assert "".join(stream["chunks"]) == shown["text"]
+        assert shown["text"].split("\n")[0] == (
+            f"{OPENING}The key [redacted ANTHROPIC_API_KEY] leaked in the log."
+        )
+        sent = [str(c.args) for c in ws.api.calls]
+        assert not any("sk-ant" in args for args in sent)  # not even its start
+
+
+async def test_an_answer_past_the_limit_is_closed_with_a_note_and_posted_as_a_file(
+    settings,
+) -> None:
+    settings.file_threshold = 300
+    long_answer = " ".join(f"Line {n} of the findings." for n in range(40))
+    turn, between = writing(long_answer, chunk=40)
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("tell me everything", settle=False)
+        ts = await started(ws)
+        between.set()
+        await settled(ws, root)
+
+        stream = ws.api.streams[ts]
+        assert stream["state"] == "stopped" and stream["chunks"][-1] == TOO_LONG
+        assert len("".join(stream["chunks"])) <= 300
+        [uploaded] = ws.api.files.values()  # the whole answer, as a file, as before
+        assert uploaded.content is not None and long_answer in uploaded.content.decode()
