@@ -277,6 +277,7 @@ async def build(
         wakeup_poll=settings.wakeup_poll,
         shutdown_grace=settings.shutdown_grace,
         on_open=places.know,
+        on_resume=parts.streams.resumed,  # a stream of its answer may be left open
         slots=slots,
         workflow_priority=workflow_priority(parts.library, places, store.journal),
         queued_after=settings.queued_after,

@@ -59,6 +59,12 @@ class AnswerStreamer(Protocol):
         """End the stream of ``message``, adding ``text`` (may be empty) first."""
         ...
 
+    async def left_open(self, thread: PlatformRef, opening: str) -> str | None:
+        """The message id of a stream of an answer (opening with ``opening``) that a
+        process left in ``thread`` when it died, if it is the bot's newest message there;
+        None otherwise. Never raises."""
+        ...
+
 
 class InboundSink(Protocol):
     """Where an adapter hands what people did (the hub)."""

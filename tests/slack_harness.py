@@ -364,17 +364,20 @@ async def slack_workspace(
     *,
     transport: Transport = "http",
     wall_clock: Callable[[], datetime] | None = None,
+    api: FakeSlackApi | None = None,
 ) -> AsyncIterator[Workspace]:
     """The bot on Slack over ``transport``, against the fakes; everything closed after.
     ``model``: None for the settings' own (the real client against a fake Messages API).
-    ``wall_clock``: the app's wall clock (the sweeper's), when the test moves it."""
+    ``wall_clock``: the app's wall clock (the sweeper's), when the test moves it.
+    ``api``: a Slack fake of the test's own (kept across two bots: a restart), HTTP only."""
     async with contextlib.AsyncExitStack() as stack:
         socket: FakeSocketModeServer | None = None
         if transport == "socket":
             socket = await stack.enter_async_context(FakeSocketModeServer())
-        api = await stack.enter_async_context(
-            FakeSlackApi(socket_url=socket.url if socket is not None else None)
-        )
+        if api is None:
+            api = await stack.enter_async_context(
+                FakeSlackApi(socket_url=socket.url if socket is not None else None)
+            )
         http = await stack.enter_async_context(aiohttp.ClientSession())
         clocked = {"wall_clock": wall_clock} if wall_clock is not None else {}
         app = await build(settings, model=model, **clocked)

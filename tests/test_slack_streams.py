@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from conversations.outbox._streams import OPENING, TOO_LONG
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
-from tests.fakes.slack_api import TEAM_ID
+from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
 from tests.slack_harness import ALICE, CHANNEL, WAIT, Workspace, slack_workspace
 
 ANSWER = (
@@ -151,3 +151,31 @@ async def test_an_answer_past_the_limit_is_closed_with_a_note_and_posted_as_a_fi
         assert len("".join(stream["chunks"])) <= 300
         [uploaded] = ws.api.files.values()  # the whole answer, as a file, as before
         assert uploaded.content is not None and long_answer in uploaded.content.decode()
+
+
+async def test_a_restart_in_the_middle_of_a_stream_leaves_one_whole_answer(
+    sqlite_settings,
+) -> None:
+    settings = sqlite_settings
+    settings.shutdown_grace = 0.1  # the first bot does not wait for its model
+    turn, _never = writing(ANSWER, chunk=24)  # the first bot stops half way through
+    async with FakeSlackApi() as api:
+        async with slack_workspace(settings, ScriptedModel([turn]), api=api) as ws:
+            root = await ws.mention("why do the login tests fail?", settle=False)
+            ts = await started(ws)
+        assert api.streams[ts]["state"] == "streaming"  # left open, half an answer in it
+
+        again = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("finish", {"answer": ANSWER})])])
+        async with slack_workspace(settings, again, api=api) as ws:
+            await settled(ws, root)
+
+            [answer] = answers(ws, root)  # the stream left open holds the answer, whole
+            assert answer["ts"] == ts
+            assert answer["text"].split("\n")[0] == OPENING + ANSWER
+            assert answer["text"].endswith(f"<@{ALICE}>, here is the answer.")
+            assert api.streams[ts]["state"] == "stopped"  # the restart closed it
+            assert len(api.calls_of("chat.startStream")) == 1
+            [update] = [c for c in api.calls_of("chat.update") if c.args["ts"] == ts]
+            assert (
+                update.args["metadata"]["event_payload"]["key"] == f"tb-{(await ws.outbox())[ts]}"
+            )

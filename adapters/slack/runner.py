@@ -49,7 +49,7 @@ from adapters.slack.socket_mode import GuardedSocketModeHandler
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from adapters.slack.types import AuthTest, BlockActions, BotsInfo, EventCallback, SlashCommand
 from adapters.slack.unhandled import UnhandledRequests
-from adapters.slack.web import RateLimitSeen, WebClients
+from adapters.slack.web import UNREACHABLE, RateLimitSeen, WebClients
 from conversations.adapter import InboundSink
 from conversations.events import InboundEvent, OutboundAction, PlatformRef
 from conversations.texts import PlatformTexts
@@ -337,6 +337,16 @@ class SlackAdapter:
     async def stop_stream(self, thread: PlatformRef, message: str, text: str) -> None:
         """``chat.stopStream`` of ``message``, ending with ``text``."""
         await self._sender.streams.stop(thread, message, text)
+
+    async def left_open(self, thread: PlatformRef, opening: str) -> str | None:
+        """A stream left open in ``thread`` by a process that died, if any (asked before
+        the adapter started, the bot's user id comes from ``auth.test``)."""
+        user = self.me.user_id if self.me is not None else ""
+        if not user:
+            with contextlib.suppress(*UNREACHABLE):  # a refusal is a SlackClientError too
+                data = (await self.client.auth_test()).data
+                user = (text(data.get("user_id")) if isinstance(data, dict) else None) or ""
+        return await self._sender.streams.left_open(thread, user, opening) if user else None
 
 
 class _WithoutTokenNotice(logging.Filter):

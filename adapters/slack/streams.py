@@ -17,6 +17,11 @@ message is kept, so the answer's row finalises it exactly:
 - an answer too long for one message (:data:`MAX_TEXT`) is not edited in: it is
   posted as before (:meth:`SlackStreams.finalise` answers None).
 
+Every stream threadbot stops itself carries ``metadata`` (the answer's outbox key, or
+:data:`STREAM_EVENT_TYPE`), so a stream a dead process left open is the bot's newest
+message in the thread with none, no files, opening with the answer's mark
+(:meth:`SlackStreams.left_open`, read with ``conversations.replies``).
+
 Every call goes through the client that retries nothing (appending twice would show
 the text twice) but the edit, which may be asked again. Errors: ``message_not_in_streaming_state``
 becomes :class:`conversations.errors.StreamEnded`; a 429 :class:`conversations.errors.RateLimited`;
@@ -39,6 +44,9 @@ log = logging.getLogger(__name__)
 
 NOT_STREAMING = "message_not_in_streaming_state"
 """Slack's answer to an append or stop of a stream it ended (python-slack-sdk #1859)."""
+STREAM_EVENT_TYPE = "threadbot_stream"
+"""``metadata.event_type`` of a stream threadbot stopped without an answer in it (closed
+as it was, or too long), so it is never taken for one left open."""
 MAX_TEXT = 3_900
 """Characters of one message's text (:func:`adapters.slack.outbound.render`'s ``max_text``)."""
 
@@ -79,10 +87,40 @@ class SlackStreams:
     async def stop(self, thread: PlatformRef, ts: str, text: str) -> None:
         """Stop the stream of ``ts``, ending it with ``text`` (none when empty)."""
         escaped = escape(text)
+        metadata = {"event_type": STREAM_EVENT_TYPE, "event_payload": {"closed": True}}
         await self._call(
-            "chat_stopStream", channel=thread.channel, ts=ts, markdown_text=escaped or None
+            "chat_stopStream",
+            channel=thread.channel,
+            ts=ts,
+            markdown_text=escaped or None,
+            metadata=metadata,
         )
         self._sent[ts] = self._sent.get(ts, "") + escaped
+
+    async def left_open(self, thread: PlatformRef, bot_user: str, opening: str) -> str | None:
+        """The ts of a stream a process left open in ``thread``: the newest message of
+        ``bot_user`` there, if it has no metadata and no files and opens with ``opening``
+        (see the module docstring); None when there is none, or Slack would not say."""
+        if thread.thread is None:
+            return None
+        try:
+            answer = await self._clients.client.conversations_replies(
+                channel=thread.channel, ts=thread.thread, include_all_metadata=True, limit=200
+            )
+        except SlackApiError as exc:
+            log.warning("could not look for a stream left open in %s: %r", thread.thread, exc)
+            return None
+        except UNREACHABLE as exc:
+            log.warning("Slack could not be reached for conversations.replies: %r", exc)
+            return None
+        data = answer.data if isinstance(answer.data, dict) else {}
+        ours = [m for m in data.get("messages") or [] if m.get("user") == bot_user]
+        if not ours or ours[-1].get("ts") == thread.thread:
+            return None
+        newest = ours[-1]
+        if newest.get("metadata") or newest.get("files"):
+            return None
+        return str(newest["ts"]) if str(newest.get("text", "")).startswith(opening) else None
 
     async def finalise(self, action: PostReply, key: str) -> str | None:
         """Finalise the streamed message with the whole of ``action`` (see the module

@@ -270,6 +270,7 @@ class Hub:
             if lease is None:
                 continue
             self.leases.taken_over(lease)
+            self._settings.on_resume(conversation_id)
             self._runs.run(conversation_id)
             resumed.append(conversation_id)
         return resumed
@@ -290,6 +291,7 @@ class Hub:
         for lease in taken:
             log.warning("taking over conversation %s: its lease lapsed", lease.conversation_id)
             self.leases.taken_over(lease)
+            self._settings.on_resume(lease.conversation_id)
             self._runs.run(lease.conversation_id)
         if ids:
             await self.resume_unhandled(only=ids)

@@ -59,6 +59,10 @@ class HubSettings:
     on_open: Callable[[str, PlatformRef], None] | None = None
     """Told each conversation a mention opened here and its thread (the bot keeps its
     place's settings for its first run, which then reads nothing for them)."""
+    on_resume: Callable[[str], None] = lambda _conversation_id: None
+    """Told each conversation whose run goes on here after another process left it (a
+    restart, a takeover): a stream of its answer may be left open in its thread
+    (:mod:`conversations.outbox._streams`)."""
     files: FileLimits = field(default_factory=FileLimits)
     """Caps on the files a message may share: bytes a file, files a message, seconds a
     download (:mod:`conversations.files`)."""

@@ -26,9 +26,14 @@ the answer so far; a task of the conversation pushes what is new to the platform
 - Another milestone (a stop, a failure, a reply's acknowledgement) closes an open
   stream as it is first (:meth:`AnswerStreams.close`).
 
-Nothing here is stored: a process that dies leaves its stream to the platform, which
-ends it, and the answer's row, delivered by whoever holds the claim next, is posted
-as before.
+Nothing here is stored. A process that dies leaves its stream open; where a run goes
+on after another process left it (a restart, a takeover: :meth:`AnswerStreams.resumed`,
+told by the hub), the thread is looked at once (``conversations.replies`` on Slack) for
+such a stream (:meth:`AnswerStreamer.left_open`: the bot's newest message there, a
+stream never stopped), before a stream of its own starts or an answer that streamed
+nothing here goes out. One found is taken over: nothing more is streamed into it, and
+the answer's row stops it and edits the whole answer in. So a restart in the middle of
+a stream leaves one whole answer.
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ class _Stream:
     pushing: bool = True
     """The preview may still be streamed (not finalised, not too long, not refused)."""
     too_long: bool = False
+    looked_up: bool = False
+    """The conversation's thread and streamer were looked for."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None
@@ -92,6 +99,8 @@ class AnswerStreams:
         self._conversation = conversation
         self._redactor = redactor
         self._streams: dict[str, _Stream] = {}
+        self._resumed: set[str] = set()
+        """Conversations resumed here whose thread is yet to be looked at (:meth:`resumed`)."""
         self._workers: Container[str] = ()
         self._known: KnownRows | None = None
         self._may_send: Callable[[str], Awaitable[bool]] | None = None
@@ -152,6 +161,11 @@ class AnswerStreams:
 
     # --- the deliverer's ---------------------------------------------------------
 
+    def resumed(self, conversation_id: str) -> None:
+        """The conversation's run goes on here after another process left it: look for a
+        stream of its answer left open before streaming or finalising it."""
+        self._resumed.add(conversation_id)
+
     def nudge(self, conversation_id: str) -> None:
         """Look again whether the conversation may be streamed (a worker of it ended)."""
         stream = self._streams.get(conversation_id)
@@ -160,12 +174,18 @@ class AnswerStreams:
 
     async def finalising(self, conversation_id: str) -> StreamedPreview | None:
         """The preview the answer's row finalises (None: post it as before); nothing is
-        streamed after this. Waits for a push under way."""
+        streamed after this. Waits for a push under way; an answer that streamed nothing
+        here looks for a stream left open first."""
         stream = self._streams.get(conversation_id)
         if stream is None:
-            return None
+            if self._known is None or conversation_id not in self._resumed:
+                return None
+            stream = _Stream(redaction=self._redactor.stream(), pushing=False)
+            self._streams[conversation_id] = stream
         async with stream.lock:
             self._halt(stream)
+            if stream.message is None and not stream.too_long:
+                await self._taken_over(conversation_id, stream)
             if stream.message is None or stream.too_long:
                 return None
             return StreamedPreview(message=stream.message, open=stream.open)
@@ -173,6 +193,7 @@ class AnswerStreams:
     def settled(self, conversation_id: str) -> None:
         """The answer's row went out: forget the stream (a later run streams anew)."""
         stream = self._streams.pop(conversation_id, None)
+        self._resumed.discard(conversation_id)
         if stream is not None:
             self._halt(stream)
 
@@ -214,18 +235,40 @@ class AnswerStreams:
                 continue
             await stream.changed.wait()
 
-    async def _step(self, conversation_id: str, stream: _Stream) -> None:
-        """Stream what the redaction releases: start the stream, or append to it."""
-        if stream.streamer is None:
+    async def _bound(self, conversation_id: str, stream: _Stream) -> bool:
+        """Whether the conversation has a thread and a streamer (found once)."""
+        if stream.streamer is None and not stream.looked_up:
+            stream.looked_up = True
             info = await self._conversation(conversation_id)
             streamer = self._streamer(info.binding.platform) if info is not None else None
-            if info is None or streamer is None or info.binding.thread is None:
-                stream.pushing = False  # nowhere to stream: the row is posted as before
-                return
-            stream.streamer, stream.thread = streamer, info.binding
-            stream.recipient = info.requester.id
+            if info is not None and streamer is not None and info.binding.thread is not None:
+                stream.streamer, stream.thread = streamer, info.binding
+                stream.recipient = info.requester.id
+        return stream.streamer is not None
+
+    async def _taken_over(self, conversation_id: str, stream: _Stream) -> bool:
+        """Take over a stream a dead process left open in the thread (the module
+        docstring): the answer's row stops it and edits the whole answer in."""
+        if conversation_id not in self._resumed or not await self._bound(conversation_id, stream):
+            return False
+        self._resumed.discard(conversation_id)
+        assert stream.streamer is not None and stream.thread is not None
+        found = await stream.streamer.left_open(stream.thread, OPENING)
+        if found is None:
+            return False
+        log.info("taking over the stream %s left open in %s", found, conversation_id)
+        stream.message, stream.open, stream.pushing = found, True, False
+        return True
+
+    async def _step(self, conversation_id: str, stream: _Stream) -> None:
+        """Stream what the redaction releases: start the stream, or append to it."""
+        if not await self._bound(conversation_id, stream):
+            stream.pushing = False  # nowhere to stream: the row is posted as before
+            return
+        if stream.message is None and await self._taken_over(conversation_id, stream):
+            return
         streamer, thread = stream.streamer, stream.thread
-        assert thread is not None
+        assert streamer is not None and thread is not None
         stream.out += stream.redaction.feed(stream.text[stream.fed :])
         stream.fed = len(stream.text)
         if not stream.out:

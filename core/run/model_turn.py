@@ -45,6 +45,7 @@ from core.tools import control
 from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage, ToolCall
 from core.vocabulary.requests import PlanApproval
 from core.vocabulary.snapshot import ConversationSnapshot
+from core.workflows.model import Outcome, StateKind
 
 
 async def model_turn(
@@ -129,7 +130,7 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
     stop_reason = "end_turn"
     content: tuple[dict[str, Any], ...] = ()
     started = time.monotonic()
-    pieces = AnswerPieces() if _previewed(run) else None
+    pieces = AnswerPieces() if _previewed(run, position) else None
     whole = False  # the response came to its end
     try:
         async for event in deps.model.stream(request):
@@ -173,10 +174,15 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
     )
 
 
-def _previewed(run: Run) -> bool:
-    """Whether a turn of ``run`` shows its answer as it is written: the conversation's own
-    run, not a nested scope's (an expert's ``finish`` hands back, it answers nobody)."""
-    return run.scope.parent is None and run.scope.role != "expert"
+def _previewed(run: Run, position: str) -> bool:
+    """Whether a turn of ``run`` at ``position`` shows its answer as it is written: the
+    conversation's own run, not a nested scope's (an expert's ``finish`` hands back, it
+    answers nobody), where ``finish`` leads straight to an ``end`` state (elsewhere, in a
+    workflow's fix step, say, its answer is not the one the conversation ends with)."""
+    if run.scope.parent is not None or run.scope.role == "expert":
+        return False
+    target = run.workflow.target(position, Outcome.FINISHED)
+    return isinstance(target, str) and run.workflow.state(target).kind == StateKind.END
 
 
 def _priced(
