@@ -196,6 +196,10 @@ ANSWER = "answer"
 """``purpose`` of a run's answer row (a milestone), which finalises its streamed preview."""
 
 
+TOO_LONG = "\n… _(too long to show as it is written: the whole answer follows)_"
+"""What ends a streamed preview of an answer too long for one message."""
+
+
 class StreamedPreview(BaseModel):
     """A post whose preview was streamed already into the bot's message ``message``
     (docs/architecture.md "Streamed answers"): ``open`` when the stream still takes

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from conversations.outbox._streams import OPENING, TOO_LONG
+from conversations.events import TOO_LONG
+from conversations.outbox._streams import OPENING
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi

@@ -39,7 +39,7 @@ from adapters.fields import mapping, mappings, text
 from adapters.limits import answer_file_name, file_summary
 from adapters.slack.outbound import ApiCall, escape, render, seed_reactions, session_call
 from adapters.slack.sessions import AgentSessions
-from adapters.slack.streams import SlackStreams
+from adapters.slack.streams import MAX_TEXT, SlackStreams
 from adapters.slack.types import ConversationsReplies, PostMessageAnswer
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited
@@ -138,9 +138,10 @@ class SlackSender:
                 ts = str(answer.get("message_ts") or answer.get("ts") or "") or ts
             return ts
         if action.streamed is not None and not (maybe_sent or key in self._unsure):
-            finalised = await self.streams.finalise(action, key)  # its preview's message
-            if finalised is not None:
-                return finalised
+            if self._as_file(action) or len(escape(action.text)) > MAX_TEXT:
+                await self.streams.set_aside(action)  # the answer goes as before
+            elif (finalised := await self.streams.finalise(action, key)) is not None:
+                return finalised  # its preview's message
         posted: dict[int, str] = {}
         if maybe_sent or key in self._unsure:
             posted = await self._already_posted(action, key)

@@ -14,8 +14,9 @@ message is kept, so the answer's row finalises it exactly:
 - else (Slack ended the stream, ``message_not_in_streaming_state``; or the text
   differs from what was streamed): the stream is stopped if it may still be open, and
   the whole answer edited into the message with ``chat.update``;
-- an answer too long for one message (:data:`MAX_TEXT`) is not edited in: it is
-  posted as before (:meth:`SlackStreams.finalise` answers None).
+- an answer too long for one message (:data:`MAX_TEXT`), or that goes up as a file, is
+  not put in it: the stream ends with :data:`conversations.events.TOO_LONG`
+  (:meth:`SlackStreams.set_aside`) and the answer is posted as before.
 
 Every stream threadbot stops itself carries ``metadata`` (the answer's outbox key, or
 :data:`STREAM_EVENT_TYPE`), so a stream a dead process left open is the bot's newest
@@ -38,7 +39,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.slack.outbound import OUTBOX_EVENT_TYPE, escape, render
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited, StreamEnded
-from conversations.events import PlatformRef, PostReply, UpdateMessage
+from conversations.events import TOO_LONG, PlatformRef, PostReply, UpdateMessage
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,27 @@ class SlackStreams:
         if newest.get("metadata") or newest.get("files"):
             return None
         return str(newest["ts"]) if str(newest.get("text", "")).startswith(opening) else None
+
+    async def set_aside(self, action: PostReply) -> None:
+        """The answer of ``action`` goes as before (too long for its streamed message, or
+        a file): its message ends with :data:`conversations.events.TOO_LONG` (a stop, or
+        an edit where Slack ended the stream), and nothing of it is taken for an answer."""
+        assert action.streamed is not None
+        ts, thread = action.streamed.message, action.ref
+        sent = self._sent.pop(ts, None)
+        if action.streamed.open:
+            try:
+                await self.stop(thread, ts, TOO_LONG)
+                return
+            except StreamEnded:
+                pass
+        if sent is not None:
+            metadata = {"event_type": STREAM_EVENT_TYPE, "event_payload": {"closed": True}}
+            edit = UpdateMessage(ref=thread.model_copy(update={"message": ts}), text="")
+            [call] = render(edit, idempotency_key="")
+            args = {**call.args, "text": sent + escape(TOO_LONG), "metadata": metadata}
+            args["blocks"] = []
+            await self._call("chat_update", edit=True, **args)
 
     async def finalise(self, action: PostReply, key: str) -> str | None:
         """Finalise the streamed message with the whole of ``action`` (see the module

@@ -131,7 +131,7 @@ class Deliverer:
         self._running = self._driving = self._suspects_known = False
         self._draining, self._swept_at = 0, -math.inf
         if streams is not None:  # the claim's holder streams, once nothing is pending
-            streams.attach(self._workers, self._known, self._gate.may_send, self._raw)
+            streams.attach(self._workers, self._known, self._gate.may_send, self._raw, self._clock)
 
     def add_sender(self, sender: Sender) -> None:
         """Route rows of ``sender.platform`` to ``sender`` (what it sends is redacted)."""

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 from conversations.adapter import AnswerStreamer, Sender
 from conversations.errors import DeliveryError, RateLimited, StreamEnded
-from conversations.events import PlatformRef, StreamedPreview
+from conversations.events import TOO_LONG, PlatformRef, StreamedPreview
+from conversations.outbox._clock import Clock, MonotonicClock
 from conversations.outbox._known import KnownRows
 from conversations.store import ConversationInfo
 from core.secrets import NO_SECRETS, RedactionStream, Redactor
@@ -55,8 +56,9 @@ log = logging.getLogger("conversations.outbox")
 
 OPENING = "✅ "
 """How a streamed answer opens: its mark (:func:`conversations.render.render_event`)."""
-TOO_LONG = "\n… _(too long to show as it is written: the whole answer follows)_"
-"""What ends a stream that grew past its streamer's ``stream_limit``."""
+EVERY = 0.6
+"""Seconds at least between two calls of one stream: at most 100 a minute, Slack's Tier 4
+for ``chat.appendStream`` (https://docs.slack.dev/reference/methods/chat.appendStream)."""
 
 ConversationLookup = Callable[[str], Awaitable[ConversationInfo | None]]
 """A conversation's binding and requester, by its id (the store's ``threads.find``)."""
@@ -93,9 +95,17 @@ class AnswerStreams:
     """Streams each conversation's answer while it is written (see the module docstring).
 
     ``conversation`` finds a conversation's thread and requester; ``redactor`` the bot's
-    secrets. :meth:`attach` ties it to the deliverer whose rows finalise its streams."""
+    secrets; ``every``: seconds at least between two calls of one stream (what came
+    meanwhile goes in the next, whole). :meth:`attach` ties it to the deliverer whose rows
+    finalise its streams."""
 
-    def __init__(self, *, conversation: ConversationLookup, redactor: Redactor = NO_SECRETS):
+    def __init__(
+        self,
+        *,
+        conversation: ConversationLookup,
+        redactor: Redactor = NO_SECRETS,
+        every: float = EVERY,
+    ) -> None:
         self._conversation = conversation
         self._redactor = redactor
         self._streams: dict[str, _Stream] = {}
@@ -105,6 +115,8 @@ class AnswerStreams:
         self._known: KnownRows | None = None
         self._may_send: Callable[[str], Awaitable[bool]] | None = None
         self._senders: Mapping[str, Sender] = {}
+        self._clock: Clock = MonotonicClock()
+        self._every = every
 
     def attach(
         self,
@@ -112,12 +124,14 @@ class AnswerStreams:
         known: KnownRows,
         may_send: Callable[[str], Awaitable[bool]],
         senders: Mapping[str, Sender],
+        clock: Clock,
     ) -> None:
         """Stream through a deliverer: its busy ``workers`` (conversation ids), the rows it
-        ``known``s pending, its claims' ``may_send`` and its ``senders`` by platform
-        (those that are :class:`AnswerStreamer` stream)."""
+        ``known``s pending, its claims' ``may_send``, its ``senders`` by platform (those
+        that are :class:`AnswerStreamer` stream) and its ``clock`` (the waits between
+        calls)."""
         self._workers, self._known, self._may_send = workers, known, may_send
-        self._senders = senders
+        self._senders, self._clock = senders, clock
 
     async def _quiet(self, conversation_id: str) -> bool:
         """Whether the conversation's next row may go now: no worker of it busy, nothing
@@ -229,9 +243,12 @@ class AnswerStreams:
             stream.changed.clear()
             new = stream.fed < len(stream.text) or bool(stream.out)
             if new and self._known is not None and await self._quiet(conversation_id):
+                wait = 0.0
                 async with stream.lock:
                     if stream.pushing:
-                        await self._step(conversation_id, stream)
+                        wait = await self._step(conversation_id, stream)
+                if wait > 0 and stream.pushing:
+                    await self._clock.sleep(wait)  # what comes meanwhile goes in one call
                 continue
             await stream.changed.wait()
 
@@ -260,26 +277,27 @@ class AnswerStreams:
         stream.message, stream.open, stream.pushing = found, True, False
         return True
 
-    async def _step(self, conversation_id: str, stream: _Stream) -> None:
-        """Stream what the redaction releases: start the stream, or append to it."""
+    async def _step(self, conversation_id: str, stream: _Stream) -> float:
+        """Stream what the redaction releases: start the stream, or append to it; the
+        seconds to wait before the next call."""
         if not await self._bound(conversation_id, stream):
             stream.pushing = False  # nowhere to stream: the row is posted as before
-            return
+            return 0.0
         if stream.message is None and await self._taken_over(conversation_id, stream):
-            return
+            return 0.0
         streamer, thread = stream.streamer, stream.thread
         assert streamer is not None and thread is not None
         stream.out += stream.redaction.feed(stream.text[stream.fed :])
         stream.fed = len(stream.text)
         if not stream.out:
-            return
+            return 0.0
         if stream.shown + len(stream.out) + len(OPENING) + len(TOO_LONG) > streamer.stream_limit:
             stream.too_long, stream.pushing = True, False
             if stream.open and stream.message is not None:
                 with contextlib.suppress(DeliveryError):
                     await streamer.stop_stream(thread, stream.message, TOO_LONG)
                 stream.open = False
-            return
+            return 0.0
         try:
             if stream.message is None:
                 text = OPENING + stream.out
@@ -289,10 +307,11 @@ class AnswerStreams:
                 await streamer.append_stream(thread, stream.message, stream.out)
                 stream.shown += len(stream.out)
             stream.out = ""
-        except RateLimited:
-            return  # what was released waits for the next piece
+        except RateLimited as exc:
+            return max(exc.retry_after, self._every)  # what was released waits till then
         except StreamEnded:
             stream.open, stream.pushing = False, False
         except DeliveryError as exc:
             log.warning("streaming the answer of %s failed: %s", conversation_id, exc)
             stream.open, stream.pushing = False, False
+        return self._every
