@@ -19,6 +19,7 @@ from conversations.events import TOO_LONG
 from conversations.outbox._streams import OPENING
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
+from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, tool_use
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
 from tests.slack_harness import ALICE, CHANNEL, WAIT, Workspace, slack_workspace
 
@@ -180,3 +181,26 @@ async def test_a_restart_in_the_middle_of_a_stream_leaves_one_whole_answer(
             assert (
                 update.args["metadata"]["event_payload"]["key"] == f"tb-{(await ws.outbox())[ts]}"
             )
+
+
+async def test_the_real_clients_deltas_stream_the_answer_into_the_thread(settings) -> None:
+    gate = asyncio.Event()
+    reply = Reply(
+        content=[tool_use("toolu_01", "finish", {"answer": ANSWER})], gate_after=4, gate=gate
+    )  # message_start, the block's start, a ping, the first third of its input: then wait
+    async with FakeAnthropicServer([reply]) as model_api:
+        settings.anthropic_api_key = SecretStr("sk-ant-stream-test")
+        settings.anthropic_base_url = model_api.base_url
+        async with slack_workspace(settings, None) as ws:
+            root = await ws.mention("why do the login tests fail?", settle=False)
+            ts = await started(ws)
+            first = ws.api.message(CHANNEL, ts)
+            assert first is not None and OPENING + ANSWER != first["text"]
+            assert (OPENING + ANSWER).startswith(first["text"])  # half written, shown
+            gate.set()
+            await settled(ws, root)
+
+            [answer] = answers(ws, root)
+            assert answer["ts"] == ts
+            assert "".join(ws.api.streams[ts]["chunks"]) == answer["text"]
+            assert answer["text"].split("\n")[0] == OPENING + ANSWER

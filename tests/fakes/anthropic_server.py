@@ -85,7 +85,9 @@ class Reply:
     ``stop_reason`` defaults to ``"tool_use"`` when a block is a ``tool_use``, else
     ``"end_turn"``. Streaming only: ``cut_after`` drops the connection after that many
     events; ``hang_after`` sends that many events and then nothing until the server
-    stops (to test a stop or timeout while the model is answering).
+    stops (to test a stop or timeout while the model is answering); ``gate_after`` sends
+    that many events and waits for ``gate`` before the rest (a test sees what the bot did
+    with a response half written).
     """
 
     content: Sequence[Block]
@@ -96,6 +98,8 @@ class Reply:
     cache_creation_input_tokens: int = 0
     cut_after: int | None = None
     hang_after: int | None = None
+    gate_after: int | None = None
+    gate: asyncio.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -388,6 +392,8 @@ async def _stream(
     for sent, (name, data) in enumerate(sse_events(reply, body, number)):
         if sent == reply.hang_after:
             await stopping.wait()
+        if sent == reply.gate_after and reply.gate is not None:
+            await reply.gate.wait()
         if sent in (reply.cut_after, reply.hang_after):
             if request.transport is not None:
                 request.transport.abort()
