@@ -389,12 +389,18 @@ def per_job(world: Instances, bot: BotProcess, statement: str) -> dict[int, Any]
 
 def posted(api: FakeSlackApi, thread: str) -> list[str]:
     """The texts the bot posted in ``thread`` (``chat.postMessage`` answered ok), as posted
-    (before any edit), in the order the posts arrived."""
-    return [
-        str(call.args.get("text") or "")
-        for call in api.calls_of("chat.postMessage")
-        if call.ok and str(call.args.get("thread_ts") or "") == thread
-    ]
+    (before any edit), in the order the posts arrived; an answer streamed into the thread
+    (``chat.startStream``: docs/architecture.md "Streamed answers") as its message is now."""
+    said = []
+    for call in api.calls:
+        if not call.ok or str(call.args.get("thread_ts") or "") != thread:
+            continue
+        if call.method == "chat.postMessage":
+            said.append(str(call.args.get("text") or ""))
+        elif call.method == "chat.startStream":
+            message = api.message(str(call.args["channel"]), str(call.response["ts"]))
+            said.append(str((message or {}).get("text") or ""))
+    return said
 
 
 def is_answer(said: str, n: int) -> bool:
