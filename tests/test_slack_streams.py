@@ -204,3 +204,23 @@ async def test_the_real_clients_deltas_stream_the_answer_into_the_thread(setting
             assert answer["ts"] == ts
             assert "".join(ws.api.streams[ts]["chunks"]) == answer["text"]
             assert answer["text"].split("\n")[0] == OPENING + ANSWER
+
+
+async def test_a_stop_while_the_answer_is_written_closes_its_stream_as_it_is(settings) -> None:
+    turn, between = writing(ANSWER, chunk=24)
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("why do the login tests fail?", settle=False)
+        ts = await started(ws)
+        await ws.slash("/stop")
+        between.set()
+        await ws.settle()
+        await wait_for(lambda: ws.api.session_statuses(CHANNEL, root)[-1:] == ["closed"])
+
+        stream = ws.api.streams[ts]
+        assert stream["state"] == "stopped"  # closed as it was, before the stop's message
+        assert "".join(stream["chunks"]) == OPENING + "The session "
+        texts = ws.api.posted_texts(CHANNEL, root)
+        assert texts == [OPENING + "The session ", f"⏹ Stopped by <@{ALICE}>."]
+        [stop] = ws.calls("chat.stopStream")
+        assert stop.seq < ws.calls("chat.postMessage")[-1].seq
+        assert stop.args["metadata"]["event_type"] == "threadbot_stream"  # never taken over
