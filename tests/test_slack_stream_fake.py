@@ -13,6 +13,9 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.streams import SlackStreams
+from adapters.slack.web import WebClients
+from conversations.events import Button, PlatformRef, PostReply, StreamedPreview
 from tests.fakes.slack_api import FakeSlackApi
 
 AGENT = Path(__file__).parent / "fixtures" / "slack" / "agent"
@@ -109,3 +112,43 @@ async def test_expire_streams_ends_the_open_ones_and_a_channel_needs_a_recipient
     with pytest.raises(SlackApiError) as ended:
         await web.chat_stopStream(channel=CHANNEL, ts=started["ts"])
     assert ended.value.response["error"] == "message_not_in_streaming_state"
+
+
+async def test_the_answer_finalises_its_stream_with_its_buttons_at_the_bottom(
+    api: FakeSlackApi,
+) -> None:
+    streams = SlackStreams(
+        clients=WebClients.for_token("xoxb-test", base_url=api.base_url), limit=3000
+    )
+    thread = PlatformRef(platform="slack", workspace="T0AGT00001", channel=CHANNEL, thread=ROOT)
+    ts = await streams.start(thread, "U0ALICE001", "✅ One & ")
+    await streams.append(thread, ts, "two")
+    button = Button(label="Stop", action="stop:c42")
+    answer = PostReply(
+        ref=thread,
+        text="✅ One & two.\n— 1 tool call",
+        buttons=(button,),
+        streamed=StreamedPreview(message=ts, open=True),
+    )
+
+    assert await streams.finalise(answer, "tb-7") == ts
+
+    message = api.message(CHANNEL, ts)
+    assert message is not None and message["text"] == "✅ One &amp; two.\n— 1 tool call"
+    [stop] = api.calls_of("chat.stopStream")
+    assert stop.args["markdown_text"] == ".\n— 1 tool call"  # only the rest
+    assert stop.args["blocks"] == [
+        {
+            "type": "actions",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": button.value,
+                    "value": button.value,
+                    "text": {"type": "plain_text", "text": "Stop", "emoji": True},
+                }
+            ],
+        }
+    ]
+    assert stop.args["metadata"]["event_payload"] == {"key": "tb-7", "part": 0}
+    assert "streamed" not in answer.model_dump()  # never stored with the row

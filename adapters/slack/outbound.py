@@ -152,6 +152,13 @@ def seed_reactions(action: PostReply, channel: str, ts: str) -> list[ApiCall]:
     return [_reaction(channel, ts, name) for name in names if name]
 
 
+def button_blocks(buttons: tuple[Button, ...]) -> list[dict[str, Any]]:
+    """The blocks of ``buttons`` alone, without the text's sections: what goes under a
+    streamed answer's text (``chat.stopStream``'s ``blocks``, rendered at its bottom:
+    https://docs.slack.dev/reference/methods/chat.stopStream)."""
+    return _blocks("", buttons, 3000)
+
+
 def escape(text: str) -> str:
     """Escape ``&``, ``<`` and ``>`` for Slack, keeping control sequences and entities.
 

@@ -9,8 +9,9 @@ text threadbot posts (:func:`adapters.slack.outbound.escape`), and what went int
 message is kept, so the answer's row finalises it exactly:
 
 - the stream still open and the whole answer going on from what was streamed:
-  ``chat.stopStream`` with the rest, and the outbox key in its ``metadata`` (so a
-  post that may have gone out is found as any other, :mod:`adapters.slack.sending`);
+  ``chat.stopStream`` with the rest, the post's buttons as ``blocks`` at its bottom, and
+  the outbox key in its ``metadata`` (so a post that may have gone out is found as any
+  other, :mod:`adapters.slack.sending`);
 - else (Slack ended the stream, ``message_not_in_streaming_state``; or the text
   differs from what was streamed): the stream is stopped if it may still be open, and
   the whole answer edited into the message with ``chat.update``;
@@ -36,7 +37,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.outbound import OUTBOX_EVENT_TYPE, escape, render
+from adapters.slack.outbound import OUTBOX_EVENT_TYPE, button_blocks, escape, render
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited, StreamEnded
 from conversations.events import TOO_LONG, PlatformRef, PostReply, UpdateMessage
@@ -162,6 +163,7 @@ class SlackStreams:
                     ts=ts,
                     metadata=metadata,
                     markdown_text=rest or None,
+                    blocks=button_blocks(action.buttons) or None,
                 )
                 self._sent.pop(ts, None)
                 return ts
@@ -175,7 +177,8 @@ class SlackStreams:
         self._sent.pop(ts, None)
         if len(final) > MAX_TEXT:
             return None  # one edit cannot hold it: posted as before, in parts or a file
-        edit = UpdateMessage(ref=action.ref.model_copy(update={"message": ts}), text=action.text)
+        message = action.ref.model_copy(update={"message": ts})
+        edit = UpdateMessage(ref=message, text=action.text, buttons=action.buttons)
         [call] = render(edit, idempotency_key=key)
         await self._call("chat_update", edit=True, metadata=metadata, **call.args)
         return ts
