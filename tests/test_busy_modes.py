@@ -307,6 +307,42 @@ async def test_queue_a_run_that_ends_asking_gets_the_queued_message_as_its_answe
         assert b.posts()[-1].startswith("✅ Read it.")
 
 
+@PLATFORMS
+async def test_queue_a_number_sent_before_the_question_is_an_answer_in_words(
+    platform, settings
+) -> None:
+    """``2`` is queued while the run works, before it asks a question with options: when
+    the run ends waiting on it, the message answers in words (the person had not seen
+    the options), never as the pick of option 2."""
+    first = held(ScriptedCall("list_files", {}))
+    options = {"question": "Which file should I read?", "options": ["a.txt", "b.txt"]}
+    ask = ScriptedTurn(calls=[ScriptedCall("ask_user", options)])
+    model = ScriptedModel([first, ask, finish("Read it.")])
+    settings.busy_mode = "queue"
+    async with on(platform, settings, model) as t:
+        b = Busy(platform, t)
+        await b.mention("read something for me workflow=chat")
+        await started(first)
+        said = await b.say("2")
+        await b.told("📥 Queued")
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [said]
+        assert len(model.requests) == 3
+        [told] = results(model.requests[2]).values()
+        assert told.endswith(" answered: 2") and "chose option" not in told, told
+        snap = await b.snapshot()
+        answers = [
+            r.entry.text
+            for r in snap.journal
+            if isinstance(r.entry, UserText) and r.entry.role == "answer"
+        ]
+        assert answers == ["2"]
+        assert b.posts()[-1].startswith("✅ Read it.")
+
+
 # --- interrupt -----------------------------------------------------------------------------
 
 

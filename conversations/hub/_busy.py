@@ -15,7 +15,8 @@ channel's ``busy_mode`` (:data:`conversations.channels.BusyMode`):
   (:meth:`conversations.hub._runs.Runs.reply`);
 - ``queue``: the request of the next run, once this one ends, together with the
   other messages queued so (:meth:`conversations.hub._runs.Runs.reply_next`); a run
-  that ended waiting for a person gets them as the answer to its request;
+  that ended waiting for a person gets them as the answer to its request, in words
+  (a number picks no option of a question the person had not seen);
 - ``interrupt``: the run's turn stops at its next tool boundary, the calls not yet
   run end ``cancelled``, and the message is its next instruction
   (:mod:`core.run.interrupting`); only someone who may stop the run (the requester
@@ -114,7 +115,8 @@ class Busy:
                 self._runs.reply(conversation.id, reply)
                 text = steered_text(name)
             case "queue":
-                self._runs.reply_next(conversation.id, reply)
+                # words, never a pick: written before the run asked anything
+                self._runs.reply_next(conversation.id, reply.model_copy(update={"queued": True}))
                 text = queued_text(name)
             case "interrupt":
                 if await self._access.may_stop(
