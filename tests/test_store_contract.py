@@ -859,6 +859,23 @@ async def test_kept_events_wait_in_the_inbox_until_a_change_handles_them(store: 
     assert await store.inbox.unhandled() == [("Ev-b", "", second)]
 
 
+async def test_a_kept_reply_keeps_the_busy_mode_its_acknowledgement_told(store: Store) -> None:
+    """What a reply sent while a run worked became is stored with it, for a restart
+    (docs/architecture.md, "What a person sees"); a reply no mode was decided for has none."""
+    cid = await new_conversation(store)
+    assert await store.inbox.record_delivery("Ev-queued", cid, {"kind": "queued"})
+    assert await store.inbox.record_delivery("Ev-plain", cid, {"kind": "plain"})
+    await store.inbox.keep_busy_mode("Ev-queued", "queue")
+    await store.inbox.keep_busy_mode("Ev-never-recorded", "interrupt")  # changes nothing
+
+    assert await store.inbox.busy_mode("Ev-queued") == "queue"
+    assert await store.inbox.busy_mode("Ev-plain") is None
+    assert await store.inbox.busy_mode("Ev-never-recorded") is None
+    await store.inbox.keep_busy_mode("Ev-plain", "interrupt")
+    assert await store.inbox.busy_mode("Ev-plain") == "interrupt"
+    assert [key for key, _, _ in await store.inbox.unhandled()] == ["Ev-queued", "Ev-plain"]
+
+
 # --- the outbox ----------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from conversations.channels import BusyMode
 from conversations.events import (
     Author,
     Button,
@@ -64,12 +65,15 @@ class Begin:
 @dataclass(frozen=True)
 class Answer:
     """A message in a conversation's thread; ``may_continue``: its author may decide;
-    ``resumed``: queued again after a restart (it was acknowledged when it came)."""
+    ``resumed``: queued again after a restart (it was acknowledged when it came);
+    ``busy_mode``: what its acknowledgement told it became while a run worked, kept in
+    the store (None: none was decided for it), which it becomes again."""
 
     conversation: ConversationInfo
     event: MessagePosted
     may_continue: bool = False
     resumed: bool = False
+    busy_mode: BusyMode | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ to the adapter. A reply's shared files are fetched here, before it is queued
 (:mod:`conversations.hub._files`), so the hub returns to the adapter once they are
 fetched, within the download timeout. A reply that comes while a run of its
 conversation works here is acknowledged and handled by the busy mode
-(:mod:`conversations.hub._busy`).
+(:mod:`conversations.hub._busy`); one queued again after a restart goes the way its
+acknowledgement told, whether a run works or not.
 """
 
 from __future__ import annotations
@@ -89,7 +90,13 @@ class Route:
         match intent:
             case Begin(conversation_id=conversation_id, event=event, snapshot=snapshot):
                 self._runs.start(conversation_id, event, snapshot)
-            case Answer(conversation=conversation, event=event, may_continue=may, resumed=again):
+            case Answer(
+                conversation=conversation,
+                event=event,
+                may_continue=may,
+                resumed=again,
+                busy_mode=told,
+            ):
                 # Fetched before it is queued: a run at work may take it as a note.
                 downloads = self._downloads
                 files = await downloads.of(conversation.id, event) if downloads else ()
@@ -101,8 +108,8 @@ class Route:
                     files=files,
                 )
                 busy = self._busy
-                if busy is not None and busy.working(conversation.id):
-                    await busy.take(conversation, event, reply, acknowledge=not again)
+                if busy is not None and (told is not None or busy.working(conversation.id)):
+                    await busy.take(conversation, event, reply, acknowledge=not again, told=told)
                 else:
                     self._runs.reply(conversation.id, reply)
                 if self._reply_elsewhere is not None:

@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from conversations.channels import BusyMode
 from conversations.events import PlatformRef
 from conversations.store.claims import DeliveryClaims
 from conversations.store.health import StoreHealth
@@ -184,6 +185,18 @@ class Inbox(Protocol):
     async def unhandled(self) -> list[tuple[str, str, dict[str, Any]]]:
         """``(key, conversation id, event)`` of kept deliveries not yet handled, oldest
         first (a crash left them unjournaled: the hub queues them again at start)."""
+        ...
+
+    async def keep_busy_mode(self, delivery_key: str, mode: BusyMode) -> None:
+        """Store with the kept delivery ``delivery_key`` what became of it while a run
+        worked, as its acknowledgement tells the person (``mode``), so a restart queues
+        it again the same way (docs/architecture.md, "What a person sees"); a key not
+        recorded changes nothing."""
+        ...
+
+    async def busy_mode(self, delivery_key: str) -> BusyMode | None:
+        """The busy mode kept with ``delivery_key`` (:meth:`keep_busy_mode`); None when
+        none was decided for it (or the key is unknown)."""
         ...
 
 

@@ -88,6 +88,9 @@ class DeliveryRow(Base):
     event: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     """The inbound event, kept until its effect is journaled (then ``handled_at``)."""
     handled_at: Mapped[datetime | None]
+    busy_mode: Mapped[str | None] = mapped_column(String(16))
+    """What the reply became while a run worked, as its acknowledgement said (``steer``,
+    ``queue``, ``interrupt``); None when no busy mode was decided for it."""
 
 
 class JournalRow(Base):

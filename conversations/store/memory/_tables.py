@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
@@ -71,6 +72,8 @@ class Delivery:
     event: dict[str, Any] | None
     received_at: datetime
     handled_at: datetime | None = None
+    busy_mode: BusyMode | None = None
+    """What the reply became while a run worked (``Inbox.keep_busy_mode``)."""
 
 
 @dataclass
