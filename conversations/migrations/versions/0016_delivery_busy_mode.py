@@ -4,16 +4,16 @@ Kept with the reply so a restart queues it again the same way, whatever the sett
 then (docs/architecture.md, "What a person sees"). Deliveries recorded before have none:
 a restart routes them by the setting, as before.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-06
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
