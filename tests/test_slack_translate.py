@@ -661,15 +661,27 @@ def test_an_update_or_reaction_without_a_message_is_refused() -> None:
 def test_text_is_escaped_but_mentions_and_links_survive() -> None:
     text = (
         "if a < b && c > d: ping <@U0ALICE001> in <#C0PROJ0001>, "
-        "see <https://x.test/a?b=1|the run> &amp; <!here>"
+        "see <https://x.test/a?b=1|the run> &amp; <!date^1392734382^{date}|Feb 18>"
     )
 
     assert escape(text) == (
         "if a &lt; b &amp;&amp; c &gt; d: ping <@U0ALICE001> in <#C0PROJ0001>, "
-        "see <https://x.test/a?b=1|the run> &amp; <!here>"
+        "see <https://x.test/a?b=1|the run> &amp; <!date^1392734382^{date}|Feb 18>"
     )
     (call,) = render(PostReply(ref=THREAD, text="a < b"), idempotency_key="k")
     assert call.args["text"] == "a &lt; b"
+
+
+@pytest.mark.parametrize(
+    "broadcast", ["<!here>", "<!channel>", "<!everyone>", "<!subteam^S0123|devs>", "<!here|here>"]
+)
+def test_the_models_words_never_ping_the_channel(broadcast: str) -> None:
+    """A broadcast in the text (the model's words, maybe from a tool's output) is shown,
+    escaped, and notifies nobody."""
+    (call,) = render(PostReply(ref=THREAD, text=f"done {broadcast}"), idempotency_key="k")
+    shown = call.args["text"]
+    assert "<!" not in shown
+    assert shown == "done " + broadcast.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def test_many_buttons_and_long_labels_fit_slacks_limits() -> None:

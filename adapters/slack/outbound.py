@@ -20,8 +20,11 @@ Slack's limits that shape the calls:
 
 Text is escaped as Slack asks (``&``, ``<``, ``>`` as HTML entities,
 https://docs.slack.dev/messaging/formatting-message-text#escaping), except in
-Slack's own control sequences (``<@U123>``, ``<#C123>``, ``<!here>``,
-``<https://...|label>``), so mentions and links keep working.
+Slack's own control sequences (``<@U123>``, ``<#C123>``, ``<!date^…>``,
+``<https://...|label>``), so mentions and links keep working. Broadcasts
+(``<!here>``, ``<!channel>``, ``<!everyone>``, a user group's ``<!subteam^…>``) are
+escaped too: threadbot never sends one on purpose, and the text it posts holds the
+model's words, which a tool's output may have put there.
 """
 
 from __future__ import annotations
@@ -55,7 +58,12 @@ thread's replies (``conversations.replies`` with ``include_all_metadata``)
 MAX_BUTTONS_PER_BLOCK = 25
 MAX_BUTTON_LABEL = 75
 
-_CONTROL = re.compile(r"<(?:[@#!][^<>\s|]+|(?:https?://|mailto:)[^<>\s|]+)(?:\|[^<>]*)?>")
+_CONTROL = re.compile(
+    r"<(?!!(?:here|channel|everyone|subteam\^)\b)"
+    r"(?:[@#!][^<>\s|]+|(?:https?://|mailto:)[^<>\s|]+)(?:\|[^<>]*)?>"
+)
+"""A control sequence kept as it is: a mention, a channel, a date, a link; never a
+broadcast (see the module docstring)."""
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
 
 
@@ -153,10 +161,11 @@ def seed_reactions(action: PostReply, channel: str, ts: str) -> list[ApiCall]:
 
 
 def escape(text: str) -> str:
-    """Escape ``&``, ``<`` and ``>`` for Slack, keeping control sequences and entities.
+    """Escape ``&``, ``<`` and ``>`` for Slack, keeping control sequences (but
+    broadcasts) and entities.
 
-    ``a < b & <@U123>`` becomes ``a &lt; b &amp; <@U123>``; text that already holds
-    ``&amp;``, ``&lt;`` or ``&gt;`` keeps it.
+    ``a < b & <@U123> <!here>`` becomes ``a &lt; b &amp; <@U123> &lt;!here&gt;``; text
+    that already holds ``&amp;``, ``&lt;`` or ``&gt;`` keeps it.
     """
     parts: list[str] = []
     last = 0
