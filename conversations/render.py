@@ -24,7 +24,14 @@ from conversations.actions import ApproveButton, ChooseButton, RejectButton
 from conversations.closing import HINT, outcome_line
 from conversations.emoji import NUMBERS as NUMBER_REACTIONS
 from conversations.emoji import to_unicode
-from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
+from conversations.events import (
+    Button,
+    PlanCard,
+    PlanTask,
+    PlatformRef,
+    PostReply,
+    UpdateMessage,
+)
 from conversations.store import Outgoing
 from conversations.totals import (
     branch_line,
@@ -43,6 +50,7 @@ from core.vocabulary.run_events import (
     ContinueAsked,
     EscalationAsked,
     Expired,
+    PlanProgress,
     PlanProposed,
     ProgressNote,
     QuestionAsked,
@@ -144,6 +152,8 @@ def render_event(
         case RequestClosed():
             action = UpdateMessage(ref=binding, text=outcome_line(event))
             return [Outgoing(action, purpose=CLOSED, request_id=event.request_id)]
+        case PlanProgress():  # the plan card's edits, where there are cards: plan_cards
+            return []
         case _:
             assert_never(event)
 
@@ -210,9 +220,18 @@ def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -
     lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]
     if event.tools:
         lines.append("Tools this plan needs: " + ", ".join(event.tools))
+    hint = lines[0].split(HINT, 1)[1]
+    tools = lines[-1] if event.tools else ""
+    card = PlanCard(
+        title=f"Plan (v{event.version})",
+        version=event.version,
+        tasks=tuple(PlanTask(title=step) for step in event.steps),
+        note=" · ".join(part for part in (hint, tools) if part),
+    )
     action = PostReply(
         ref=binding,
         text="\n".join(lines),
+        plan=card,
         buttons=(
             Button(
                 label="Approve", action=ApproveButton(request=event.request_id), style="primary"
