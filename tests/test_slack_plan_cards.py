@@ -219,3 +219,29 @@ async def test_a_workspace_without_plan_blocks_gets_the_plan_as_a_message(
         warned = [r for r in caplog.records if "invalid_blocks" in r.getMessage()]
         assert len(warned) == 1
         assert (await ws.snapshot(root)).status.lifecycle is Lifecycle.DONE
+
+
+async def test_a_stop_marks_the_step_in_hand_error(settings: Settings) -> None:
+    gate = asyncio.Event()
+    held = progress(3, gate)
+    model = ScriptedModel([plan_turn(), progress(2), held])
+    clock = VirtualClock()
+    async with clocked_workspace(settings, model, clock) as ws:
+        root = await ws.mention("please fix the flaky login test")
+        await clock.until(lambda: any("📋 Plan (v1)" in t for t in ws.api.posted_texts(CHANNEL)))
+        posted = plan_message(ws, root)
+        await ws.deliver("events_api", ws.reaction_body(posted["ts"], by=ALICE))
+        await clock.until(held.started.is_set)
+        await clock.until(
+            lambda: states(ws, posted["ts"])[-1:] == [("complete", "in_progress", "pending")]
+        )
+
+        await ws.deliver("slash_commands", ws.command_body("/stop", by=ALICE))
+        await clock.until(
+            lambda: states(ws, posted["ts"])[-1:] == [("complete", "error", "pending")]
+        )
+        await clock.run(ws.app.deliverer.drain())
+
+        assert states(ws, posted["ts"])[-1] == ("complete", "error", "pending")
+        assert_at_most_one_edit_a_second(ws, posted["ts"])
+        assert (await ws.snapshot(root)).status.lifecycle is Lifecycle.CANCELLED
