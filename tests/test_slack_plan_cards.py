@@ -20,9 +20,13 @@ from typing import Any
 
 from adapters.slack.plan_blocks import plan_blocks
 from bot.settings import Settings
-from conversations.events import PlanCard, PlanTask
+from conversations.events import PlanCard, PlanTask, PlatformRef, UpdateMessage
+from conversations.plan_cards import PlanCardRows
+from conversations.render import render_event
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.journal import Change
 from core.vocabulary.lifecycle import Lifecycle
+from core.vocabulary.run_events import PlanProgress
 from tests.fakes.clock import VirtualClock
 from tests.slack_harness import ALICE, CHANNEL, Workspace
 from tests.test_delivery_slack import clocked_workspace
@@ -245,3 +249,26 @@ async def test_a_stop_marks_the_step_in_hand_error(settings: Settings) -> None:
         assert states(ws, posted["ts"])[-1] == ("complete", "error", "pending")
         assert_at_most_one_edit_a_second(ws, posted["ts"])
         assert (await ws.snapshot(root)).status.lifecycle is Lifecycle.CANCELLED
+
+
+def test_only_slacks_threads_get_the_cards_edits() -> None:
+    moved = PlanProgress(
+        request_id="r1",
+        version=1,
+        steps=tuple(STEPS),
+        statuses=("complete", "in_progress", "pending"),
+        approved_by="<@U0ALICE001>",
+    )
+    change = Change(events=(moved,))
+    rows = PlanCardRows(platforms=frozenset({"slack"}))
+    slack = PlatformRef(platform="slack", workspace="T1", channel=CHANNEL, thread="1.2")
+    discord = PlatformRef(platform="discord", workspace="G1", channel="9", thread="9")
+
+    [row] = rows(slack, change)
+
+    assert rows(discord, change) == ()
+    assert render_event(discord, moved) == []  # elsewhere the progress notes say it
+    assert (row.purpose, row.request_id) == ("plan_steps", "r1")
+    assert isinstance(row.action, UpdateMessage) and row.action.plan is not None
+    assert row.action.text == "✅ Approved by <@U0ALICE001> (plan v1)"
+    assert [t.status for t in row.action.plan.tasks] == ["complete", "in_progress", "pending"]
