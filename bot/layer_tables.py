@@ -123,6 +123,7 @@ LAYERED = (
     "progress_mode",
     "busy_mode",
     "request_ttl",
+    "mention_requester",
     "user_runs",
     "user_runs_over",
     "user_mentions_per_hour",
@@ -190,6 +191,7 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "progress_mode": Direction.FREE,
         "busy_mode": Direction.FREE,
         "request_ttl": Direction.LOWER,
+        "mention_requester": Direction.FREE,
         "user_runs": Direction.LOWER,
         "user_runs_over": Direction.FREE,
         "user_mentions_per_hour": Direction.LOWER,
@@ -244,6 +246,8 @@ group adds an approver. The free keys, and why each is free:
 - ``busy_mode``: what a message sent mid-run becomes (a note, the next request, or
   an instruction that cancels the calls not yet run); only those who may stop the run
   interrupt it, and every call still meets the same policy;
+- ``mention_requester``: whether the requester is named (and notified) on the plan, the
+  question and the answer, not what runs or who may decide;
 - ``context_window``, ``compact_at``: how a conversation's history is kept within the
   model's window; they follow the model (free), and the budgets bound the spend;
 - ``tool_retry``, ``tool_retry_attempts``: how often a failed call of a read-only tool
@@ -329,6 +333,8 @@ class Layer(BaseModel):
     busy_mode: BusyMode | None = None
     """``steer``, ``queue`` or ``interrupt``: what a message sent while a run works becomes."""
     request_ttl: RequestSeconds | None = None
+    mention_requester: bool | None = None
+    """False: the plan, the question and the answer here do not mention the requester."""
     user_runs: PerUser | None = None
     user_runs_over: OverLimit | None = None
     """``queue`` (a run over ``user_runs`` waits) or ``refuse`` (a request over it starts

@@ -100,7 +100,7 @@ class Effective:
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
         """``base`` with this place's model and role models, instructions, policy, caps,
         failure limit, turn cap per workflow step, the expert's budget, request lifetime,
-        tool retry policy, workflows and check command."""
+        mention of the requester, tool retry policy, workflows and check command."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
@@ -116,6 +116,7 @@ class Effective:
             command_processes=self["command_processes"],
             output_limit=self["output_limit"],
             request_ttl=self["request_ttl"],
+            mention_requester=self["mention_requester"],
             git_repo=self["git_repo"],
             context_window=self["context_window"],
             compact_at=self["compact_at"],

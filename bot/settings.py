@@ -417,6 +417,9 @@ class Settings(BaseSettings):
     ops_port: int = Field(default=9464, ge=0, le=65535)
     """Its port (0: any free one, logged at start); apart from ``slack_port``."""
     request_ttl: RequestSeconds = 24 * 3600.0
+    mention_requester: bool = True
+    """Whether the plan and the question that wait for the requester, and the final
+    answer, mention them (a layered setting: a channel may turn it off)."""
     workspace_retention_days: float = Field(default=3.0, gt=0, le=36_500)
     """Days a conversation's workspace is kept after it ended (done, failed, stopped)."""
     retention_days: float = Field(default=7.0, gt=0, le=36_500)

@@ -84,7 +84,8 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
     ``original`` is the request's message as posted, ``closing`` the row written
     for :class:`~core.vocabulary.run_events.RequestClosed` (its text is :func:`outcome_line`).
     The text is the outcome line, then the original text with the hint cut from its
-    first line (``📋 Plan (v1) — reply here ...`` becomes ``📋 Plan (v1)``); the
+    first line (``📋 Plan (v1) — reply here ...`` becomes ``📋 Plan (v1)``) and without
+    the last line that mentioned who it waited for (``original.mentions``); the
     buttons are removed (``buttons=()``). The seeded reactions stay: a reaction
     after the close is answered as too late.
 
@@ -97,7 +98,10 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
     its note; an edit of its steps (:mod:`conversations.plan_cards`) brings its own
     card, with the steps as they stand now.
     """
-    first, newline, rest = original.text.partition("\n")
+    whole = original.text
+    if original.mentions:  # the line that named who it waited for: nobody waits now
+        whole = whole.rpartition("\n")[0]
+    first, newline, rest = whole.partition("\n")
     title = first.rsplit(HINT, 1)[0]
     text = f"{closing.text}\n{title}{newline}{rest}"
     ref = original.ref.model_copy(update={"message": message_id})

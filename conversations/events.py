@@ -237,6 +237,10 @@ class PostReply(BaseModel):
     reply; a note posted as a reply of its own leaves it out."""
     plan: PlanCard | None = None
     """A plan's card (its steps and their statuses), drawn where the platform can."""
+    mentions: tuple[str, ...] = ()
+    """Platform user ids the text mentions on purpose, in its last line (the requester:
+    :func:`conversations.render.render_event`): the adapter lets those mentions notify
+    (Discord's ``allowed_mentions``; every other mention pings nobody there)."""
 
 
 class UpdateMessage(BaseModel):

@@ -1,4 +1,9 @@
-"""Plan cards: the approved plan's steps, edited in place on its message as the run works.
+"""Plan cards: a plan's message, and its approved steps edited in place as the run works.
+
+:func:`plan_message` is the plan's message on every platform: its text (title and hint,
+the steps numbered, the tools), the Approve and Reject buttons, the seeded reactions,
+and its card (:class:`~conversations.events.PlanCard`, every step pending), which the
+platforms that draw cards draw instead of the text.
 
 Where a platform draws a plan as a card (Slack's ``plan`` block of ``task_card`` blocks:
 https://docs.slack.dev/reference/block-kit/blocks/plan-block), each
@@ -20,14 +25,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from conversations.closing import outcome_line
-from conversations.events import PlanCard, PlanTask, PlatformRef, UpdateMessage
+from conversations.actions import ApproveButton, RejectButton
+from conversations.closing import HINT, outcome_line
+from conversations.events import Button, PlanCard, PlanTask, PlatformRef, PostReply, UpdateMessage
 from conversations.store import Outgoing
 from core.vocabulary.journal import Change
-from core.vocabulary.run_events import PlanProgress, RequestClosed
+from core.vocabulary.run_events import PlanProgress, PlanProposed, RequestClosed
 
 PLAN_STEPS = "plan_steps"
 """``purpose`` of the row that edits a plan's card with its steps as they stand."""
+
+
+def plan_message(binding: PlatformRef, event: PlanProposed, approve: str, reject: str) -> Outgoing:
+    """The message of plan ``event`` (``📋 Plan (v1) — reply here to change it, or react
+    :white_check_mark: to approve / :x: to reject``, the steps numbered, the tools), with
+    the request's id; ``approve`` and ``reject`` are the reactions it seeds and names
+    (normalized names). A workflow's own plan (``fixed``) is not changed by a reply."""
+    change = "" if event.fixed else "reply here to change it, or "
+    hint = f"{change}react :{approve}: to approve / :{reject}: to reject"
+    lines = [f"📋 Plan (v{event.version}){HINT}{hint}"]
+    lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]
+    tools = "Tools this plan needs: " + ", ".join(event.tools) if event.tools else ""
+    if tools:
+        lines.append(tools)
+    card = PlanCard(
+        title=f"Plan (v{event.version})",
+        version=event.version,
+        tasks=tuple(PlanTask(title=step) for step in event.steps),
+        note=" · ".join(part for part in (hint, tools) if part),
+    )
+    buttons = (
+        Button(label="Approve", action=ApproveButton(request=event.request_id), style="primary"),
+        Button(label="Reject", action=RejectButton(request=event.request_id), style="danger"),
+    )
+    action = PostReply(
+        ref=binding,
+        text="\n".join(lines),
+        plan=card,
+        buttons=buttons,
+        reactions=(approve, reject),
+    )
+    return Outgoing(action, request_id=event.request_id)
 
 
 def plan_card_edit(binding: PlatformRef, event: PlanProgress) -> Outgoing:

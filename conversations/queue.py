@@ -17,17 +17,27 @@ interrupts the run is seen there without being taken
 (:meth:`ConversationQueue.interrupting`). A run's ``together`` job gathers the
 messages of a conversation whose busy mode is ``queue``: each one that comes while
 the job still waits joins it (:meth:`ConversationQueue.waiting_together`).
+
+A stop ends what was said before it, never what came after it (docs/architecture.md,
+"One mention, one approval, one stop"): each inbound event is numbered as it reaches
+the hub (:func:`arriving`), each job carries the number of the event that gave it
+(:attr:`Job.arrived`), and while a stop is carried out (:meth:`ConversationQueue.holding`)
+the jobs that arrived after it wait: no run takes them as notes, :meth:`ConversationQueue.stop`
+leaves them, and they run once the stop is done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import itertools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from core.vocabulary.inputs import ThreadMessage
@@ -41,15 +51,39 @@ Around = Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
 """``around(conversation_id, job)``: runs one job, in the job's own task."""
 
 
+_arrivals = itertools.count(1)
+_arrival: ContextVar[int | None] = ContextVar("threadbot_arrival", default=None)
+
+
+def arrived_now() -> int:
+    """The number of the inbound event being handled (:func:`arriving`), else a new one:
+    what came before has a smaller number."""
+    number = _arrival.get()
+    return number if number is not None else next(_arrivals)
+
+
+@contextlib.contextmanager
+def arriving() -> Iterator[int]:
+    """Number an inbound event as it reaches the hub (one counter per process, rising);
+    the jobs given while it is handled, and a stop it asks for, carry the number."""
+    token = _arrival.set(next(_arrivals))
+    try:
+        yield arrived_now()
+    finally:
+        _arrival.reset(token)
+
+
 @dataclass(frozen=True)
 class Job:
     """A queued input: ``reply`` when it is a thread reply (may be taken as a note);
     ``together``: the messages a next run takes as one request (busy mode ``queue``),
-    which more may join while the job waits."""
+    which more may join while the job waits; ``arrived``: the number of the event that
+    gave it (:func:`arriving`; set by :meth:`ConversationQueue.submit`)."""
 
     run: Callable[[], Awaitable[None]]
     reply: ThreadMessage | None = None
     together: list[ThreadMessage] | None = None
+    arrived: int = 0
 
 
 class ConversationQueue:
@@ -73,6 +107,9 @@ class ConversationQueue:
         self._idle = asyncio.Event()
         self._idle.set()
         self._paused = False
+        self._holds: dict[str, list[int]] = {}
+        """Conversations a stop is carried out for, and the number each stop arrived
+        with: the jobs that arrived after the first of them wait (:meth:`holding`)."""
 
     def submit(self, conversation_id: str, job: Job) -> None:
         """Queue ``job``; starts the conversation's worker if none runs.
@@ -86,15 +123,20 @@ class ConversationQueue:
                 "conversation %s: the queue is paused, job left for the next start", conversation_id
             )
             return
+        job = dataclasses.replace(job, arrived=arrived_now())
         self._jobs.setdefault(conversation_id, deque()).append(job)
-        if conversation_id not in self._workers:
+        if self._startable(conversation_id):
             self._start(conversation_id)
 
     def take_replies(self, conversation_id: str) -> list[ThreadMessage]:
         """Remove and return the replies at the front of the queue (notes for a run)."""
         jobs = self._jobs.get(conversation_id)
         taken: list[ThreadMessage] = []
-        while jobs and (reply := jobs[0].reply) is not None:
+        while (
+            jobs
+            and (reply := jobs[0].reply) is not None
+            and not self._waits(conversation_id, jobs[0])
+        ):
             jobs.popleft()
             taken.append(reply)
         return taken
@@ -103,7 +145,7 @@ class ConversationQueue:
         """Whether a reply that interrupts the run waits among the replies at the front
         of the queue (the ones :meth:`take_replies` would take); nothing is taken."""
         for job in self._jobs.get(conversation_id, ()):
-            if job.reply is None:
+            if job.reply is None or self._waits(conversation_id, job):
                 return False
             if job.reply.interrupts:
                 return True
@@ -131,11 +173,31 @@ class ConversationQueue:
         """True while any conversation has a job running or queued."""
         return bool(self._workers)
 
+    @contextlib.contextmanager
+    def holding(self, conversation_id: str, arrived: int) -> Iterator[None]:
+        """Within the block (a stop that arrived with number ``arrived`` is carried out),
+        the conversation's jobs that arrived after it wait: not taken as notes, not run,
+        left by :meth:`stop`; after it they run in order (a new worker and session)."""
+        self._holds.setdefault(conversation_id, []).append(arrived)
+        try:
+            yield
+        finally:
+            holds = self._holds[conversation_id]
+            holds.remove(arrived)
+            if not holds:
+                del self._holds[conversation_id]
+            if self._startable(conversation_id):
+                self._start(conversation_id)
+
     async def stop(self, conversation_id: str) -> None:
         """Drop queued jobs and cancel the worker: its running job is cancelled at once,
         then its session closes (a worker still opening it stops waiting). Returns when
-        the worker has ended; a job submitted meanwhile gets a new worker and session."""
-        self._jobs.pop(conversation_id, None)
+        the worker has ended; a job submitted meanwhile gets a new worker and session.
+        The jobs that arrived after a stop being carried out stay (:meth:`holding`)."""
+        jobs = self._jobs.pop(conversation_id, ())
+        kept = deque(job for job in jobs if self._waits(conversation_id, job))
+        if kept:
+            self._jobs[conversation_id] = kept
         worker = self._workers.get(conversation_id)
         if worker is None:
             return
@@ -178,16 +240,29 @@ class ConversationQueue:
             log.error("conversation %s: the worker failed", conversation_id, exc_info=error)
         if conversation_id in self._workers:
             return
-        if not self._paused and self._jobs.get(conversation_id):
+        if self._startable(conversation_id):
             self._start(conversation_id)
             return
-        self._jobs.pop(conversation_id, None)
+        if not self._jobs.get(conversation_id):  # jobs held by a stop stay for its end
+            self._jobs.pop(conversation_id, None)
         if not self._workers:
             self._idle.set()
 
+    def _waits(self, conversation_id: str, job: Job) -> bool:
+        """Whether ``job`` arrived after a stop being carried out for its conversation."""
+        holds = self._holds.get(conversation_id)
+        return holds is not None and job.arrived > min(holds)
+
+    def _startable(self, conversation_id: str) -> bool:
+        """Whether a worker may start: none runs, and the first job is not held."""
+        jobs = self._jobs.get(conversation_id)
+        if self._paused or conversation_id in self._workers or not jobs:
+            return False
+        return not self._waits(conversation_id, jobs[0])
+
     def _next(self, conversation_id: str) -> Job | None:
         jobs = self._jobs.get(conversation_id)
-        if self._paused or not jobs:
+        if self._paused or not jobs or self._waits(conversation_id, jobs[0]):
             return None
         return jobs.popleft()
 

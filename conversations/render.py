@@ -17,6 +17,7 @@ without its hint and without buttons.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
@@ -26,12 +27,11 @@ from conversations.emoji import NUMBERS as NUMBER_REACTIONS
 from conversations.emoji import to_unicode
 from conversations.events import (
     Button,
-    PlanCard,
-    PlanTask,
     PlatformRef,
     PostReply,
     UpdateMessage,
 )
+from conversations.plan_cards import plan_message
 from conversations.store import Outgoing
 from conversations.totals import (
     branch_line,
@@ -105,8 +105,47 @@ class RenderSettings:
 def render_event(
     binding: PlatformRef, event: RunEvent, settings: RenderSettings | None = None
 ) -> list[Outgoing]:
-    """Outbox rows for ``event`` in the thread of ``binding``."""
-    settings = settings or RenderSettings()
+    """Outbox rows for ``event`` in the thread of ``binding``; a plan, a question or an
+    answer for someone (its ``mention``) names them in a last line of its own
+    (:func:`mention_line`)."""
+    return _mentioned(_rows(binding, event, settings or RenderSettings()), event)
+
+
+def mention_line(event: RunEvent) -> str | None:
+    """``<@U0ALICE001>, this plan waits for your approval.`` (the question: ``... waits
+    for your answer.``; the answer: ``..., here is the answer.``): the line that mentions
+    the person an event is for, in the platform's markup (their name as the adapter
+    gave it); None for an event for nobody."""
+    match event:
+        case PlanProposed(mention=who) if who is not None:
+            return f"{who.name}, this plan waits for your approval."
+        case QuestionAsked(mention=who) if who is not None:
+            return f"{who.name}, this question waits for your answer."
+        case RunAnswered(mention=who) if who is not None:
+            return f"{who.name}, here is the answer."
+        case _:
+            return None
+
+
+def _mentioned(rows: list[Outgoing], event: RunEvent) -> list[Outgoing]:
+    """``rows`` with :func:`mention_line` added to the post (the person's id in its
+    ``mentions``: the adapter lets that mention notify), and to its card's note."""
+    line = mention_line(event)
+    mention = getattr(event, "mention", None)
+    if line is None or mention is None or not rows:
+        return rows
+    first, *rest = rows
+    post = first.action
+    if not isinstance(post, PostReply):
+        return rows
+    text = f"{post.text}\n{line}"
+    card = post.plan and post.plan.model_copy(update={"note": f"{post.plan.note}\n{line}"})
+    update = {"text": text, "mentions": (*post.mentions, mention.id), "plan": card}
+    addressed = post.model_copy(update=update)
+    return [dataclasses.replace(first, action=addressed), *rest]
+
+
+def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> list[Outgoing]:
     match event:
         case ProgressNote():
             mark = event.mark or "⏳"
@@ -115,7 +154,7 @@ def render_event(
             post = PostReply(ref=binding, text=prefix + event.text, status=status)
             return [Outgoing(post, purpose="note")]
         case PlanProposed():
-            return [_plan(binding, event, settings)]
+            return [plan_message(binding, event, settings.approve_emoji, settings.reject_emoji)]
         case QuestionAsked():
             return [_question(binding, event)]
         case EscalationAsked():
@@ -209,38 +248,6 @@ def stop_text(event: Stopped) -> str:
         verb = "was" if event.cancelled_calls == 1 else "were"
         parts.append(f"{calls_said(event.cancelled_calls)} {verb} cancelled.")
     return " ".join(parts)
-
-
-def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:
-    change = "" if event.fixed else "reply here to change it, or "  # the workflow's own
-    lines = [
-        f"📋 Plan (v{event.version}){HINT}{change}react "
-        f":{settings.approve_emoji}: to approve / :{settings.reject_emoji}: to reject"
-    ]
-    lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]
-    if event.tools:
-        lines.append("Tools this plan needs: " + ", ".join(event.tools))
-    hint = lines[0].split(HINT, 1)[1]
-    tools = lines[-1] if event.tools else ""
-    card = PlanCard(
-        title=f"Plan (v{event.version})",
-        version=event.version,
-        tasks=tuple(PlanTask(title=step) for step in event.steps),
-        note=" · ".join(part for part in (hint, tools) if part),
-    )
-    action = PostReply(
-        ref=binding,
-        text="\n".join(lines),
-        plan=card,
-        buttons=(
-            Button(
-                label="Approve", action=ApproveButton(request=event.request_id), style="primary"
-            ),
-            Button(label="Reject", action=RejectButton(request=event.request_id), style="danger"),
-        ),
-        reactions=(settings.approve_emoji, settings.reject_emoji),
-    )
-    return Outgoing(action, request_id=event.request_id)
 
 
 def _tool_approval(

@@ -21,6 +21,17 @@ call. :meth:`Stopper.stop` therefore:
   wait for its lease to lapse) takes the lease itself, so a paused former holder
   is fenced out, and closes the conversation here.
 
+A stop is aimed at a run: the run working or waiting for a person when it was sent
+(:meth:`core.run.engine.Engine.running`, the ``seq`` of the request that began it),
+carried in the stop request too, so it survives a restart and reaches another
+instance. It ends that run and nothing else: when the holder carries it out after that
+run ended (a later run may work, begun by a message after the stop) it cancels nothing
+and the thread is told (:data:`ALREADY_ENDED`). While a stop is carried out here, what
+arrived after it waits in the queue and runs after it
+(:meth:`conversations.queue.ConversationQueue.holding`), so a message sent just after
+a stop starts the next run instead of being dropped with the stopped one
+(docs/architecture.md, "One mention, one approval, one stop").
+
 No instance other than the holder ever writes a result for a running call, so no
 call has two results.
 """
@@ -30,13 +41,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import assert_never
 
-from conversations.queue import ConversationQueue
-from conversations.store import ConversationInfo, StopRequests, Threads
+from conversations.queue import ConversationQueue, arrived_now
+from conversations.store import ConversationInfo, StopRequest, StopRequests, Threads
 from conversations.store.leases import Leases, LeaseState
 from conversations.store.owners import holder_gone
 from core.context import now
 from core.run.engine import Engine
+from core.vocabulary.inputs import StopOutcome
 from core.vocabulary.people import Person
 
 log = logging.getLogger(__name__)
@@ -45,6 +58,9 @@ Notice = Callable[[ConversationInfo, str], Awaitable[None]]
 """Posts a short message in the conversation's thread."""
 
 NOTHING_RUNNING = "Nothing is running here."
+ALREADY_ENDED = "⏹ Nothing was stopped: the run this stop was aimed at had already ended."
+"""Said when a stop comes after the run it was aimed at ended (on its own, or stopped by
+someone else); a run started after the stop goes on."""
 STOPPING = "⏹ Stopping…"
 """Said at once when the run is held by another instance, which stops it (or, if that
 instance is gone, this one once its lease lapses); ``Stopped by`` follows."""
@@ -102,13 +118,18 @@ class Stopper:
     async def stop(self, conversation: ConversationInfo, by: Person) -> None:
         """Stop the conversation's run wherever it runs (see the module docstring).
 
-        When the run is held by another live instance, the thread is told at once
-        (:data:`STOPPING`) and this instance follows the request up until it is
-        carried out (:meth:`poll_once`).
+        The stop is aimed at the run working or waiting now (:meth:`Engine.running`);
+        what arrived after it waits meanwhile and is not stopped
+        (:meth:`ConversationQueue.holding`). When the run is held by another live
+        instance, the thread is told at once (:data:`STOPPING`) and this instance
+        follows the request up until it is carried out (:meth:`poll_once`).
         """
-        if await self._carry_out(conversation, by):
-            return
-        self._asked[conversation.id] = by
+        cid = conversation.id
+        with self._queue.holding(cid, arrived_now()):
+            run = await self._engine.running(cid)
+            if await self._carry_out(conversation, by, run):
+                return
+        self._asked[cid] = by
 
     async def keep_polling(self) -> None:
         """Carry out stop requests for the runs held here, until cancelled (supervised)."""
@@ -132,33 +153,41 @@ class Stopper:
         if not held and not asked and not orphans:
             return 0
         requests = await self._stops.stop_requests(held | asked, orphans=orphans)
-        done: set[str] = set()
+        newest: dict[str, StopRequest] = {}  # per conversation, the one aimed at its newest run
         for request in requests:
-            cid = request.conversation_id
-            if cid in done:
-                continue
+            known = newest.get(request.conversation_id)
+            if known is None or _aim(request) > _aim(known):
+                newest[request.conversation_id] = request
+        done: set[str] = set()
+        for cid, request in newest.items():
             done.add(cid)
             conversation = await self._threads.find(cid)
             if conversation is None:
                 await self._stops.stop_requests_handled(cid)
             elif cid in held:
-                await self._stop_here(conversation, request.by)
-            elif await self._carry_out(conversation, request.by, asked=True):
+                await self._stop_here(conversation, request.by, request.run)
+            elif await self._carry_out(conversation, request.by, request.run, asked=True):
                 self._asked.pop(cid, None)
         for cid in asked - done:  # carried out by the holder
             self._asked.pop(cid, None)
         return len(done)
 
     async def _carry_out(
-        self, conversation: ConversationInfo, by: Person, *, asked: bool = False
+        self,
+        conversation: ConversationInfo,
+        by: Person,
+        run: int | None,
+        *,
+        asked: bool = False,
     ) -> bool:
-        """Stop the run here if no live instance elsewhere holds it; else ask that one
-        (unless ``asked``: a request is open already). False: the run is elsewhere."""
+        """Stop ``run`` here if no live instance elsewhere holds the conversation; else
+        ask that one (unless ``asked``: a request is open already). False: the run is
+        elsewhere."""
         cid = conversation.id
         said = asked
         for _attempt in range(3):
             if cid in self._leases.held_ids:
-                await self._stop_here(conversation, by, quiet=asked)
+                await self._stop_here(conversation, by, run, quiet=asked)
                 return True
             holder = await self._live_holder(cid)
             if holder is not None and asked:
@@ -170,18 +199,18 @@ class Stopper:
                     await self._notice_now(conversation, STOPPING)
                     said = True
                 if await self._stops.request_stop(
-                    cid, holder=holder.owner, epoch=holder.epoch, by=by
+                    cid, holder=holder.owner, epoch=holder.epoch, by=by, run=run
                 ):
-                    log.info("asked %s to stop the run of %s", holder.owner, cid)
+                    log.info("asked %s to stop run %s of %s", holder.owner, run, cid)
                     self._tell_holder(cid)
                     return False
                 continue  # the run ended meanwhile: look again
             async with self._leases.held_now(cid) as lease:
                 if lease is not None:
-                    await self._stop_here(conversation, by, quiet=asked)
+                    await self._stop_here(conversation, by, run, quiet=asked)
                     return True
         log.warning("conversation %s: its lease kept changing hands; stopping it here", cid)
-        await self._stop_here(conversation, by, quiet=asked)
+        await self._stop_here(conversation, by, run, quiet=asked)
         return True
 
     async def _live_holder(self, conversation_id: str) -> LeaseState | None:
@@ -195,15 +224,50 @@ class Stopper:
         return state
 
     async def _stop_here(
-        self, conversation: ConversationInfo, by: Person, *, quiet: bool = False
+        self,
+        conversation: ConversationInfo,
+        by: Person,
+        run: int | None,
+        *,
+        quiet: bool = False,
     ) -> None:
         """Cancel the job here (a command is killed), close the run, settle the requests.
-        ``quiet``: a stop this instance asked another to carry out, followed up: when
-        nothing runs any more, the holder stopped it and said so; nothing more is said."""
-        await self._queue.stop(conversation.id)
-        stopped = await self._engine.stop(conversation.id, by.name, by.id)
-        if not stopped and self._stop_queued is not None:  # a start that waited for its slot
-            stopped = await self._stop_queued(conversation, by)
-        await self._stops.stop_requests_handled(conversation.id)
-        if not stopped and not quiet:
-            await self._notice(conversation, NOTHING_RUNNING)
+
+        ``run``: the run the stop was aimed at (None: whatever is active). When it is
+        no longer active (it ended, a later run may work) nothing is cancelled and the
+        thread is told (:data:`ALREADY_ENDED`). What arrived after the stop waits
+        meanwhile and runs after it (:meth:`ConversationQueue.holding`). ``quiet``: a
+        stop this instance asked another to carry out, followed up: when its run ended
+        by a stop (the holder's) or nothing runs any more, the holder said so.
+        """
+        cid = conversation.id
+        with self._queue.holding(cid, arrived_now()):
+            outcome = await self._engine.stop_outcome(cid, run) if run is not None else None
+            if outcome is None:  # the run aimed at works or waits (or a start waits here)
+                await self._queue.stop(cid)
+                outcome = await self._engine.stop(cid, by.name, by.id, run=run)
+                if outcome is not StopOutcome.STOPPED and self._stop_queued is not None:
+                    if await self._stop_queued(conversation, by):  # a start that waited here
+                        outcome = StopOutcome.STOPPED
+            await self._stops.stop_requests_handled(cid)
+        match outcome:
+            case StopOutcome.STOPPED:
+                pass
+            case StopOutcome.NOTHING_ACTIVE:
+                if not quiet:
+                    await self._notice(conversation, NOTHING_RUNNING)
+            case StopOutcome.ALREADY_STOPPED:
+                if not quiet:
+                    await self._notice(conversation, ALREADY_ENDED)
+            case StopOutcome.ENDED:
+                log.info("a stop aimed at run %s of %s found it ended", run, cid)
+                await self._notice(conversation, ALREADY_ENDED)
+            case _:
+                assert_never(outcome)
+
+
+def _aim(request: StopRequest) -> tuple[bool, int]:
+    """The order of stop requests' aims: a later run after an earlier one; a request
+    aimed at whatever runs (written before stops named their run) above any run. One
+    poll carries out a conversation's highest and closes the others with it."""
+    return (request.run is None, request.run or 0)

@@ -25,7 +25,8 @@ async def test_the_demo_in_chat_looks_and_answers_with_no_plan(make_app) -> None
     assert "📋 Plan" not in transcript and "was not run" not in transcript
     assert transcript.count('✅ You asked "what is in here?". The workspace is empty.') == 1
     assert '✅ You asked "and now?". The workspace is empty.' in transcript  # asked again
-    assert transcript.rstrip().endswith("· workflow chat")
+    *_, footer, mention = transcript.rstrip().splitlines()
+    assert footer.endswith("· workflow chat") and mention.endswith(", here is the answer.")
     snap = await app.store.journal.load(await only_conversation(app))
     assert snap.status.lifecycle is Lifecycle.DONE
     assert [r.name for r in snap.tool_calls.values()].count("list_files") == 2

@@ -564,8 +564,9 @@ async def test_a_long_answer_arrives_whole_split_with_code_fences_intact(setting
         assert all(len(c) <= MAX_TEXT for c in chunks)
         assert all(code_stays_in_blocks(c) for c in chunks)
         assert chunks[0].startswith("✅ ")
-        assert STATS.fullmatch(chunks[-1].rpartition("\n")[2])
-        whole = f"✅ {answer}\n" + chunks[-1].rpartition("\n")[2]
+        stats, mention = chunks[-1].split("\n")[-2:]
+        assert STATS.fullmatch(stats) and mention.endswith(">, here is the answer.")
+        whole = f"✅ {answer}\n{stats}\n{mention}"
         joined = "\n".join(without_fences(c) for c in chunks)
         assert words(joined) == words(without_fences(whole))  # nothing lost, nothing added
         assert any(c.startswith("```python\n") for c in chunks[1:])  # a block was reopened

@@ -11,6 +11,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.inputs import StopOutcome
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import RequestState
 from core.vocabulary.tool_records import ToolState
@@ -720,7 +721,7 @@ async def test_two_stops_at_once_journal_one_stop(make_app) -> None:
     gate.set()
     await chat.app.hub.settled()
 
-    assert sorted(stops) == [False, True]
+    assert sorted(stops) == [StopOutcome.ALREADY_STOPPED, StopOutcome.STOPPED]
     snap = await chat.snapshot()
     assert snap.status.lifecycle is Lifecycle.CANCELLED
     assert [r.entry.kind for r in snap.journal].count("stop") == 1

@@ -24,6 +24,7 @@ from conversations.actions import MAX_CHARS, AnswerButton, ChooseButton, decode,
 from conversations.emoji import normalize
 from conversations.emoji import number as emoji_number
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.tools.control import AskUser, parse
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import RequestState
 from tests.platform_threads import PEOPLE, ConsoleThread, DiscordThread, SlackThread, on
@@ -103,11 +104,13 @@ async def test_the_options_are_numbered_whole_and_buttons_cut_to_75(settings, pl
         await thread.settle()
         shown = thread.shown(thread.message("❓ Which database?"))
         assert shown.text.startswith("❓ Which database? — press a button, react 1️⃣-3️⃣")
-        assert shown.text.splitlines()[1:] == [
+        lines = shown.text.splitlines()
+        assert lines[1:4] == [
             "1) staging",
             "2) shared, with a lock",
             "3) " + "x" * 90,  # whole in the text
         ]
+        assert lines[4:] == [f"{thread.name('alice')}, this question waits for your answer."]
         expected = ["1) staging", "2) shared, with a lock", LONG_BUTTON]
         if platform == "discord":
             expected.append(ANSWER_LABEL)  # the form for an answer in words
@@ -400,3 +403,13 @@ async def test_a_stopped_question_loses_its_buttons(settings, platform) -> None:
         assert shown.text.startswith(f"⏹ Stopped by {thread.name('alice')}\n❓ Which database?")
         assert shown.buttons == []
         assert (await thread.snapshot()).status.lifecycle is Lifecycle.CANCELLED
+
+
+def test_an_option_is_one_line_however_the_model_wrote_it() -> None:
+    """A label with line breaks would print as extra numbered lines (``3) fake``)."""
+    call = parse(
+        "ask_user",
+        {"question": "Which?", "options": ["line one\nline two\n3) fake", "  b\t c ", " \n "]},
+    )
+    assert isinstance(call, AskUser)
+    assert call.options == ["line one line two 3) fake", "b c"]

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 
 import pytest
 
-from conversations.queue import ConversationQueue, Job
+from conversations.queue import ConversationQueue, Job, arriving
 from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.people import Person
 
@@ -314,3 +314,39 @@ async def test_around_wraps_each_job_in_the_job_s_task() -> None:
 
     assert seen == [("c1", 1, True), ("c1", 1, True)]
     assert sessions.opened == 1
+
+
+async def test_what_arrived_after_a_stop_waits_for_it_and_runs_after_it() -> None:
+    """The jobs that arrived after a stop being carried out are not taken as notes, not
+    dropped by the stop and not started until the stop is done; what came before goes."""
+    queue = ConversationQueue()
+    ran: list[str] = []
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    async def working() -> None:
+        started.set()
+        await gate.wait()
+        ran.append("working")  # never: the stop cancels it
+
+    def job(name: str) -> Job:
+        async def run() -> None:
+            ran.append(name)
+
+        note = ThreadMessage(text=name, author=Person(id="u1", name="alice"))
+        return Job(run, reply=note)
+
+    with arriving():
+        queue.submit("c1", Job(working))
+    await started.wait()
+    with arriving():
+        queue.submit("c1", job("before the stop"))
+    with arriving() as stop:
+        with queue.holding("c1", stop):
+            with arriving():
+                queue.submit("c1", job("after the stop"))
+            await queue.stop("c1")
+            assert ran == [] and queue.queued("c1")  # "after" waits; "before" went
+            assert queue.take_replies("c1") == []  # no run takes it as a note meanwhile
+            assert not queue.busy("c1")  # no worker starts it while the stop goes on
+        await queue.idle()
+    assert ran == ["after the stop"]

@@ -119,6 +119,9 @@ async def test_the_plan_is_a_plan_block_whose_cards_move_as_the_run_works(
         [post] = [c for c in ws.api.calls_of("chat.postMessage") if c.response.get("ts") == ts]
         assert [b["type"] for b in post.args["blocks"]] == ["plan", "context", "actions"]
         assert post.args["text"].startswith("📋 Plan (v1) — reply here to change it")
+        note = post.args["blocks"][1]["elements"][0]["text"]
+        assert note.startswith("reply here to change it, or react :white_check_mark: to approve")
+        assert note.endswith(f"\n<@{ALICE}>, this plan waits for your approval.")  # she asked
         assert set(buttons(posted)) == {"Approve", "Reject"}
         assert [(c, t, n) for c, t, n in ws.api.reactions if t == ts] == [
             (CHANNEL, ts, "white_check_mark"),

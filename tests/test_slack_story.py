@@ -90,10 +90,16 @@ def without_step_edits(calls, plan_ts: str) -> list:
     return kept
 
 
+MENTIONED = re.compile(r"<@U[0-9A-Z]+>, here is the answer\.")
+"""The last line of a final answer: the requester mentioned (``mention_requester``)."""
+
+
 def answered(text: str) -> str:
-    """The answer in the bot's final message, ``✅ {answer}`` then a line of stats."""
-    body, _, stats = text.rpartition("\n")
-    assert body.startswith("✅ ") and STATS.fullmatch(stats), text
+    """The answer in the bot's final message, ``✅ {answer}``, a line of stats, then the
+    line that mentions the requester."""
+    body, _, mention = text.rpartition("\n")
+    body, _, stats = body.rpartition("\n")
+    assert body.startswith("✅ ") and STATS.fullmatch(stats) and MENTIONED.fullmatch(mention), text
     return body.removeprefix("✅ ")
 
 
@@ -155,7 +161,9 @@ async def test_the_story_over_http(settings) -> None:
 
         await ws.reply(root, "staging, please")
         answer = ws.post(root, "✅ The login test is fixed.")
-        assert answer["text"].endswith(" · workflow default")  # the footer names the workflow
+        footer, mention = answer["text"].split("\n")[-2:]
+        assert footer.endswith(" · workflow default")  # the footer names the workflow
+        assert mention == f"<@{ALICE}>, here is the answer."  # she asked
 
         assert [where(c) for c in without_step_edits(ws.calls(), plan_message["ts"])] == [
             ("chat.postMessage", CHANNEL, root),  # the plan
@@ -481,9 +489,9 @@ async def test_a_long_answer_arrives_whole_split_with_code_fences_intact(setting
             {"key": key, "part": n} for n in range(len(posts))
         ]
         assert any(c.startswith("```python\n") for c in chunks[1:])  # a block was reopened
-        stats = chunks[-1].rpartition("\n")[2]
-        assert STATS.fullmatch(stats)
-        whole = f"✅ {answer}\n{stats}"
+        stats, mention = chunks[-1].split("\n")[-2:]
+        assert STATS.fullmatch(stats) and MENTIONED.fullmatch(mention)
+        whole = f"✅ {answer}\n{stats}\n{mention}"
         joined = "\n".join(without_fences(c) for c in chunks)
         assert words(joined) == words(without_fences(whole))
         added = len(FENCE.findall("\n".join(chunks))) - len(FENCE.findall(whole))

@@ -989,6 +989,19 @@ async def test_a_stop_request_is_written_only_while_its_run_is_held(store: Store
     assert await store.stops.stop_requests({cid}) == []
 
 
+async def test_a_stop_request_keeps_the_run_it_was_aimed_at(store: Store) -> None:
+    cid = await new_conversation(store)
+    lease = await store.leases.acquire_lease(cid, "host-a:1", ttl=60)
+    assert lease is not None
+
+    assert await store.stops.request_stop(cid, holder="host-a:1", epoch=lease.epoch, by=BOB, run=7)
+    assert await store.stops.request_stop(cid, holder="host-a:1", epoch=lease.epoch, by=BOB)
+
+    aimed, unaimed = await store.stops.stop_requests({cid})
+    assert (aimed.run, unaimed.run) == (7, None)  # None: aimed at whatever runs
+    assert await store.stops.stop_requests({cid}, orphans=True) == [aimed, unaimed]
+
+
 async def test_a_stop_request_whose_holder_is_gone_is_an_orphan(store: Store) -> None:
     cid = await new_conversation(store)
     lease = await store.leases.acquire_lease(cid, "host-a:1", ttl=0.2)

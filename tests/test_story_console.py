@@ -96,8 +96,9 @@ async def test_mention_plan_approve_question_answer_progress_final(make_app) -> 
     assert question < answer
     assert any("⏳ Rewriting the fixture." in line for line in lines[answer:])
     assert "✅ Each test now gets its own session." in transcript
-    assert lines[-1].strip().startswith("— 2 tool calls")
-    assert lines[-1].endswith(" · workflow default")  # the footer names the workflow
+    assert lines[-2].strip().startswith("— 2 tool calls")
+    assert lines[-2].endswith(" · workflow default")  # the footer names the workflow
+    assert lines[-1].strip() == "alice, here is the answer."  # the requester, mentioned
 
     snap = await app.store.journal.load(await only_conversation(app))
     assert snap.status.lifecycle is Lifecycle.DONE

@@ -30,8 +30,10 @@ def fix(line: str, summary: str) -> list[ScriptedTurn]:
 
 
 def footer(transcript: str) -> str:
-    """The last line of the transcript: the final answer's footer."""
-    return transcript.rstrip("\n").splitlines()[-1].strip()
+    """The final answer's footer: the transcript's last line but the requester's mention."""
+    lines = [line.strip() for line in transcript.rstrip("\n").splitlines()]
+    assert lines[-1].endswith(", here is the answer."), lines[-1]
+    return lines[-2]
 
 
 async def test_chat_answers_with_no_plan_and_denies_a_plan_and_a_mutating_call(make_app) -> None:

@@ -46,7 +46,8 @@ async def test_an_ask_in_other_case_or_with_punctuation_around_it_runs_that_work
         root = await ws.mention(mention)
 
         answer = ws.posts(root)[-1]["text"]
-        assert answer.startswith("✅ Nothing yet.") and answer.endswith(" · workflow chat")
+        assert answer.startswith("✅ Nothing yet.")
+        assert answer.endswith(" · workflow chat\n<@U0ALICE001>, here is the answer.")
         said = model.requests[0].messages[0]["content"][-1]["text"]
         assert "workflow" not in said.lower() and "what is here?" in said
 
@@ -155,7 +156,7 @@ async def test_a_long_check_output_keeps_to_the_platform_s_limit_inside_its_code
         assert re.match(r"…\nline \d+ of what the check says\n", shown)
         body = shown.rsplit("\n```\n", 1)[0]  # the block's text: the fence in it broken
         assert "`\u200b`\u200b`\na fence in the output\ncheck run 1" in body
-        assert whole.endswith(" · workflow validate-fix")
+        assert whole.rsplit("\n", 1)[0].endswith(" · workflow validate-fix")  # then the mention
         assert (await thread.snapshot()).status.lifecycle is Lifecycle.DONE
 
 

@@ -112,5 +112,7 @@ async def test_a_conversation_keeps_its_workflow_after_the_file_changes_and_a_re
     assert not any("v2" in text for text in said)
     assert not any("(v2)" in text for text in channel.texts(thread))  # not asked again
     answer = channel.post_with(thread, "✅ notes.md is empty.")
-    assert answer is not None and str(answer["text"]).endswith(" · workflow asking")
+    assert answer is not None
+    footer = str(answer["text"]).splitlines()[1]  # the last line mentions the requester
+    assert footer.endswith(" · workflow asking"), answer["text"]
     assert first.query("select lifecycle, position from conversations") == [("done", "done")]

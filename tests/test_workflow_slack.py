@@ -30,8 +30,8 @@ from tests.test_workflow_console import fix
 
 
 def footer(text: str) -> str:
-    """The last line of a bot message: the final answer's footer."""
-    return text.rpartition("\n")[2]
+    """The final answer's footer (its last line but the requester's mention)."""
+    return next(line for line in reversed(text.split("\n")) if line.startswith("— "))
 
 
 async def test_chat_answers_with_no_plan_no_reaction_and_a_mutating_call_denied(

@@ -100,7 +100,8 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
       chunk of at most ``max_text`` characters, split by
       :func:`~conversations.textsplit.split_text` (code blocks closed and
       reopened), with ``content``, ``nonce``, ``enforce_nonce: true``,
-      ``allowed_mentions: {"parse": []}`` and ``flags`` SUPPRESS_EMBEDS. The
+      ``allowed_mentions: {"parse": []}`` (with ``users``: the ids of
+      :attr:`PostReply.mentions`, whose mention notifies) and ``flags`` SUPPRESS_EMBEDS. The
       last message carries the buttons as ``components``. ``ephemeral_to`` is
       ignored (Discord has ephemeral messages only as interaction responses: the
       sender answers a command with :func:`command_answer`), and the seeded
@@ -274,7 +275,7 @@ def _post(action: PostReply, key: str, max_text: int) -> list[RestCall]:
             "content": chunk,
             "nonce": message_nonce(key, part),
             "enforce_nonce": True,
-            "allowed_mentions": _no_mentions(),
+            "allowed_mentions": _no_mentions(action.mentions),
             "flags": SUPPRESS_EMBEDS,
         }
         opener = action.ref.thread if action.ref.thread != action.ref.channel else None
@@ -326,11 +327,12 @@ def _button(button: Button) -> dict[str, Any]:
     }
 
 
-def _no_mentions() -> dict[str, Any]:
-    """``allowed_mentions`` that pings nobody, a fresh dict for each body: the model's
-    text never notifies anyone
+def _no_mentions(users: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``allowed_mentions`` that pings nobody but ``users`` (the ids a post mentions on
+    purpose: :attr:`PostReply.mentions`), a fresh dict for each body: the model's text
+    never notifies anyone
     (https://discord.com/developers/docs/resources/message#allowed-mentions-object)."""
-    return {"parse": []}
+    return {"parse": [], "users": list(users)} if users else {"parse": []}
 
 
 def _where(ref: PlatformRef) -> str:

@@ -61,6 +61,7 @@ from conversations.hub._settings import (
 from conversations.hub._wakeups import Listening
 from conversations.membership import Membership
 from conversations.outbox import Deliverer
+from conversations.queue import arriving
 from conversations.schedules import Schedule
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Outgoing, Store
@@ -220,8 +221,11 @@ class Hub:
         """Take one inbound event; returns once recorded and queued, not when its run ends.
 
         Adapters decide whether other bots' messages reach the hub (``allow_bots``).
+        The event is numbered as it comes (:func:`conversations.queue.arriving`): a stop
+        ends only what came before it.
         """
-        await _chain.run(self._steps, Inbound(event))
+        with arriving():
+            await _chain.run(self._steps, Inbound(event))
 
     def working(self) -> int:
         """How many conversations have a run going or queued in this process."""

@@ -286,10 +286,17 @@ class StopRequests(Protocol):
     """Stops for a run that another instance holds (:mod:`conversations.stopping`)."""
 
     async def request_stop(
-        self, conversation_id: str, *, holder: str, epoch: int, by: Person
+        self,
+        conversation_id: str,
+        *,
+        holder: str,
+        epoch: int,
+        by: Person,
+        run: int | None = None,
     ) -> bool:
-        """Ask ``holder`` to stop its run at ``epoch``: written only while that lease is
-        live, in one step; False when it is not (the caller stops it itself)."""
+        """Ask ``holder``, holding the lease at ``epoch``, to stop ``run`` (the run the
+        stop was aimed at; None: whatever runs): written only while that lease is live,
+        in one step; False when it is not (the caller stops it itself)."""
         ...
 
     async def stop_requests(

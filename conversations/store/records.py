@@ -316,12 +316,15 @@ class LeaseState:
 
 @dataclass(frozen=True)
 class StopRequest:
-    """An open stop request: its id, the conversation, the run's epoch, who asked."""
+    """An open stop request: its id, the conversation, the holder's lease epoch, who
+    asked, and the run it was aimed at (``run``: the ``seq`` of the request that began
+    it, :attr:`core.vocabulary.snapshot.ConversationSnapshot.run`; None: whatever runs)."""
 
     id: int
     conversation_id: str
     lease_epoch: int
     by: Person
+    run: int | None = None
 
 
 @dataclass(frozen=True)

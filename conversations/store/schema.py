@@ -139,9 +139,10 @@ class ToolCallRow(Base):
 class StopRequestRow(Base):
     """A stop for a run that another instance runs: the holder of the lease polls for it.
 
-    ``lease_epoch`` names the run it aims at (the holder's lease epoch when the
-    stop was asked); ``handled_at`` is set once the holder stopped it (or found it
-    ended).
+    ``lease_epoch`` names the holder's lease when the stop was asked (the request is
+    written only while it is live); ``run_seq`` the run the stop was aimed at (the
+    ``seq`` of its request; null: whatever runs); ``handled_at`` is set once the
+    holder stopped it (or found it ended).
     """
 
     __tablename__ = "stop_requests"
@@ -150,6 +151,7 @@ class StopRequestRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
     lease_epoch: Mapped[int] = mapped_column(Integer)
+    run_seq: Mapped[int | None] = mapped_column(Integer)
     requested_by_id: Mapped[str] = mapped_column(String(128))
     requested_by_name: Mapped[str] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

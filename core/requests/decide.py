@@ -10,6 +10,7 @@ execution.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import assert_never
 
 from core.requests import (
@@ -21,7 +22,7 @@ from core.requests import (
     tool_approval,
 )
 from core.requests.common import Opening
-from core.vocabulary.inputs import Choose, Decision, ThreadMessage
+from core.vocabulary.inputs import Choose, DecideOutcome, Decision, ThreadMessage
 from core.vocabulary.journal import Change
 from core.vocabulary.requests import (
     ContinueRequest,
@@ -30,6 +31,7 @@ from core.vocabulary.requests import (
     PlanApproval,
     PlanRevision,
     Question,
+    RequestState,
     RetryRequest,
     ToolApproval,
     WaitRequest,
@@ -51,6 +53,31 @@ def takes(request: PendingRequest, decision: Decision) -> bool:
     if isinstance(decision, Choose):
         return isinstance(request, Question)
     return not answered_in_words(request)
+
+
+def refused_decision(
+    snap: ConversationSnapshot, decision: Decision, now: datetime
+) -> DecideOutcome | None:
+    """Why ``decision`` decides nothing at ``now`` (see
+    :meth:`core.run.engine.Engine.decide` for each outcome), or None when it may: its
+    request is open, takes this kind of decision, has not run out of time, and has the
+    call it names."""
+    request = next((r for r in snap.requests if r.id == decision.request_id), None)
+    if request is None:
+        return DecideOutcome.NOT_OPEN
+    if request.state is RequestState.DECIDED:
+        return DecideOutcome.ALREADY_DECIDED
+    if request.state is not RequestState.OPEN or not takes(request, decision):
+        return DecideOutcome.NOT_OPEN  # e.g. an escalation is answered in words
+    if request.expires_at is not None and now >= request.expires_at:
+        # The sweeper had not come by yet. Expire it in the conversation's turn, not
+        # here: a run may still hold the conversation, its calls running.
+        return DecideOutcome.EXPIRED
+    calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
+    call = None if isinstance(decision, Choose) else decision.call
+    if call is not None and not 1 <= call <= len(calls):
+        return DecideOutcome.NO_SUCH_CALL
+    return None
 
 
 def decision_change(

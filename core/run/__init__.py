@@ -34,4 +34,6 @@
     stats.py        the answer footer's totals
     slots.py        StepSlots: a model call or a command waits for its slot (unlimited
                     by default)
+    addressed.py    the requester named on the plan, the question and the answer
+                    (``mention_requester``)
 """

@@ -21,7 +21,7 @@ from core.tool_state import Moved, answered_calls, move, parts, unrecorded
 from core.tools import control
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry, UserText
-from core.vocabulary.inputs import ThreadMessage, delivery_keys
+from core.vocabulary.inputs import StopOutcome, ThreadMessage, delivery_keys
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState
@@ -129,6 +129,27 @@ def stopped(snap: ConversationSnapshot, by: Person, read_only: Callable[[str], b
             ),
         ),
     )
+
+
+def aimed_outcome(snap: ConversationSnapshot, run: int | None) -> StopOutcome | None:
+    """What a stop aimed at ``run`` does to ``snap``: None when it stops the run active
+    now (it is the one aimed at, or the stop named none); else why it stops nothing:
+    ``NOTHING_ACTIVE`` (no run named and none ever ran), ``ALREADY_STOPPED`` (the run
+    aimed at, or with none named the newest, ended by a stop: a ``StopEntry`` comes
+    after it), ``ENDED`` (it ended otherwise, a later run maybe active:
+    docs/architecture.md, "One mention, one approval, one stop")."""
+    if run is None:
+        if snap.status.active:
+            return None
+        if snap.run == 0:
+            return StopOutcome.NOTHING_ACTIVE
+        run = snap.run
+    elif snap.run == run and snap.status.active:
+        return None
+    after = (r.entry for r in snap.journal if r.seq > run)
+    if any(isinstance(entry, StopEntry) for entry in after):
+        return StopOutcome.ALREADY_STOPPED
+    return StopOutcome.ENDED
 
 
 def stopped_before_start(message: ThreadMessage, by: Person) -> Change:

@@ -32,10 +32,15 @@ from core.files import FileReader
 from core.models.base import Model
 from core.outputs import OutputCache
 from core.policy import policy
-from core.requests.decide import decision_change, takes
+from core.requests.decide import decision_change, refused_decision
 from core.run import live, messages
 from core.run import workflow as run_workflow
-from core.run.close_calls import interrupt_running, stopped, stopped_before_start
+from core.run.close_calls import (
+    aimed_outcome,
+    interrupt_running,
+    stopped,
+    stopped_before_start,
+)
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
 from core.run.scope import Scope
@@ -49,10 +54,16 @@ from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
 from core.vocabulary.errors import AlreadyHandled, RequestConflict
-from core.vocabulary.inputs import Choose, DecideOutcome, Decision, Inbox, ThreadMessage
+from core.vocabulary.inputs import (
+    Choose,
+    DecideOutcome,
+    Decision,
+    Inbox,
+    StopOutcome,
+    ThreadMessage,
+)
 from core.vocabulary.journal import Change, Journal
 from core.vocabulary.people import Person
-from core.vocabulary.requests import RequestState, ToolApproval
 from core.vocabulary.run_events import Reminder
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.workflows.loading import WorkflowLibrary, shipped_library
@@ -278,21 +289,10 @@ class Engine:
         """
         async with self._opened("decide", conversation_id) as run:
             snap = run.snap
-            request = next((r for r in snap.requests if r.id == decision.request_id), None)
-            if request is None:
-                return DecideOutcome.NOT_OPEN
-            if request.state is RequestState.DECIDED:
-                return DecideOutcome.ALREADY_DECIDED
-            if request.state is not RequestState.OPEN or not takes(request, decision):
-                return DecideOutcome.NOT_OPEN  # e.g. an escalation is answered in words
-            if request.expires_at is not None and run.context.now() >= request.expires_at:
-                # The sweeper had not come by yet. Expire it in the conversation's turn, not
-                # here: a run may still hold the conversation, its calls running.
-                return DecideOutcome.EXPIRED
-            calls = request.tool_use_ids if isinstance(request, ToolApproval) else ()
-            call = None if isinstance(decision, Choose) else decision.call
-            if call is not None and not 1 <= call <= len(calls):
-                return DecideOutcome.NO_SUCH_CALL
+            refused = refused_decision(snap, decision, run.context.now())
+            if refused is not None:
+                return refused
+            request = next(r for r in snap.requests if r.id == decision.request_id)
             workflow = run.workflow
             change = decision_change(snap, request, decision, workflow, run.opening)
             if change is None and isinstance(decision, Choose):
@@ -308,25 +308,39 @@ class Engine:
                 handover(handed)
             return DecideOutcome.DECIDED
 
-    async def stop(self, conversation_id: str, by_name: str, by_id: str) -> bool:
-        """Close everything open after the caller cancelled the run's task.
-
-        Every ``tool_use`` without a result gets one (``interrupted`` if it was
-        running, else ``cancelled``), every open request is cancelled, and the
-        conversation ends ``cancelled``. Returns False when nothing was active.
-        """
+    async def stop(
+        self, conversation_id: str, by_name: str, by_id: str, *, run: int | None = None
+    ) -> StopOutcome:
+        """Close everything open after the caller cancelled the run's task: every
+        ``tool_use`` without a result gets one (``interrupted`` if it was running, else
+        ``cancelled``), every open request is cancelled, and the conversation ends
+        ``cancelled``. ``run``: the run the stop was aimed at (:meth:`running`; None:
+        whatever is active); any other run is left alone, and the outcome says why
+        (:func:`core.run.close_calls.aimed_outcome`)."""
         by = Person(id=by_id, name=by_name)
-        async with self._opened("stop", conversation_id) as run:
+        async with self._opened("stop", conversation_id) as opened:
             for _attempt in range(3):
-                snap = await live.current(run, self._journal)
-                if not snap.status.active:
-                    return False
+                snap = await live.current(opened, self._journal)
+                if (outcome := aimed_outcome(snap, run)) is not None:
+                    return outcome
                 try:
-                    await self._commit(run, stopped(snap, by, self._deps.toolbox.read_only))
+                    await self._commit(opened, stopped(snap, by, self._deps.toolbox.read_only))
                 except RequestConflict:
                     continue
-                return True
-            return False
+                return StopOutcome.STOPPED
+            snap = await live.reload(opened, self._journal)
+            return aimed_outcome(snap, run) or StopOutcome.NOTHING_ACTIVE
+
+    async def stop_outcome(self, conversation_id: str, run: int) -> StopOutcome | None:
+        """What a stop aimed at ``run`` would do now (no write): None when that run is
+        active (the caller cancels its job, then calls :meth:`stop`), else why not."""
+        return aimed_outcome(await self._journal.load(conversation_id), run)
+
+    async def running(self, conversation_id: str) -> int | None:
+        """The run working or waiting for a person (its request's ``seq``), None when
+        none is active: a stop sent now is aimed at it."""
+        snap = await self._journal.load(conversation_id)
+        return snap.run if snap.status.active else None
 
     async def stop_queued(
         self, conversation_id: str, message: ThreadMessage, by_name: str, by_id: str

@@ -31,6 +31,7 @@ import contextlib
 import functools
 from collections.abc import Iterator
 
+from core.run.addressed import addressed
 from core.run.plan_progress import with_plan_progress
 from core.run.state import Gathering, Run
 from core.vocabulary.entries import AssistantTurn, StepEntered, ToolResultEntry
@@ -150,6 +151,7 @@ def _place(change: Change, order: dict[str, int]) -> int:
 async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
     """:func:`commit` of one change (see there)."""
     cid = run.conversation_id
+    change = addressed(run, change)
     async with run.commits:
         snap = run.snapshot
         if snap is not None:

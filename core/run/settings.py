@@ -64,6 +64,9 @@ class EngineSettings:
     past it keeps its head and tail)."""
     request_ttl: float = 24 * 3600.0
     """Seconds a pending request waits before it expires (a reminder at half)."""
+    mention_requester: bool = True
+    """Whether the requester is mentioned on the plan and the question that wait for them
+    and on the final answer (:mod:`core.run.addressed`)."""
     file_text_limit: int = 50_000
     """Characters of the text files shared with one message that the model reads inline;
     the files past it are saved into the workspace (:mod:`core.files`)."""

@@ -61,11 +61,13 @@ a row of buttons each platform can show (docs/architecture.md, "What a person se
 
 
 def _options(value: object, info: ValidationInfo) -> list[str]:
-    """The options as strings, stripped, the blank ones left out; more than
-    :data:`MAX_OPTIONS` is refused with the reason (the model reads it)."""
+    """The options as one-line strings (each run of whitespace, line breaks included,
+    one space: a label never spans lines of the numbered list nor of a button), the
+    blank ones left out; more than :data:`MAX_OPTIONS` is refused with the reason (the
+    model reads it)."""
     if not isinstance(value, list):
         return []
-    options = [str(o).strip() for o in value if str(o).strip()]
+    options = [" ".join(str(o).split()) for o in value if str(o).strip()]
     if len(options) > MAX_OPTIONS:
         raise ValueError(
             f"`{info.field_name}` may hold at most {MAX_OPTIONS} choices, got {len(options)}: "

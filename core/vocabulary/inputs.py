@@ -161,6 +161,18 @@ Decision = Annotated[Approve | Reject | Choose, Field(discriminator="kind")]
 """A person's decision on a pending request; ``kind`` tells which."""
 
 
+class StopOutcome(StrEnum):
+    """What became of a stop (:meth:`core.run.engine.Engine.stop`): the run it was
+    aimed at was stopped; nothing was active; or the run it was aimed at had ended
+    (on its own, or stopped by someone else), a later one maybe working, and nothing
+    was stopped; ``ALREADY_STOPPED`` when that run ended by a stop."""
+
+    STOPPED = "stopped"
+    NOTHING_ACTIVE = "nothing_active"
+    ENDED = "ended"
+    ALREADY_STOPPED = "already_stopped"
+
+
 class DecideOutcome(StrEnum):
     """What became of a decision: taken, too late, or about no open request."""
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.vocabulary.entries import FailedCall
+from core.vocabulary.people import Person
 
 
 class _Frozen(BaseModel):
@@ -83,6 +84,9 @@ class PlanProposed(_Frozen):
     steps: tuple[str, ...]
     tools: tuple[str, ...] = ()
     fixed: bool = False
+    mention: Person | None = None
+    """The person the plan waits for, mentioned in its message (the requester, unless
+    the conversation's ``mention_requester`` is off: :mod:`core.run.addressed`)."""
 
 
 class QuestionAsked(_Frozen):
@@ -92,6 +96,9 @@ class QuestionAsked(_Frozen):
     request_id: str
     question: str
     options: tuple[str, ...] = ()
+    mention: Person | None = None
+    """The person the question waits for, mentioned in its message (the requester,
+    unless ``mention_requester`` is off: :mod:`core.run.addressed`)."""
 
 
 class GatedCall(_Frozen):
@@ -136,6 +143,9 @@ class RunAnswered(_Frozen):
     stats: RunStats
     workflow: str = ""
     mark: str = "✅"
+    mention: Person | None = None
+    """The person the answer is for, mentioned in it (the requester, unless
+    ``mention_requester`` is off: :mod:`core.run.addressed`)."""
 
 
 class RunFailed(_Frozen):

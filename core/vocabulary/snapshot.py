@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from core.vocabulary.entries import JournalRecord
+from core.vocabulary.entries import JournalRecord, UserText
 from core.vocabulary.lifecycle import Status
 from core.vocabulary.people import Person
 from core.vocabulary.requests import PendingRequest, RequestState
@@ -42,3 +42,16 @@ class ConversationSnapshot(BaseModel):
     def last_seq(self) -> int:
         """``seq`` of the newest journal entry, 0 for an empty journal."""
         return self.journal[-1].seq if self.journal else 0
+
+    @property
+    def run(self) -> int:
+        """The conversation's newest run, named by the ``seq`` of the request that began
+        it (0: none yet). A run goes on through its waits for a person and ends
+        ``done``, ``failed`` or ``cancelled``; the next request begins the next one, so
+        a stop aimed at one run never ends a later one (docs/architecture.md, "One
+        mention, one approval, one stop")."""
+        for record in reversed(self.journal):
+            entry = record.entry
+            if isinstance(entry, UserText) and entry.role == "request":
+                return record.seq
+        return 0

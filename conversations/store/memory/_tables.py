@@ -129,7 +129,7 @@ class OutboxRow:
 
 @dataclass
 class StopEntry:
-    """A stop request for the run a holder runs at ``lease_epoch``."""
+    """A stop request for ``run`` (None: whatever runs), held at ``lease_epoch``."""
 
     id: int
     conversation_id: str
@@ -137,6 +137,7 @@ class StopEntry:
     by: Person
     created_at: datetime
     handled_at: datetime | None = None
+    run: int | None = None
 
 
 @dataclass

@@ -16,9 +16,15 @@ class MemoryStopRequests:
         self._t = tables
 
     async def request_stop(
-        self, conversation_id: str, *, holder: str, epoch: int, by: Person
+        self,
+        conversation_id: str,
+        *,
+        holder: str,
+        epoch: int,
+        by: Person,
+        run: int | None = None,
     ) -> bool:
-        """Ask ``holder`` to stop the run it holds at ``epoch``, if it still holds it
+        """Ask ``holder`` to stop ``run``, if it still holds the lease at ``epoch``
         unexpired; False otherwise."""
         await checkpoint()
         now = self._t.clock()
@@ -31,7 +37,9 @@ class MemoryStopRequests:
         ):
             return False
         self._t.last_stop_id += 1
-        self._t.stops.append(StopEntry(self._t.last_stop_id, conversation_id, epoch, by, now))
+        self._t.stops.append(
+            StopEntry(self._t.last_stop_id, conversation_id, epoch, by, now, run=run)
+        )
         return True
 
     async def stop_requests(
@@ -52,7 +60,7 @@ class MemoryStopRequests:
                 )
                 if stop.handled_at is None and unheld and stop not in found:
                     found.append(stop)
-        return [StopRequest(s.id, s.conversation_id, s.lease_epoch, s.by) for s in found]
+        return [StopRequest(s.id, s.conversation_id, s.lease_epoch, s.by, s.run) for s in found]
 
     async def stop_requests_handled(self, conversation_id: str) -> int:
         """Close the conversation's open stop requests; how many there were."""

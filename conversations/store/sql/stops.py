@@ -3,7 +3,8 @@
 The instance that holds a conversation's lease runs it: only it can cancel the
 model call or kill the command. Another instance that takes a stop (a Slack
 event, a button, ``/stop`` can reach any instance) writes a stop request naming
-the run it aims at (the holder's lease epoch); the holder polls for requests
+the holder's lease epoch and the run it aims at (``run_seq``: the seq of its
+request, so a later run is never stopped by it); the holder polls for requests
 aimed at the conversations it holds, about once a second in one query per
 process, stops the run and marks the request handled. Because the request is
 written only while that lease is live (one ``INSERT ... SELECT ... WHERE``
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import and_, exists, insert, literal, or_, select, update
+from sqlalchemy import Integer, and_, exists, insert, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -34,13 +35,20 @@ class SqlStopRequests:
         self._db = db
 
     async def request_stop(
-        self, conversation_id: str, *, holder: str, epoch: int, by: Person
+        self,
+        conversation_id: str,
+        *,
+        holder: str,
+        epoch: int,
+        by: Person,
+        run: int | None = None,
     ) -> bool:
-        """Ask ``holder`` to stop the run it holds at ``epoch``; False if it holds it no more."""
+        """Ask ``holder``, holding the lease at ``epoch``, to stop ``run``; False if it
+        holds the lease no more."""
         now = utcnow()
         return await self._db.write(
             lambda session: request(
-                session, conversation_id, holder=holder, epoch=epoch, by=by, now=now
+                session, conversation_id, holder=holder, epoch=epoch, by=by, now=now, run=run
             )
         )
 
@@ -73,8 +81,10 @@ def request(
     epoch: int,
     by: Person,
     now: datetime,
+    run: int | None = None,
 ) -> bool:
-    """Write a stop request if ``holder`` still holds the lease at ``epoch``, unexpired.
+    """Write a stop request aimed at ``run`` if ``holder`` still holds the lease at
+    ``epoch``, unexpired.
 
     One statement, so it cannot race the holder's release: False means the run is
     not held there any more (the caller stops the conversation itself).
@@ -88,12 +98,20 @@ def request(
     values = select(
         literal(conversation_id),
         literal(epoch),
+        literal(run, type_=Integer),
         literal(by.id),
         literal(by.name),
         literal(now),
     ).where(held)
     stmt = insert(StopRequestRow).from_select(
-        ["conversation_id", "lease_epoch", "requested_by_id", "requested_by_name", "created_at"],
+        [
+            "conversation_id",
+            "lease_epoch",
+            "run_seq",
+            "requested_by_id",
+            "requested_by_name",
+            "created_at",
+        ],
         values,
     )
     return bool(changed(session.execute(stmt)))
@@ -147,4 +165,5 @@ def _request_of(row: StopRequestRow) -> StopRequest:
         conversation_id=row.conversation_id,
         lease_epoch=row.lease_epoch,
         by=Person(id=row.requested_by_id, name=row.requested_by_name),
+        run=row.run_seq,
     )
