@@ -35,6 +35,7 @@ from typing import Any, assert_never
 
 from adapters.errors import RenderError
 from adapters.limits import cut_label, cut_to_fit
+from adapters.slack.plan_blocks import plan_blocks
 from conversations.emoji import normalize
 from conversations.events import (
     AddReaction,
@@ -81,6 +82,7 @@ def render(
     idempotency_key: str,
     max_text: int = 3900,
     max_section: int = 3000,
+    plans: bool = True,
 ) -> list[ApiCall]:
     """The Web API calls that perform ``action``, in the order to send them.
 
@@ -94,6 +96,11 @@ def render(
       ``ephemeral_to``: ``chat.postEphemeral`` with ``user`` and no metadata
       (https://docs.slack.dev/reference/methods/chat.postEphemeral). The seeded
       ``reactions`` are not rendered here: see :func:`seed_reactions`.
+    - With a plan card and ``plans`` (the workspace takes plan blocks), when the text
+      fits one message (``max_text``): the ``blocks`` are the card's
+      (:mod:`adapters.slack.plan_blocks`) and then the buttons', the ``text`` the
+      notification's fallback; otherwise (no ``plans``, or a plan too long for one
+      message, posted in parts as any long text) the card is left out.
     - :class:`UpdateMessage`: one ``chat.update`` (``channel``, ``ts``, ``text``,
       ``blocks``) (https://docs.slack.dev/reference/methods/chat.update); ``blocks``
       is always sent, so buttons left out are removed. Text past ``max_text`` is
@@ -111,8 +118,12 @@ def render(
     """
     match action:
         case PostReply():
+            if not plans or len(escape(action.text)) > max_text:
+                action = action.model_copy(update={"plan": None})
             return _post(action, idempotency_key, max_text, max_section)
         case UpdateMessage():
+            if not plans or len(escape(action.text)) > max_text:
+                action = action.model_copy(update={"plan": None})
             return [_update(action, max_text, max_section)]
         case AddReaction():
             ts = _message_ts(action.ref.message, "reaction")
@@ -196,7 +207,11 @@ def _post(action: PostReply, key: str, max_text: int, max_section: int) -> list[
         if action.ref.thread:
             args["thread_ts"] = action.ref.thread
         args["text"] = chunk
-        args["blocks"] = _blocks(chunk, buttons, max_section)
+        args["blocks"] = (
+            plan_blocks(action.plan, escape) + _blocks("", buttons, max_section)
+            if action.plan is not None
+            else _blocks(chunk, buttons, max_section)
+        )
         if action.ephemeral_to:
             args["user"] = action.ephemeral_to
             calls.append(ApiCall("chat.postEphemeral", args))
@@ -217,7 +232,11 @@ def _update(action: UpdateMessage, max_text: int, max_section: int) -> ApiCall:
         "channel": action.ref.channel,
         "ts": ts,
         "text": text,
-        "blocks": _blocks(text, action.buttons, max_section),
+        "blocks": (
+            plan_blocks(action.plan, escape) + _blocks("", action.buttons, max_section)
+            if action.plan is not None
+            else _blocks(text, action.buttons, max_section)
+        ),
     }
     return ApiCall("chat.update", args)
 

@@ -53,6 +53,7 @@ class Deliverer:
 
     ``progress_mode`` and ``note_interval`` (seconds) say how notes are shown
     (``progress_mode_of``, when given, says it per conversation: its channel's);
+    ``plan_interval``: seconds between two edits of one plan's card;
     ``max_attempts``: failed attempts (429s not counted) before a row fails for
     good; ``concurrency``: conversations delivered at once; ``poll_interval``:
     seconds between looks at the store for rows that no :meth:`wake` handed over
@@ -77,6 +78,7 @@ class Deliverer:
         progress_mode: ProgressMode = "replies",
         progress_mode_of: ModeLookup | None = None,
         note_interval: float = 3.0,
+        plan_interval: float = 1.0,
         max_attempts: int = 5,
         concurrency: int = 8,
         poll_interval: float = 2.0,
@@ -92,11 +94,9 @@ class Deliverer:
     ) -> None:
         self._known = KnownRows(outbox)
         self._clock = as_clock(clock)
-        held = (
-            HeldClaims(store=claims, owner=owner, ttl=claim_ttl, clock=self._clock)
-            if claims is not None
-            else None
-        )
+        held: HeldClaims | None = None
+        if claims is not None:
+            held = HeldClaims(store=claims, owner=owner, ttl=claim_ttl, clock=self._clock)
         self._redactor = redactor
         self._attempts = Attempts(
             outbox=self._known,
@@ -114,6 +114,7 @@ class Deliverer:
             may_send=self._gate.may_send,
             clock=self._clock,
             note_interval=note_interval,
+            plan_interval=plan_interval,
             draining=lambda: self._draining > 0,
         )
         self._progress_mode = progress_mode
@@ -358,7 +359,7 @@ class Deliverer:
         if (
             deferral is None
             and state is not None
-            and state.idle(self._clock.now(), self._ctx.note_interval)
+            and state.idle(self._clock.now(), self._ctx.note_interval, self._ctx.plan_interval)
         ):
             del self._states[conversation_id]
         self._wakeup.set()
@@ -369,12 +370,12 @@ class Deliverer:
         if now - self._swept_at < self._poll:
             return
         self._swept_at = now
-        interval = self._ctx.note_interval
+        interval = (self._ctx.note_interval, self._ctx.plan_interval)
         self._gate.forget_idle(set(self._workers))
         self._states = {
             c: s
             for c, s in self._states.items()
-            if c in self._workers or c in self._deferred or not s.idle(now, interval)
+            if c in self._workers or c in self._deferred or not s.idle(now, *interval)
         }
 
     def _raise_failure(self) -> None:
