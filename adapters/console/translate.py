@@ -46,6 +46,7 @@ from conversations.events import (
     PlatformRef,
     ReactionChanged,
 )
+from conversations.feedback import feedback_only
 
 
 def help_lines(stop_command: str = "stop") -> tuple[str, ...]:
@@ -299,7 +300,8 @@ def render_message(
     Top level (``thread`` None): ``[1] you: text``; in a thread:
     ``  [2] ↳1 threadbot: text``; a message for one person (``only_to``, a name):
     ``[3] threadbot (only to alice): text``. Further lines of ``text`` are indented
-    four spaces past the first; buttons (``[Approve] [Reject]``) and the seeded
+    four spaces past the first; buttons (``[Approve] [Reject]``; not the feedback
+    buttons: a 👍 or 👎 reaction on the answer gives feedback here) and the seeded
     ``reactions`` (names, shown as ``(reactions: ✅ ❌)``) go on one last line. A
     terminal shows no Markdown, so the fence lines of a code block (three backticks,
     maybe a language) are left out; the indent already sets its lines apart.
@@ -314,7 +316,8 @@ def render_message(
     lines = [f"{indent}[{message_id}] {where}{label}: {first}".rstrip()]
     more = indent + "    "
     lines += [(more + line).rstrip() for line in rest]
-    extras = [f"[{button.label}]" for button in buttons]
+    # the console has no buttons: feedback is a 👍 / 👎 reaction on the answer
+    extras = [f"[{button.label}]" for button in buttons if not feedback_only((button,))]
     if reactions:
         extras.append("(reactions: " + " ".join(to_unicode(r) for r in reactions) + ")")
     if extras:
