@@ -21,6 +21,8 @@ import pytest
 from adapters.slack.outbound import FEEDBACK_ACTION_ID
 from bot.settings import Settings
 from conversations.actions import FeedbackButton, decode
+from conversations.events import ButtonPressed
+from conversations.feedback import FEEDBACK_BUTTONS
 from core.models.scripted import ScriptedModel
 from core.vocabulary.lifecycle import Lifecycle
 from tests.fakes.discord_api import MSG_FLAG_EPHEMERAL
@@ -162,3 +164,32 @@ async def test_feedback_is_stored_per_person_told_to_them_alone_and_reported(
     [line] = [line for line in report["lines"] if line["key"] == conversation.id]
     assert line["feedback"] == {"positive": 1, "negative": 1}
     assert report["total"]["feedback"] == {"positive": 1, "negative": 1}
+
+
+async def test_a_press_whose_answer_is_no_longer_known_counts_for_its_thread(
+    settings: Settings,
+) -> None:
+    """The link from a message to its conversation goes with its pruned outbox row; a
+    feedback press there still reaches the conversation of the thread. A 👍 on a
+    message that asks for something (the plan) approves, as before, and is no feedback."""
+    async with on("console", settings, ScriptedModel([plan(), finish(ANSWER)])) as thread:
+        assert isinstance(thread, ConsoleThread)
+        chat = thread.chat
+        await chat.mention("please fix the flaky login test")
+        await chat.react(thread.message("📋 Plan"), "+1", by="alice")
+        await thread.settle()
+        assert (await thread.snapshot()).status.lifecycle is Lifecycle.DONE
+        [conversation] = await thread.app.store.threads.conversations()
+        assert await thread.app.store.feedback.of(conversation.id) == []
+
+        press = ButtonPressed(
+            delivery_key="press-1",
+            ref=chat._ref("999", "bob"),  # a message the store knows nothing of
+            author=chat.person("bob"),
+            action=FEEDBACK_BUTTONS[1].value,
+        )
+        await thread.app.hub.handle(press)
+        await thread.settle()
+
+        [given] = await thread.app.store.feedback.of(conversation.id)
+        assert (given.user_id, given.positive) == ("console:bob", False)

@@ -219,12 +219,16 @@ class Bind:
                 )
             case AnswerButton():  # Discord's adapter opens its form; elsewhere a reply answers
                 return Ignore("an answer button reached the hub: a reply in the thread answers")
-            case FeedbackButton():
+            case FeedbackButton():  # the pressed answer's conversation, else its thread's
                 link = await self._link(event.ref) if event.ref.message is not None else None
-                if link is None:
+                given: ConversationInfo | None
+                if link is not None:
+                    given = link.conversation or await self._threads.info(link.conversation_id)
+                else:  # its outbox row was pruned
+                    given = await self._threads.find_by_thread(event.ref)
+                if given is None:
                     return unknown
-                conversation = link.conversation or await self._threads.info(link.conversation_id)
-                return GiveFeedback(conversation, event.author, action.positive)
+                return GiveFeedback(given, event.author, action.positive)
             case _:
                 assert_never(action)
 
