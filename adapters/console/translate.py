@@ -14,6 +14,8 @@ each (``N`` is a message id, ``K`` a call number from 1):
                     ``decide`` with args ``"N.K <emoji name>"``
 ``+1️⃣ N``          pick option 1 of question ``N`` (a number reaction, 1️⃣-9️⃣);
                     ``>N 2`` (a reply that is only the number) picks option 2
+``+👍 N``           feedback on the answer ``N`` (``+👎 N``): a reaction, which the
+                    hub takes as feedback on a message that asks for nothing
 ``/stop [N]``       stop the work (in the thread of ``N``)
 ``/settings``       show this channel's effective settings: ``CommandInvoked``
                     ``settings`` (the hub answers only to the one who asked)
@@ -70,6 +72,7 @@ HELP = (
     "+EMOJI N        react to message N (✅, white_check_mark or :x:); -EMOJI N removes it",
     "+EMOJI N.K      decide call K of approval request N",
     "+1️⃣ N / >N 1     pick option 1 of question N (a reply in words answers it too)",
+    "+👍 N / +👎 N    feedback on the answer N (anyone's; only you are told)",
     "/stop [N]       stop the work (in the thread of message N; the name can be configured)",
     "/settings       show this channel's settings (only to you)",
     "/as NAME        speak as NAME from now on",
