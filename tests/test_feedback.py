@@ -7,7 +7,9 @@ Bob, who is in the channel, presses 👍: it is stored with the conversation und
 platform user id and acknowledged to him alone (Slack ``chat.postEphemeral``, Discord
 an ephemeral interaction response, flags 64; the console ``(only to bob)``), and
 nothing is posted in the thread. His 👎 afterwards replaces his 👍; Alice's 👍 counts
-beside it; ``threadbot usage --by conversation --json`` shows one of each.
+beside it; ``threadbot usage --by conversation --json`` shows one of each. Around it:
+a press whose answer's link was pruned counts for its thread, a 👍 on the plan still
+approves and is no feedback, and the usage table's feedback column.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import pytest
 
 from adapters.slack.outbound import FEEDBACK_ACTION_ID
 from bot.settings import Settings
+from bot.usage_report import as_table, with_feedback
 from conversations.actions import FeedbackButton, decode
 from conversations.events import ButtonPressed
 from conversations.feedback import FEEDBACK_BUTTONS
+from conversations.store.feedback import FeedbackCounts
+from conversations.store.usage import UsageLine
 from core.models.scripted import ScriptedModel
 from core.vocabulary.lifecycle import Lifecycle
 from tests.fakes.discord_api import MSG_FLAG_EPHEMERAL
@@ -193,3 +198,16 @@ async def test_a_press_whose_answer_is_no_longer_known_counts_for_its_thread(
 
         [given] = await thread.app.store.feedback.of(conversation.id)
         assert (given.user_id, given.positive) == ("console:bob", False)
+
+
+def test_the_usage_table_by_conversation_has_a_feedback_column() -> None:
+    line = UsageLine("c1", 2, 100, 10, 0, 0, 0, 2)
+    counts = {"c1": FeedbackCounts(2, 1), "c2": FeedbackCounts(0, 1)}
+
+    lines = with_feedback([line], counts)  # c2: feedback, no model call
+
+    assert [(shown.key, shown.calls) for shown in lines] == [("c1", 2), ("c2", 0)]
+    head, first, second, last, *_ = as_table("conversation", lines, counts).splitlines()
+    assert head.split()[-1] == "👍/👎"
+    assert (first.split()[-1], second.split()[-1], last.split()[-1]) == ("2/1", "0/1", "2/2")
+    assert "👍/👎" not in as_table("model", [line])
