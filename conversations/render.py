@@ -25,12 +25,8 @@ from conversations.actions import ApproveButton, ChooseButton, RejectButton
 from conversations.closing import HINT, outcome_line
 from conversations.emoji import NUMBERS as NUMBER_REACTIONS
 from conversations.emoji import to_unicode
-from conversations.events import (
-    Button,
-    PlatformRef,
-    PostReply,
-    UpdateMessage,
-)
+from conversations.events import Button, PlatformRef, PostReply, UpdateMessage
+from conversations.feedback import FEEDBACK_BUTTONS
 from conversations.plan_cards import plan_message
 from conversations.store import Outgoing
 from conversations.totals import (
@@ -164,7 +160,7 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
             named = f" · workflow {event.workflow}" if event.workflow else ""
             footer = format_stats(event.stats) + named + roles_line(event.stats)
             text = f"{event.mark} {event.text}\n{branch}— {footer}"
-            return [Outgoing(PostReply(ref=binding, text=text))]
+            return [Outgoing(PostReply(ref=binding, text=text, buttons=FEEDBACK_BUTTONS))]
         case RunFailed():
             return [_failure(binding, event, settings)]
         case ContinueAsked():

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
+from adapters.slack.outbound import ApiCall, escape, feedback_block, render, seed_reactions
 from adapters.slack.translate import (
     BotIdentity,
     action_event,
@@ -25,6 +25,7 @@ from adapters.slack.translate import (
     inbound_event,
     unescape,
 )
+from conversations.actions import FeedbackButton, decode
 from conversations.events import (
     AddReaction,
     Author,
@@ -37,6 +38,7 @@ from conversations.events import (
     ReactionChanged,
     UpdateMessage,
 )
+from conversations.feedback import FEEDBACK_BUTTONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slack"
 ME = BotIdentity(
@@ -396,6 +398,30 @@ def test_a_click_on_approve_is_a_button_press_on_the_plan_message() -> None:
         author=ALICE,
         action="plan:1",
     )
+
+
+def test_a_click_on_the_feedback_buttons_carries_the_pressed_side_s_action() -> None:
+    """Slack hands back the pressed side's ``value``: the serialised action, read as is."""
+    data = fixture("block_actions_feedback")
+    payload = json.loads(parse_qs(data["payload"])["payload"][0])
+    assert payload == data["payload_parsed"]
+
+    event = action_event(payload, ME)
+
+    bob = Author(id="U0BOB00001", name="<@U0BOB00001>")
+    assert event == ButtonPressed(
+        delivery_key="slack:action:1717171795123.2222222222.1b2c3d4e5f60718293a4b5c6d7e8f90a",
+        ref=ref(thread=ROOT_TS, message="1717171760.000500", user=bob.id),
+        author=bob,
+        action='tb1:{"k":"feedback","p":true}',
+    )
+    assert decode(event.action) == FeedbackButton(positive=True)
+    # and what the bot posted is what Slack showed: the same element under the answer
+    block = payload["message"]["blocks"][-1]
+    assert feedback_block(FEEDBACK_BUTTONS) == {
+        "type": "context_actions",
+        "elements": block["elements"],
+    }
 
 
 def test_the_socket_mode_click_is_the_same_button_press() -> None:

@@ -29,6 +29,7 @@ from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.claims import DeliveryClaims
+from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
@@ -1138,6 +1139,7 @@ INTERFACES: dict[str, type[Any]] = {
     "health": StoreHealth,
     "schedules": Schedules,
     "slots": SlotStore,
+    "feedback": Feedback,
 }
 
 
@@ -1148,9 +1150,11 @@ ELSEWHERE = (
     "test_store_health.py",
     "test_schedules.py",
     "test_slots_store.py",
+    "test_feedback_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules`` and of ``slots``."""
+deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots`` and of
+``feedback``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

@@ -16,7 +16,11 @@ Slack's limits that shape the calls:
 - an actions block holds at most 25 elements
   (https://docs.slack.dev/reference/block-kit/blocks/actions-block), and a
   button's label at most 75 characters
-  (https://docs.slack.dev/reference/block-kit/block-elements/button-element).
+  (https://docs.slack.dev/reference/block-kit/block-elements/button-element);
+- the feedback buttons under an answer are one ``feedback_buttons`` element in a
+  ``context_actions`` block (:func:`feedback_block`), each button's ``value`` the
+  serialised action
+  (https://docs.slack.dev/reference/block-kit/block-elements/feedback-buttons-element).
 
 Text is escaped as Slack asks (``&``, ``<``, ``>`` as HTML entities,
 https://docs.slack.dev/messaging/formatting-message-text#escaping), except in
@@ -36,6 +40,7 @@ from typing import Any, assert_never
 from adapters.errors import RenderError
 from adapters.limits import cut_label, cut_to_fit
 from adapters.slack.plan_blocks import plan_blocks
+from conversations.actions import FeedbackButton
 from conversations.emoji import normalize
 from conversations.events import (
     AddReaction,
@@ -92,7 +97,8 @@ def render(
       characters, ``metadata`` ``{"event_type": "threadbot_outbox",
       "event_payload": {"key": idempotency_key, "part": n}}`` with ``n`` from 0,
       ``unfurl_links`` False). The buttons go in an ``actions`` block of the last
-      message, ``action_id`` and ``value`` both the button's value. With
+      message, ``action_id`` and ``value`` both the button's value; the feedback
+      buttons in a ``context_actions`` block after it. With
       ``ephemeral_to``: ``chat.postEphemeral`` with ``user`` and no metadata
       (https://docs.slack.dev/reference/methods/chat.postEphemeral). The seeded
       ``reactions`` are not rendered here: see :func:`seed_reactions`.
@@ -252,10 +258,48 @@ def _blocks(text: str, buttons: tuple[Button, ...], max_section: int) -> list[di
         for piece in split_text(text, max_section)
         if piece.strip()
     ]
+    feedback = feedback_block(buttons)
+    buttons = tuple(b for b in buttons if not isinstance(b.action, FeedbackButton))
     for start in range(0, len(buttons), MAX_BUTTONS_PER_BLOCK):
         group = buttons[start : start + MAX_BUTTONS_PER_BLOCK]
         blocks.append({"type": "actions", "elements": [_button(b) for b in group]})
-    return blocks
+    return [*blocks, feedback] if feedback else blocks
+
+
+FEEDBACK_ACTION_ID = "threadbot_feedback"
+"""``action_id`` of the ``feedback_buttons`` element (its buttons' values say the rest)."""
+
+
+def feedback_block(buttons: tuple[Button, ...]) -> dict[str, Any] | None:
+    """A ``context_actions`` block with one ``feedback_buttons`` element, from the first
+    good and the first bad feedback button among ``buttons`` (labels as ``text``, each
+    ``value`` the button's value); None unless both are there.
+    (https://docs.slack.dev/reference/block-kit/blocks/context-actions-block)."""
+    good = next((b for b in buttons if _feedback(b) is True), None)
+    bad = next((b for b in buttons if _feedback(b) is False), None)
+    if good is None or bad is None:
+        return None
+
+    def side(button: Button, said: str) -> dict[str, Any]:
+        label = cut_label(button.label, MAX_BUTTON_LABEL)
+        return {
+            "text": {"type": "plain_text", "text": label, "emoji": True},
+            "value": button.value,
+            "accessibility_label": said,
+        }
+
+    element = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION_ID,
+        "positive_button": side(good, "Good answer"),
+        "negative_button": side(bad, "Bad answer"),
+    }
+    return {"type": "context_actions", "elements": [element]}
+
+
+def _feedback(button: Button) -> bool | None:
+    """Whether a feedback button is the good one; None for any other button."""
+    return button.action.positive if isinstance(button.action, FeedbackButton) else None
 
 
 def _button(button: Button) -> dict[str, Any]:

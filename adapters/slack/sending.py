@@ -51,6 +51,7 @@ from conversations.events import (
     SetSessionStatus,
     StartThread,
 )
+from conversations.feedback import feedback_only
 
 log = logging.getLogger(__name__)
 
@@ -230,9 +231,10 @@ class SlackSender:
 
         A message with buttons or seeded reactions (a plan, a tool approval) is
         posted as messages whatever its length: a file would drop its buttons, and
-        a reaction could not find it.
+        a reaction could not find it. The feedback buttons under an answer do not
+        count: a long answer goes up as a file without them.
         """
-        plain = not (action.buttons or action.reactions or action.ephemeral_to)
+        plain = feedback_only(action.buttons) and not (action.reactions or action.ephemeral_to)
         return plain and len(action.text) > self._file_threshold
 
     async def _seed_reactions(self, action: PostReply, ts: str) -> None:

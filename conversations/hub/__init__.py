@@ -205,6 +205,7 @@ class Hub:
                 stop_command=settings.stop_command,
                 notice=self._notice,
                 send_now=self._deliverer.send_now,
+                feedback=store.feedback,
                 downloads=self._downloads,
                 reply_elsewhere=self._reply_elsewhere,
                 busy=Busy(

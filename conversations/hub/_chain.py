@@ -15,7 +15,7 @@ there (slack-bolt's middleware, ``slack_bolt/middleware/``). The steps, in order
 3. **authorise** (:mod:`~conversations.hub._authorise`): a stop or a decision by
    someone who may not becomes a refusal in the thread;
 4. **route** (:mod:`~conversations.hub._route`): the intent is carried out: a run
-   queued, a decision taken, a stop, a notice or a reply.
+   queued, a decision taken, a stop, feedback stored, a notice or a reply.
 """
 
 from __future__ import annotations
@@ -98,6 +98,16 @@ class Decide:
 
 
 @dataclass(frozen=True)
+class GiveFeedback:
+    """``who``'s 👍 (``positive``) or 👎 on the conversation's answer: anyone in the
+    channel may give it (:mod:`conversations.feedback`)."""
+
+    conversation: ConversationInfo
+    who: Author
+    positive: bool
+
+
+@dataclass(frozen=True)
 class StopInChannel:
     """``/stop`` outside a thread: stop the one conversation here ``who`` may stop, or list them."""
 
@@ -129,7 +139,18 @@ class Ignore:
     reason: str = ""
 
 
-Intent = Open | Begin | Answer | StopRun | Decide | StopInChannel | Notice | Respond | Ignore
+Intent = (
+    Open
+    | Begin
+    | Answer
+    | StopRun
+    | Decide
+    | GiveFeedback
+    | StopInChannel
+    | Notice
+    | Respond
+    | Ignore
+)
 """What an inbound event asks the hub for (set by the bind step, refined by the others)."""
 
 

@@ -3,7 +3,8 @@
 A new conversation's run, a reply and a decision's run go through the
 conversation's queue (:mod:`conversations.hub._runs`); a decision itself is taken
 at once (compare-and-set: the first wins, the second is told it was decided); a
-stop goes to the stopper, which reaches the run wherever it runs; notices go to
+stop goes to the stopper, which reaches the run wherever it runs; feedback is stored
+with the conversation and acknowledged to its giver alone; notices go to
 the thread through the outbox; answers where no conversation is bound go straight
 to the adapter. A reply's shared files are fetched here, before it is queued
 (:mod:`conversations.hub._files`), so the hub returns to the adapter once they are
@@ -23,11 +24,13 @@ from conversations import logcontext
 from conversations.access import AccessPolicy
 from conversations.actions import StopButton
 from conversations.events import Author, Button, CommandInvoked, PostReply
+from conversations.feedback import acknowledgement
 from conversations.hub._busy import Busy
 from conversations.hub._chain import (
     Answer,
     Begin,
     Decide,
+    GiveFeedback,
     Ignore,
     Inbound,
     Next,
@@ -42,6 +45,7 @@ from conversations.hub._files import Downloads
 from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
+from conversations.store.feedback import Feedback
 from core.run.engine import Engine
 from core.run.state import Handover
 from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, Reject, ThreadMessage
@@ -68,6 +72,7 @@ class Route:
         stop_command: str,
         notice: Notify,
         send_now: SendNow,
+        feedback: Feedback,
         downloads: Downloads | None = None,
         reply_elsewhere: Callable[[ConversationInfo], None] | None = None,
         busy: Busy | None = None,
@@ -83,6 +88,7 @@ class Route:
         self._stop_command = stop_command
         self._notice = notice
         self._send_now = send_now
+        self._feedback = feedback
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
         """Do what ``inbound.intent`` asks."""
@@ -118,6 +124,10 @@ class Route:
                 await self._stop(conversation, who)
             case Decide():
                 await self._decide(intent)
+            case GiveFeedback(conversation=conversation, who=who, positive=positive):
+                await self._feedback.give(conversation.id, who.id, positive=positive)
+                said = acknowledgement(who.name, positive=positive)
+                await self._respond(Respond(conversation.binding, said, to=who.id))
             case StopInChannel(event=event):
                 await self._stop_in_channel(event)
             case Notice(conversation=conversation, text=text):

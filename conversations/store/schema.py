@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Double,
     ForeignKey,
@@ -333,3 +334,17 @@ class SlotRow(Base):
     process_limit: Mapped[int | None] = mapped_column(Integer)
     workspace_limit: Mapped[int | None] = mapped_column(Integer)
     user_limit: Mapped[int | None] = mapped_column(Integer)
+
+
+class FeedbackRow(Base):
+    """A person's latest feedback on a conversation's answers (:mod:`conversations.store.feedback`):
+    ``positive`` (👍) or not (👎), by the platform user id ``user_id``, given at ``given_at``;
+    one row per (conversation, person), replaced by their later feedback."""
+
+    __tablename__ = "feedback"
+    __table_args__ = (PrimaryKeyConstraint("conversation_id", "user_id", name="pk_feedback"),)
+
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
+    user_id: Mapped[str] = mapped_column(String(128))
+    positive: Mapped[bool] = mapped_column(Boolean)
+    given_at: Mapped[datetime]

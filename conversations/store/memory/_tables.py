@@ -16,6 +16,7 @@ from typing import Any
 
 from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
+from conversations.store.feedback import FeedbackGiven
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
@@ -167,6 +168,8 @@ class Tables:
     outputs: dict[tuple[str, str], str] = field(default_factory=dict)
     schedule_runs: dict[tuple[str, datetime], ScheduleRun] = field(default_factory=dict)
     """Due times recorded, by ``(schedule, due)`` (UTC): ``schedule_runs`` in SQL."""
+    feedback: dict[tuple[str, str], FeedbackGiven] = field(default_factory=dict)
+    """People's feedback, by ``(conversation, user id)``: ``feedback`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 
