@@ -29,6 +29,7 @@ from core.vocabulary.entries import UserText
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
+from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.fakes.slack_api import TEAM_ID
 from tests.harness import Chat
@@ -513,15 +514,32 @@ def three_calls() -> ScriptedTurn:
 
 
 async def _restarted(
-    settings: Any, chat: Chat, mode: str, model: ScriptedModel
+    settings: Any, chat: Chat, mode: str, model: ScriptedModel, *, held: ScriptedTurn | None
 ) -> tuple[App, Chat]:
-    """The next start, its ``busy_mode`` now ``mode``: the resumed run and the message
-    are queued (the model's first turn held until the test opens it)."""
+    """The next start, its ``busy_mode`` now ``mode``: the resumed run, then the message
+    queued again. With ``held`` (the model's first turn, given once the test opens its
+    gate) the message is queued again only once the resumed run is in that model call,
+    and this returns once it waits behind the run: a start queues it right after the
+    run, which, on a busy machine, may read it at its first turn boundary instead."""
     settings.busy_mode = mode
     after = await build(settings, model=model)
     again = Chat(after)
     again.thread = chat.thread
-    await after.start()  # resumes the run, then queues the message again
+    if held is None:
+        await after.start()  # resumes the run, then queues the message again
+        return after, again
+    resume = after.hub.resume_unhandled
+
+    async def later(only: object = None) -> int:
+        return 0
+
+    after.hub.resume_unhandled = later  # type: ignore[method-assign]
+    await after.start()  # resumes the run
+    await started(held)
+    after.hub.resume_unhandled = resume  # type: ignore[method-assign]
+    assert await after.hub.resume_unhandled() == 1
+    cid = (await again.snapshot()).id
+    await wait_for(lambda: after.hub.stopper._queue.queued(cid))
     return after, again
 
 
@@ -535,7 +553,7 @@ async def test_an_interrupt_told_before_a_crash_still_interrupts_after_it_as_ste
     )
     turn = three_calls()
     model = ScriptedModel([turn, finish("Hi.")])
-    after, again = await _restarted(sqlite_settings, chat, "steer", model)
+    after, again = await _restarted(sqlite_settings, chat, "steer", model, held=turn)
     try:
         assert turn.gate is not None
         turn.gate.set()
@@ -564,7 +582,7 @@ async def test_a_message_queued_before_a_crash_is_not_an_interrupt_after_it(
     )
     turn = three_calls()
     model = ScriptedModel([turn, finish("First answer."), finish("Second answer.")])
-    after, again = await _restarted(sqlite_settings, chat, "interrupt", model)
+    after, again = await _restarted(sqlite_settings, chat, "interrupt", model, held=turn)
     try:
         assert turn.gate is not None
         turn.gate.set()
@@ -599,7 +617,7 @@ async def test_a_number_queued_before_a_crash_answers_the_question_after_it_in_w
         calls=[ScriptedCall("ask_user", {"question": "Which one?", "options": ["a", "b", "c"]})]
     )
     model = ScriptedModel([ask, finish("Noted.")])
-    after, again = await _restarted(sqlite_settings, chat, "steer", model)
+    after, again = await _restarted(sqlite_settings, chat, "steer", model, held=None)
     try:
         await after.hub.settled()
         snap = await again.snapshot()
