@@ -24,8 +24,9 @@ from bot.tracing import OFF, Traces, place_attributes
 from conversations.events import PlatformRef
 from conversations.hub import default_instance
 from conversations.outbox import AnswerStreams
+from conversations.plan_cards import PlanCardRows
 from conversations.render import render_event
-from conversations.sessions import SessionRows
+from conversations.sessions import SessionRows, Surfaces
 from conversations.slots import Slots
 from conversations.store import Store
 from conversations.store.backends import open_store
@@ -50,9 +51,14 @@ from core.workflows.loading import WorkflowLibrary
 
 log = logging.getLogger(__name__)
 
-SESSIONS = SessionRows(platforms=frozenset({SLACK}))
-"""The threads whose agent session follows their conversation (docs/architecture.md,
-"Agent sessions"): Slack's."""
+SESSIONS = Surfaces(
+    (
+        PlanCardRows(platforms=frozenset({SLACK})),
+        SessionRows(platforms=frozenset({SLACK})),
+    )
+)
+"""The threads whose plan is a card edited as its steps move (docs/architecture.md, "Plan
+cards") and whose agent session follows their conversation ("Agent sessions"): Slack's."""
 
 
 def default_toolbox(run_command: RunCommand | None = None) -> Toolbox:

@@ -8,7 +8,12 @@ through :class:`conversations.store.usage.Usage`. Prints a table, or with
 the API reported them (``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
 ``cache_write_tokens``), ``tokens``, ``cost_micro_usd`` (an integer), ``cost_usd``
 (its exact decimal text; both null when no call of the line had a price) and
-``unpriced_calls`` (calls of a model with no price: no cost counted). It reads
+``unpriced_calls`` (calls of a model with no price: no cost counted). By
+conversation, each line and the total also carry ``feedback``: ``{"positive": N,
+"negative": N}``, the people whose latest feedback on its answers is 👍 or 👎 (each
+person's latest, whatever ``--since``; a conversation with feedback and no model
+call in the report gets a line of zero calls), and the table a ``👍/👎`` column
+(docs/architecture.md, "What a person sees"). It reads
 only: a database that is missing or not at the newest schema is an error (exit 2)
 that says what to do, as ``threadbot doctor`` does.
 """
@@ -19,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -26,6 +32,7 @@ from bot.doctor import database_checks
 from bot.settings import Settings
 from conversations.render import render_event
 from conversations.store.backends import is_memory
+from conversations.store.feedback import FeedbackCounts
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Grouping, UsageLine
 
@@ -59,11 +66,35 @@ def total(lines: list[UsageLine]) -> UsageLine:
     return UsageLine("total", *sums)
 
 
-def as_json(by: Grouping, since: datetime | None, lines: list[UsageLine]) -> str:
-    """The report as one JSON object (see the module docstring)."""
+def with_feedback(
+    lines: list[UsageLine], feedback: Mapping[str, FeedbackCounts]
+) -> list[UsageLine]:
+    """``lines`` (by conversation) and a line of zero calls for each conversation with
+    feedback and none, sorted by key as the report's lines are."""
+    keys = {line.key for line in lines}
+    added = [UsageLine(key, 0, 0, 0, 0, 0, 0, 0) for key in feedback if key not in keys]
+    return sorted([*lines, *added], key=lambda line: line.key)
 
-    def shown(line: UsageLine) -> dict[str, Any]:
+
+def feedback_total(feedback: Mapping[str, FeedbackCounts]) -> FeedbackCounts:
+    """The counts of every conversation added up."""
+    return FeedbackCounts(
+        sum(c.positive for c in feedback.values()), sum(c.negative for c in feedback.values())
+    )
+
+
+def as_json(
+    by: Grouping,
+    since: datetime | None,
+    lines: list[UsageLine],
+    feedback: Mapping[str, FeedbackCounts] | None = None,
+) -> str:
+    """The report as one JSON object (see the module docstring); ``feedback`` (by
+    conversation id) adds each line's and the total's ``feedback``."""
+
+    def shown(line: UsageLine, counts: FeedbackCounts | None = None) -> dict[str, Any]:
         priced = line.calls - line.unpriced
+        said = {} if feedback is None else {"feedback": _counts(counts or feedback.get(line.key))}
         return {
             "key": line.key,
             "calls": line.calls,
@@ -75,21 +106,38 @@ def as_json(by: Grouping, since: datetime | None, lines: list[UsageLine]) -> str
             "cost_micro_usd": None if priced == 0 else line.cost_micro_usd,
             "cost_usd": None if priced == 0 else exact_dollars(line.cost_micro_usd),
             "unpriced_calls": line.unpriced,
-        }
+        } | said
 
     report = {
         "by": by,
         "since": since.isoformat() if since else None,
         "lines": [shown(line) for line in lines],
-        "total": shown(total(lines)),
+        "total": shown(total(lines), feedback_total(feedback or {})),
     }
     return json.dumps(report, indent=2)
 
 
-def as_table(by: Grouping, lines: list[UsageLine]) -> str:
-    """The report as an aligned table with a total line; a note for unpriced calls."""
-    head = (by, "calls", "input", "output", "cache read", "cache write", "tokens", "cost $")
-    rows = [
+def _counts(counts: FeedbackCounts | None) -> dict[str, int]:
+    counts = counts or FeedbackCounts()
+    return {"positive": counts.positive, "negative": counts.negative}
+
+
+def as_table(
+    by: Grouping, lines: list[UsageLine], feedback: Mapping[str, FeedbackCounts] | None = None
+) -> str:
+    """The report as an aligned table with a total line; a note for unpriced calls;
+    with ``feedback``, a last column ``👍/👎`` (``2/1``)."""
+    head: tuple[str, ...] = (
+        by,
+        "calls",
+        "input",
+        "output",
+        "cache read",
+        "cache write",
+        "tokens",
+        "cost $",
+    )
+    rows: list[tuple[str, ...]] = [
         (
             line.key,
             *(
@@ -107,6 +155,11 @@ def as_table(by: Grouping, lines: list[UsageLine]) -> str:
         )
         for line in [*lines, total(lines)]
     ]
+    if feedback is not None:
+        counts = [*(feedback.get(line.key, FeedbackCounts()) for line in lines)]
+        counts.append(feedback_total(feedback))
+        head += ("👍/👎",)
+        rows = [(*row, f"{c.positive}/{c.negative}") for row, c in zip(rows, counts, strict=True)]
     widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
     text = [
         "  ".join(
@@ -142,7 +195,10 @@ async def usage(settings: Settings, by: Grouping, since: datetime | None, json_o
     store = SqlStore(engine=create_engine(settings.database_url), render=render_event)
     try:
         lines = await store.usage.report(by, since)
+        feedback = await store.feedback.counts() if by == "conversation" else None
     finally:
         await store.close()
-    print(as_json(by, since, lines) if json_out else as_table(by, lines))
+    if feedback is not None:
+        lines = with_feedback(lines, feedback)
+    print(as_json(by, since, lines, feedback) if json_out else as_table(by, lines, feedback))
     return 0

@@ -14,6 +14,9 @@ models joined by ``kind``:
 - :class:`AnswerButton`: answer a question in words. Discord's adapter adds it under a
   question with options and opens a form (a modal) for it itself
   (``adapters/discord/modals.py``); it never reaches the hub as a decision.
+- :class:`FeedbackButton`: a person's 👍 (``positive``) or 👎 on the answer of the
+  pressed message's conversation (docs/architecture.md, "What a person sees"); anyone
+  in the channel may press it, and a later press by the same person replaces theirs.
 
 :func:`encode` writes ``tb1:`` and the action's JSON with one-letter keys, at most
 :data:`MAX_CHARS` characters: Discord's limit for a component's ``custom_id``
@@ -29,6 +32,7 @@ For example::
     tb1:{"k":"stop","c":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
     tb1:{"k":"choose","r":"8f2c1d9e0a7b","o":2}
     tb1:{"k":"answer","r":"8f2c1d9e0a7b"}
+    tb1:{"k":"feedback","p":true}
 
 :func:`decode` is the one reader of a pressed button's value. ``tb1:`` is the
 version: a later encoding takes the next prefix and this reader stays. Buttons
@@ -96,8 +100,16 @@ class AnswerButton(_Action):
     request: str | None = Field(None, alias="r", max_length=MAX_ID, pattern=ID_PATTERN)
 
 
+class FeedbackButton(_Action):
+    """Feedback on the answer of the pressed message's conversation: good (``positive``)
+    or not."""
+
+    kind: Literal["feedback"] = Field("feedback", alias="k")
+    positive: bool = Field(alias="p")
+
+
 ButtonAction = Annotated[
-    ApproveButton | RejectButton | StopButton | ChooseButton | AnswerButton,
+    ApproveButton | RejectButton | StopButton | ChooseButton | AnswerButton | FeedbackButton,
     Field(discriminator="kind"),
 ]
 """What a button does."""

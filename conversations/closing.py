@@ -93,6 +93,10 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
     the buttons): that part becomes this whole text, which the adapter cuts to one
     message (Slack 3,900, Discord 2,000 characters, ending in ``…``); the outcome
     line, first, survives the cut, and the earlier parts stay as they were.
+
+    A plan's card (:class:`~conversations.events.PlanCard`) stays, the outcome line as
+    its note; an edit of its steps (:mod:`conversations.plan_cards`) brings its own
+    card, with the steps as they stand now.
     """
     whole = original.text
     if original.mentions:  # the line that named who it waited for: nobody waits now
@@ -101,7 +105,10 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
     title = first.rsplit(HINT, 1)[0]
     text = f"{closing.text}\n{title}{newline}{rest}"
     ref = original.ref.model_copy(update={"message": message_id})
-    return UpdateMessage(ref=ref, text=text, buttons=())
+    card = closing.plan or original.plan
+    if card is not None:
+        card = card.model_copy(update={"note": closing.text})
+    return UpdateMessage(ref=ref, text=text, buttons=(), plan=card)
 
 
 def _decided_calls(calls: tuple[CallOutcome, ...]) -> str:

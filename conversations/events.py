@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter
 
 from conversations.actions import ButtonAction, decode, encode
+from core.vocabulary.run_events import StepStatus
 
 
 class PlatformRef(BaseModel):
@@ -211,6 +212,29 @@ class StreamedPreview(BaseModel):
     open: bool
 
 
+class PlanTask(BaseModel):
+    """One step of a plan card: its words and where it stands (pending, in_progress,
+    complete, error: :data:`core.vocabulary.run_events.StepStatus`)."""
+
+    model_config = ConfigDict(frozen=True)
+    title: str
+    status: StepStatus = "pending"
+
+
+class PlanCard(BaseModel):
+    """A plan drawn as a card where the platform has one (Slack's ``plan`` block of
+    ``task_card`` blocks, docs/architecture.md, "Plan cards"): ``title`` (``Plan
+    (v1)``), ``version``, a task per step, and ``note``, one line under it (the hint
+    while it waits, the outcome once decided). The message's text says the same for
+    the platforms without cards and as the notification's fallback."""
+
+    model_config = ConfigDict(frozen=True)
+    title: str
+    version: int
+    tasks: tuple[PlanTask, ...]
+    note: str = ""
+
+
 class PostReply(BaseModel):
     """Post ``text`` as a reply in ``ref.thread`` (top level when ``thread`` is None).
 
@@ -232,6 +256,8 @@ class PostReply(BaseModel):
     """A progress note's status line (its request's running totals and cost): the
     ``status`` progress mode shows the newest one under the notes of its status
     reply; a note posted as a reply of its own leaves it out."""
+    plan: PlanCard | None = None
+    """A plan's card (its steps and their statuses), drawn where the platform can."""
     mentions: tuple[str, ...] = ()
     """Platform user ids the text mentions on purpose, in its last line (the requester:
     :func:`conversations.render.render_event`): the adapter lets those mentions notify
@@ -240,13 +266,14 @@ class PostReply(BaseModel):
 
 
 class UpdateMessage(BaseModel):
-    """Replace the text (and buttons) of the bot's message ``ref.message``."""
+    """Replace the text (and buttons, and plan card) of the bot's message ``ref.message``."""
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["update_message"] = "update_message"
     ref: PlatformRef
     text: str
     buttons: tuple[Button, ...] = ()
+    plan: PlanCard | None = None
 
 
 class AddReaction(BaseModel):

@@ -26,6 +26,8 @@ from conversations.closing import HINT, outcome_line
 from conversations.emoji import NUMBERS as NUMBER_REACTIONS
 from conversations.emoji import to_unicode
 from conversations.events import ANSWER, Button, PlatformRef, PostReply, UpdateMessage
+from conversations.feedback import FEEDBACK_BUTTONS
+from conversations.plan_cards import plan_message
 from conversations.store import Outgoing
 from conversations.totals import (
     branch_line,
@@ -44,6 +46,7 @@ from core.vocabulary.run_events import (
     ContinueAsked,
     EscalationAsked,
     Expired,
+    PlanProgress,
     PlanProposed,
     ProgressNote,
     QuestionAsked,
@@ -122,7 +125,7 @@ def mention_line(event: RunEvent) -> str | None:
 
 def _mentioned(rows: list[Outgoing], event: RunEvent) -> list[Outgoing]:
     """``rows`` with :func:`mention_line` added to the post (the person's id in its
-    ``mentions``: the adapter lets that mention notify)."""
+    ``mentions``: the adapter lets that mention notify), and to its card's note."""
     line = mention_line(event)
     mention = getattr(event, "mention", None)
     if line is None or mention is None or not rows:
@@ -132,7 +135,9 @@ def _mentioned(rows: list[Outgoing], event: RunEvent) -> list[Outgoing]:
     if not isinstance(post, PostReply):
         return rows
     text = f"{post.text}\n{line}"
-    addressed = post.model_copy(update={"text": text, "mentions": (*post.mentions, mention.id)})
+    card = post.plan and post.plan.model_copy(update={"note": f"{post.plan.note}\n{line}"})
+    update = {"text": text, "mentions": (*post.mentions, mention.id), "plan": card}
+    addressed = post.model_copy(update=update)
     return [dataclasses.replace(first, action=addressed), *rest]
 
 
@@ -145,7 +150,7 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
             post = PostReply(ref=binding, text=prefix + event.text, status=status)
             return [Outgoing(post, purpose="note")]
         case PlanProposed():
-            return [_plan(binding, event, settings)]
+            return [plan_message(binding, event, settings.approve_emoji, settings.reject_emoji)]
         case QuestionAsked():
             return [_question(binding, event)]
         case EscalationAsked():
@@ -155,7 +160,8 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
             named = f" · workflow {event.workflow}" if event.workflow else ""
             footer = format_stats(event.stats) + named + roles_line(event.stats)
             text = f"{event.mark} {event.text}\n{branch}— {footer}"
-            return [Outgoing(PostReply(ref=binding, text=text), purpose=ANSWER)]
+            post = PostReply(ref=binding, text=text, buttons=FEEDBACK_BUTTONS)
+            return [Outgoing(post, purpose=ANSWER)]
         case RunFailed():
             return [_failure(binding, event, settings)]
         case ContinueAsked():
@@ -182,6 +188,8 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
         case RequestClosed():
             action = UpdateMessage(ref=binding, text=outcome_line(event))
             return [Outgoing(action, purpose=CLOSED, request_id=event.request_id)]
+        case PlanProgress():  # the plan card's edits, where there are cards: plan_cards
+            return []
         case _:
             assert_never(event)
 
@@ -237,29 +245,6 @@ def stop_text(event: Stopped) -> str:
         verb = "was" if event.cancelled_calls == 1 else "were"
         parts.append(f"{calls_said(event.cancelled_calls)} {verb} cancelled.")
     return " ".join(parts)
-
-
-def _plan(binding: PlatformRef, event: PlanProposed, settings: RenderSettings) -> Outgoing:
-    change = "" if event.fixed else "reply here to change it, or "  # the workflow's own
-    lines = [
-        f"📋 Plan (v{event.version}){HINT}{change}react "
-        f":{settings.approve_emoji}: to approve / :{settings.reject_emoji}: to reject"
-    ]
-    lines += [f"{n}. {step}" for n, step in enumerate(event.steps, start=1)]
-    if event.tools:
-        lines.append("Tools this plan needs: " + ", ".join(event.tools))
-    action = PostReply(
-        ref=binding,
-        text="\n".join(lines),
-        buttons=(
-            Button(
-                label="Approve", action=ApproveButton(request=event.request_id), style="primary"
-            ),
-            Button(label="Reject", action=RejectButton(request=event.request_id), style="danger"),
-        ),
-        reactions=(settings.approve_emoji, settings.reject_emoji),
-    )
-    return Outgoing(action, request_id=event.request_id)
 
 
 def _tool_approval(

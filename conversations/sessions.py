@@ -30,7 +30,7 @@ from conversations.events import (
     SessionStatus,
     SetSessionStatus,
 )
-from conversations.store import Outgoing
+from conversations.store import Outgoing, SessionRenderer
 from core.policy.summary import shorten
 from core.vocabulary.entries import UserText
 from core.vocabulary.journal import Change
@@ -85,3 +85,15 @@ class SessionRows:
         ref = binding.in_thread(binding.thread).model_copy(update={"user": None})
         action = SetSessionStatus(ref=ref, status=status, title=title, initiator=initiator)
         return (Outgoing(action, purpose=SESSION),)
+
+
+@dataclass(frozen=True)
+class Surfaces:
+    """A :data:`~conversations.store.SessionRenderer` that gives the rows of each of
+    ``renderers`` in turn: a thread's agent surfaces (its session, its plan card)."""
+
+    renderers: tuple[SessionRenderer, ...]
+
+    def __call__(self, binding: PlatformRef, change: Change) -> Sequence[Outgoing]:
+        """Every renderer's rows for ``change``, in the renderers' order."""
+        return tuple(row for render in self.renderers for row in render(binding, change))

@@ -348,12 +348,22 @@ _NOT_SHOWN = _IDENTITY | {"agents.sessions.setStatus"}
 
 
 def _button(message: Mapping[str, Any], action: str) -> tuple[dict[str, Any], str]:
+    """The clicked element as Slack sends it back, and its block's id: a button's own
+    element, or, for one side of a ``feedback_buttons`` element, the element's type and
+    ``action_id`` with that side's ``value`` and ``text`` (a ``FeedbackButtonsAction``,
+    https://docs.slack.dev/tools/bolt-js/reference/interfaces/FeedbackButtonsAction)."""
     for block in message.get("blocks", []):
-        if block.get("type") != "actions":
+        if block.get("type") not in ("actions", "context_actions"):
             continue
+        block_id = str(block.get("block_id") or block["type"])
         for element in block.get("elements", []):
             if element.get("value") == action or element.get("action_id") == action:
-                return dict(element), str(block.get("block_id") or "actions")
+                return dict(element), block_id
+            for side in ("positive_button", "negative_button"):
+                button = element.get(side) or {}
+                if button.get("value") == action:
+                    clicked = {"type": element["type"], "action_id": element.get("action_id")}
+                    return clicked | {"value": action, "text": button["text"]}, block_id
     raise AssertionError(f"no button {action!r} in {message.get('blocks')}")
 
 

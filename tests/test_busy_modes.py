@@ -29,6 +29,7 @@ from core.vocabulary.entries import UserText
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
+from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, tool_use
 from tests.fakes.slack_api import TEAM_ID
 from tests.harness import Chat
@@ -307,6 +308,42 @@ async def test_queue_a_run_that_ends_asking_gets_the_queued_message_as_its_answe
         assert b.posts()[-1].startswith("✅ Read it.")
 
 
+@PLATFORMS
+async def test_queue_a_number_sent_before_the_question_is_an_answer_in_words(
+    platform, settings
+) -> None:
+    """``2`` is queued while the run works, before it asks a question with options: when
+    the run ends waiting on it, the message answers in words (the person had not seen
+    the options), never as the pick of option 2."""
+    first = held(ScriptedCall("list_files", {}))
+    options = {"question": "Which file should I read?", "options": ["a.txt", "b.txt"]}
+    ask = ScriptedTurn(calls=[ScriptedCall("ask_user", options)])
+    model = ScriptedModel([first, ask, finish("Read it.")])
+    settings.busy_mode = "queue"
+    async with on(platform, settings, model) as t:
+        b = Busy(platform, t)
+        await b.mention("read something for me workflow=chat")
+        await started(first)
+        said = await b.say("2")
+        await b.told("📥 Queued")
+        assert first.gate is not None
+        first.gate.set()
+        await b.settle()
+
+        assert b.seen() == [said]
+        assert len(model.requests) == 3
+        [told] = results(model.requests[2]).values()
+        assert told.endswith(" answered: 2") and "chose option" not in told, told
+        snap = await b.snapshot()
+        answers = [
+            r.entry.text
+            for r in snap.journal
+            if isinstance(r.entry, UserText) and r.entry.role == "answer"
+        ]
+        assert answers == ["2"]
+        assert b.posts()[-1].startswith("✅ Read it.")
+
+
 # --- interrupt -----------------------------------------------------------------------------
 
 
@@ -359,6 +396,8 @@ async def test_interrupt_by_someone_else_is_steered_and_they_are_told(platform, 
         await started(first)
         said = await b.say("stop, do something else", by="alice")
         await b.told("Only the requester or an approver can interrupt")
+        [(key, _, _)] = await b.app.store.inbox.unhandled()  # her message, not yet read
+        assert await b.app.store.inbox.busy_mode(key) == "steer"  # what she was told
         assert first.gate is not None
         first.gate.set()
         await b.settle()
@@ -442,6 +481,157 @@ class _Console:
 
     def __init__(self, app: App, chat: Chat) -> None:
         self.app, self.chat = app, chat
+
+
+async def _crash_after_eyes(settings: Any, mode: str, text: str, line: str) -> tuple[Chat, str]:
+    """A bot with ``busy_mode`` ``mode`` gets ``text`` from the requester mid-run, says
+    ``line`` about it (its 👀 too), and dies with the run at work and the message not
+    journaled. Returns the thread and the message's delivery key."""
+    settings.busy_mode = mode
+    settings.approvers = ["bob"]
+    first = held(ScriptedCall("list_files", {}))
+    before = await build(settings, model=ScriptedModel([first]))
+    chat = Chat(before)
+    await before.start()
+    try:
+        await chat.mention("look through the workspace workflow=chat", settle=False)
+        await started(first)
+        b = Busy("console", _Console(before, chat))
+        said = await b.say(text)
+        await b.told(line)
+        assert b.seen() == [said]
+        assert [key for key, _, _ in await before.store.inbox.unhandled()] == [said]
+        assert await before.store.inbox.busy_mode(said) == mode  # kept with the message
+    finally:
+        await before.close()  # the process ends mid-run, the message kept in the inbox
+    return chat, said
+
+
+def three_calls() -> ScriptedTurn:
+    """The resumed run's turn: three calls, given once the test opens its gate (the
+    message queued again by then)."""
+    return held(*(ScriptedCall("list_files", {}, id=f"toolu_{n}") for n in (1, 2, 3)))
+
+
+async def _restarted(
+    settings: Any, chat: Chat, mode: str, model: ScriptedModel, *, held: ScriptedTurn | None
+) -> tuple[App, Chat]:
+    """The next start, its ``busy_mode`` now ``mode``: the resumed run, then the message
+    queued again. With ``held`` (the model's first turn, given once the test opens its
+    gate) the message is queued again only once the resumed run is in that model call,
+    and this returns once it waits behind the run: a start queues it right after the
+    run, which, on a busy machine, may read it at its first turn boundary instead."""
+    settings.busy_mode = mode
+    after = await build(settings, model=model)
+    again = Chat(after)
+    again.thread = chat.thread
+    if held is None:
+        await after.start()  # resumes the run, then queues the message again
+        return after, again
+    resume = after.hub.resume_unhandled
+
+    async def later(only: object = None) -> int:
+        return 0
+
+    after.hub.resume_unhandled = later  # type: ignore[method-assign]
+    await after.start()  # resumes the run
+    await started(held)
+    after.hub.resume_unhandled = resume  # type: ignore[method-assign]
+    assert await after.hub.resume_unhandled() == 1
+    cid = (await again.snapshot()).id
+    await wait_for(lambda: after.hub.stopper._queue.queued(cid))
+    return after, again
+
+
+async def test_an_interrupt_told_before_a_crash_still_interrupts_after_it_as_steer(
+    sqlite_settings,
+) -> None:
+    """The 👀 line said ``⏸ Interrupting``: the run resumed after the crash stops at its
+    tool boundary though the channel now steers (the mode is kept with the message)."""
+    chat, _said = await _crash_after_eyes(
+        sqlite_settings, "interrupt", "never mind, just say hi", "⏸ Interrupting"
+    )
+    turn = three_calls()
+    model = ScriptedModel([turn, finish("Hi.")])
+    after, again = await _restarted(sqlite_settings, chat, "steer", model, held=turn)
+    try:
+        assert turn.gate is not None
+        turn.gate.set()
+        await after.hub.settled()
+        snap = await again.snapshot()
+        assert await after.store.inbox.unhandled() == []
+    finally:
+        await after.close()
+
+    calls = [snap.tool_calls[f"toolu_{n}"].state for n in (1, 2, 3)]
+    assert calls == [ToolState.CANCELLED] * 3
+    request = model.requests[1]
+    assert paired(request)
+    assert all(v.startswith("Not run: alice interrupted") for v in results(request).values())
+    assert texts(request)[-1].endswith("never mind, just say hi")
+
+
+async def test_a_message_queued_before_a_crash_is_not_an_interrupt_after_it(
+    sqlite_settings,
+) -> None:
+    """The 👀 line said ``📥 Queued``: after the crash, with the channel set to
+    ``interrupt`` now, the resumed run's calls all run and the message is the next
+    run's request, as the person was told."""
+    chat, _said = await _crash_after_eyes(
+        sqlite_settings, "queue", "then count the files", "📥 Queued"
+    )
+    turn = three_calls()
+    model = ScriptedModel([turn, finish("First answer."), finish("Second answer.")])
+    after, again = await _restarted(sqlite_settings, chat, "interrupt", model, held=turn)
+    try:
+        assert turn.gate is not None
+        turn.gate.set()
+        await after.hub.settled()
+        snap = await again.snapshot()
+        assert await after.store.inbox.unhandled() == []
+    finally:
+        await after.close()
+
+    calls = [snap.tool_calls[f"toolu_{n}"].state for n in (1, 2, 3)]
+    assert calls == [ToolState.DONE] * 3
+    assert not any(v.startswith("Not run") for v in results(model.requests[1]).values())
+    assert len(model.requests) == 3
+    assert not any("count the files" in s for s in texts(model.requests[1]))
+    assert texts(model.requests[2])[-1].endswith("then count the files")
+    requests = [
+        r.entry.text
+        for r in snap.journal
+        if isinstance(r.entry, UserText) and r.entry.role == "request"
+    ]
+    assert requests[-1] == "then count the files"
+
+
+async def test_a_number_queued_before_a_crash_answers_the_question_after_it_in_words(
+    sqlite_settings,
+) -> None:
+    """``2`` was queued before the run asked anything; after the crash (the channel now
+    steers) the resumed run asks a question with options and the message answers it
+    as words, not as the pick of option 2."""
+    chat, _said = await _crash_after_eyes(sqlite_settings, "queue", "2", "📥 Queued")
+    ask = ScriptedTurn(
+        calls=[ScriptedCall("ask_user", {"question": "Which one?", "options": ["a", "b", "c"]})]
+    )
+    model = ScriptedModel([ask, finish("Noted.")])
+    after, again = await _restarted(sqlite_settings, chat, "steer", model, held=None)
+    try:
+        await after.hub.settled()
+        snap = await again.snapshot()
+    finally:
+        await after.close()
+
+    assert len(model.requests) == 2
+    assert list(results(model.requests[1]).values()) == ["alice answered: 2"]
+    answers = [
+        r.entry.text
+        for r in snap.journal
+        if isinstance(r.entry, UserText) and r.entry.role == "answer"
+    ]
+    assert answers == ["2"]
 
 
 # --- interrupt, through the real anthropic client ------------------------------------------

@@ -18,7 +18,7 @@ from adapters.discord.outbound import render as discord_render
 from adapters.slack.outbound import render as slack_render
 from conversations.closing import closed_message, outcome_line
 from conversations.errors import DeliveryError
-from conversations.events import PlatformRef, PostReply, UpdateMessage
+from conversations.events import PlanCard, PlanTask, PlatformRef, PostReply, UpdateMessage
 from conversations.render import CLOSED, render_event
 from core.context import CountingIds, ManualClock, RunContext
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
@@ -147,7 +147,7 @@ def test_a_long_message_keeps_its_outcome_line_when_an_adapter_cuts_the_edit() -
     assert update.method == "chat.update" and update.args["ts"] == "9"
     assert update.args["text"].startswith("✅ Approved by Alice\n📋 Plan (v1)\n1. Step 0")
     assert update.args["text"].endswith("\n…") and len(update.args["text"]) <= 3_900
-    assert {b["type"] for b in update.args["blocks"]} == {"section"}  # no actions block
+    assert {b["type"] for b in update.args["blocks"]} == {"section"}  # no actions block, no card
     [patch] = discord_render(edit, nonce="tb-2")
     assert patch.json is not None and patch.json["components"] == []
     assert patch.json["content"].startswith("✅ Approved by Alice\n📋 Plan (v1)\n")
@@ -176,6 +176,12 @@ async def test_the_edit_goes_out_in_order_to_the_message_the_request_was_posted_
     assert edit == UpdateMessage(
         ref=THREAD.model_copy(update={"message": "m1"}),
         text="✅ Approved by alice (plan v1)\n📋 Plan (v1)\n1. Clean up",
+        plan=PlanCard(  # the card stays, its note the outcome
+            title="Plan (v1)",
+            version=1,
+            tasks=(PlanTask(title="Clean up"),),
+            note="✅ Approved by alice (plan v1)",
+        ),
     )
     rows = [(purpose, state, message) for _, purpose, state, _, message, _ in await bench.rows()]
     assert rows == [("milestone", "sent", "m1"), ("note", "sent", "m2"), (CLOSED, "sent", "m1")]

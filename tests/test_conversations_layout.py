@@ -18,6 +18,7 @@ import pytest
 from conversations.render import render_event
 from conversations.store import interfaces
 from conversations.store.claims import DeliveryClaims
+from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
 from conversations.store.memory import MemoryStore
 from conversations.store.schedules import Schedules
@@ -114,6 +115,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "health": StoreHealth,
         "schedules": Schedules,
         "slots": SlotStore,
+        "feedback": Feedback,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

@@ -40,7 +40,7 @@ async def test_on_slack_the_plan_the_question_and_the_answer_mention_the_request
         await ws.react(plan_post["ts"])
         ask = ws.post(root, "❓ Staging or production database?")
         assert ask["text"].endswith(f"\n<@{ALICE}>{WAITS_ANSWER}")
-        [edit] = ws.calls("chat.update")  # the plan, decided: nobody waits for it now
+        edit = ws.calls("chat.update")[0]  # the plan, decided: nobody waits for it now
         assert edit.args["text"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
         assert f"<@{ALICE}>{WAITS_APPROVAL}" not in edit.args["text"]
 

@@ -89,6 +89,11 @@ async def test_a_streamed_answer_arrives_whole_once(settings) -> None:
         [stop] = ws.calls("chat.stopStream")
         rows = await ws.outbox()
         assert stop.args["metadata"]["event_payload"]["key"] == f"tb-{rows[ts]}"
+        # the feedback buttons at the bottom of the finished stream, as Slack shows them
+        [feedback] = stop.args["blocks"]
+        assert feedback["type"] == "context_actions"
+        assert [e["type"] for e in feedback["elements"]] == ["feedback_buttons"]
+        assert answer["blocks"] == stop.args["blocks"]
         # the session is active after the answer, processing before the stream
         assert ws.api.session_statuses(CHANNEL, root) == ["processing", "active"]
 
@@ -112,6 +117,7 @@ async def test_a_stream_that_slack_ends_midway_still_arrives_whole_once(settings
         assert answer["text"].endswith(f"<@{ALICE}>, here is the answer.")
         [update] = [c for c in ws.calls("chat.update") if c.args["ts"] == ts]
         assert update.args["metadata"]["event_payload"]["key"] == f"tb-{(await ws.outbox())[ts]}"
+        assert update.args["blocks"][-1]["type"] == "context_actions"  # feedback kept
 
 
 async def test_a_secret_split_across_two_pieces_is_never_shown(settings) -> None:

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from adapters.slack.outbound import ApiCall, escape, render, seed_reactions
+from adapters.slack.outbound import ApiCall, escape, feedback_block, render, seed_reactions
 from adapters.slack.translate import (
     BotIdentity,
     action_event,
@@ -25,6 +25,7 @@ from adapters.slack.translate import (
     inbound_event,
     unescape,
 )
+from conversations.actions import FeedbackButton, decode
 from conversations.events import (
     AddReaction,
     Author,
@@ -37,6 +38,7 @@ from conversations.events import (
     ReactionChanged,
     UpdateMessage,
 )
+from conversations.feedback import FEEDBACK_BUTTONS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slack"
 ME = BotIdentity(
@@ -398,6 +400,30 @@ def test_a_click_on_approve_is_a_button_press_on_the_plan_message() -> None:
     )
 
 
+def test_a_click_on_the_feedback_buttons_carries_the_pressed_side_s_action() -> None:
+    """Slack hands back the pressed side's ``value``: the serialised action, read as is."""
+    data = fixture("block_actions_feedback")
+    payload = json.loads(parse_qs(data["payload"])["payload"][0])
+    assert payload == data["payload_parsed"]
+
+    event = action_event(payload, ME)
+
+    bob = Author(id="U0BOB00001", name="<@U0BOB00001>")
+    assert event == ButtonPressed(
+        delivery_key="slack:action:1717171795123.2222222222.1b2c3d4e5f60718293a4b5c6d7e8f90a",
+        ref=ref(thread=ROOT_TS, message="1717171760.000500", user=bob.id),
+        author=bob,
+        action='tb1:{"k":"feedback","p":true}',
+    )
+    assert decode(event.action) == FeedbackButton(positive=True)
+    # and what the bot posted is what Slack showed: the same element under the answer
+    block = payload["message"]["blocks"][-1]
+    assert feedback_block(FEEDBACK_BUTTONS) == {
+        "type": "context_actions",
+        "elements": block["elements"],
+    }
+
+
 def test_the_socket_mode_click_is_the_same_button_press() -> None:
     envelope = body("socket_mode_block_actions")
     assert envelope["type"] == "interactive"
@@ -661,15 +687,27 @@ def test_an_update_or_reaction_without_a_message_is_refused() -> None:
 def test_text_is_escaped_but_mentions_and_links_survive() -> None:
     text = (
         "if a < b && c > d: ping <@U0ALICE001> in <#C0PROJ0001>, "
-        "see <https://x.test/a?b=1|the run> &amp; <!here>"
+        "see <https://x.test/a?b=1|the run> &amp; <!date^1392734382^{date}|Feb 18>"
     )
 
     assert escape(text) == (
         "if a &lt; b &amp;&amp; c &gt; d: ping <@U0ALICE001> in <#C0PROJ0001>, "
-        "see <https://x.test/a?b=1|the run> &amp; <!here>"
+        "see <https://x.test/a?b=1|the run> &amp; <!date^1392734382^{date}|Feb 18>"
     )
     (call,) = render(PostReply(ref=THREAD, text="a < b"), idempotency_key="k")
     assert call.args["text"] == "a &lt; b"
+
+
+@pytest.mark.parametrize(
+    "broadcast", ["<!here>", "<!channel>", "<!everyone>", "<!subteam^S0123|devs>", "<!here|here>"]
+)
+def test_the_models_words_never_ping_the_channel(broadcast: str) -> None:
+    """A broadcast in the text (the model's words, maybe from a tool's output) is shown,
+    escaped, and notifies nobody."""
+    (call,) = render(PostReply(ref=THREAD, text=f"done {broadcast}"), idempotency_key="k")
+    shown = call.args["text"]
+    assert "<!" not in shown
+    assert shown == "done " + broadcast.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def test_many_buttons_and_long_labels_fit_slacks_limits() -> None:

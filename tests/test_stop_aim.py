@@ -55,7 +55,7 @@ async def test_a_stop_and_a_new_message_sent_at_once_stop_the_run_and_start_the_
 
     async def stop_with_a_message_behind(conversation_id):
         await chat.reply("do this instead", settle=False)
-        await queue_stop(conversation_id)
+        return await queue_stop(conversation_id)
 
     async def commit_with_another_message_behind(*args, **kwargs):
         await chat.reply("and this too", settle=False)

@@ -13,6 +13,7 @@ import asyncio
 
 from conversations.stopping import ALREADY_ENDED
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.lifecycle import Lifecycle
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_USER_ID
@@ -50,10 +51,10 @@ async def test_the_stop_word_then_a_mention_at_once_stop_the_run_and_the_mention
         queue = ws.app.hub.stopper._queue
         queue_stop = queue.stop
 
-        async def stop_with_the_mention_behind(conversation_id: str) -> None:
+        async def stop_with_the_mention_behind(conversation_id: str) -> list[ThreadMessage]:
             await ws.deliver("events_api", ws.message_body(again, said, thread=root))
             await wait_for(lambda: queue.queued(cid))
-            await queue_stop(conversation_id)
+            return await queue_stop(conversation_id)
 
         queue.stop = stop_with_the_mention_behind
         await ws.deliver("events_api", ws.message_body(stop_ts, "stop", thread=root))

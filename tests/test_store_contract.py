@@ -29,6 +29,7 @@ from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.claims import DeliveryClaims
+from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
@@ -859,6 +860,23 @@ async def test_kept_events_wait_in_the_inbox_until_a_change_handles_them(store: 
     assert await store.inbox.unhandled() == [("Ev-b", "", second)]
 
 
+async def test_a_kept_reply_keeps_the_busy_mode_its_acknowledgement_told(store: Store) -> None:
+    """What a reply sent while a run worked became is stored with it, for a restart
+    (docs/architecture.md, "What a person sees"); a reply no mode was decided for has none."""
+    cid = await new_conversation(store)
+    assert await store.inbox.record_delivery("Ev-queued", cid, {"kind": "queued"})
+    assert await store.inbox.record_delivery("Ev-plain", cid, {"kind": "plain"})
+    await store.inbox.keep_busy_mode("Ev-queued", "queue")
+    await store.inbox.keep_busy_mode("Ev-never-recorded", "interrupt")  # changes nothing
+
+    assert await store.inbox.busy_mode("Ev-queued") == "queue"
+    assert await store.inbox.busy_mode("Ev-plain") is None
+    assert await store.inbox.busy_mode("Ev-never-recorded") is None
+    await store.inbox.keep_busy_mode("Ev-plain", "interrupt")
+    assert await store.inbox.busy_mode("Ev-plain") == "interrupt"
+    assert [key for key, _, _ in await store.inbox.unhandled()] == ["Ev-queued", "Ev-plain"]
+
+
 # --- the outbox ----------------------------------------------------------------------------
 
 
@@ -1121,6 +1139,7 @@ INTERFACES: dict[str, type[Any]] = {
     "health": StoreHealth,
     "schedules": Schedules,
     "slots": SlotStore,
+    "feedback": Feedback,
 }
 
 
@@ -1131,9 +1150,11 @@ ELSEWHERE = (
     "test_store_health.py",
     "test_schedules.py",
     "test_slots_store.py",
+    "test_feedback_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules`` and of ``slots``."""
+deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots`` and of
+``feedback``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

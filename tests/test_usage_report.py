@@ -113,7 +113,9 @@ def footer_of(chat: Chat, answer: str) -> str:
 
 
 def without_key(line: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in line.items() if k != "key"}
+    """The line's figures: without its key, and without the feedback a line by
+    conversation carries (``tests/test_feedback.py`` reads it)."""
+    return {k: v for k, v in line.items() if k not in ("key", "feedback")}
 
 
 async def test_usage_adds_up_the_calls_at_the_price_they_were_made_at(
@@ -139,6 +141,8 @@ async def test_usage_adds_up_the_calls_at_the_price_they_were_made_at(
     assert without_key(by_model["total"]) == FIRST_RUN
     (conversation,) = usage(tmp_path, sqlite_settings)["lines"]
     assert without_key(conversation) == FIRST_RUN
+    assert conversation["feedback"] == {"positive": 0, "negative": 0}  # nobody pressed
+    assert "feedback" not in by_model["total"]
     (channel,) = usage(tmp_path, sqlite_settings, "--by", "channel")["lines"]
     assert channel["key"] == "console::console"  # platform:workspace:channel
     today = datetime.now(UTC).date()

@@ -14,6 +14,8 @@ each (``N`` is a message id, ``K`` a call number from 1):
                     ``decide`` with args ``"N.K <emoji name>"``
 ``+1️⃣ N``          pick option 1 of question ``N`` (a number reaction, 1️⃣-9️⃣);
                     ``>N 2`` (a reply that is only the number) picks option 2
+``+👍 N``           feedback on the answer ``N`` (``+👎 N``): a reaction, which the
+                    hub takes as feedback on a message that asks for nothing
 ``/stop [N]``       stop the work (in the thread of ``N``)
 ``/settings``       show this channel's effective settings: ``CommandInvoked``
                     ``settings`` (the hub answers only to the one who asked)
@@ -46,6 +48,7 @@ from conversations.events import (
     PlatformRef,
     ReactionChanged,
 )
+from conversations.feedback import feedback_only
 
 
 def help_lines(stop_command: str = "stop") -> tuple[str, ...]:
@@ -69,6 +72,7 @@ HELP = (
     "+EMOJI N        react to message N (✅, white_check_mark or :x:); -EMOJI N removes it",
     "+EMOJI N.K      decide call K of approval request N",
     "+1️⃣ N / >N 1     pick option 1 of question N (a reply in words answers it too)",
+    "+👍 N / +👎 N    feedback on the answer N (anyone's; only you are told)",
     "/stop [N]       stop the work (in the thread of message N; the name can be configured)",
     "/settings       show this channel's settings (only to you)",
     "/as NAME        speak as NAME from now on",
@@ -299,7 +303,8 @@ def render_message(
     Top level (``thread`` None): ``[1] you: text``; in a thread:
     ``  [2] ↳1 threadbot: text``; a message for one person (``only_to``, a name):
     ``[3] threadbot (only to alice): text``. Further lines of ``text`` are indented
-    four spaces past the first; buttons (``[Approve] [Reject]``) and the seeded
+    four spaces past the first; buttons (``[Approve] [Reject]``; not the feedback
+    buttons: a 👍 or 👎 reaction on the answer gives feedback here) and the seeded
     ``reactions`` (names, shown as ``(reactions: ✅ ❌)``) go on one last line. A
     terminal shows no Markdown, so the fence lines of a code block (three backticks,
     maybe a language) are left out; the indent already sets its lines apart.
@@ -314,7 +319,8 @@ def render_message(
     lines = [f"{indent}[{message_id}] {where}{label}: {first}".rstrip()]
     more = indent + "    "
     lines += [(more + line).rstrip() for line in rest]
-    extras = [f"[{button.label}]" for button in buttons]
+    # the console has no buttons: feedback is a 👍 / 👎 reaction on the answer
+    extras = [f"[{button.label}]" for button in buttons if not feedback_only((button,))]
     if reactions:
         extras.append("(reactions: " + " ".join(to_unicode(r) for r in reactions) + ")")
     if extras:

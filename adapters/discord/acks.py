@@ -5,7 +5,8 @@ Discord wants a first answer to every interaction within 3 s, or the person sees
 (https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction).
 The runner answers with a deferral at once (:func:`defer`): a button and a form's
 submit get DEFERRED_UPDATE_MESSAGE (type 6: nothing changes on screen), a command
-DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (type 5) as an ephemeral "thinking...". What
+and a feedback button DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE (type 5) as an ephemeral
+"thinking..." (:func:`answered_alone`). What
 the hub answers the person alone while it takes the command fills that placeholder
 (:mod:`adapters.discord.answers`); once the hub has the command, a placeholder left
 unanswered is deleted (:func:`close_deferred`): the bot answers in the thread instead
@@ -29,6 +30,8 @@ from adapters.discord.outbound import EPHEMERAL
 from adapters.discord.payload import snowflake, token
 from adapters.discord.rest import REST_FAILURES
 from adapters.discord.types import Interaction
+from adapters.fields import mapping, text
+from conversations.actions import FeedbackButton, decode
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +45,29 @@ _DEFERRED_UPDATE = 6
 """Interaction callback types (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-response-object-interaction-callback-type)."""
 
 
+def answered_alone(d: Interaction) -> bool:
+    """Whether the hub answers the interaction ``d`` to its person alone: a command, or
+    a press of a feedback button (its acknowledgement), read from ``data.custom_id``
+    (:func:`conversations.actions.decode`); a form's submit and other buttons are not."""
+    if d.get("type") == MODAL_SUBMIT:
+        return False
+    if d.get("type") != MESSAGE_COMPONENT:
+        return True
+    custom_id = text(mapping(d.get("data")).get("custom_id"))
+    return custom_id is not None and isinstance(decode(custom_id), FeedbackButton)
+
+
 async def defer(client: discord.Client, d: Interaction) -> bool:
-    """Answer the interaction ``d`` at once with a deferral (see the module docstring).
+    """Answer the interaction ``d`` at once with a deferral (see the module docstring):
+    an ephemeral DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE when :func:`answered_alone`, else
+    DEFERRED_UPDATE_MESSAGE.
 
     True when Discord took the answer; as :func:`respond`.
     """
     body: dict[str, Any] = (
-        {"type": _DEFERRED_UPDATE}
-        if d.get("type") in (MESSAGE_COMPONENT, MODAL_SUBMIT)
-        else {"type": _DEFERRED_MESSAGE, "data": {"flags": EPHEMERAL}}
+        {"type": _DEFERRED_MESSAGE, "data": {"flags": EPHEMERAL}}
+        if answered_alone(d)
+        else {"type": _DEFERRED_UPDATE}
     )
     return await respond(client, d, body)
 

@@ -6,8 +6,9 @@ or a followup of it, with the EPHEMERAL flag
 The runner defers a command at once with an ephemeral "thinking..."
 (:func:`adapters.discord.acks.defer`), then hands it to the hub, which answers
 some commands to the person alone: an unknown command, ``/threadbot settings``,
-``/stop`` with nothing to stop (a :class:`~conversations.events.PostReply` with
-``ephemeral_to``, sent at once, while the hub takes the command).
+``/stop`` with nothing to stop, and the acknowledgement of a feedback button, which
+the runner defers the same way (a :class:`~conversations.events.PostReply` with
+``ephemeral_to``, sent at once, while the hub takes the command or the press).
 
 :class:`CommandAnswers` joins the two: while a command is handed over, the runner
 keeps it open here (:meth:`CommandAnswers.open`), and the sender
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 from adapters.discord.payload import snowflake, token
 from adapters.discord.types import Interaction
-from conversations.events import CommandInvoked, PostReply
+from conversations.events import ButtonPressed, CommandInvoked, PostReply
 
 
 @dataclass
@@ -54,7 +55,9 @@ class CommandAnswers:
         self._open: dict[tuple[str, str], OpenCommand] = {}
 
     @contextlib.contextmanager
-    def open(self, d: Interaction, event: CommandInvoked) -> Iterator[OpenCommand | None]:
+    def open(
+        self, d: Interaction, event: CommandInvoked | ButtonPressed
+    ) -> Iterator[OpenCommand | None]:
         """Keep the command ``event`` (from the interaction ``d``) open while the block runs.
 
         Yields None, and keeps nothing, when ``d`` has no valid token or

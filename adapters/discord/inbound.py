@@ -21,8 +21,8 @@ Each shard has a sequence of its own (:attr:`Inbound.processed_seqs`).
 - ``INTERACTION_CREATE``: answered at once (:mod:`adapters.discord.acks`; Discord
   wants an answer within 3 s; the button of a question's form is answered with the
   form, :mod:`adapters.discord.modals`), and only then translated
-  (:func:`interaction_event`) and handed to the hub; a command stays open for a
-  reply to its user alone meanwhile (:attr:`Inbound.answers`).
+  (:func:`interaction_event`) and handed to the hub; a command, and a feedback
+  button, stays open for a reply to its user alone meanwhile (:attr:`Inbound.answers`).
 
 The hub drops duplicates (a gateway RESUME replays dispatches) by delivery key. A
 frame that is not JSON is logged and skipped; a dispatch the worker fails on is
@@ -40,7 +40,7 @@ from typing import Any, TypeVar, cast
 import discord
 import discord.http
 
-from adapters.discord.acks import MESSAGE_COMPONENT, MODAL_SUBMIT, close_deferred, defer, respond
+from adapters.discord.acks import answered_alone, close_deferred, defer, respond
 from adapters.discord.answers import CommandAnswers
 from adapters.discord.errors import MalformedReady
 from adapters.discord.modals import answer_modal
@@ -310,11 +310,15 @@ class Inbound:
             with self.answers.open(d, event) as command:
                 await self._deliver(event)
             answered = command is not None and command.answered
+        elif isinstance(event, ButtonPressed) and deferred and answered_alone(d):
+            with self.answers.open(d, event) as command:  # feedback: acknowledged alone
+                await self._deliver(_dm_as_thread(event))
+            answered = command is not None and command.answered
         elif isinstance(event, ButtonPressed):
             await self._deliver(_dm_as_thread(event))
         elif isinstance(event, MessagePosted):  # a question's form, submitted: a reply
             await self._deliver(_dm_as_thread(event))
-        if d.get("type") not in (MESSAGE_COMPONENT, MODAL_SUBMIT) and not answered:
+        if answered_alone(d) and not answered:
             await close_deferred(self._client, d)
 
     async def _deliver(self, event: InboundEvent) -> None:

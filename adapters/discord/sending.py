@@ -34,6 +34,7 @@ from adapters.discord.types import Message
 from adapters.limits import answer_file_name, file_summary
 from conversations.errors import DeliveryError, NotConnected
 from conversations.events import AddReaction, OutboundAction, PostReply, StartThread
+from conversations.feedback import feedback_only
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,9 @@ class DiscordSender:
         return str(last.get("id") or "") or None
 
     def _as_file(self, action: PostReply) -> bool:
-        """A long reply that asks for nothing goes up as a file."""
-        plain = not (action.buttons or action.reactions)
+        """A long reply that asks for nothing (its buttons, if any, are the feedback
+        buttons, which a file drops) goes up as a file."""
+        plain = feedback_only(action.buttons) and not action.reactions
         return plain and len(action.text) > self._file_threshold
 
     def _file_call(self, action: PostReply, key: str) -> RestCall:

@@ -16,12 +16,19 @@ Slack's limits that shape the calls:
 - an actions block holds at most 25 elements
   (https://docs.slack.dev/reference/block-kit/blocks/actions-block), and a
   button's label at most 75 characters
-  (https://docs.slack.dev/reference/block-kit/block-elements/button-element).
+  (https://docs.slack.dev/reference/block-kit/block-elements/button-element);
+- the feedback buttons under an answer are one ``feedback_buttons`` element in a
+  ``context_actions`` block (:func:`feedback_block`), each button's ``value`` the
+  serialised action
+  (https://docs.slack.dev/reference/block-kit/block-elements/feedback-buttons-element).
 
 Text is escaped as Slack asks (``&``, ``<``, ``>`` as HTML entities,
 https://docs.slack.dev/messaging/formatting-message-text#escaping), except in
-Slack's own control sequences (``<@U123>``, ``<#C123>``, ``<!here>``,
-``<https://...|label>``), so mentions and links keep working.
+Slack's own control sequences (``<@U123>``, ``<#C123>``, ``<!date^…>``,
+``<https://...|label>``), so mentions and links keep working. Broadcasts
+(``<!here>``, ``<!channel>``, ``<!everyone>``, a user group's ``<!subteam^…>``) are
+escaped too: threadbot never sends one on purpose, and the text it posts holds the
+model's words, which a tool's output may have put there.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Any, assert_never
 
 from adapters.errors import RenderError
 from adapters.limits import cut_label, cut_to_fit
+from adapters.slack.plan_blocks import plan_blocks
+from conversations.actions import FeedbackButton
 from conversations.emoji import normalize
 from conversations.events import (
     AddReaction,
@@ -55,7 +64,12 @@ thread's replies (``conversations.replies`` with ``include_all_metadata``)
 MAX_BUTTONS_PER_BLOCK = 25
 MAX_BUTTON_LABEL = 75
 
-_CONTROL = re.compile(r"<(?:[@#!][^<>\s|]+|(?:https?://|mailto:)[^<>\s|]+)(?:\|[^<>]*)?>")
+_CONTROL = re.compile(
+    r"<(?!!(?:here|channel|everyone|subteam\^)\b)"
+    r"(?:[@#!][^<>\s|]+|(?:https?://|mailto:)[^<>\s|]+)(?:\|[^<>]*)?>"
+)
+"""A control sequence kept as it is: a mention, a channel, a date, a link; never a
+broadcast (see the module docstring)."""
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
 
 
@@ -73,6 +87,7 @@ def render(
     idempotency_key: str,
     max_text: int = 3900,
     max_section: int = 3000,
+    plans: bool = True,
 ) -> list[ApiCall]:
     """The Web API calls that perform ``action``, in the order to send them.
 
@@ -82,10 +97,16 @@ def render(
       characters, ``metadata`` ``{"event_type": "threadbot_outbox",
       "event_payload": {"key": idempotency_key, "part": n}}`` with ``n`` from 0,
       ``unfurl_links`` False). The buttons go in an ``actions`` block of the last
-      message, ``action_id`` and ``value`` both the button's value. With
+      message, ``action_id`` and ``value`` both the button's value; the feedback
+      buttons in a ``context_actions`` block after it. With
       ``ephemeral_to``: ``chat.postEphemeral`` with ``user`` and no metadata
       (https://docs.slack.dev/reference/methods/chat.postEphemeral). The seeded
       ``reactions`` are not rendered here: see :func:`seed_reactions`.
+    - With a plan card and ``plans`` (the workspace takes plan blocks), when the text
+      fits one message (``max_text``): the ``blocks`` are the card's
+      (:mod:`adapters.slack.plan_blocks`) and then the buttons', the ``text`` the
+      notification's fallback; otherwise (no ``plans``, or a plan too long for one
+      message, posted in parts as any long text) the card is left out.
     - :class:`UpdateMessage`: one ``chat.update`` (``channel``, ``ts``, ``text``,
       ``blocks``) (https://docs.slack.dev/reference/methods/chat.update); ``blocks``
       is always sent, so buttons left out are removed. Text past ``max_text`` is
@@ -103,8 +124,12 @@ def render(
     """
     match action:
         case PostReply():
+            if not plans or len(escape(action.text)) > max_text:
+                action = action.model_copy(update={"plan": None})
             return _post(action, idempotency_key, max_text, max_section)
         case UpdateMessage():
+            if not plans or len(escape(action.text)) > max_text:
+                action = action.model_copy(update={"plan": None})
             return [_update(action, max_text, max_section)]
         case AddReaction():
             ts = _message_ts(action.ref.message, "reaction")
@@ -160,10 +185,11 @@ def button_blocks(buttons: tuple[Button, ...]) -> list[dict[str, Any]]:
 
 
 def escape(text: str) -> str:
-    """Escape ``&``, ``<`` and ``>`` for Slack, keeping control sequences and entities.
+    """Escape ``&``, ``<`` and ``>`` for Slack, keeping control sequences (but
+    broadcasts) and entities.
 
-    ``a < b & <@U123>`` becomes ``a &lt; b &amp; <@U123>``; text that already holds
-    ``&amp;``, ``&lt;`` or ``&gt;`` keeps it.
+    ``a < b & <@U123> <!here>`` becomes ``a &lt; b &amp; <@U123> &lt;!here&gt;``; text
+    that already holds ``&amp;``, ``&lt;`` or ``&gt;`` keeps it.
     """
     parts: list[str] = []
     last = 0
@@ -194,7 +220,11 @@ def _post(action: PostReply, key: str, max_text: int, max_section: int) -> list[
         if action.ref.thread:
             args["thread_ts"] = action.ref.thread
         args["text"] = chunk
-        args["blocks"] = _blocks(chunk, buttons, max_section)
+        args["blocks"] = (
+            plan_blocks(action.plan, escape) + _blocks("", buttons, max_section)
+            if action.plan is not None
+            else _blocks(chunk, buttons, max_section)
+        )
         if action.ephemeral_to:
             args["user"] = action.ephemeral_to
             calls.append(ApiCall("chat.postEphemeral", args))
@@ -215,7 +245,11 @@ def _update(action: UpdateMessage, max_text: int, max_section: int) -> ApiCall:
         "channel": action.ref.channel,
         "ts": ts,
         "text": text,
-        "blocks": _blocks(text, action.buttons, max_section),
+        "blocks": (
+            plan_blocks(action.plan, escape) + _blocks("", action.buttons, max_section)
+            if action.plan is not None
+            else _blocks(text, action.buttons, max_section)
+        ),
     }
     return ApiCall("chat.update", args)
 
@@ -231,10 +265,48 @@ def _blocks(text: str, buttons: tuple[Button, ...], max_section: int) -> list[di
         for piece in split_text(text, max_section)
         if piece.strip()
     ]
+    feedback = feedback_block(buttons)
+    buttons = tuple(b for b in buttons if not isinstance(b.action, FeedbackButton))
     for start in range(0, len(buttons), MAX_BUTTONS_PER_BLOCK):
         group = buttons[start : start + MAX_BUTTONS_PER_BLOCK]
         blocks.append({"type": "actions", "elements": [_button(b) for b in group]})
-    return blocks
+    return [*blocks, feedback] if feedback else blocks
+
+
+FEEDBACK_ACTION_ID = "threadbot_feedback"
+"""``action_id`` of the ``feedback_buttons`` element (its buttons' values say the rest)."""
+
+
+def feedback_block(buttons: tuple[Button, ...]) -> dict[str, Any] | None:
+    """A ``context_actions`` block with one ``feedback_buttons`` element, from the first
+    good and the first bad feedback button among ``buttons`` (labels as ``text``, each
+    ``value`` the button's value); None unless both are there.
+    (https://docs.slack.dev/reference/block-kit/blocks/context-actions-block)."""
+    good = next((b for b in buttons if _feedback(b) is True), None)
+    bad = next((b for b in buttons if _feedback(b) is False), None)
+    if good is None or bad is None:
+        return None
+
+    def side(button: Button, said: str) -> dict[str, Any]:
+        label = cut_label(button.label, MAX_BUTTON_LABEL)
+        return {
+            "text": {"type": "plain_text", "text": label, "emoji": True},
+            "value": button.value,
+            "accessibility_label": said,
+        }
+
+    element = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION_ID,
+        "positive_button": side(good, "Good answer"),
+        "negative_button": side(bad, "Bad answer"),
+    }
+    return {"type": "context_actions", "elements": [element]}
+
+
+def _feedback(button: Button) -> bool | None:
+    """Whether a feedback button is the good one; None for any other button."""
+    return button.action.positive if isinstance(button.action, FeedbackButton) else None
 
 
 def _button(button: Button) -> dict[str, Any]:

@@ -18,7 +18,9 @@ thread's ``metadata`` (a file by its name), and only its missing parts are poste
 A dropped connection or a timeout is a transient :class:`DeliveryError`; the bot's
 reactions are seeded after the post, and a failure to seed one is logged, never a
 reason to post the message again. A long answer that asks for nothing goes up as a
-file (:mod:`adapters.limits`).
+file (:mod:`adapters.limits`). A plan's card that Slack refuses (``invalid_blocks``: a
+workspace without plan blocks) goes again at once without it, and so does every plan
+of that workspace until a restart (docs/architecture.md, "Plan cards").
 
 Every failure is said in words (it may be shown in the thread: "Slack refused it
 (channel_not_found)", "Slack answered with a server error (HTTP 502)"), whatever
@@ -50,6 +52,7 @@ from conversations.events import (
     SetSessionStatus,
     StartThread,
 )
+from conversations.feedback import feedback_only
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,8 @@ class SlackSender:
         """Where agent sessions are refused, and the warnings logged (per workspace)."""
         self.streams = SlackStreams(clients=clients, limit=min(STREAM_CHARS, file_threshold))
         """The answers streamed while they are written, finalised by their posts."""
+        self._plain_plans: set[str] = set()
+        """Workspaces that refused a plan block: their plans go out as plain messages."""
         self._unsure: set[str] = set()
         """Keys of posts that failed after a part went out, or with no answer: looked up
         before they are posted again."""
@@ -108,21 +113,51 @@ class SlackSender:
         connection, a timeout: transient).
         """
         try:
-            if isinstance(action, PostReply):
-                return await self._post(action, idempotency_key, maybe_sent)
-            if isinstance(action, StartThread):  # the top-level post's ts is the thread's
-                return await self._post(action.post(), idempotency_key, maybe_sent)
-            if isinstance(action, SetSessionStatus):
-                await self._set_status(action)
-                return None
-            for call in render(action, idempotency_key=idempotency_key):
-                await self._call(call, ignore=("already_reacted",))
-            return None
+            try:
+                return await self._perform(action, idempotency_key, maybe_sent)
+            except SlackApiError as exc:
+                if not self._plain_plans_after(action, exc):
+                    raise
+                return await self._perform(action, idempotency_key, maybe_sent)
         except SlackApiError as exc:
             raise _delivery_error(exc, action) from exc
         except UNREACHABLE as exc:
             log.warning("Slack could not be reached for %s: %r", action.kind, exc)
             raise DeliveryError(_unreachable(exc)) from exc
+
+    async def _perform(
+        self, action: OutboundAction, idempotency_key: str, maybe_sent: bool
+    ) -> str | None:
+        """:meth:`send`'s calls, each Slack refusal raised as ``SlackApiError``."""
+        if isinstance(action, PostReply):
+            return await self._post(action, idempotency_key, maybe_sent)
+        if isinstance(action, StartThread):  # the top-level post's ts is the thread's
+            return await self._post(action.post(), idempotency_key, maybe_sent)
+        if isinstance(action, SetSessionStatus):
+            await self._set_status(action)
+            return None
+        plans = action.ref.workspace not in self._plain_plans
+        for call in render(action, idempotency_key=idempotency_key, plans=plans):
+            await self._call(call, ignore=("already_reacted",))
+        return None
+
+    def _plain_plans_after(self, action: OutboundAction, exc: SlackApiError) -> bool:
+        """Whether ``action``, a plan's card Slack refused with ``invalid_blocks`` (a
+        workspace without plan blocks), is to go again as a plain message: then every
+        plan of its workspace does, until a restart, and it is logged once."""
+        card = getattr(action, "plan", None)
+        workspace = action.ref.workspace
+        if card is None or answer_of(exc)[1] != "invalid_blocks":
+            return False
+        if workspace in self._plain_plans:
+            return False
+        self._plain_plans.add(workspace)
+        log.warning(
+            "Slack refused a plan block in workspace %s (invalid_blocks): its plans go out "
+            "as plain messages until a restart",
+            workspace,
+        )
+        return True
 
     async def _post(self, action: PostReply, key: str, maybe_sent: bool) -> str | None:
         """Post ``action`` (its parts, or a file), each part once, then seed its reactions.
@@ -154,7 +189,8 @@ class SlackSender:
                     await self._upload(action, key)
                 self._unsure.discard(key)
                 return None
-            for part, call in enumerate(render(action, idempotency_key=key)):
+            plans = action.ref.workspace not in self._plain_plans
+            for part, call in enumerate(render(action, idempotency_key=key, plans=plans)):
                 if part in posted:
                     ts = posted[part]
                     continue
@@ -207,9 +243,10 @@ class SlackSender:
 
         A message with buttons or seeded reactions (a plan, a tool approval) is
         posted as messages whatever its length: a file would drop its buttons, and
-        a reaction could not find it.
+        a reaction could not find it. The feedback buttons under an answer do not
+        count: a long answer goes up as a file without them.
         """
-        plain = not (action.buttons or action.reactions or action.ephemeral_to)
+        plain = feedback_only(action.buttons) and not (action.reactions or action.ephemeral_to)
         return plain and len(action.text) > self._file_threshold
 
     async def _seed_reactions(self, action: PostReply, ts: str) -> None:

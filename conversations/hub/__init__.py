@@ -205,10 +205,12 @@ class Hub:
                 stop_command=settings.stop_command,
                 notice=self._notice,
                 send_now=self._deliverer.send_now,
+                feedback=store.feedback,
                 downloads=self._downloads,
                 reply_elsewhere=self._reply_elsewhere,
                 busy=Busy(
                     runs=self._runs,
+                    inbox=store.inbox,
                     outbox=store.outbox,
                     access=settings.access,
                     # a run elsewhere (a Ray host) reads replies from the store: notes
@@ -335,8 +337,12 @@ class Hub:
             await self._resume_reply(conversation, event)
 
     async def _resume_reply(self, conversation: ConversationInfo, event: MessagePosted) -> None:
-        """A reply journaled by no run yet: authorised and routed as when it came in."""
-        inbound = Inbound(event, Answer(conversation, event, resumed=True), conversation)
+        """A reply journaled by no run yet: authorised and routed as when it came in, by
+        the busy mode its acknowledgement told, if it had one (kept in the inbox), else
+        as the conversation's settings say now."""
+        told = await self._store.inbox.busy_mode(event.delivery_key)
+        answer = Answer(conversation, event, resumed=True, busy_mode=told)
+        inbound = Inbound(event, answer, conversation)
         steps = self._steps[self._steps.index(self._authorise) :]
         await _chain.run(steps, inbound)  # past bind and dedupe: it was recorded
 

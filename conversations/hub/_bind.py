@@ -2,8 +2,9 @@
 
 A message is about the conversation bound to its thread (or, a mention, opens
 one); a reaction and the ``decide`` command about the request of the bot message
-they name (a number reaction, 1️⃣-9️⃣, picks that option of a question); a button
-about what its action names (:func:`conversations.actions.decode`);
+they name (a number reaction, 1️⃣-9️⃣, picks that option of a question; a 👍 or 👎 on a
+message that asks for nothing, an answer, is feedback); a button about what its action
+names (:func:`conversations.actions.decode`; feedback: the pressed message's conversation);
 ``/stop`` about its thread's conversation, or the channel's. Events about nothing
 this bot knows stop here, their deliveries unrecorded.
 """
@@ -18,6 +19,7 @@ from conversations.actions import (
     AnswerButton,
     ApproveButton,
     ChooseButton,
+    FeedbackButton,
     RejectButton,
     StopButton,
     decode,
@@ -31,9 +33,11 @@ from conversations.events import (
     PlatformRef,
     ReactionChanged,
 )
+from conversations.feedback import FEEDBACK_REACTIONS
 from conversations.hub._chain import (
     Answer,
     Decide,
+    GiveFeedback,
     Ignore,
     Inbound,
     Intent,
@@ -125,6 +129,8 @@ class Bind:
         approve = event.emoji in settings.approve_reactions
         choice = number(event.emoji)
         decides = approve or choice is not None or event.emoji in settings.reject_reactions
+        if link.request_id is None and event.emoji in FEEDBACK_REACTIONS:
+            return GiveFeedback(conversation, event.author, FEEDBACK_REACTIONS[event.emoji])
         if link.request_id is None or not decides:
             return Ignore()
         return await self._decision(
@@ -213,6 +219,16 @@ class Bind:
                 )
             case AnswerButton():  # Discord's adapter opens its form; elsewhere a reply answers
                 return Ignore("an answer button reached the hub: a reply in the thread answers")
+            case FeedbackButton():  # the pressed answer's conversation, else its thread's
+                link = await self._link(event.ref) if event.ref.message is not None else None
+                given: ConversationInfo | None
+                if link is not None:
+                    given = link.conversation or await self._threads.info(link.conversation_id)
+                else:  # its outbox row was pruned
+                    given = await self._threads.find_by_thread(event.ref)
+                if given is None:
+                    return unknown
+                return GiveFeedback(given, event.author, action.positive)
             case _:
                 assert_never(action)
 

@@ -5,7 +5,9 @@ the way the conversation's busy mode says.
 when this process has a job of its conversation running or queued
 (:meth:`Busy.working`). By then the dedupe step has recorded it in the inbox, where
 it stays until a commit journals it, so a crash after the acknowledgement loses
-nothing: the next start queues it again (:meth:`conversations.hub.Hub.resume_unhandled`).
+nothing: the next start queues it again (:meth:`conversations.hub.Hub.resume_unhandled`),
+the way its acknowledgement told, kept with it in the inbox
+(:meth:`conversations.store.Inbox.keep_busy_mode`) before that was sent.
 
 Through the outbox, in order: a 👀 reaction on the message (:data:`SEEN`; the
 console prints it as a line), then one short line saying what became of it, by the
@@ -15,7 +17,8 @@ channel's ``busy_mode`` (:data:`conversations.channels.BusyMode`):
   (:meth:`conversations.hub._runs.Runs.reply`);
 - ``queue``: the request of the next run, once this one ends, together with the
   other messages queued so (:meth:`conversations.hub._runs.Runs.reply_next`); a run
-  that ended waiting for a person gets them as the answer to its request;
+  that ended waiting for a person gets them as the answer to its request, in words
+  (a number picks no option of a question the person had not seen);
 - ``interrupt``: the run's turn stops at its next tool boundary, the calls not yet
   run end ``cancelled``, and the message is its next instruction
   (:mod:`core.run.interrupting`); only someone who may stop the run (the requester
@@ -31,7 +34,7 @@ from conversations.access import AccessPolicy
 from conversations.channels import BusyMode, ChannelLookup
 from conversations.events import AddReaction, MessagePosted, PostReply
 from conversations.hub._runs import Runs
-from conversations.store import ConversationInfo, Outbox, Outgoing
+from conversations.store import ConversationInfo, Inbox, Outbox, Outgoing
 from core.vocabulary.inputs import ThreadMessage
 
 SEEN: Final = "eyes"
@@ -67,21 +70,24 @@ def not_interrupting_text(name: str) -> str:
 class Busy:
     """Takes the messages that come while a run works (see the module docstring).
 
-    ``runs``: the conversation's jobs; ``outbox``: where the acknowledgement and the
-    line go; ``channels``: each channel's ``busy_mode`` (None: ``steer`` everywhere, as
-    for runs carried out elsewhere, which read their replies from the store);
-    ``access``: who may interrupt.
+    ``runs``: the conversation's jobs; ``inbox``: where the message was recorded, and
+    what became of it is kept; ``outbox``: where the acknowledgement and the line go;
+    ``channels``: each channel's ``busy_mode`` (None: ``steer`` everywhere, as for runs
+    carried out elsewhere, which read their replies from the store); ``access``: who
+    may interrupt.
     """
 
     def __init__(
         self,
         *,
         runs: Runs,
+        inbox: Inbox,
         outbox: Outbox,
         access: AccessPolicy,
         channels: ChannelLookup | None = None,
     ) -> None:
         self._runs = runs
+        self._inbox = inbox
         self._outbox = outbox
         self._access = access
         self._channels = channels
@@ -103,30 +109,41 @@ class Busy:
         reply: ThreadMessage,
         *,
         acknowledge: bool = True,
+        told: BusyMode | None = None,
     ) -> None:
-        """Queue ``reply`` (``event``'s, recorded in the inbox) by the busy mode, then
-        acknowledge it and say what became of it (not ``acknowledge``: a message queued
-        again after a restart, acknowledged when it came); raises what the outbox raises."""
+        """Queue ``reply`` (``event``'s, recorded in the inbox) by the busy mode, keep what
+        became of it with it in the inbox, then acknowledge it and say so; raises what
+        the store raises.
+
+        Not ``acknowledge``: a message queued again after a restart, acknowledged when it
+        came; ``told``: the busy mode that acknowledgement told (kept in the inbox), which
+        it goes by again, whatever the channel's setting is now (an ``interrupt`` told
+        was allowed then). None: the channel's setting decides."""
         name = event.author.name
-        mode = self.mode(conversation)
+        mode: BusyMode = told or self.mode(conversation)
         match mode:
             case "steer":
-                self._runs.reply(conversation.id, reply)
                 text = steered_text(name)
             case "queue":
-                self._runs.reply_next(conversation.id, reply)
+                reply = reply.model_copy(update={"queued": True})  # words, never a pick
                 text = queued_text(name)
             case "interrupt":
-                if await self._access.may_stop(
+                if told == "interrupt" or await self._access.may_stop(
                     event.author, conversation.requester, conversation.binding
                 ):
-                    self._runs.reply(conversation.id, reply.model_copy(update={"interrupts": True}))
+                    reply = reply.model_copy(update={"interrupts": True})
                     text = interrupting_text(name)
                 else:
-                    self._runs.reply(conversation.id, reply)
+                    mode = "steer"
                     text = not_interrupting_text(name)
             case _:
                 assert_never(mode)
+        if acknowledge:  # kept before the person is told, for a restart to honour
+            await self._inbox.keep_busy_mode(event.delivery_key, mode)
+        if mode == "queue":
+            self._runs.reply_next(conversation.id, reply)
+        else:
+            self._runs.reply(conversation.id, reply)
         if not acknowledge:
             return
         seen = AddReaction(ref=event.ref, emoji=SEEN)

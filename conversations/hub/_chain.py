@@ -15,7 +15,7 @@ there (slack-bolt's middleware, ``slack_bolt/middleware/``). The steps, in order
 3. **authorise** (:mod:`~conversations.hub._authorise`): a stop or a decision by
    someone who may not becomes a refusal in the thread;
 4. **route** (:mod:`~conversations.hub._route`): the intent is carried out: a run
-   queued, a decision taken, a stop, a notice or a reply.
+   queued, a decision taken, a stop, feedback stored, a notice or a reply.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from conversations.channels import BusyMode
 from conversations.events import (
     Author,
     Button,
@@ -64,12 +65,15 @@ class Begin:
 @dataclass(frozen=True)
 class Answer:
     """A message in a conversation's thread; ``may_continue``: its author may decide;
-    ``resumed``: queued again after a restart (it was acknowledged when it came)."""
+    ``resumed``: queued again after a restart (it was acknowledged when it came);
+    ``busy_mode``: what its acknowledgement told it became while a run worked, kept in
+    the store (None: none was decided for it), which it becomes again."""
 
     conversation: ConversationInfo
     event: MessagePosted
     may_continue: bool = False
     resumed: bool = False
+    busy_mode: BusyMode | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,16 @@ class Decide:
     who: Author
     call: int | None = None
     choice: int | None = None
+
+
+@dataclass(frozen=True)
+class GiveFeedback:
+    """``who``'s 👍 (``positive``) or 👎 on the conversation's answer: anyone in the
+    channel may give it (:mod:`conversations.feedback`)."""
+
+    conversation: ConversationInfo
+    who: Author
+    positive: bool
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,18 @@ class Ignore:
     reason: str = ""
 
 
-Intent = Open | Begin | Answer | StopRun | Decide | StopInChannel | Notice | Respond | Ignore
+Intent = (
+    Open
+    | Begin
+    | Answer
+    | StopRun
+    | Decide
+    | GiveFeedback
+    | StopInChannel
+    | Notice
+    | Respond
+    | Ignore
+)
 """What an inbound event asks the hub for (set by the bind step, refined by the others)."""
 
 

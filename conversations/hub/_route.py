@@ -3,13 +3,15 @@
 A new conversation's run, a reply and a decision's run go through the
 conversation's queue (:mod:`conversations.hub._runs`); a decision itself is taken
 at once (compare-and-set: the first wins, the second is told it was decided); a
-stop goes to the stopper, which reaches the run wherever it runs; notices go to
+stop goes to the stopper, which reaches the run wherever it runs; feedback is stored
+with the conversation and acknowledged to its giver alone; notices go to
 the thread through the outbox; answers where no conversation is bound go straight
 to the adapter. A reply's shared files are fetched here, before it is queued
 (:mod:`conversations.hub._files`), so the hub returns to the adapter once they are
 fetched, within the download timeout. A reply that comes while a run of its
 conversation works here is acknowledged and handled by the busy mode
-(:mod:`conversations.hub._busy`).
+(:mod:`conversations.hub._busy`); one queued again after a restart goes the way its
+acknowledgement told, whether a run works or not.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from conversations import logcontext
 from conversations.access import AccessPolicy
 from conversations.actions import StopButton
 from conversations.events import Author, Button, CommandInvoked, PostReply
+from conversations.feedback import acknowledgement
 from conversations.hub._busy import Busy
 from conversations.hub._chain import (
     Answer,
     Begin,
     Decide,
+    GiveFeedback,
     Ignore,
     Inbound,
     Next,
@@ -41,6 +45,7 @@ from conversations.hub._files import Downloads
 from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
+from conversations.store.feedback import Feedback
 from core.run.engine import Engine
 from core.run.state import Handover
 from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, Reject, ThreadMessage
@@ -67,6 +72,7 @@ class Route:
         stop_command: str,
         notice: Notify,
         send_now: SendNow,
+        feedback: Feedback,
         downloads: Downloads | None = None,
         reply_elsewhere: Callable[[ConversationInfo], None] | None = None,
         busy: Busy | None = None,
@@ -82,6 +88,7 @@ class Route:
         self._stop_command = stop_command
         self._notice = notice
         self._send_now = send_now
+        self._feedback = feedback
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
         """Do what ``inbound.intent`` asks."""
@@ -89,7 +96,13 @@ class Route:
         match intent:
             case Begin(conversation_id=conversation_id, event=event, snapshot=snapshot):
                 self._runs.start(conversation_id, event, snapshot)
-            case Answer(conversation=conversation, event=event, may_continue=may, resumed=again):
+            case Answer(
+                conversation=conversation,
+                event=event,
+                may_continue=may,
+                resumed=again,
+                busy_mode=told,
+            ):
                 # Fetched before it is queued: a run at work may take it as a note.
                 downloads = self._downloads
                 files = await downloads.of(conversation.id, event) if downloads else ()
@@ -101,8 +114,8 @@ class Route:
                     files=files,
                 )
                 busy = self._busy
-                if busy is not None and busy.working(conversation.id):
-                    await busy.take(conversation, event, reply, acknowledge=not again)
+                if busy is not None and (told is not None or busy.working(conversation.id)):
+                    await busy.take(conversation, event, reply, acknowledge=not again, told=told)
                 else:
                     self._runs.reply(conversation.id, reply)
                 if self._reply_elsewhere is not None:
@@ -111,6 +124,10 @@ class Route:
                 await self._stop(conversation, who)
             case Decide():
                 await self._decide(intent)
+            case GiveFeedback(conversation=conversation, who=who, positive=positive):
+                await self._feedback.give(conversation.id, who.id, positive=positive)
+                said = acknowledgement(who.name, positive=positive)
+                await self._respond(Respond(conversation.binding, said, to=who.id))
             case StopInChannel(event=event):
                 await self._stop_in_channel(event)
             case Notice(conversation=conversation, text=text):

@@ -54,6 +54,7 @@ class Deliverer:
 
     ``progress_mode`` and ``note_interval`` (seconds) say how notes are shown
     (``progress_mode_of``, when given, says it per conversation: its channel's);
+    ``plan_interval``: seconds between two edits of one plan's card;
     ``max_attempts``: failed attempts (429s not counted) before a row fails for
     good; ``concurrency``: conversations delivered at once; ``poll_interval``:
     seconds between looks at the store for rows that no :meth:`wake` handed over
@@ -80,6 +81,7 @@ class Deliverer:
         progress_mode: ProgressMode = "replies",
         progress_mode_of: ModeLookup | None = None,
         note_interval: float = 3.0,
+        plan_interval: float = 1.0,
         max_attempts: int = 5,
         concurrency: int = 8,
         poll_interval: float = 2.0,
@@ -94,10 +96,10 @@ class Deliverer:
         on_thread: ThreadStarted | None = None,
         streams: AnswerStreams | None = None,
     ) -> None:
-        self._known = KnownRows(outbox)
-        self._clock = as_clock(clock)
+        self._known, self._clock = KnownRows(outbox), as_clock(clock)
         held = HeldClaims.of(claims, owner=owner, ttl=claim_ttl, clock=self._clock)
-        self._streams, self._raw, self._redactor = streams, dict(senders), redactor
+        self._streams = streams or AnswerStreams()
+        self._raw, self._redactor = dict(senders), redactor
         self._attempts = Attempts(
             outbox=self._known,
             senders={p: redacting(s, redactor) for p, s in senders.items()},
@@ -114,8 +116,9 @@ class Deliverer:
             may_send=self._gate.may_send,
             clock=self._clock,
             note_interval=note_interval,
+            plan_interval=plan_interval,
             draining=lambda: self._draining > 0,
-            streams=streams,
+            streams=self._streams,
         )
         self._progress_mode, self._progress_mode_of = progress_mode, progress_mode_of
         self._concurrency, self._poll = max(1, concurrency), poll_interval
@@ -130,8 +133,7 @@ class Deliverer:
         self._failure: BaseException | None = None
         self._running = self._driving = self._suspects_known = False
         self._draining, self._swept_at = 0, -math.inf
-        if streams is not None:  # the claim's holder streams, once nothing is pending
-            streams.attach(self._workers, self._known, self._gate.may_send, self._raw, self._clock)
+        self._streams.attach(self._workers, self._known, self._gate, self._raw, self._clock)
 
     def add_sender(self, sender: Sender) -> None:
         """Route rows of ``sender.platform`` to ``sender`` (what it sends is redacted)."""
@@ -345,8 +347,7 @@ class Deliverer:
     def _finished(self, conversation_id: str, task: asyncio.Task[Deferral | None]) -> None:
         """A worker ended: keep its deferral or its error, forget an idle state, go on."""
         self._workers.pop(conversation_id, None)
-        if self._streams is not None:
-            self._streams.nudge(conversation_id)
+        self._streams.nudge(conversation_id)
         deferral: Deferral | None = None
         if not task.cancelled():
             if (error := task.exception()) is not None:
@@ -357,7 +358,7 @@ class Deliverer:
         if (
             deferral is None
             and state is not None
-            and state.idle(self._clock.now(), self._ctx.note_interval)
+            and state.idle(self._clock.now(), self._ctx.note_interval, self._ctx.plan_interval)
         ):
             del self._states[conversation_id]
         self._wakeup.set()
@@ -368,12 +369,12 @@ class Deliverer:
         if now - self._swept_at < self._poll:
             return
         self._swept_at = now
-        interval = self._ctx.note_interval
+        interval = (self._ctx.note_interval, self._ctx.plan_interval)
         self._gate.forget_idle(set(self._workers))
         self._states = {
             c: s
             for c, s in self._states.items()
-            if c in self._workers or c in self._deferred or not s.idle(now, interval)
+            if c in self._workers or c in self._deferred or not s.idle(now, *interval)
         }
 
     def _raise_failure(self) -> None:
@@ -391,8 +392,7 @@ class Deliverer:
         return not self._workers and not self._look_due() and self._known.empty()
 
     async def _stop_workers(self) -> None:
-        if self._streams is not None:
-            self._streams.cancel()
+        self._streams.cancel()
         workers = list(self._workers.values())
         for task in workers:
             task.cancel()

@@ -42,6 +42,9 @@ from conversations.store import (
     RequestMessage,
 )
 
+CALM = frozenset({"note", "plan_steps"})
+"""Purposes of rows that may wait for their interval: no reason to take a conversation
+up sooner (notes, and a plan's steps: :mod:`conversations.plan_cards`)."""
 REQUEST_POST = "milestone"
 """``purpose`` of a request's own post (its message is the one the closing edit edits)."""
 REPORT = "report"
@@ -116,13 +119,14 @@ class KnownRows:
         """Conversations with pending rows, lazily, in the order their first pending row
         came in (the oldest row first: commits hand rows over in the order they were
         written), then the unsure ones no row was handed for, in the look's order:
-        ``(id, whether a row other than a note is pending)`` (for an unsure one, as
+        ``(id, whether a row other than a note or an edit of a plan's steps is pending)``
+        (a plan's edit waits for its interval like notes; for an unsure one, as
         the look found it). Costs what the caller takes, not every conversation: a
         busy deliverer asks after every send."""
         for cid, rows in self._rows.items():
             unsure = self._unsure.get(cid)
             milestone = unsure is not None and unsure[1]
-            yield cid, milestone or any(row.purpose != "note" for row in rows.values())
+            yield cid, milestone or any(row.purpose not in CALM for row in rows.values())
         for cid, (_place, milestone) in sorted(self._unsure.items(), key=lambda i: i[1][0]):
             if cid not in self._rows:
                 yield cid, milestone

@@ -24,6 +24,7 @@ from __future__ import annotations
 from conversations.outbox._attempt import Sent
 from conversations.outbox._board import StatusReply
 from conversations.outbox._worker import ConversationWorker, Deferral, Next, leading_notes
+from conversations.plan_cards import PLAN_STEPS
 from conversations.sessions import SESSION
 
 
@@ -31,6 +32,8 @@ class StatusWorker(ConversationWorker):
     """Delivers one conversation in the ``status`` mode (see the module docstring)."""
 
     async def step(self) -> Next:
+        if (sent := await self.plan_due()) is not None:
+            return sent
         board = self.state.board
         rows, more = await self.read()
         notes = leading_notes(rows)
@@ -50,10 +53,11 @@ class StatusWorker(ConversationWorker):
                 continue
             return await self._edit(reply)
         if milestone is not None:
-            if milestone.purpose != SESSION:  # a session's status shows nothing in the thread
+            if milestone.purpose not in (SESSION, PLAN_STEPS):  # no new message in the thread
                 board.close()
-            return self.follow(await self.deliver_milestone(milestone))
-        return self._deferral() or "done"
+            return await self.milestone(milestone)
+        wait = self.plan_wait()
+        return (wait.or_sooner(self._deferral()) if wait else self._deferral()) or "done"
 
     async def _post(self, reply: StatusReply) -> Next:
         """Post a status reply: in order, so a refusal holds what follows."""

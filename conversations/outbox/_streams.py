@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from conversations.adapter import AnswerStreamer, Sender
 from conversations.errors import DeliveryError, RateLimited, StreamEnded
 from conversations.events import TOO_LONG, PlatformRef, StreamedPreview
+from conversations.outbox._claims import ClaimedDelivery
 from conversations.outbox._clock import Clock, MonotonicClock
 from conversations.outbox._known import KnownRows
 from conversations.store import ConversationInfo
@@ -62,6 +63,10 @@ for ``chat.appendStream`` (https://docs.slack.dev/reference/methods/chat.appendS
 
 ConversationLookup = Callable[[str], Awaitable[ConversationInfo | None]]
 """A conversation's binding and requester, by its id (the store's ``threads.find``)."""
+
+
+async def _nowhere(_conversation_id: str) -> ConversationInfo | None:
+    return None  # streams nothing (a deliverer built without the engine's streams)
 
 
 @dataclass
@@ -102,7 +107,7 @@ class AnswerStreams:
     def __init__(
         self,
         *,
-        conversation: ConversationLookup,
+        conversation: ConversationLookup = _nowhere,
         redactor: Redactor = NO_SECRETS,
         every: float = EVERY,
     ) -> None:
@@ -122,15 +127,15 @@ class AnswerStreams:
         self,
         workers: Container[str],
         known: KnownRows,
-        may_send: Callable[[str], Awaitable[bool]],
+        claims: ClaimedDelivery,
         senders: Mapping[str, Sender],
         clock: Clock,
     ) -> None:
         """Stream through a deliverer: its busy ``workers`` (conversation ids), the rows it
-        ``known``s pending, its claims' ``may_send``, its ``senders`` by platform (those
-        that are :class:`AnswerStreamer` stream) and its ``clock`` (the waits between
-        calls)."""
-        self._workers, self._known, self._may_send = workers, known, may_send
+        ``known``s pending, its ``claims`` (streamed where the claim is held here), its
+        ``senders`` by platform (those that are :class:`AnswerStreamer` stream) and its
+        ``clock`` (the waits between calls)."""
+        self._workers, self._known, self._may_send = workers, known, claims.may_send
         self._senders, self._clock = senders, clock
 
     async def _quiet(self, conversation_id: str) -> bool:

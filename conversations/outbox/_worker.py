@@ -29,6 +29,7 @@ from conversations.outbox._clock import Clock
 from conversations.outbox._closing import closing_edit, queued_edit
 from conversations.outbox._known import KnownRows
 from conversations.outbox._streams import AnswerStreams
+from conversations.plan_cards import PLAN_STEPS
 from conversations.render import CLOSED, QUEUED
 from conversations.sessions import SESSION
 from conversations.store import PendingSend
@@ -87,6 +88,8 @@ class Context:
     batch: int = 100
     streams: AnswerStreams | None = None
     """The answers streamed while they are written, which their rows finalise."""
+    plan_interval: float = 1.0
+    """Seconds between two edits of one plan's message (its card's steps)."""
 
 
 @dataclass
@@ -96,16 +99,27 @@ class ConversationState:
     ``last_note``: clock seconds of the last note reply or status edit;
     ``pinned``: ids of merged notes whose send failed without a known fate, sent
     again as exactly that group (same idempotency key, same text);
-    ``board``: the status replies (``status`` mode).
+    ``board``: the status replies (``status`` mode);
+    ``plan_edits``: clock seconds of the last edit of each plan's message, by request id;
+    ``parked``: the edit of a plan's steps waiting for its interval, by request id.
     """
 
     last_note: float = -math.inf
     pinned: tuple[int, ...] = ()
     board: StatusBoard = field(default_factory=StatusBoard)
+    plan_edits: dict[str, float] = field(default_factory=dict)
+    parked: dict[str, PendingSend] = field(default_factory=dict)
 
-    def idle(self, now: float, interval: float) -> bool:
+    def idle(self, now: float, interval: float, plan_interval: float = 1.0) -> bool:
         """Whether forgetting this state changes nothing."""
-        return not self.pinned and self.board.idle() and now >= self.last_note + interval
+        recent = any(now < at + plan_interval for at in self.plan_edits.values())
+        return (
+            not self.pinned
+            and not self.parked
+            and not recent
+            and self.board.idle()
+            and now >= self.last_note + interval
+        )
 
 
 class ConversationWorker(ABC):
@@ -141,7 +155,7 @@ class ConversationWorker(ABC):
         The flag says more may follow. Rows waiting in a status reply are paged
         over, so however many wait, the rows after them are read.
         """
-        skip = self.state.board.covered()
+        skip = self.state.board.covered() | {row.id for row in self.state.parked.values()}
         rows: list[PendingSend] = []
         after = 0
         while True:
@@ -186,10 +200,53 @@ class ConversationWorker(ABC):
             await self.ctx.attempts.give_up(rows, action, outcome)
         return outcome
 
+    async def milestone(self, row: PendingSend) -> Next:
+        """Send ``row``, a row other than a note, and say what follows.
+
+        An edit of a plan's steps (purpose ``plan_steps``, :mod:`conversations.plan_cards`)
+        replaces the one of the same plan still waiting (settled unsent: the newer says
+        all it says); one that comes less than ``plan_interval`` after the last edit of
+        that message waits aside (:meth:`plan_due`) while the rows after it go on, so
+        one message is edited at most once per ``plan_interval`` (Slack's
+        ``chat.update``, Tier 3: https://docs.slack.dev/reference/methods/chat.update).
+        """
+        if row.purpose != PLAN_STEPS or row.request_id is None:
+            return self.follow(await self.deliver_milestone(row))
+        older = self.state.parked.pop(row.request_id, None)
+        if older is not None:
+            await self.ctx.outbox.settle_unsent([older], "a newer edit of the plan's steps came")
+        if self._plan_edit_due(row.request_id):
+            return self.follow(await self.deliver_milestone(row))
+        self.state.parked[row.request_id] = row
+        return "again"
+
+    async def plan_due(self) -> Next | None:
+        """Send a plan's edit that waited aside and whose time has come; None when none
+        has (:meth:`plan_wait` says until when)."""
+        for request_id, row in list(self.state.parked.items()):
+            if self._plan_edit_due(request_id):
+                del self.state.parked[request_id]
+                return self.follow(await self.deliver_milestone(row))
+        return None
+
+    def plan_wait(self) -> Deferral | None:
+        """When the next plan's edit waiting aside may go (a milestone or a drain takes
+        the conversation up sooner); None when none waits."""
+        if not self.state.parked:
+            return None
+        interval = self.ctx.plan_interval
+        until = min(self.state.plan_edits.get(r, -math.inf) for r in self.state.parked)
+        return Deferral(until=until + interval, on_milestone=True, on_drain=True)
+
+    def _plan_edit_due(self, request_id: str) -> bool:
+        last = self.state.plan_edits.get(request_id, -math.inf)
+        return self.ctx.draining() or self.ctx.clock.now() >= last + self.ctx.plan_interval
+
     async def deliver_milestone(self, row: PendingSend) -> Outcome:
         """Send ``row``, a row other than a note, alone.
 
-        A closing row (purpose ``closed``) becomes the edit of its request's message, an
+        A closing row (purpose ``closed``) or an edit of a plan's steps (``plan_steps``)
+        becomes the edit of its request's message (the last edit's time kept), an
         edit of a queued run's message (purpose ``queued``) the edit of that message
         (:mod:`conversations.outbox._closing`); with nothing to edit it is settled
         without a send, and that counts as sent: what follows goes on.
@@ -198,7 +255,7 @@ class ConversationWorker(ABC):
             edit = await queued_edit(self.ctx.outbox, row)  # of the queued run's message
         elif row.purpose == ANSWER and self.ctx.streams is not None:
             return await self._answer(row, self.ctx.streams)
-        elif row.purpose != CLOSED:
+        elif row.purpose not in (CLOSED, PLAN_STEPS):
             if self.ctx.streams is not None and row.purpose != SESSION:
                 await self.ctx.streams.close(self.conversation_id)  # shown as it is
             return await self.deliver([row], row.action)
@@ -206,7 +263,10 @@ class ConversationWorker(ABC):
             edit = await closing_edit(self.ctx.outbox, row)
         if edit is None:
             return Sent(None)
-        return await self.deliver([row], edit)
+        outcome = await self.deliver([row], edit)
+        if row.purpose in (CLOSED, PLAN_STEPS) and row.request_id is not None:
+            self.state.plan_edits[row.request_id] = self.ctx.clock.now()
+        return outcome
 
     async def _answer(self, row: PendingSend, streams: AnswerStreams) -> Outcome:
         """Send the answer's row, finalising its streamed preview, if any
@@ -232,14 +292,16 @@ class RepliesWorker(ConversationWorker):
     """The ``replies`` mode: notes merged into replies, at most one per note interval."""
 
     async def step(self) -> Next:
+        if (sent := await self.plan_due()) is not None:
+            return sent
         rows, more = await self.read()
         if not rows:
-            return "done"
+            return self.plan_wait() or "done"
         notes = leading_notes(rows)
         if not notes:
-            return self.follow(await self.deliver_milestone(rows[0]))
+            return await self.milestone(rows[0])
         if not (await self.milestone_follows(rows, notes, more) or self.notes_due()):
-            return self.hold_notes()
+            return self.hold_notes().or_sooner(self.plan_wait())
         group = self._group(notes)
         first = group[0].action
         assert isinstance(first, PostReply)

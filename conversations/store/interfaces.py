@@ -14,7 +14,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   deliverer (and by the hub, for notices).
 - :class:`LeaseStore`: fenced leases (declared in :mod:`conversations.store.leases`, beside
   :class:`conversations.store.leases.Leases`, which takes them).
-- :class:`StopRequests`: stops for a run another instance holds. Taken by the stopper.
+- :class:`StopRequests`: stops for a run another instance holds (declared in
+  :mod:`conversations.store.stops`). Taken by the stopper.
 - :class:`Requests`: pending requests, reminders and expiry. Taken by hub and sweeper.
 - :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
 - :class:`~conversations.store.schedules.Schedules`: scheduled runs' due times, each
@@ -23,6 +24,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`~conversations.store.slots.SlotStore`: slots of runs and steps, queued by
   priority, granted in the store. Taken by :mod:`conversations.slots`.
 - :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
+- :class:`~conversations.store.feedback.Feedback`: people's 👍 / 👎 on a conversation's
+  answers, one row per person. Taken by the hub and ``threadbot usage``.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -42,8 +45,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from conversations.channels import BusyMode
 from conversations.events import PlatformRef
 from conversations.store.claims import DeliveryClaims
+from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
 from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.records import (
@@ -54,10 +59,10 @@ from conversations.store.records import (
     Outgoing,
     PendingSend,
     RequestMessage,
-    StopRequest,
 )
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
+from conversations.store.stops import StopRequests as StopRequests
 from conversations.store.upkeep import Requests as Requests
 from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
@@ -186,6 +191,18 @@ class Inbox(Protocol):
         first (a crash left them unjournaled: the hub queues them again at start)."""
         ...
 
+    async def keep_busy_mode(self, delivery_key: str, mode: BusyMode) -> None:
+        """Store with the kept delivery ``delivery_key`` what became of it while a run
+        worked, as its acknowledgement tells the person (``mode``), so a restart queues
+        it again the same way (docs/architecture.md, "What a person sees"); a key not
+        recorded changes nothing."""
+        ...
+
+    async def busy_mode(self, delivery_key: str) -> BusyMode | None:
+        """The busy mode kept with ``delivery_key`` (:meth:`keep_busy_mode`); None when
+        none was decided for it (or the key is unknown)."""
+        ...
+
 
 class Outbox(Protocol):
     """Outbound rows: written with the change that caused them, delivered at least once.
@@ -282,35 +299,6 @@ class Outbox(Protocol):
         ...
 
 
-class StopRequests(Protocol):
-    """Stops for a run that another instance holds (:mod:`conversations.stopping`)."""
-
-    async def request_stop(
-        self,
-        conversation_id: str,
-        *,
-        holder: str,
-        epoch: int,
-        by: Person,
-        run: int | None = None,
-    ) -> bool:
-        """Ask ``holder``, holding the lease at ``epoch``, to stop ``run`` (the run the
-        stop was aimed at; None: whatever runs): written only while that lease is live,
-        in one step; False when it is not (the caller stops it itself)."""
-        ...
-
-    async def stop_requests(
-        self, conversation_ids: Collection[str], *, orphans: bool = False
-    ) -> list[StopRequest]:
-        """Open stop requests for ``conversation_ids``, oldest first; with ``orphans``,
-        also those of conversations whose lease nobody holds now (free or lapsed)."""
-        ...
-
-    async def stop_requests_handled(self, conversation_id: str) -> int:
-        """Close the conversation's open stop requests; how many there were."""
-        ...
-
-
 class Store(Protocol):
     """One database, handed out as one interface per consumer; ``on_outbox`` is called
     with the outbox rows after every write that added some (or dropped pending notes:
@@ -392,6 +380,11 @@ class Store(Protocol):
     @property
     def health(self) -> StoreHealth:
         """Reachability and levels, for an operator (:mod:`conversations.store.health`)."""
+        ...
+
+    @property
+    def feedback(self) -> Feedback:
+        """People's feedback on conversations (:mod:`conversations.store.feedback`)."""
         ...
 
     async def close(self) -> None:

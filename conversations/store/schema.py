@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Double,
     ForeignKey,
@@ -88,6 +89,9 @@ class DeliveryRow(Base):
     event: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     """The inbound event, kept until its effect is journaled (then ``handled_at``)."""
     handled_at: Mapped[datetime | None]
+    busy_mode: Mapped[str | None] = mapped_column(String(16))
+    """What the reply became while a run worked, as its acknowledgement said (``steer``,
+    ``queue``, ``interrupt``); None when no busy mode was decided for it."""
 
 
 class JournalRow(Base):
@@ -330,3 +334,17 @@ class SlotRow(Base):
     process_limit: Mapped[int | None] = mapped_column(Integer)
     workspace_limit: Mapped[int | None] = mapped_column(Integer)
     user_limit: Mapped[int | None] = mapped_column(Integer)
+
+
+class FeedbackRow(Base):
+    """A person's latest feedback on a conversation's answers (:mod:`conversations.store.feedback`):
+    ``positive`` (👍) or not (👎), by the platform user id ``user_id``, given at ``given_at``;
+    one row per (conversation, person), replaced by their later feedback."""
+
+    __tablename__ = "feedback"
+    __table_args__ = (PrimaryKeyConstraint("conversation_id", "user_id", name="pk_feedback"),)
+
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
+    user_id: Mapped[str] = mapped_column(String(128))
+    positive: Mapped[bool] = mapped_column(Boolean)
+    given_at: Mapped[datetime]

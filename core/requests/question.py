@@ -59,10 +59,13 @@ def answer(snap: ConversationSnapshot, request: Question, reply: ThreadMessage) 
     """``reply`` answers ``request``: the model reads ``<name> answered: <text>``, or, for a
     reply that is only an option's number (``2``) by someone who may decide
     (``reply.may_continue``: the requester or an approver, as for a button), ``<name>
-    chose option 2: <option>``; anyone else's number is an answer in words, as before."""
+    chose option 2: <option>``; anyone else's number is an answer in words, as before,
+    and so is a reply queued while a run worked (``reply.queued``), written before the
+    question was asked (docs/architecture.md, "What a person sees")."""
     options = options_of(snap, request)
     text = reply.text.strip()
-    if reply.may_continue and text.isdigit() and 1 <= int(text) <= len(options):
+    picks = reply.may_continue and not reply.queued
+    if picks and text.isdigit() and 1 <= int(text) <= len(options):
         return _chosen(snap, request, reply.author, int(text), options, reply.blocks)
     by = reply.author
     closed = request_closed(snap, request, "answered", by=by, answer=reply.text)

@@ -32,6 +32,7 @@ import functools
 from collections.abc import Iterator
 
 from core.run.addressed import addressed
+from core.run.plan_progress import with_plan_progress
 from core.run.state import Gathering, Run
 from core.vocabulary.entries import AssistantTurn, StepEntered, ToolResultEntry
 from core.vocabulary.errors import RequestConflict, StaleSnapshot
@@ -79,6 +80,9 @@ async def commit(
     """Commit ``change`` after the run's newest entry; fold it into the run's snapshot.
 
     Commits of one run go one at a time (the turn's concurrent tool calls share it).
+    A change that moves a step of the approved plan gets its
+    :class:`~core.vocabulary.run_events.PlanProgress` here
+    (:func:`core.run.plan_progress.with_plan_progress`, docs/architecture.md, "Plan cards").
     ``together``: while the run gathers the results of calls that run side by side
     (:func:`gathered`), the change waits for the others and they are committed as
     one change (:meth:`Change.then`, in the order they came), each caller getting
@@ -150,6 +154,8 @@ async def _commit(run: Run, journal: Journal, change: Change) -> Committed:
     change = addressed(run, change)
     async with run.commits:
         snap = run.snapshot
+        if snap is not None:
+            change = with_plan_progress(snap, change)
         try:
             for _attempt in range(RETRIES):
                 last = snap.last_seq if snap is not None else None

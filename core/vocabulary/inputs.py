@@ -54,8 +54,11 @@ class ThreadMessage(BaseModel):
     as :attr:`core.vocabulary.entries.UserText.files`.
     ``interrupts``: sent mid-run in a conversation whose busy mode is ``interrupt``
     by someone who may stop it: the run's turn stops at its next tool boundary
-    (:mod:`core.run.interrupting`). ``also_handled``: the delivery keys of the
-    messages :func:`joined` into this one (handled with it).
+    (:mod:`core.run.interrupting`). ``queued``: kept for the run after the one at
+    work (busy mode ``queue``), or several such :func:`joined`: it was written before
+    the person saw what that run asks, so it is taken as words, never as the pick of a
+    question's option (:func:`core.requests.question.answer`). ``also_handled``: the
+    delivery keys of the messages :func:`joined` into this one (handled with it).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -66,6 +69,7 @@ class ThreadMessage(BaseModel):
     files: tuple[SharedFile, ...] = ()
     blocks: tuple[dict[str, Any], ...] = ()
     interrupts: bool = False
+    queued: bool = False
     also_handled: tuple[str, ...] = ()
 
 
@@ -101,7 +105,7 @@ def joined(messages: Sequence[ThreadMessage]) -> ThreadMessage:
     Their words are joined with a blank line between, each prefixed with its author's
     name when they are not all one person's; their files are kept in order. The first
     message gives the author, ``may_continue`` and delivery key; the others' keys are
-    ``also_handled``. Raises ``ValueError`` for no messages.
+    ``also_handled``; it is ``queued`` when one of them is. Raises ``ValueError`` for no messages.
     """
     if not messages:
         raise ValueError("nothing to join")
@@ -118,6 +122,7 @@ def joined(messages: Sequence[ThreadMessage]) -> ThreadMessage:
             "blocks": tuple(b for m in messages for b in m.blocks),
             "also_handled": (*first.also_handled, *keys),
             "interrupts": False,
+            "queued": any(m.queued for m in messages),
         }
     )
 

@@ -293,6 +293,24 @@ class RequestClosed(_Frozen):
     option: int | None = None
 
 
+StepStatus = Literal["pending", "in_progress", "complete", "error"]
+"""Where one step of an approved plan stands (Slack's ``task_card`` statuses,
+https://docs.slack.dev/reference/block-kit/blocks/task-card-block)."""
+
+
+class PlanProgress(_Frozen):
+    """The steps of the approved plan ``request_id`` (version ``version``) stand as
+    ``statuses`` now (one per step, in order): emitted in a change that moves one
+    (docs/architecture.md, "Plan cards"). ``approved_by``: the name of who approved it."""
+
+    kind: Literal["plan_progress"] = "plan_progress"
+    request_id: str
+    version: int
+    steps: tuple[str, ...]
+    statuses: tuple[StepStatus, ...]
+    approved_by: str | None = None
+
+
 RunEvent = Annotated[
     ProgressNote
     | PlanProposed
@@ -308,6 +326,7 @@ RunEvent = Annotated[
     | Stopped
     | Refused
     | WorkflowRefused
-    | RequestClosed,
+    | RequestClosed
+    | PlanProgress,
     Field(discriminator="kind"),
 ]

@@ -25,6 +25,9 @@ its ``state``; the message is in the thread and in ``posted_texts`` as its text 
 ``api.stream_expiry = N`` ends every stream after N appends, so the next append or stop
 answers ``message_not_in_streaming_state``, as a stream Slack ended does, and
 ``api.expire_streams()`` ends the open ones now),
+``plan`` blocks in posts and edits (``api.plan_blocks = False`` refuses them with
+``invalid_blocks``, as a workspace without them; ``api.plan_states(channel, ts)`` the
+task cards' statuses of each post or edit of a message, with the ``clock`` time),
 ``usergroups.users.list`` (the members of ``api.groups``, set with
 ``api.set_group(group_id, members)``; an unknown group answers ``no_such_subteam``),
 ``files.getUploadURLExternal`` + the upload ``POST`` + ``files.completeUploadExternal``
@@ -155,6 +158,8 @@ class RecordedCall:
     http_method: str = "POST"
     status: int = 200
     response: JsonDict = field(default_factory=dict)
+    at: float = 0.0
+    """The fake's ``clock`` on arrival (a test's virtual time, when it shares one)."""
 
     @property
     def token(self) -> str | None:
@@ -275,6 +280,9 @@ class FakeSlackApi(LocalServer):
         self.stream_expiry: int | None = None
         """Appends a stream takes before Slack ends it (None: never): the next append or
         stop answers ``message_not_in_streaming_state``."""
+        self.plan_blocks = True
+        """Whether ``plan`` blocks are taken (False: a workspace without them, where a
+        ``chat.postMessage`` or ``chat.update`` holding one answers ``invalid_blocks``)."""
         self.users: dict[str, JsonDict] = {}
         self.groups: dict[str, list[str]] = {}
         """User groups (``S...`` id -> member user ids) for ``usergroups.users.list``."""
@@ -580,6 +588,7 @@ class FakeSlackApi(LocalServer):
                 http_method=request.method,
                 status=status,
                 response=body,
+                at=self.clock(),
             )
         )
         if self.post_delay > 0 and method in SLOW_METHODS:
@@ -742,12 +751,55 @@ class FakeSlackApi(LocalServer):
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": copy.deepcopy(user)}
 
+    def _blocks_refusal(self, args: JsonDict) -> JsonDict | None:
+        """``invalid_blocks`` for blocks Slack would refuse: a ``plan`` block where
+        :attr:`plan_blocks` is off, a task card's status that is none of Slack's four,
+        or two blocks with one ``block_id``
+        (https://docs.slack.dev/reference/block-kit/blocks/task-card-block)."""
+        blocks = args.get("blocks") if isinstance(args.get("blocks"), list) else []
+        ids: list[str] = []
+        errors: list[str] = []
+        for n, block in enumerate(blocks):
+            ids += [block["block_id"]] if "block_id" in block else []
+            if block.get("type") != "plan":
+                continue
+            if not self.plan_blocks:
+                errors.append(f"unsupported type: plan [json-pointer:/blocks/{n}/type]")
+            for task in block.get("tasks") or []:
+                ids += [task["block_id"]] if "block_id" in task else []
+                if task.get("status") not in ("pending", "in_progress", "complete", "error"):
+                    errors.append(f"invalid task status [json-pointer:/blocks/{n}]")
+        if len(ids) != len(set(ids)):
+            errors.append("duplicate block_id")
+        if not errors:
+            return None
+        return {"ok": False, "error": "invalid_blocks", "errors": errors}
+
+    def plan_states(self, channel: str, ts: str) -> list[tuple[float, tuple[str, ...]]]:
+        """``(clock time, task statuses)`` of each accepted post or edit of message ``ts``
+        that held a ``plan`` block, in order."""
+        states: list[tuple[float, tuple[str, ...]]] = []
+        for call in self.calls:
+            if not call.ok or call.method not in ("chat.postMessage", "chat.update"):
+                continue
+            if call.args.get("channel") != channel:
+                continue
+            if (call.args.get("ts") or call.response.get("ts")) != ts:
+                continue
+            for block in call.args.get("blocks") or []:
+                if block.get("type") == "plan":
+                    statuses = tuple(str(t.get("status")) for t in block.get("tasks") or [])
+                    states.append((call.at, statuses))
+        return states
+
     def _chat_post_message(self, args: JsonDict) -> JsonDict:
         channel = args.get("channel")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
         if not (args.get("text") or args.get("blocks") or args.get("attachments")):
             return {"ok": False, "error": "no_text"}
+        if (refused := self._blocks_refusal(args)) is not None:
+            return refused
         ts = self.next_ts()
         message = self._bot_message(str(args.get("text") or ""), ts)
         for key in ("blocks", "attachments", "metadata"):
@@ -790,6 +842,8 @@ class FakeSlackApi(LocalServer):
             return {"ok": False, "error": "message_not_found"}
         if message.get("user") != self.bot_user_id:
             return {"ok": False, "error": "cant_update_message"}
+        if (refused := self._blocks_refusal(args)) is not None:
+            return refused
         if "text" in args:
             message["text"] = str(args["text"] or "")
         for key in ("blocks", "attachments", "metadata"):

@@ -17,6 +17,7 @@ from datetime import datetime
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.memory._tables import Tables
 from conversations.store.memory.claims import MemoryClaims
+from conversations.store.memory.feedback import MemoryFeedback
 from conversations.store.memory.health import MemoryHealth
 from conversations.store.memory.inbox import MemoryInbox
 from conversations.store.memory.journal import MemoryJournal
@@ -71,6 +72,7 @@ class MemoryStore:
         self.schedules = MemorySchedules(self._tables)
         self.slots = MemorySlots(self._tables)
         self.health = MemoryHealth(self._tables)
+        self.feedback = MemoryFeedback(self._tables)
 
     @property
     def on_outbox(self) -> OutboxListener:

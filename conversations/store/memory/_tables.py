@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
+from conversations.store.feedback import FeedbackGiven
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
@@ -71,6 +73,8 @@ class Delivery:
     event: dict[str, Any] | None
     received_at: datetime
     handled_at: datetime | None = None
+    busy_mode: BusyMode | None = None
+    """What the reply became while a run worked (``Inbox.keep_busy_mode``)."""
 
 
 @dataclass
@@ -164,6 +168,8 @@ class Tables:
     outputs: dict[tuple[str, str], str] = field(default_factory=dict)
     schedule_runs: dict[tuple[str, datetime], ScheduleRun] = field(default_factory=dict)
     """Due times recorded, by ``(schedule, due)`` (UTC): ``schedule_runs`` in SQL."""
+    feedback: dict[tuple[str, str], FeedbackGiven] = field(default_factory=dict)
+    """People's feedback, by ``(conversation, user id)``: ``feedback`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 

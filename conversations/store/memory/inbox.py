@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conversations.channels import BusyMode
 from conversations.store.memory._tables import Delivery, Tables, checkpoint
 
 
@@ -41,3 +42,16 @@ class MemoryInbox:
             for d in self._t.deliveries.values()
             if d.event and d.handled_at is None
         ]
+
+    async def keep_busy_mode(self, delivery_key: str, mode: BusyMode) -> None:
+        """Keep ``mode`` with the delivery (see :class:`conversations.store.Inbox`)."""
+        await checkpoint()
+        delivery = self._t.deliveries.get(delivery_key)
+        if delivery is not None:
+            delivery.busy_mode = mode
+
+    async def busy_mode(self, delivery_key: str) -> BusyMode | None:
+        """The busy mode kept with the delivery, if any."""
+        await checkpoint()
+        delivery = self._t.deliveries.get(delivery_key)
+        return delivery.busy_mode if delivery is not None else None

@@ -22,6 +22,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``schedules``: scheduled runs' due times, each recorded once
 - ``slots``: slots of runs and steps, granted by a pass under a lock
 - ``health``: reachability, schema revision and levels, for an operator
+- ``feedback``: people's 👍 / 👎 on a conversation's answers, one row per person
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from conversations.store.interfaces import Renderer, SessionRenderer, no_session
 from conversations.store.records import OutboxListener
 from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
+from conversations.store.sql.feedback import SqlFeedback
 from conversations.store.sql.health import SqlHealth
 from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.journal import SqlJournal
@@ -89,6 +91,7 @@ class SqlStore:
         self.schedules = SqlSchedules(self._db)
         self.slots = SqlSlots(self._db)
         self.health = SqlHealth(self._db)
+        self.feedback = SqlFeedback(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, cast, get_args
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
+from conversations.channels import BusyMode
 from conversations.store.schema import DeliveryRow, utcnow
 from conversations.store.sql.database import Database, changed, conflict_insert
 
@@ -71,3 +72,16 @@ class SqlInbox:
         async with self._db.read() as session:
             rows = (await session.execute(stmt)).scalars()
             return [(r.key, r.conversation_id or "", r.event) for r in rows if r.event]
+
+    async def keep_busy_mode(self, delivery_key: str, mode: BusyMode) -> None:
+        """Keep ``mode`` with the delivery (see :class:`conversations.store.Inbox`): one
+        ``UPDATE`` on its own (:meth:`Database.write_alone`)."""
+        stmt = update(DeliveryRow).where(DeliveryRow.key == delivery_key).values(busy_mode=mode)
+        await self._db.write_alone(stmt, changed)
+
+    async def busy_mode(self, delivery_key: str) -> BusyMode | None:
+        """The busy mode kept with the delivery, if any (a value no release wrote: None)."""
+        stmt = select(DeliveryRow.busy_mode).where(DeliveryRow.key == delivery_key)
+        async with self._db.read() as session:
+            mode = (await session.execute(stmt)).scalar_one_or_none()
+        return cast(BusyMode, mode) if mode in get_args(BusyMode) else None
