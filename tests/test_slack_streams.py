@@ -21,7 +21,7 @@ from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, tool_use
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
-from tests.slack_harness import ALICE, CHANNEL, WAIT, Workspace, slack_workspace
+from tests.slack_harness import ALICE, BOB, CHANNEL, WAIT, Workspace, slack_workspace
 
 ANSWER = (
     "The session fixture was shared across tests, so a logout in one test ended "
@@ -230,3 +230,21 @@ async def test_a_stop_while_the_answer_is_written_closes_its_stream_as_it_is(set
         [stop] = ws.calls("chat.stopStream")
         assert stop.seq < ws.calls("chat.postMessage")[-1].seq
         assert stop.args["metadata"]["event_type"] == "threadbot_stream"  # never taken over
+
+
+async def test_feedback_on_a_streamed_answer_is_stored_with_its_conversation(settings) -> None:
+    turn, between = writing(ANSWER, chunk=24)
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("why do the login tests fail?", settle=False)
+        ts = await started(ws)
+        between.set()
+        await settled(ws, root)
+
+        held = ws.api.message(CHANNEL, ts)  # the finished stream, its buttons at the bottom
+        assert held is not None
+        [element] = held["blocks"][-1]["elements"]
+        await ws.press(held, element["negative_button"]["value"], by=BOB)
+
+        snap = await ws.snapshot(root)
+        [given] = await ws.app.store.feedback.of(snap.id)
+        assert (given.user_id, given.positive) == (BOB, False)
