@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from conversations.events import TOO_LONG
 from conversations.outbox._streams import OPENING
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.vocabulary.errors import ModelError
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, tool_use
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
@@ -248,3 +249,28 @@ async def test_feedback_on_a_streamed_answer_is_stored_with_its_conversation(set
         snap = await ws.snapshot(root)
         [given] = await ws.app.store.feedback.of(snap.id)
         assert (given.user_id, given.positive) == (BOB, False)
+
+
+async def test_a_restart_whose_run_then_fails_closes_the_stream_left_open(
+    sqlite_settings,
+) -> None:
+    settings = sqlite_settings
+    settings.shutdown_grace = 0.1
+    turn, _never = writing(ANSWER, chunk=24)
+    async with FakeSlackApi() as api:
+        async with slack_workspace(settings, ScriptedModel([turn]), api=api) as ws:
+            root = await ws.mention("why do the login tests fail?", settle=False)
+            ts = await started(ws)
+
+        broken = ScriptedTurn(error=ModelError("The model API rejected it", retryable=False))
+        async with slack_workspace(settings, ScriptedModel([broken]), api=api) as ws:
+            await wait_for(
+                lambda: any(t.startswith("⚠️") for t in api.posted_texts(CHANNEL, root)),
+                seconds=WAIT * 6,
+            )
+            await wait_for(lambda: api.streams[ts]["state"] == "stopped", seconds=WAIT * 6)
+
+            [stop] = api.calls_of("chat.stopStream")  # closed as it was, before the failure
+            failure = [c for c in api.calls_of("chat.postMessage") if "⚠️" in c.args["text"]]
+            assert stop.seq < failure[0].seq
+            assert api.posted_texts(CHANNEL, root)[0] == OPENING + "The session "

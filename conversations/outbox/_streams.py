@@ -217,8 +217,13 @@ class AnswerStreams:
             self._halt(stream)
 
     async def close(self, conversation_id: str) -> None:
-        """Close the conversation's stream as it is (another milestone comes first)."""
+        """Close the conversation's stream as it is (another milestone comes first), or,
+        in a conversation resumed here, a stream a process left open in its thread."""
         stream = self._streams.pop(conversation_id, None)
+        if stream is None and conversation_id in self._resumed and self._known is not None:
+            stream = _Stream(redaction=self._redactor.stream(), pushing=False)
+            await self._taken_over(conversation_id, stream)
+        self._resumed.discard(conversation_id)
         if stream is None:
             return
         async with stream.lock:
