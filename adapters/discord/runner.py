@@ -43,6 +43,7 @@ from adapters.discord.rate_limits import rate_limit_trace
 from adapters.discord.sending import DiscordSender
 from adapters.discord.shards import IDENTIFY_SPACING, Shard, ShardLinks, ShardSet, tap_frames
 from adapters.discord.texts import TEXTS
+from adapters.discord.typing import EVERY as TYPING_EVERY
 from adapters.said import connection_said
 from conversations.adapter import InboundSink
 from conversations.events import OutboundAction
@@ -88,7 +89,8 @@ class DiscordConfig:
     :data:`~adapters.discord.shards.IDENTIFY_SPACING` more for each shard past the first).
     ``shard_count``: the bot's gateway shards in all (None: no sharding, one
     connection); ``shard_ids``: those this instance connects (empty: every one), as
-    :class:`~adapters.discord.shards.ShardSet` says.
+    :class:`~adapters.discord.shards.ShardSet` says. ``typing_every``: seconds between
+    two triggers of a working thread's typing indicator (:mod:`adapters.discord.typing`).
     """
 
     token: str
@@ -102,6 +104,7 @@ class DiscordConfig:
     ready_timeout: float = 30.0
     shard_count: int | None = None
     shard_ids: tuple[int, ...] = ()
+    typing_every: float = TYPING_EVERY
 
 
 SETTINGS_COMMAND = "threadbot"
@@ -193,6 +196,7 @@ class DiscordAdapter:
             client=self.client,
             file_threshold=config.file_threshold,
             answers=self._inbound.answers,
+            typing_every=config.typing_every,
         )
         self.files = DiscordFiles(api_url=config.api_url)
         """Fetches the files people attach (``bot`` hands it to the hub)."""
@@ -301,6 +305,7 @@ class DiscordAdapter:
     async def close(self) -> None:
         """Disconnect, stop taking frames, and restore discord.py's URLs."""
         self._closing = True
+        await self._sender.typing.close()
         with contextlib.suppress(Exception):
             await self.client.close()
         for task in (self._connection, self._worker):
