@@ -31,6 +31,7 @@ from adapters.discord.outbound import MAX_TEXT
 from adapters.discord.plan_card import IS_COMPONENTS_V2
 from adapters.discord.runner import DiscordAdapter, DiscordConfig, DiscordStartError
 from adapters.discord.texts import UNREADABLE
+from adapters.discord.typing import EVERY as TYPING_EVERY
 from bot.app import App, build
 from bot.settings import Settings
 from conversations.errors import DeliveryError
@@ -123,9 +124,12 @@ def _restore_discord_py() -> Iterator[None]:
 class Guild:
     """The fake guild, the bot connected to it, and the people who talk to it."""
 
-    def __init__(self, fake: FakeDiscord, settings: Settings) -> None:
+    def __init__(
+        self, fake: FakeDiscord, settings: Settings, *, typing_every: float = TYPING_EVERY
+    ) -> None:
         self.fake = fake
         self.settings = settings
+        self.typing_every = typing_every
         self.app: App | None = None
         self.adapter: DiscordAdapter | None = None
 
@@ -141,6 +145,7 @@ class Guild:
                 file_threshold=self.settings.file_threshold,
                 allow_bots=self.settings.allow_bots,
                 bot_thread_cap=self.settings.bot_thread_cap,
+                typing_every=self.typing_every,
             )
         )
         self.app.add_sender(self.adapter)
@@ -234,10 +239,14 @@ class Guild:
 
 @contextlib.asynccontextmanager
 async def discord_guild(
-    settings: Settings, model: ScriptedModel, **fake_options: Any
+    settings: Settings,
+    model: ScriptedModel,
+    *,
+    typing_every: float = TYPING_EVERY,
+    **fake_options: Any,
 ) -> AsyncIterator[Guild]:
     async with FakeDiscord(**fake_options) as fake:
-        guild = Guild(fake, settings)
+        guild = Guild(fake, settings, typing_every=typing_every)
         try:
             await guild.connect(model)
             yield guild

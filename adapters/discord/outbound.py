@@ -272,14 +272,14 @@ def thread_name(text: str) -> str:
 def _post(action: PostReply, key: str, max_text: int) -> list[RestCall]:
     card = _card(action.text, action.plan, action.buttons, mentions=bool(action.mentions))
     if card is not None:  # one Components V2 message: no content, its text in the card
-        body: dict[str, Any] = {
+        v2: dict[str, Any] = {
             "nonce": message_nonce(key),
             "enforce_nonce": True,
             "allowed_mentions": _no_mentions(action.mentions),
             "flags": SUPPRESS_EMBEDS | IS_COMPONENTS_V2,
             "components": card,
         }
-        return [RestCall("POST", f"/channels/{message_channel(action.ref)}/messages", body)]
+        return [RestCall("POST", f"/channels/{message_channel(action.ref)}/messages", v2)]
     chunks = split_text(action.text, max_text)
     if not chunks and not action.buttons:
         return []

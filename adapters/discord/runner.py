@@ -44,6 +44,7 @@ from adapters.discord.sending import DiscordSender
 from adapters.discord.shards import IDENTIFY_SPACING, Shard, ShardLinks, ShardSet, tap_frames
 from adapters.discord.texts import TEXTS
 from adapters.discord.typing import EVERY as TYPING_EVERY
+from adapters.discord.typing import TypingIndicator
 from adapters.said import connection_said
 from conversations.adapter import InboundSink
 from conversations.events import OutboundAction
@@ -203,6 +204,11 @@ class DiscordAdapter:
         self._worker: asyncio.Task[None] | None = None
         self._connection: asyncio.Task[None] | None = None
         self._closing = False
+
+    @property
+    def typing(self) -> TypingIndicator:
+        """The threads whose typing indicator is kept on now (a run works there)."""
+        return self._sender.typing
 
     @property
     def processed_seq(self) -> int:
