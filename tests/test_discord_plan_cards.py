@@ -142,6 +142,7 @@ async def test_reject_by_button_and_approve_by_reaction_still_decide_the_card(
         thread = await g.mention("please fix the flaky login test")
         first = card(g, thread)
         await press(g, thread, first, "Reject")
+        await g.settle()
         rejected = g.fake.messages[str(first["id"])]
         assert shown_text(rejected).startswith(f"❌ Rejected by <@{ALICE}> (plan v1)\n📋 Plan (v1)")
         assert rejected["flags"] & IS_COMPONENTS_V2 and buttons(rejected) == {}

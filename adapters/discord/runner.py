@@ -43,8 +43,7 @@ from adapters.discord.rate_limits import rate_limit_trace
 from adapters.discord.sending import DiscordSender
 from adapters.discord.shards import IDENTIFY_SPACING, Shard, ShardLinks, ShardSet, tap_frames
 from adapters.discord.texts import TEXTS
-from adapters.discord.typing import EVERY as TYPING_EVERY
-from adapters.discord.typing import TypingIndicator
+from adapters.discord.typing import EVERY, TypingIndicator
 from adapters.said import connection_said
 from conversations.adapter import InboundSink
 from conversations.events import OutboundAction
@@ -74,11 +73,10 @@ MESSAGE_CONTENT_HELP = (
 class DiscordConfig:
     """How to reach Discord.
 
-    ``api_url`` and ``gateway_url`` point discord.py elsewhere (tests, proxies). They
-    set ``discord.http.Route.BASE`` and
-    ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY``, which are CLASS attributes:
-    the change applies to every discord.py client in the process, and
-    :meth:`DiscordAdapter.close` puts back what was there before.
+    ``api_url`` and ``gateway_url`` point discord.py elsewhere (tests, proxies). They set
+    ``discord.http.Route.BASE`` and ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY``,
+    which are CLASS attributes: the change applies to every discord.py client in the
+    process, and :meth:`DiscordAdapter.close` puts back what was there before.
 
     ``guilds``: guild ids to register the commands (``/stop``, ``/threadbot``) in
     (at once); empty registers them globally (Discord may take a while to show a
@@ -105,7 +103,7 @@ class DiscordConfig:
     ready_timeout: float = 30.0
     shard_count: int | None = None
     shard_ids: tuple[int, ...] = ()
-    typing_every: float = TYPING_EVERY
+    typing_every: float = EVERY
 
 
 SETTINGS_COMMAND = "threadbot"

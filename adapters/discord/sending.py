@@ -110,7 +110,7 @@ class DiscordSender:
             if isinstance(action, SetSessionStatus):  # no sessions: the typing indicator
                 channel = message_channel(action.ref)
                 if action.status == "processing":
-                    self.typing.start(channel)
+                    await self.typing.start(channel)
                 else:
                     await self.typing.stop(channel)
                 return None

@@ -45,12 +45,15 @@ class TypingIndicator:
         """The channels whose indicator is kept on now."""
         return frozenset(self._loops)
 
-    def start(self, channel: str) -> None:
-        """Keep ``channel``'s indicator on (already on: nothing changes)."""
+    async def start(self, channel: str) -> None:
+        """Keep ``channel``'s indicator on (already on: nothing changes). The first
+        trigger is sent before this returns, so it comes before the thread's next
+        message."""
         if channel in self._loops:
             return
         task = asyncio.create_task(self._loop(channel), name=f"discord-typing-{channel}")
         self._loops[channel] = task
+        await self._once(channel)
 
     async def stop(self, channel: str) -> None:
         """Stop triggering ``channel``'s indicator (it fades within ten seconds)."""
@@ -67,8 +70,11 @@ class TypingIndicator:
 
     async def _loop(self, channel: str) -> None:
         while True:
-            try:
-                await self._trigger(channel)
-            except Exception as exc:  # decoration: log and go on
-                log.warning("could not show typing in %s: %r", channel, exc)
             await asyncio.sleep(self._every)
+            await self._once(channel)
+
+    async def _once(self, channel: str) -> None:
+        try:
+            await self._trigger(channel)
+        except Exception as exc:  # decoration: log and go on
+            log.warning("could not show typing in %s: %r", channel, exc)
