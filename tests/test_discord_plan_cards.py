@@ -33,13 +33,14 @@ from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.run_events import PlanProposed
 from tests.fakes.discord_api import (
     GUILD_ID,
+    HUMAN_USERS,
     RecordedCall,
     all_components,
     display_texts,
     next_seq,
     shown_text,
 )
-from tests.test_discord_story import ALICE, WAIT, Guild, buttons, discord_guild
+from tests.test_discord_story import ALICE, BOB, WAIT, Guild, buttons, discord_guild
 from tests.test_slack_plan_cards import STEPS, finish, plan_turn, progress
 
 MARKS = ("◻️", "⏳", "✅", "⚠️")
@@ -73,11 +74,14 @@ def posted_by(g: Guild, message: dict[str, Any]) -> RecordedCall:
     return call
 
 
-async def press(g: Guild, thread: str, message: dict[str, Any], label: str) -> int:
-    """Alice presses ``label`` on ``message``; the dispatch's seq, once the bot took it
-    (the run it lets go on may be held on a gate: the hub is not waited for)."""
+async def press(
+    g: Guild, thread: str, message: dict[str, Any], label: str, *, by: str = ALICE
+) -> int:
+    """``by`` (Alice) presses ``label`` on ``message``; the dispatch's seq, once the bot
+    took it (the run it lets go on may be held on a gate: the hub is not waited for)."""
     d = g.interaction_d("interaction_create_button", thread)
-    d["member"]["user"].update(id=ALICE, username="alice_fake", global_name="Alice")
+    name = HUMAN_USERS[by]
+    d["member"]["user"].update(id=by, username=name[0], global_name=name[1])
     d["message"] = copy.deepcopy(message)
     d["data"] = {"custom_id": buttons(message)[label], "component_type": 2}
     s = await g.dispatch("INTERACTION_CREATE", d, settle=False)
@@ -166,6 +170,11 @@ async def test_the_cards_stop_button_stops_the_run_and_the_step_shows_the_error(
         thread = await g.mention("please fix the flaky login test")
         await press(g, thread, card(g, thread), "Approve")
         await until(lambda: marks(card(g, thread)) == ("⏳", "◻️", "◻️"))
+
+        await press(g, thread, card(g, thread), "Stop", by=BOB)  # may not stop Alice's run
+        refused = f"Only the requester or an approver can stop this, <@{BOB}>."
+        await until(lambda: any(p.startswith(refused) for p in g.posts(thread)))
+        assert (await g.snapshot(thread)).status.lifecycle is Lifecycle.RUNNING
 
         await press(g, thread, card(g, thread), "Stop")
         await until(lambda: marks(card(g, thread)) == ("⚠️", "◻️", "◻️"))
