@@ -126,7 +126,8 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
     - :class:`StartThread`: its top-level post (:meth:`StartThread.post`) in
       ``ref.channel``; the thread is started on the message once it is posted
       (:func:`start_thread`: its id is known only then).
-    - :class:`SetSessionStatus`: no call (Discord has no agent sessions).
+    - :class:`SetSessionStatus`: no call (Discord has no agent sessions: the sender
+      makes ``processing`` the thread's typing indicator, :mod:`adapters.discord.typing`).
 
     Buttons (:func:`components`): rows of 5, at most 5 rows; further buttons and
     repeated actions are dropped. Raises ``ValueError`` when ``max_text`` is
@@ -145,7 +146,7 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
             return [_reaction(message_channel(action.ref), message, action.emoji)]
         case StartThread():
             return _post(action.post(), nonce, max_text)
-        case SetSessionStatus():  # Discord has no agent sessions
+        case SetSessionStatus():  # no sessions: the sender shows typing
             return []
         case _:
             assert_never(action)
