@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from adapters.discord.outbound import MAX_TEXT, render
 from adapters.discord.plan_card import (
@@ -210,6 +213,26 @@ async def test_the_thread_shows_the_bot_typing_while_a_run_works_not_while_it_wa
         await g.settle()
         assert thread not in typing.channels  # answered: the indicator fades
         assert (await g.snapshot(thread)).status.lifecycle is Lifecycle.DONE
+
+
+async def test_a_thread_where_typing_is_refused_still_gets_its_answer(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel([plan_turn(), finish()])
+    async with discord_guild(settings, model, typing_every=0.02) as g:
+        d = g.mention_d("please fix the flaky login test")
+        thread = str(d["id"])
+        g.fake.fail(f"/channels/{thread}/typing", 403, 50013, "Missing Permissions", times=999)
+        with caplog.at_level(logging.WARNING, logger="adapters.discord.typing"):
+            await g.dispatch("MESSAGE_CREATE", d)
+            await press(g, thread, card(g, thread), "Approve")
+            await g.settle()
+        assert g.post(thread, "✅ The login test is fixed.")
+        assert len(g.fake.typing(thread)) >= 2 and all(
+            c.status == 403 for c in g.fake.typing(thread)
+        )
+        said = [r for r in caplog.records if "could not show typing" in r.getMessage()]
+        assert len(said) == 1  # once, not at every trigger
 
 
 def plan_of(steps: list[str]) -> PostReply:

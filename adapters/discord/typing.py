@@ -29,8 +29,8 @@ class TypingIndicator:
     """Per channel, a task that calls ``trigger(channel)`` every ``every`` seconds
     from :meth:`start` until :meth:`stop` (or :meth:`close`).
 
-    ``trigger`` sends ``POST /channels/{channel}/typing``; a failure is logged and the
-    loop goes on (the indicator is decoration).
+    ``trigger`` sends ``POST /channels/{channel}/typing``; a failure is logged (once
+    until a trigger works again) and the loop goes on (the indicator is decoration).
     """
 
     def __init__(
@@ -39,6 +39,9 @@ class TypingIndicator:
         self._trigger = trigger
         self._every = every
         self._loops: dict[str, asyncio.Task[None]] = {}
+        self._refused: set[str] = set()
+        """Channels whose trigger failed and was logged: logged again only once it
+        worked in between."""
 
     @property
     def channels(self) -> frozenset[str]:
@@ -76,5 +79,9 @@ class TypingIndicator:
     async def _once(self, channel: str) -> None:
         try:
             await self._trigger(channel)
-        except Exception as exc:  # decoration: log and go on
-            log.warning("could not show typing in %s: %r", channel, exc)
+        except Exception as exc:  # decoration: log (once) and go on
+            if channel not in self._refused:
+                self._refused.add(channel)
+                log.warning("could not show typing in %s: %r", channel, exc)
+        else:
+            self._refused.discard(channel)
