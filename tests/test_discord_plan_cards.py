@@ -256,6 +256,14 @@ def test_a_card_stays_within_40_components_and_4000_characters() -> None:
     assert card_components("", empty, (), mentions=False, button=lambda b: {}) is None
 
 
+def test_a_step_of_several_lines_is_one_text_display() -> None:
+    [call] = render(plan_of(["Read the logs\nand the fixture", "Fix it"]), nonce="k")
+    assert call.json is not None and call.json["flags"] & IS_COMPONENTS_V2
+    texts = display_texts(call.json["components"])
+    assert texts[1:3] == ["1. Read the logs\nand the fixture", "2. Fix it"]
+    assert texts[3] == "Tools this plan needs: run_command"
+
+
 def test_a_plan_too_big_for_a_card_is_posted_as_plain_text_as_today() -> None:
     many = plan_of([f"step {n}" for n in range(1, MAX_STEPS + 2)])  # one too many
     long = plan_of(["x" * 150] * 30)  # past 4,000 characters

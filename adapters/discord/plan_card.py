@@ -88,13 +88,16 @@ def card_components(
     """
     if not fits(card):
         return None
-    lines = text.split("\n")
-    mention = lines.pop() if mentions and len(lines) > 1 else ""
-    first = _steps_at(lines, card)
-    if first is None:
+    if mentions and "\n" in text:
+        text, _, mention = text.rpartition("\n")
+    else:
+        mention = ""
+    steps = "\n".join(f"{n}. {task.title}" for n, task in _numbered(card))
+    found = ("\n" + text + "\n").find("\n" + steps + "\n")  # whole lines (a step may have several)
+    if found < 0:
         return None
-    before = "\n".join(lines[:first]).strip()
-    after = "\n".join(lines[first + len(card.tasks) :]).strip()
+    before = text[:found].strip()
+    after = text[found + len(steps) :].strip()
     share = AROUND // 4  # before, after, mention, the buttons' labels
     inside: list[dict[str, Any]] = []
     if before:
@@ -122,15 +125,6 @@ def _with_stop(buttons: Sequence[Button], card: PlanCard) -> list[Button]:
         return []
     stop = Button(label="Stop", action=StopButton(), style="danger")
     return [*buttons[:2], stop]
-
-
-def _steps_at(lines: list[str], card: PlanCard) -> int | None:
-    """The index of the line ``1. <first step>`` followed by the others, or None."""
-    expected = [f"{n}. {task.title}" for n, task in _numbered(card)]
-    for index in range(len(lines) - len(expected) + 1):
-        if lines[index : index + len(expected)] == expected:
-            return index
-    return None
 
 
 def _numbered(card: PlanCard) -> list[tuple[int, Any]]:
