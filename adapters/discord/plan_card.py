@@ -6,8 +6,8 @@ one Container (type 17) holding a Text Display (type 10) with the lines before t
 steps (the outcome line once decided, the title, the hint while it waits), one Text
 Display per step, marked, once the run has begun, with where it stands (``◻️``
 pending, ``⏳`` in progress, ``✅`` complete, ``⚠️`` error; a plan not begun shows its
-steps as on the other platforms, ``1. <step>``), one with the lines after them (the tools), and an
-Action Row (type 1) of the buttons; the line that mentions the requester, while the
+steps as on the other platforms, ``1. <step>``), one with the lines after them (the
+tools), and an Action Row (type 1) of the buttons; the line that mentions the requester, while the
 plan waits, is a Text Display under the container. Such a message has no
 ``content``: its text lives in its Text Displays
 (https://discord.com/developers/docs/components/reference#text-display). The card
@@ -23,8 +23,9 @@ Discord's limits (https://discord.com/developers/docs/components/reference): at 
 :data:`MAX_TEXT` characters of text in all of them. Whether a plan fits depends on its
 steps alone (their number and their text, with room kept for the lines around them,
 which are cut to that room), so its post and every edit of it agree: a message sent
-with the flag must keep it. A plan that does not fit is posted and edited as today's
-plain message (:mod:`adapters.discord.outbound`), in parts, its buttons under the last.
+with the flag must keep it. A plan that does not fit is posted and edited as the
+other platforms' plain message (:mod:`adapters.discord.outbound`), in parts, its
+buttons under the last.
 """
 
 from __future__ import annotations
