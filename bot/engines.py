@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from adapters.discord.interactions import PLATFORM as DISCORD
 from adapters.slack.translate import PLATFORM as SLACK
 from bot.layers import ConversationSettings, Layers
 from bot.limits import slots_for
@@ -53,12 +54,13 @@ log = logging.getLogger(__name__)
 
 SESSIONS = Surfaces(
     (
-        PlanCardRows(platforms=frozenset({SLACK})),
-        SessionRows(platforms=frozenset({SLACK})),
+        PlanCardRows(platforms=frozenset({SLACK, DISCORD})),
+        SessionRows(platforms=frozenset({SLACK, DISCORD})),
     )
 )
 """The threads whose plan is a card edited as its steps move (docs/architecture.md, "Plan
-cards") and whose agent session follows their conversation ("Agent sessions"): Slack's."""
+cards") and whose agent session follows their conversation ("Agent sessions"): Slack's
+and Discord's (where the session's status drives the thread's typing indicator)."""
 
 
 def default_toolbox(run_command: RunCommand | None = None) -> Toolbox:

@@ -8,7 +8,8 @@ models joined by ``kind``:
   question), or one call of a tool approval (``call``, numbered from 1). Without
   ``request`` they decide the request the pressed message was posted for, as a
   reaction on it does.
-- :class:`StopButton`: stop a conversation (the list ``/stop`` answers with).
+- :class:`StopButton`: stop a conversation (the list ``/stop`` answers with); without
+  ``conversation``, the conversation of the pressed message (Discord's plan card).
 - :class:`ChooseButton`: pick option ``option`` (from 1) of a question (``ask_user``
   with options); without ``request``, the question of the pressed message.
 - :class:`AnswerButton`: answer a question in words. Discord's adapter adds it under a
@@ -30,6 +31,7 @@ For example::
     tb1:{"k":"approve","r":"8f2c1d9e0a7b"}
     tb1:{"k":"reject","r":"8f2c1d9e0a7b","n":2}
     tb1:{"k":"stop","c":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
+    tb1:{"k":"stop"}
     tb1:{"k":"choose","r":"8f2c1d9e0a7b","o":2}
     tb1:{"k":"answer","r":"8f2c1d9e0a7b"}
     tb1:{"k":"feedback","p":true}
@@ -79,10 +81,10 @@ class RejectButton(_Action):
 
 
 class StopButton(_Action):
-    """Stop ``conversation``."""
+    """Stop ``conversation`` (None: the conversation of the pressed message)."""
 
     kind: Literal["stop"] = Field("stop", alias="k")
-    conversation: str = Field(alias="c", max_length=MAX_ID, pattern=ID_PATTERN)
+    conversation: str | None = Field(None, alias="c", max_length=MAX_ID, pattern=ID_PATTERN)
 
 
 class ChooseButton(_Action):

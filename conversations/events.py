@@ -341,11 +341,13 @@ SESSION_TITLE_CHARS = 100
 class SetSessionStatus(BaseModel):
     """Mark the agent session of the thread ``ref.thread`` ``status`` (creating it if
     there is none), where the platform has sessions (Slack's
-    ``agents.sessions.setStatus``: https://docs.slack.dev/ai/agent-sessions); elsewhere
-    it does nothing. ``title`` (at most :data:`SESSION_TITLE_CHARS`) and ``initiator``
-    (a platform user id) name a new session: the request that opened the run and its
-    author; empty or None when the change that made it carried no request. Idempotent:
-    sent again after a crash it changes nothing."""
+    ``agents.sessions.setStatus``: https://docs.slack.dev/ai/agent-sessions); on Discord
+    ``processing`` keeps the thread's typing indicator on, any other status lets it fade
+    (docs/architecture.md, "Agent sessions"); elsewhere it does nothing. ``title`` (at
+    most :data:`SESSION_TITLE_CHARS`) and ``initiator`` (a platform user id) name a new
+    session: the request that opened the run and its author; empty or None when the
+    change that made it carried no request. Idempotent: sent again after a crash it
+    changes nothing."""
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["set_session_status"] = "set_session_status"

@@ -6,7 +6,8 @@ and its card (:class:`~conversations.events.PlanCard`, every step pending), whic
 platforms that draw cards draw instead of the text.
 
 Where a platform draws a plan as a card (Slack's ``plan`` block of ``task_card`` blocks:
-https://docs.slack.dev/reference/block-kit/blocks/plan-block), each
+https://docs.slack.dev/reference/block-kit/blocks/plan-block; Discord's Components V2
+message: https://discord.com/developers/docs/components/using-message-components), each
 :class:`~core.vocabulary.run_events.PlanProgress` of a change (a step moved:
 :mod:`core.run.plan_progress`) becomes one outbox row of purpose :data:`PLAN_STEPS`:
 an :class:`~conversations.events.UpdateMessage` with the plan's request id, holding the

@@ -7,7 +7,9 @@ lifecycle (docs/architecture.md, "Agent sessions"). The store calls a
 transaction, as it renders the change's run events; :class:`SessionRows` gives one
 outbox row, a :class:`~conversations.events.SetSessionStatus` after the change's own
 rows, whenever the change moves the status, so the outbox delivers it in order with
-the messages, durably, and at least once (a status sent twice changes nothing).
+the messages, durably, and at least once (a status sent twice changes nothing). Discord
+has no sessions: its sender shows the thread's typing indicator while the status is
+``processing``.
 
 =================================  ==============
 the conversation moves to          the session

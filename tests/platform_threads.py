@@ -23,6 +23,7 @@ from bot.app import App, build
 from bot.settings import Settings
 from core.models.scripted import ScriptedModel
 from core.vocabulary.snapshot import ConversationSnapshot
+from tests.fakes.discord_api import shown_text
 from tests.harness import Chat
 from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace
 from tests.test_discord_story import ALICE as D_ALICE
@@ -125,7 +126,7 @@ class DiscordThread:
 
     def shown(self, message: str) -> Shown:
         held = self.g.fake.messages[message]
-        return Shown(str(held["content"]), list(buttons(held)))
+        return Shown(shown_text(held), list(buttons(held)))
 
     def posts(self) -> list[str]:
         return self.g.posts(self.thread)

@@ -31,7 +31,7 @@ calls = st.none() | st.integers(min_value=0, max_value=999)
 actions = st.one_of(
     st.builds(lambda r, n: ApproveButton(request=r, call=n), st.none() | ids, calls),
     st.builds(lambda r, n: RejectButton(request=r, call=n), st.none() | ids, calls),
-    st.builds(lambda c: StopButton(conversation=c), ids),
+    st.builds(lambda c: StopButton(conversation=c), st.none() | ids),
 )
 
 
@@ -42,6 +42,7 @@ def test_the_values_are_compact_json_after_a_version() -> None:
     )
     assert encode(StopButton(conversation="0f1e" * 8)) == f'tb1:{{"k":"stop","c":"{"0f1e" * 8}"}}'
     assert encode(ApproveButton()) == 'tb1:{"k":"approve"}'
+    assert encode(StopButton()) == 'tb1:{"k":"stop"}'  # the pressed message's conversation
 
 
 @given(actions)

@@ -83,19 +83,21 @@ async def test_a_revised_plan_and_the_approved_version_show_who_decided(platform
     async with on(platform, settings, model) as t:
         await t.mention("please clean up the build")
         first = t.message("📋 Plan (v1)")
-        assert t.shown(first).buttons == ["Approve", "Reject"]
+        asks = ["Approve", "Reject", *(["Stop"] if platform == "discord" else [])]
+        assert t.shown(first).buttons == asks  # Discord's card: and Stop
 
         await t.reply("skip the report", by="bob")
         second = t.message("📋 Plan (v2)")
         decided(f"✏️ Change asked by {t.name('bob')} (plan v1)", "📋 Plan (v1)\n1. Clean up")(
             t.shown(first)
         )
-        assert t.shown(second).buttons == ["Approve", "Reject"]
+        assert t.shown(second).buttons == asks
 
         await t.approve_button(second, by="bob")
-        decided(f"✅ Approved by {t.name('bob')} (plan v2)", "📋 Plan (v2)\n1. Clean up only")(
-            t.shown(second)
-        )
+        done = "✅ " if platform == "discord" else ""  # Discord's card marks a step done
+        decided(
+            f"✅ Approved by {t.name('bob')} (plan v2)", f"📋 Plan (v2)\n{done}1. Clean up only"
+        )(t.shown(second))
         assert t.posts()[-1].startswith("✅ Done.")
 
         snap = await t.snapshot()

@@ -77,7 +77,7 @@ async def test_dispatches_discord_py_cannot_parse_are_skipped_and_the_client_kee
         plan_message = g.post(root, "📋 Plan (v1)")
         snap = await g.snapshot(root)
         assert str(snap.status) == "waiting(plan_approval)"
-        assert set(buttons(plan_message)) == {"Approve", "Reject"}
+        assert set(buttons(plan_message)) == {"Approve", "Reject", "Stop"}
         assert await conversation_count(g) == 1
         assert g.fake.connections_made == 1  # the same connection, never resumed or redone
         assert not connection.done()

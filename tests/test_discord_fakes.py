@@ -23,6 +23,7 @@ from tests.fakes.discord_api import (
     GUILD_ID,
     TEXT_CHANNEL_ID,
     FakeDiscord,
+    shown_text,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -227,6 +228,39 @@ async def test_low_level_send_and_discord_validation(fake: FakeDiscord) -> None:
     assert data["nonce"] == "42"
     assert data["author"]["id"] == BOT_USER_ID
     assert unknown.value.code == 10003
+
+
+async def test_components_v2_messages_and_typing_as_discord_keeps_them(fake: FakeDiscord) -> None:
+    """discord.py's own LayoutView: flag 32768, its text in Text Displays; Discord's rules
+    for such a message (no content, 40 components, 4,000 characters, the flag stays)."""
+    channel = int(TEXT_CHANNEL_ID)
+    async with running(fake) as client:
+        view = discord.ui.LayoutView()
+        view.add_item(discord.ui.Container(discord.ui.TextDisplay("1. step")))
+        params = discord.http.handle_message_parameters(view=view)
+        data = await client.http.send_message(channel, params=params)
+        refused = []
+        for bad in (
+            {"content": "x", "flags": 1 << 15, "components": [{"type": 10, "content": "y"}]},
+            {"flags": 1 << 15, "components": [{"type": 10, "content": "y" * 4001}]},
+            {"flags": 1 << 15, "components": [{"type": 10, "content": "y"}] * 41},
+        ):
+            with pytest.raises(discord.HTTPException) as error:
+                await client.http.request(
+                    discord.http.Route("POST", "/channels/{c}/messages", c=channel), json=bad
+                )
+            refused.append(error.value.code)
+        route = discord.http.Route(
+            "PATCH", "/channels/{c}/messages/{m}", c=channel, m=int(data["id"])
+        )
+        with pytest.raises(discord.HTTPException) as unflagged:
+            await client.http.request(route, json={"flags": 0, "content": "plain again"})
+        await client.http.send_typing(channel)
+    assert data["flags"] == 1 << 15 and data["content"] == ""
+    assert shown_text(fake.messages[data["id"]]) == "1. step"
+    assert refused == [50035, 50035, 50035]
+    assert unflagged.value.code == 50035
+    assert [c.status for c in fake.typing(TEXT_CHANNEL_ID)] == [204]
 
 
 async def test_thread_from_message_reaction_and_upload(fake: FakeDiscord) -> None:

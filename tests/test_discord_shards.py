@@ -39,6 +39,7 @@ from tests.fakes.discord_api import (
     FakeDiscord,
     GatewayRecord,
     shard_of,
+    shown_text,
 )
 from tests.instances import PLAN, is_answer, side_effects, story_model
 from tests.process_harness import BotProcess, eventually
@@ -211,7 +212,7 @@ def answered(fake: FakeDiscord, thread: str, n: int) -> bool:
 def offered_plan(fake: FakeDiscord, thread: str) -> str | None:
     """The id of the plan the bot posted in ``thread`` once it put its ✅ under it."""
     for message in fake.posted(thread):
-        if PLAN in str(message["content"]) and (thread, message["id"], "✅") in fake.reactions:
+        if PLAN in shown_text(message) and (thread, message["id"], "✅") in fake.reactions:
             return str(message["id"])
     return None
 

@@ -28,8 +28,10 @@ import pytest
 from sqlalchemy import text as sql
 
 from adapters.discord.outbound import MAX_TEXT
+from adapters.discord.plan_card import IS_COMPONENTS_V2
 from adapters.discord.runner import DiscordAdapter, DiscordConfig, DiscordStartError
 from adapters.discord.texts import UNREADABLE
+from adapters.discord.typing import EVERY as TYPING_EVERY
 from bot.app import App, build
 from bot.settings import Settings
 from conversations.errors import DeliveryError
@@ -46,6 +48,8 @@ from tests.fakes.discord_api import (
     TEXT_CHANNEL_ID,
     FakeDiscord,
     RecordedCall,
+    all_components,
+    shown_text,
 )
 from tests.test_slack_story import (
     FENCE,
@@ -120,9 +124,12 @@ def _restore_discord_py() -> Iterator[None]:
 class Guild:
     """The fake guild, the bot connected to it, and the people who talk to it."""
 
-    def __init__(self, fake: FakeDiscord, settings: Settings) -> None:
+    def __init__(
+        self, fake: FakeDiscord, settings: Settings, *, typing_every: float = TYPING_EVERY
+    ) -> None:
         self.fake = fake
         self.settings = settings
+        self.typing_every = typing_every
         self.app: App | None = None
         self.adapter: DiscordAdapter | None = None
 
@@ -138,6 +145,7 @@ class Guild:
                 file_threshold=self.settings.file_threshold,
                 allow_bots=self.settings.allow_bots,
                 bot_thread_cap=self.settings.bot_thread_cap,
+                typing_every=self.typing_every,
             )
         )
         self.app.add_sender(self.adapter)
@@ -215,10 +223,10 @@ class Guild:
 
     def posts(self, thread: str) -> list[str]:
         """The bot's messages in ``thread`` (not interaction responses), oldest first."""
-        return [str(m["content"]) for m in self.fake.posted(thread) if "webhook_id" not in m]
+        return [shown_text(m) for m in self.fake.posted(thread) if "webhook_id" not in m]
 
     def post(self, thread: str, marker: str) -> dict[str, Any]:
-        found = [m for m in self.fake.posted(thread) if marker in m["content"]]
+        found = [m for m in self.fake.posted(thread) if marker in shown_text(m)]
         assert found, f"no bot message with {marker!r} in {self.posts(thread)}"
         return found[-1]
 
@@ -231,10 +239,14 @@ class Guild:
 
 @contextlib.asynccontextmanager
 async def discord_guild(
-    settings: Settings, model: ScriptedModel, **fake_options: Any
+    settings: Settings,
+    model: ScriptedModel,
+    *,
+    typing_every: float = TYPING_EVERY,
+    **fake_options: Any,
 ) -> AsyncIterator[Guild]:
     async with FakeDiscord(**fake_options) as fake:
-        guild = Guild(fake, settings)
+        guild = Guild(fake, settings, typing_every=typing_every)
         try:
             await guild.connect(model)
             yield guild
@@ -243,11 +255,12 @@ async def discord_guild(
 
 
 def buttons(message: dict[str, Any]) -> dict[str, str]:
-    """``{label: custom_id}`` of a posted message's buttons."""
+    """``{label: custom_id}`` of a posted message's buttons (in rows, or in a Components
+    V2 card's container)."""
     return {
-        button["label"]: button["custom_id"]
-        for row in message.get("components", [])
-        for button in row["components"]
+        str(c["label"]): str(c["custom_id"])
+        for c in all_components(message.get("components", []))
+        if c.get("type") == 2
     }
 
 
@@ -280,7 +293,9 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
         assert buttons(plan_message) == {
             "Approve": f'tb1:{{"k":"approve","r":"{request.id}"}}',
             "Reject": f'tb1:{{"k":"reject","r":"{request.id}"}}',
+            "Stop": 'tb1:{"k":"stop"}',  # the pressed message's conversation
         }
+        assert plan_message["flags"] & IS_COMPONENTS_V2  # a card: its text in components
         assert str(snap.status) == "waiting(plan_approval)"
 
         await g.react(thread, str(plan_message["id"]), "✅", by=ALICE)
@@ -291,25 +306,32 @@ async def test_the_story_mention_thread_plan_approval_question_answer(settings) 
         answer = g.post(thread, "✅ The login test is fixed.")
 
         plan_id, ask_id, answer_id = (str(m["id"]) for m in (plan_message, ask, answer))
-        assert [route(c) for c in g.calls()] == [
+        typing, plan_edit = f"/channels/{thread}/typing", f"/channels/{thread}/messages/{plan_id}"
+        assert [route(c) for c in g.calls() if c.path not in (typing, plan_edit)] == [
             ("POST", f"/channels/{TEXT_CHANNEL_ID}/messages/{root}/threads"),
             ("POST", f"/channels/{thread}/messages"),  # the plan
             ("PUT", f"/channels/{thread}/messages/{plan_id}/reactions/✅/@me"),
             ("PUT", f"/channels/{thread}/messages/{plan_id}/reactions/❌/@me"),
-            ("PATCH", f"/channels/{thread}/messages/{plan_id}"),  # the plan shows the approval
             ("POST", f"/channels/{thread}/messages"),  # the question
             ("PATCH", f"/channels/{thread}/messages/{ask_id}"),  # answered: who, no buttons
             ("POST", f"/channels/{thread}/messages"),  # the answer
         ]
+        # The plan's card: the approval, then its steps as they move (at most one a second).
+        edits = [c.json for c in g.fake.edits(plan_id)]
+        assert shown_text(edits[0]).startswith(f"✅ Approved by <@{ALICE}> (plan v1)")
+        assert "✅ 1. " in shown_text(edits[-1])  # the answer: every step done
+        assert g.fake.typing(thread)  # the run worked: the thread showed the bot typing
         asked = g.fake.messages[ask_id]
         assert asked["content"].startswith(f"💬 <@{ALICE}> answered: staging, please\n❓ Staging")
         assert buttons(asked) == {}
         decided = g.fake.messages[plan_id]  # as Discord holds it now
-        assert decided["content"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
+        assert shown_text(decided).startswith(
+            f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n"
+        )
         assert buttons(decided) == {}
         created = g.calls()[0]
         assert created.json["name"] == "please fix the flaky login test"
-        posts = [c for c in g.calls() if c.method == "POST"][1:]
+        posts = [c for c in g.calls() if c.method == "POST" and c.path != typing][1:]
         assert [c.response["id"] for c in posts] == [plan_id, ask_id, answer_id]
         assert all(c.json["enforce_nonce"] and c.json["nonce"] for c in posts)
         assert len({c.json["nonce"] for c in posts}) == 3
@@ -433,9 +455,9 @@ async def as_posted_before_the_encoding(g: Guild, plan_message: dict[str, Any]) 
     request = (await g.snapshot(str(plan_message["channel_id"]))).requests[0].id
     old = {"Approve": f"approve:{request}", "Reject": f"reject:{request}"}
     held = g.fake.messages[str(plan_message["id"])]
-    for row in held["components"]:
-        for button in row["components"]:
-            button["custom_id"] = old[button["label"]]
+    for button in all_components(held["components"]):
+        if button.get("type") == 2 and button["label"] in old:
+            button["custom_id"] = old[button["label"]]  # type: ignore[index]
     engine = g.hub_app.store.engine  # type: ignore[attr-defined]
     async with engine.begin() as conn:
         rows = await conn.execute(
@@ -473,7 +495,9 @@ async def test_a_button_posted_before_the_encoding_still_approves_after_an_upgra
         assert g.fake.interactions[press["id"]].callbacks == [{"type": 6}]
         g.post(thread, "✅ Approved after the upgrade.")
         decided = g.fake.messages[plan_id]  # the edit read the plan from its old outbox row
-        assert decided["content"].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n")
+        assert shown_text(decided).startswith(
+            f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)\n"
+        )
         assert buttons(decided) == {}
         snap = await g.snapshot(thread)
         assert snap.requests[0].verdict == Approved()
@@ -646,8 +670,10 @@ async def test_a_direct_message_is_a_conversation_in_its_channel(settings) -> No
             d.pop(key, None)
         d.update(id=g.fake.snowflake(), channel_id=dm, content="can you fix the login test?")
         await g.dispatch("MESSAGE_CREATE", d)  # no mention: a DM starts a conversation
-        assert [c.path for c in g.calls()] == [f"/channels/{dm}/messages"]  # no thread
-        assert "message_reference" not in g.calls()[0].json
+        posts = [c for c in g.calls() if not c.path.endswith("/typing")]
+        assert [c.path for c in posts] == [f"/channels/{dm}/messages"]  # no thread
+        assert "message_reference" not in posts[0].json
+        assert g.fake.typing(dm)  # the DM showed the bot typing while it worked
 
         d2 = fixture("message_create_in_thread")
         for key in ("guild_id", "member", "channel_type"):

@@ -22,7 +22,7 @@ from core.models.scripted import ScriptedModel, ScriptedTurn
 from core.vocabulary.errors import ModelError
 from core.vocabulary.requests import RequestState
 from tests.fakes.clock import VirtualClock
-from tests.fakes.discord_api import GUILD_ID
+from tests.fakes.discord_api import GUILD_ID, shown_text
 from tests.fakes.slack_api import TEAM_ID
 from tests.slack_harness import ALICE, CHANNEL, Workspace, slack_workspace
 from tests.test_discord_story import (  # noqa: F401  (the fixture restores discord.py)
@@ -223,7 +223,7 @@ async def test_discord_display_names_equal_to_an_approvers_name_or_id_decide_not
             "MESSAGE_REACTION_ADD", react_d(g, thread, str(plan_message["id"]), "✅", carol)
         )
         g.post(thread, "✅ Approved by Carol.")
-        decided = g.fake.messages[str(plan_message["id"])]["content"]
+        decided = shown_text(g.fake.messages[str(plan_message["id"])])
         assert decided.startswith(f"✅ Approved by <@{D_CAROL}> (plan v1)"), decided
 
 

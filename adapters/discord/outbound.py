@@ -40,6 +40,7 @@ from typing import Any, assert_never
 from urllib.parse import quote
 
 from adapters.discord.modals import with_answer_button
+from adapters.discord.plan_card import IS_COMPONENTS_V2, card_components
 from adapters.errors import RenderError
 from adapters.limits import cut_label, cut_to_fit
 from conversations.emoji import normalize, to_unicode
@@ -47,6 +48,7 @@ from conversations.events import (
     AddReaction,
     Button,
     OutboundAction,
+    PlanCard,
     PlatformRef,
     PostReply,
     SetSessionStatus,
@@ -107,12 +109,16 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
       sender answers a command with :func:`command_answer`), and the seeded
       ``reactions`` are not rendered here: see :func:`seed_reactions`.
       A reply with no text and no buttons gives ``[]`` (Discord refuses an empty
-      message).
+      message). A plan's message with a card that fits is one Components V2
+      message instead (flags SUPPRESS_EMBEDS and IS_COMPONENTS_V2, ``components``
+      the card, no ``content``: :mod:`adapters.discord.plan_card`).
     - :class:`UpdateMessage`: one ``PATCH /channels/{thread or channel}/messages/{id}``
       with ``content`` (cut at a boundary and ending in ``…`` past
       ``max_text``), ``components`` (always sent, so buttons left out are
       removed) and ``allowed_mentions``
-      (https://discord.com/developers/docs/resources/message#edit-message).
+      (https://discord.com/developers/docs/resources/message#edit-message); a
+      plan's card that fits is sent as its Components V2 card, flags kept, no
+      ``content``.
     - :class:`AddReaction`: one
       ``PUT /channels/{thread or channel}/messages/{id}/reactions/{emoji}/@me``
       with the emoji's character, URL-encoded; the name is mapped back with
@@ -120,7 +126,8 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
     - :class:`StartThread`: its top-level post (:meth:`StartThread.post`) in
       ``ref.channel``; the thread is started on the message once it is posted
       (:func:`start_thread`: its id is known only then).
-    - :class:`SetSessionStatus`: no call (Discord has no agent sessions).
+    - :class:`SetSessionStatus`: no call (Discord has no agent sessions: the sender
+      makes ``processing`` the thread's typing indicator, :mod:`adapters.discord.typing`).
 
     Buttons (:func:`components`): rows of 5, at most 5 rows; further buttons and
     repeated actions are dropped. Raises ``ValueError`` when ``max_text`` is
@@ -136,10 +143,10 @@ def render(action: OutboundAction, *, nonce: str, max_text: int = MAX_TEXT) -> l
             return [_update(action, max_text)]
         case AddReaction():
             message = _message_id(action.ref, "reaction")
-            return [_reaction(_where(action.ref), message, action.emoji)]
+            return [_reaction(message_channel(action.ref), message, action.emoji)]
         case StartThread():
             return _post(action.post(), nonce, max_text)
-        case SetSessionStatus():  # Discord has no agent sessions
+        case SetSessionStatus():  # no sessions: the sender shows typing
             return []
         case _:
             assert_never(action)
@@ -264,11 +271,21 @@ def thread_name(text: str) -> str:
 
 
 def _post(action: PostReply, key: str, max_text: int) -> list[RestCall]:
+    card = _card(action.text, action.plan, action.buttons, mentions=bool(action.mentions))
+    if card is not None:  # one Components V2 message: no content, its text in the card
+        v2: dict[str, Any] = {
+            "nonce": message_nonce(key),
+            "enforce_nonce": True,
+            "allowed_mentions": _no_mentions(action.mentions),
+            "flags": SUPPRESS_EMBEDS | IS_COMPONENTS_V2,
+            "components": card,
+        }
+        return [RestCall("POST", f"/channels/{message_channel(action.ref)}/messages", v2)]
     chunks = split_text(action.text, max_text)
     if not chunks and not action.buttons:
         return []
     chunks = chunks or [""]
-    path = f"/channels/{_where(action.ref)}/messages"
+    path = f"/channels/{message_channel(action.ref)}/messages"
     calls: list[RestCall] = []
     for part, chunk in enumerate(chunks):
         body: dict[str, Any] = {
@@ -292,12 +309,28 @@ def _post(action: PostReply, key: str, max_text: int) -> list[RestCall]:
 
 def _update(action: UpdateMessage, max_text: int) -> RestCall:
     message = _message_id(action.ref, "edit")
+    path = f"/channels/{message_channel(action.ref)}/messages/{message}"
+    card = _card(action.text, action.plan, action.buttons, mentions=False)
+    if card is not None:  # the plan's card, as it stands now: the flag stays
+        flags = SUPPRESS_EMBEDS | IS_COMPONENTS_V2
+        body_v2 = {"flags": flags, "components": card, "allowed_mentions": _no_mentions()}
+        return RestCall("PATCH", path, body_v2)
     body = {
         "content": cut_to_fit(action.text, max_text),  # an edit cannot split
         "components": components(action.buttons),
         "allowed_mentions": _no_mentions(),
     }
-    return RestCall("PATCH", f"/channels/{_where(action.ref)}/messages/{message}", body)
+    return RestCall("PATCH", path, body)
+
+
+def _card(
+    text: str, plan: PlanCard | None, buttons: tuple[Button, ...], *, mentions: bool
+) -> list[dict[str, Any]] | None:
+    """A plan's message as Components V2 components, or None (no card, or it does not
+    fit: :mod:`adapters.discord.plan_card`)."""
+    if plan is None:
+        return None
+    return card_components(text, plan, buttons, mentions=mentions, button=_button)
 
 
 def _reaction(channel: str, message: str, emoji: str) -> RestCall:
@@ -335,7 +368,7 @@ def _no_mentions(users: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"parse": [], "users": list(users)} if users else {"parse": []}
 
 
-def _where(ref: PlatformRef) -> str:
+def message_channel(ref: PlatformRef) -> str:
     """The channel a message of ``ref`` is in: its thread in a guild, else the channel."""
     return ref.thread if ref.thread and ref.workspace else ref.channel
 

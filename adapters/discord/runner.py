@@ -43,6 +43,7 @@ from adapters.discord.rate_limits import rate_limit_trace
 from adapters.discord.sending import DiscordSender
 from adapters.discord.shards import IDENTIFY_SPACING, Shard, ShardLinks, ShardSet, tap_frames
 from adapters.discord.texts import TEXTS
+from adapters.discord.typing import EVERY, TypingIndicator
 from adapters.said import connection_said
 from conversations.adapter import InboundSink
 from conversations.events import OutboundAction
@@ -72,11 +73,10 @@ MESSAGE_CONTENT_HELP = (
 class DiscordConfig:
     """How to reach Discord.
 
-    ``api_url`` and ``gateway_url`` point discord.py elsewhere (tests, proxies). They
-    set ``discord.http.Route.BASE`` and
-    ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY``, which are CLASS attributes:
-    the change applies to every discord.py client in the process, and
-    :meth:`DiscordAdapter.close` puts back what was there before.
+    ``api_url`` and ``gateway_url`` point discord.py elsewhere (tests, proxies). They set
+    ``discord.http.Route.BASE`` and ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY``,
+    which are CLASS attributes: the change applies to every discord.py client in the
+    process, and :meth:`DiscordAdapter.close` puts back what was there before.
 
     ``guilds``: guild ids to register the commands (``/stop``, ``/threadbot``) in
     (at once); empty registers them globally (Discord may take a while to show a
@@ -88,7 +88,8 @@ class DiscordConfig:
     :data:`~adapters.discord.shards.IDENTIFY_SPACING` more for each shard past the first).
     ``shard_count``: the bot's gateway shards in all (None: no sharding, one
     connection); ``shard_ids``: those this instance connects (empty: every one), as
-    :class:`~adapters.discord.shards.ShardSet` says.
+    :class:`~adapters.discord.shards.ShardSet` says. ``typing_every``: seconds between
+    two triggers of a working thread's typing indicator (:mod:`adapters.discord.typing`).
     """
 
     token: str
@@ -102,6 +103,7 @@ class DiscordConfig:
     ready_timeout: float = 30.0
     shard_count: int | None = None
     shard_ids: tuple[int, ...] = ()
+    typing_every: float = EVERY
 
 
 SETTINGS_COMMAND = "threadbot"
@@ -193,12 +195,18 @@ class DiscordAdapter:
             client=self.client,
             file_threshold=config.file_threshold,
             answers=self._inbound.answers,
+            typing_every=config.typing_every,
         )
         self.files = DiscordFiles(api_url=config.api_url)
         """Fetches the files people attach (``bot`` hands it to the hub)."""
         self._worker: asyncio.Task[None] | None = None
         self._connection: asyncio.Task[None] | None = None
         self._closing = False
+
+    @property
+    def typing(self) -> TypingIndicator:
+        """The threads whose typing indicator is kept on now (a run works there)."""
+        return self._sender.typing
 
     @property
     def processed_seq(self) -> int:
@@ -301,6 +309,7 @@ class DiscordAdapter:
     async def close(self) -> None:
         """Disconnect, stop taking frames, and restore discord.py's URLs."""
         self._closing = True
+        await self._sender.typing.close()
         with contextlib.suppress(Exception):
             await self.client.close()
         for task in (self._connection, self._worker):

@@ -10,7 +10,9 @@ a redelivery (``maybe_sent``) posts nothing twice. A post to an archived thread
 (error code 50083) unarchives it and tries once more. A long answer that asks for
 nothing goes up as a file (:mod:`adapters.limits`). A reply to one person alone
 while the runner hands over their command answers the command, seen by them only
-(:mod:`adapters.discord.answers`).
+(:mod:`adapters.discord.answers`). A thread's session status keeps its typing
+indicator on while the run works (``processing``) and lets it fade otherwise
+(:mod:`adapters.discord.typing`).
 """
 
 from __future__ import annotations
@@ -25,15 +27,24 @@ from adapters.discord.answers import CommandAnswers, OpenCommand
 from adapters.discord.outbound import (
     RestCall,
     command_answer,
+    message_channel,
     render,
     seed_reactions,
     start_thread,
 )
 from adapters.discord.rest import REST_FAILURES, UNREACHABLE, channel_of, request
 from adapters.discord.types import Message
+from adapters.discord.typing import EVERY as TYPING_EVERY
+from adapters.discord.typing import TypingIndicator
 from adapters.limits import answer_file_name, file_summary
 from conversations.errors import DeliveryError, NotConnected
-from conversations.events import AddReaction, OutboundAction, PostReply, StartThread
+from conversations.events import (
+    AddReaction,
+    OutboundAction,
+    PostReply,
+    SetSessionStatus,
+    StartThread,
+)
 from conversations.feedback import feedback_only
 
 log = logging.getLogger(__name__)
@@ -64,10 +75,13 @@ class DiscordSender:
         client: discord.Client,
         file_threshold: int,
         answers: CommandAnswers | None = None,
+        typing_every: float = TYPING_EVERY,
     ) -> None:
         self._client = client
         self._file_threshold = file_threshold
         self._answers = answers or CommandAnswers()
+        self.typing = TypingIndicator(trigger=self._trigger_typing, every=typing_every)
+        """The threads whose typing indicator is kept on (a run works there)."""
 
     async def send(
         self, action: OutboundAction, *, idempotency_key: str, maybe_sent: bool = False
@@ -94,6 +108,13 @@ class DiscordSender:
                 return await self._post(action, idempotency_key)
             if isinstance(action, StartThread):
                 return await self._start_thread(action, idempotency_key)
+            if isinstance(action, SetSessionStatus):  # no sessions: the typing indicator
+                channel = message_channel(action.ref)
+                if action.status == "processing":
+                    await self.typing.start(channel)
+                else:
+                    await self.typing.stop(channel)
+                return None
             for call in render(action, nonce=idempotency_key):
                 await self._call(call)
             return None
@@ -107,6 +128,10 @@ class DiscordSender:
                 else "Discord could not be reached (the connection failed)"
             )
             raise DeliveryError(reason) from exc
+
+    async def _trigger_typing(self, channel: str) -> None:
+        """``POST /channels/{channel}/typing`` (Trigger Typing Indicator)."""
+        await request(self._client, RestCall("POST", f"/channels/{channel}/typing", None))
 
     async def _post(self, action: PostReply, key: str) -> str | None:
         """Post the reply's messages (or its file); the last one's id, from Create Message's

@@ -200,7 +200,7 @@ class Bind:
             case None:
                 return unknown
             case StopButton():
-                conversation = await self._threads.find(action.conversation)
+                conversation = await self._stop_target(action.conversation, event.ref)
                 if conversation is None:
                     return Respond(event.ref, "That conversation is gone.", to=event.author.id)
                 return StopRun(conversation, event.author)
@@ -231,6 +231,17 @@ class Bind:
                 return GiveFeedback(given, event.author, action.positive)
             case _:
                 assert_never(action)
+
+    async def _stop_target(
+        self, conversation_id: str | None, ref: PlatformRef
+    ) -> ConversationInfo | None:
+        """The conversation a Stop button names, or, None, the pressed message's."""
+        if conversation_id is not None:
+            return await self._threads.find(conversation_id)
+        link = await self._link(ref) if ref.message is not None else None
+        if link is None:
+            return None
+        return link.conversation or await self._threads.info(link.conversation_id)
 
     async def _request_of(
         self, request_id: str | None, ref: PlatformRef

@@ -77,6 +77,15 @@ on this server, standing in for the CDN) serve ``content`` without any token; ev
 download is recorded with its headers in ``fake.downloads``
 (:class:`tests.fakes.files.FileRequest`).
 
+Components V2 (/components/using-message-components): a message posted or edited with
+flag ``IS_COMPONENTS_V2`` (``1 << 15``) is refused with ``content`` or ``embeds``, more
+than 40 components (nested ones counted) or more than 4,000 characters in its Text
+Displays, and the flag cannot be removed by an edit; :func:`shown_text` reads what a
+message shows (its content, or its Text Displays), :func:`all_components` walks nested
+components. ``fake.typing(channel)`` gives the Trigger Typing Indicator calls
+(``POST /channels/{id}/typing``, answered 204), ``fake.edits(message)`` the edits of a
+message Discord took.
+
 Failures on demand: ``fake.archive(thread_id)``, ``fake.rate_limit(path_prefix,
 retry_after)`` and ``fake.fail(path_prefix, status, code, message)``; on the gateway,
 ``fake.close_connection(code, shard=...)``, ``fake.request_reconnect(shard=...)`` and
@@ -159,6 +168,10 @@ _PRIVILEGED = (
 MSG_FLAG_HAS_THREAD = 1 << 5
 MSG_FLAG_EPHEMERAL = 1 << 6
 MSG_FLAG_LOADING = 1 << 7
+MSG_FLAG_COMPONENTS_V2 = 1 << 15
+V2_MAX_COMPONENTS = 40
+V2_MAX_TEXT = 4000
+COMPONENT_TEXT_DISPLAY = 10
 MSG_TYPE_DEFAULT = 0
 MSG_TYPE_CHAT_INPUT_COMMAND = 20
 
@@ -614,6 +627,21 @@ class FakeDiscord(LocalServer):
             if m["channel_id"] == str(channel_id) and m["author"]["id"] == self.bot_user_id
         ]
 
+    def typing(self, channel_id: str | int) -> list[RecordedCall]:
+        """The bot's Trigger Typing Indicator calls in ``channel_id``, in order."""
+        return self.calls_to("POST", path=f"/channels/{channel_id}/typing")
+
+    def edits(self, message_id: str | int) -> list[RecordedCall]:
+        """The bot's Edit Message calls of ``message_id`` that Discord took, in order."""
+        return [
+            c
+            for c in self.calls
+            if c.method == "PATCH"
+            and c.route == _M
+            and c.path.endswith(f"/messages/{message_id}")
+            and c.status == 200
+        ]
+
     def calls_to(
         self, method: str | None = None, *, route: str | None = None, path: str | None = None
     ) -> list[RecordedCall]:
@@ -1022,6 +1050,11 @@ class FakeDiscord(LocalServer):
         await self._echo("THREAD_CREATE", created, INTENT_GUILDS)
         return 201, copy.deepcopy(thread)
 
+    async def _typing(self, call: RecordedCall, p: dict[str, str]) -> Reply:
+        """Trigger Typing Indicator (/resources/channel#trigger-typing-indicator): 204."""
+        self._channel(p["channel_id"])
+        return 204, None
+
     async def _join_thread(self, call: RecordedCall, p: dict[str, str]) -> Reply:
         self._channel(p["channel_id"])
         self._check_not_archived(p["channel_id"])
@@ -1270,6 +1303,12 @@ class FakeDiscord(LocalServer):
         return message
 
     def _edit(self, message: JsonDict, body: JsonDict, files: list[UploadedFile]) -> None:
+        was_v2 = bool(int(message.get("flags") or 0) & MSG_FLAG_COMPONENTS_V2)
+        if was_v2 and "flags" in body and not int(body["flags"] or 0) & MSG_FLAG_COMPONENTS_V2:
+            raise _form_error("flags", "MESSAGE_CANNOT_REMOVE_COMPONENTS_V2_FLAG", "Cannot remove")
+        v2 = was_v2 or bool(int(body.get("flags") or 0) & MSG_FLAG_COMPONENTS_V2)
+        if v2:
+            _check_v2(body, files)
         if "content" in body and body["content"] is not None:
             content = str(body["content"])
             if len(content) > 2000:
@@ -1845,7 +1884,58 @@ def _count_reaction(message: JsonDict, emoji: JsonDict, delta: int) -> None:
         message.pop("reactions")
 
 
+def shown_text(message: Mapping[str, Any]) -> str:
+    """What a message shows as text: its ``content``, or for a Components V2 message its
+    Text Displays' contents, nested ones too, one per line."""
+    if int(message.get("flags") or 0) & MSG_FLAG_COMPONENTS_V2:
+        return "\n".join(display_texts(message.get("components") or []))
+    return str(message.get("content") or "")
+
+
+def display_texts(components: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The contents of the Text Displays in ``components``, nested ones too, in order."""
+    texts: list[str] = []
+    for component in components:
+        if component.get("type") == COMPONENT_TEXT_DISPLAY:
+            texts.append(str(component.get("content") or ""))
+        texts += display_texts(component.get("components") or [])
+    return texts
+
+
+def all_components(components: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Every component in ``components``, nested ones too (a button in a row in a
+    container), in order."""
+    found: list[Mapping[str, Any]] = []
+    for component in components:
+        found.append(component)
+        found += all_components(component.get("components") or [])
+        accessory = component.get("accessory")
+        if isinstance(accessory, Mapping):
+            found.append(accessory)
+    return found
+
+
+def _check_v2(body: JsonDict, files: list[UploadedFile]) -> None:
+    """Components V2 rules (/components/using-message-components, /components/reference):
+    no ``content`` or ``embeds``, at most 40 components with the nested ones, at most
+    4,000 characters of text in them."""
+    if body.get("content") or body.get("embeds"):
+        raise _form_error(
+            "content", "MESSAGE_CANNOT_USE_LEGACY_FIELDS_WITH_COMPONENTS_V2", "Not allowed"
+        )
+    components = body.get("components") or []
+    if len(all_components(components)) > V2_MAX_COMPONENTS:
+        raise _form_error("components", "BASE_TYPE_MAX_LENGTH", "Must be 40 or fewer in length.")
+    if sum(len(t) for t in display_texts(components)) > V2_MAX_TEXT:
+        raise _form_error("components", "BASE_TYPE_MAX_LENGTH", "Must be 4000 or fewer in length.")
+
+
 def _check_message_body(body: JsonDict, files: list[UploadedFile]) -> None:
+    if int(body.get("flags") or 0) & MSG_FLAG_COMPONENTS_V2:
+        _check_v2(body, files)
+        if not body.get("components"):
+            raise ApiError(400, 50006, "Cannot send an empty message")
+        return
     content = str(body.get("content") or "")
     if len(content) > 2000:
         raise _form_error("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
@@ -1901,6 +1991,7 @@ _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("DELETE", _M + "/reactions/{emoji}/@me", FakeDiscord._delete_reaction),
     ("POST", _M + "/threads", FakeDiscord._start_thread),
     ("PUT", _C + "/thread-members/@me", FakeDiscord._join_thread),
+    ("POST", _C + "/typing", FakeDiscord._typing),
     ("POST", "/interactions/{interaction_id}/{token}/callback", FakeDiscord._interaction_callback),
     ("GET", _W + "/messages/@original", FakeDiscord._original),
     ("PATCH", _W + "/messages/@original", FakeDiscord._original),
