@@ -197,8 +197,9 @@ async def test_a_hundred_conversations_end_to_end_all_get_their_answers(
             assert texts[0].startswith(f"✅ Approved by <@{ALICE}> (plan v1)\n📋 Plan (v1)"), texts
             assert [t.split("\n")[0] for t in texts[1:]] == [f"✅ Task #{n} is done."]
         assert all(c.ok for c in ws.calls("chat.postMessage"))
-        edits = ws.calls("chat.update")  # each plan shows its approval
-        assert len(edits) == 100 and all(c.ok for c in edits)
+        edits = ws.calls("chat.update")  # each plan shows its approval, then its cards move
+        assert all(str(c.args["text"]).startswith("✅ Approved by") for c in edits)
+        assert len({c.args["ts"] for c in edits}) == 100 and all(c.ok for c in edits)
         assert CHANNEL == ws.calls("chat.postMessage")[0].args["channel"]
 
 
