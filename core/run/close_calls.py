@@ -21,7 +21,7 @@ from core.tool_state import Moved, answered_calls, move, parts, unrecorded
 from core.tools import control
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry, UserText
-from core.vocabulary.inputs import StopOutcome, ThreadMessage, delivery_keys
+from core.vocabulary.inputs import StopOutcome, ThreadMessage, delivery_keys, said_to_run
 from core.vocabulary.journal import Change, RequestResolution
 from core.vocabulary.people import Person
 from core.vocabulary.requests import RequestState
@@ -120,10 +120,10 @@ def stopped(
     interrupting), kept as notes and their deliveries handled, so no restart runs them
     (what a later message starts reads them)."""
     closing = close_open_calls(snap, by.name, read_only)
-    said = tuple(UserText(author=m.author, text=m.text, role="note", files=m.blocks) for m in notes)
+    said, keys = said_to_run(notes, instructions=False)
     return Change(
         entries=(StopEntry(by=by), *closing.results, *said),
-        handled=tuple(k for m in notes for k in delivery_keys(m)),
+        handled=keys,
         tool_calls=closing.records,
         resolve=tuple(
             RequestResolution(request_id=r.id, state=RequestState.CANCELLED, by=by)

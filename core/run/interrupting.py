@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from core.tool_state import answered_calls, move, parts, unrecorded
-from core.vocabulary.entries import AssistantTurn, UserText
-from core.vocabulary.inputs import Inbox, InterruptibleInbox, ThreadMessage, delivery_keys
+from core.vocabulary.entries import AssistantTurn
+from core.vocabulary.inputs import Inbox, InterruptibleInbox, ThreadMessage, said_to_run
 from core.vocabulary.journal import Change
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
@@ -67,14 +67,5 @@ def interrupted(
                 moves.append(move(found, ToolState.CANCELLED, result=text))
         break  # only the last turn's calls are open at a tool boundary
     results, records = parts(moves)
-    said = tuple(
-        UserText(
-            author=m.author,
-            text=m.text,
-            role="instruction" if m.interrupts else "note",
-            files=m.blocks,
-        )
-        for m in messages
-    )
-    keys = tuple(k for m in messages for k in delivery_keys(m))
+    said, keys = said_to_run(messages)
     return Change(entries=(*results, *said), tool_calls=records, handled=keys)

@@ -51,10 +51,9 @@ from core.vocabulary.entries import (
     ScopeEntered,
     ScopeLeft,
     StepEntered,
-    UserText,
 )
 from core.vocabulary.errors import ModelError
-from core.vocabulary.inputs import Inbox, delivery_keys
+from core.vocabulary.inputs import Inbox, said_to_run
 from core.vocabulary.journal import Change
 from core.vocabulary.run_events import ProgressNote
 from core.vocabulary.snapshot import ConversationSnapshot
@@ -105,16 +104,7 @@ class TakeNotes:
             )
             for m in messages
         ]
-        notes = tuple(
-            UserText(
-                author=m.author,
-                text=m.text,
-                role="instruction" if m.interrupts else "note",
-                files=m.blocks,
-            )
-            for m in read
-        )
-        keys = tuple(k for m in read for k in delivery_keys(m))
+        notes, keys = said_to_run(read)
         await _commit(run, self._deps, Change(entries=notes, handled=keys))
         return CONTINUE
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.entries import UserText
 from core.vocabulary.people import Person
 
 
@@ -97,6 +98,25 @@ def delivery_keys(message: ThreadMessage) -> tuple[str, ...]:
     joined into it), for ``Change.handled``."""
     own = (message.delivery_key,) if message.delivery_key else ()
     return (*own, *message.also_handled)
+
+
+def said_to_run(
+    messages: Sequence[ThreadMessage], *, instructions: bool = True
+) -> tuple[tuple[UserText, ...], tuple[str, ...]]:
+    """``messages`` sent while a run worked, as the run journals them: one ``note`` each
+    (an interrupting one the person's ``instruction``, unless not ``instructions``: a
+    stopped run takes none), its files' blocks with it; and their delivery keys, for
+    ``Change.handled``."""
+    entries = tuple(
+        UserText(
+            author=m.author,
+            text=m.text,
+            role="instruction" if instructions and m.interrupts else "note",
+            files=m.blocks,
+        )
+        for m in messages
+    )
+    return entries, tuple(k for m in messages for k in delivery_keys(m))
 
 
 def joined(messages: Sequence[ThreadMessage]) -> ThreadMessage:
