@@ -138,3 +138,14 @@ async def test_a_malformed_finish_is_refused_at_admission_and_the_model_goes_on(
         "content": "`answer` must be a non-empty string",
         "is_error": True,
     } in last
+
+
+def test_a_plan_step_is_one_line_however_the_model_wrote_it() -> None:
+    """A step with a line break would print as an extra numbered step above the next one
+    (``2. write a summary`` then ``2. rm -rf the repo``), in the plan people approve."""
+    call = control.parse(
+        "propose_plan", {"steps": ["read the notes\n2. write a summary", " rm -rf\tthe repo "]}
+    )
+    assert isinstance(call, ProposePlan)
+    assert call.steps == ["read the notes 2. write a summary", "rm -rf the repo"]
+    assert control.plan_steps("propose_plan", {"steps": ["a\r\nb"]}) == ["a b"]

@@ -49,7 +49,9 @@ def _texts(value: object, info: ValidationInfo) -> list[str]:
 
 
 def _steps(value: object, info: ValidationInfo) -> list[str]:
-    steps = _texts(value, info)
+    """The plan's steps, each one line (a run of whitespace, line breaks included, one
+    space: a step never prints as more numbered lines than it is)."""
+    steps = [" ".join(step.split()) for step in _texts(value, info)]
     if not steps:
         raise ValueError(f"`{info.field_name}` must be a list of non-empty strings")
     return steps
