@@ -132,16 +132,12 @@ class Busy:
         """Wait until ``times`` lines starting with ``start`` are in the outbox (the hub
         has taken the messages: their jobs are queued)."""
 
-        async def look() -> None:
-            while True:
-                rows = await self.app.store.outbox.rows()
-                actions = [r.action for r in rows]
-                said = [a for a in actions if isinstance(a, PostReply) and a.text.startswith(start)]
-                if len(said) >= times:
-                    return
-                await asyncio.sleep(0.01)
+        async def said() -> bool:
+            actions = [r.action for r in await self.app.store.outbox.rows()]
+            lines = [a for a in actions if isinstance(a, PostReply) and a.text.startswith(start)]
+            return len(lines) >= times
 
-        await asyncio.wait_for(look(), WAIT)
+        await wait_for(said, seconds=WAIT)
 
     async def settle(self) -> None:
         await self.t.settle()
@@ -729,14 +725,11 @@ async def test_an_interrupt_while_a_command_runs_lets_it_end_and_cancels_the_nex
         await chat.mention("wait, then read the README")
         await chat.react(chat.bot_message("📋 Plan (v1)"))
 
-        async def running() -> None:
-            while True:
-                record = (await chat.snapshot()).tool_calls.get("toolu_job")
-                if record is not None and record.process is not None:
-                    return
-                await asyncio.sleep(0.01)
+        async def running() -> bool:
+            record = (await chat.snapshot()).tool_calls.get("toolu_job")
+            return record is not None and record.process is not None
 
-        await asyncio.wait_for(running(), WAIT)
+        await wait_for(running, seconds=WAIT)
         b = Busy("console", _Console(app, chat))
         said = await b.say("never mind, just say hi")
         await b.told("⏸ Interrupting")

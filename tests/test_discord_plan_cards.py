@@ -34,6 +34,7 @@ from conversations.plan_cards import plan_message
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.run_events import PlanProposed
+from tests.conftest import wait_for
 from tests.fakes.discord_api import (
     GUILD_ID,
     HUMAN_USERS,
@@ -62,9 +63,7 @@ def marks(message: dict[str, Any]) -> tuple[str, ...]:
 
 async def until(check: Callable[[], bool]) -> None:
     """Wait for ``check`` to hold (the event the test expects), at most :data:`WAIT`."""
-    async with asyncio.timeout(WAIT):
-        while not check():  # noqa: ASYNC110
-            await asyncio.sleep(0.005)
+    await wait_for(check, seconds=WAIT)
 
 
 def posted_by(g: Guild, message: dict[str, Any]) -> RecordedCall:
