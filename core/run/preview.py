@@ -18,8 +18,9 @@ text and returns).
 
 from __future__ import annotations
 
-import json
 from typing import Protocol
+
+from pydantic_core import from_json
 
 ANSWER_TOOL = "finish"
 """The control call whose ``answer`` input is the final answer (:mod:`core.tools.control`)."""
@@ -87,102 +88,14 @@ def partial_answer(written: str) -> str | None:
     """The ``answer`` string of a JSON object written up to here, as far as it goes.
 
     ``written`` is a prefix of an object's JSON (``{"answer": "The fix is`` ...).
-    Returns the decoded characters of the top-level ``answer`` string read so far
-    (an escape cut in the middle is left for the next piece), or None while its
-    value has not begun, or when it is not a string. Other keys, before or after it,
-    are passed over whatever their values."""
-    pos = _skip(written, 0)
-    if pos >= len(written) or written[pos] != "{":
+    Returns the decoded characters of the top-level ``answer`` string read so far (an
+    escape or a surrogate pair cut in the middle is left for the next piece), or None
+    while its key has not come, or when it is not a string. Read by pydantic-core's
+    partial JSON parser (``from_json(allow_partial="trailing-strings")``:
+    https://docs.pydantic.dev/latest/concepts/json/#partial-json-parsing)."""
+    try:
+        value = from_json(written, allow_partial="trailing-strings")
+    except ValueError:
         return None
-    pos += 1
-    while True:
-        pos = _skip(written, pos)
-        if pos >= len(written) or written[pos] != '"':
-            return None
-        key, pos, whole = _string(written, pos)
-        if not whole:
-            return None
-        pos = _skip(written, pos)
-        if pos >= len(written) or written[pos] != ":":
-            return None
-        pos = _skip(written, pos + 1)
-        if pos >= len(written):
-            return None
-        if key == "answer":
-            if written[pos] != '"':
-                return None
-            value, _, _ = _string(written, pos)
-            return value
-        end = _value_end(written, pos)
-        if end is None:
-            return None
-        pos = _skip(written, end)
-        if pos >= len(written) or written[pos] != ",":
-            return None
-        pos += 1
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
-
-
-def _string(text: str, pos: int) -> tuple[str, int, bool]:
-    """The JSON string opening at ``text[pos]`` (a quote): its decoded characters read so
-    far, the position after it, and whether it closed."""
-    out: list[str] = []
-    pos += 1
-    while pos < len(text):
-        char = text[pos]
-        if char == '"':
-            return "".join(out), pos + 1, True
-        if char != "\\":
-            out.append(char)
-            pos += 1
-            continue
-        size = 6 if text[pos + 1 : pos + 2] == "u" else 2
-        if text[pos + 1 : pos + 2] == "u" and text[pos + 2 : pos + 6].lower() in _HIGH_SURROGATES:
-            size = 12  # a surrogate pair is decoded whole
-        escape = text[pos : pos + size]
-        if len(escape) < size:
-            break  # cut in the middle: the next piece completes it
-        try:
-            out.append(json.loads(f'"{escape}"'))
-        except ValueError:
-            break
-        pos += size
-    return "".join(out), pos, False
-
-
-_HIGH_SURROGATES = frozenset(
-    f"d{c}{d}{e}" for c in "89ab" for d in "0123456789abcdef" for e in "0123456789abcdef"
-)
-
-
-def _value_end(text: str, pos: int) -> int | None:
-    """The position after the JSON value starting at ``pos``, or None when it has not
-    ended within ``text``."""
-    if text[pos] == '"':
-        _, end, whole = _string(text, pos)
-        return end if whole else None
-    depth = 0
-    while pos < len(text):
-        char = text[pos]
-        if char == '"':
-            _, pos, whole = _string(text, pos)
-            if not whole:
-                return None
-            continue
-        if char in "[{":
-            depth += 1
-        elif char in "]}":
-            if depth == 0:
-                return pos
-            depth -= 1
-            if depth == 0:
-                return pos + 1
-        elif char == "," and depth == 0:
-            return pos
-        pos += 1
-    return None
+    answer = value.get("answer") if isinstance(value, dict) else None
+    return answer if isinstance(answer, str) else None
