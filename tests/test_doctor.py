@@ -218,7 +218,9 @@ async def test_a_bubblewrap_that_confines_nothing_is_caught_reading_secrets_and_
     # Nothing leaves the machine: the "public" address is a closed port of this host.
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
-        monkeypatch.setattr("bot.doctor.PUBLIC_TARGET", f"127.0.0.1:{closed.getsockname()[1]}")
+        monkeypatch.setattr(
+            "bot.doctor_sandbox.PUBLIC_TARGET", f"127.0.0.1:{closed.getsockname()[1]}"
+        )
         settings = Settings(
             bwrap=str(bwrap), database_url="memory://", workspace_root=tmp_path / "ws"
         )
