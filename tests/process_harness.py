@@ -415,5 +415,15 @@ class Channel:
         return [str(m.get("text", "")) for m in self.bot_posts(thread)]
 
     def post_with(self, thread: str, marker: str) -> dict[str, Any] | None:
-        found = [m for m in self.bot_posts(thread) if marker in str(m.get("text", ""))]
+        """The bot's last whole message in ``thread`` whose text holds ``marker``, or None.
+
+        A streamed answer counts once its stream has stopped: while it streams, its text
+        lacks the closing line (the requester's mention, the workflow) that
+        ``chat.stopStream`` adds."""
+        found = [
+            m
+            for m in self.bot_posts(thread)
+            if marker in str(m.get("text", ""))
+            and self.api.streams.get(str(m["ts"]), {}).get("state") != "streaming"
+        ]
         return found[-1] if found else None
