@@ -59,8 +59,8 @@ class AnswerStreamer(Protocol):
         """End the stream of ``message``, adding ``text`` (may be empty) first."""
         ...
 
-    async def left_open(self, thread: PlatformRef, opening: str) -> str | None:
-        """The message id of a stream of an answer (opening with ``opening``) that a
+    async def left_open(self, thread: PlatformRef, openings: tuple[str, ...]) -> str | None:
+        """The message id of a stream (opening with one of ``openings``, its marks) that a
         process left in ``thread`` when it died, if it is the bot's newest message there;
         None otherwise. Never raises."""
         ...

@@ -37,11 +37,14 @@ class Recorded:
     def __init__(self) -> None:
         self.told: list[tuple[str, str, str | bool]] = []
 
+    def wrote(self, conversation_id: str, text: str) -> None:
+        self.told.append(("wrote", conversation_id, text))
+
     def grew(self, conversation_id: str, text: str) -> None:
         self.told.append(("grew", conversation_id, text))
 
-    def ended(self, conversation_id: str, answered: bool) -> None:
-        self.told.append(("ended", conversation_id, answered))
+    def ended(self, conversation_id: str, whole: bool) -> None:
+        self.told.append(("ended", conversation_id, whole))
 
     def texts(self) -> list[str]:
         return [str(t) for kind, _, t in self.told if kind == "grew"]

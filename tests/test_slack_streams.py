@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import SecretStr
 
 from conversations.events import TOO_LONG
-from conversations.outbox._streams import OPENING
+from conversations.outbox._previews import OPENING, WRITING
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.vocabulary.errors import ModelError
 from tests.conftest import wait_for
-from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, tool_use
+from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
 from tests.slack_harness import ALICE, BOB, CHANNEL, WAIT, Workspace, slack_workspace
 
@@ -274,3 +274,126 @@ async def test_a_restart_whose_run_then_fails_closes_the_stream_left_open(
             failure = [c for c in api.calls_of("chat.postMessage") if "⚠️" in c.args["text"]]
             assert stop.seq < failure[0].seq
             assert api.posted_texts(CHANNEL, root)[0] == OPENING + "The session "
+
+
+# --- a turn's text: its progress note, or the answer ----------------------------------
+
+PROSE = "I will list the workspace's files first, then read the fixture of the failing test."
+
+
+def prose(text: str, *calls: ScriptedCall) -> tuple[ScriptedTurn, asyncio.Event]:
+    """A turn that writes ``text`` 20 characters at a time, then ``calls``, waiting after
+    the first piece until the event is set."""
+    between = asyncio.Event()
+    return ScriptedTurn(text=text, calls=calls, chunk=20, between=between), between
+
+
+def said(ws: Workspace, root: str, text: str) -> list[dict[str, Any]]:
+    """The bot's messages in the thread that hold ``text``."""
+    return [m for m in ws.posts(root) if text in m.get("text", "")]
+
+
+def finishing(answer: str) -> ScriptedTurn:
+    return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": answer})])
+
+
+async def test_a_turns_text_streams_and_becomes_its_progress_note(settings) -> None:
+    turn, between = prose(PROSE, ScriptedCall("list_files", {}))
+    async with slack_workspace(settings, ScriptedModel([turn, finishing(ANSWER)])) as ws:
+        root = await ws.mention("what is in the workspace? workflow=chat", settle=False)
+        ts = await started(ws)
+        shown = ws.api.message(CHANNEL, ts)
+        assert shown is not None and shown["text"] == WRITING + PROSE[:20]  # as it is written
+        between.set()
+        await settled(ws, root)
+
+        [note] = said(ws, root, PROSE)  # the streamed message is the note, whole, once
+        assert note["ts"] == ts and note["text"] == WRITING + PROSE
+        stream = ws.api.streams[ts]
+        assert stream["state"] == "stopped"
+        assert "".join(stream["chunks"]) == note["text"]
+        assert not [c for c in ws.calls("chat.postMessage") if PROSE in c.args["text"]]
+        [stop] = [c for c in ws.calls("chat.stopStream") if c.args["ts"] == ts]
+        assert stop.args["metadata"]["event_payload"]["key"] == f"tb-{(await ws.outbox())[ts]}"
+        [answer] = answers(ws, root)  # the answer after it, in a message of its own
+        assert answer["ts"] != ts and answer["text"].split("\n")[0] == OPENING + ANSWER
+        order = [m["ts"] for m in ws.posts(root)]
+        assert order.index(ts) < order.index(answer["ts"])
+
+
+async def test_a_reply_in_prose_where_a_call_is_due_streams_and_becomes_its_note(
+    settings,
+) -> None:
+    turn, between = prose(PROSE)  # the chat workflow's answer is finish's: a nudge follows
+    async with slack_workspace(settings, ScriptedModel([turn, finishing(ANSWER)])) as ws:
+        root = await ws.mention("why do the login tests fail? workflow=chat", settle=False)
+        ts = await started(ws)
+        between.set()
+        await settled(ws, root)
+
+        [note] = said(ws, root, PROSE)
+        assert note["ts"] == ts and note["text"] == WRITING + PROSE
+        texts = [m["text"] for m in ws.posts(root)]
+        reminded = next(i for i, t in enumerate(texts) if t.startswith("↩️"))
+        assert texts.index(note["text"]) < reminded
+        [answer] = answers(ws, root)
+        assert answer["text"].split("\n")[0] == OPENING + ANSWER
+
+
+async def test_a_turn_with_text_and_finish_streams_the_note_then_the_answer(settings) -> None:
+    turn, between = prose(PROSE, ScriptedCall("finish", {"answer": ANSWER}))
+    async with slack_workspace(settings, ScriptedModel([turn])) as ws:
+        root = await ws.mention("why do the login tests fail? workflow=chat", settle=False)
+        ts = await started(ws)
+        between.set()
+        await settled(ws, root)
+
+        [note] = said(ws, root, PROSE)
+        [answer] = answers(ws, root)
+        assert note["ts"] == ts and note["text"] == WRITING + PROSE
+        assert answer["text"].split("\n")[0] == OPENING + ANSWER
+        order = [m["ts"] for m in ws.posts(root)]
+        assert order.index(note["ts"]) < order.index(answer["ts"])
+        assert not [c for c in ws.calls("chat.postMessage") if PROSE in c.args["text"]]
+        assert all(state["state"] == "stopped" for state in ws.api.streams.values())
+
+
+async def test_in_the_status_mode_the_streamed_note_stands_alone(settings) -> None:
+    settings.progress_mode = "status"
+    turn, between = prose(PROSE, ScriptedCall("list_files", {}))
+    async with slack_workspace(settings, ScriptedModel([turn, finishing(ANSWER)])) as ws:
+        root = await ws.mention("what is in the workspace? workflow=chat", settle=False)
+        ts = await started(ws)
+        between.set()
+        await settled(ws, root)
+
+        [note] = said(ws, root, PROSE)
+        assert note["ts"] == ts and note["text"] == WRITING + PROSE
+        assert ws.api.streams[ts]["state"] == "stopped"
+        [answer] = answers(ws, root)
+        assert answer["text"].split("\n")[0] == OPENING + ANSWER
+
+
+async def test_the_real_clients_text_deltas_stream_the_turns_text(settings) -> None:
+    gate = asyncio.Event()
+    first = Reply(
+        content=[text(PROSE), tool_use("toolu_01", "list_files", {})], gate_after=5, gate=gate
+    )  # message_start, the text block's start, a ping, two words: then wait
+    then = Reply(content=[tool_use("toolu_02", "finish", {"answer": ANSWER})])
+    async with FakeAnthropicServer([first, then]) as model_api:
+        settings.anthropic_api_key = SecretStr("sk-ant-stream-test")
+        settings.anthropic_base_url = model_api.base_url
+        async with slack_workspace(settings, None) as ws:
+            root = await ws.mention("what is in the workspace? workflow=chat", settle=False)
+            ts = await started(ws)
+            shown = ws.api.message(CHANNEL, ts)
+            assert shown is not None and WRITING + PROSE != shown["text"]
+            assert (WRITING + PROSE).startswith(shown["text"])  # half written, shown
+            gate.set()
+            await settled(ws, root)
+
+            [note] = said(ws, root, PROSE)
+            assert note["ts"] == ts and note["text"] == WRITING + PROSE
+            assert "".join(ws.api.streams[ts]["chunks"]) == note["text"]
+            [answer] = answers(ws, root)
+            assert answer["text"].split("\n")[0] == OPENING + ANSWER

@@ -338,7 +338,7 @@ class SlackAdapter:
         """``chat.stopStream`` of ``message``, ending with ``text``."""
         await self._sender.streams.stop(thread, message, text)
 
-    async def left_open(self, thread: PlatformRef, opening: str) -> str | None:
+    async def left_open(self, thread: PlatformRef, openings: tuple[str, ...]) -> str | None:
         """A stream left open in ``thread`` by a process that died, if any (asked before
         the adapter started, the bot's user id comes from ``auth.test``)."""
         user = self.me.user_id if self.me is not None else ""
@@ -346,7 +346,7 @@ class SlackAdapter:
             with contextlib.suppress(*UNREACHABLE):  # a refusal is a SlackClientError too
                 data = (await self.client.auth_test()).data
                 user = (text(data.get("user_id")) if isinstance(data, dict) else None) or ""
-        return await self._sender.streams.left_open(thread, user, opening) if user else None
+        return await self._sender.streams.left_open(thread, user, openings) if user else None
 
 
 class _WithoutTokenNotice(logging.Filter):

@@ -21,7 +21,7 @@ message is kept, so the answer's row finalises it exactly:
 
 Every stream threadbot stops itself carries ``metadata`` (the answer's outbox key, or
 :data:`STREAM_EVENT_TYPE`), so a stream a dead process left open is the bot's newest
-message in the thread with none, no files, opening with the answer's mark
+message in the thread with none, no files, opening with a preview's mark
 (:meth:`SlackStreams.left_open`, read with ``conversations.replies``).
 
 Every call goes through the client that retries nothing (appending twice would show
@@ -99,10 +99,13 @@ class SlackStreams:
         )
         self._sent[ts] = self._sent.get(ts, "") + escaped
 
-    async def left_open(self, thread: PlatformRef, bot_user: str, opening: str) -> str | None:
+    async def left_open(
+        self, thread: PlatformRef, bot_user: str, openings: tuple[str, ...]
+    ) -> str | None:
         """The ts of a stream a process left open in ``thread``: the newest message of
-        ``bot_user`` there, if it has no metadata and no files and opens with ``opening``
-        (see the module docstring); None when there is none, or Slack would not say."""
+        ``bot_user`` there, if it has no metadata and no files and opens with one of
+        ``openings`` (see the module docstring); None when there is none, or Slack would
+        not say."""
         if thread.thread is None:
             return None
         try:
@@ -122,7 +125,8 @@ class SlackStreams:
         newest = ours[-1]
         if newest.get("metadata") or newest.get("files"):
             return None
-        return str(newest["ts"]) if str(newest.get("text", "")).startswith(opening) else None
+        opens = str(newest.get("text", "")).startswith(tuple(escape(o) for o in openings))
+        return str(newest["ts"]) if opens else None
 
     async def set_aside(self, action: PostReply) -> None:
         """The answer of ``action`` goes as before (too long for its streamed message, or

@@ -36,6 +36,8 @@ class StatusWorker(ConversationWorker):
             return sent
         board = self.state.board
         rows, more = await self.read()
+        if rows and (streamed := await self.streamed_note(rows)) is not None:
+            return streamed
         notes = leading_notes(rows)
         board.add(notes)
         milestone = rows[len(notes)] if len(notes) < len(rows) else None

@@ -272,13 +272,33 @@ class ConversationWorker(ABC):
         """Send the answer's row, finalising its streamed preview, if any
         (:mod:`conversations.outbox._streams`)."""
         action = row.action
-        streamed = await streams.finalising(self.conversation_id)
-        if streamed is not None and isinstance(action, PostReply):
+        if not isinstance(action, PostReply):
+            return await self.deliver([row], action)
+        streamed = await streams.finalising(self.conversation_id, action.text)
+        if streamed is None:
+            await streams.close(self.conversation_id)  # a turn's text left open: as it is
+        else:
             action = action.model_copy(update={"streamed": streamed})
         outcome = await self.deliver([row], action)
         if isinstance(outcome, Sent) or outcome.final:
             streams.settled(self.conversation_id)
         return outcome
+
+    async def streamed_note(self, rows: Sequence[PendingSend]) -> Next | None:
+        """Send the first of ``rows`` alone, at once, when it is a note that finalises its
+        turn's streamed text (:meth:`AnswerStreams.finalising`); None when it is not."""
+        streams = self.ctx.streams
+        first = rows[0].action if rows else None
+        if streams is None or rows[0].purpose != NOTE or not isinstance(first, PostReply):
+            return None
+        streamed = await streams.finalising(self.conversation_id, first.text, answer=False)
+        if streamed is None:
+            return None
+        outcome = await self.deliver(rows[:1], first.model_copy(update={"streamed": streamed}))
+        if isinstance(outcome, Sent) or outcome.final:
+            streams.settled(self.conversation_id)
+            self.state.last_note = self.ctx.clock.now()
+        return self.follow(outcome)
 
     @staticmethod
     def follow(outcome: Outcome) -> Next:
@@ -297,6 +317,8 @@ class RepliesWorker(ConversationWorker):
         rows, more = await self.read()
         if not rows:
             return self.plan_wait() or "done"
+        if (streamed := await self.streamed_note(rows)) is not None:
+            return streamed
         notes = leading_notes(rows)
         if not notes:
             return await self.milestone(rows[0])

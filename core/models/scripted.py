@@ -67,11 +67,12 @@ class ScriptedTurn:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the model starts answering with this turn (before the gate)."""
     chunk: int = 0
-    """Characters per :class:`~core.models.base.ToolInputDelta` of each call's input JSON
-    (0: the whole JSON in one), so a test cuts a streamed answer where it wants."""
+    """Characters per :class:`~core.models.base.TextDelta` of the text and per
+    :class:`~core.models.base.ToolInputDelta` of each call's input JSON (0: each whole in
+    one), so a test cuts a streamed text or answer where it wants."""
     between: asyncio.Event | None = None
-    """When given, the model waits on it after its first input piece, so a test acts
-    (a restart) while a streamed answer is half written."""
+    """When given, the model waits on it after its first piece (of text, else of input),
+    so a test acts (a restart) while a streamed text or answer is half written."""
 
 
 class ScriptedModel:
@@ -111,7 +112,7 @@ class ScriptedModel:
         pieces = 0
         async for event in events:
             yield event
-            if isinstance(event, ToolInputDelta) and turn.between is not None:
+            if isinstance(event, TextDelta | ToolInputDelta) and turn.between is not None:
                 pieces += 1
                 if pieces == 1:
                     await turn.between.wait()
@@ -187,16 +188,17 @@ async def canned_events(
 
     ``model`` names the model in the usage event; ``<turn>`` is the number of
     assistant turns in ``request``'s history, the expert's named after its view (see
-    the module docstring). Each call's input JSON comes first as
-    :class:`~core.models.base.ToolInputDelta` pieces of ``chunk`` characters (0: one
-    piece), as the Messages API streams it.
+    the module docstring). The text comes as :class:`~core.models.base.TextDelta` pieces
+    and each call's input JSON as :class:`~core.models.base.ToolInputDelta` pieces, of
+    ``chunk`` characters each (0: one piece), as the Messages API streams them.
     """
     turn = _turn_number(request)
     if request.role == "expert" and request.messages:  # a view of its own: see the docstring
         first = json.dumps(request.messages[0]["content"], sort_keys=True, default=str)
         prefix += "_expert" + hashlib.sha256(first.encode()).hexdigest()[:8]
-    if text:
-        yield TextDelta(text=text)
+    size = chunk if chunk > 0 else max(len(text), 1)
+    for start in range(0, len(text), size):
+        yield TextDelta(text=text[start : start + size])
     ids = [call.id or f"toolu_{prefix}_{turn}_{index}" for index, call in enumerate(calls)]
     opening = 1 if text else 0  # the text block comes first among the content blocks
     for index, call in enumerate(calls):

@@ -1,25 +1,25 @@
 """One model call of a run: the request, the streamed answer, its usage and cost.
 
-The request is the same in every position, the cached prefix of every call: the
-run's system prompt and every tool offered here (:func:`tools_of`: ``ask_expert``
-only where an expert may be consulted; a position's instructions are in the history,
+The request is the same in every position, the cached prefix of every call: the run's
+system prompt and every tool offered here (:func:`tools_of`: ``ask_expert`` only where
+an expert may be consulted; a position's instructions are in the history,
 :class:`core.vocabulary.entries.StepEntered`, and the tools it does not offer are
 refused when called, :mod:`core.run.admission`). Its model is the position's role's
-(:meth:`core.workflows.model.Workflow.role_at`, :meth:`core.run.settings.EngineSettings.model_of`:
-the planner's while planning, the executor's once the plan is approved), unless the
-run's scope names a role of its own (the expert's, in a delegation:
-:attr:`core.run.scope.Scope.role`, :func:`role_of`), and the journaled usage names
-that role. Its messages are the run's history (:class:`core.run.history.History`):
-the whole of it, or, for the executor when its model differs from the planner's, the
-executor's own view, which starts from the approved plan (:func:`own_plan`). The answer becomes an
+(:meth:`core.workflows.model.Workflow.role_at`,
+:meth:`core.run.settings.EngineSettings.model_of`: the planner's while planning, the
+executor's once the plan is approved), unless the run's scope names a role of its own
+(the expert's, in a delegation: :attr:`core.run.scope.Scope.role`, :func:`role_of`), and
+the journaled usage names that role. Its messages are the run's history
+(:class:`core.run.history.History`): the whole of it, or, for the executor when its
+model differs from the planner's, the executor's own view, which starts from the
+approved plan (:func:`own_plan`). The answer becomes an
 :class:`core.vocabulary.entries.AssistantTurn`, journaled with its tokens, latency,
 price entry and cost (:mod:`core.pricing`), in its trace span
-(:meth:`core.tracing.RunSpan.model_call`). While the model writes a ``finish`` call of
-the conversation's own run, its ``answer`` so far goes to the deps' preview
-(:mod:`core.run.preview`, docs/architecture.md "Streamed answers"). :func:`answer`
-asks a request made elsewhere (an expert's consultation, :mod:`core.run.consultation`)
-the same way.
-"""
+(:meth:`core.tracing.RunSpan.model_call`). While the model writes a turn of the
+conversation's own run, its text so far and its ``finish`` call's ``answer`` so far go
+to the deps' preview (:mod:`core.run.preview`, docs/architecture.md "Streamed answers").
+:func:`answer` asks a request made elsewhere (an expert's consultation,
+:mod:`core.run.consultation`) the same way."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from core.models.base import (
 from core.pricing import priced
 from core.run.deps import RunDeps
 from core.run.executor_view import approved_plan
-from core.run.preview import ANSWER_TOOL, AnswerPieces
+from core.run.preview import AnswerPieces
 from core.run.state import Run
 from core.tools import control
 from core.vocabulary.entries import AssistantTurn, ModelRole, ModelUsage, ToolCall
@@ -137,6 +137,8 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
             match event:
                 case TextDelta():
                     text.append(event.text)
+                    if pieces is not None and event.text.strip():
+                        deps.preview.wrote(run.conversation_id, "".join(text).strip())
                 case ToolInputDelta():
                     grown = (
                         None
@@ -160,10 +162,9 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
                     stop_reason = event.stop_reason
                     content = event.content
         whole = True
-    finally:  # a turn that broke off ends its preview too, unanswered
-        if pieces is not None and pieces.shown:
-            answered = whole and any(c.name == ANSWER_TOOL for c in calls)
-            deps.preview.ended(run.conversation_id, answered)
+    finally:  # a turn that broke off ends its preview too
+        if pieces is not None and (pieces.shown or any(t.strip() for t in text)):
+            deps.preview.ended(run.conversation_id, whole)
     return AssistantTurn(
         text="".join(text).strip(),
         tool_calls=tuple(calls),
@@ -175,7 +176,8 @@ async def _streamed(run: Run, deps: RunDeps, request: ModelRequest, position: st
 
 
 def _previewed(run: Run, position: str) -> bool:
-    """Whether a turn of ``run`` at ``position`` shows its answer as it is written: the
+    """Whether a turn of ``run`` at ``position`` shows its text and answer as they are
+    written: the
     conversation's own run, not a nested scope's (an expert's ``finish`` hands back, it
     answers nobody), where ``finish`` leads straight to an ``end`` state (elsewhere, in a
     workflow's fix step, say, its answer is not the one the conversation ends with)."""

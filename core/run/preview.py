@@ -1,16 +1,24 @@
-"""The answer's preview: ``finish``'s ``answer`` as the model writes it, told to whoever shows it.
+"""The turn's preview: the model's text and ``finish``'s ``answer`` as the model writes
+them, told to whoever shows them.
 
-The model streams a ``tool_use`` block's input as JSON pieces
-(:class:`core.models.base.ToolInputDelta`; the Messages API's ``input_json_delta``,
-https://docs.anthropic.com/en/docs/build-with-claude/streaming). While a turn of the
-conversation's own run (not an expert's, in a delegation) writes a ``finish`` call,
-:class:`AnswerPieces` reads the ``answer`` string out of the JSON written so far
-(:func:`partial_answer`) and the turn tells its :class:`AnswerPreview` each time it
-grows (:meth:`AnswerPreview.grew`, the whole answer so far), then, at the turn's end,
-whether the response came whole with its ``finish`` call (:meth:`AnswerPreview.ended`;
-a response that broke off ends unanswered). The preview
-is only shown: nothing here is journaled, and the answer itself is the ``finish``
-call's, committed and delivered as before (docs/architecture.md "Streamed answers").
+A turn of the conversation's own run (not an expert's, in a delegation) where ``finish``
+leads straight to an ``end`` state is previewed (:func:`core.run.model_turn`):
+
+- its text (the prose before its tool calls, or a whole reply in prose) is told as it
+  grows (:meth:`AnswerPreview.wrote`, the text so far, stripped): it becomes the turn's
+  progress note (every agent state offers ``finish``, so a reply in prose is nudged,
+  :mod:`core.run.nudges`), whose row finalises what was shown;
+- the ``answer`` of its ``finish`` call is read out of the call's input JSON as it is
+  written (:class:`core.models.base.ToolInputDelta`; the Messages API's
+  ``input_json_delta``, https://docs.anthropic.com/en/docs/build-with-claude/streaming;
+  :class:`AnswerPieces`, :func:`partial_answer`) and told as it grows
+  (:meth:`AnswerPreview.grew`);
+- at the turn's end, whether the response came whole (:meth:`AnswerPreview.ended`; a
+  response that broke off is asked again, and what the next one writes goes on in the
+  same preview, or, where it differs, the row edits the whole text in).
+
+The preview is only shown: nothing here is journaled, and the note and the answer are
+committed and delivered as before (docs/architecture.md "Streamed answers").
 
 Pure and synchronous: a preview must not block or fail a run (the hub's takes the
 text and returns).
@@ -27,28 +35,35 @@ ANSWER_TOOL = "finish"
 
 
 class AnswerPreview(Protocol):
-    """Where a conversation's answer goes while the model writes it.
+    """Where a conversation's turn goes while the model writes it.
 
-    ``grew(conversation_id, text)``: the answer so far (each call a longer text);
-    ``ended(conversation_id, answered)``: the turn ended, ``answered`` when the response
-    came whole with its ``finish`` call (the answer's outbox row finalises what was
-    shown), else False (the response broke off: the turn is asked again, and what was
-    shown is closed as it is). Neither may raise or block."""
+    ``wrote(conversation_id, text)``: the turn's text so far (each call a longer text,
+    stripped); ``grew(conversation_id, text)``: its ``finish`` answer so far (each call a
+    longer text); ``ended(conversation_id, whole)``: the turn ended, ``whole`` when the
+    response came to its end (its note or answer row finalises what was shown), else
+    False (the response broke off: the turn is asked again). None may raise or block."""
+
+    def wrote(self, conversation_id: str, text: str) -> None:
+        """The text of ``conversation_id``'s turn written so far is ``text``."""
+        ...
 
     def grew(self, conversation_id: str, text: str) -> None:
         """The answer of ``conversation_id`` written so far is ``text``."""
         ...
 
-    def ended(self, conversation_id: str, answered: bool) -> None:
-        """The turn that wrote ``conversation_id``'s answer ended (see the class)."""
+    def ended(self, conversation_id: str, whole: bool) -> None:
+        """The turn that wrote ``conversation_id``'s preview ended (see the class)."""
         ...
 
 
 class _NoPreview:
+    def wrote(self, conversation_id: str, text: str) -> None:
+        return None
+
     def grew(self, conversation_id: str, text: str) -> None:
         return None
 
-    def ended(self, conversation_id: str, answered: bool) -> None:
+    def ended(self, conversation_id: str, whole: bool) -> None:
         return None
 
 
