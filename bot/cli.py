@@ -9,8 +9,10 @@ background task gave up, 2 on a usage or settings error, 130 after a second Ctrl
 needed works, 1 when a check failed, 2 on a usage or settings error.
 ``threadbot schedules`` lists the scheduled runs and their next times (:mod:`bot.schedules`).
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
-(:mod:`bot.usage_report`). ``threadbot workflows check FILE...`` checks workflow files
-and ``threadbot workflows show NAME`` prints one (:mod:`bot.workflow_commands`): 0, or
+(:mod:`bot.usage_report`); ``threadbot audit`` every decision and refused attempt, oldest
+first, reading the database without writing (:mod:`bot.audit_report`). ``threadbot
+workflows check FILE...`` checks workflow files and ``threadbot workflows show NAME``
+prints one (:mod:`bot.workflow_commands`): 0, or
 2 for a file that does not load or an unknown name. ``threadbot db``, ``threadbot
 settings`` or ``threadbot workflows`` without a subcommand lists its subcommands (exit
 2). Output cut short by a closed pipe (``threadbot doctor | head -1``) ends quietly
@@ -111,6 +113,22 @@ def _parser() -> argparse.ArgumentParser:
         "--since", type=_since, help="from this day (UTC) or ISO time on, e.g. 2026-12-01"
     )
     usage.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    audit = commands.add_parser(
+        "audit",
+        help="who decided what, when and how, refused attempts included (reads only)",
+        description=(
+            "Print every decision and every refused attempt in the store, oldest first: "
+            "when, the conversation, the channel, the request and its plan version, who "
+            "(a platform user id), how (reaction, button, reply, command, native_stop), "
+            "what came of it and why. Opens the database read-only."
+        ),
+    )
+    audit.add_argument("--conversation", metavar="ID", help="only this conversation's")
+    audit.add_argument("--channel", metavar="ID", help="only this channel's (its platform id)")
+    audit.add_argument(
+        "--since", type=_since, help="from this day (UTC) or ISO time on, e.g. 2026-12-01"
+    )
+    audit.add_argument("--json", action="store_true", help="a JSON list instead of lines")
     return parser
 
 

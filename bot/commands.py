@@ -75,6 +75,18 @@ def run(args: argparse.Namespace) -> int:
         from bot.usage_report import usage
 
         return asyncio.run(usage(settings, args.by, args.since, args.json))
+    if args.command == "audit":
+        from bot.audit_report import audit
+
+        return asyncio.run(
+            audit(
+                settings,
+                conversation=args.conversation,
+                channel=args.channel,
+                since=args.since,
+                json_out=args.json,
+            )
+        )
     if args.command == "workflows":
         if args.workflows_command == "check":
             return check_files(args.files)

@@ -11,11 +11,12 @@ console message id); ``message`` is the message the event is about.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, assert_never
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter
 
 from conversations.actions import ButtonAction, decode, encode
+from core.vocabulary.audit import Means
 from core.vocabulary.run_events import StepStatus
 
 
@@ -124,7 +125,13 @@ class ReactionChanged(BaseModel):
 
 
 class CommandInvoked(BaseModel):
-    """A command such as ``/stop``: its name without the slash, its argument text."""
+    """A command such as ``/stop``: its name without the slash, its argument text.
+
+    ``means``: how the person gave it, as the adapter knows (the audit trail records it):
+    typed (``command``), Slack's stop button on the thread's agent session
+    (``native_stop``, ``agent_session_stopped``), or the console's reaction on one call
+    of a tool approval (``reaction``, ``+✅ N.K``).
+    """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["command_invoked"] = "command_invoked"
@@ -133,6 +140,7 @@ class CommandInvoked(BaseModel):
     author: Author
     name: str
     args: str = ""
+    means: Literal["command", "native_stop", "reaction"] = "command"
 
 
 class ButtonPressed(BaseModel):
@@ -156,6 +164,23 @@ InboundEvent = Annotated[
     Field(discriminator="kind"),
 ]
 inbound_adapter: TypeAdapter[InboundEvent] = TypeAdapter(InboundEvent)
+
+
+def means_of(event: InboundEvent) -> Means:
+    """How the person acted, for the audit trail: a message in a thread is a ``reply``, a
+    reaction a ``reaction``, a button a ``button``; a command says its own
+    (:attr:`CommandInvoked.means`)."""
+    match event:
+        case MessagePosted():
+            return "reply"
+        case ReactionChanged():
+            return "reaction"
+        case ButtonPressed():
+            return "button"
+        case CommandInvoked():
+            return event.means
+        case _:
+            assert_never(event)
 
 
 # --- outbound --------------------------------------------------------------------

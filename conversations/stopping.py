@@ -33,7 +33,11 @@ a stop starts the next run instead of being dropped with the stopped one
 (docs/architecture.md, "One mention, one approval, one stop").
 
 No instance other than the holder ever writes a result for a running call, so no
-call has two results.
+call has two results. How the stop was given (its means: ``/stop``, 🛑, a Stop button,
+``stop`` in the thread, Slack's stop button) travels with it, in the stop request too:
+the stop's commit records it in the audit trail, and a stop that stopped nothing is
+recorded as refused with the notice that says so (docs/architecture.md, "The audit
+trail").
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ from conversations.store import ConversationInfo, StopRequest, StopRequests, Thr
 from conversations.store.leases import Leases, LeaseState
 from conversations.store.owners import holder_gone
 from core.context import now
+from core.requests.audit import refused
 from core.run.engine import Engine
+from core.vocabulary.audit import STOP, Audited, Means
 from core.vocabulary.inputs import StopOutcome
 from core.vocabulary.people import Person
 
@@ -56,6 +62,12 @@ log = logging.getLogger(__name__)
 
 Notice = Callable[[ConversationInfo, str], Awaitable[None]]
 """Posts a short message in the conversation's thread."""
+Refuse = Callable[[ConversationInfo, Audited, str], Awaitable[None]]
+"""Records a refused attempt in the audit trail with its notice (if any), in one write
+(:meth:`conversations.hub._refusals.Refusals.refuse`)."""
+StopQueued = Callable[[ConversationInfo, Person, Means | None], Awaitable[bool]]
+"""Stops a start that waited for its slot, as a person asked by a means
+(:meth:`conversations.hub._queued.Queueing.stop_queued`)."""
 
 NOTHING_RUNNING = "Nothing is running here."
 ALREADY_ENDED = "⏹ Nothing was stopped: the run this stop was aimed at had already ended."
@@ -80,6 +92,8 @@ class Stopper:
     posts from its own outbox, cannot come first. ``stop_queued`` stops a start that
     was waiting for its slot when the stop cancelled it, in a conversation not active
     (:meth:`conversations.hub._queued.Queueing.stop_queued`), when nothing else ran.
+    ``refuse`` records a stop that stopped nothing, with its notice (default: the notice
+    alone, nothing recorded).
     """
 
     def __init__(
@@ -95,7 +109,8 @@ class Stopper:
         orphan_every: float = 30.0,
         tell_holder: Callable[[str], None] = lambda _id: None,
         notice_now: Notice | None = None,
-        stop_queued: Callable[[ConversationInfo, Person], Awaitable[bool]] | None = None,
+        stop_queued: StopQueued | None = None,
+        refuse: Refuse | None = None,
     ) -> None:
         self._threads = threads
         self._stops = stops
@@ -107,16 +122,20 @@ class Stopper:
         self._tell_holder = tell_holder
         self._notice_now = notice_now or notice
         self._stop_queued = stop_queued
+        self._refuse = refuse
         self._orphan_ticks = max(1, round(orphan_every / poll_interval))
-        self._asked: dict[str, Person] = {}
-        """Conversations whose run this instance asked another to stop, and who asked:
-        followed up at every poll until the request is carried out."""
+        self._asked: dict[str, tuple[Person, Means | None]] = {}
+        """Conversations whose run this instance asked another to stop, and who asked, by
+        what means: followed up at every poll until the request is carried out."""
         self._polling = asyncio.Lock()
         """One poll at a time: the timer's and a wake-up's would both find an open
         request and carry it out twice, the second saying nothing is running."""
 
-    async def stop(self, conversation: ConversationInfo, by: Person) -> None:
-        """Stop the conversation's run wherever it runs (see the module docstring).
+    async def stop(
+        self, conversation: ConversationInfo, by: Person, means: Means | None = None
+    ) -> None:
+        """Stop the conversation's run wherever it runs (see the module docstring), as
+        ``by`` asked by ``means``.
 
         The stop is aimed at the run working or waiting now (:meth:`Engine.running`);
         what arrived after it waits meanwhile and is not stopped
@@ -127,9 +146,9 @@ class Stopper:
         cid = conversation.id
         with self._queue.holding(cid, arrived_now()):
             run = await self._engine.running(cid)
-            if await self._carry_out(conversation, by, run):
+            if await self._carry_out(conversation, by, run, means=means):
                 return
-        self._asked[cid] = by
+        self._asked[cid] = (by, means)
 
     async def keep_polling(self) -> None:
         """Carry out stop requests for the runs held here, until cancelled (supervised)."""
@@ -165,8 +184,10 @@ class Stopper:
             if conversation is None:
                 await self._stops.stop_requests_handled(cid)
             elif cid in held:
-                await self._stop_here(conversation, request.by, request.run)
-            elif await self._carry_out(conversation, request.by, request.run, asked=True):
+                await self._stop_here(conversation, request.by, request.run, means=request.means)
+            elif await self._carry_out(
+                conversation, request.by, request.run, asked=True, means=request.means
+            ):
                 self._asked.pop(cid, None)
         for cid in asked - done:  # carried out by the holder
             self._asked.pop(cid, None)
@@ -179,6 +200,7 @@ class Stopper:
         run: int | None,
         *,
         asked: bool = False,
+        means: Means | None = None,
     ) -> bool:
         """Stop ``run`` here if no live instance elsewhere holds the conversation; else
         ask that one (unless ``asked``: a request is open already). False: the run is
@@ -187,7 +209,7 @@ class Stopper:
         said = asked
         for _attempt in range(3):
             if cid in self._leases.held_ids:
-                await self._stop_here(conversation, by, run, quiet=asked)
+                await self._stop_here(conversation, by, run, quiet=asked, means=means)
                 return True
             holder = await self._live_holder(cid)
             if holder is not None and asked:
@@ -199,7 +221,7 @@ class Stopper:
                     await self._notice_now(conversation, STOPPING)
                     said = True
                 if await self._stops.request_stop(
-                    cid, holder=holder.owner, epoch=holder.epoch, by=by, run=run
+                    cid, holder=holder.owner, epoch=holder.epoch, by=by, run=run, means=means
                 ):
                     log.info("asked %s to stop run %s of %s", holder.owner, run, cid)
                     self._tell_holder(cid)
@@ -207,10 +229,10 @@ class Stopper:
                 continue  # the run ended meanwhile: look again
             async with self._leases.held_now(cid) as lease:
                 if lease is not None:
-                    await self._stop_here(conversation, by, run, quiet=asked)
+                    await self._stop_here(conversation, by, run, quiet=asked, means=means)
                     return True
         log.warning("conversation %s: its lease kept changing hands; stopping it here", cid)
-        await self._stop_here(conversation, by, run, quiet=asked)
+        await self._stop_here(conversation, by, run, quiet=asked, means=means)
         return True
 
     async def _live_holder(self, conversation_id: str) -> LeaseState | None:
@@ -230,6 +252,7 @@ class Stopper:
         run: int | None,
         *,
         quiet: bool = False,
+        means: Means | None = None,
     ) -> None:
         """Cancel the job here (a command is killed), close the run, settle the requests.
 
@@ -238,16 +261,20 @@ class Stopper:
         thread is told (:data:`ALREADY_ENDED`). What arrived after the stop waits
         meanwhile and runs after it (:meth:`ConversationQueue.holding`). ``quiet``: a
         stop this instance asked another to carry out, followed up: when its run ended
-        by a stop (the holder's) or nothing runs any more, the holder said so.
+        by a stop (the holder's) or nothing runs any more, the holder said so (and
+        recorded it). ``means``: how the stop was given, for the audit trail: recorded
+        with the stop's commit, or as refused with what the thread is told.
         """
         cid = conversation.id
         with self._queue.holding(cid, arrived_now()):
             outcome = await self._engine.stop_outcome(cid, run) if run is not None else None
             if outcome is None:  # the run aimed at works or waits (or a start waits here)
                 unread = await self._queue.stop(cid)
-                outcome = await self._engine.stop(cid, by.name, by.id, run=run, notes=unread)
+                outcome = await self._engine.stop(
+                    cid, by.name, by.id, run=run, notes=unread, means=means
+                )
                 if outcome is not StopOutcome.STOPPED and self._stop_queued is not None:
-                    if await self._stop_queued(conversation, by):  # a start that waited here
+                    if await self._stop_queued(conversation, by, means):  # it waited here
                         outcome = StopOutcome.STOPPED
             await self._stops.stop_requests_handled(cid)
         match outcome:
@@ -255,15 +282,26 @@ class Stopper:
                 pass
             case StopOutcome.NOTHING_ACTIVE:
                 if not quiet:
-                    await self._notice(conversation, NOTHING_RUNNING)
+                    await self._refused(conversation, by, means, NOTHING_RUNNING)
             case StopOutcome.ALREADY_STOPPED:
                 if not quiet:
-                    await self._notice(conversation, ALREADY_ENDED)
+                    await self._refused(conversation, by, means, ALREADY_ENDED)
             case StopOutcome.ENDED:
                 log.info("a stop aimed at run %s of %s found it ended", run, cid)
-                await self._notice(conversation, ALREADY_ENDED)
+                await self._refused(conversation, by, means, ALREADY_ENDED)
             case _:
                 assert_never(outcome)
+
+    async def _refused(
+        self, conversation: ConversationInfo, by: Person, means: Means | None, text: str
+    ) -> None:
+        """Tell the thread ``text`` (a stop that stopped nothing), recorded as refused."""
+        if self._refuse is None:
+            await self._notice(conversation, text)
+            return
+        why = "nothing was running" if text == NOTHING_RUNNING else "the run had already ended"
+        audited = refused(by.id, means, why, request_kind=STOP)
+        await self._refuse(conversation, audited, text)
 
 
 def _aim(request: StopRequest) -> tuple[bool, int]:

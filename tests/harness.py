@@ -90,6 +90,7 @@ class Chat:
                 author=self.person(by),
                 name="decide",
                 args=f"{message}.{call} {emoji}",
+                means="reaction",
             )
         )
 

@@ -117,6 +117,7 @@ def test_deciding_one_call_of_an_approval_request() -> None:
         author=YOU,
         name="decide",
         args="2.2 white_check_mark",
+        means="reaction",  # the person reacted: the audit trail says so
     )
     denied = parse_line("+:x: 4.1", ctx())
     assert isinstance(denied, CommandInvoked)

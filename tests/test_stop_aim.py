@@ -116,7 +116,7 @@ async def test_a_stop_request_for_a_run_that_ended_leaves_the_next_run_alone_acr
     async with first.hub.leases.held(cid) as lease:  # an instance that held A was asked
         assert lease is not None
         assert await first.store.stops.request_stop(
-            cid, holder=lease.owner, epoch=lease.epoch, by=ALICE, run=run_a
+            cid, holder=lease.owner, epoch=lease.epoch, by=ALICE, run=run_a, means="button"
         )
     [asked] = await first.store.stops.stop_requests({cid}, orphans=True)
     assert asked.run == run_a
@@ -136,6 +136,14 @@ async def test_a_stop_request_for_a_run_that_ended_leaves_the_next_run_alone_acr
         await second.hub.settled()
         await wait_for(lambda: again.said())
         assert again.said() == [ALREADY_ENDED]
+        entries = await second.store.audit.entries(conversation_id=cid)
+        [refused] = [e for e in entries if e.request_kind == "stop"]  # the answers are there too
+        assert (refused.user_id, refused.means, refused.outcome, refused.reason) == (
+            ALICE.id,
+            "button",  # as the stop came, kept in its request across the restart
+            "refused",
+            "the run had already ended",
+        )
         assert await second.store.stops.stop_requests({cid}, orphans=True) == []
         snap = await again.snapshot()
         assert (snap.run, snap.status.lifecycle) == (run_b, Lifecycle.WAITING)  # B goes on

@@ -36,6 +36,12 @@ async def test_a_stop_request_left_by_a_dead_holder_is_carried_out_here(make_app
     assert await app.store.stops.stop_requests({cid}, orphans=True) == []
     await app.hub.settled()
     assert sum("Stopped by alice" in line for line in chat.said()) == 1
+    [stopped] = await app.store.audit.entries()  # once, by the instance that carried it out
+    assert (stopped.user_id, stopped.means, stopped.outcome) == (
+        "console:alice",
+        "command",
+        "stopped",
+    )
 
 
 async def test_a_stop_with_nobody_holding_the_run_takes_the_lease_and_stops_here(

@@ -11,7 +11,7 @@ each (``N`` is a message id, ``K`` a call number from 1):
 ``+EMOJI N``        react to message ``N`` (``✅``, ``white_check_mark`` or ``:x:``)
 ``-EMOJI N``        remove that reaction
 ``+EMOJI N.K``      decide call ``K`` of approval request ``N``: ``CommandInvoked``
-                    ``decide`` with args ``"N.K <emoji name>"``
+                    ``decide`` with args ``"N.K <emoji name>"``, its means a reaction
 ``+1️⃣ N``          pick option 1 of question ``N`` (a number reaction, 1️⃣-9️⃣);
                     ``>N 2`` (a reply that is only the number) picks option 2
 ``+👍 N``           feedback on the answer ``N`` (``+👎 N``): a reaction, which the
@@ -227,7 +227,9 @@ def _reaction(text: str, ctx: Context) -> Parsed:
     if call < 1:
         return Invalid(f"calls are numbered from 1, e.g. +✅ {target}.1")
     args = f"{target}.{call} {emoji}"
-    return CommandInvoked(delivery_key=key, ref=ref, author=ctx.author, name="decide", args=args)
+    return CommandInvoked(
+        delivery_key=key, ref=ref, author=ctx.author, name="decide", args=args, means="reaction"
+    )
 
 
 def _command(text: str, ctx: Context) -> Parsed:

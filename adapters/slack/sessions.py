@@ -46,7 +46,7 @@ def session_stopped(
     body: EventCallback, me: BotIdentity, *, stop_command: str = "stop"
 ) -> CommandInvoked | None:
     """An ``agent_session_stopped`` body as the stop command (``stop_command``, without
-    its slash) in the session's thread, from ``user``; delivery key
+    its slash, its means ``native_stop``) in the session's thread, from ``user``; delivery key
     ``slack:event:{event_id}``. None (logged) for a body without the event's user,
     channel or ``thread_ts``, or without ``event_id``; never raises.
 
@@ -72,6 +72,7 @@ def session_stopped(
         ),
         author=Author(id=user, name=f"<@{user}>"),
         name=stop_command,
+        means="native_stop",
     )
 
 

@@ -7,7 +7,7 @@ Each inbound event goes through a short chain of steps, assembled in one place
    then **limits**: a mention over its channel's per-user limits opens nothing;
 2. **dedupe**: the delivery key is recorded in the store; a duplicate stops here
    (a mention creates its conversation in the same write);
-3. **authorise**: people who may not decide or stop are told so, nothing changes;
+3. **authorise**: who may not decide or stop is told so and audited, nothing changes;
 4. **route**: the engine gets an input through the conversation's queue (start,
    reply, decision taken at once by compare-and-set, or stop, which jumps the queue);
    a reply while a run works is acknowledged (👀) and handled by the conversation's
@@ -48,6 +48,7 @@ from conversations.hub._dedupe import Dedupe
 from conversations.hub._files import Downloads
 from conversations.hub._limits import Limits
 from conversations.hub._queued import queueing
+from conversations.hub._refusals import Refusals
 from conversations.hub._route import Route
 from conversations.hub._runs import Runs
 from conversations.hub._scheduled import Scheduled
@@ -127,6 +128,7 @@ class Hub:
         self.runner = runner
         """What carries out this hub's runs."""
         self._queued = queueing(settings, store, self.leases, engine)
+        self._refusals = Refusals(audit=store.audit)
         self._runs = Runs(
             runner=runner,
             leases=self.leases,
@@ -146,6 +148,7 @@ class Hub:
             tell_holder=lambda cid: self.tell(Topic.STOP, cid),
             notice_now=self._notice_now,
             stop_queued=self._queued.stop_queued,
+            refuse=self._refusals.refuse,
         )
         """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
         self.listening = Listening(
@@ -206,6 +209,7 @@ class Hub:
                 notice=self._notice,
                 send_now=self._deliverer.send_now,
                 feedback=store.feedback,
+                refusals=self._refusals,
                 downloads=self._downloads,
                 reply_elsewhere=self._reply_elsewhere,
                 busy=Busy(

@@ -1,7 +1,8 @@
 """The authorise step: who may stop and decide (:class:`conversations.access.AccessPolicy`).
 
-A stop or a decision by someone who may not becomes a refusal in the thread, and
-nothing changes. A message in a thread is never refused here: whether its author
+A stop or a decision by someone who may not becomes a refusal in the thread, recorded
+in the audit trail with the means it came by (reason ``not an approver``), and nothing
+changes. A message in a thread is never refused here: whether its author
 may decide goes with it (``may_continue``: a requester's or approver's reply to a
 retry or go-on question is an answer, a bystander's is not; after a stop theirs
 starts the conversation again, a bystander's is kept as a note and refused). The
@@ -16,9 +17,11 @@ import dataclasses
 
 from conversations.access import AccessPolicy
 from conversations.events import Author
-from conversations.hub._chain import Answer, Decide, Inbound, Next, Notice, StopRun
+from conversations.hub._chain import Answer, Decide, Inbound, Next, Refuse, StopRun
 from conversations.render import refusal
 from conversations.store import ConversationInfo
+from core.requests.audit import refused
+from core.vocabulary.audit import NOT_ALLOWED, STOP
 
 
 class Authorise:
@@ -28,17 +31,19 @@ class Authorise:
         self._access = access
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
-        """Refuse (as a :class:`Notice`) what the person may not do; then go on."""
+        """Refuse (as a :class:`Refuse`) what the person may not do; then go on."""
         intent = inbound.intent
         match intent:
-            case StopRun(conversation=conversation, who=who):
+            case StopRun(conversation=conversation, who=who, means=means):
                 if not await self._access.may_stop(
                     who, conversation.requester, conversation.binding
                 ):
-                    inbound.intent = Notice(conversation, refusal("stop", who.name))
-            case Decide(conversation=conversation, who=who):
+                    audited = refused(who.id, means, NOT_ALLOWED, request_kind=STOP)
+                    inbound.intent = Refuse(conversation, audited, refusal("stop", who.name))
+            case Decide(conversation=conversation, who=who, means=means):
                 if not await self.may_decide(who, conversation):
-                    inbound.intent = Notice(conversation, refusal("decide", who.name))
+                    audited = refused(who.id, means, NOT_ALLOWED, request_id=intent.request_id)
+                    inbound.intent = Refuse(conversation, audited, refusal("decide", who.name))
             case Answer(conversation=conversation, event=event):
                 may = await self.may_decide(event.author, conversation)
                 inbound.intent = dataclasses.replace(intent, may_continue=may)

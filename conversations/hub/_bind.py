@@ -44,6 +44,7 @@ from conversations.hub._chain import (
     Next,
     Notice,
     Open,
+    Refuse,
     Respond,
     StopInChannel,
     StopRun,
@@ -51,9 +52,15 @@ from conversations.hub._chain import (
 from conversations.hub._settings import HubSettings
 from conversations.store import ConversationInfo, MessageLink, Requests, Threads
 from conversations.texts import PlatformTexts
+from core.requests.audit import refused
+from core.vocabulary.audit import Means
 from core.vocabulary.requests import RequestState
 
 log = logging.getLogger("conversations.hub")
+
+STALE = "stale version"
+"""Why a decision on a plan that a newer version replaced was refused (the audit trail)."""
+REPLACED = "That plan was replaced by a newer version."
 
 PassOver = Callable[..., Awaitable[None]]
 """``pass_over(platform=..., channel=...)``: returns once the deliverer has stored the id
@@ -106,7 +113,7 @@ class Bind:
             if event.unreadable:
                 return Notice(conversation, self._texts(event.ref.platform).unreadable)
             if event.text.strip().lower() == self._settings.stop_word:
-                return StopRun(conversation, event.author)
+                return StopRun(conversation, event.author, "reply")
             return Answer(conversation, event)
         if not event.mentions_bot:
             return None
@@ -125,7 +132,7 @@ class Bind:
         conversation = link.conversation or await self._threads.info(link.conversation_id)
         settings = self._settings
         if event.emoji in settings.stop_reactions:
-            return StopRun(conversation, event.author)
+            return StopRun(conversation, event.author, "reaction")
         approve = event.emoji in settings.approve_reactions
         choice = number(event.emoji)
         decides = approve or choice is not None or event.emoji in settings.reject_reactions
@@ -138,6 +145,7 @@ class Bind:
             link.request_id,
             approve,
             event.author,
+            "reaction",
             state=link.request_state,
             choice=choice,
         )
@@ -161,7 +169,7 @@ class Bind:
         conversation = await self._threads.find_by_thread(ref)
         if conversation is None:
             return Respond(ref, "There is no conversation in this thread.", to=event.author.id)
-        return StopRun(conversation, event.author)
+        return StopRun(conversation, event.author, event.means)
 
     def _settings_told(self, event: CommandInvoked) -> Intent:
         """``/threadbot settings``: the channel's settings and their layers, to the asker
@@ -188,7 +196,7 @@ class Bind:
             return Respond(event.ref, f"Use an approve or reject reaction, not {emoji}.")
         conversation = await self._threads.info(link.conversation_id)
         return await self._decision(
-            conversation, link.request_id, approve, event.author, int(number)
+            conversation, link.request_id, approve, event.author, event.means, int(number)
         )
 
     async def _button(self, event: ButtonPressed) -> Intent:
@@ -203,19 +211,20 @@ class Bind:
                 conversation = await self._stop_target(action.conversation, event.ref)
                 if conversation is None:
                     return Respond(event.ref, "That conversation is gone.", to=event.author.id)
-                return StopRun(conversation, event.author)
+                return StopRun(conversation, event.author, "button")
             case ApproveButton() | RejectButton() | ChooseButton():
                 found = await self._request_of(action.request, event.ref)
                 if found is None:
                     return unknown
                 conversation, request_id = found
                 approve = isinstance(action, ApproveButton)
+                who = event.author
                 if isinstance(action, ChooseButton):
                     return await self._decision(
-                        conversation, request_id, approve, event.author, choice=action.option
+                        conversation, request_id, approve, who, "button", choice=action.option
                     )
                 return await self._decision(
-                    conversation, request_id, approve, event.author, action.call
+                    conversation, request_id, approve, who, "button", action.call
                 )
             case AnswerButton():  # Discord's adapter opens its form; elsewhere a reply answers
                 return Ignore("an answer button reached the hub: a reply in the thread answers")
@@ -264,22 +273,27 @@ class Bind:
         request_id: str,
         approve: bool,
         who: Author,
+        means: Means,
         call: int | None = None,
         *,
         state: RequestState | None = None,
         choice: int | None = None,
     ) -> Intent:
-        """A decision on a request still open (or decided: the engine says so), else a
-        notice for a plan replaced meanwhile, or nothing for any other closed request.
-        ``state``: the request's, when it was read with the message's link; ``choice``:
-        the option picked (a question's)."""
+        """A decision by ``who`` (by ``means``) on a request still open (or decided: the
+        engine says so), else a refusal: told for a plan replaced meanwhile (``stale
+        version``), only recorded for any other closed request; nothing for a request
+        this bot does not know. ``state``: the request's, when it was read with the
+        message's link; ``choice``: the option picked (a question's)."""
         if state is None:
             state = await self._requests.request_state(request_id)
-        if state is RequestState.SUPERSEDED:
-            return Notice(conversation, "That plan was replaced by a newer version.")
-        if state is not RequestState.OPEN and state is not RequestState.DECIDED:
+        if state is None:
             return Ignore()
-        return Decide(conversation, request_id, approve, who, call, choice)
+        if state is not RequestState.OPEN and state is not RequestState.DECIDED:
+            stale = state is RequestState.SUPERSEDED
+            why = STALE if stale else f"request {state.value}"
+            audited = refused(who.id, means, why, request_id=request_id)
+            return Refuse(conversation, audited, REPLACED if stale else "")
+        return Decide(conversation, request_id, approve, who, means, call, choice)
 
     async def _link(self, ref: PlatformRef) -> MessageLink | None:
         """What the bot message ``ref.message`` is about.

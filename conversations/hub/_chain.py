@@ -13,9 +13,10 @@ there (slack-bolt's middleware, ``slack_bolt/middleware/``). The steps, in order
    a duplicate stops here, in the database (a mention's key is recorded with its
    new conversation, in one write);
 3. **authorise** (:mod:`~conversations.hub._authorise`): a stop or a decision by
-   someone who may not becomes a refusal in the thread;
+   someone who may not becomes a refusal in the thread, and in the audit trail;
 4. **route** (:mod:`~conversations.hub._route`): the intent is carried out: a run
-   queued, a decision taken, a stop, feedback stored, a notice or a reply.
+   queued, a decision taken, a stop, feedback stored, a refusal recorded, a notice or a
+   reply.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from conversations.events import (
     PlatformRef,
 )
 from conversations.store import ConversationInfo
+from core.vocabulary.audit import Audited, Means
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
 
@@ -78,21 +80,24 @@ class Answer:
 
 @dataclass(frozen=True)
 class StopRun:
-    """Stop the conversation's run, asked by ``who``."""
+    """Stop the conversation's run, asked by ``who`` by ``means``."""
 
     conversation: ConversationInfo
     who: Author
+    means: Means
 
 
 @dataclass(frozen=True)
 class Decide:
     """Decide request ``request_id`` (or its call ``call``, from 1): approve or not; or,
-    ``choice`` set (from 1), pick that option of a question (``approve`` unused)."""
+    ``choice`` set (from 1), pick that option of a question (``approve`` unused); ``who``
+    decided by ``means``."""
 
     conversation: ConversationInfo
     request_id: str
     approve: bool
     who: Author
+    means: Means
     call: int | None = None
     choice: int | None = None
 
@@ -123,6 +128,16 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class Refuse:
+    """An attempt that changes nothing (``audited``, outcome ``refused``): recorded in the
+    audit trail with the notice ``text`` to the thread, if any, in one write."""
+
+    conversation: ConversationInfo
+    audited: Audited
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Respond:
     """Answer where no conversation is bound, straight to the adapter; ``to``: only to them."""
 
@@ -148,6 +163,7 @@ Intent = (
     | GiveFeedback
     | StopInChannel
     | Notice
+    | Refuse
     | Respond
     | Ignore
 )

@@ -45,6 +45,7 @@ from conversations.store.leases import Leases
 from conversations.store.slots import Category, Limits, SlotAsk, Standing
 from core.run.engine import Engine
 from core.runner.protocol import RunKind, RunRequest
+from core.vocabulary.audit import Means
 from core.vocabulary.people import Person
 
 
@@ -112,14 +113,17 @@ class Queueing:
             await asyncio.shield(told.left())
             raise
 
-    async def stop_queued(self, conversation: ConversationInfo, by: Person) -> bool:
-        """A stop found nothing running: if the conversation's start was cancelled while it
-        waited for its slot (the stop cancelled it), its request is recorded as stopped
-        before it started (:meth:`core.run.engine.Engine.stop_queued`); whether it was."""
+    async def stop_queued(
+        self, conversation: ConversationInfo, by: Person, means: Means | None = None
+    ) -> bool:
+        """A stop (by ``by``, by ``means``) found nothing running: if the conversation's
+        start was cancelled while it waited for its slot (the stop cancelled it), its
+        request is recorded as stopped before it started
+        (:meth:`core.run.engine.Engine.stop_queued`); whether it was."""
         request = self._left.pop(conversation.id, None)
         if request is None or request.message is None:
             return False
-        return await self._engine.stop_queued(conversation.id, request.message, by.name, by.id)
+        return await self._engine.stop_queued(conversation.id, request.message, by, means)
 
     async def _ask(self, request: RunRequest, slots: Slots) -> SlotAsk | None:
         """The slot ``request``'s run asks for, or None when no limit applies to it."""

@@ -4,7 +4,9 @@ A new conversation's run, a reply and a decision's run go through the
 conversation's queue (:mod:`conversations.hub._runs`); a decision itself is taken
 at once (compare-and-set: the first wins, the second is told it was decided); a
 stop goes to the stopper, which reaches the run wherever it runs; feedback is stored
-with the conversation and acknowledged to its giver alone; notices go to
+with the conversation and acknowledged to its giver alone; a refused attempt (one the
+authorise step refused, or a decision that found its request decided already, gone or
+without that call) is recorded in the audit trail with its notice; notices go to
 the thread through the outbox; answers where no conversation is bound go straight
 to the adapter. A reply's shared files are fetched here, before it is queued
 (:mod:`conversations.hub._files`), so the hub returns to the adapter once they are
@@ -36,21 +38,28 @@ from conversations.hub._chain import (
     Next,
     Notice,
     Open,
+    Refuse,
     Respond,
     StopInChannel,
     StopRun,
     person_of,
 )
 from conversations.hub._files import Downloads
+from conversations.hub._refusals import Refusals
 from conversations.hub._runs import Runs
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Threads
 from conversations.store.feedback import Feedback
+from core.requests.audit import refused
 from core.run.engine import Engine
 from core.run.state import Handover
+from core.vocabulary.audit import STOP, Means
 from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, Reject, ThreadMessage
 
 log = logging.getLogger("conversations.hub")
+
+NOTHING_HERE = "nothing they may stop here"
+"""Why a ``/stop`` outside a thread stopped nothing (the audit trail)."""
 
 Notify = Callable[[ConversationInfo, str], Awaitable[None]]
 """Posts a short message in the conversation's thread (through the outbox)."""
@@ -73,6 +82,7 @@ class Route:
         notice: Notify,
         send_now: SendNow,
         feedback: Feedback,
+        refusals: Refusals,
         downloads: Downloads | None = None,
         reply_elsewhere: Callable[[ConversationInfo], None] | None = None,
         busy: Busy | None = None,
@@ -89,6 +99,7 @@ class Route:
         self._notice = notice
         self._send_now = send_now
         self._feedback = feedback
+        self._refusals = refusals
 
     async def __call__(self, inbound: Inbound, next: Next) -> None:
         """Do what ``inbound.intent`` asks."""
@@ -120,8 +131,8 @@ class Route:
                     self._runs.reply(conversation.id, reply)
                 if self._reply_elsewhere is not None:
                     self._reply_elsewhere(conversation)  # its run may be held elsewhere
-            case StopRun(conversation=conversation, who=who):
-                await self._stop(conversation, who)
+            case StopRun(conversation=conversation, who=who, means=means):
+                await self._stop(conversation, who, means)
             case Decide():
                 await self._decide(intent)
             case GiveFeedback(conversation=conversation, who=who, positive=positive):
@@ -132,6 +143,8 @@ class Route:
                 await self._stop_in_channel(event)
             case Notice(conversation=conversation, text=text):
                 await self._notice(conversation, text)
+            case Refuse(conversation=conversation, audited=audited, text=text):
+                await self._refusals.refuse(conversation, audited, text)
             case Respond():
                 await self._respond(intent)
             case Ignore(reason=reason):
@@ -142,33 +155,40 @@ class Route:
             case _:
                 assert_never(intent)
 
-    async def _stop(self, conversation: ConversationInfo, who: Author) -> None:
+    async def _stop(self, conversation: ConversationInfo, who: Author, means: Means) -> None:
         with logcontext.about(conversation.id):
-            await self._stopper.stop(conversation, person_of(who))
+            await self._stopper.stop(conversation, person_of(who), means)
 
     async def _decide(self, intent: Decide) -> None:
+        """Take the decision (the engine records it with the change it makes); record an
+        outcome that changed nothing as a refusal, with what the person is told."""
         conversation, who = intent.conversation, intent.who
-        by, request_id = person_of(who), intent.request_id
+        by, request_id, means = person_of(who), intent.request_id, intent.means
         decision: Decision
         if intent.choice is not None:
-            decision = Choose(request_id=request_id, by=by, option=intent.choice)
+            decision = Choose(request_id=request_id, by=by, option=intent.choice, means=means)
         else:
             verdict = Approve if intent.approve else Reject
-            decision = verdict(request_id=request_id, by=by, call=intent.call)
+            decision = verdict(request_id=request_id, by=by, call=intent.call, means=means)
         handed: list[Handover] = []
         outcome = await self._engine.decide(conversation.id, decision, handover=handed.append)
+        if outcome is DecideOutcome.DECIDED:
+            self._runs.run(conversation.id, handed[0] if handed else None)
+            return
+        text, why = "", outcome.value.replace("_", " ")
         if outcome is DecideOutcome.ALREADY_DECIDED:
-            await self._notice(conversation, f"This was already decided, {who.name}.")
+            text = f"This was already decided, {who.name}."
         elif outcome is DecideOutcome.NO_SUCH_CALL and intent.choice is not None:
-            await self._notice(
-                conversation, f"That question has no option {intent.choice}, {who.name}."
+            text, why = (
+                f"That question has no option {intent.choice}, {who.name}.",
+                "no such option",
             )
         elif outcome is DecideOutcome.NO_SUCH_CALL:
-            await self._notice(conversation, f"That request has no call {intent.call}, {who.name}.")
-        elif outcome is DecideOutcome.DECIDED:
-            self._runs.run(conversation.id, handed[0] if handed else None)
+            text = f"That request has no call {intent.call}, {who.name}."
         elif outcome is DecideOutcome.EXPIRED:
             self._runs.expire(conversation.id, intent.request_id)  # after the run, if one works
+        audited = refused(who.id, means, why, request_id=request_id)
+        await self._refusals.refuse(conversation, audited, text)
 
     async def _stop_in_channel(self, event: CommandInvoked) -> None:
         """Stop the one conversation here the person may stop; name them if there are more."""
@@ -178,8 +198,10 @@ class Route:
         who = event.author
         active = [c for c in here if await self._access.may_stop(who, c.requester, c.binding)]
         if len(active) == 1:
-            await self._stop(active[0], who)
+            await self._stop(active[0], who, event.means)
         elif not active:
+            audited = refused(who.id, event.means, NOTHING_HERE, request_kind=STOP)
+            await self._refusals.outside(event.ref, audited)
             await self._respond(
                 Respond(event.ref, "Nothing you may stop is running here.", to=who.id)
             )

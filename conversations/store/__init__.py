@@ -44,8 +44,8 @@ from conversations.store.records import (
     PendingSend,
     Pruned,
     RequestMessage,
-    StopRequest,
 )
+from conversations.store.stops import StopRequest
 
 __all__ = [
     "ConversationInfo",

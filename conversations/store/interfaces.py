@@ -26,6 +26,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
 - :class:`~conversations.store.feedback.Feedback`: people's 👍 / 👎 on a conversation's
   answers, one row per person. Taken by the hub and ``threadbot usage``.
+- :class:`~conversations.store.audit.AuditTrail`: decisions and refused attempts. Taken
+  by the hub, the stopper and ``threadbot audit``.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -47,6 +49,7 @@ from typing import Any, Protocol
 
 from conversations.channels import BusyMode
 from conversations.events import PlatformRef
+from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
@@ -385,6 +388,11 @@ class Store(Protocol):
     @property
     def feedback(self) -> Feedback:
         """People's feedback on conversations (:mod:`conversations.store.feedback`)."""
+        ...
+
+    @property
+    def audit(self) -> AuditTrail:
+        """Decisions and refused attempts (:mod:`conversations.store.audit`)."""
         ...
 
     async def close(self) -> None:

@@ -315,19 +315,6 @@ class LeaseState:
 
 
 @dataclass(frozen=True)
-class StopRequest:
-    """An open stop request: its id, the conversation, the holder's lease epoch, who
-    asked, and the run it was aimed at (``run``: the ``seq`` of the request that began
-    it, :attr:`core.vocabulary.snapshot.ConversationSnapshot.run`; None: whatever runs)."""
-
-    id: int
-    conversation_id: str
-    lease_epoch: int
-    by: Person
-    run: int | None = None
-
-
-@dataclass(frozen=True)
 class Pruned:
     """How many rows one prune deleted: outbox rows and deliveries."""
 

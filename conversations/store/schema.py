@@ -160,6 +160,9 @@ class StopRequestRow(Base):
     requested_by_name: Mapped[str] = mapped_column(String(256))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     handled_at: Mapped[datetime | None]
+    means: Mapped[str | None] = mapped_column(String(16))
+    """How the stop was given (``core.vocabulary.audit.Means``), for the audit trail;
+    null in rows written before migration 0018."""
 
 
 class RequestRow(Base):
@@ -348,3 +351,31 @@ class FeedbackRow(Base):
     user_id: Mapped[str] = mapped_column(String(128))
     positive: Mapped[bool] = mapped_column(Boolean)
     given_at: Mapped[datetime]
+
+
+class AuditRow(Base):
+    """One decision or refused attempt (:mod:`conversations.store.audit`): ``user_id`` (a
+    platform user id) acted by ``means`` on ``request_kind`` ``request_id`` (plan
+    ``version``) in the conversation ``conversation_id`` (null: none, a ``/stop`` in a
+    channel) at ``platform``/``workspace``/``channel``, at ``at``; ``outcome`` and
+    ``reason`` say what followed. Kept for good; ``id`` orders rows of one time."""
+
+    __tablename__ = "audit"
+    __table_args__ = (
+        Index("ix_audit_at", "at", "id"),
+        Index("ix_audit_conversation", "conversation_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    conversation_id: Mapped[str | None] = mapped_column(ForeignKey("conversations.id"))
+    platform: Mapped[str] = mapped_column(String(32))
+    workspace: Mapped[str] = mapped_column(String(64))
+    channel: Mapped[str] = mapped_column(String(64))
+    request_kind: Mapped[str | None] = mapped_column(String(32))
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    version: Mapped[int | None] = mapped_column(Integer)
+    user_id: Mapped[str] = mapped_column(String(128))
+    means: Mapped[str | None] = mapped_column(String(16))
+    outcome: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)

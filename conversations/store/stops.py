@@ -1,4 +1,5 @@
-"""The ``StopRequests`` interface of the store: stops for a run another instance holds.
+"""The ``StopRequests`` interface of the store: stops for a run another instance holds,
+and :class:`StopRequest`, one of them as stored.
 
 Taken by the stopper (:mod:`conversations.stopping`); the SQL rules are in
 :mod:`conversations.store.sql.stops`. Re-exported by :mod:`conversations.store.interfaces`.
@@ -7,10 +8,26 @@ Taken by the stopper (:mod:`conversations.stopping`); the SQL rules are in
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Protocol
 
-from conversations.store.records import StopRequest
+from core.vocabulary.audit import Means
 from core.vocabulary.people import Person
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """An open stop request: its id, the conversation, the holder's lease epoch, who
+    asked and how (``means``, for the audit trail), and the run it was aimed at (``run``:
+    the ``seq`` of the request that began it,
+    :attr:`core.vocabulary.snapshot.ConversationSnapshot.run`; None: whatever runs)."""
+
+    id: int
+    conversation_id: str
+    lease_epoch: int
+    by: Person
+    run: int | None = None
+    means: Means | None = None
 
 
 class StopRequests(Protocol):
@@ -24,10 +41,12 @@ class StopRequests(Protocol):
         epoch: int,
         by: Person,
         run: int | None = None,
+        means: Means | None = None,
     ) -> bool:
         """Ask ``holder``, holding the lease at ``epoch``, to stop ``run`` (the run the
-        stop was aimed at; None: whatever runs): written only while that lease is live,
-        in one step; False when it is not (the caller stops it itself)."""
+        stop was aimed at; None: whatever runs), as ``by`` asked by ``means``: written only
+        while that lease is live, in one step; False when it is not (the caller stops it
+        itself)."""
         ...
 
     async def stop_requests(

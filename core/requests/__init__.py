@@ -13,6 +13,7 @@ the texts the model reads about it.
     decide.py         a decision or a reply, dispatched to its request's kind
     closing.py        the event that edits a closed request's message
     call_verdicts.py  who decided each call of a tool approval, and how
+    audit.py          the audit trail's record of a decision, a reply and a stop
 
 The requests' shapes and verdicts are words of the vocabulary
 (:mod:`core.vocabulary.requests`, :mod:`core.vocabulary.verdicts`).

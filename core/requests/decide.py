@@ -21,6 +21,7 @@ from core.requests import (
     question,
     tool_approval,
 )
+from core.requests.audit import decided, replied, with_audit
 from core.requests.closing import options_of
 from core.requests.common import Opening
 from core.vocabulary.inputs import Choose, DecideOutcome, Decision, ThreadMessage
@@ -90,12 +91,24 @@ def decision_change(
     workflow: Workflow,
     opening: Opening,
 ) -> Change | None:
-    """The change ``decision`` makes to the open ``request``.
+    """The change ``decision`` makes to the open ``request``, carrying its record for the
+    audit trail (:func:`core.requests.audit.decided`).
 
     None when there is nothing left to decide: the call was decided already, the
     request is answered in words (:func:`answered_in_words`), or a choice is not the
     question's (:func:`core.requests.question.choose`).
     """
+    change = _decided(snap, request, decision, workflow, opening)
+    return None if change is None else with_audit(change, decided(request, decision, change))
+
+
+def _decided(
+    snap: ConversationSnapshot,
+    request: PendingRequest,
+    decision: Decision,
+    workflow: Workflow,
+    opening: Opening,
+) -> Change | None:
     if isinstance(decision, Choose):
         return question.choose(snap, request, decision) if isinstance(request, Question) else None
     match request:
@@ -114,12 +127,23 @@ def decision_change(
 def reply_change(
     snap: ConversationSnapshot, request: PendingRequest, reply: ThreadMessage, workflow: Workflow
 ) -> Change | None:
-    """The change a reply in the thread makes to the open ``request``.
+    """The change a reply in the thread makes to the open ``request``, carrying its record
+    for the audit trail when it decides or is refused (:func:`core.requests.audit.replied`).
 
     It revises a plan, answers a question or an escalation, or goes on after a failure or the
     turn cap; None when it is only a note (a tool approval is decided by
     reactions and buttons, not words).
     """
+    change = _replied(snap, request, reply, workflow)
+    if change is None:
+        return None
+    audited = replied(request, reply, change)
+    return change if audited is None else with_audit(change, audited)
+
+
+def _replied(
+    snap: ConversationSnapshot, request: PendingRequest, reply: ThreadMessage, workflow: Workflow
+) -> Change | None:
     match request:
         case PlanApproval() if workflow.state(snap.position).ask == "approve":
             return None  # the workflow's own plan: approved or rejected, not revised

@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.requests.audit import stopped_by
 from core.requests.closing import requests_closed
 from core.tool_state import Moved, answered_calls, move, parts, unrecorded
 from core.tools import control
 from core.vocabulary import lifecycle
+from core.vocabulary.audit import Means
 from core.vocabulary.entries import AssistantTurn, StopEntry, ToolCall, ToolResultEntry, UserText
 from core.vocabulary.inputs import StopOutcome, ThreadMessage, delivery_keys, said_to_run
 from core.vocabulary.journal import Change, RequestResolution
@@ -113,12 +115,14 @@ def stopped(
     by: Person,
     read_only: Callable[[str], bool],
     notes: Sequence[ThreadMessage] = (),
+    means: Means | None = None,
 ) -> Change:
     """``by`` stopped the conversation: every open call closed (:func:`close_open_calls`),
     every open request ``cancelled``, and the conversation ``cancelled``. ``notes``: the
     messages sent while the run worked that it had not read yet (steered, queued or
     interrupting), kept as notes and their deliveries handled, so no restart runs them
-    (what a later message starts reads them)."""
+    (what a later message starts reads them). The stop, by ``means``, is in the audit
+    trail (:func:`core.requests.audit.stopped_by`)."""
     closing = close_open_calls(snap, by.name, read_only)
     said, keys = said_to_run(notes, instructions=False)
     return Change(
@@ -138,6 +142,7 @@ def stopped(
                 interrupted_calls=closing.interrupted,
             ),
         ),
+        audit=(stopped_by(by, means),),
     )
 
 
@@ -162,14 +167,18 @@ def aimed_outcome(snap: ConversationSnapshot, run: int | None) -> StopOutcome | 
     return StopOutcome.ENDED
 
 
-def stopped_before_start(message: ThreadMessage, by: Person) -> Change:
+def stopped_before_start(message: ThreadMessage, by: Person, means: Means | None = None) -> Change:
     """``by`` stopped a request that waited for its run's slot and never started
     (docs/architecture.md, "Limits and priorities"): ``message`` kept as a note, its
-    delivery handled (no restart runs it), the thread told ``Stopped``; the
-    conversation's status is left as it is (a later message starts it again)."""
+    delivery handled (no restart runs it), the thread told ``Stopped``, the stop (by
+    ``means``) in the audit trail; the conversation's status is left as it is (a later
+    message starts it again)."""
     note = UserText(author=message.author, text=message.text, role="note", files=message.blocks)
     return Change(
-        entries=(note,), handled=delivery_keys(message), events=(Stopped(by_name=by.name),)
+        entries=(note,),
+        handled=delivery_keys(message),
+        events=(Stopped(by_name=by.name),),
+        audit=(stopped_by(by, means, "left the queue before it started"),),
     )
 
 

@@ -35,12 +35,7 @@ from core.policy import policy
 from core.requests.decide import decision_change, refused_decision
 from core.run import live, messages
 from core.run import workflow as run_workflow
-from core.run.close_calls import (
-    aimed_outcome,
-    interrupt_running,
-    stopped,
-    stopped_before_start,
-)
+from core.run.close_calls import aimed_outcome, interrupt_running, stopped, stopped_before_start
 from core.run.deps import Composer, RunDeps
 from core.run.live import CountingJournal
 from core.run.preview import NO_PREVIEW, AnswerPreview
@@ -54,6 +49,7 @@ from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
+from core.vocabulary.audit import Means
 from core.vocabulary.errors import AlreadyHandled, RequestConflict
 from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, StopOutcome, ThreadMessage
 from core.vocabulary.journal import Change, Journal
@@ -311,6 +307,7 @@ class Engine:
         *,
         run: int | None = None,
         notes: Sequence[ThreadMessage] = (),
+        means: Means | None = None,
     ) -> StopOutcome:
         """Close everything open after the caller cancelled the run's task: every
         ``tool_use`` without a result gets one (``interrupted`` if it was running, else
@@ -318,7 +315,8 @@ class Engine:
         ``cancelled``. ``run``: the run the stop was aimed at (:meth:`running`; None:
         whatever is active); any other run is left alone, and the outcome says why
         (:func:`core.run.close_calls.aimed_outcome`). ``notes``: messages sent during the
-        run that it had not read, journaled with the stop as notes (none otherwise)."""
+        run that it had not read, journaled with the stop as notes (none otherwise).
+        ``means``: how the person stopped it, for the audit trail."""
         by = Person(id=by_id, name=by_name)
         async with self._opened("stop", conversation_id) as opened:
             for _attempt in range(3):
@@ -327,7 +325,7 @@ class Engine:
                     return outcome
                 try:
                     read_only = self._deps.toolbox.read_only
-                    await self._commit(opened, stopped(snap, by, read_only, notes))
+                    await self._commit(opened, stopped(snap, by, read_only, notes, means))
                 except RequestConflict:
                     continue
                 return StopOutcome.STOPPED
@@ -346,15 +344,15 @@ class Engine:
         return snap.run if snap.status.active else None
 
     async def stop_queued(
-        self, conversation_id: str, message: ThreadMessage, by_name: str, by_id: str
+        self, conversation_id: str, message: ThreadMessage, by: Person, means: Means | None
     ) -> bool:
-        """A stop of ``message``'s run, which waited for its slot and never started, in a
-        conversation that was not active (:func:`core.run.close_calls.stopped_before_start`);
-        False when the message was journaled meanwhile."""
-        by = Person(id=by_id, name=by_name)
+        """A stop by ``by`` (by ``means``) of ``message``'s run, which waited for its slot and
+        never started, in a conversation that was not active
+        (:func:`core.run.close_calls.stopped_before_start`); False when the message was
+        journaled meanwhile."""
         async with self._opened("stop", conversation_id) as run:
             try:
-                await self._commit(run, stopped_before_start(message, by))
+                await self._commit(run, stopped_before_start(message, by, means))
             except AlreadyHandled:
                 return False
             return True

@@ -15,6 +15,7 @@ mention the bot again, as the expiry message says.
 
 from __future__ import annotations
 
+from core.requests.audit import restart_refused
 from core.vocabulary.entries import StopEntry, UserText
 from core.vocabulary.inputs import ThreadMessage, delivery_keys
 from core.vocabulary.journal import Change
@@ -43,8 +44,8 @@ def stopped(snap: ConversationSnapshot) -> bool:
 
 def refused_restart(snap: ConversationSnapshot, request: ThreadMessage) -> Change | None:
     """The change for ``request`` when its author may not start the stopped conversation
-    again (its words kept as a note, the thread told, the conversation left
-    ``cancelled``); None when it may start."""
+    again (its words kept as a note, the thread told, the refusal in the audit trail, the
+    conversation left ``cancelled``); None when it may start."""
     if request.may_continue or not stopped(snap):
         return None
     note = UserText(author=request.author, text=request.text, role="note", files=request.blocks)
@@ -52,6 +53,7 @@ def refused_restart(snap: ConversationSnapshot, request: ThreadMessage) -> Chang
         entries=(note,),
         handled=delivery_keys(request),
         events=(Refused(action="restart", by_name=request.author.name),),
+        audit=(restart_refused(request),),
     )
 
 

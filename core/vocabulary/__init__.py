@@ -16,4 +16,6 @@ its modules is tied into a circle (docs/architecture.md, "Inside the packages"):
     journal.py       Change, the one way state moves, and the Journal protocol
     fold.py          a committed Change applied to a snapshot
     inputs.py        what people give the engine: a message, a decision, shared files
+    audit.py         how a person acted (the means), and the audit trail's record of a
+                     decision or a refused attempt
 """

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.audit import Means
 from core.vocabulary.entries import UserText
 from core.vocabulary.people import Person
 
@@ -151,7 +152,9 @@ class Approve(BaseModel):
     """``by`` says yes to the pending request ``request_id`` (go on, run the call).
 
     ``call``: for a tool approval, the call's number (from 1) to decide alone;
-    None decides every call still undecided.
+    None decides every call still undecided. ``means``: how ``by`` gave it, as the
+    platform's adapter said (recorded in the audit trail, never interpreted; None: not
+    said), in every kind of decision.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -159,16 +162,19 @@ class Approve(BaseModel):
     request_id: str
     by: Person
     call: int | None = None
+    means: Means | None = None
 
 
 class Reject(BaseModel):
-    """``by`` says no to the pending request ``request_id`` (``call`` as in :class:`Approve`)."""
+    """``by`` says no to the pending request ``request_id`` (``call`` and ``means`` as in
+    :class:`Approve`)."""
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["reject"] = "reject"
     request_id: str
     by: Person
     call: int | None = None
+    means: Means | None = None
 
 
 class Choose(BaseModel):
@@ -180,6 +186,7 @@ class Choose(BaseModel):
     request_id: str
     by: Person
     option: int = Field(ge=1)
+    means: Means | None = None
 
 
 Decision = Annotated[Approve | Reject | Choose, Field(discriminator="kind")]

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from core.vocabulary.audit import Audited
 from core.vocabulary.entries import Entry
 from core.vocabulary.lifecycle import Status
 from core.vocabulary.people import Person
@@ -44,7 +45,8 @@ class Change(BaseModel):
     The store applies it in one transaction, in this order: journal entries
     (numbered after the last ``seq``), tool records (upserted by ``tool_use_id``),
     request resolutions, the new request, status, position, plan version, and
-    the run events (written to the outbox).
+    the run events (written to the outbox), and the audit trail's entries (``audit``:
+    the decisions and refused attempts the change records, written in its transaction).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -64,13 +66,14 @@ class Change(BaseModel):
     guard_pending: tuple[str, ...] = ()
     """Compare-and-set on tool calls: when any of these records is no longer
     ``pending_approval``, the store raises :class:`core.vocabulary.errors.RequestConflict`."""
+    audit: tuple[Audited, ...] = ()
 
     def then(self, later: Change) -> Change:
         """This change and ``later`` (computed from the snapshot after this one) as one.
 
         Committing the result is committing this change, then ``later``, in one
-        transaction: entries, run events, resolutions, delivery keys and guards in
-        order; a tool record ``later`` gives again replaces this change's (in its
+        transaction: entries, run events, resolutions, delivery keys, guards and audit
+        entries in order; a tool record ``later`` gives again replaces this change's (in its
         place); ``later``'s request, status, position and plan version win where
         it sets them. Raises ``ValueError`` when both open a request (a commit opens
         at most one).
@@ -90,6 +93,7 @@ class Change(BaseModel):
                 "events": self.events + later.events,
                 "handled": self.handled + later.handled,
                 "guard_pending": self.guard_pending + later.guard_pending,
+                "audit": self.audit + later.audit,
                 **latest,
             }
         )

@@ -16,12 +16,15 @@ from typing import Any
 
 from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
+from conversations.store.audit import AuditEntry, entry_of
 from conversations.store.feedback import FeedbackGiven
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
 from conversations.store.schema import utcnow
 from core.pricing import Price
+from core.requests.audit import version_of
+from core.vocabulary.audit import Audited, Means
 from core.vocabulary.entries import JournalRecord
 from core.vocabulary.errors import ConversationNotFound
 from core.vocabulary.lifecycle import Status
@@ -133,7 +136,8 @@ class OutboxRow:
 
 @dataclass
 class StopEntry:
-    """A stop request for ``run`` (None: whatever runs), held at ``lease_epoch``."""
+    """A stop request for ``run`` (None: whatever runs), held at ``lease_epoch``, asked by
+    ``means``."""
 
     id: int
     conversation_id: str
@@ -142,6 +146,7 @@ class StopEntry:
     created_at: datetime
     handled_at: datetime | None = None
     run: int | None = None
+    means: Means | None = None
 
 
 @dataclass
@@ -170,6 +175,8 @@ class Tables:
     """Due times recorded, by ``(schedule, due)`` (UTC): ``schedule_runs`` in SQL."""
     feedback: dict[tuple[str, str], FeedbackGiven] = field(default_factory=dict)
     """People's feedback, by ``(conversation, user id)``: ``feedback`` in SQL."""
+    audit: list[AuditEntry] = field(default_factory=list)
+    """The audit trail, oldest first: ``audit`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 
@@ -195,3 +202,21 @@ class Tables:
         )
         self.outbox[row.id] = row
         return row
+
+    def add_audit(
+        self,
+        conversation_id: str | None,
+        where: PlatformRef,
+        audited: Audited,
+        at: datetime | None = None,
+    ) -> AuditEntry:
+        """A new row of the audit trail with the next id, at ``at`` (None: now; its
+        request's kind and plan version read when ``audited`` does not say them)."""
+        found: tuple[str, int | None] | None = None
+        request = self.requests.get(audited.request_id) if audited.request_id else None
+        if request is not None:
+            found = (request.request.kind.value, version_of(request.request))
+        row_id = self.audit[-1].id + 1 if self.audit else 1
+        entry = entry_of(row_id, at or self.clock(), conversation_id, where, audited, found)
+        self.audit.append(entry)
+        return entry

@@ -150,6 +150,8 @@ class MemoryJournal:
         for out in session:  # after the change's own rows (conversations.sessions)
             row = t.add_outbox(conversation.id, out.action, out.purpose, out.request_id)
             written[row.id] = row
+        for audited in change.audit:
+            t.add_audit(conversation.id, conversation.binding, audited, now)
         if written:
             t.on_outbox([written[i].record() for i in sorted(written)])
         return committed

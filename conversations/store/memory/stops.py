@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from conversations.store.memory._tables import StopEntry, Tables, checkpoint
-from conversations.store.records import StopRequest
+from conversations.store.stops import StopRequest
+from core.vocabulary.audit import Means
 from core.vocabulary.people import Person
 
 
@@ -23,9 +24,10 @@ class MemoryStopRequests:
         epoch: int,
         by: Person,
         run: int | None = None,
+        means: Means | None = None,
     ) -> bool:
-        """Ask ``holder`` to stop ``run``, if it still holds the lease at ``epoch``
-        unexpired; False otherwise."""
+        """Ask ``holder`` to stop ``run`` (as ``by`` asked, by ``means``), if it still holds
+        the lease at ``epoch`` unexpired; False otherwise."""
         await checkpoint()
         now = self._t.clock()
         found = self._t.conversations.get(conversation_id)
@@ -38,7 +40,7 @@ class MemoryStopRequests:
             return False
         self._t.last_stop_id += 1
         self._t.stops.append(
-            StopEntry(self._t.last_stop_id, conversation_id, epoch, by, now, run=run)
+            StopEntry(self._t.last_stop_id, conversation_id, epoch, by, now, run=run, means=means)
         )
         return True
 
@@ -60,7 +62,9 @@ class MemoryStopRequests:
                 )
                 if stop.handled_at is None and unheld and stop not in found:
                     found.append(stop)
-        return [StopRequest(s.id, s.conversation_id, s.lease_epoch, s.by, s.run) for s in found]
+        return [
+            StopRequest(s.id, s.conversation_id, s.lease_epoch, s.by, s.run, s.means) for s in found
+        ]
 
     async def stop_requests_handled(self, conversation_id: str) -> int:
         """Close the conversation's open stop requests; how many there were."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from sqlalchemy import Engine, Executable, Table, event
 from sqlalchemy.engine import Connection, Result, make_url
@@ -123,6 +124,28 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         setup_sqlite(engine.sync_engine)
+    return engine
+
+
+def create_read_only_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url`` that cannot write: a SQLite file opened ``mode=ro``
+    (https://www.sqlite.org/uri.html; its folder is not made, and a file that is not there
+    fails at the first connection), or PostgreSQL sessions with
+    ``default_transaction_read_only`` on (every transaction read-only:
+    https://www.postgresql.org/docs/current/runtime-config-client.html). A write through it
+    raises ``sqlalchemy.exc.OperationalError`` (SQLite) or ``InternalError`` (PostgreSQL).
+    For operators' reports (``threadbot audit``). Raises ``ValueError`` for an in-memory
+    SQLite database, which no reader could see."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        read_only = {"server_settings": {"default_transaction_read_only": "on"}}
+        return create_async_engine(url, connect_args=read_only)
+    if not parsed.database or parsed.database == ":memory:":
+        raise ValueError("an in-memory SQLite database cannot be read by another connection")
+    file = quote(str(Path(parsed.database).absolute()))
+    query = {"mode": "ro", "uri": "true"}
+    engine = create_async_engine(parsed.set(database=f"file:{file}", query=query))
+    setup_sqlite(engine.sync_engine)  # WAL stays as it is: asking for it again writes nothing
     return engine
 
 

@@ -2,7 +2,8 @@
 
 A ``Change`` from the engine and the outbox rows for its run events go in the same
 transaction, so a message is never posted for a state change that did not happen,
-nor lost for one that did (docs/architecture.md, "Durability and exactly-once").
+nor lost for one that did (docs/architecture.md, "Durability and exactly-once"); so do
+the audit trail's rows of the decisions it records (``Change.audit``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from conversations.store.schema import (
     ToolCallRow,
     utcnow,
 )
+from conversations.store.sql.audit import insert_audit
 from conversations.store.sql.database import (
     Database,
     conversation_row_sync,
@@ -110,7 +112,7 @@ class SqlJournal:
 
         A few SQLAlchemy Core statements: one ``UPDATE`` of the conversation (its
         status, and the lease fence), one ``INSERT`` per table that gets rows
-        (journal, tool calls as an upsert, model calls, outbox), an ``UPDATE`` per
+        (journal, tool calls as an upsert, model calls, outbox, audit), an ``UPDATE`` per
         resolution. ``after_seq`` numbers the entries; without it the newest
         ``seq`` is read first.
 
@@ -199,6 +201,8 @@ class SqlJournal:
         for out in self._sessions(binding, change):  # after the change's own rows
             outbox.append(outbox_values(conversation_id, out))
             actions.append(out.action)
+        for audited in change.audit:
+            insert_audit(session, conversation_id, binding, audited, now)
         return committed, insert_outbox(session, outbox, actions)  # and the notes dropped
 
 

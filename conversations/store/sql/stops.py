@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import Integer, and_, exists, insert, literal, or_, select, update
+from sqlalchemy import Integer, String, and_, exists, insert, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from conversations.store.records import StopRequest
 from conversations.store.schema import ConversationRow, StopRequestRow, utcnow
 from conversations.store.sql.database import Database, changed
+from conversations.store.stops import StopRequest
+from core.vocabulary.audit import Means
 from core.vocabulary.people import Person
 
 
@@ -42,13 +44,21 @@ class SqlStopRequests:
         epoch: int,
         by: Person,
         run: int | None = None,
+        means: Means | None = None,
     ) -> bool:
-        """Ask ``holder``, holding the lease at ``epoch``, to stop ``run``; False if it
-        holds the lease no more."""
+        """Ask ``holder``, holding the lease at ``epoch``, to stop ``run`` (as ``by`` asked,
+        by ``means``); False if it holds the lease no more."""
         now = utcnow()
         return await self._db.write(
             lambda session: request(
-                session, conversation_id, holder=holder, epoch=epoch, by=by, now=now, run=run
+                session,
+                conversation_id,
+                holder=holder,
+                epoch=epoch,
+                by=by,
+                now=now,
+                run=run,
+                means=means,
             )
         )
 
@@ -82,9 +92,10 @@ def request(
     by: Person,
     now: datetime,
     run: int | None = None,
+    means: Means | None = None,
 ) -> bool:
-    """Write a stop request aimed at ``run`` if ``holder`` still holds the lease at
-    ``epoch``, unexpired.
+    """Write a stop request aimed at ``run`` (asked by ``means``) if ``holder`` still holds
+    the lease at ``epoch``, unexpired.
 
     One statement, so it cannot race the holder's release: False means the run is
     not held there any more (the caller stops the conversation itself).
@@ -102,6 +113,7 @@ def request(
         literal(by.id),
         literal(by.name),
         literal(now),
+        literal(means, type_=String),
     ).where(held)
     stmt = insert(StopRequestRow).from_select(
         [
@@ -111,6 +123,7 @@ def request(
             "requested_by_id",
             "requested_by_name",
             "created_at",
+            "means",
         ],
         values,
     )
@@ -166,4 +179,5 @@ def _request_of(row: StopRequestRow) -> StopRequest:
         lease_epoch=row.lease_epoch,
         by=Person(id=row.requested_by_id, name=row.requested_by_name),
         run=row.run_seq,
+        means=cast(Means | None, row.means),
     )
