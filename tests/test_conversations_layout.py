@@ -20,6 +20,7 @@ from conversations.store import interfaces
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
+from conversations.store.installations import Installations, OAuthStates
 from conversations.store.memory import MemoryStore
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
@@ -116,6 +117,8 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "schedules": Schedules,
         "slots": SlotStore,
         "feedback": Feedback,
+        "installations": Installations,
+        "oauth_states": OAuthStates,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

@@ -31,6 +31,7 @@ from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interface
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
+from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
@@ -1140,6 +1141,8 @@ INTERFACES: dict[str, type[Any]] = {
     "schedules": Schedules,
     "slots": SlotStore,
     "feedback": Feedback,
+    "installations": Installations,
+    "oauth_states": OAuthStates,
 }
 
 
@@ -1151,10 +1154,11 @@ ELSEWHERE = (
     "test_schedules.py",
     "test_slots_store.py",
     "test_feedback_store.py",
+    "test_installations_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots`` and of
-``feedback``."""
+deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
+``feedback`` and of ``installations`` and ``oauth_states``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

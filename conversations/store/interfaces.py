@@ -26,6 +26,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
 - :class:`~conversations.store.feedback.Feedback`: people's 👍 / 👎 on a conversation's
   answers, one row per person. Taken by the hub and ``threadbot usage``.
+- :class:`~conversations.store.installations.Installations` and ``OAuthStates``: the
+  app's installs, tokens sealed. Taken by :mod:`conversations.installs`.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -40,7 +42,7 @@ Errors every backend raises the same way: :class:`core.vocabulary.errors.Convers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,6 +52,7 @@ from conversations.events import PlatformRef
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
+from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.records import (
     ConversationInfo,
@@ -60,6 +63,9 @@ from conversations.store.records import (
     PendingSend,
     RequestMessage,
 )
+from conversations.store.renderers import Renderer as Renderer
+from conversations.store.renderers import SessionRenderer as SessionRenderer
+from conversations.store.renderers import no_sessions as no_sessions
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
 from conversations.store.stops import StopRequests as StopRequests
@@ -68,24 +74,8 @@ from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
 from conversations.store.wakeups import Wakeups
 from core.outputs import OutputStore
-from core.vocabulary.journal import Change, Journal
+from core.vocabulary.journal import Journal
 from core.vocabulary.people import Person
-from core.vocabulary.run_events import RunEvent
-
-Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
-"""Turns a run event of a conversation bound to a thread into outbox rows; the journal
-writes them in the commit that emits the event."""
-
-SessionRenderer = Callable[[PlatformRef, Change], Sequence[Outgoing]]
-"""Turns a change of a conversation bound to a thread into the rows of its thread's
-agent session (:class:`conversations.sessions.SessionRows`); the journal writes them in
-the change's commit, after the rows of its run events."""
-
-
-def no_sessions(_binding: PlatformRef, _change: Change) -> Sequence[Outgoing]:
-    """The :data:`SessionRenderer` of a store whose threads have no sessions: no rows."""
-    return ()
-
 
 Counts = tuple[int, int]
 Ended = list[tuple[str, str]]
@@ -385,6 +375,16 @@ class Store(Protocol):
     @property
     def feedback(self) -> Feedback:
         """People's feedback on conversations (:mod:`conversations.store.feedback`)."""
+        ...
+
+    @property
+    def installations(self) -> Installations:
+        """The app's installs (:mod:`conversations.store.installations`)."""
+        ...
+
+    @property
+    def oauth_states(self) -> OAuthStates:
+        """The OAuth flow's states (:mod:`conversations.store.installations`)."""
         ...
 
     async def close(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
 from conversations.store.feedback import FeedbackGiven
+from conversations.store.installations import Installation
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
@@ -170,6 +171,10 @@ class Tables:
     """Due times recorded, by ``(schedule, due)`` (UTC): ``schedule_runs`` in SQL."""
     feedback: dict[tuple[str, str], FeedbackGiven] = field(default_factory=dict)
     """People's feedback, by ``(conversation, user id)``: ``feedback`` in SQL."""
+    installations: dict[tuple[str, str, str], Installation] = field(default_factory=dict)
+    """Installs by ``(platform, enterprise, team)``: ``installations`` in SQL."""
+    oauth_states: dict[str, datetime] = field(default_factory=dict)
+    """OAuth states and their expiry: ``oauth_states`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 

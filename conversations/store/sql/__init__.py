@@ -23,6 +23,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``slots``: slots of runs and steps, granted by a pass under a lock
 - ``health``: reachability, schema revision and levels, for an operator
 - ``feedback``: people's 👍 / 👎 on a conversation's answers, one row per person
+- ``installations``: the app's installs per workspace (tokens sealed), and OAuth states
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_e
 from conversations.store.sql.feedback import SqlFeedback
 from conversations.store.sql.health import SqlHealth
 from conversations.store.sql.inbox import SqlInbox
+from conversations.store.sql.installations import SqlInstallations, SqlOAuthStates
 from conversations.store.sql.journal import SqlJournal
 from conversations.store.sql.leases import SqlLeases
 from conversations.store.sql.outbox import SqlOutbox
@@ -92,6 +94,8 @@ class SqlStore:
         self.slots = SqlSlots(self._db)
         self.health = SqlHealth(self._db)
         self.feedback = SqlFeedback(self._db)
+        self.installations = SqlInstallations(self._db)
+        self.oauth_states = SqlOAuthStates(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:
