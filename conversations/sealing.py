@@ -36,6 +36,18 @@ def key_problem(key: str) -> str | None:
     return None
 
 
+def keys_problem(keys: Sequence[str]) -> str | None:
+    """Why ``keys`` cannot seal (none, or one that is no Fernet key, by its place); None
+    when they can."""
+    if not keys:
+        return "no key"
+    for index, key in enumerate(keys, start=1):
+        problem = key_problem(key)
+        if problem is not None:
+            return f"key {index}: {problem}"
+    return None
+
+
 class Sealer:
     """Seals and opens tokens with ``keys`` (newest first: the first seals, any opens).
 
@@ -44,15 +56,10 @@ class Sealer:
     """
 
     def __init__(self, keys: Sequence[str]) -> None:
-        if not keys:
-            raise ValueError("no key to seal tokens with")
-        fernets = []
-        for index, key in enumerate(keys):
-            problem = key_problem(key)
-            if problem is not None:
-                raise ValueError(f"key {index + 1}: {problem}")
-            fernets.append(Fernet(key.encode("ascii")))
-        self._fernet = MultiFernet(fernets)
+        problem = keys_problem(keys)
+        if problem is not None:
+            raise ValueError(problem)
+        self._fernet = MultiFernet([Fernet(key.encode("ascii")) for key in keys])
 
     def seal(self, plain: str) -> str:
         """``plain`` sealed with the first key (a different text each time)."""

@@ -20,7 +20,10 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
-from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_bolt.logger.messages import (
+    warning_client_prioritized_and_token_skipped,
+    warning_token_skipped,
+)
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -31,6 +34,10 @@ from adapters.slack.oauth import OAuthConfig, oauth_settings
 from adapters.slack.translate import BotIdentity
 
 log = logging.getLogger("adapters.slack.runner")
+
+_TOKEN_NOTICES = frozenset(
+    {warning_client_prioritized_and_token_skipped(), warning_token_skipped()}
+)
 
 
 def bolt_app(
@@ -107,13 +114,15 @@ async def dispatch_http(app: AsyncApp, request: web.Request) -> web.Response:
 
 
 class _WithoutTokenNotice(logging.Filter):
-    """Drops bolt's "As you gave `client` as well, `token` will be unused.": bolt reads
-    ``SLACK_BOT_TOKEN`` from the environment by itself, and the adapter hands it the
-    client built from that very token, so the notice is true of every start and says
-    nothing to an operator."""
+    """Drops bolt's "As you gave `client` as well, `token` will be unused." and, with
+    installs, "As `installation_store` or `authorize` has been used, `token` ... will be
+    ignored.": bolt reads ``SLACK_BOT_TOKEN`` from the environment by itself, and the
+    adapter hands it the client built from that very token (which serves its own
+    workspace through the installation store), so each notice is true of every start and
+    says nothing to an operator."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+        return record.getMessage() not in _TOKEN_NOTICES
 
 
 def bolt_logger() -> logging.Logger:
