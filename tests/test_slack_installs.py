@@ -68,14 +68,19 @@ def finish(answer: str) -> ScriptedTurn:
     return ScriptedTurn(calls=[ScriptedCall("finish", {"answer": answer})])
 
 
+def with_installs(settings: Settings) -> Settings:
+    """``settings`` with the app's OAuth credentials and a key; the chat workflow."""
+    settings.slack_client_id = CLIENT_ID
+    settings.slack_client_secret = SecretStr(CLIENT_SECRET)
+    settings.token_keys = SecretStr(new_key())
+    settings.workflow = "chat"
+    return settings
+
+
 @pytest.fixture
 def install_settings(sqlite_settings: Settings) -> Settings:
-    """SQLite settings with the app's OAuth credentials and a key; the chat workflow."""
-    sqlite_settings.slack_client_id = CLIENT_ID
-    sqlite_settings.slack_client_secret = SecretStr(CLIENT_SECRET)
-    sqlite_settings.token_keys = SecretStr(new_key())
-    sqlite_settings.workflow = "chat"
-    return sqlite_settings
+    """SQLite settings with installs (:func:`with_installs`)."""
+    return with_installs(sqlite_settings)
 
 
 @contextlib.asynccontextmanager
