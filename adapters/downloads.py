@@ -90,8 +90,11 @@ class Downloader:
         """Whether ``url`` is on one of the allowed origins."""
         return Origin.of(url) in self._origins
 
-    async def get(self, url: str, *, max_bytes: int) -> Download:
-        """The file at ``url``, at most ``max_bytes`` bytes.
+    async def get(
+        self, url: str, *, max_bytes: int, headers: Mapping[str, str] | None = None
+    ) -> Download:
+        """The file at ``url``, at most ``max_bytes`` bytes; ``headers`` instead of the
+        downloader's own (another workspace's token), sent to the same origins only.
 
         Raises :class:`~conversations.errors.FetchFailed` for a URL or redirect off the
         allowed origins, more than :data:`MAX_REDIRECTS` redirects, a status other than
@@ -101,13 +104,14 @@ class Downloader:
         if Origin.of(url) is None:
             raise FetchFailed("its URL is not one the bot can fetch")
         current = yarl.URL(url, encoded=True)
+        sent = dict(self._headers if headers is None else headers)
         jar = aiohttp.DummyCookieJar()
         try:
             async with aiohttp.ClientSession(cookie_jar=jar, trust_env=False) as session:
                 for _hop in range(MAX_REDIRECTS + 1):
                     self._check(current)
                     async with session.get(
-                        current, headers=self._headers, allow_redirects=False
+                        current, headers=sent, allow_redirects=False
                     ) as response:
                         if response.status in _REDIRECTS:
                             current = _next(current, response)

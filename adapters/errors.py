@@ -10,7 +10,9 @@ The tree::
     │   └── StateFileError    the console's state file cannot be read, repaired or appended to
     ├── SlackError            adapters.slack.errors
     │   ├── SlackStartError   auth.test named no bot user
-    │   └── SocketModeDown    the Socket Mode session stayed down (also ConnectionLost)
+    │   ├── SocketModeDown    the Socket Mode session stayed down (also ConnectionLost)
+    │   └── NotInstalled      a call for a workspace the app has no token of (also a
+    │                         conversations.errors.DeliveryError)
     └── DiscordError          adapters.discord.errors
         ├── DiscordStartError the bot could not log in or connect, or READY did not come
         ├── GatewayClosed     the gateway connection ended (also ConnectionLost)

@@ -30,9 +30,11 @@ from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.files import FileFetcher, FileLimits
 from conversations.hub import Hub, HubSettings, default_instance
+from conversations.installs import Installs
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
 from conversations.schedules import Scheduler
+from conversations.sealing import Sealer
 from conversations.store import Store
 from conversations.store.sql.failures import unreachable
 from conversations.store.wakeups import Topic
@@ -41,6 +43,7 @@ from conversations.texts import PlatformTexts
 from core.models.base import Model
 from core.run.engine import Engine
 from core.runner.protocol import Runner
+from core.secrets import Redactor
 from core.tools.base import Toolbox
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,10 @@ class App:
     close_runner: Callable[[], Awaitable[None]] | None = None
     """Ends the runner's own resources at :meth:`close` (a Ray runner's actors), after
     the runs were cancelled."""
+    installs: Installs | None = None
+    """The app's installs in workspaces (Slack's OAuth flow), their tokens sealed in the
+    store and learned by the redactor; None without ``SLACK_CLIENT_ID``. Kept fresh by a
+    background task (:meth:`conversations.installs.Installs.keep_fresh`)."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -214,6 +221,7 @@ async def build(
     wall_clock: Callable[[], datetime] = utc_now,
     toolbox: Toolbox | None = None,
     tracer_provider: TracerProvider | None = None,
+    redactor: Redactor | None = None,
 ) -> App:
     """Build and migrate everything for ``settings``; ``model`` and ``toolbox`` override.
 
@@ -224,6 +232,8 @@ async def build(
     The runs' spans go to ``tracer_provider`` when given (the caller ends it), else to
     the OTLP export the environment configures (:func:`bot.tracing.traces_from`, which
     raises :class:`bot.errors.TracesUnavailable` for one that cannot be given).
+    ``redactor``: the logs' (:func:`bot.engines.open_engine`), which then learns the
+    tokens of the installs too.
     """
     traces = traces_from() if tracer_provider is None else Traces(provider=tracer_provider)
     instance = settings.instance or default_instance()
@@ -241,6 +251,7 @@ async def build(
         traces=traces,
         metrics=metrics,
         instance=instance,
+        redactor=redactor,
     )
     store, engine, places, faults = parts.store, parts.engine, parts.places, parts.faults
     slots = parts.slots  # None: no limit set
@@ -317,7 +328,16 @@ async def build(
             instance=instance,
         ),
     )
-    return App(
+    installs = None
+    if settings.slack_installs:
+        installs = Installs(
+            store=store.installations,
+            states=store.oauth_states,
+            sealer=Sealer(settings.sealing_keys()),
+            learned=parts.redactor.add,
+            poll=settings.wakeup_poll,
+        )
+    app = App(
         store=store,
         engine=engine,
         hub=hub,
@@ -328,4 +348,8 @@ async def build(
         traces=traces,
         metrics=metrics,
         close_runner=close_runner,
+        installs=installs,
     )
+    if installs is not None:
+        app.supervise("installs", installs.keep_fresh)
+    return app

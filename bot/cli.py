@@ -8,6 +8,8 @@ background task gave up, 2 on a usage or settings error, 130 after a second Ctrl
 ``threadbot doctor`` checks the installation (:mod:`bot.doctor`): 0 when everything
 needed works, 1 when a check failed, 2 on a usage or settings error.
 ``threadbot schedules`` lists the scheduled runs and their next times (:mod:`bot.schedules`).
+``threadbot tokens new-key`` prints a key to seal the installs' tokens with, and
+``threadbot tokens rekey`` seals them again with the newest key (:mod:`bot.tokens`).
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
 (:mod:`bot.usage_report`); ``threadbot audit`` every decision and refused attempt, oldest
 first, reading the database without writing (:mod:`bot.audit_report`). ``threadbot
@@ -15,8 +17,8 @@ workflows check FILE...`` checks workflow files and ``threadbot workflows show N
 prints one (:mod:`bot.workflow_commands`): 0, or
 2 for a file that does not load or an unknown name. ``threadbot db``, ``threadbot
 settings`` or ``threadbot workflows`` without a subcommand lists its subcommands (exit
-2). Output cut short by a closed pipe (``threadbot doctor | head -1``) ends quietly
-with 141, the shell's code for a process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+2); ``threadbot tokens`` likewise. Output cut short by a closed pipe (``threadbot doctor
+| head -1``) ends quietly with 141, the shell's code for a process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--mermaid", action="store_true", help="print a Mermaid stateDiagram-v2 instead"
     )
+    tokens = commands.add_parser("tokens", help="the key that seals the installs' tokens")
+    tokens.set_defaults(group=tokens)
+    tokens_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND")
+    tokens_commands.add_parser("new-key", help="print a new key for THREADBOT_TOKEN_KEYS")
+    tokens_commands.add_parser(
+        "rekey",
+        help="seal every stored token again with the first key of THREADBOT_TOKEN_KEYS",
+    )
     commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
     usage.add_argument(
@@ -140,8 +150,8 @@ def _since(text: str) -> object:
 
 
 def _subcommand_missing(args: argparse.Namespace) -> bool:
-    """Print the help of ``threadbot db``, ``threadbot settings`` or ``threadbot
-    workflows`` (their subcommands) when it was given without one."""
+    """Print the help of ``threadbot db``, ``threadbot settings``, ``threadbot tokens`` or
+    ``threadbot workflows`` (their subcommands) when it was given without one."""
     group: argparse.ArgumentParser | None = getattr(args, "group", None)
     if group is None or getattr(args, f"{args.command}_command") is not None:
         return False

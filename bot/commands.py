@@ -65,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
         from bot.doctor import doctor
 
         return asyncio.run(doctor(settings))
+    if args.command == "tokens":
+        from bot.tokens import print_new_key, rekey
+
+        if args.tokens_command == "new-key":
+            return print_new_key()
+        return asyncio.run(rekey(settings))
     if args.command == "schedules":
         from bot.schedules import report
         from core.context import now
@@ -104,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         adapters = platform_adapters(settings) if args.command == "run" else []
         if adapters:
-            return asyncio.run(run_platforms(settings, adapters))
+            return asyncio.run(run_platforms(settings, adapters, redactor=redactor))
         return asyncio.run(run_console(settings))
     except KeyboardInterrupt:
         return 130

@@ -132,6 +132,7 @@ async def open_engine(
     traces: Traces = OFF,
     metrics: Metrics | None = None,
     instance: str | None = None,
+    redactor: Redactor | None = None,
 ) -> EngineParts:
     """Probe the sandbox, load the workflows and layers, open (and migrate) the store and
     build the engine for ``settings``; ``model`` and ``toolbox`` override the settings'.
@@ -143,11 +144,12 @@ async def open_engine(
     ``sqlalchemy.exc.SQLAlchemyError`` when the database cannot be reached. The model's
     calls are counted in ``metrics`` when given; the runs' spans go to ``traces``. The
     model calls and commands wait for their slots (:func:`bot.limits.slots_for`) as
-    ``instance`` (default: this process's ``host:pid``).
+    ``instance`` (default: this process's ``host:pid``). ``redactor``: the one the logs
+    already go through (it learns the installs' tokens), else one of the settings' secrets.
     """
     settings.workspace_root.mkdir(parents=True, exist_ok=True)  # OSError: not usable
     faults = Faults(settings.fault)
-    redactor = Redactor(settings.secrets())
+    redactor = redactor or Redactor(settings.secrets())
     confinement = await asyncio.to_thread(
         confine, settings.bwrap, settings.command_env, settings.cgroup_root
     )

@@ -45,6 +45,7 @@ from typing import Any
 from bot.layer_policy import PlacePolicy, policy_at
 from bot.layer_tables import LAYERED, DiscordGuild, Layer, SlackWorkspace, micro_usd
 from bot.loosening import Grants, Refusals, Step
+from bot.organisations import Organisations
 from conversations.channels import ChannelSettings, ProgressMode
 from conversations.events import PlatformRef
 from core.policy.policy import RuleLayer, ToolPolicy
@@ -87,6 +88,10 @@ class Effective:
     grants: Mapping[str, Sourced]
     """``workspaces_may_loosen`` and ``channels_may_loosen`` here (the bot's and, for
     channels, the workspace's or guild's own), for the explanation."""
+    organisation: str | None = None
+    """The organisation of the place's workspace or guild (None: the console's);
+    ``organised``: whether it has a layer (an ``[organisations.<name>]`` table)."""
+    organised: bool = False
 
     @property
     def policy(self) -> ToolPolicy:
@@ -159,7 +164,13 @@ class Effective:
         """One line per setting, ``name = value  (layer)``, and after it, on the same
         line, each loosening of it that was refused and why; no secret is among them (a
         password in a ``git_repo`` URL is hidden)."""
-        lines = [
+        lines = []
+        if self.organisation is not None:
+            table = (
+                f"organisations.{self.organisation}" if self.organised else "no table of its own"
+            )
+            lines.append(f"organisation = {self.organisation!r}  ({table})")
+        lines += [
             self._line(name, _shown(name, sourced.value), sourced.layer)
             for name, sourced in self.values.items()
         ]
@@ -308,23 +319,23 @@ class Layers:
         bot_policy: ToolPolicy,
         known_tools: Collection[str] | None = None,
         grants: Grants | None = None,
+        organisations: Organisations | None = None,
     ) -> None:
         self._bot = bot
+        self._orgs = organisations or Organisations({})
         self._grants = grants or Grants()
         self._set_by = set_by
         self._workspaces: dict[str, Mapping[str, Layer]] = {"slack": slack, "discord": discord}
         self._bot_policy = bot_policy
         self._known = known_tools
-        self._cache: dict[tuple[str, str, str], Effective] = {}
+        self._cache: dict[tuple[str, str, str, str], Effective] = {}
 
     def check_tools(self) -> None:
         """Build every layer's policy; raises ``ValueError`` with the table's dotted path
         for a rule about an unknown tool."""
-        for platform, workspace, channel, layer in self._all():
+        for path, layer in self._tables():
             if layer.policy is not None:
-                ToolPolicy.from_toml_table(
-                    layer.policy, self._known, where=_path(platform, workspace, channel, "policy")
-                )
+                ToolPolicy.from_toml_table(layer.policy, self._known, where=f"{path}.policy")
 
     def check_workflows(self, known: Collection[str], *, toml_file: str) -> None:
         """Raise :class:`UnknownWorkflows` when a ``workflow`` or ``workflows`` value of any
@@ -341,9 +352,9 @@ class Layers:
                 for each in _named(self._bot[name])
                 if each not in known
             ]
-        for platform, workspace, channel, layer in self._all():
+        for table, layer in self._tables():
             for name in ("workflow", "workflows"):
-                path = _path(platform, workspace, channel, name)
+                path = f"{table}.{name}"
                 lines += [
                     f"{toml_file}: {path}: no workflow called {each!r}; known: {said}"
                     for each in _named(getattr(layer, name))
@@ -359,25 +370,49 @@ class Layers:
         own shares one :class:`Effective`, so memory grows with the layers, not the
         channels seen.
         """
+        organisation = self._orgs.of(platform, workspace) or ""
         top = self._workspaces.get(platform, {}).get(workspace)
         if top is None:
-            key = (platform, "", "")
+            key = (platform, organisation, "", "")
         elif channel in getattr(top, "channels", {}):
-            key = (platform, workspace, channel)
+            key = (platform, organisation, workspace, channel)
         else:
-            key = (platform, workspace, "")
+            key = (platform, organisation, workspace, "")
+        return self._at_key(key)
+
+    def _at_key(self, key: tuple[str, str, str, str]) -> Effective:
         found = self._cache.get(key)
         if found is None:
             found = self._cache[key] = self._resolve(*key)
+        return found
+
+    def _keys(self) -> list[tuple[str, str, str, str]]:
+        """The place of every layer nearer than the bot's: each organisation's (on each
+        platform), each workspace's and guild's, each channel's."""
+        keys = [
+            (platform, name, "", "")
+            for name in self._orgs.tables()
+            for platform in ("slack", "discord")
+        ]
+        for platform, workspace, channel, _ in self._all():
+            keys.append((platform, self._orgs.of(platform, workspace) or "", workspace, channel))
+        return keys
+
+    def _tables(self) -> list[tuple[str, Layer]]:
+        """Every layer nearer than the bot's with its TOML path (``organisations.acme``,
+        ``slack.T0123.channels.C0456``)."""
+        found: list[tuple[str, Layer]] = [
+            (f"organisations.{name}", table) for name, table in self._orgs.tables().items()
+        ]
+        found += [(_path(p, w, c), layer) for p, w, c, layer in self._all()]
         return found
 
     def queues_anywhere(self) -> bool:
         """Whether some layer (the bot's, a workspace's, a guild's, a channel's) makes runs
         queue: a ``workspace_runs``, or a ``user_runs`` that queues (docs/architecture.md,
         "Limits and priorities")."""
-        places = [("", "", "")] + [(p, w, c) for p, w, c, _ in self._all()]
-        for place in places:
-            here = self.at(*place)
+        for key in [("", "", "", ""), *self._keys()]:
+            here = self._at_key(key)
             if here["workspace_runs"] is not None:
                 return True
             if here["user_runs"] is not None and here["user_runs_over"] == "queue":
@@ -387,12 +422,11 @@ class Layers:
     def refusals(self) -> list[str]:
         """Every loosening refused anywhere (each once), in the order of the layers: for
         the log at start."""
-        places = [(platform, workspace, channel) for platform, workspace, channel, _ in self._all()]
-        said = (line for place in places for line in self.at(*place).refusals.all())
+        said = (line for key in self._keys() for line in self._at_key(key).refusals.all())
         return list(dict.fromkeys(said))
 
-    def _resolve(self, platform: str, workspace: str, channel: str) -> Effective:
-        steps = self._steps(platform, workspace, channel)
+    def _resolve(self, platform: str, organisation: str, workspace: str, channel: str) -> Effective:
+        steps = self._steps(platform, organisation, workspace, channel)
         refusals = Refusals()
         values = {name: self._value(name, steps, refusals) for name in LAYERED}
         place_policy = policy_at(
@@ -409,6 +443,8 @@ class Layers:
             place_policy=place_policy,
             refusals=refusals,
             grants=self._grants_shown(steps),
+            organisation=organisation or None,
+            organised=self._orgs.layer(organisation) is not None,
         )
 
     def _value(self, name: str, steps: list[Step], refusals: Refusals) -> Sourced:
@@ -438,9 +474,10 @@ class Layers:
         """``workspaces_may_loosen`` and ``channels_may_loosen`` as they hold here."""
         channels = sorted(self._grants.channels)
         where = self._bot_label("channels_may_loosen")
-        own = sorted(getattr(steps[0].layer, "channels_may_loosen", ())) if steps else []
+        tops = [step for step in steps if hasattr(step.layer, "channels")]  # its workspace
+        own = sorted(getattr(tops[0].layer, "channels_may_loosen", ())) if tops else []
         if own:
-            where = steps[0].label + (f", and {where}" if channels else "")
+            where = tops[0].label + (f", and {where}" if channels else "")
             channels = list(dict.fromkeys((*own, *channels)))
         return {
             "workspaces_may_loosen": Sourced(
@@ -449,14 +486,19 @@ class Layers:
             "channels_may_loosen": Sourced(channels, where),
         }
 
-    def _steps(self, platform: str, workspace: str, channel: str) -> list[Step]:
-        """The layers nearer than the bot's at a place, widest first, with their labels."""
+    def _steps(self, platform: str, organisation: str, workspace: str, channel: str) -> list[Step]:
+        """The layers nearer than the bot's at a place, widest first, with their labels: its
+        organisation's (when it has a table), its workspace's or guild's, its channel's."""
+        steps = []
+        table = self._orgs.layer(organisation)
+        if table is not None:
+            steps.append(Step(label=f"organisation {organisation}", layer=table))
         top = self._workspaces.get(platform, {}).get(workspace)
         if top is None:
-            return []
+            return steps
         kind = "guild" if platform == "discord" else "workspace"
         label = f"{platform} {kind} {workspace}"
-        steps = [Step(label=label, layer=top)]
+        steps.append(Step(label=label, layer=top))
         inner = getattr(top, "channels", {}).get(channel)
         if inner is not None:
             passed_on = frozenset(getattr(top, "channels_may_loosen", ()))
@@ -492,7 +534,7 @@ def _named(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _path(platform: str, workspace: str, channel: str, key: str) -> str:
-    """``slack.T0123.channels.C0456.policy``, the TOML path of a layer's key."""
+def _path(platform: str, workspace: str, channel: str) -> str:
+    """``slack.T0123.channels.C0456``, the TOML path of a workspace's or channel's table."""
     inner = f".channels.{channel}" if channel else ""
-    return f"{platform}.{workspace}{inner}.{key}"
+    return f"{platform}.{workspace}{inner}"

@@ -12,7 +12,10 @@ every deployment of ``threadbot run`` (Slack over HTTP or Socket Mode, Discord):
   instance; an orchestrator waits for it before it stops the next one;
 - ``GET /metrics``: :class:`bot.metrics.Metrics` in the Prometheus text format
   (https://prometheus.io/docs/instrumenting/exposition_formats/);
-- ``GET /``: the list of these.
+- ``GET /``: the list of these;
+- in a Socket Mode deployment with Slack installs, ``GET /slack/install`` and ``GET
+  /slack/oauth_redirect``: Slack's OAuth flow (:mod:`adapters.slack.oauth`), since no
+  other port of the bot is open then (:meth:`Operations.add_page`).
 
 Every check has ``check_timeout`` seconds (a database that does not answer is a
 failed check, not a hung probe). The server is aiohttp's, already the Slack adapter's
@@ -36,6 +39,9 @@ log = logging.getLogger(__name__)
 
 Connected = Callable[[], Awaitable[bool]]
 """Whether one platform's adapter is connected now."""
+
+Page = Callable[[web.Request], Awaitable[web.StreamResponse]]
+"""A ``GET`` handler another part of the bot serves here (an adapter's)."""
 
 PATHS = ("/healthz", "/readyz", "/metrics")
 
@@ -66,12 +72,22 @@ class Operations:
         self._clock = clock
         self._check_timeout = check_timeout
         self._runner: web.AppRunner | None = None
+        self._pages: dict[str, Page] = {}
         self.draining = False
         """Set at a graceful shutdown: ``/readyz`` answers 503 from then on."""
 
     def add_platform(self, name: str, connected: Connected) -> None:
         """Check ``connected`` in ``/readyz`` as ``name``."""
         self._platforms[name] = connected
+
+    def add_page(self, path: str, page: Page) -> None:
+        """Serve ``GET path`` with ``page`` too (before :meth:`start`)."""
+        self._pages[path] = page
+
+    @property
+    def pages(self) -> list[str]:
+        """The paths of the pages added (:meth:`add_page`)."""
+        return list(self._pages)
 
     async def start(self) -> str:
         """Listen; returns the address (``http://host:port``, the port bound when 0 was asked).
@@ -83,6 +99,8 @@ class Operations:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics_page)
+        for path, page in self._pages.items():
+            app.router.add_get(path, page)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)

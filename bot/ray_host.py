@@ -14,7 +14,10 @@ process (``host:pid``), which renews their rows (docs/architecture.md, "Limits a
 priorities"); the run's own slot is held by the bot process that asked for it.
 
 Its log records go to the actor's stderr (which Ray hands to the driver, the bot, by
-default) in the bot's format, redacted as the bot's are (:func:`bot.logs.configure`).
+default) in the bot's format, redacted as the bot's are (:func:`bot.logs.configure`). With
+Slack installs, it reads the installs as the bot does (every ``wakeup_poll`` seconds, when
+they changed) so its redactor learns each install's token too: a run's tool output here
+loses it before it is stored (:mod:`conversations.installs`).
 
 The class is plain Python: :mod:`bot.ray_runner` makes it an actor
 (``ray.remote(RunHost)``), so this module imports no Ray and is pickled by reference.
@@ -33,7 +36,9 @@ from bot.engines import EngineParts, open_engine
 from bot.logs import configure as configure_logs
 from bot.settings import Settings
 from conversations import logcontext
+from conversations.installs import Installs
 from conversations.replies import StoredReplies
+from conversations.sealing import Sealer
 from conversations.slots import Slots
 from conversations.store.leases import Lease, fence_with
 from core.runner.local import LocalRunner
@@ -56,8 +61,10 @@ class RunHost:
     """
 
     def __init__(self, settings: Settings) -> None:
-        configure_logs(settings.log_level, settings.log_format, Redactor(settings.secrets()))
+        self._redactor = Redactor(settings.secrets())
+        configure_logs(settings.log_level, settings.log_format, self._redactor)
         self._settings = settings
+        self._learning: asyncio.Task[None] | None = None
         self._parts: EngineParts | None = None
         self._opening: asyncio.Lock | None = None
         self._local: LocalRunner | None = None
@@ -77,7 +84,18 @@ class RunHost:
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._local is None:
-                parts = await open_engine(self._settings)
+                parts = await open_engine(self._settings, redactor=self._redactor)
+                if self._settings.slack_installs:
+                    installs = Installs(
+                        store=parts.store.installations,
+                        states=parts.store.oauth_states,
+                        sealer=Sealer(self._settings.sealing_keys()),
+                        learned=self._redactor.add,
+                        poll=self._settings.wakeup_poll,
+                    )
+                    with contextlib.suppress(Exception):  # the loop logs and tries again
+                        await installs.refresh()  # before the first run here
+                    self._learning = asyncio.create_task(_learned(installs), name="installs")
                 replies = StoredReplies(inbox=parts.store.inbox, poll=self._settings.wakeup_poll)
                 self._parts, self._replies = parts, replies
                 self._polling = asyncio.create_task(replies.keep_polling(), name="replies")
@@ -165,13 +183,25 @@ class RunHost:
             pump.cancel()
         if self._runs:
             await asyncio.wait(list(self._runs.values()))
-        for task in (self._polling, self._renewing):
+        for task in (self._polling, self._renewing, self._learning):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self._parts is not None:
             await self._parts.store.close()
+
+
+async def _learned(installs: Installs) -> None:
+    """Read the installs when they changed (their tokens learned by the redactor), now and
+    every ``installs.poll`` seconds until cancelled; a failed read is logged and tried at
+    the next."""
+    while True:
+        try:
+            await installs.refresh()
+        except Exception as exc:
+            log.warning("could not read the installs (%s)", exc)
+        await asyncio.sleep(installs.poll)
 
 
 async def _renewed(slots: Slots, every: float) -> None:

@@ -28,6 +28,7 @@ from conversations.store.sql.failures import sqlite_file
 from conversations.sweeper import utc_now
 from core.models.base import Model
 from core.models.demo import DemoModel
+from core.secrets import Redactor
 
 if TYPE_CHECKING:
     from bot.platforms import PlatformAdapter
@@ -137,8 +138,14 @@ def _waiting_for_runs(busy: int, grace: float) -> str:
     )
 
 
-async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> int:
+async def run_platforms(
+    settings: Settings, adapters: list[PlatformAdapter], *, redactor: Redactor | None = None
+) -> int:
     """Run the platform adapters until SIGINT or SIGTERM; returns the exit code.
+
+    ``redactor``: the logs' (it learns the tokens of new installs too).
+    With Slack installs, the install and redirect paths are served on the operations
+    address in Socket Mode (beside ``/slack/events`` in HTTP mode), and said at start.
 
     The operations address (:mod:`bot.ops`) listens first, so ``/healthz`` answers while
     the platforms connect (``/readyz`` does once they have). 0 after a graceful
@@ -146,7 +153,7 @@ async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> 
     operations address cannot be listened on, :class:`StartFailed` when a platform
     cannot be started.
     """
-    app = await build(settings)
+    app = await build(settings, redactor=redactor)
     assert app.metrics is not None
     ops = Operations(
         host=settings.ops_host,
@@ -168,6 +175,9 @@ async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> 
         except OSError as exc:
             raise OpsUnavailable(ops.address, exc) from exc
         announce(f"operations on {address} ({' '.join(PATHS)})")
+        for path in ops.pages:
+            if path.endswith("/install"):
+                announce(f"Slack installs at {address}{path}")
         for adapter in adapters:
             try:
                 await adapter.start(app.hub)
@@ -176,11 +186,17 @@ async def run_platforms(settings: Settings, adapters: list[PlatformAdapter]) -> 
             app.supervise(f"{adapter.platform} connection", adapter.keep_connected)
             if (events := getattr(adapter, "address", None)) is not None:
                 announce(f"Slack events on {events}")
+                if getattr(adapter, "installations", None) is not None:
+                    announce(f"Slack installs at {events.rsplit('/', 2)[0]}/slack/install")
             announce(f"connected to {adapter.platform}")
         await asyncio.Event().wait()  # until a signal or a failure
         return 0
 
     for adapter in adapters:
+        if app.installs is not None and (use := getattr(adapter, "use_installs", None)):
+            use(app.installs)
+            for path, page in getattr(adapter, "oauth_routes", {}).items():
+                ops.add_page(path, page)
         app.add_sender(adapter)
         app.add_membership(directory_for(adapter))
         app.add_texts(adapter.texts)

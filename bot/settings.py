@@ -74,10 +74,12 @@ from bot.layer_tables import (
 )
 from bot.layers import Layers, UnknownWorkflows
 from bot.loosening import Grants
+from bot.organisations import Organisation, OrganisationName, Organisations, membership_problems
 from bot.schedules import ScheduleEntry, check_schedules
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
 from conversations.access import parse_approver, platform_problem
 from conversations.channels import OverLimit
+from conversations.sealing import keys_problem
 from core.contexts import StrategyName
 from core.faults import Faults
 from core.policy.policy import ToolPolicy
@@ -238,6 +240,25 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(
         default=None, validation_alias=AliasChoices("SLACK_API_URL", "slack_api_url")
     )
+    slack_client_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "slack_client_id")
+    )
+    """The app's client id (Basic Information -> App Credentials): set, with
+    ``slack_client_secret`` and ``token_keys``, the app is installed in workspaces through
+    Slack's OAuth flow (:mod:`adapters.slack.oauth`)."""
+    slack_client_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "slack_client_secret"),
+    )
+    slack_redirect_uri: str | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_REDIRECT_URI", "slack_redirect_uri")
+    )
+    """The redirect URL registered in the app (``https://HOST/slack/oauth_redirect``); none:
+    the app's only one, which Slack uses."""
+    token_keys: SecretStr | None = None
+    """``THREADBOT_TOKEN_KEYS``: Fernet keys, comma-separated, newest first, that seal the
+    installs' tokens in the database (:mod:`conversations.sealing`): the first seals, each
+    opens."""
     discord_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("DISCORD_TOKEN", "discord_token")
     )
@@ -458,6 +479,9 @@ class Settings(BaseSettings):
     channels_may_loosen: CommaLoosenable = []
     """Settings every channel layer may loosen (a workspace or guild may list more for its
     own channels)."""
+    organisations: dict[OrganisationName, Organisation] = {}
+    """``[organisations.<name>]`` tables: an organisation's layer and its workspaces and
+    guilds (:mod:`bot.organisations`); the others are in ``default``."""
     slack: dict[SlackTeamId, SlackWorkspace] = {}
     """``[slack.<team_id>]`` tables: a Slack workspace's layer and its channels'."""
     discord: dict[Snowflake, DiscordGuild] = {}
@@ -506,7 +530,10 @@ class Settings(BaseSettings):
         Display names prove nothing on Slack or Discord; names are ids only in the
         console (see :mod:`conversations.access` for the forms).
         """
-        platform = any(info.data.get(k) is not None for k in ("slack_bot_token", "discord_token"))
+        platform = any(
+            info.data.get(k) is not None
+            for k in ("slack_bot_token", "slack_client_id", "discord_token")
+        )
         for entry in value:
             parse_approver(entry)  # ValueError for a malformed entry, with any adapter
             problem = platform_problem(entry) if platform else None
@@ -520,10 +547,11 @@ class Settings(BaseSettings):
         cls, value: list[ScheduleEntry], info: ValidationInfo
     ) -> list[ScheduleEntry]:
         """Names unique; each schedule on a platform the bot runs (:mod:`bot.schedules`)."""
+        slack = ("slack_bot_token", "slack_client_id")
         running = [
             platform
-            for platform, token in (("slack", "slack_bot_token"), ("discord", "discord_token"))
-            if info.data.get(token) is not None
+            for platform, tokens in (("slack", slack), ("discord", ("discord_token",)))
+            if any(info.data.get(token) is not None for token in tokens)
         ]
         return check_schedules(value, running or ["console"])
 
@@ -574,6 +602,30 @@ class Settings(BaseSettings):
                 f"ops_port and slack_port are both {self.ops_port}: the operations address "
                 "stays apart from the Slack events port"
             )
+        return self
+
+    @field_validator("organisations")
+    @classmethod
+    def _one_organisation_each(cls, value: dict[str, Organisation]) -> dict[str, Organisation]:
+        """A workspace or guild is listed by one organisation at most."""
+        problems = membership_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _installs_have_keys(self) -> Settings:
+        """OAuth installs need the client id, its secret and keys to seal the tokens."""
+        if (self.slack_client_id is None) != (self.slack_client_secret is None):
+            raise ValueError("SLACK_CLIENT_ID and SLACK_CLIENT_SECRET go together: set both")
+        problem = keys_problem(self.sealing_keys())
+        if self.slack_client_id is not None and not self.sealing_keys():
+            raise ValueError(
+                "SLACK_CLIENT_ID needs THREADBOT_TOKEN_KEYS, the key that seals the installs' "
+                "tokens in the database (make one with: threadbot tokens new-key)"
+            )
+        if self.token_keys is not None and problem is not None:
+            raise ValueError(f"THREADBOT_TOKEN_KEYS: {problem}")
         return self
 
     @model_validator(mode="after")
@@ -691,7 +743,8 @@ class Settings(BaseSettings):
     def _money_budgets_have_prices(self) -> Settings:
         """A budget in dollars counts only priced calls: every model it may apply to
         (each layer's model, fallbacks and role models) must be in the price sheet."""
-        layers: list[Layer] = [*self.slack.values(), *self.discord.values()]
+        layers: list[Layer] = [*self.organisations.values()]
+        layers += [*self.slack.values(), *self.discord.values()]
         layers += [c for w in self.slack.values() for c in w.channels.values()]
         layers += [c for g in self.discord.values() for c in g.channels.values()]
         places: list[Settings | Layer] = [self, *layers]
@@ -744,6 +797,7 @@ class Settings(BaseSettings):
             set_by=set_by,
             slack=self.slack,
             discord=self.discord,
+            organisations=Organisations(self.organisations),
             bot_policy=self.tool_policy(known_tools).model_copy(
                 update={"every_command_asks": every_command_asks}
             ),
@@ -785,7 +839,21 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             if isinstance(value, SecretStr) and value.get_secret_value():
                 found[name.upper()] = value.get_secret_value()
+        found.pop("TOKEN_KEYS", None)  # each key on its own: THREADBOT_TOKEN_KEYS 1, 2...
+        for index, key in enumerate(self.sealing_keys(), start=1):
+            found[f"THREADBOT_TOKEN_KEYS {index}"] = key
         return found
+
+    def sealing_keys(self) -> list[str]:
+        """The keys of ``THREADBOT_TOKEN_KEYS``, newest first (none when unset)."""
+        if self.token_keys is None:
+            return []
+        return [k.strip() for k in self.token_keys.get_secret_value().split(",") if k.strip()]
+
+    @property
+    def slack_installs(self) -> bool:
+        """Whether the Slack app is installed in workspaces through OAuth."""
+        return self.slack_client_id is not None
 
     @classmethod
     def unknown_variables(cls, environ: Mapping[str, str]) -> list[str]:

@@ -8,8 +8,9 @@ The tree::
     │   │   └── NotConnected  the adapter is not connected yet: wait the same way
     │   └── StreamEnded    a streamed message takes no more text (the platform ended it)
     ├── LookupFailed       a platform could not say who is in a group or role
-    └── FetchFailed        a shared file could not be fetched (a host refused, HTTP, a timeout)
-        └── FileTooLarge   it is larger than the limit for a shared file
+    ├── FetchFailed        a shared file could not be fetched (a host refused, HTTP, a timeout)
+    │   └── FileTooLarge   it is larger than the limit for a shared file
+    └── Unsealable         a stored token opens with none of the keys (:mod:`conversations.sealing`)
 """
 
 from __future__ import annotations
@@ -67,3 +68,8 @@ class FileTooLarge(FetchFailed):
     def __init__(self, message: str, *, limit: int) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class Unsealable(ConversationsError):
+    """A sealed token that none of the keys opens: it was sealed with a key that is no
+    longer in ``THREADBOT_TOKEN_KEYS``, or it was changed. Never holds the token."""

@@ -25,10 +25,12 @@ from urllib.parse import parse_qsl, urlencode
 
 import aiohttp
 
+from adapters.slack.oauth import OAuthConfig
 from adapters.slack.runner import SlackAdapter, SlackConfig
 from bot.app import App, build
 from bot.settings import Settings
 from core.models.scripted import ScriptedModel
+from core.tools.base import Toolbox
 from core.vocabulary.snapshot import ConversationSnapshot
 from tests.fakes.slack_api import (
     BOT_ID,
@@ -375,11 +377,16 @@ async def slack_workspace(
     transport: Transport = "http",
     wall_clock: Callable[[], datetime] | None = None,
     api: FakeSlackApi | None = None,
+    bot_token: str | None = "xoxb-test",
+    toolbox: Toolbox | None = None,
 ) -> AsyncIterator[Workspace]:
     """The bot on Slack over ``transport``, against the fakes; everything closed after.
     ``model``: None for the settings' own (the real client against a fake Messages API).
     ``wall_clock``: the app's wall clock (the sweeper's), when the test moves it.
-    ``api``: a Slack fake of the test's own (kept across two bots: a restart), HTTP only."""
+    ``api``: a Slack fake of the test's own (kept across two bots: a restart).
+    With ``slack_client_id`` in ``settings``, the app is installed through OAuth too (its
+    installs in the store, kept fresh by the app); ``bot_token``: ``SLACK_BOT_TOKEN``
+    (None: installs only); ``toolbox``: the bot's tools instead of its own."""
     async with contextlib.AsyncExitStack() as stack:
         socket: FakeSocketModeServer | None = None
         if transport == "socket":
@@ -388,13 +395,23 @@ async def slack_workspace(
             api = await stack.enter_async_context(
                 FakeSlackApi(socket_url=socket.url if socket is not None else None)
             )
+        elif socket is not None:
+            api.socket_url = socket.url
         http = await stack.enter_async_context(aiohttp.ClientSession())
         clocked = {"wall_clock": wall_clock} if wall_clock is not None else {}
-        app = await build(settings, model=model, **clocked)
+        app = await build(settings, model=model, toolbox=toolbox, **clocked)
         stack.push_async_callback(app.close)
+        oauth = None
+        if settings.slack_client_id is not None and settings.slack_client_secret is not None:
+            oauth = OAuthConfig(
+                client_id=settings.slack_client_id,
+                client_secret=settings.slack_client_secret.get_secret_value(),
+                redirect_uri=settings.slack_redirect_uri,
+            )
         adapter = SlackAdapter(
             SlackConfig(
-                bot_token="xoxb-test",
+                bot_token=bot_token,
+                oauth=oauth,
                 app_token="xapp-test" if transport == "socket" else None,
                 signing_secret=SECRET,
                 api_url=api.base_url,
@@ -406,6 +423,8 @@ async def slack_workspace(
                 bot_thread_cap=settings.bot_thread_cap,
             )
         )
+        if app.installs is not None:
+            adapter.use_installs(app.installs)
         app.add_sender(adapter)
         app.add_texts(adapter.texts)
         app.add_fetcher(adapter.files)

@@ -21,6 +21,7 @@ from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
+from conversations.store.installations import Installations, OAuthStates
 from conversations.store.memory import MemoryStore
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
@@ -118,6 +119,8 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "slots": SlotStore,
         "feedback": Feedback,
         "audit": AuditTrail,
+        "installations": Installations,
+        "oauth_states": OAuthStates,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

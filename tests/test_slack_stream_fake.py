@@ -14,6 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.streams import SlackStreams
+from adapters.slack.teams import TeamClients
 from adapters.slack.web import WebClients
 from conversations.events import Button, PlatformRef, PostReply, StreamedPreview
 from tests.fakes.slack_api import FakeSlackApi
@@ -118,7 +119,7 @@ async def test_the_answer_finalises_its_stream_with_its_buttons_at_the_bottom(
     api: FakeSlackApi,
 ) -> None:
     streams = SlackStreams(
-        clients=WebClients.for_token("xoxb-test", base_url=api.base_url), limit=3000
+        clients=TeamClients(WebClients.for_token("xoxb-test", base_url=api.base_url)), limit=3000
     )
     thread = PlatformRef(platform="slack", workspace="T0AGT00001", channel=CHANNEL, thread=ROOT)
     ts = await streams.start(thread, "U0ALICE001", "✅ One & ")

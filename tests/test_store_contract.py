@@ -32,6 +32,7 @@ from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
+from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
 from conversations.store.records import Lease, opened_lease, opened_snapshot
@@ -1142,6 +1143,8 @@ INTERFACES: dict[str, type[Any]] = {
     "slots": SlotStore,
     "feedback": Feedback,
     "audit": AuditTrail,
+    "installations": Installations,
+    "oauth_states": OAuthStates,
 }
 
 
@@ -1154,10 +1157,11 @@ ELSEWHERE = (
     "test_slots_store.py",
     "test_feedback_store.py",
     "test_audit_store.py",
+    "test_installations_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
 deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
-``feedback`` and of ``audit``."""
+``feedback``, of ``audit`` and of ``installations`` and ``oauth_states``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

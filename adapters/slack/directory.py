@@ -4,6 +4,9 @@ Members come from ``usergroups.users.list``
 (https://docs.slack.dev/reference/methods/usergroups.users.list: a list of user
 ids, Tier 2, the ``usergroups:read`` scope; ``team_id`` only matters for an org
 token). ``include_disabled`` is not sent, so a disabled group lets nobody in.
+With installs, the look-up goes through the group's workspace's own client
+(:mod:`adapters.slack.teams`).
+
 A group's members are kept :data:`conversations.membership.DEFAULT_TTL` seconds,
 so a person removed from the group may decide until then, and a group of
 approvers costs one call per few minutes, not one per decision.
@@ -22,8 +25,9 @@ from collections.abc import Callable
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.teams import TeamClients
 from adapters.slack.web import UNREACHABLE
-from conversations.errors import LookupFailed
+from conversations.errors import DeliveryError, LookupFailed
 from conversations.membership import DEFAULT_TTL, TtlCache
 
 _HINTS = {
@@ -37,6 +41,7 @@ class SlackDirectory:
     """A :class:`conversations.membership.Membership` for Slack user groups.
 
     ``client`` is the adapter's look-up client (slack-sdk waits out a 429 itself);
+    ``teams``: each workspace's clients, whose look-up client is used instead when given;
     ``ttl`` seconds of ``clock()`` is how long a group's member list is kept.
     """
 
@@ -47,10 +52,12 @@ class SlackDirectory:
         self,
         *,
         client: AsyncWebClient,
+        teams: TeamClients | None = None,
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._teams = teams
         self._members: TtlCache[tuple[str, str], frozenset[str]] = TtlCache(ttl=ttl, clock=clock)
 
     async def is_member(self, *, workspace: str, user: str, group: str) -> bool:
@@ -64,7 +71,13 @@ class SlackDirectory:
     async def _list(self, workspace: str, group: str) -> frozenset[str]:
         call = f"usergroups.users.list for {group}"
         try:
-            response = await self._client.usergroups_users_list(
+            client = (
+                self._client if self._teams is None else (await self._teams.of(workspace)).client
+            )
+        except DeliveryError as exc:  # not installed there
+            raise LookupFailed(f"{call}: {exc}") from exc
+        try:
+            response = await client.usergroups_users_list(
                 usergroup=group, team_id=workspace or None
             )
         except SlackApiError as exc:

@@ -5,8 +5,10 @@ The tree::
     AdapterError                  adapters.errors
     └── SlackError
         ├── SlackStartError       the bot could not learn who it is (auth.test named no user)
-        └── SocketModeDown        the Socket Mode session stayed down past the watchdog's
-                                  patience (also adapters.errors.ConnectionLost)
+        ├── SocketModeDown        the Socket Mode session stayed down past the watchdog's
+        │                         patience (also adapters.errors.ConnectionLost)
+        └── NotInstalled          a call for a workspace the app has no token of (also
+                                  conversations.errors.DeliveryError, permanent)
 
 A refused or failed Web API call is not a :class:`SlackError`: ``send`` raises
 :class:`conversations.errors.DeliveryError` (``from`` slack-sdk's error), as the
@@ -16,6 +18,7 @@ A refused or failed Web API call is not a :class:`SlackError`: ``send`` raises
 from __future__ import annotations
 
 from adapters.errors import AdapterError, ConnectionLost
+from conversations.errors import DeliveryError
 
 
 class SlackError(AdapterError):
@@ -37,3 +40,14 @@ class SocketModeDown(SlackError, ConnectionLost):
     Raised by :meth:`adapters.slack.runner.SlackAdapter.keep_connected`; the
     supervised restart connects afresh.
     """
+
+
+class NotInstalled(SlackError, DeliveryError):
+    """A call for a workspace the app has no token of (never installed there, or
+    uninstalled since): permanent, since retrying cannot help (:mod:`adapters.slack.teams`)."""
+
+    def __init__(self, team: str) -> None:
+        DeliveryError.__init__(
+            self, f"the app is not installed in Slack workspace {team}", permanent=True
+        )
+        self.team = team

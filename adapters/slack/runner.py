@@ -17,7 +17,14 @@ acked, and is dropped (:mod:`adapters.slack.unhandled`).
 Outbound: :meth:`SlackAdapter.send` is :mod:`adapters.slack.sending`'s, over the
 three Web API clients of :mod:`adapters.slack.web` (bolt's and the look-ups'
 :attr:`SlackAdapter.client`, :attr:`SlackAdapter.edit_client` and
-:attr:`SlackAdapter.post_client`).
+:attr:`SlackAdapter.post_client`), or, with installs, over each workspace's own
+(:attr:`SlackAdapter.teams`, :mod:`adapters.slack.teams`).
+
+Installs (``oauth`` in the config): the app is installed in many workspaces through
+Slack's OAuth flow (:mod:`adapters.slack.oauth`), each install kept in the database
+(:mod:`adapters.slack.installations`); bolt then authorizes each event with its
+workspace's bot, and the listeners read who the bot is there from bolt's context. The
+token of ``SLACK_BOT_TOKEN``, when set too, still serves its own workspace.
 """
 
 from __future__ import annotations
@@ -31,27 +38,28 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.app.async_app import AsyncApp
-from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
-from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
 from adapters.fields import mapping, text
 from adapters.inbound import BotCap, hand_over
-from adapters.slack.envelopes import Malformed, read_http_body
+from adapters.slack.bolt_app import bolt_app, dispatch_http, me_in
 from adapters.slack.errors import SlackStartError, SocketModeDown
 from adapters.slack.files import SlackFiles
+from adapters.slack.installations import SlackInstallationStore, fallback_bot
+from adapters.slack.oauth import INSTALL_PATH, REDIRECT_PATH, OAuthConfig, serve_oauth
 from adapters.slack.sending import SlackSender
 from adapters.slack.sessions import session_stopped
 from adapters.slack.socket_mode import GuardedSocketModeHandler
+from adapters.slack.teams import TeamClients
 from adapters.slack.translate import BotIdentity, action_event, command_event, inbound_event
 from adapters.slack.types import AuthTest, BlockActions, BotsInfo, EventCallback, SlashCommand
 from adapters.slack.unhandled import UnhandledRequests
 from adapters.slack.web import UNREACHABLE, RateLimitSeen, WebClients
 from conversations.adapter import InboundSink
 from conversations.events import InboundEvent, OutboundAction, PlatformRef
+from conversations.installs import Installs
 from conversations.texts import PlatformTexts
 
 log = logging.getLogger(__name__)
@@ -66,10 +74,11 @@ class SlackConfig:
     with ``signing_secret``. ``file_threshold``: characters past which a reply with
     no buttons or reactions (an answer) is uploaded as a file instead.
     ``bot_thread_cap``: other bots' messages taken per thread when ``allow_bots``
-    (stops bot-to-bot loops).
+    (stops bot-to-bot loops). ``oauth``: the app's OAuth credentials, when it is installed
+    in workspaces through Slack's flow (then ``bot_token`` may be None).
     """
 
-    bot_token: str
+    bot_token: str | None
     app_token: str | None = None
     signing_secret: str | None = None
     api_url: str | None = None
@@ -80,6 +89,7 @@ class SlackConfig:
     allow_bots: bool = False
     bot_thread_cap: int = 5
     file_threshold: int = 12_000
+    oauth: OAuthConfig | None = None
 
 
 class SlackAdapter:
@@ -96,21 +106,29 @@ class SlackAdapter:
         clients = WebClients.for_token(
             config.bot_token, base_url=config.api_url, rate_limited=self._seen_429
         )
+        self.installations = SlackInstallationStore() if config.oauth is not None else None
+        """Bolt's installation store, with installs (:meth:`use_installs`); else None."""
+        token_of = None if self.installations is None else self.installations.bot_token
+        self.teams = TeamClients(
+            clients, token_of=token_of, base_url=config.api_url, rate_limited=self._seen_429
+        )
+        """Each workspace's clients (one token's for every workspace without installs)."""
         self.client = clients.client
         """Bolt's client and the look-ups': waits out a 429 itself (up to three times)."""
         self.edit_client = clients.edit_client
         """:meth:`send`'s edits and reactions: a 429 is raised; a dropped connection retried."""
         self.post_client = clients.post_client
         """:meth:`send`'s posts and uploads: nothing retried inside (a post is not idempotent)."""
-        self._sender = SlackSender(clients=clients, file_threshold=config.file_threshold)
-        self.files = SlackFiles(token=config.bot_token, api_url=config.api_url)
+        self._sender = SlackSender(clients=self.teams, file_threshold=config.file_threshold)
+        self.files = SlackFiles(token=config.bot_token, api_url=config.api_url, token_of=token_of)
         """Fetches the files people share (``bot`` hands it to the hub)."""
-        self.app = AsyncApp(
+        self.app = bolt_app(
+            config.signing_secret,
             client=self.client,
-            signing_secret=config.signing_secret or "socket-mode-needs-no-secret",
-            request_verification_enabled=config.app_token is None,
-            logger=_bolt_logger(),
-            raise_error_for_unhandled_request=True,
+            socket_mode=config.app_token is not None,
+            oauth=config.oauth,
+            installations=self.installations,
+            api_url=config.api_url,
         )
         self._unhandled = UnhandledRequests()
         self.me: BotIdentity | None = None
@@ -124,22 +142,60 @@ class SlackAdapter:
     def _seen_429(self, method: str) -> None:
         self.rate_limited(method)
 
+    def use_installs(self, installs: Installs) -> None:
+        """Keep the app's installs in ``installs`` (before :meth:`start`; with ``oauth``)."""
+        if self.installations is None:
+            return
+        self.installations.installs = installs
+        installs.changed = lambda installation: self.teams.forget(installation.team)
+
+    @property
+    def oauth_routes(self) -> dict[str, Any]:
+        """The install and redirect paths and their handler, for the operations address
+        in Socket Mode (HTTP mode serves them beside ``/slack/events``); empty without
+        installs or in HTTP mode."""
+        if self._config.oauth is None or self._config.app_token is None:
+            return {}
+        return {INSTALL_PATH: self.serve_oauth, REDIRECT_PATH: self.serve_oauth}
+
+    async def serve_oauth(self, request: web.Request) -> web.Response:
+        """A browser's request on the install or redirect path (:mod:`adapters.slack.oauth`)."""
+        flow = self.app.oauth_flow
+        if flow is None:
+            return web.Response(status=404, text="this bot is not installed through OAuth\n")
+        return await serve_oauth(flow, request)
+
     # --- lifecycle -----------------------------------------------------------------
 
     async def start(self, hub: InboundSink) -> None:
         """Learn who the bot is (``auth.test``), then start receiving.
 
         Raises slack-sdk's ``SlackApiError`` when Slack refuses the token, and
-        :class:`SlackStartError` when ``auth.test`` names no bot user.
+        :class:`SlackStartError` when ``auth.test`` names no bot user or the installs
+        were not given. With installs, every live install is read (and its token
+        learned) first; without ``SLACK_BOT_TOKEN`` the bot is known per workspace only,
+        from each event's install.
         """
         self._hub = hub
-        self.me = await self._identity()
+        if self.installations is not None:
+            if self.installations.installs is None:
+                raise SlackStartError("OAuth is configured but the installs were not given")
+            await self.installations.installs.refresh()
+        if self._config.bot_token is None:
+            self.me = BotIdentity(user_id="", bot_id="", app_id="", team_id="")
+        else:
+            self.me = await self._identity()
+            if self.installations is not None:
+                self.installations.fallback = fallback_bot(self.me, self._config.bot_token)
         if self._config.app_token:
             self._socket = GuardedSocketModeHandler(self.app, self._config.app_token)
             await self._socket.connect_async()  # type: ignore[no-untyped-call]
             return
         server = web.Application()
         server.router.add_post(self._config.path, self._http)
+        if self._config.oauth is not None:
+            server.router.add_get(INSTALL_PATH, self.serve_oauth)
+            server.router.add_get(REDIRECT_PATH, self.serve_oauth)
         self._runner = web.AppRunner(server)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._config.host, self._config.port).start()
@@ -243,26 +299,8 @@ class SlackAdapter:
         return me
 
     async def _http(self, request: web.Request) -> web.Response:
-        """One HTTP request from Slack, through bolt; a malformed body gets 400, not 500.
-
-        The body is checked before bolt sees it (:func:`read_http_body`: bolt
-        raises or answers 500 on bodies of the wrong shape), so the check comes
-        before bolt's signature check too: malformed bodies, signed or not, get
-        400 and a log line; a well-formed one with a bad signature gets bolt's 401.
-        """
-        raw = await request.read()
-        body = read_http_body(raw, request.content_type)
-        if isinstance(body, Malformed):
-            return _refused(body, request, len(raw))
-        try:
-            bolt_request = AsyncBoltRequest(
-                body=body,
-                query=request.query_string,
-                headers=request.headers,  # type: ignore[arg-type]  # a mapping bolt copies
-            )
-        except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-            return _refused(Malformed(f"bolt could not read it: {exc!r}"), request, len(raw))
-        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+        """One HTTP request from Slack, through bolt (:func:`dispatch_http`)."""
+        return await dispatch_http(self.app, request)
 
     # --- inbound -------------------------------------------------------------------
 
@@ -278,29 +316,33 @@ class SlackAdapter:
         self.app.command(re.compile(r"^/.+"))(self._on_command)
         self.app.action(re.compile(r".*"))(self._on_action)
 
-    async def _on_event(self, body: EventCallback) -> None:
-        if self.me is None:
+    async def _on_event(self, body: EventCallback, context: AsyncBoltContext) -> None:
+        me = me_in(self.me, context, body)
+        if me is None:
             return
-        event = inbound_event(body, self.me, allow_bots=self._config.allow_bots)
+        event = inbound_event(body, me, allow_bots=self._config.allow_bots)
         if event is not None and self._within_bot_cap(event):
             await self._deliver(event)
 
-    async def _on_session_stopped(self, body: EventCallback) -> None:
+    async def _on_session_stopped(self, body: EventCallback, context: AsyncBoltContext) -> None:
         """Slack's stop button on a thread's agent session: the stop command there."""
-        if self.me is None:
+        me = me_in(self.me, context, body)
+        if me is None:
             return
-        event = session_stopped(body, self.me, stop_command=self._config.stop_command)
+        event = session_stopped(body, me, stop_command=self._config.stop_command)
         if event is not None:
             await self._deliver(event)
 
-    async def _on_command(self, ack: Any, body: SlashCommand) -> None:
+    async def _on_command(self, ack: Any, body: SlashCommand, context: AsyncBoltContext) -> None:
         await ack()
-        if self.me is not None and (event := command_event(body, self.me)) is not None:
+        me = me_in(self.me, context, body)
+        if me is not None and (event := command_event(body, me)) is not None:
             await self._deliver(event)
 
-    async def _on_action(self, ack: Any, body: BlockActions) -> None:
+    async def _on_action(self, ack: Any, body: BlockActions, context: AsyncBoltContext) -> None:
         await ack()
-        if self.me is not None and (event := action_event(body, self.me)) is not None:
+        me = me_in(self.me, context, body)
+        if me is not None and (event := action_event(body, me)) is not None:
             await self._deliver(event)
 
     async def _deliver(self, event: InboundEvent) -> None:
@@ -340,39 +382,18 @@ class SlackAdapter:
 
     async def left_open(self, thread: PlatformRef, openings: tuple[str, ...]) -> str | None:
         """A stream left open in ``thread`` by a process that died, if any (asked before
-        the adapter started, the bot's user id comes from ``auth.test``)."""
+        the adapter started, the bot's user id comes from ``auth.test``; with installs,
+        it is the thread's workspace's bot)."""
         user = self.me.user_id if self.me is not None else ""
+        if self.installations is not None:
+            found = await self.installations.async_find_bot(
+                enterprise_id=None, team_id=thread.workspace
+            )
+            user = found.bot_user_id if found is not None else ""
+            if not user:
+                return None
         if not user:
             with contextlib.suppress(*UNREACHABLE):  # a refusal is a SlackClientError too
                 data = (await self.client.auth_test()).data
                 user = (text(data.get("user_id")) if isinstance(data, dict) else None) or ""
         return await self._sender.streams.left_open(thread, user, openings) if user else None
-
-
-class _WithoutTokenNotice(logging.Filter):
-    """Drops bolt's "As you gave `client` as well, `token` will be unused.": bolt reads
-    ``SLACK_BOT_TOKEN`` from the environment by itself, and the adapter hands it the
-    client built from that very token, so the notice is true of every start and says
-    nothing to an operator."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
-
-
-def _bolt_logger() -> logging.Logger:
-    """bolt's own logger (``slack_bolt.AsyncApp``) without its token notice."""
-    logger = logging.getLogger("slack_bolt.AsyncApp")
-    if not any(isinstance(f, _WithoutTokenNotice) for f in logger.filters):
-        logger.addFilter(_WithoutTokenNotice())
-    return logger
-
-
-def _refused(malformed: Malformed, request: web.Request, size: int) -> web.Response:
-    """Answer 400 to a malformed request body, with one log line (no traceback)."""
-    log.warning(
-        "Slack HTTP: refused a malformed %s body of %d bytes with 400: %s",
-        request.content_type,
-        size,
-        malformed.reason,
-    )
-    return web.Response(status=400, text=f"malformed request: {malformed.reason}\n")

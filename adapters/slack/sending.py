@@ -42,6 +42,7 @@ from adapters.limits import answer_file_name, file_summary
 from adapters.slack.outbound import ApiCall, escape, render, seed_reactions, session_call
 from adapters.slack.sessions import AgentSessions
 from adapters.slack.streams import MAX_TEXT, SlackStreams
+from adapters.slack.teams import TeamClients
 from adapters.slack.types import ConversationsReplies, PostMessageAnswer
 from adapters.slack.web import UNREACHABLE, WebClients
 from conversations.errors import DeliveryError, RateLimited
@@ -83,13 +84,14 @@ _REPLIES_LIMIT = 200
 
 
 class SlackSender:
-    """Sends neutral actions through ``clients``.
+    """Sends neutral actions through ``clients``: each action through the clients of its
+    workspace (:mod:`adapters.slack.teams`).
 
     ``file_threshold``: characters past which a reply with no buttons, reactions or
     ephemeral recipient (an answer) is uploaded as a file instead.
     """
 
-    def __init__(self, *, clients: WebClients, file_threshold: int) -> None:
+    def __init__(self, *, clients: TeamClients, file_threshold: int) -> None:
         self._clients = clients
         self._file_threshold = file_threshold
         self.sessions = AgentSessions()
@@ -110,15 +112,17 @@ class SlackSender:
         Raises :class:`RateLimited` (with ``Retry-After``) for any call refused with
         429, at once, and :class:`DeliveryError` (``permanent`` for errors that a
         retry cannot fix) when Slack refused or could not be reached (a dropped
-        connection, a timeout: transient).
+        connection, a timeout: transient), or the app is not installed in the action's
+        workspace (:class:`adapters.slack.errors.NotInstalled`, permanent).
         """
+        clients = await self._clients.of(action.ref.workspace)
         try:
             try:
-                return await self._perform(action, idempotency_key, maybe_sent)
+                return await self._perform(clients, action, idempotency_key, maybe_sent)
             except SlackApiError as exc:
                 if not self._plain_plans_after(action, exc):
                     raise
-                return await self._perform(action, idempotency_key, maybe_sent)
+                return await self._perform(clients, action, idempotency_key, maybe_sent)
         except SlackApiError as exc:
             raise _delivery_error(exc, action) from exc
         except UNREACHABLE as exc:
@@ -126,19 +130,20 @@ class SlackSender:
             raise DeliveryError(_unreachable(exc)) from exc
 
     async def _perform(
-        self, action: OutboundAction, idempotency_key: str, maybe_sent: bool
+        self, clients: WebClients, action: OutboundAction, idempotency_key: str, maybe_sent: bool
     ) -> str | None:
-        """:meth:`send`'s calls, each Slack refusal raised as ``SlackApiError``."""
+        """:meth:`send`'s calls through ``clients`` (the action's workspace's), each Slack
+        refusal raised as ``SlackApiError``."""
         if isinstance(action, PostReply):
-            return await self._post(action, idempotency_key, maybe_sent)
+            return await self._post(clients, action, idempotency_key, maybe_sent)
         if isinstance(action, StartThread):  # the top-level post's ts is the thread's
-            return await self._post(action.post(), idempotency_key, maybe_sent)
+            return await self._post(clients, action.post(), idempotency_key, maybe_sent)
         if isinstance(action, SetSessionStatus):
-            await self._set_status(action)
+            await self._set_status(clients, action)
             return None
         plans = action.ref.workspace not in self._plain_plans
         for call in render(action, idempotency_key=idempotency_key, plans=plans):
-            await self._call(call, ignore=("already_reacted",))
+            await self._call(clients, call, ignore=("already_reacted",))
         return None
 
     def _plain_plans_after(self, action: OutboundAction, exc: SlackApiError) -> bool:
@@ -159,7 +164,9 @@ class SlackSender:
         )
         return True
 
-    async def _post(self, action: PostReply, key: str, maybe_sent: bool) -> str | None:
+    async def _post(
+        self, clients: WebClients, action: PostReply, key: str, maybe_sent: bool
+    ) -> str | None:
         """Post ``action`` (its parts, or a file), each part once, then seed its reactions.
 
         A post that failed after a part went out, or whose fate is unknown (no
@@ -169,7 +176,7 @@ class SlackSender:
         if action.ephemeral_to:  # nothing to find it by later, and no reactions
             ts: str | None = None
             for call in render(action, idempotency_key=key):
-                answer = cast(PostMessageAnswer, await self._call(call))
+                answer = cast(PostMessageAnswer, await self._call(clients, call))
                 ts = str(answer.get("message_ts") or answer.get("ts") or "") or ts
             return ts
         if action.streamed is not None and not (maybe_sent or key in self._unsure):
@@ -179,14 +186,14 @@ class SlackSender:
                 return finalised  # its preview's message
         posted: dict[int, str] = {}
         if maybe_sent or key in self._unsure:
-            posted = await self._already_posted(action, key)
+            posted = await self._already_posted(clients, action, key)
         sent_any = False
         ts = None
         try:
             if self._as_file(action):
                 if not posted:
                     sent_any = True  # an upload that failed late may be shared all the same
-                    await self._upload(action, key)
+                    await self._upload(clients, action, key)
                 self._unsure.discard(key)
                 return None
             plans = action.ref.workspace not in self._plain_plans
@@ -194,7 +201,7 @@ class SlackSender:
                 if part in posted:
                     ts = posted[part]
                     continue
-                answer = cast(PostMessageAnswer, await self._call(call))
+                answer = cast(PostMessageAnswer, await self._call(clients, call))
                 sent_any = True
                 ts = str(answer.get("ts") or "") or ts
         except SlackApiError as exc:
@@ -206,10 +213,10 @@ class SlackSender:
             raise
         self._unsure.discard(key)
         if ts:
-            await self._seed_reactions(action, ts)
+            await self._seed_reactions(clients, action, ts)
         return ts
 
-    async def _set_status(self, action: SetSessionStatus) -> None:
+    async def _set_status(self, clients: WebClients, action: SetSessionStatus) -> None:
         """Mark the thread's agent session (:mod:`adapters.slack.sessions`); never fails
         the row but for a 429 (waited out like any other).
 
@@ -222,7 +229,7 @@ class SlackSender:
             return
         call = session_call(action)
         try:
-            response = await self._clients.edit_client.agents_sessions_setStatus(**call.args)
+            response = await clients.edit_client.agents_sessions_setStatus(**call.args)
         except SlackApiError as exc:
             status, code = answer_of(exc)
             if status == 429:
@@ -249,7 +256,7 @@ class SlackSender:
         plain = feedback_only(action.buttons) and not (action.reactions or action.ephemeral_to)
         return plain and len(action.text) > self._file_threshold
 
-    async def _seed_reactions(self, action: PostReply, ts: str) -> None:
+    async def _seed_reactions(self, clients: WebClients, action: PostReply, ts: str) -> None:
         """Add the bot's reactions to its new message ``ts``; a failure is only logged.
 
         The message is posted: raising here would post it again on the retry, and
@@ -257,13 +264,13 @@ class SlackSender:
         """
         for call in seed_reactions(action, action.ref.channel, ts):
             try:
-                await self._call(call, ignore=("already_reacted",))
+                await self._call(clients, call, ignore=("already_reacted",))
             except UNREACHABLE as exc:  # SlackApiError included
                 log.warning("could not add :%s: to %s: %s", call.args.get("name"), ts, exc)
 
-    async def _upload(self, action: PostReply, key: str) -> None:
+    async def _upload(self, clients: WebClients, action: PostReply, key: str) -> None:
         """Upload the text as a file in the thread, named after ``key`` to find it again."""
-        await self._clients.post_client.files_upload_v2(
+        await clients.post_client.files_upload_v2(
             channel=action.ref.channel,
             thread_ts=action.ref.thread,
             content=action.text,
@@ -272,7 +279,9 @@ class SlackSender:
             initial_comment=escape(file_summary(action.text)),
         )
 
-    async def _already_posted(self, action: PostReply, key: str) -> dict[int, str]:
+    async def _already_posted(
+        self, clients: WebClients, action: PostReply, key: str
+    ) -> dict[int, str]:
         """``{part: ts}`` of the parts of ``key`` already in the thread (a file: part 0).
 
         Parts are found by ``metadata.event_payload`` (``key`` and ``part``), a file
@@ -285,7 +294,7 @@ class SlackSender:
         if action.ref.thread is None:
             return {}
         try:
-            response = await self._clients.client.conversations_replies(
+            response = await clients.client.conversations_replies(
                 channel=action.ref.channel,
                 ts=action.ref.thread,
                 include_all_metadata=True,
@@ -308,13 +317,15 @@ class SlackSender:
                 found[0] = str(message["ts"])
         return found
 
-    async def _call(self, call: ApiCall, ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+    async def _call(
+        self, clients: WebClients, call: ApiCall, ignore: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         """Make one change (a post through ``post_client``, else ``edit_client``).
 
         Errors named in ``ignore`` answer ``{}``; others raise ``SlackApiError``.
         """
         posting = call.method in ("chat.postMessage", "chat.postEphemeral")
-        client = self._clients.post_client if posting else self._clients.edit_client
+        client = clients.post_client if posting else clients.edit_client
         try:
             response = await client.api_call(call.method, json=call.args)
         except SlackApiError as exc:

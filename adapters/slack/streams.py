@@ -38,7 +38,8 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.outbound import OUTBOX_EVENT_TYPE, button_blocks, escape, render
-from adapters.slack.web import UNREACHABLE, WebClients
+from adapters.slack.teams import TeamClients
+from adapters.slack.web import UNREACHABLE
 from conversations.errors import DeliveryError, RateLimited, StreamEnded
 from conversations.events import TOO_LONG, PlatformRef, PostReply, UpdateMessage
 
@@ -54,10 +55,11 @@ MAX_TEXT = 3_900
 
 
 class SlackStreams:
-    """Streams into Slack threads through ``clients``; ``limit``: characters a streamed
-    message may hold (the smaller of :data:`MAX_TEXT` and the file threshold)."""
+    """Streams into Slack threads through ``clients`` (each thread's workspace's);
+    ``limit``: characters a streamed message may hold (the smaller of :data:`MAX_TEXT`
+    and the file threshold)."""
 
-    def __init__(self, *, clients: WebClients, limit: int) -> None:
+    def __init__(self, *, clients: TeamClients, limit: int) -> None:
         self._clients = clients
         self.limit = limit
         self._sent: dict[str, str] = {}
@@ -67,6 +69,7 @@ class SlackStreams:
         """Start a stream in ``thread`` for ``recipient``; its message's ts."""
         escaped = escape(text)
         answer = await self._call(
+            thread,
             "chat_startStream",
             channel=thread.channel,
             thread_ts=thread.thread or "",
@@ -83,7 +86,9 @@ class SlackStreams:
     async def append(self, thread: PlatformRef, ts: str, text: str) -> None:
         """Append ``text`` to the stream of ``ts``."""
         escaped = escape(text)
-        await self._call("chat_appendStream", channel=thread.channel, ts=ts, markdown_text=escaped)
+        await self._call(
+            thread, "chat_appendStream", channel=thread.channel, ts=ts, markdown_text=escaped
+        )
         self._sent[ts] = self._sent.get(ts, "") + escaped
 
     async def stop(self, thread: PlatformRef, ts: str, text: str) -> None:
@@ -91,6 +96,7 @@ class SlackStreams:
         escaped = escape(text)
         metadata = {"event_type": STREAM_EVENT_TYPE, "event_payload": {"closed": True}}
         await self._call(
+            thread,
             "chat_stopStream",
             channel=thread.channel,
             ts=ts,
@@ -109,7 +115,11 @@ class SlackStreams:
         if thread.thread is None:
             return None
         try:
-            answer = await self._clients.client.conversations_replies(
+            clients = await self._clients.of(thread.workspace)
+        except DeliveryError:  # not installed there (any more)
+            return None
+        try:
+            answer = await clients.client.conversations_replies(
                 channel=thread.channel, ts=thread.thread, include_all_metadata=True, limit=200
             )
         except SlackApiError as exc:
@@ -147,7 +157,7 @@ class SlackStreams:
             [call] = render(edit, idempotency_key="")
             args = {**call.args, "text": sent + escape(TOO_LONG), "metadata": metadata}
             args["blocks"] = []
-            await self._call("chat_update", edit=True, **args)
+            await self._call(thread, "chat_update", edit=True, **args)
 
     async def finalise(self, action: PostReply, key: str) -> str | None:
         """Finalise the streamed message with the whole of ``action`` (see the module
@@ -162,6 +172,7 @@ class SlackStreams:
             rest = final[len(sent) :]
             try:
                 await self._call(
+                    action.ref,
                     "chat_stopStream",
                     channel=channel,
                     ts=ts,
@@ -175,7 +186,7 @@ class SlackStreams:
                 pass  # Slack ended it meanwhile: edited in below
         elif action.streamed.open:
             try:
-                await self._call("chat_stopStream", channel=channel, ts=ts)
+                await self._call(action.ref, "chat_stopStream", channel=channel, ts=ts)
             except StreamEnded:
                 pass
         self._sent.pop(ts, None)
@@ -184,12 +195,16 @@ class SlackStreams:
         message = action.ref.model_copy(update={"message": ts})
         edit = UpdateMessage(ref=message, text=action.text, buttons=action.buttons)
         [call] = render(edit, idempotency_key=key)
-        await self._call("chat_update", edit=True, metadata=metadata, **call.args)
+        await self._call(action.ref, "chat_update", edit=True, metadata=metadata, **call.args)
         return ts
 
-    async def _call(self, method: str, *, edit: bool = False, **args: Any) -> dict[str, Any]:
-        """``client.<method>(**args)``, the edit client's for ``edit``, its answer's data."""
-        client = self._clients.edit_client if edit else self._clients.post_client
+    async def _call(
+        self, where: PlatformRef, method: str, *, edit: bool = False, **args: Any
+    ) -> dict[str, Any]:
+        """``client.<method>(**args)`` of ``where``'s workspace, the edit client's for
+        ``edit``; its answer's data."""
+        clients = await self._clients.of(where.workspace)
+        client = clients.edit_client if edit else clients.post_client
         try:
             response = await getattr(client, method)(**args)
         except SlackApiError as exc:

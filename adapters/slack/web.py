@@ -79,7 +79,8 @@ class RateLimitCounter(AsyncRetryHandler):
 
 @dataclass(frozen=True)
 class WebClients:
-    """The three clients of one bot token (see the module docstring for which does what)."""
+    """The three clients of one bot token (see the module docstring for which does what);
+    each workspace's are :mod:`adapters.slack.teams`'."""
 
     client: AsyncWebClient
     edit_client: AsyncWebClient
@@ -87,10 +88,15 @@ class WebClients:
 
     @classmethod
     def for_token(
-        cls, token: str, *, base_url: str | None = None, rate_limited: RateLimitSeen | None = None
+        cls,
+        token: str | None,
+        *,
+        base_url: str | None = None,
+        rate_limited: RateLimitSeen | None = None,
     ) -> WebClients:
-        """Clients for the bot ``token``; ``base_url`` replaces the Web API base (ends in
-        ``/``); ``rate_limited`` is told of every 429 any of them gets
+        """Clients for the bot ``token`` (None: calls carry no token unless given one, as
+        bolt's calls for an installed workspace are); ``base_url`` replaces the Web API
+        base (ends in ``/``); ``rate_limited`` is told of every 429 any of them gets
         (:class:`RateLimitCounter`)."""
         base = base_url or AsyncWebClient.BASE_URL
         counted = [] if rate_limited is None else [RateLimitCounter(rate_limited)]

@@ -66,5 +66,7 @@ class RedactingSender:
 
 
 def redacting(sender: Sender, redactor: Redactor) -> Sender:
-    """``sender``, redacting what it sends; as is when ``redactor`` has no secrets."""
-    return RedactingSender(sender, redactor) if redactor else sender
+    """``sender``, redacting what it sends; as is when ``redactor`` has no secrets and
+    never will (:data:`core.secrets.NO_SECRETS`: one that may learn some, a new install's
+    token, redacts from the moment it does)."""
+    return RedactingSender(sender, redactor) if redactor or redactor.grows else sender

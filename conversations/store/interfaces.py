@@ -28,6 +28,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   answers, one row per person. Taken by the hub and ``threadbot usage``.
 - :class:`~conversations.store.audit.AuditTrail`: decisions and refused attempts. Taken
   by the hub, the stopper and ``threadbot audit``.
+- :class:`~conversations.store.installations.Installations` and ``OAuthStates``: the
+  app's installs, tokens sealed. Taken by :mod:`conversations.installs`.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -42,7 +44,7 @@ Errors every backend raises the same way: :class:`core.vocabulary.errors.Convers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,6 +55,7 @@ from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
+from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.records import (
     ConversationInfo,
@@ -63,6 +66,9 @@ from conversations.store.records import (
     PendingSend,
     RequestMessage,
 )
+from conversations.store.renderers import Renderer as Renderer
+from conversations.store.renderers import SessionRenderer as SessionRenderer
+from conversations.store.renderers import no_sessions as no_sessions
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
 from conversations.store.stops import StopRequests as StopRequests
@@ -71,24 +77,8 @@ from conversations.store.upkeep import Retention as Retention
 from conversations.store.usage import Usage
 from conversations.store.wakeups import Wakeups
 from core.outputs import OutputStore
-from core.vocabulary.journal import Change, Journal
+from core.vocabulary.journal import Journal
 from core.vocabulary.people import Person
-from core.vocabulary.run_events import RunEvent
-
-Renderer = Callable[[PlatformRef, RunEvent], Sequence[Outgoing]]
-"""Turns a run event of a conversation bound to a thread into outbox rows; the journal
-writes them in the commit that emits the event."""
-
-SessionRenderer = Callable[[PlatformRef, Change], Sequence[Outgoing]]
-"""Turns a change of a conversation bound to a thread into the rows of its thread's
-agent session (:class:`conversations.sessions.SessionRows`); the journal writes them in
-the change's commit, after the rows of its run events."""
-
-
-def no_sessions(_binding: PlatformRef, _change: Change) -> Sequence[Outgoing]:
-    """The :data:`SessionRenderer` of a store whose threads have no sessions: no rows."""
-    return ()
-
 
 Counts = tuple[int, int]
 Ended = list[tuple[str, str]]
@@ -393,6 +383,16 @@ class Store(Protocol):
     @property
     def audit(self) -> AuditTrail:
         """Decisions and refused attempts (:mod:`conversations.store.audit`)."""
+        ...
+
+    @property
+    def installations(self) -> Installations:
+        """The app's installs (:mod:`conversations.store.installations`)."""
+        ...
+
+    @property
+    def oauth_states(self) -> OAuthStates:
+        """The OAuth flow's states (:mod:`conversations.store.installations`)."""
         ...
 
     async def close(self) -> None:

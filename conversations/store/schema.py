@@ -379,3 +379,42 @@ class AuditRow(Base):
     means: Mapped[str | None] = mapped_column(String(16))
     outcome: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text)
+class InstallationRow(Base):
+    """An install of the app in a workspace or organisation
+    (:mod:`conversations.store.installations`):
+    one row per ``(platform, enterprise, team)``, its tokens sealed (never in plain text),
+    kept without them once removed (``removed_at``, ``removed_why``)."""
+
+    __tablename__ = "installations"
+    __table_args__ = (
+        PrimaryKeyConstraint("platform", "enterprise", "team", name="pk_installations"),
+    )
+
+    platform: Mapped[str] = mapped_column(String(32))
+    enterprise: Mapped[str] = mapped_column(String(64))
+    team: Mapped[str] = mapped_column(String(64))
+    bot_token: Mapped[str] = mapped_column(Text)
+    refresh_token: Mapped[str | None] = mapped_column(Text)
+    expires_at: Mapped[datetime | None]
+    bot_id: Mapped[str] = mapped_column(String(64))
+    bot_user_id: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[str] = mapped_column(Text)
+    app_id: Mapped[str] = mapped_column(String(64))
+    team_name: Mapped[str] = mapped_column(String(256))
+    enterprise_name: Mapped[str] = mapped_column(String(256))
+    installer: Mapped[str] = mapped_column(String(64))
+    enterprise_install: Mapped[bool] = mapped_column(Boolean)
+    installed_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    removed_at: Mapped[datetime | None]
+    removed_why: Mapped[str] = mapped_column(String(32))
+
+
+class OAuthStateRow(Base):
+    """An OAuth ``state`` the install page handed out, taken once before ``expires_at``."""
+
+    __tablename__ = "oauth_states"
+    __table_args__ = (PrimaryKeyConstraint("state", name="pk_oauth_states"),)
+
+    state: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime]

@@ -31,9 +31,12 @@ task cards' statuses of each post or edit of a message, with the ``clock`` time)
 ``usergroups.users.list`` (the members of ``api.groups``, set with
 ``api.set_group(group_id, members)``; an unknown group answers ``no_such_subteam``),
 ``files.getUploadURLExternal`` + the upload ``POST`` + ``files.completeUploadExternal``
-(what ``AsyncWebClient.files_upload_v2`` does) and ``apps.connections.open`` (the
-Socket Mode URL: ``FakeSlackApi(socket_url=...)`` or ``api.socket_url = ...``). Others
-answer ``{"ok": false, "error": "unknown_method"}``.
+(what ``AsyncWebClient.files_upload_v2`` does), ``apps.connections.open`` (the
+Socket Mode URL: ``FakeSlackApi(socket_url=...)`` or ``api.socket_url = ...``), and
+``oauth.v2.access`` with Slack's consent page ``/oauth/v2/authorize`` (other workspaces,
+each answered as itself by its token, and the install flow: ``api.add_workspace``,
+``api.consent``, ``api.revoke``; :mod:`tests.fakes.slack_installs`). Others answer
+``{"ok": false, "error": "unknown_method"}``.
 
 Tokens are checked the way Slack does: none at all answers ``not_authed``; an app
 token (``xapp-``) is required by ``apps.connections.open`` and refused elsewhere (but
@@ -105,6 +108,7 @@ from multidict import CIMultiDict
 
 from tests.fakes.files import FileRequest, ServedFiles
 from tests.fakes.local import LocalServer
+from tests.fakes.slack_installs import FakeWorkspace, Installs
 
 # Defaults from the shared fixtures' identities.json (the fixtures' fake workspace).
 TEAM_ID = "T0AGT00001"
@@ -304,6 +308,8 @@ class FakeSlackApi(LocalServer):
         self.post_delay = post_delay
         """Seconds every call of :data:`SLOW_METHODS` waits, once carried out, before its
         answer (0: none)."""
+        self.installs = Installs()
+        """Other workspaces and the OAuth flow (:mod:`tests.fakes.slack_installs`)."""
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -317,6 +323,7 @@ class FakeSlackApi(LocalServer):
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/v1/{file_id}", self._upload)
         app.router.add_get("/files-pri/{tail:.*}", self._shared.handle)
+        app.router.add_get("/oauth/v2/authorize", self.installs.authorize)
         app.router.add_route("*", "/{tail:.*}", _not_found)
         await self.listen(app)
 
@@ -324,6 +331,19 @@ class FakeSlackApi(LocalServer):
         await self.unlisten()
 
     # -- test controls -----------------------------------------------------------
+
+    def add_workspace(self, team_id: str, *, channels: tuple[str, ...] = ()) -> FakeWorkspace:
+        """Another workspace the app may be installed in, claiming ``channels``
+        (:mod:`tests.fakes.slack_installs`)."""
+        return self.installs.add(team_id, channels=channels)
+
+    def consent(self, team_id: str) -> None:
+        """The next visit of the consent page installs the app in ``team_id``."""
+        self.installs.consenting = team_id
+
+    def revoke(self, team_id: str) -> None:
+        """Revoke the bot token of the added workspace ``team_id`` (an uninstall does)."""
+        self.installs.workspaces[team_id].revoked = True
 
     def rate_limit(
         self, method: str, *, times: int = 1, retry_after: int = 30, channel: str | None = None
@@ -614,6 +634,8 @@ class FakeSlackApi(LocalServer):
             if page is not None and page.taken:
                 _HANDLERS[method](self, args)
             return refused
+        if method == "oauth.v2.access":  # the app's client id and secret, not a token
+            return 200, self.installs.oauth_v2_access(self, args, headers), {}, None
         handler = _HANDLERS.get(method)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}, None
@@ -626,7 +648,11 @@ class FakeSlackApi(LocalServer):
             return 200, {"ok": False, "error": "not_allowed_token_type"}, {}, None
         if is_app_token and method not in ("apps.connections.open", "auth.test"):
             return 200, {"ok": False, "error": "not_allowed_token_type"}, {}, None
-        return 200, handler(self, args), {}, None
+        other = self.installs.refusal(method, token, channel, self.team_id)
+        if other is not None:
+            return 200, other, {}, None
+        with self.installs.acting_as(self, token):
+            return 200, handler(self, args), {}, None
 
     async def _upload(self, request: web.Request) -> web.StreamResponse:
         file_id = request.match_info["file_id"]

@@ -21,6 +21,7 @@ from conversations.store.memory.claims import MemoryClaims
 from conversations.store.memory.feedback import MemoryFeedback
 from conversations.store.memory.health import MemoryHealth
 from conversations.store.memory.inbox import MemoryInbox
+from conversations.store.memory.installations import MemoryInstallations, MemoryOAuthStates
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
 from conversations.store.memory.outbox import MemoryOutbox
@@ -75,6 +76,8 @@ class MemoryStore:
         self.health = MemoryHealth(self._tables)
         self.feedback = MemoryFeedback(self._tables)
         self.audit = MemoryAudit(self._tables)
+        self.installations = MemoryInstallations(self._tables)
+        self.oauth_states = MemoryOAuthStates(self._tables)
 
     @property
     def on_outbox(self) -> OutboxListener:

@@ -18,6 +18,7 @@ from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
 from conversations.store.audit import AuditEntry, entry_of
 from conversations.store.feedback import FeedbackGiven
+from conversations.store.installations import Installation
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
@@ -177,6 +178,10 @@ class Tables:
     """People's feedback, by ``(conversation, user id)``: ``feedback`` in SQL."""
     audit: list[AuditEntry] = field(default_factory=list)
     """The audit trail, oldest first: ``audit`` in SQL."""
+    installations: dict[tuple[str, str, str], Installation] = field(default_factory=dict)
+    """Installs by ``(platform, enterprise, team)``: ``installations`` in SQL."""
+    oauth_states: dict[str, datetime] = field(default_factory=dict)
+    """OAuth states and their expiry: ``oauth_states`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 

@@ -24,6 +24,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``health``: reachability, schema revision and levels, for an operator
 - ``feedback``: people's 👍 / 👎 on a conversation's answers, one row per person
 - ``audit``: every decision and refused attempt (the journal writes a decision's row)
+- ``installations``: the app's installs per workspace (tokens sealed), and OAuth states
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_e
 from conversations.store.sql.feedback import SqlFeedback
 from conversations.store.sql.health import SqlHealth
 from conversations.store.sql.inbox import SqlInbox
+from conversations.store.sql.installations import SqlInstallations, SqlOAuthStates
 from conversations.store.sql.journal import SqlJournal
 from conversations.store.sql.leases import SqlLeases
 from conversations.store.sql.outbox import SqlOutbox
@@ -95,6 +97,8 @@ class SqlStore:
         self.health = SqlHealth(self._db)
         self.feedback = SqlFeedback(self._db)
         self.audit = SqlAudit(self._db)
+        self.installations = SqlInstallations(self._db)
+        self.oauth_states = SqlOAuthStates(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:
