@@ -6,7 +6,7 @@ them once the app is uninstalled. ``oauth_states``: the install page's ``state``
 each taken once before it expires (docs/architecture.md, "Several instances").
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0018
 Create Date: 2026-12-07
 """
 
