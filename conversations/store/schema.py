@@ -379,6 +379,8 @@ class AuditRow(Base):
     means: Mapped[str | None] = mapped_column(String(16))
     outcome: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text)
+
+
 class InstallationRow(Base):
     """An install of the app in a workspace or organisation
     (:mod:`conversations.store.installations`):
