@@ -28,6 +28,7 @@ import pytest
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
+from conversations.store.approvals import ApprovalRules
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
@@ -1140,6 +1141,7 @@ INTERFACES: dict[str, type[Any]] = {
     "schedules": Schedules,
     "slots": SlotStore,
     "feedback": Feedback,
+    "approvals": ApprovalRules,
 }
 
 
@@ -1151,10 +1153,11 @@ ELSEWHERE = (
     "test_schedules.py",
     "test_slots_store.py",
     "test_feedback_store.py",
+    "test_approval_rules_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
-deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots`` and of
-``feedback``."""
+deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
+``feedback`` and of ``approvals``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

@@ -34,6 +34,7 @@ from conversations.events import (
     PlatformRef,
 )
 from conversations.store import ConversationInfo
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
 
@@ -86,8 +87,9 @@ class StopRun:
 
 @dataclass(frozen=True)
 class Decide:
-    """Decide request ``request_id`` (or its call ``call``, from 1): approve or not; or,
-    ``choice`` set (from 1), pick that option of a question (``approve`` unused)."""
+    """Decide request ``request_id`` (or its call ``call``, from 1): approve or not
+    (``scope``: how far an approval of a tool call reaches); or, ``choice`` set (from
+    1), pick that option of a question (``approve`` unused)."""
 
     conversation: ConversationInfo
     request_id: str
@@ -95,6 +97,7 @@ class Decide:
     who: Author
     call: int | None = None
     choice: int | None = None
+    scope: ApprovalScope = ApprovalScope.ONCE
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from conversations.store import ConversationInfo, Threads
 from conversations.store.feedback import Feedback
 from core.run.engine import Engine
 from core.run.state import Handover
+from core.vocabulary.approvals import SCOPE_SAID
 from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, Reject, ThreadMessage
 
 log = logging.getLogger("conversations.hub")
@@ -152,9 +153,11 @@ class Route:
         decision: Decision
         if intent.choice is not None:
             decision = Choose(request_id=request_id, by=by, option=intent.choice)
+        elif intent.approve:
+            call, scope = intent.call, intent.scope
+            decision = Approve(request_id=request_id, by=by, call=call, scope=scope)
         else:
-            verdict = Approve if intent.approve else Reject
-            decision = verdict(request_id=request_id, by=by, call=intent.call)
+            decision = Reject(request_id=request_id, by=by, call=intent.call)
         handed: list[Handover] = []
         outcome = await self._engine.decide(conversation.id, decision, handover=handed.append)
         if outcome is DecideOutcome.ALREADY_DECIDED:
@@ -165,6 +168,12 @@ class Route:
             )
         elif outcome is DecideOutcome.NO_SUCH_CALL:
             await self._notice(conversation, f"That request has no call {intent.call}, {who.name}.")
+        elif outcome is DecideOutcome.SCOPE_NOT_OFFERED:
+            await self._notice(
+                conversation,
+                f"Approvals {SCOPE_SAID[intent.scope]} are not offered here, {who.name}: "
+                "allow this call once instead.",
+            )
         elif outcome is DecideOutcome.DECIDED:
             self._runs.run(conversation.id, handed[0] if handed else None)
         elif outcome is DecideOutcome.EXPIRED:

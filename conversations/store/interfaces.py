@@ -26,6 +26,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`core.outputs.OutputStore`: large tool outputs kept whole. Taken by the engine.
 - :class:`~conversations.store.feedback.Feedback`: people's 👍 / 👎 on a conversation's
   answers, one row per person. Taken by the hub and ``threadbot usage``.
+- :class:`~conversations.store.approvals.ApprovalRules`: approvals remembered for a run
+  or a channel. Taken by the engine, ``threadbot policy`` and ``settings explain``.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -47,6 +49,7 @@ from typing import Any, Protocol
 
 from conversations.channels import BusyMode
 from conversations.events import PlatformRef
+from conversations.store.approvals import ApprovalRules
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.health import StoreHealth
@@ -385,6 +388,11 @@ class Store(Protocol):
     @property
     def feedback(self) -> Feedback:
         """People's feedback on conversations (:mod:`conversations.store.feedback`)."""
+        ...
+
+    @property
+    def approvals(self) -> ApprovalRules:
+        """Approvals remembered past their call (:mod:`conversations.store.approvals`)."""
         ...
 
     async def close(self) -> None:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.entries import UserText
 from core.vocabulary.people import Person
 
@@ -151,7 +152,9 @@ class Approve(BaseModel):
     """``by`` says yes to the pending request ``request_id`` (go on, run the call).
 
     ``call``: for a tool approval, the call's number (from 1) to decide alone;
-    None decides every call still undecided.
+    None decides every call still undecided. ``scope``: for a tool approval, how far
+    the approval reaches (:mod:`core.vocabulary.approvals`): this call (a reaction's),
+    the rest of the run, or always in the channel.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -159,6 +162,7 @@ class Approve(BaseModel):
     request_id: str
     by: Person
     call: int | None = None
+    scope: ApprovalScope = ApprovalScope.ONCE
 
 
 class Reject(BaseModel):
@@ -199,13 +203,21 @@ class StopOutcome(StrEnum):
 
 
 class DecideOutcome(StrEnum):
-    """What became of a decision: taken, too late, or about no open request."""
+    """What became of a decision (:meth:`core.run.engine.Engine.decide`): taken, too
+    late, or about no open request."""
 
     DECIDED = "decided"
     ALREADY_DECIDED = "already_decided"
+    """Another decision won (compare-and-set), or the call was decided already."""
     NOT_OPEN = "not_open"
+    """The request is unknown, superseded, cancelled, expired or answered in words only
+    (a :class:`Choose` decides only a question)."""
     NO_SUCH_CALL = "no_such_call"
     """A call number the tool approval does not have, or an option the question does not."""
+    SCOPE_NOT_OFFERED = "scope_not_offered"
+    """An approval for the run or the channel where the settings offer no such scope
+    (``approval_scopes``), or on a request that is not a tool approval."""
     EXPIRED = "expired"
-    """The request's time ran out before the sweeper came by: the caller queues its
-    expiry (:meth:`core.run.engine.Engine.expire`) behind the conversation's run."""
+    """The request's time ran out before the sweeper came by (nothing written): the
+    caller queues its expiry (:meth:`core.run.engine.Engine.expire`) behind the
+    conversation's run."""

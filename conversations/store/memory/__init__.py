@@ -16,6 +16,7 @@ from datetime import datetime
 
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.memory._tables import Tables
+from conversations.store.memory.approvals import MemoryApprovalRules
 from conversations.store.memory.claims import MemoryClaims
 from conversations.store.memory.feedback import MemoryFeedback
 from conversations.store.memory.health import MemoryHealth
@@ -73,6 +74,7 @@ class MemoryStore:
         self.slots = MemorySlots(self._tables)
         self.health = MemoryHealth(self._tables)
         self.feedback = MemoryFeedback(self._tables)
+        self.approvals = MemoryApprovalRules(self._tables)
 
     @property
     def on_outbox(self) -> OutboxListener:

@@ -23,6 +23,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``slots``: slots of runs and steps, granted by a pass under a lock
 - ``health``: reachability, schema revision and levels, for an operator
 - ``feedback``: people's 👍 / 👎 on a conversation's answers, one row per person
+- ``approvals``: approvals remembered for a run or a channel, listed and revoked
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import OutboxListener
+from conversations.store.sql.approvals import SqlApprovalRules
 from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
 from conversations.store.sql.feedback import SqlFeedback
@@ -92,6 +94,7 @@ class SqlStore:
         self.slots = SqlSlots(self._db)
         self.health = SqlHealth(self._db)
         self.feedback = SqlFeedback(self._db)
+        self.approvals = SqlApprovalRules(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:
