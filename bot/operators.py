@@ -1,4 +1,5 @@
-"""Operators: the people named in the settings who may change the bot's state from the CLI.
+"""Operators: the people named in the settings who may change the bot's state from the CLI
+(docs/architecture.md, "Approval scopes").
 
 Each operator is a table of the settings, ``[operators.NAME]``, holding the SHA-256 of
 their token, never the token itself::

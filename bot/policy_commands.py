@@ -10,7 +10,8 @@ the token from ``THREADBOT_OPERATOR_TOKEN`` or asked, checked in constant time; 
 when refused), at once: the next call in any conversation, running ones too, asks
 again; the rule stays, with who revoked it and when. ``threadbot operator hash`` prints
 the ``token_sha256`` of a token. Reading needs a database at the newest schema, as
-``threadbot usage`` does (exit 2 otherwise, saying what to do).
+``threadbot usage`` does (exit 2 otherwise, saying what to do). See
+docs/architecture.md, "Approval scopes".
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
         case Stopped():
             return [Outgoing(PostReply(ref=binding, text=stop_text(event)))]
         case ToolApprovalRequested():
-            return [tool_approval_message(binding, event, *_emoji(settings))]
+            approve, reject = settings.approve_emoji, settings.reject_emoji
+            return [tool_approval_message(binding, event, approve, reject)]
         case Reminder():
             text = f"⏰ Still waiting for an answer here: {event.prompt.splitlines()[0]}"
             return [Outgoing(PostReply(ref=binding, text=text))]
@@ -193,10 +194,6 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
             return []
         case _:
             assert_never(event)
-
-
-def _emoji(settings: RenderSettings) -> tuple[str, str]:
-    return settings.approve_emoji, settings.reject_emoji
 
 
 def _refused(event: Refused, settings: RenderSettings) -> str:

@@ -34,7 +34,10 @@ from core.vocabulary.tool_records import ToolState
 from tests.cli_harness import clean_env
 from tests.conftest import wait_for
 from tests.fakes.slack_api import TEAM_ID
+from tests.platform_threads import DiscordThread, on
 from tests.slack_harness import ALICE, CHANNEL, WAIT, Workspace, slack_workspace
+from tests.test_discord_story import ALICE as D_ALICE
+from tests.test_discord_story import _restore_discord_py  # noqa: F401  (restores discord.py)
 from tests.test_settings_layers import layered
 from tests.test_slack_story import finish, plan, plan_buttons
 
@@ -257,6 +260,40 @@ async def cli(cwd: Path, settings: Settings, *command: str, token: str = TOKEN) 
 class _Done:
     def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+# --- on Discord ---------------------------------------------------------------------------
+
+
+async def test_on_discord_a_call_allowed_always_here_lets_the_next_one_run(
+    settings: Settings,
+) -> None:
+    model = ScriptedModel([plan(), echo("one"), echo("two"), finish("Said hello.")])
+    async with on("discord", asking(settings), model) as t:
+        await t.mention("say hello")
+        await t.react(t.message("📋 Plan"), True, by="alice")
+        asked = t.message("🔐 May I run this?")
+        assert t.shown(asked).buttons == [
+            "Allow",
+            "Deny",
+            "Allow for this run: echo hello …",
+            "Always allow here: echo hello …",
+        ]
+        assert isinstance(t, DiscordThread)
+        await t.press(asked, "Always allow here: echo hello …", by="alice")
+        await t.settle()
+
+        alice = t.name("alice")
+        shown = t.shown(asked)
+        assert shown.text.startswith(
+            f"✅ Allowed by {alice} always in this channel: commands starting with `echo hello`"
+        )
+        assert shown.buttons == []
+        assert any(p.startswith("✅ Said hello.") for p in t.posts())
+        snap = await t.snapshot()
+        assert record_of(snap, "echo hello two").state is ToolState.DONE
+        [rule] = await t.app.store.approvals.listed()
+        assert (rule.place.platform, rule.rule.by.id) == ("discord", D_ALICE)
 
 
 # --- once only ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ each time a call asks (:meth:`ApprovalRules.in_force`, core's
 ``threadbot settings explain`` list them (:meth:`ApprovalRules.listed`), and ``threadbot
 policy revoke`` revokes one as a named operator (:meth:`ApprovalRules.revoke`): the row
 stays, with who revoked it and when, and no call meets it again from the next one on,
-in running conversations too (docs/architecture.md, "Tools and the sandbox").
+in running conversations too (docs/architecture.md, "Approval scopes").
 
 A channel is the one whose settings apply in the conversation: a Discord thread's parent
 channel (``PlatformRef.home``). A run rule is in force while its run goes on: the run is

@@ -1,8 +1,8 @@
 """What a remembered approval covers: the pattern a wider approval offers, and its matches.
 
 A person who allows a call for the run or always in the channel allows a
-:class:`~core.vocabulary.approvals.CallPattern` (docs/architecture.md, "Tools and the
-sandbox"):
+:class:`~core.vocabulary.approvals.CallPattern` (docs/architecture.md, "Approval
+scopes"):
 
 - a command (``run_command``) whose one command starts with two plain words, a program
   and its first argument (``git push origin main``, ``make test -k login``, ``pip install

@@ -8,7 +8,7 @@ rule: a :class:`Remember` in the decision's :class:`core.vocabulary.journal.Chan
 kept by the store in the same transaction, read back as a :class:`RememberedRule` while
 it is in force (:class:`RulesInForce`). A rule answers a call the policy rules ``ask``
 about as the person's ✅ would, and is journaled when it does (:class:`RuleApplied`);
-it never answers a ``deny`` (docs/architecture.md, "Tools and the sandbox").
+it never answers a ``deny`` (docs/architecture.md, "Approval scopes").
 
 What a rule covers is a :class:`CallPattern`: one tool, and either the call's exact
 arguments or, for a command, a prefix of every command of its chain

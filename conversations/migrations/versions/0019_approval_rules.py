@@ -1,7 +1,7 @@
 """approval_rules: approvals remembered for a run or always in a channel
 
 ``approval_rules``: one row per rule a person's approval for the run or the channel
-left (docs/architecture.md, "Tools and the sandbox"), kept when revoked (who, when).
+left (docs/architecture.md, "Approval scopes"), kept when revoked (who, when).
 
 Revision ID: 0019
 Revises: 0017
