@@ -30,11 +30,20 @@ from conversations.store.approvals import RuleNotFound, RuleRecord, RuleRevoked
 from conversations.store.backends import is_memory
 from conversations.store.sql import SqlStore, create_engine
 from core.vocabulary.approvals import ApprovalScope
+from core.vocabulary.people import Person
 
 
 def when(at: datetime) -> str:
     """``2026-12-07 10:00:00 UTC``."""
     return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def who(person: Person) -> str:
+    """``alice (U0ALICE001)``, or the id alone where the name is only its mention
+    (``<@U0ALICE001>``: what Slack and Discord threads show)."""
+    if person.name in (person.id, f"<@{person.id}>"):
+        return person.id
+    return f"{person.name} ({person.id})"
 
 
 def rule_line(record: RuleRecord) -> str:
@@ -49,7 +58,7 @@ def rule_line(record: RuleRecord) -> str:
         scope = f"for run {rule.run} of conversation {rule.conversation_id}"
     line = (
         f"#{rule.id} {scope} ({record.place.said()}): {rule.pattern.label()}; "
-        f"added by {rule.by.name} ({rule.by.id}) at {when(rule.at)}"
+        f"added by {who(rule.by)} at {when(rule.at)}"
     )
     if record.revoked_at is not None:
         line += f"; revoked by operator {record.revoked_by} at {when(record.revoked_at)}"

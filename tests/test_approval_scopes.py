@@ -201,10 +201,12 @@ async def test_a_revoked_rule_asks_again_in_the_running_conversation(
 
         listed = await cli(tmp_path, settings, "policy", "list")
         assert listed.returncode == 0, listed.stderr
-        assert listed.stdout.startswith(
+        said = (
             f"#1 always in this channel (slack {TEAM_ID} {CHANNEL}): run_command starting "
-            f"with `echo hello`; added by <@{ALICE}> ({ALICE}) at "
+            f"with `echo hello`; added by {ALICE} at "
         )
+        [line] = listed.stdout.splitlines()
+        assert line.startswith(said) and line.endswith(" UTC")
         explained = await cli(
             tmp_path,
             settings,
@@ -212,7 +214,7 @@ async def test_a_revoked_rule_asks_again_in_the_running_conversation(
             *("--channel", CHANNEL),
         )
         assert explained.returncode == 0, explained.stderr
-        assert f"  #1 always in this channel (slack {TEAM_ID} {CHANNEL})" in explained.stdout
+        assert f"  {line}" in explained.stdout.splitlines()  # who added it, and when
 
         wrong = await cli(
             tmp_path, settings, "policy", "revoke", "1", "--operator", "dana", token="x" * 20
