@@ -13,12 +13,16 @@ needed works, 1 when a check failed, 2 on a usage or settings error.
 ``threadbot usage`` prints the tokens and cost of the model calls in the store
 (:mod:`bot.usage_report`); ``threadbot audit`` every decision and refused attempt, oldest
 first, reading the database without writing (:mod:`bot.audit_report`). ``threadbot
-workflows check FILE...`` checks workflow files and ``threadbot workflows show NAME``
-prints one (:mod:`bot.workflow_commands`): 0, or
-2 for a file that does not load or an unknown name. ``threadbot db``, ``threadbot
-settings`` or ``threadbot workflows`` without a subcommand lists its subcommands (exit
-2); ``threadbot tokens`` likewise. Output cut short by a closed pipe (``threadbot doctor
-| head -1``) ends quietly with 141, the shell's code for a process ended by SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+policy list`` and ``threadbot policy revoke ID --operator NAME`` list and revoke the
+approvals remembered for a run or a channel, and ``threadbot operator hash`` prints an
+operator token's hash (:mod:`bot.policy_commands`). ``threadbot workflows check
+FILE...`` checks workflow files and ``threadbot workflows show NAME`` prints one
+(:mod:`bot.workflow_commands`): 0, or 2 for a file that does not load or an unknown
+name. ``threadbot db``, ``threadbot settings``, ``threadbot workflows``, ``threadbot
+tokens``, ``threadbot policy`` or ``threadbot operator`` without a subcommand lists its
+subcommands (exit 2). Output cut short by a closed pipe (``threadbot doctor | head -1``)
+ends quietly with 141, the shell's code for a process ended by SIGPIPE
+(https://docs.python.org/3/library/signal.html#note-on-sigpipe).
 """
 
 from __future__ import annotations
@@ -112,6 +116,47 @@ def _parser() -> argparse.ArgumentParser:
         "rekey",
         help="seal every stored token again with the first key of THREADBOT_TOKEN_KEYS",
     )
+    policy = commands.add_parser(
+        "policy", help="approvals remembered for a run or a channel: list, revoke"
+    )
+    policy.set_defaults(group=policy)
+    policy_commands = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    listed = policy_commands.add_parser(
+        "list",
+        help="the remembered approvals in force, with who added each and when",
+        description=(
+            "Print the rules left by approvals for a run or always in a channel, in force "
+            "(with --all, the revoked ones and those of ended runs too), each with its id, "
+            "scope, channel, what it covers, who added it and when."
+        ),
+    )
+    listed.add_argument("--platform", choices=("slack", "discord", "console"))
+    listed.add_argument("--team", default="", help="Slack team id or Discord guild id")
+    listed.add_argument("--channel", default="", help="Slack or Discord channel id")
+    listed.add_argument(
+        "--all", action="store_true", help="the revoked rules and those of ended runs too"
+    )
+    listed.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    revoke = policy_commands.add_parser(
+        "revoke",
+        help="revoke a remembered approval at once, as a named operator",
+        description=(
+            "Revoke rule ID as the operator NAME ([operators.NAME] in the settings): the "
+            "token is read from THREADBOT_OPERATOR_TOKEN, or asked at the terminal, never "
+            "given as an argument. The next call it covered asks again, in running "
+            "conversations too; the rule is kept with who revoked it and when. Exit 2 when "
+            "refused or there is no such rule."
+        ),
+    )
+    revoke.add_argument("id", type=int, metavar="ID", help="the rule's id (policy list)")
+    revoke.add_argument("--operator", required=True, metavar="NAME", help="who revokes it")
+    operator = commands.add_parser("operator", help="operators' tokens")
+    operator.set_defaults(group=operator)
+    operator_commands = operator.add_subparsers(dest="operator_command", metavar="SUBCOMMAND")
+    operator_commands.add_parser(
+        "hash",
+        help="print the token_sha256 of a token (THREADBOT_OPERATOR_TOKEN, or asked)",
+    )
     commands.add_parser("schedules", help="the scheduled runs and the next times of each")
     usage = commands.add_parser("usage", help="tokens and cost of the model calls, grouped")
     usage.add_argument(
@@ -150,8 +195,8 @@ def _since(text: str) -> object:
 
 
 def _subcommand_missing(args: argparse.Namespace) -> bool:
-    """Print the help of ``threadbot db``, ``threadbot settings``, ``threadbot tokens`` or
-    ``threadbot workflows`` (their subcommands) when it was given without one."""
+    """Print the help of a command of subcommands (``threadbot db``, ``settings``,
+    ``workflows``, ``tokens``, ``policy``, ``operator``) when it was given without one."""
     group: argparse.ArgumentParser | None = getattr(args, "group", None)
     if group is None or getattr(args, f"{args.command}_command") is not None:
         return False

@@ -93,6 +93,28 @@ def run(args: argparse.Namespace) -> int:
                 json_out=args.json,
             )
         )
+    if args.command == "policy":
+        from bot.policy_commands import list_rules, revoke_rule
+
+        if args.policy_command == "revoke":
+            return asyncio.run(revoke_rule(settings, args.id, args.operator, os.environ))
+        place = place_problem(args.platform or "", args.team, args.channel)
+        if place is not None:
+            print(f"threadbot policy list: {place}", file=sys.stderr)
+            return 2
+        listing = list_rules(
+            settings,
+            platform=args.platform,
+            team=args.team,
+            channel=args.channel,
+            every=args.all,
+            json_out=args.json,
+        )
+        return asyncio.run(listing)
+    if args.command == "operator":
+        from bot.policy_commands import hash_token
+
+        return hash_token(os.environ)
     if args.command == "workflows":
         if args.workflows_command == "check":
             return check_files(args.files)
@@ -102,10 +124,13 @@ def run(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"threadbot settings explain: {problem}", file=sys.stderr)
             return 2
+        from bot.policy_commands import rules_here
+
         layers = settings.layers(known_tools={t.spec.name for t in default_toolbox()})
         effective = layers.at(args.platform, args.team, args.channel)
+        remembered = asyncio.run(rules_here(settings, args.platform, args.team, args.channel))
         print(f"settings for {args.platform} {args.team or '-'} {args.channel or '-'}")
-        print("\n".join([*effective.explain(), *runner_explained(settings)]))
+        print("\n".join([*effective.explain(), *remembered, *runner_explained(settings)]))
         return 0
     try:
         adapters = platform_adapters(settings) if args.command == "run" else []

@@ -195,6 +195,7 @@ async def open_engine(
         settings=layers.at("", "", "").engine_settings(base),
         settings_for=places.engine,
         channel_spend=store.usage.channel_spend,
+        rules=store.approvals,
         outputs=cache_strategy(
             settings.output_cache,
             store=store.outputs,

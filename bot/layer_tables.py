@@ -95,6 +95,20 @@ def _shown_whole(command: str) -> str:
     return command
 
 
+def _scopes(value: list[str]) -> list[str]:
+    """Approval scopes: each once at most, ``once`` among them (a reaction allows once)."""
+    if len(set(value)) != len(value):
+        raise ValueError("names a scope twice")
+    if "once" not in value:
+        raise ValueError('must include "once": a reaction always allows a call once')
+    return value
+
+
+ApprovalScopes = Annotated[list[Literal["once", "run", "channel"]], AfterValidator(_scopes)]
+"""How far a person's approval of a tool call may reach (:mod:`core.vocabulary.approvals`):
+``once`` always, and ``run`` (the rest of the run) or ``channel`` (always in the
+channel) where offered."""
+
 CheckCommand = Annotated[str, StringConstraints(max_length=2_000), AfterValidator(_shown_whole)]
 """The command a workflow's ``{check_command}`` stands for (empty: none): one line without
 backticks, so the plan a person approves shows it whole."""
@@ -146,6 +160,7 @@ LAYERED = (
     "workflow",
     "workflows",
     "check_command",
+    "approval_scopes",
 )
 """The settings a workspace, guild or channel layer may set besides ``policy`` (same
 names, meanings and bounds as the bot's settings of the same names)."""
@@ -164,6 +179,8 @@ class Direction(StrEnum):
     """A list of people: a subset is tighter (fewer may decide)."""
     SUPERSET = "superset"
     """A list of asks: a superset is tighter (more commands ask)."""
+    FEWER = "fewer"
+    """A list of things allowed (approval scopes): a subset is tighter."""
     TRUE_IS_TIGHTER = "true_is_tighter"
     FALSE_IS_TIGHTER = "false_is_tighter"
     EACH_LOOSENS = "each_loosens"
@@ -214,6 +231,7 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
         "workflow": Direction.FREE,
         "workflows": Direction.FREE,
         "check_command": Direction.FREE,
+        "approval_scopes": Direction.FEWER,
         "ask_commands": Direction.SUPERSET,
         "mutating_needs_plan": Direction.TRUE_IS_TIGHTER,
         "allow_rules": Direction.EACH_LOOSENS,
@@ -228,6 +246,8 @@ too (a cap on what one tool result puts before the model, and so on the spend),
 go on: lower asks sooner, and bounds the spend), and the expert's budget,
 ``expert_consultations`` and ``expert_budget_usd`` (fewer consultations of the dearer
 model).
+``approval_scopes`` are ``fewer``: a layer may offer fewer of them (``["once"]``: an
+approval never reaches past its call), and offers more only where a wider layer lets it.
 ``approvers`` is a ``subset``: a channel may narrow them, and only a wider layer adds
 one (by default the bot's ``workspaces_may_loosen`` lets workspaces and guilds do so);
 a group or role counts as itself, so a channel naming one member of a wider layer's
@@ -364,6 +384,8 @@ class Layer(BaseModel):
     """The workflows a mention may ask for with ``workflow=NAME`` (``workflow`` too)."""
     check_command: CheckCommand | None = None
     """The command ``{check_command}`` stands for in a workflow (``validate-fix``)."""
+    approval_scopes: ApprovalScopes | None = None
+    """How far an approval of a tool call may reach here: ``once``, ``run``, ``channel``."""
 
     @field_validator("policy")
     @classmethod

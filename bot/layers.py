@@ -53,6 +53,7 @@ from core.pricing import Budgets, Limit
 from core.retry import retry_policy
 from core.run.settings import EngineSettings
 from core.tools.workspaces import without_credentials
+from core.vocabulary.approvals import ApprovalScope
 
 
 class UnknownWorkflows(ValueError):
@@ -102,10 +103,19 @@ class Effective:
     def __getitem__(self, name: str) -> Any:
         return self.values[name].value
 
+    @property
+    def approval_scopes(self) -> tuple[ApprovalScope, ...]:
+        """The approval scopes offered here: the setting's, or only ``once`` where commands
+        run without a sandbox (then nothing is remembered, and no rule answers)."""
+        if self.policy.every_command_asks:
+            return (ApprovalScope.ONCE,)
+        return tuple(ApprovalScope(scope) for scope in self["approval_scopes"])
+
     def engine_settings(self, base: EngineSettings) -> EngineSettings:
         """``base`` with this place's model and role models, instructions, policy, caps,
         failure limit, turn cap per workflow step, the expert's budget, request lifetime,
-        mention of the requester, tool retry policy, workflows and check command."""
+        mention of the requester, tool retry policy, workflows, check command and
+        approval scopes."""
         return dataclasses.replace(
             base,
             model=self["model"] if self.values["model"].nearer else None,  # else the model's
@@ -135,6 +145,7 @@ class Effective:
             workflow=self["workflow"],
             workflows=tuple(self["workflows"]),
             check_command=self["check_command"],
+            approval_scopes=self.approval_scopes,
             budgets=Budgets(
                 conversation=_limit(
                     self["conversation_budget_tokens"], self["conversation_budget_usd"]

@@ -43,6 +43,8 @@ def looser(name: str, value: Any, than: Any) -> bool:
             return not _people(value) <= _people(than)
         case Direction.SUPERSET:
             return not set(value) >= set(than)
+        case Direction.FEWER:
+            return not set(value) <= set(than)
         case Direction.TRUE_IS_TIGHTER:
             return bool(than) and not value
         case Direction.FALSE_IS_TIGHTER:

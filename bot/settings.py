@@ -43,6 +43,7 @@ from sqlalchemy.engine import make_url
 from bot.layer_tables import (
     LAYERED,
     MAX_INSTRUCTIONS,
+    ApprovalScopes,
     AtOnce,
     BudgetTokens,
     BudgetUsd,
@@ -74,6 +75,7 @@ from bot.layer_tables import (
 )
 from bot.layers import Layers, UnknownWorkflows
 from bot.loosening import Grants
+from bot.operators import TOKEN_VARIABLE, Operator, OperatorName
 from bot.organisations import Organisation, OrganisationName, Organisations, membership_problems
 from bot.schedules import ScheduleEntry, check_schedules
 from bot.secret_files import FileProblem, SecretFiles, file_variable, secret_settings
@@ -194,6 +196,7 @@ CommaModels = Annotated[list[ModelId], NoDecode]
 CommaLoosenable = Annotated[list[Loosenable], NoDecode]
 CommaInts = Annotated[list[Annotated[int, Field(ge=0)]], NoDecode]
 CommaWorkflows = Annotated[list[WorkflowName], NoDecode]
+CommaScopes = Annotated[ApprovalScopes, NoDecode]
 
 
 _GRANTS = ("workspaces_may_loosen", "channels_may_loosen")
@@ -396,6 +399,10 @@ class Settings(BaseSettings):
     """The workflows a mention may ask for with ``workflow=NAME`` (``workflow`` too)."""
     check_command: CheckCommand = ""
     """The command a workflow's ``{check_command}`` stands for (``validate-fix`` runs it)."""
+    approval_scopes: CommaScopes = ["once", "run", "channel"]
+    """How far a person's approval of a tool call may reach (:mod:`core.vocabulary.approvals`):
+    once, for the run, always in the channel; a layer may offer fewer. Without a working
+    sandbox only once is offered. Layered."""
     workflows_folder: Path | None = None
     """A folder of workflow files (``*.toml``) the bot loads beside the shipped ones, for
     the whole process (none: the shipped ones only)."""
@@ -489,6 +496,9 @@ class Settings(BaseSettings):
     schedules: list[ScheduleEntry] = []
     """``[[schedules]]`` tables: scheduled runs (:mod:`bot.schedules`), each with its
     platform (the one the bot runs when it names none)."""
+    operators: dict[OperatorName, Operator] = {}
+    """``[operators.NAME]`` tables: who may change the bot's state from the CLI
+    (``threadbot policy revoke``), each with the SHA-256 of their token (:mod:`bot.operators`)."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -509,6 +519,7 @@ class Settings(BaseSettings):
         "workflows",
         "workspaces_may_loosen",
         "channels_may_loosen",
+        "approval_scopes",
         mode="before",
     )
     @classmethod
@@ -865,6 +876,7 @@ class Settings(BaseSettings):
             if not isinstance(field.validation_alias, AliasChoices)
         }
         known |= {file_variable(name) for name in secret_settings(cls.model_fields)}
+        known.add(TOKEN_VARIABLE)  # an operator's token, for the command that acts as one
         return sorted(k for k in environ if k.startswith("THREADBOT_") and k not in known)
 
     @classmethod

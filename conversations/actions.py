@@ -8,6 +8,9 @@ models joined by ``kind``:
   question), or one call of a tool approval (``call``, numbered from 1). Without
   ``request`` they decide the request the pressed message was posted for, as a
   reaction on it does.
+- :class:`WiderApproveButton`: allow one call of a tool approval for the rest of the run
+  (``run``) or always in the channel (``channel``): the approval scopes of
+  :mod:`core.vocabulary.approvals`, the kind naming the scope.
 - :class:`StopButton`: stop a conversation (the list ``/stop`` answers with); without
   ``conversation``, the conversation of the pressed message (Discord's plan card).
 - :class:`ChooseButton`: pick option ``option`` (from 1) of a question (``ask_user``
@@ -30,6 +33,8 @@ For example::
 
     tb1:{"k":"approve","r":"8f2c1d9e0a7b"}
     tb1:{"k":"reject","r":"8f2c1d9e0a7b","n":2}
+    tb1:{"k":"run","r":"8f2c1d9e0a7b","n":2}
+    tb1:{"k":"channel","r":"8f2c1d9e0a7b","n":2}
     tb1:{"k":"stop","c":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
     tb1:{"k":"stop"}
     tb1:{"k":"choose","r":"8f2c1d9e0a7b","o":2}
@@ -80,6 +85,15 @@ class RejectButton(_Action):
     call: int | None = Field(None, alias="n", ge=0, le=999)
 
 
+class WiderApproveButton(_Action):
+    """Yes to call ``call`` of the tool approval ``request`` (None: the pressed message's)
+    for the rest of the run (``kind`` ``run``) or always in the channel (``channel``)."""
+
+    kind: Literal["run", "channel"] = Field(alias="k")
+    request: str | None = Field(None, alias="r", max_length=MAX_ID, pattern=ID_PATTERN)
+    call: int | None = Field(None, alias="n", ge=0, le=999)
+
+
 class StopButton(_Action):
     """Stop ``conversation`` (None: the conversation of the pressed message)."""
 
@@ -111,7 +125,13 @@ class FeedbackButton(_Action):
 
 
 ButtonAction = Annotated[
-    ApproveButton | RejectButton | StopButton | ChooseButton | AnswerButton | FeedbackButton,
+    ApproveButton
+    | RejectButton
+    | WiderApproveButton
+    | StopButton
+    | ChooseButton
+    | AnswerButton
+    | FeedbackButton,
     Field(discriminator="kind"),
 ]
 """What a button does."""

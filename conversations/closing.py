@@ -13,6 +13,7 @@ from typing import assert_never
 
 from conversations.events import PostReply, UpdateMessage
 from core.policy.summary import shorten
+from core.vocabulary.approvals import SCOPE_SAID, ApprovalScope
 from core.vocabulary.run_events import CallOutcome, RequestClosed
 
 HINT = " — "
@@ -44,7 +45,9 @@ def outcome_line(event: RequestClosed) -> str:
     raised by alice``; retry?: ``🔁 Retried by
     alice`` or ``⏹ Not retried, stopped by alice``. A tool approval: ``✅ Allowed by
     alice`` (``❌ Denied by ...``) when one person gave every call the same verdict,
-    else each call: ``✅ call 1 allowed by alice · ❌ call 2 denied by bob``. Any
+    else each call: ``✅ call 1 allowed by alice · ❌ call 2 denied by bob``; an
+    approval wider than once says its scope and what it covers (``✅ Allowed by alice
+    always in this channel: commands starting with `make test```). Any
     request: ``⏹ Stopped by alice``, ``⌛ Expired``, followed for a tool approval by
     the calls decided before (``· ✅ call 1 allowed by alice · call 2 not decided``).
     A question with options: ``✅ <@U1> chose 2) shared, with a lock``, or for an answer
@@ -112,19 +115,32 @@ def closed_message(original: PostReply, closing: UpdateMessage, message_id: str)
 
 
 def _decided_calls(calls: tuple[CallOutcome, ...]) -> str:
-    """``✅ Allowed by alice`` for one verdict by one person, else each call's outcome."""
-    verdicts = {(c.outcome, c.by_name) for c in calls}
+    """``✅ Allowed by alice`` for one verdict by one person (``✅ Allowed by alice for
+    this run: commands starting with `make test```, one scope wider than once), else
+    each call's outcome."""
+    verdicts = {(c.outcome, c.by_name, _scope(c, ": ")) for c in calls}
     if len(verdicts) == 1:
-        outcome, name = verdicts.pop()
+        outcome, name, scope = verdicts.pop()
         if outcome != "undecided":
-            return f"{'✅ Allowed' if outcome == 'allowed' else '❌ Denied'} by {name or 'someone'}"
+            verdict = "✅ Allowed" if outcome == "allowed" else "❌ Denied"
+            return f"{verdict} by {name or 'someone'}{scope}"
     return " · ".join(_call_outcome(c) for c in calls)
+
+
+def _scope(call: CallOutcome, before: str) -> str:
+    """`` for this run: commands starting with `make test``` (``before`` between the scope
+    and the pattern), or ``""`` for an approval of this call once."""
+    if call.scope is None or call.scope is ApprovalScope.ONCE:
+        return ""
+    pattern = f"{before}{call.pattern.said()}" if call.pattern is not None else ""
+    return f" {SCOPE_SAID[call.scope]}{pattern}"
 
 
 def _call_outcome(call: CallOutcome) -> str:
     match call.outcome:
         case "allowed":
-            return f"✅ call {call.number} allowed by {call.by_name or 'someone'}"
+            scope = _scope(call, ", ")
+            return f"✅ call {call.number} allowed by {call.by_name or 'someone'}{scope}"
         case "denied":
             return f"❌ call {call.number} denied by {call.by_name or 'someone'}"
         case "undecided":

@@ -29,6 +29,7 @@ from conversations.events import ANSWER, Button, PlatformRef, PostReply, UpdateM
 from conversations.feedback import FEEDBACK_BUTTONS
 from conversations.plan_cards import plan_message
 from conversations.store import Outgoing
+from conversations.tool_approvals import BUTTON_LABEL_CHARS, tool_approval_message
 from conversations.totals import (
     branch_line,
     calls_said,
@@ -171,7 +172,8 @@ def _rows(binding: PlatformRef, event: RunEvent, settings: RenderSettings) -> li
         case Stopped():
             return [Outgoing(PostReply(ref=binding, text=stop_text(event)))]
         case ToolApprovalRequested():
-            return [_tool_approval(binding, event, settings)]
+            approve, reject = settings.approve_emoji, settings.reject_emoji
+            return [tool_approval_message(binding, event, approve, reject)]
         case Reminder():
             text = f"⏰ Still waiting for an answer here: {event.prompt.splitlines()[0]}"
             return [Outgoing(PostReply(ref=binding, text=text))]
@@ -247,33 +249,6 @@ def stop_text(event: Stopped) -> str:
     return " ".join(parts)
 
 
-def _tool_approval(
-    binding: PlatformRef, event: ToolApprovalRequested, settings: RenderSettings
-) -> Outgoing:
-    several = len(event.calls) > 1
-    lines = [
-        f"🔐 May I run {'these' if several else 'this'}?{HINT}react "
-        f":{settings.approve_emoji}: to allow, :{settings.reject_emoji}: to deny"
-        + (" every call still undecided" if several else "")
-        + ", or use the buttons"
-    ]
-    lines += [f"{c.number}. {c.summary} — {c.reason}" for c in event.calls]
-    buttons: list[Button] = []
-    for c in event.calls:
-        suffix = f" {c.number}" if len(event.calls) > 1 else ""
-        allow = ApproveButton(request=event.request_id, call=c.number)
-        deny = RejectButton(request=event.request_id, call=c.number)
-        buttons.append(Button(label=f"Allow{suffix}", action=allow, style="primary"))
-        buttons.append(Button(label=f"Deny{suffix}", action=deny, style="danger"))
-    action = PostReply(
-        ref=binding,
-        text="\n".join(lines),
-        buttons=tuple(buttons),
-        reactions=(settings.approve_emoji, settings.reject_emoji),
-    )
-    return Outgoing(action, request_id=event.request_id)
-
-
 def _failure(binding: PlatformRef, event: RunFailed, settings: RenderSettings) -> Outgoing:
     if event.request_id is None:
         text = f"⚠️ {event.error}\nReply in this thread to start again."
@@ -337,12 +312,6 @@ def _amounts(tokens: int | None, micro_usd: int | None) -> str:
     parts = [f"{count_said(tokens)} tokens" if tokens is not None else ""]
     parts.append(dollars(micro_usd) if micro_usd is not None else "")
     return " or ".join(p for p in parts if p)
-
-
-BUTTON_LABEL_CHARS = 75
-"""Characters of a button's label at most: Slack's limit for a button's text
-(https://docs.slack.dev/reference/block-kit/block-elements/button-element, 75), under
-Discord's 80 (https://discord.com/developers/docs/components/reference#button)."""
 
 
 def _question(binding: PlatformRef, event: QuestionAsked) -> Outgoing:

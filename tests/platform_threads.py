@@ -88,12 +88,13 @@ class SlackThread:
         await self.ws.react(message, emoji, by=PEOPLE["slack"][by])
 
     async def approve_button(self, message: str, by: str) -> None:
-        await self._press(message, "Approve", by)
+        await self.press(message, "Approve", by)
 
     async def decide_call(self, message: str, call: int, allow: bool, by: str) -> None:
-        await self._press(message, f"{'Allow' if allow else 'Deny'} {call}", by)
+        await self.press(message, f"{'Allow' if allow else 'Deny'} {call}", by)
 
-    async def _press(self, message: str, label: str, by: str) -> None:
+    async def press(self, message: str, label: str, by: str) -> None:
+        """``by`` presses the button labelled ``label`` under the bot message ``message``."""
         held = self.ws.api.message(CHANNEL, message)
         assert held is not None
         await self.ws.press(held, plan_buttons(held)[label], by=PEOPLE["slack"][by])
@@ -137,12 +138,13 @@ class DiscordThread:
         )
 
     async def approve_button(self, message: str, by: str) -> None:
-        await self._press(message, "Approve", by)
+        await self.press(message, "Approve", by)
 
     async def decide_call(self, message: str, call: int, allow: bool, by: str) -> None:
-        await self._press(message, f"{'Allow' if allow else 'Deny'} {call}", by)
+        await self.press(message, f"{'Allow' if allow else 'Deny'} {call}", by)
 
-    async def _press(self, message: str, label: str, by: str) -> None:
+    async def press(self, message: str, label: str, by: str) -> None:
+        """``by`` presses the button labelled ``label`` under the bot message ``message``."""
         held = self.g.fake.messages[message]
         press = self._as(self.g.interaction_d("interaction_create_button", self.thread), by)
         press["message"] = copy.deepcopy(held)

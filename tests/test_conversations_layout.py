@@ -17,6 +17,7 @@ import pytest
 
 from conversations.render import render_event
 from conversations.store import interfaces
+from conversations.store.approvals import ApprovalRules
 from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
@@ -121,6 +122,7 @@ def test_each_backend_hands_out_every_interface(store: object) -> None:
         "audit": AuditTrail,
         "installations": Installations,
         "oauth_states": OAuthStates,
+        "approvals": ApprovalRules,
     }
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)

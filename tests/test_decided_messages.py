@@ -184,6 +184,7 @@ async def test_a_tool_approval_decided_call_by_call_shows_each_calls_outcome(
     platform, settings
 ) -> None:
     model = ScriptedModel([proposes("Clean up"), gated_pair(), finish("Done.")])
+    settings.approval_scopes = ["once"]  # wider approvals: tests/test_approval_scopes.py
     async with on(platform, settings, model) as t:
         await t.mention("please clean up the build")
         await t.react(t.message("📋 Plan (v1)"), True, by="alice")

@@ -28,6 +28,7 @@ from bot.settings import Settings
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.policy.policy import DEFAULT_ASK_COMMANDS, Permission
 from core.run.settings import EngineSettings
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.tool_records import ToolState
 from tests.fakes.slack_api import TEAM_ID
 from tests.slack_harness import ALICE, BOB, CHANNEL, slack_workspace
@@ -244,6 +245,14 @@ ATTEMPTS = [
         probe=lambda e: engine(e).expert_budget_micro_usd,
         tight=1_000_000,
         loose=5_000_000,
+    ),
+    Attempt(
+        "approval_scopes",
+        workspace={"approval_scopes": ["once"]},
+        channel={"approval_scopes": ["once", "channel"]},
+        probe=lambda e: engine(e).approval_scopes,
+        tight=(ApprovalScope.ONCE,),
+        loose=(ApprovalScope.ONCE, ApprovalScope.CHANNEL),
     ),
     Attempt(
         "ask_commands",
@@ -486,7 +495,7 @@ def test_each_refused_loosening_is_logged_once_at_start(tmp_path: Path) -> None:
         (
             'channels_may_loosen = ["ask_comands"]\n',
             "threadbot.toml: channels_may_loosen[0]: 'ask_comands' is not a setting to "
-            "loosen; use allow_rules, approvers, ask_commands,",
+            "loosen; use allow_rules, approval_scopes, approvers, ask_commands,",
         ),
         (
             '[slack.T0123]\nchannels_may_loosen = ["model"]\n',

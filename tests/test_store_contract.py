@@ -28,6 +28,7 @@ import pytest
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
+from conversations.store.approvals import ApprovalRules
 from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
@@ -1145,6 +1146,7 @@ INTERFACES: dict[str, type[Any]] = {
     "audit": AuditTrail,
     "installations": Installations,
     "oauth_states": OAuthStates,
+    "approvals": ApprovalRules,
 }
 
 
@@ -1158,10 +1160,12 @@ ELSEWHERE = (
     "test_feedback_store.py",
     "test_audit_store.py",
     "test_installations_store.py",
+    "test_approval_rules_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
 deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
-``feedback``, of ``audit`` and of ``installations`` and ``oauth_states``."""
+``feedback``, of ``audit``, of ``installations`` and ``oauth_states``, and of
+``approvals``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

@@ -12,6 +12,8 @@ each (``N`` is a message id, ``K`` a call number from 1):
 ``-EMOJI N``        remove that reaction
 ``+EMOJI N.K``      decide call ``K`` of approval request ``N``: ``CommandInvoked``
                     ``decide`` with args ``"N.K <emoji name>"``, its means a reaction
+``+✅ N.K run``      allow call ``K`` for the rest of the run (``channel``: always in
+                    this channel), as its buttons do: args ``"N.K <emoji> run"``
 ``+1️⃣ N``          pick option 1 of question ``N`` (a number reaction, 1️⃣-9️⃣);
                     ``>N 2`` (a reply that is only the number) picks option 2
 ``+👍 N``           feedback on the answer ``N`` (``+👎 N``): a reaction, which the
@@ -71,6 +73,7 @@ HELP = (
     ">N text         reply in the thread of message N",
     "+EMOJI N        react to message N (✅, white_check_mark or :x:); -EMOJI N removes it",
     "+EMOJI N.K      decide call K of approval request N",
+    "+✅ N.K run     allow call K for this run (channel: always in this channel)",
     "+1️⃣ N / >N 1     pick option 1 of question N (a reply in words answers it too)",
     "+👍 N / +👎 N    feedback on the answer N (anyone's; only you are told)",
     "/stop [N]       stop the work (in the thread of message N; the name can be configured)",
@@ -82,7 +85,7 @@ HELP = (
 )
 
 _REPLY = re.compile(r">\s*(\d+)(?:\s+(.*))?")
-_REACTION = re.compile(r"([+-])(\S+)\s+(\d+)(?:\.(\d+))?")
+_REACTION = re.compile(r"([+-])(\S+)\s+(\d+)(?:\.(\d+))?(?:\s+(run|channel))?")
 _COMMAND = re.compile(r"/(\S*)\s*(.*)")
 _ESCAPE_HINT = "start the line with \\ to send it as text"
 
@@ -217,6 +220,8 @@ def _reaction(text: str, ctx: Context) -> Parsed:
         return Invalid(f"there is no message [{target}]")
     ref = _ref(ctx, thread=ctx.roots[target], message=target)
     key = f"{ctx.key_prefix}r{ctx.next_counter}"
+    if match[4] is None and match[5] is not None:
+        return Invalid(f"a scope goes with one call, e.g. +✅ {target}.1 {match[5]}")
     if match[4] is None:
         return ReactionChanged(
             delivery_key=key, ref=ref, author=ctx.author, emoji=emoji, added=sign == "+"
@@ -226,7 +231,7 @@ def _reaction(text: str, ctx: Context) -> Parsed:
         return Invalid("a decision cannot be taken back; react + to decide a call")
     if call < 1:
         return Invalid(f"calls are numbered from 1, e.g. +✅ {target}.1")
-    args = f"{target}.{call} {emoji}"
+    args = f"{target}.{call} {emoji}" + (f" {match[5]}" if match[5] else "")
     return CommandInvoked(
         delivery_key=key, ref=ref, author=ctx.author, name="decide", args=args, means="reaction"
     )
@@ -353,8 +358,10 @@ def echo(event: InboundEvent, roots: Mapping[int, int]) -> list[str]:
                 render_reaction(target, in_thread(target, roots), event.added, event.emoji, name)
             ]
         case CommandInvoked(name="decide"):
-            call, _, emoji = event.args.partition(" ")
-            return [render_reaction(call, in_thread(ref.message, roots), True, emoji, name)]
+            call, _, rest = event.args.partition(" ")
+            emoji, _, scope = rest.partition(" ")
+            shown = render_reaction(call, in_thread(ref.message, roots), True, emoji, name)
+            return [f"{shown} ({scope})" if scope else shown]
         case CommandInvoked():
             command = f"/{event.name} {event.args}".rstrip()
             if ref.thread is None:

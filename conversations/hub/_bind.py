@@ -22,6 +22,7 @@ from conversations.actions import (
     FeedbackButton,
     RejectButton,
     StopButton,
+    WiderApproveButton,
     decode,
 )
 from conversations.emoji import number
@@ -53,6 +54,7 @@ from conversations.hub._settings import HubSettings
 from conversations.store import ConversationInfo, MessageLink, Requests, Threads
 from conversations.texts import PlatformTexts
 from core.requests.audit import refused
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.audit import Means
 from core.vocabulary.requests import RequestState
 
@@ -180,9 +182,15 @@ class Bind:
         return Respond(event.ref, f"```\n{text}\n```", to=event.author.id)
 
     async def _decide_command(self, event: CommandInvoked) -> Intent:
-        """``decide`` with args ``"N.K EMOJI"``: decide call K of the request on message N."""
+        """``decide`` with args ``"N.K EMOJI"``: decide call K of the request on message N;
+        ``"N.K EMOJI run"`` or ``"N.K EMOJI channel"`` approves it for the run, or always
+        in the channel."""
         parts = event.args.split()
         number = parts[0].partition(".")[2] if parts else ""
+        scope = ApprovalScope.ONCE
+        if len(parts) == 3 and parts[2] in (ApprovalScope.RUN, ApprovalScope.CHANNEL):
+            scope = ApprovalScope(parts[2])
+            parts = parts[:2]
         if len(parts) != 2 or not number.isdigit() or event.ref.message is None:
             return Respond(event.ref, self._texts(event.ref.platform).decide_usage)
         link = await self._threads.find_by_message(
@@ -194,9 +202,17 @@ class Bind:
         approve = emoji in self._settings.approve_reactions
         if not approve and emoji not in self._settings.reject_reactions:
             return Respond(event.ref, f"Use an approve or reject reaction, not {emoji}.")
+        if not approve and scope is not ApprovalScope.ONCE:
+            return Respond(event.ref, f"A denial has no scope: {emoji} denies this call once.")
         conversation = await self._threads.info(link.conversation_id)
         return await self._decision(
-            conversation, link.request_id, approve, event.author, event.means, int(number)
+            conversation,
+            link.request_id,
+            approve,
+            event.author,
+            event.means,
+            int(number),
+            scope=scope,
         )
 
     async def _button(self, event: ButtonPressed) -> Intent:
@@ -212,19 +228,22 @@ class Bind:
                 if conversation is None:
                     return Respond(event.ref, "That conversation is gone.", to=event.author.id)
                 return StopRun(conversation, event.author, "button")
-            case ApproveButton() | RejectButton() | ChooseButton():
+            case ApproveButton() | RejectButton() | WiderApproveButton() | ChooseButton():
                 found = await self._request_of(action.request, event.ref)
                 if found is None:
                     return unknown
                 conversation, request_id = found
-                approve = isinstance(action, ApproveButton)
+                approve = not isinstance(action, RejectButton)
                 who = event.author
                 if isinstance(action, ChooseButton):
                     return await self._decision(
                         conversation, request_id, approve, who, "button", choice=action.option
                     )
+                scope = ApprovalScope.ONCE
+                if isinstance(action, WiderApproveButton):
+                    scope = ApprovalScope(action.kind)
                 return await self._decision(
-                    conversation, request_id, approve, who, "button", action.call
+                    conversation, request_id, approve, who, "button", action.call, scope=scope
                 )
             case AnswerButton():  # Discord's adapter opens its form; elsewhere a reply answers
                 return Ignore("an answer button reached the hub: a reply in the thread answers")
@@ -278,12 +297,14 @@ class Bind:
         *,
         state: RequestState | None = None,
         choice: int | None = None,
+        scope: ApprovalScope = ApprovalScope.ONCE,
     ) -> Intent:
         """A decision by ``who`` (by ``means``) on a request still open (or decided: the
         engine says so), else a refusal: told for a plan replaced meanwhile (``stale
         version``), only recorded for any other closed request; nothing for a request
         this bot does not know. ``state``: the request's, when it was read with the
-        message's link; ``choice``: the option picked (a question's)."""
+        message's link; ``choice``: the option picked (a question's); ``scope``: how far
+        an approval reaches."""
         if state is None:
             state = await self._requests.request_state(request_id)
         if state is None:
@@ -293,7 +314,7 @@ class Bind:
             why = STALE if stale else f"request {state.value}"
             audited = refused(who.id, means, why, request_id=request_id)
             return Refuse(conversation, audited, REPLACED if stale else "")
-        return Decide(conversation, request_id, approve, who, means, call, choice)
+        return Decide(conversation, request_id, approve, who, means, call, choice, scope)
 
     async def _link(self, ref: PlatformRef) -> MessageLink | None:
         """What the bot message ``ref.message`` is about.

@@ -35,6 +35,7 @@ from conversations.events import (
     PlatformRef,
 )
 from conversations.store import ConversationInfo
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.audit import Audited, Means
 from core.vocabulary.people import Person
 from core.vocabulary.snapshot import ConversationSnapshot
@@ -89,9 +90,10 @@ class StopRun:
 
 @dataclass(frozen=True)
 class Decide:
-    """Decide request ``request_id`` (or its call ``call``, from 1): approve or not; or,
-    ``choice`` set (from 1), pick that option of a question (``approve`` unused); ``who``
-    decided by ``means``."""
+    """Decide request ``request_id`` (or its call ``call``, from 1): approve or not
+    (``scope``: how far an approval of a tool call reaches); or, ``choice`` set (from
+    1), pick that option of a question (``approve`` unused); ``who`` decided by
+    ``means``."""
 
     conversation: ConversationInfo
     request_id: str
@@ -100,6 +102,7 @@ class Decide:
     means: Means
     call: int | None = None
     choice: int | None = None
+    scope: ApprovalScope = ApprovalScope.ONCE
 
 
 @dataclass(frozen=True)

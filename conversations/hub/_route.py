@@ -53,6 +53,7 @@ from conversations.store.feedback import Feedback
 from core.requests.audit import refused
 from core.run.engine import Engine
 from core.run.state import Handover
+from core.vocabulary.approvals import SCOPE_SAID
 from core.vocabulary.audit import STOP, Means
 from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, Reject, ThreadMessage
 
@@ -167,9 +168,11 @@ class Route:
         decision: Decision
         if intent.choice is not None:
             decision = Choose(request_id=request_id, by=by, option=intent.choice, means=means)
+        elif intent.approve:
+            call, scope = intent.call, intent.scope
+            decision = Approve(request_id=request_id, by=by, call=call, scope=scope, means=means)
         else:
-            verdict = Approve if intent.approve else Reject
-            decision = verdict(request_id=request_id, by=by, call=intent.call, means=means)
+            decision = Reject(request_id=request_id, by=by, call=intent.call, means=means)
         handed: list[Handover] = []
         outcome = await self._engine.decide(conversation.id, decision, handover=handed.append)
         if outcome is DecideOutcome.DECIDED:
@@ -185,6 +188,12 @@ class Route:
             )
         elif outcome is DecideOutcome.NO_SUCH_CALL:
             text = f"That request has no call {intent.call}, {who.name}."
+        elif outcome is DecideOutcome.SCOPE_NOT_OFFERED:
+            text, why = (
+                f"Approvals {SCOPE_SAID[intent.scope]} are not offered here, {who.name}: "
+                "allow this call once instead.",
+                "scope not offered",
+            )
         elif outcome is DecideOutcome.EXPIRED:
             self._runs.expire(conversation.id, intent.request_id)  # after the run, if one works
         audited = refused(who.id, means, why, request_id=request_id)

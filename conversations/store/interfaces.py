@@ -30,6 +30,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   by the hub, the stopper and ``threadbot audit``.
 - :class:`~conversations.store.installations.Installations` and ``OAuthStates``: the
   app's installs, tokens sealed. Taken by :mod:`conversations.installs`.
+- :class:`~conversations.store.approvals.ApprovalRules`: approvals remembered for a run
+  or a channel. Taken by the engine, ``threadbot policy`` and ``settings explain``.
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -51,6 +53,7 @@ from typing import Any, Protocol
 
 from conversations.channels import BusyMode
 from conversations.events import PlatformRef
+from conversations.store.approvals import ApprovalRules
 from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
@@ -393,6 +396,11 @@ class Store(Protocol):
     @property
     def oauth_states(self) -> OAuthStates:
         """The OAuth flow's states (:mod:`conversations.store.installations`)."""
+        ...
+
+    @property
+    def approvals(self) -> ApprovalRules:
+        """Approvals remembered past their call (:mod:`conversations.store.approvals`)."""
         ...
 
     async def close(self) -> None:

@@ -420,3 +420,36 @@ class OAuthStateRow(Base):
 
     state: Mapped[str] = mapped_column(String(128))
     expires_at: Mapped[datetime]
+
+
+class ApprovalRuleRow(Base):
+    """An approval remembered past its call (:mod:`conversations.store.approvals`): its
+    ``scope`` (``run`` or ``channel``), the channel of the conversation it was given in
+    (``platform``, ``workspace``, ``channel``: the channel whose settings apply there), the
+    conversation, its ``run`` (the ``seq`` of the request that began it) and the tool
+    approval ``request_id``; what it covers (``tool``, and ``command_prefix`` or the exact
+    ``arguments``); who gave it and when; and, once revoked, when and by which operator.
+    Never deleted: a revoked rule stays, for the record."""
+
+    __tablename__ = "approval_rules"
+    __table_args__ = (
+        Index("ix_approval_rules_channel", "platform", "workspace", "channel"),
+        Index("ix_approval_rules_run", "conversation_id", "run"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(String(16))
+    platform: Mapped[str] = mapped_column(String(32))
+    workspace: Mapped[str] = mapped_column(String(64))
+    channel: Mapped[str] = mapped_column(String(64))
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
+    run: Mapped[int] = mapped_column(Integer)
+    request_id: Mapped[str] = mapped_column(String(64))
+    tool: Mapped[str] = mapped_column(String(128))
+    command_prefix: Mapped[str | None] = mapped_column(Text)
+    arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    created_by_id: Mapped[str] = mapped_column(String(128))
+    created_by_name: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+    revoked_by: Mapped[str | None] = mapped_column(String(128))

@@ -112,7 +112,7 @@ def call_outcomes(
     """
     records = dict(snap.tool_calls) | {r.tool_use_id: r for r in decided}
     also = (decision,) if decision is not None else ()
-    deciders = {n: name for n, (_v, name) in decided_calls(snap, request, also).items()}
+    deciders = decided_calls(snap, request, also)
     outcomes: list[CallOutcome] = []
     for number, tool_use_id in enumerate(request.tool_use_ids, start=1):
         record = records.get(tool_use_id)
@@ -122,7 +122,17 @@ def call_outcomes(
         verdict: Literal["allowed", "denied"] = (
             "denied" if record.state is ToolState.DENIED else "allowed"
         )
-        outcomes.append(CallOutcome(number=number, outcome=verdict, by_name=deciders.get(number)))
+        how = deciders.get(number)
+        allowed = how if verdict == "allowed" else None  # its scope, if wider than once
+        outcomes.append(
+            CallOutcome(
+                number=number,
+                outcome=verdict,
+                by_name=how.name if how is not None else None,
+                scope=allowed.scope if allowed is not None else None,
+                pattern=allowed.pattern if allowed is not None else None,
+            )
+        )
     return tuple(outcomes)
 
 

@@ -10,6 +10,7 @@ execution.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import assert_never
 
@@ -24,7 +25,8 @@ from core.requests import (
 from core.requests.audit import decided, replied, with_audit
 from core.requests.closing import options_of
 from core.requests.common import Opening
-from core.vocabulary.inputs import Choose, DecideOutcome, Decision, ThreadMessage
+from core.vocabulary.approvals import ApprovalScope
+from core.vocabulary.inputs import Approve, Choose, DecideOutcome, Decision, ThreadMessage
 from core.vocabulary.journal import Change
 from core.vocabulary.requests import (
     ContinueRequest,
@@ -58,12 +60,15 @@ def takes(request: PendingRequest, decision: Decision) -> bool:
 
 
 def refused_decision(
-    snap: ConversationSnapshot, decision: Decision, now: datetime
+    snap: ConversationSnapshot,
+    decision: Decision,
+    now: datetime,
+    scopes: Sequence[ApprovalScope] = (ApprovalScope.ONCE,),
 ) -> DecideOutcome | None:
-    """Why ``decision`` decides nothing at ``now`` (see
-    :meth:`core.run.engine.Engine.decide` for each outcome), or None when it may: its
-    request is open, takes this kind of decision, has not run out of time, and has the
-    call or the option it names."""
+    """Why ``decision`` decides nothing at ``now`` (:class:`DecideOutcome` says each
+    outcome), or None when it may: its request is open, takes this kind of decision, has
+    not run out of time, has the call or the option it names, and an approval wider
+    than once is of a tool approval and of one of the ``scopes`` offered."""
     request = next((r for r in snap.requests if r.id == decision.request_id), None)
     if request is None:
         return DecideOutcome.NOT_OPEN
@@ -75,6 +80,9 @@ def refused_decision(
         # The sweeper had not come by yet. Expire it in the conversation's turn, not
         # here: a run may still hold the conversation, its calls running.
         return DecideOutcome.EXPIRED
+    if isinstance(decision, Approve) and decision.scope is not ApprovalScope.ONCE:
+        if not isinstance(request, ToolApproval) or decision.scope not in scopes:
+            return DecideOutcome.SCOPE_NOT_OFFERED
     if isinstance(decision, Choose):  # takes(): the request is a question
         options = options_of(snap, request) if isinstance(request, Question) else ()
         return None if 1 <= decision.option <= len(options) else DecideOutcome.NO_SUCH_CALL

@@ -23,6 +23,7 @@ from core.run.slots import UNLIMITED, StepSlots
 from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
+from core.vocabulary.approvals import RulesInForce
 from core.vocabulary.inputs import Inbox
 from core.vocabulary.journal import Journal
 from core.workflows.loading import WorkflowLibrary, shipped_library
@@ -48,8 +49,10 @@ class RunDeps:
     in it; ``redactor`` takes the bot's secrets out of every result and note;
     ``faults`` kills the process at a named point (crash tests); ``channel_spend``
     tells what a conversation's channel spent today (None: only the conversation's
-    own calls count); ``suspended()`` True means: start no new step (the process is
-    stopping); ``compose`` builds what a run goes through (None: the agent,
+    own calls count); ``rules`` the approvals remembered for a run or a channel, read
+    each time calls ask (:mod:`core.vocabulary.approvals`; None: none);
+    ``suspended()`` True means: start no new step (the process is stopping);
+    ``compose`` builds what a run goes through (None: the agent,
     :func:`core.run.agent.agent`); ``slots`` holds a slot around each model call and
     command (:mod:`core.run.slots`; by default nothing waits); ``preview`` is told the
     answer while the model writes it (:mod:`core.run.preview`; by default nobody).
@@ -65,6 +68,7 @@ class RunDeps:
     redactor: Redactor = NO_SECRETS
     faults: Faults = NO_FAULTS
     channel_spend: ChannelSpend | None = None
+    rules: RulesInForce | None = None
     suspended: Callable[[], bool] = _never
     compose: Composer | None = None
     slots: StepSlots = UNLIMITED

@@ -49,6 +49,7 @@ from core.secrets import NO_SECRETS, Redactor
 from core.tools.base import Toolbox
 from core.tools.workspaces import GitWorkspaces, Workspaces
 from core.tracing import Tracing
+from core.vocabulary.approvals import RulesInForce
 from core.vocabulary.audit import Means
 from core.vocabulary.errors import AlreadyHandled, RequestConflict
 from core.vocabulary.inputs import DecideOutcome, Decision, Inbox, StopOutcome, ThreadMessage
@@ -67,7 +68,8 @@ class Engine:
     policy) apply to every conversation, unless ``settings_for`` gives a
     conversation its own (asked once per run; see :mod:`core.run.settings`).
     ``channel_spend`` tells what a conversation's channel spent today, for the
-    channel's daily budget (without it, only this conversation's calls count).
+    channel's daily budget (without it, only this conversation's calls count);
+    ``rules`` the approvals remembered for a run or a channel (none without it).
     ``outputs`` keeps tool outputs longer than ``output_limit`` whole, the model
     reading a preview and paging with ``read_output`` (:mod:`core.outputs`; without
     it such an output is cut to its head and tail).
@@ -95,6 +97,7 @@ class Engine:
         tool_policy: policy.ToolPolicy | None = None,
         settings_for: SettingsLookup | None = None,
         channel_spend: ChannelSpend | None = None,
+        rules: RulesInForce | None = None,
         outputs: OutputCache | None = None,
         faults: Faults = NO_FAULTS,
         context: RunContext = WALL,
@@ -126,6 +129,7 @@ class Engine:
             redactor=redactor,
             faults=faults,
             channel_spend=channel_spend,
+            rules=rules,
             suspended=lambda: self._suspended,
             compose=compose,
             slots=slots,
@@ -273,16 +277,13 @@ class Engine:
         ``handover`` is called with the conversation as the decision left it, when it
         was decided, for :meth:`run` to start from (:class:`core.run.state.Handover`).
 
-        Returns ``ALREADY_DECIDED`` when another decision won, ``EXPIRED`` when its time
-        ran out (nothing written: the caller queues :meth:`expire`), ``NOT_OPEN`` when the
-        request is unknown, superseded, cancelled, expired or answered in words only (a
-        :class:`~core.vocabulary.inputs.Choose` decides only a question),
-        ``NO_SUCH_CALL`` for a call number the request does not have, or an option the
-        question does not.
+        Returns what became of it (:class:`~core.vocabulary.inputs.DecideOutcome`);
+        nothing is written unless ``DECIDED`` (after ``EXPIRED`` the caller queues
+        :meth:`expire`).
         """
         async with self._opened("decide", conversation_id) as run:
-            snap = run.snap
-            refused = refused_decision(snap, decision, run.context.now())
+            snap, scopes = run.snap, run.settings.approval_scopes
+            refused = refused_decision(snap, decision, run.context.now(), scopes)
             if refused is not None:
                 return refused
             request = next(r for r in snap.requests if r.id == decision.request_id)

@@ -18,6 +18,7 @@ from typing import assert_never
 from core.policy.policy import ToolPolicy
 from core.pricing import Budgets, Price, Spend
 from core.retry import NoRetry, RetryPolicy
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.entries import ModelRole
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -93,6 +94,10 @@ class EngineSettings:
     git_repo: str | None = None
     """The repository each conversation's workspace is cloned from (None: an empty one)."""
     tool_policy: ToolPolicy = field(default_factory=ToolPolicy)
+    approval_scopes: tuple[ApprovalScope, ...] = (ApprovalScope.ONCE,)
+    """How far a person's approval of a tool call may reach here (:mod:`core.vocabulary.
+    approvals`): once always; for the run and always in the channel where offered (the
+    bot offers them only where commands are sandboxed)."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """The price entry of each model id (a model without one is not costed)."""
     budgets: Budgets = field(default_factory=Budgets)

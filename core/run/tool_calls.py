@@ -16,9 +16,10 @@ exactly-once"):
 - a message that interrupts the run (busy mode ``interrupt``) ends the turn before
   its next call runs: the calls not yet run end ``cancelled``
   (:mod:`core.run.interrupting`);
-- ``pending_approval`` calls share one tool approval request; the allowed calls
-  of the turn run while they wait, and the run ends ``waiting(tool_approval)`` if
-  they are still undecided then;
+- ``pending_approval`` calls a remembered approval covers are approved by it
+  (:mod:`core.vocabulary.approvals`); the others share one tool approval request;
+  the allowed calls of the turn run while they wait, and the run ends
+  ``waiting(tool_approval)`` if they are still undecided then;
 - a ``report_progress`` call is its note, and an ``ask_expert`` call its consultation
   of the expert (:mod:`core.run.consultation`), in its place among the calls; the
   control calls that end the turn (``propose_plan``, ``ask_user``, ``finish``) come
@@ -59,6 +60,7 @@ from core.tools.base import ToolOutput
 from core.tools.control import AskExpert, AskUser, Finish, ProposePlan, ReportProgress
 from core.tools.file_modes import strip_setid
 from core.tools.processes import kill_left_behind
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.errors import RequestConflict, ToolError
 from core.vocabulary.fold import apply_change
 from core.vocabulary.inputs import Inbox
@@ -98,8 +100,10 @@ class ToolCalls:
             records = [snap.tool_calls[c.id] for c in open_ if c.id in snap.tool_calls]
             gated = [r for r in records if r.state is ToolState.PENDING_APPROVAL]
             if gated and not tool_approval.is_open_for(snap, gated):
-                policy = run.settings.tool_policy
-                await self._commit(tool_approval.open_approval(gated, policy, run.opening))
+                if await self._by_rules(gated):
+                    continue
+                policy, scopes = run.settings.tool_policy, run.settings.approval_scopes
+                await self._commit(tool_approval.open_approval(gated, policy, run.opening, scopes))
                 continue
             runnable = [r for r in records if _runnable(r)]
             if runnable:
@@ -202,6 +206,25 @@ class ToolCalls:
         if changes is None:
             return stats
         return stats.model_copy(update={"branch": changes.branch, "changed_files": changes.files})
+
+    async def _by_rules(self, gated: Sequence[ToolCallRecord]) -> bool:
+        """Approve the calls of ``gated`` a remembered rule in force covers, of a scope
+        offered here (:func:`core.requests.tool_approval.by_rules`); whether any was (or a
+        decision landed meanwhile: the conversation is read back). The rules are read
+        now, so a revoked one answers no later call."""
+        run, rules = self._run, self._deps.rules
+        wider = set(run.settings.approval_scopes) - {ApprovalScope.ONCE}
+        if rules is None or not wider:
+            return False
+        found = await rules.in_force(run.conversation_id, run.snap.run)
+        change = tool_approval.by_rules(gated, [r for r in found if r.scope in wider])
+        if change is None:
+            return False
+        try:
+            await self._commit(change)
+        except RequestConflict:
+            await live.reload(self._run, self._deps.journal)
+        return True
 
     async def _wait_for_approval(
         self, snap: ConversationSnapshot, gated: Sequence[ToolCallRecord]

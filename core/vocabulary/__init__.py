@@ -8,6 +8,7 @@ its modules is tied into a circle (docs/architecture.md, "Inside the packages"):
     lifecycle.py     idle, running, waiting(kind), done, failed, cancelled; the table of
                      allowed moves and the one function that makes them
     verdicts.py      what a person decided, a tagged union keyed by call
+    approvals.py     approval scopes, the rules a wider approval remembers, their matches
     requests.py      pending requests, a tagged union (what a waiting conversation waits for)
     entries.py       journal entries, a tagged union, and the journal record
     tool_records.py  a tool call's durable record and its states

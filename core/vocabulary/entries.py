@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
+from core.vocabulary.approvals import ApprovalScope, CallPattern, RuleApplied
 from core.vocabulary.escalations import Delegated as Delegated
 from core.vocabulary.escalations import DelegationBrief as DelegationBrief
 from core.vocabulary.escalations import DelegationChecked as DelegationChecked
@@ -153,8 +154,10 @@ class DecisionEntry(BaseModel):
     :class:`~core.vocabulary.verdicts.CallsDecided` for a tool approval, keyed by the
     ``tool_use_id`` of each call it decided. ``call``: for a tool approval decided
     call by call, the call's number (from 1); None when the decision was about
-    every call still undecided (or no calls). Entries stored with a ``decision``
-    text are read at the store's load edge (:mod:`conversations.store.legacy`).
+    every call still undecided (or no calls). ``scope``: how far a tool approval's
+    approval reaches (:mod:`core.vocabulary.approvals`; None: once), and ``patterns``
+    the rules it remembered. Entries stored with a ``decision`` text are read at the
+    store's load edge (:mod:`conversations.store.legacy`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -163,6 +166,8 @@ class DecisionEntry(BaseModel):
     verdict: Verdict
     by: Person
     call: int | None = None
+    scope: ApprovalScope | None = None
+    patterns: tuple[CallPattern, ...] = ()
 
 
 class StepEntered(BaseModel):
@@ -353,7 +358,8 @@ Entry = Annotated[
     | DelegationChecked
     | DelegationEnded
     | Nudged
-    | WorkflowChosen,
+    | WorkflowChosen
+    | RuleApplied,
     Field(discriminator="kind"),
 ]
 

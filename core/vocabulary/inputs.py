@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.approvals import ApprovalScope
 from core.vocabulary.audit import Means
 from core.vocabulary.entries import UserText
 from core.vocabulary.people import Person
@@ -154,7 +155,9 @@ class Approve(BaseModel):
     ``call``: for a tool approval, the call's number (from 1) to decide alone;
     None decides every call still undecided. ``means``: how ``by`` gave it, as the
     platform's adapter said (recorded in the audit trail, never interpreted; None: not
-    said), in every kind of decision.
+    said), in every kind of decision. ``scope``: for a tool approval, how far the
+    approval reaches (:mod:`core.vocabulary.approvals`): this call (a reaction's), the
+    rest of the run, or always in the channel.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -163,6 +166,7 @@ class Approve(BaseModel):
     by: Person
     call: int | None = None
     means: Means | None = None
+    scope: ApprovalScope = ApprovalScope.ONCE
 
 
 class Reject(BaseModel):
@@ -206,13 +210,21 @@ class StopOutcome(StrEnum):
 
 
 class DecideOutcome(StrEnum):
-    """What became of a decision: taken, too late, or about no open request."""
+    """What became of a decision (:meth:`core.run.engine.Engine.decide`): taken, too
+    late, or about no open request."""
 
     DECIDED = "decided"
     ALREADY_DECIDED = "already_decided"
+    """Another decision won (compare-and-set), or the call was decided already."""
     NOT_OPEN = "not_open"
+    """The request is unknown, superseded, cancelled, expired or answered in words only
+    (a :class:`Choose` decides only a question)."""
     NO_SUCH_CALL = "no_such_call"
     """A call number the tool approval does not have, or an option the question does not."""
+    SCOPE_NOT_OFFERED = "scope_not_offered"
+    """An approval for the run or the channel where the settings offer no such scope
+    (``approval_scopes``), or on a request that is not a tool approval."""
     EXPIRED = "expired"
-    """The request's time ran out before the sweeper came by: the caller queues its
-    expiry (:meth:`core.run.engine.Engine.expire`) behind the conversation's run."""
+    """The request's time ran out before the sweeper came by (nothing written): the
+    caller queues its expiry (:meth:`core.run.engine.Engine.expire`) behind the
+    conversation's run."""

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from core.vocabulary.approvals import Remember
 from core.vocabulary.audit import Audited
 from core.vocabulary.entries import Entry
 from core.vocabulary.lifecycle import Status
@@ -67,16 +68,19 @@ class Change(BaseModel):
     """Compare-and-set on tool calls: when any of these records is no longer
     ``pending_approval``, the store raises :class:`core.vocabulary.errors.RequestConflict`."""
     audit: tuple[Audited, ...] = ()
+    remember: tuple[Remember, ...] = ()
+    """Approvals to remember (:mod:`core.vocabulary.approvals`), kept with the
+    conversation's channel in the same transaction as the decision that gave them."""
 
     def then(self, later: Change) -> Change:
         """This change and ``later`` (computed from the snapshot after this one) as one.
 
         Committing the result is committing this change, then ``later``, in one
-        transaction: entries, run events, resolutions, delivery keys, guards and audit
-        entries in order; a tool record ``later`` gives again replaces this change's (in its
-        place); ``later``'s request, status, position and plan version win where
-        it sets them. Raises ``ValueError`` when both open a request (a commit opens
-        at most one).
+        transaction: entries, run events, resolutions, delivery keys, guards, audit
+        entries and approvals to remember in order; a tool record ``later`` gives again
+        replaces this change's (in its place); ``later``'s request, status, position and
+        plan version win where it sets them. Raises ``ValueError`` when both open a
+        request (a commit opens at most one).
         """
         if self.open_request is not None and later.open_request is not None:
             raise ValueError("two changes that each open a request cannot be one commit")
@@ -94,6 +98,7 @@ class Change(BaseModel):
                 "handled": self.handled + later.handled,
                 "guard_pending": self.guard_pending + later.guard_pending,
                 "audit": self.audit + later.audit,
+                "remember": self.remember + later.remember,
                 **latest,
             }
         )

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.vocabulary.approvals import ApprovalScope, CallPattern
 from core.vocabulary.entries import FailedCall
 from core.vocabulary.people import Person
 
@@ -102,20 +103,25 @@ class QuestionAsked(_Frozen):
 
 
 class GatedCall(_Frozen):
-    """One call of a tool approval request: its number (from 1), tool and summary."""
+    """One call of a tool approval request: its number (from 1), tool and summary, why
+    the policy asks, and the pattern an approval wider than once would remember (None:
+    only once is offered)."""
 
     number: int
     tool: str
     summary: str
     reason: str
+    pattern: CallPattern | None = None
 
 
 class ToolApprovalRequested(_Frozen):
-    """The gated calls of one model turn wait for a person; one message, a button each."""
+    """The gated calls of one model turn wait for a person; one message, a button each.
+    ``scopes``: the approval scopes offered, when more than once (empty: once only)."""
 
     kind: Literal["tool_approval"] = "tool_approval"
     request_id: str
     calls: tuple[GatedCall, ...]
+    scopes: tuple[ApprovalScope, ...] = ()
 
 
 class Reminder(_Frozen):
@@ -246,12 +252,15 @@ class CallOutcome(_Frozen):
     """How one call of a tool approval ended: its number (from 1), verdict and who gave it.
 
     ``undecided``: nobody decided the call before the request was stopped or expired
-    (``by_name`` is None then).
+    (``by_name`` is None then). ``scope`` and ``pattern``: an allowed call's approval
+    when it was wider than once (for the run, or always in the channel).
     """
 
     number: int
     outcome: Literal["allowed", "denied", "undecided"]
     by_name: str | None = None
+    scope: ApprovalScope | None = None
+    pattern: CallPattern | None = None
 
 
 class RequestClosed(_Frozen):

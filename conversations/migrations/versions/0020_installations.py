@@ -6,7 +6,7 @@ them once the app is uninstalled. ``oauth_states``: the install page's ``state``
 each taken once before it expires (docs/architecture.md, "Several instances").
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-07
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020"
-down_revision = "0018"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.memory._tables import Tables
+from conversations.store.memory.approvals import MemoryApprovalRules
 from conversations.store.memory.audit import MemoryAudit
 from conversations.store.memory.claims import MemoryClaims
 from conversations.store.memory.feedback import MemoryFeedback
@@ -78,6 +79,7 @@ class MemoryStore:
         self.audit = MemoryAudit(self._tables)
         self.installations = MemoryInstallations(self._tables)
         self.oauth_states = MemoryOAuthStates(self._tables)
+        self.approvals = MemoryApprovalRules(self._tables)
 
     @property
     def on_outbox(self) -> OutboxListener:

@@ -16,6 +16,7 @@ from typing import Any
 
 from conversations.channels import BusyMode
 from conversations.events import OutboundAction, PlatformRef
+from conversations.store.approvals import Place
 from conversations.store.audit import AuditEntry, entry_of
 from conversations.store.feedback import FeedbackGiven
 from conversations.store.installations import Installation
@@ -25,6 +26,7 @@ from conversations.store.schedules import ScheduleRun
 from conversations.store.schema import utcnow
 from core.pricing import Price
 from core.requests.audit import version_of
+from core.vocabulary.approvals import Remember, RememberedRule
 from core.vocabulary.audit import Audited, Means
 from core.vocabulary.entries import JournalRecord
 from core.vocabulary.errors import ConversationNotFound
@@ -151,6 +153,18 @@ class StopEntry:
 
 
 @dataclass
+class Rule:
+    """A remembered approval (``approval_rules`` in SQL): the rule, its place and tool
+    approval, and its revocation once revoked."""
+
+    rule: RememberedRule
+    place: Place
+    request_id: str
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+
+
+@dataclass
 class Tables:
     """Everything the in-memory store holds, and what every interface shares.
 
@@ -182,6 +196,8 @@ class Tables:
     """Installs by ``(platform, enterprise, team)``: ``installations`` in SQL."""
     oauth_states: dict[str, datetime] = field(default_factory=dict)
     """OAuth states and their expiry: ``oauth_states`` in SQL."""
+    rules: dict[int, Rule] = field(default_factory=dict)
+    """Remembered approvals by id (growing, never reused): ``approval_rules`` in SQL."""
     last_outbox_id: int = 0
     last_stop_id: int = 0
 
@@ -191,6 +207,26 @@ class Tables:
         if found is None:
             raise ConversationNotFound(conversation_id)
         return found
+
+    def add_rule(self, conversation: Conversation, remember: Remember, now: datetime) -> Rule:
+        """The rule ``remember`` of ``conversation``, kept with the next id and its home
+        channel (as the SQL journal writes it)."""
+        binding = conversation.binding
+        rule = Rule(
+            rule=RememberedRule(
+                id=len(self.rules) + 1,
+                scope=remember.scope,
+                pattern=remember.pattern,
+                by=remember.by,
+                at=now,
+                conversation_id=conversation.id,
+                run=remember.run,
+            ),
+            place=Place(binding.platform, binding.workspace, binding.home),
+            request_id=remember.request_id,
+        )
+        self.rules[rule.rule.id] = rule
+        return rule
 
     def add_outbox(
         self, conversation_id: str, action: OutboundAction, purpose: str, request_id: str | None

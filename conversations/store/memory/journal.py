@@ -133,6 +133,8 @@ class MemoryJournal:
         if change.open_request is not None:
             opened = fold.opened(change.open_request)
             t.requests[opened.id] = Request(conversation.id, opened, created_at=now)
+        for remember in change.remember:
+            t.add_rule(conversation, remember, now)
         if change.status is not None:
             conversation.status = change.status
         if change.position is not None:

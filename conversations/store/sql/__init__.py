@@ -25,6 +25,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``feedback``: people's 👍 / 👎 on a conversation's answers, one row per person
 - ``audit``: every decision and refused attempt (the journal writes a decision's row)
 - ``installations``: the app's installs per workspace (tokens sealed), and OAuth states
+- ``approvals``: approvals remembered for a run or a channel, listed and revoked
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import OutboxListener
+from conversations.store.sql.approvals import SqlApprovalRules
 from conversations.store.sql.audit import SqlAudit
 from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
@@ -99,6 +101,7 @@ class SqlStore:
         self.audit = SqlAudit(self._db)
         self.installations = SqlInstallations(self._db)
         self.oauth_states = SqlOAuthStates(self._db)
+        self.approvals = SqlApprovalRules(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:

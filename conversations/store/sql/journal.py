@@ -45,6 +45,7 @@ from conversations.store.schema import (
     ToolCallRow,
     utcnow,
 )
+from conversations.store.sql.approvals import RULES, rule_values
 from conversations.store.sql.audit import insert_audit
 from conversations.store.sql.database import (
     Database,
@@ -83,6 +84,7 @@ _TOUCH_FENCED = _TOUCH.where(
 """The same, fenced by the lease (owner and epoch)."""
 _INSERT_JOURNAL = insert(JOURNAL)
 _INSERT_MODEL_CALL = insert(MODEL_CALLS)
+_INSERT_RULE = insert(RULES)
 
 
 class SqlJournal:
@@ -112,9 +114,9 @@ class SqlJournal:
 
         A few SQLAlchemy Core statements: one ``UPDATE`` of the conversation (its
         status, and the lease fence), one ``INSERT`` per table that gets rows
-        (journal, tool calls as an upsert, model calls, outbox, audit), an ``UPDATE`` per
-        resolution. ``after_seq`` numbers the entries; without it the newest
-        ``seq`` is read first.
+        (journal, tool calls as an upsert, approvals remembered, model calls, outbox,
+        audit), an ``UPDATE`` per resolution. ``after_seq`` numbers the entries; without it
+        the newest ``seq`` is read first.
 
         Raises :class:`StaleSnapshot` when the entries' ``seq`` numbers are taken,
         :class:`RequestConflict` when a compare-and-set resolution finds its request
@@ -175,6 +177,9 @@ class SqlJournal:
             resolve(session, res)
         if change.open_request is not None:
             session.add(request_row(conversation_id, change.open_request))
+        if change.remember:
+            rules = [rule_values(conversation_id, binding, r, now) for r in change.remember]
+            insert_rows(conn, _INSERT_RULE, rules)
         calls = [
             {
                 "conversation_id": conversation_id,
