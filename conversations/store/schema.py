@@ -353,103 +353,14 @@ class FeedbackRow(Base):
     given_at: Mapped[datetime]
 
 
-class AuditRow(Base):
-    """One decision or refused attempt (:mod:`conversations.store.audit`): ``user_id`` (a
-    platform user id) acted by ``means`` on ``request_kind`` ``request_id`` (plan
-    ``version``) in the conversation ``conversation_id`` (null: none, a ``/stop`` in a
-    channel) at ``platform``/``workspace``/``channel``, at ``at``; ``outcome`` and
-    ``reason`` say what followed. Kept for good; ``id`` orders rows of one time."""
+# The governance tables (issue 33: audit, installs, remembered approvals) are in a module
+# of their own, imported here so that every table is on ``Base.metadata`` and importable
+# from this module.
+from conversations.store.governance_schema import (  # noqa: E402
+    ApprovalRuleRow,
+    AuditRow,
+    InstallationRow,
+    OAuthStateRow,
+)
 
-    __tablename__ = "audit"
-    __table_args__ = (
-        Index("ix_audit_at", "at", "id"),
-        Index("ix_audit_conversation", "conversation_id", "id"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at: Mapped[datetime]
-    conversation_id: Mapped[str | None] = mapped_column(ForeignKey("conversations.id"))
-    platform: Mapped[str] = mapped_column(String(32))
-    workspace: Mapped[str] = mapped_column(String(64))
-    channel: Mapped[str] = mapped_column(String(64))
-    request_kind: Mapped[str | None] = mapped_column(String(32))
-    request_id: Mapped[str | None] = mapped_column(String(64))
-    version: Mapped[int | None] = mapped_column(Integer)
-    user_id: Mapped[str] = mapped_column(String(128))
-    means: Mapped[str | None] = mapped_column(String(16))
-    outcome: Mapped[str] = mapped_column(String(16))
-    reason: Mapped[str] = mapped_column(Text)
-
-
-class InstallationRow(Base):
-    """An install of the app in a workspace or organisation
-    (:mod:`conversations.store.installations`):
-    one row per ``(platform, enterprise, team)``, its tokens sealed (never in plain text),
-    kept without them once removed (``removed_at``, ``removed_why``)."""
-
-    __tablename__ = "installations"
-    __table_args__ = (
-        PrimaryKeyConstraint("platform", "enterprise", "team", name="pk_installations"),
-    )
-
-    platform: Mapped[str] = mapped_column(String(32))
-    enterprise: Mapped[str] = mapped_column(String(64))
-    team: Mapped[str] = mapped_column(String(64))
-    bot_token: Mapped[str] = mapped_column(Text)
-    refresh_token: Mapped[str | None] = mapped_column(Text)
-    expires_at: Mapped[datetime | None]
-    bot_id: Mapped[str] = mapped_column(String(64))
-    bot_user_id: Mapped[str] = mapped_column(String(64))
-    scopes: Mapped[str] = mapped_column(Text)
-    app_id: Mapped[str] = mapped_column(String(64))
-    team_name: Mapped[str] = mapped_column(String(256))
-    enterprise_name: Mapped[str] = mapped_column(String(256))
-    installer: Mapped[str] = mapped_column(String(64))
-    enterprise_install: Mapped[bool] = mapped_column(Boolean)
-    installed_at: Mapped[datetime]
-    updated_at: Mapped[datetime]
-    removed_at: Mapped[datetime | None]
-    removed_why: Mapped[str] = mapped_column(String(32))
-
-
-class OAuthStateRow(Base):
-    """An OAuth ``state`` the install page handed out, taken once before ``expires_at``."""
-
-    __tablename__ = "oauth_states"
-    __table_args__ = (PrimaryKeyConstraint("state", name="pk_oauth_states"),)
-
-    state: Mapped[str] = mapped_column(String(128))
-    expires_at: Mapped[datetime]
-
-
-class ApprovalRuleRow(Base):
-    """An approval remembered past its call (:mod:`conversations.store.approvals`): its
-    ``scope`` (``run`` or ``channel``), the channel of the conversation it was given in
-    (``platform``, ``workspace``, ``channel``: the channel whose settings apply there), the
-    conversation, its ``run`` (the ``seq`` of the request that began it) and the tool
-    approval ``request_id``; what it covers (``tool``, and ``command_prefix`` or the exact
-    ``arguments``); who gave it and when; and, once revoked, when and by which operator.
-    Never deleted: a revoked rule stays, for the record."""
-
-    __tablename__ = "approval_rules"
-    __table_args__ = (
-        Index("ix_approval_rules_channel", "platform", "workspace", "channel"),
-        Index("ix_approval_rules_run", "conversation_id", "run"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    scope: Mapped[str] = mapped_column(String(16))
-    platform: Mapped[str] = mapped_column(String(32))
-    workspace: Mapped[str] = mapped_column(String(64))
-    channel: Mapped[str] = mapped_column(String(64))
-    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
-    run: Mapped[int] = mapped_column(Integer)
-    request_id: Mapped[str] = mapped_column(String(64))
-    tool: Mapped[str] = mapped_column(String(128))
-    command_prefix: Mapped[str | None] = mapped_column(Text)
-    arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
-    created_by_id: Mapped[str] = mapped_column(String(128))
-    created_by_name: Mapped[str] = mapped_column(String(256))
-    created_at: Mapped[datetime]
-    revoked_at: Mapped[datetime | None]
-    revoked_by: Mapped[str | None] = mapped_column(String(128))
+__all__ = ["ApprovalRuleRow", "AuditRow", "InstallationRow", "OAuthStateRow"]
