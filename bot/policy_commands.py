@@ -25,11 +25,13 @@ from typing import Any
 from bot.doctor import database_checks
 from bot.operators import OperatorRefused, authenticated, token_given, token_sha256
 from bot.settings import Settings
+from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store.approvals import RuleNotFound, RuleRecord, RuleRevoked
 from conversations.store.backends import is_memory
 from conversations.store.sql import SqlStore, create_engine
 from core.vocabulary.approvals import ApprovalScope
+from core.vocabulary.audit import RULE, Audited
 from core.vocabulary.people import Person
 
 
@@ -131,8 +133,10 @@ async def list_rules(
 async def revoke_rule(
     settings: Settings, rule_id: int, operator: str, environ: Mapping[str, str]
 ) -> int:
-    """Revoke rule ``rule_id`` as ``operator``, whose token is in ``environ`` or asked;
-    exit 2 when refused or there is no such rule."""
+    """Revoke rule ``rule_id`` as ``operator``, whose token is in ``environ`` or asked,
+    and record it in the audit trail (:func:`revoked`; the rule itself keeps who revoked
+    it and when, should the audit's write fail after the revocation's); exit 2 when
+    refused or there is no such rule."""
     try:
         token = token_given(environ)
         authenticated(settings.operators, operator, token)
@@ -145,6 +149,7 @@ async def revoke_rule(
         return 2
     try:
         record = await store.approvals.revoke(rule_id, by=operator)
+        await store.audit.record(revoked(record, operator), **_audited_at(record))
     except RuleNotFound:
         print(f"threadbot policy revoke: there is no rule {rule_id}", file=sys.stderr)
         return 2
@@ -155,6 +160,26 @@ async def revoke_rule(
         await store.close()
     print(f"revoked: {rule_line(record)}")
     return 0
+
+
+def revoked(record: RuleRecord, operator: str) -> Audited:
+    """The audit trail's entry of ``operator``'s revocation of ``record``'s rule
+    (docs/architecture.md "The audit trail"): kind :data:`core.vocabulary.audit.RULE`."""
+    return Audited(
+        request_kind=RULE,
+        request_id=str(record.rule.id),
+        user_id=f"operator:{operator}",
+        means="command",
+        outcome="revoked",
+        reason=f"{record.rule.scope.value} rule revoked by operator {operator}",
+    )
+
+
+def _audited_at(record: RuleRecord) -> dict[str, Any]:
+    """Where the revocation of ``record`` is recorded: its channel and conversation."""
+    place = record.place
+    where = PlatformRef(platform=place.platform, workspace=place.workspace, channel=place.channel)
+    return {"where": where, "conversation_id": record.rule.conversation_id}
 
 
 def hash_token(environ: Mapping[str, str]) -> int:

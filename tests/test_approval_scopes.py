@@ -15,6 +15,7 @@ sandbox (the wider scopes are offered only where it works: ``working_bwrap``).
 from __future__ import annotations
 
 import asyncio
+import json
 import copy
 import sys
 from collections.abc import Mapping
@@ -235,6 +236,20 @@ async def test_a_revoked_rule_asks_again_in_the_running_conversation(
         assert snap.status.lifecycle is Lifecycle.WAITING
         [rule] = await ws.app.store.approvals.listed(every=True)
         assert (rule.revoked_by, rule.in_force) == ("dana", False)
+
+        audited = await cli(tmp_path, settings, "audit", "--json")  # the revocation, too
+        assert audited.returncode == 0, audited.stderr
+        entries = json.loads(audited.stdout)
+        [revocation] = [e for e in entries if e["request_kind"] == "approval_rule"]
+        assert (revocation["user_id"], revocation["means"], revocation["outcome"]) == (
+            "operator:dana",
+            "command",
+            "revoked",
+        )
+        assert (revocation["request_id"], revocation["channel"]) == ("1", CHANNEL)
+        assert revocation["conversation"] == (await ws.snapshot(root)).id
+        allowed = [e for e in entries if e["outcome"] == "allowed"]
+        assert allowed and allowed[0]["means"] == "button"  # the "always" button's decision
 
 
 async def cli(cwd: Path, settings: Settings, *command: str, token: str = TOKEN) -> Any:

@@ -32,15 +32,21 @@ Outcome = Literal[
     "revised",
     "stopped",
     "refused",
+    "revoked",
 ]
 """What the attempt did: a decision's verdict (``allowed`` / ``denied`` for the calls of a
 tool approval, ``chose`` for a question's option), ``stopped`` for a stop that ended its
-run, ``refused`` for anything that changed nothing (the reason says why)."""
+run, ``refused`` for anything that changed nothing (the reason says why), ``revoked``
+for a remembered approval an operator revoked (:data:`RULE`)."""
 
 STOP = "stop"
 """The ``request_kind`` of a stop (it is aimed at a run, not at a request)."""
 RESTART = "restart"
 """The ``request_kind`` of a message that would start a stopped conversation again."""
+RULE = "approval_rule"
+"""The ``request_kind`` of an operator's revocation of a remembered approval: its
+``request_id`` is the rule's id, its ``user_id`` ``operator:<name>``, its means
+``command`` (``threadbot policy revoke``)."""
 
 NOT_ALLOWED = "not an approver"
 """Why someone other than the requester or an approver was refused."""
