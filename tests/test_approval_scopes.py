@@ -15,8 +15,8 @@ sandbox (the wider scopes are offered only where it works: ``working_bwrap``).
 from __future__ import annotations
 
 import asyncio
-import json
 import copy
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
