@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import io
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,8 @@ async def test_threadbot_audit_lists_the_story_s_decisions_and_refusals_in_order
         ("slack", "T0AGT00001", CHANNEL)
     }
     ats = [e["at"] for e in everything]
-    assert ats == sorted(ats) and all(at.endswith("+00:00") for at in ats)  # ISO 8601, UTC
+    times = [datetime.fromisoformat(at) for at in ats]  # ISO 8601, UTC
+    assert times == sorted(times) and {t.utcoffset() for t in times} == {timedelta(0)}
 
     assert audit(tmp_path, url, "--since", ats[2]) == everything[2:]
     assert audit(tmp_path, url, "--conversation", b.id) == everything[4:]

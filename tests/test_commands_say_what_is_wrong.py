@@ -223,6 +223,7 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         "workflows",
         "schedules",
         "usage",
+        "audit",
     ]
 
 
