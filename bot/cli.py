@@ -181,7 +181,10 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--conversation", metavar="ID", help="only this conversation's")
     audit.add_argument("--channel", metavar="ID", help="only this channel's (its platform id)")
     audit.add_argument(
-        "--since", type=_since, help="from this day (UTC) or ISO time on, e.g. 2026-12-01"
+        "--since",
+        type=_since,
+        metavar="DATE",
+        help="from this day (UTC) or ISO time on, e.g. 2026-12-01",
     )
     audit.add_argument("--json", action="store_true", help="a JSON list instead of lines")
     return parser

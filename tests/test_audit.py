@@ -2,10 +2,11 @@
 audit trail").
 
 On Slack, with the real bolt app and slack-sdk against the fake and the store on a SQLite
-file: Bob, who may not approve, reacts ✅ to Alice's plan and is refused; Alice approves
-it with ✅, picks an option of the question with its button, and stops the run with
-``/stop``; Bob then asks for something himself, revises his plan with a reply, reacts ✅ to
-the replaced version and is refused, and rejects the new one with its button.
+file: Bob, who may not approve, reacts ✅ to Alice's plan and is refused, and his ``/stop``
+stops nothing; Alice approves it with ✅, picks an option of the question with its button,
+and stops the run with ``/stop``; Bob then asks for something himself, revises his plan
+with a reply, reacts ✅ to the replaced version and is refused, and rejects the new one
+with its button.
 ``threadbot audit --json``, the command in its own process, lists all of it oldest first,
 each entry with its means, the refused ones with their reasons; ``--since``,
 ``--conversation`` and ``--channel`` filter, the lines are aligned, and the command leaves
@@ -21,6 +22,7 @@ import asyncio
 import hashlib
 import io
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,9 @@ async def test_threadbot_audit_lists_the_story_s_decisions_and_refusals_in_order
         assert f"Only the requester or an approver can decide this, <@{BOB}>." in [
             m["text"] for m in ws.posts(first)
         ]
+        await ws.slash("/stop", by=BOB)  # nothing here is his to stop
+        [told] = ws.calls("chat.postEphemeral")
+        assert told.args["text"] == "Nothing you may stop is running here."
         await ws.react(plan["ts"], by=ALICE)
         question = ws.post(first, "❓ Staging or production database?")
         await ws.press(question, plan_buttons(question)["1) staging"], by=ALICE)
@@ -116,6 +121,7 @@ async def test_threadbot_audit_lists_the_story_s_decisions_and_refusals_in_order
     everything = audit(tmp_path, url)
     assert shown(everything) == [
         ("plan_approval", 1, BOB, "reaction", "refused", "not an approver"),
+        ("stop", None, BOB, "command", "refused", "nothing they may stop here"),
         ("plan_approval", 1, ALICE, "reaction", "approved", "run resumed"),
         ("question", None, ALICE, "button", "chose", "option 1; run resumed"),
         ("stop", None, ALICE, "command", "stopped", "run stopped"),
@@ -125,6 +131,7 @@ async def test_threadbot_audit_lists_the_story_s_decisions_and_refusals_in_order
     ]
     assert [(e["conversation"], e["request_id"]) for e in everything] == [
         (a.id, plan_a.id),
+        (None, None),  # a /stop in the channel, about no conversation
         (a.id, plan_a.id),
         (a.id, asked.id),
         (a.id, None),
@@ -136,11 +143,12 @@ async def test_threadbot_audit_lists_the_story_s_decisions_and_refusals_in_order
         ("slack", "T0AGT00001", CHANNEL)
     }
     ats = [e["at"] for e in everything]
-    assert ats == sorted(ats) and all(at.endswith("+00:00") for at in ats)  # ISO 8601, UTC
+    times = [datetime.fromisoformat(at) for at in ats]  # ISO 8601, UTC
+    assert times == sorted(times) and {t.utcoffset() for t in times} == {timedelta(0)}
 
-    assert audit(tmp_path, url, "--since", ats[2]) == everything[2:]
-    assert audit(tmp_path, url, "--conversation", b.id) == everything[4:]
-    assert audit(tmp_path, url, "--conversation", a.id, "--since", ats[3]) == [everything[3]]
+    assert audit(tmp_path, url, "--since", ats[3]) == everything[3:]
+    assert audit(tmp_path, url, "--conversation", b.id) == everything[5:]
+    assert audit(tmp_path, url, "--conversation", a.id, "--since", ats[4]) == [everything[4]]
     assert audit(tmp_path, url, "--channel", CHANNEL) == everything
     assert audit(tmp_path, url, "--channel", "C0ELSEWHERE") == []
 
@@ -168,8 +176,9 @@ async def test_threadbot_audit_lists_the_story_s_decisions_and_refusals_in_order
         "an",
         "approver",
     ]
-    assert lines[3].split()[1:4] == [a.id, CHANNEL, "stop"]
-    assert lines[3].split()[4:7] == ["-", ALICE, "command"]  # a stop names no version
+    assert lines[1].split()[1:4] == ["-", CHANNEL, "stop"]  # no conversation
+    assert lines[4].split()[1:4] == [a.id, CHANNEL, "stop"]
+    assert lines[4].split()[4:7] == ["-", ALICE, "command"]  # a stop names no version
 
 
 async def test_slack_s_own_stop_button_is_a_native_stop_for_both_who_may_and_who_may_not(

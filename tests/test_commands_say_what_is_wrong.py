@@ -224,6 +224,7 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         "tokens",
         "schedules",
         "usage",
+        "audit",
     ]
 
 

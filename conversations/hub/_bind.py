@@ -6,7 +6,9 @@ they name (a number reaction, 1️⃣-9️⃣, picks that option of a question; 
 message that asks for nothing, an answer, is feedback); a button about what its action
 names (:func:`conversations.actions.decode`; feedback: the pressed message's conversation);
 ``/stop`` about its thread's conversation, or the channel's. Events about nothing
-this bot knows stop here, their deliveries unrecorded.
+this bot knows stop here, their deliveries unrecorded. A stop or a decision carries how
+the person gave it, read from the event (:func:`conversations.events.means_of`), for the
+audit trail.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from conversations.events import (
     MessagePosted,
     PlatformRef,
     ReactionChanged,
+    means_of,
 )
 from conversations.feedback import FEEDBACK_REACTIONS
 from conversations.hub._chain import (
@@ -115,7 +118,7 @@ class Bind:
             if event.unreadable:
                 return Notice(conversation, self._texts(event.ref.platform).unreadable)
             if event.text.strip().lower() == self._settings.stop_word:
-                return StopRun(conversation, event.author, "reply")
+                return StopRun(conversation, event.author, means_of(event))
             return Answer(conversation, event)
         if not event.mentions_bot:
             return None
@@ -134,7 +137,7 @@ class Bind:
         conversation = link.conversation or await self._threads.info(link.conversation_id)
         settings = self._settings
         if event.emoji in settings.stop_reactions:
-            return StopRun(conversation, event.author, "reaction")
+            return StopRun(conversation, event.author, means_of(event))
         approve = event.emoji in settings.approve_reactions
         choice = number(event.emoji)
         decides = approve or choice is not None or event.emoji in settings.reject_reactions
@@ -147,7 +150,7 @@ class Bind:
             link.request_id,
             approve,
             event.author,
-            "reaction",
+            means_of(event),
             state=link.request_state,
             choice=choice,
         )
@@ -171,7 +174,7 @@ class Bind:
         conversation = await self._threads.find_by_thread(ref)
         if conversation is None:
             return Respond(ref, "There is no conversation in this thread.", to=event.author.id)
-        return StopRun(conversation, event.author, event.means)
+        return StopRun(conversation, event.author, means_of(event))
 
     def _settings_told(self, event: CommandInvoked) -> Intent:
         """``/threadbot settings``: the channel's settings and their layers, to the asker
@@ -210,7 +213,7 @@ class Bind:
             link.request_id,
             approve,
             event.author,
-            event.means,
+            means_of(event),
             int(number),
             scope=scope,
         )
@@ -227,23 +230,23 @@ class Bind:
                 conversation = await self._stop_target(action.conversation, event.ref)
                 if conversation is None:
                     return Respond(event.ref, "That conversation is gone.", to=event.author.id)
-                return StopRun(conversation, event.author, "button")
+                return StopRun(conversation, event.author, means_of(event))
             case ApproveButton() | RejectButton() | WiderApproveButton() | ChooseButton():
                 found = await self._request_of(action.request, event.ref)
                 if found is None:
                     return unknown
                 conversation, request_id = found
                 approve = not isinstance(action, RejectButton)
-                who = event.author
+                who, means = event.author, means_of(event)
                 if isinstance(action, ChooseButton):
                     return await self._decision(
-                        conversation, request_id, approve, who, "button", choice=action.option
+                        conversation, request_id, approve, who, means, choice=action.option
                     )
                 scope = ApprovalScope.ONCE
                 if isinstance(action, WiderApproveButton):
                     scope = ApprovalScope(action.kind)
                 return await self._decision(
-                    conversation, request_id, approve, who, "button", action.call, scope=scope
+                    conversation, request_id, approve, who, means, action.call, scope=scope
                 )
             case AnswerButton():  # Discord's adapter opens its form; elsewhere a reply answers
                 return Ignore("an answer button reached the hub: a reply in the thread answers")

@@ -25,7 +25,7 @@ from typing import assert_never
 from conversations import logcontext
 from conversations.access import AccessPolicy
 from conversations.actions import StopButton
-from conversations.events import Author, Button, CommandInvoked, PostReply
+from conversations.events import Author, Button, CommandInvoked, PostReply, means_of
 from conversations.feedback import acknowledgement
 from conversations.hub._busy import Busy
 from conversations.hub._chain import (
@@ -207,9 +207,9 @@ class Route:
         who = event.author
         active = [c for c in here if await self._access.may_stop(who, c.requester, c.binding)]
         if len(active) == 1:
-            await self._stop(active[0], who, event.means)
+            await self._stop(active[0], who, means_of(event))
         elif not active:
-            audited = refused(who.id, event.means, NOTHING_HERE, request_kind=STOP)
+            audited = refused(who.id, means_of(event), NOTHING_HERE, request_kind=STOP)
             await self._refusals.outside(event.ref, audited)
             await self._respond(
                 Respond(event.ref, "Nothing you may stop is running here.", to=who.id)
