@@ -221,6 +221,8 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         "doctor",
         "settings",
         "workflows",
+        "policy",
+        "operator",
         "schedules",
         "usage",
     ]
@@ -228,8 +230,14 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("group", "subcommand"),
-    [("db", "upgrade"), ("settings", "explain"), ("workflows", "check")],
-    ids=["db", "settings", "workflows"],
+    [
+        ("db", "upgrade"),
+        ("settings", "explain"),
+        ("workflows", "check"),
+        ("policy", "revoke"),
+        ("operator", "hash"),
+    ],
+    ids=["db", "settings", "workflows", "policy", "operator"],
 )
 def test_a_group_without_its_subcommand_lists_them(
     tmp_path: Path, group: str, subcommand: str
