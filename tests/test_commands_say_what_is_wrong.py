@@ -222,6 +222,8 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         "settings",
         "workflows",
         "tokens",
+        "policy",
+        "operator",
         "schedules",
         "usage",
         "audit",
@@ -230,8 +232,15 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("group", "subcommand"),
-    [("db", "upgrade"), ("settings", "explain"), ("workflows", "check"), ("tokens", "rekey")],
-    ids=["db", "settings", "workflows", "tokens"],
+    [
+        ("db", "upgrade"),
+        ("settings", "explain"),
+        ("workflows", "check"),
+        ("tokens", "rekey"),
+        ("policy", "revoke"),
+        ("operator", "hash"),
+    ],
+    ids=["db", "settings", "workflows", "tokens", "policy", "operator"],
 )
 def test_a_group_without_its_subcommand_lists_them(
     tmp_path: Path, group: str, subcommand: str
