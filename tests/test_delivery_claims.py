@@ -1,5 +1,6 @@
-"""Delivery claims: the store's ``claims`` contract on each backend, and two deliverers on
-one store, each sending only the conversations it holds the claim of.
+"""Delivery claims: the store's ``claims`` contract on each backend, one deliverer's tasks
+taking a claim at once, and two deliverers on one store, each sending only the
+conversations it holds the claim of.
 
 (docs/architecture.md, "Several instances".) The claims interface's contract lives
 here; ``test_store_contract.py`` checks that every method of it is called.
@@ -7,6 +8,7 @@ here; ``test_store_contract.py`` checks that every method of it is called.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from conversations.events import PlatformRef, PostReply
 from conversations.outbox import Deliverer
+from conversations.outbox._claims import HeldClaims
 from conversations.render import render_event
 from conversations.store import Outgoing, Store
 from conversations.store.claims import ClaimLost, holding
@@ -108,6 +111,26 @@ async def test_a_send_marked_under_a_claim_taken_over_writes_nothing(store: Stor
     with holding(theirs):
         await store.outbox.mark_sent([row], "1.1", rows=[pending])
     assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "sent")]
+
+
+async def test_two_tasks_of_one_deliverer_taking_a_claim_at_once_take_it_at_one_epoch(
+    store: Store,
+) -> None:
+    # A worker and the answer's stream (conversations/outbox/_streams.py) of one process
+    # ask at once: a second statement would take the claim again at a new epoch and fence
+    # the first's send out.
+    cid = await new_conversation(store)
+    [row] = await enqueued(store, cid, posted("hello"))
+    [pending] = await store.outbox.pending_rows(cid, after=0, limit=10)
+    held = HeldClaims(store=store.claims, owner="a:1", ttl=60, clock=VirtualClock())
+    one, two = await asyncio.gather(held.take(cid), held.take(cid))
+    assert one is not None and two is not None
+    assert one.claim == two.claim and one.claim.epoch == 1
+    with holding(one.claim):
+        await store.outbox.mark_sent([row], "1.1", rows=[pending])
+    assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "sent")]
+    again = await held.take(cid)  # held: no statement
+    assert again is not None and again.claim == one.claim and not again.fresh
 
 
 # --- two deliverers on one store ------------------------------------------------------------

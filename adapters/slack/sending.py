@@ -14,7 +14,9 @@ failure.
 
 A message that may have been posted already (before a crash, or by an attempt
 that failed part-way or lost Slack's answer) is looked up by its outbox key in the
-thread's ``metadata`` (a file by its name), and only its missing parts are posted.
+thread's ``metadata`` (a file by its name), and only its missing parts are posted;
+an answer of which nothing is found finalises its streamed preview as any other (a
+stream a killed process left open included: docs/architecture.md "Streamed answers").
 A dropped connection or a timeout is a transient :class:`DeliveryError`; the bot's
 reactions are seeded after the post, and a failure to seed one is logged, never a
 reason to post the message again. A long answer that asks for nothing goes up as a
@@ -172,6 +174,13 @@ class SlackSender:
         A post that failed after a part went out, or whose fate is unknown (no
         answer, a 5xx), is looked up like a ``maybe_sent`` one when it is tried
         again, so no part is posted twice and none is left out.
+
+        An answer with a streamed preview (``action.streamed``) finalises its message
+        (:class:`adapters.slack.streams.SlackStreams`) unless some of it is found
+        posted already: a ``maybe_sent`` one too, such as the answer of a run resumed
+        after its process was killed, whose stream, left open by the dead process, is
+        so closed with the answer in it rather than left half written beside a second
+        copy (docs/architecture.md "Streamed answers").
         """
         if action.ephemeral_to:  # nothing to find it by later, and no reactions
             ts: str | None = None
@@ -179,14 +188,15 @@ class SlackSender:
                 answer = cast(PostMessageAnswer, await self._call(clients, call))
                 ts = str(answer.get("message_ts") or answer.get("ts") or "") or ts
             return ts
-        if action.streamed is not None and not (maybe_sent or key in self._unsure):
-            if self._as_file(action) or len(escape(action.text)) > MAX_TEXT:
-                await self.streams.set_aside(action)  # the answer goes as before
-            elif (finalised := await self.streams.finalise(action, key)) is not None:
-                return finalised  # its preview's message
         posted: dict[int, str] = {}
         if maybe_sent or key in self._unsure:
             posted = await self._already_posted(clients, action, key)
+        if action.streamed is not None and not posted:
+            if self._as_file(action) or len(escape(action.text)) > MAX_TEXT:
+                await self.streams.set_aside(action)  # the answer goes as before
+            elif (finalised := await self.streams.finalise(action, key)) is not None:
+                self._unsure.discard(key)
+                return finalised  # its preview's message
         sent_any = False
         ts = None
         try:

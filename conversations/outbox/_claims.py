@@ -10,6 +10,9 @@ opened here none at first (:meth:`HeldClaims.opened`). The time left is measured
 the deliverer's monotonic clock from before the statement that took the claim, so it
 never outlasts the claim in the store however the process is paused.
 
+Tasks of one deliverer that take a claim at once (a worker, the answer's stream) share
+one statement (:meth:`HeldClaims.take`), so the claim is taken at one epoch.
+
 A conversation whose claim another live process holds is not tried again for a third
 of ``ttl`` (:meth:`HeldClaims.elsewhere`): its rows are that process's to send, and
 whoever wrote them tells it (``claimed_elsewhere``); if that process died, its claim
@@ -18,6 +21,7 @@ lapses and the next try takes it over.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +84,8 @@ class HeldClaims:
         self._held: dict[str, _Held] = {}
         self._elsewhere: dict[str, float] = {}
         """Conversations another process delivers, each with when to try again."""
+        self._taking: dict[str, asyncio.Future[Taken | None]] = {}
+        """The claims being taken now, by conversation (:meth:`take`)."""
 
     def opened(self, claim: Claim) -> None:
         """Hold ``claim``, which the conversation was created with (it was opened here)."""
@@ -98,11 +104,32 @@ class HeldClaims:
 
     async def take(self, conversation_id: str) -> Taken | None:
         """The claim to send the conversation's next row under; None when another live
-        process holds it (then it is not tried again for ``ttl / 3``)."""
+        process holds it (then it is not tried again for ``ttl / 3``).
+
+        Two asking at once (a worker and the answer's stream,
+        :mod:`conversations.outbox._streams`) share one statement and its answer: each
+        statement takes the claim at a new epoch, so a second would fence out the
+        first's sends (``ClaimLost``, and the conversation left for ``ttl / 3``)."""
         now = self.clock.now()
         held = self._held.get(conversation_id)
         if held is not None and held.until - now >= self.ttl / 3:
             return Taken(held.claim, fresh=False)
+        underway = self._taking.get(conversation_id)
+        if underway is None:
+            underway = asyncio.ensure_future(self._take(conversation_id, now, held))
+            self._taking[conversation_id] = underway
+            underway.add_done_callback(self._taken)
+        return await asyncio.shield(underway)
+
+    def _taken(self, done: asyncio.Future[Taken | None]) -> None:
+        """A statement of :meth:`take` ended: the next take makes its own (an error is
+        raised to those who waited, and retrieved here should they all be gone)."""
+        self._taking = {c: f for c, f in self._taking.items() if f is not done}
+        if not done.cancelled():
+            done.exception()
+
+    async def _take(self, conversation_id: str, now: float, held: _Held | None) -> Taken | None:
+        """:meth:`take`'s statement: the claim taken (or renewed) in the store."""
         claim = await taken_unless_alive(
             lambda dead: self._store.claim_delivery(
                 conversation_id, self.owner, ttl=self.ttl, dead=dead
