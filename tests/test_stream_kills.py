@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from conversations.outbox._streams import OPENING
+from conversations.outbox._previews import OPENING
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, tool_use
 from tests.fakes.slack_api import FakeSlackApi, RecordedCall
 from tests.process_harness import WAIT, BotProcess, Channel, eventually

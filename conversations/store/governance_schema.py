@@ -1,5 +1,5 @@
 """The governance tables of the store (SQLAlchemy 2 declarative, on
-:class:`conversations.store.schema.Base`): the audit trail of decisions and refused
+:class:`conversations.store.schema_base.Base`): the audit trail of decisions and refused
 attempts, the approvals remembered past their call, and the app's installs with their
 OAuth states (docs/architecture.md "The audit trail", "Approval scopes", "Several
 instances": installs on every instance).
@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, PrimaryKeyConstraint, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from conversations.store.schema import Base
+from conversations.store.schema_base import Base
 
 
 class AuditRow(Base):

@@ -13,7 +13,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Double,
     ForeignKey,
     Index,
@@ -23,20 +22,15 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
+from conversations.store.schema_base import Base as Base
 from core.context import now
 
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC (:func:`core.context.now`)."""
     return now()
-
-
-class Base(DeclarativeBase):
-    """Declarative base of every table."""
-
-    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}  # noqa: RUF012
 
 
 class ConversationRow(Base):
@@ -353,9 +347,9 @@ class FeedbackRow(Base):
     given_at: Mapped[datetime]
 
 
-# The governance tables (issue 33: audit, installs, remembered approvals) are in a module
-# of their own, imported here so that every table is on ``Base.metadata`` and importable
-# from this module.
+# The governance tables (audit, installs, remembered approvals) are in a module of their
+# own on the same base, imported here so that every table is on ``Base.metadata`` and
+# importable from this module.
 from conversations.store.governance_schema import (  # noqa: E402
     ApprovalRuleRow,
     AuditRow,
