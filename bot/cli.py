@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
             "refused or there is no such rule."
         ),
     )
-    revoke.add_argument("id", type=int, metavar="ID", help="the rule's id (policy list)")
+    revoke.add_argument("id", type=_rule_id, metavar="ID", help="the rule's id (policy list)")
     revoke.add_argument("--operator", required=True, metavar="NAME", help="who revokes it")
     operator = commands.add_parser("operator", help="operators' tokens")
     operator.set_defaults(group=operator)
@@ -195,6 +195,18 @@ def _since(text: str) -> object:
     from bot.usage_report import since_argument
 
     return since_argument(text)
+
+
+def _rule_id(text: str) -> int:
+    """``policy revoke``'s ID: a whole number from 1 to 2**63 - 1 (the largest a row id
+    of either database holds). Raises ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rule id (a number)") from None
+    if not 1 <= number < 2**63:
+        raise argparse.ArgumentTypeError(f"there is no rule {text}: ids run from 1")
+    return number
 
 
 def _subcommand_missing(args: argparse.Namespace) -> bool:

@@ -97,12 +97,13 @@ def read_secret(path: str) -> str | FileProblem:
 
 
 def _keys(name: str, field: FieldInfo) -> list[str]:
-    """The keys that give ``name`` a value, the environment source's first: its
-    validation aliases (``SLACK_BOT_TOKEN``, read without the prefix), else
-    ``THREADBOT_<NAME>`` and the name."""
+    """The keys that give ``name`` a value, the one a source hands its value under
+    first: its validation aliases (``SLACK_BOT_TOKEN``, read without the prefix), else
+    the field's name (a source's key for a field without an alias) and the variable
+    ``THREADBOT_<NAME>`` that sets it directly."""
     alias = field.validation_alias
     if isinstance(alias, AliasChoices):
         return [c for c in alias.choices if isinstance(c, str)]
     if isinstance(alias, str):
         return [alias]
-    return [f"THREADBOT_{name.upper()}", name]
+    return [name, f"THREADBOT_{name.upper()}"]

@@ -97,14 +97,18 @@ def _line(
     return f"{toml_file}: {_dotted(loc)}{shown}: {reason}"
 
 
-_NOT_SHOWN = frozenset({"slack", "discord", "policy", "instructions"})
-"""Settings whose whole value is too much to show in an error (and may hold a secret)."""
+_NOT_SHOWN = frozenset(
+    {"slack", "discord", "organisations", "policy", "instructions", "operators", "schedules"}
+)
+"""Settings whose whole value is too much to show in an error (and may hold a secret: a
+repository URL's credentials in a layer, an operator's token pasted in the wrong
+shape)."""
 
 
 def _shown(name: str, value: object) -> str:
     """``value`` as it may be shown: a database URL without its password, a repository
     URL without what precedes its ``@``, tables not at all."""
-    if name in _NOT_SHOWN:
+    if name in _NOT_SHOWN or isinstance(value, dict):
         return "value not shown"
     if name == "git_repo" and isinstance(value, str):
         from bot.layers import repo_shown

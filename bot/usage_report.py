@@ -48,11 +48,13 @@ def since_argument(text: str) -> datetime:
             day = date.fromisoformat(text)
             return datetime(day.year, day.month, day.day, tzinfo=UTC)
         moment = datetime.fromisoformat(text)
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a date (2026-12-01) or an ISO time (2026-12-01T09:30)"
         ) from None
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first day in UTC
+        raise argparse.ArgumentTypeError(f"{text!r} is out of the range of dates") from None
 
 
 def exact_dollars(micro: int) -> str:

@@ -115,10 +115,12 @@ def test_a_workspace_or_channel_is_nearer_and_loosens_only_where_the_bot_lets_it
 
 
 def test_one_workspace_in_two_organisations_is_refused(settings: Settings) -> None:
+    secret = "https://oauth2:ghp_SECRETSECRETSECRET123@github.com/acme/repo.git"
     with pytest.raises(ValidationError) as raised:
-        organised(settings, acme=ACME, other={"slack": [T2]})
+        organised(settings, acme={**ACME, "git_repo": secret}, other={"slack": [T2]})
     said = explain(raised.value, fields=Settings.model_fields, environ={}, toml_file=Path("x"))
     assert any(f"slack {T2} is in organisations 'acme' and 'other'" in line for line in said), said
+    assert not any("ghp_" in line for line in said), said  # the tables are not echoed
     with pytest.raises(ValidationError, match="not an organisation name"):
         organised(settings, ACME={"slack": ["T0ACME0003"]})
 

@@ -281,6 +281,10 @@ def test_policy_revoke_refuses_without_operators_a_wrong_token_or_an_unknown_rul
     )
     assert unknown.returncode == 2
     assert "there is no rule 7" in unknown.stderr
+    huge = "9" * 23  # past any row id: refused as a usage error, no traceback
+    past = threadbot(tmp_path, "policy", "revoke", huge, "--operator", "dana", env=database | token)
+    assert past.returncode == 2 and f"there is no rule {huge}" in past.stderr
+    assert "Traceback" not in past.stderr
     as_argument = threadbot(tmp_path, "policy", "revoke", "7", "--operator", "dana", TOKEN)
     assert as_argument.returncode == 2  # argparse: a token is no argument
     listed = threadbot(tmp_path, "policy", "list", env=database)

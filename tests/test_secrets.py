@@ -401,3 +401,29 @@ def test_a_secret_file_is_a_known_setting_and_read(tmp_path: Path) -> None:
     result = _run(tmp_path, env, "", "settings", "explain", "--platform", "console")
     assert result.returncode == 0, result.stderr
     assert KEY not in result.stdout + result.stderr
+
+
+def test_the_installs_keys_come_from_threadbot_token_keys_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cryptography.fernet import Fernet
+
+    key = Fernet.generate_key().decode()
+    keys_file = tmp_path / "token_keys"
+    keys_file.write_text(f"{key}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("THREADBOT_TOKEN_KEYS", raising=False)
+    monkeypatch.setenv("THREADBOT_TOKEN_KEYS_FILE", str(keys_file))
+    assert Settings.unknown_variables({"THREADBOT_TOKEN_KEYS_FILE": "x"}) == []
+    settings = Settings(database_url="memory://", workspace_root=tmp_path / "workspaces")
+    assert settings.token_keys is not None
+    assert settings.token_keys.get_secret_value() == key
+
+    both = {"THREADBOT_TOKEN_KEYS": key, "THREADBOT_TOKEN_KEYS_FILE": str(keys_file)}
+    result = _run(tmp_path, both, "")
+    assert result.returncode == 2
+    assert (
+        "  THREADBOT_TOKEN_KEYS_FILE: set either THREADBOT_TOKEN_KEYS or "
+        "THREADBOT_TOKEN_KEYS_FILE, not both"
+    ) in result.stderr.splitlines(), result.stderr
+    assert key not in result.stderr + result.stdout

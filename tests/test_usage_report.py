@@ -11,6 +11,7 @@ keep their cost while a call made after is costed at the new price.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sqlite3
@@ -19,6 +20,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bot.settings import ModelPrice, Settings
 from bot.usage_report import since_argument
@@ -237,6 +240,12 @@ def test_since_takes_a_day_or_a_time_in_utc() -> None:
     assert since_argument("2026-12-01T18:44") == datetime(2026, 12, 1, 18, 44, tzinfo=UTC)
     moment = since_argument("2026-12-01T18:44:00+05:00")
     assert (moment, moment.utcoffset()) == (datetime(2026, 12, 1, 13, 44, tzinfo=UTC), ZERO)
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_since_past_the_range_of_dates_is_a_usage_error(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="out of the range of dates"):
+        since_argument(text)
 
 
 def test_usage_only_reads_a_database_at_the_newest_schema(tmp_path: Path) -> None:
