@@ -426,8 +426,10 @@ def test_settings_explain_names_the_layer_of_every_value(tmp_path: Path) -> None
         "channels_may_loosen",
         "runner",  # the whole bot's: where its runs are carried out, and how many at once
         *WHOLE_BOT_LIMITS,
+        "organisation",  # which organisation's layer the workspace takes
     }
     assert lines["runner"] == "runner = 'local'  (defaults)"
+    assert lines["organisation"] == "organisation = 'default'  (no table of its own)"
     assert lines["max_runs"] == "max_runs = (none: no limit)  (defaults)"
     assert lines["cluster_max_runs"] == (
         "cluster_max_runs = 40  (bot settings (THREADBOT_CLUSTER_MAX_RUNS))"
