@@ -36,7 +36,7 @@ class StatusWorker(ConversationWorker):
             return sent
         board = self.state.board
         rows, more = await self.read()
-        if rows and (streamed := await self.streamed_note(rows)) is not None:
+        if (streamed := await self.streamed_note(rows)) is not None:
             return streamed
         notes = leading_notes(rows)
         board.add(notes)

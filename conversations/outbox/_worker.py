@@ -288,8 +288,10 @@ class ConversationWorker(ABC):
         """Send the first of ``rows`` alone, at once, when it is a note that finalises its
         turn's streamed text (:meth:`AnswerStreams.finalising`); None when it is not."""
         streams = self.ctx.streams
-        first = rows[0].action if rows else None
-        if streams is None or rows[0].purpose != NOTE or not isinstance(first, PostReply):
+        if streams is None or not rows or rows[0].purpose != NOTE:
+            return None
+        first = rows[0].action
+        if not isinstance(first, PostReply):
             return None
         streamed = await streams.finalising(self.conversation_id, first.text, answer=False)
         if streamed is None:
