@@ -32,6 +32,7 @@ from conversations.store.approvals import ApprovalRules
 from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
+from conversations.store.forks import Forks
 from conversations.store.health import StoreHealth
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import Leases
@@ -1142,6 +1143,7 @@ INTERFACES: dict[str, type[Any]] = {
     "wakeups": Wakeups,
     "health": StoreHealth,
     "schedules": Schedules,
+    "forks": Forks,
     "slots": SlotStore,
     "feedback": Feedback,
     "audit": AuditTrail,
@@ -1158,6 +1160,7 @@ ELSEWHERE = (
     "test_wakeups.py",
     "test_store_health.py",
     "test_schedules.py",
+    "test_forks_store.py",
     "test_slots_store.py",
     "test_feedback_store.py",
     "test_audit_store.py",
@@ -1167,7 +1170,7 @@ ELSEWHERE = (
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
 deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
-``feedback``, of ``audit``, of ``installations`` and ``oauth_states``, of
+``feedback``, of ``audit``, of ``forks``, of ``installations`` and ``oauth_states``, of
 ``approvals`` and of ``operator_sessions``."""
 
 

@@ -16,8 +16,9 @@ Each inbound event goes through a short chain of steps, assembled in one place
 Where limits are set, each run first waits for its slot, and says so in its thread
 (:mod:`conversations.hub._queued`; docs/architecture.md, "Limits and priorities").
 
-A scheduled run opens its conversation without an event: :meth:`Hub.open_scheduled`,
-then :meth:`Hub.thread_started` once its message is posted (:mod:`conversations.hub._scheduled`).
+A scheduled run (and a fork, :mod:`conversations.forks`) opens its conversation without
+an event: :meth:`Hub.open_scheduled`, then :meth:`Hub.thread_started` once its message is
+posted (:mod:`conversations.hub._scheduled`).
 
 The hub takes the store's interfaces (:mod:`conversations.store.interfaces`), never a
 backend; platform-specific help texts come from the adapters (:meth:`Hub.add_texts`).
@@ -167,6 +168,8 @@ class Hub:
         self._steps = self._chain()
         self._scheduled = Scheduled(
             store=store.schedules,
+            threads=store.threads,
+            go_on=self._runs.resume,
             workspace_root=settings.workspace_root,
             instance=settings.instance,
             resume=lambda ids: self.resume_unhandled(only=ids),
@@ -272,13 +275,9 @@ class Hub:
         Returns the ids queued."""
         resumed: list[str] = []
         for conversation_id in await self._store.threads.running():
-            lease = await self.leases.take_now(conversation_id)
-            if lease is None:
-                continue
-            self.leases.taken_over(lease)
-            self._settings.on_resume(conversation_id)
-            self._runs.run(conversation_id)
-            resumed.append(conversation_id)
+            if await self._runs.resume(conversation_id):
+                self._settings.on_resume(conversation_id)
+                resumed.append(conversation_id)
         return resumed
 
     async def take_over(self) -> list[str]:
@@ -356,8 +355,9 @@ class Hub:
         return await self._scheduled.open(schedule, due, now)
 
     async def thread_started(self, conversation_id: str, thread: PlatformRef) -> None:
-        """A scheduled run's message was posted, its thread at ``thread``: bind its
-        conversation there and queue its first request (the deliverer's ``on_thread``)."""
+        """A scheduled run's or a fork's message was posted, its thread at ``thread``: bind
+        its conversation there and queue its first request, or a fork's run (the
+        deliverer's ``on_thread``; :mod:`conversations.hub._scheduled`)."""
         await self._scheduled.thread_started(conversation_id, thread)
 
     def tell(self, topic: Topic, conversation_id: str) -> None:

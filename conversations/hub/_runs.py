@@ -170,6 +170,19 @@ class Runs:
 
         self.queue.submit(conversation_id, Job(self._retried(conversation_id, go_on)))
 
+    async def resume(self, conversation_id: str) -> bool:
+        """Take the conversation's lease now, without waiting, and queue its run from the
+        journal (:meth:`run`): after a restart, or a fork's once its thread is started.
+        False (nothing queued) when another live instance, or a job here, holds it."""
+        if conversation_id in self._leases.held_ids:
+            return False
+        lease = await self._leases.take_now(conversation_id)
+        if lease is None:
+            return False
+        self._leases.taken_over(lease)
+        self.run(conversation_id)
+        return True
+
     @staticmethod
     def _handed(conversation_id: str, handover: Handover | None) -> ConversationSnapshot | None:
         """``handover``'s snapshot if the conversation is still as it left it: the lease

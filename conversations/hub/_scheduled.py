@@ -18,6 +18,12 @@ A restart between the two finds the row pending (the deliverer sends it, and so 
 and starts) or the conversation bound with its request unhandled (the hub starts it at
 start, as any mention a crash left); a conversation still waiting for its thread is
 never started from the inbox.
+
+A fork (:mod:`conversations.forks`) opens its conversation the same way, ``running``
+with its journal copied: once its thread is started, its run goes on from the journal
+(``go_on``: its lease taken here first), as a run resumed after a crash does. A
+restart before that finds the row pending; one after it, the conversation bound and
+``running``, which the hub resumes at start (docs/architecture.md, "Rewind and fork").
 """
 
 from __future__ import annotations
@@ -29,13 +35,17 @@ from pathlib import Path
 
 from conversations.events import Author, MessagePosted, PlatformRef, StartThread, inbound_adapter
 from conversations.schedules import Schedule
+from conversations.store.interfaces import Threads
 from conversations.store.records import Outgoing
-from conversations.store.schedules import Opening, Schedules
+from conversations.store.schedules import Opening, Schedules, awaits_thread
+from core.vocabulary.lifecycle import Lifecycle
 
 log = logging.getLogger("conversations.hub")
 
 Resume = Callable[[Collection[str]], Awaitable[int]]
 """Queues the unjournaled inputs of the conversations named (``Hub.resume_unhandled``)."""
+GoOn = Callable[[str], Awaitable[bool]]
+"""Takes a conversation's lease and queues its run from the journal (``Runs.resume``)."""
 
 
 def delivery_key(schedule: str, due: datetime) -> str:
@@ -58,15 +68,25 @@ def first_request(schedule: Schedule, due: datetime) -> MessagePosted:
 
 class Scheduled:
     """Opens scheduled runs' conversations under ``workspace_root`` as the instance
-    ``instance``, and starts each once its thread is (see the module docstring)."""
+    ``instance``, and starts each (and each fork: ``threads`` finds it, ``go_on`` runs it)
+    once its thread is (see the module docstring)."""
 
     def __init__(
-        self, *, store: Schedules, workspace_root: Path, instance: str, resume: Resume
+        self,
+        *,
+        store: Schedules,
+        threads: Threads,
+        workspace_root: Path,
+        instance: str,
+        resume: Resume,
+        go_on: GoOn,
     ) -> None:
         self._store = store
+        self._threads = threads
         self._workspace_root = workspace_root
         self._instance = instance
         self._resume = resume
+        self._go_on = go_on
 
     async def open(self, schedule: Schedule, due: datetime, now: datetime) -> str | None:
         """Record ``due`` of ``schedule`` and open its conversation; its id, or None when
@@ -90,8 +110,13 @@ class Scheduled:
         )
 
     async def thread_started(self, conversation_id: str, thread: PlatformRef) -> None:
-        """The scheduled message of ``conversation_id`` was posted and its thread is at
-        ``thread``: bind the conversation there and queue its first request."""
+        """The scheduled message (or a fork's) of ``conversation_id`` was posted and its
+        thread is at ``thread``: bind the conversation there and queue its first request,
+        or, for a fork left ``running``, its run from the journal."""
         if await self._store.bind_thread(conversation_id, thread):
-            log.info("conversation %s: its scheduled thread is %s", conversation_id, thread.thread)
+            log.info("conversation %s: its thread is %s", conversation_id, thread.thread)
         await self._resume([conversation_id])
+        found = await self._threads.find(conversation_id)
+        if found is not None and found.status.lifecycle is Lifecycle.RUNNING:
+            if not awaits_thread(found.binding):
+                await self._go_on(conversation_id)

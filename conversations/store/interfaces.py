@@ -20,6 +20,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
 - :class:`Retention`: pruning what served delivery and dedupe. Taken by the sweeper.
 - :class:`~conversations.store.schedules.Schedules`: scheduled runs' due times, each
   recorded once. Taken by the sweeper's scheduler and the hub.
+- :class:`~conversations.store.forks.Forks`: a conversation forked at a journal entry,
+  written whole. Taken by :mod:`conversations.forks`.
 - :class:`~conversations.store.usage.Usage`: prices and model calls. Taken by the bot.
 - :class:`~conversations.store.slots.SlotStore`: slots of runs and steps, queued by
   priority, granted in the store. Taken by :mod:`conversations.slots`.
@@ -58,6 +60,7 @@ from conversations.store.approvals import ApprovalRules
 from conversations.store.audit import AuditTrail
 from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
+from conversations.store.forks import Forks
 from conversations.store.health import StoreHealth
 from conversations.store.inbox import Inbox as Inbox
 from conversations.store.installations import Installations, OAuthStates
@@ -160,7 +163,9 @@ class Threads(Protocol):
         ...
 
     async def running(self) -> list[str]:
-        """Ids of conversations left ``running`` (to resume at start), least recent first."""
+        """Ids of conversations left ``running`` (to resume at start), least recent first;
+        not those still on their placeholder thread (a fork waiting for its thread:
+        :mod:`conversations.store.forks`)."""
         ...
 
     async def conversations(self) -> list[ConversationInfo]:
@@ -334,6 +339,11 @@ class Store(Protocol):
     @property
     def schedules(self) -> Schedules:
         """Scheduled runs' due times (:mod:`conversations.store.schedules`)."""
+        ...
+
+    @property
+    def forks(self) -> Forks:
+        """Forks of conversations, each written whole (:mod:`conversations.store.forks`)."""
         ...
 
     @property

@@ -113,7 +113,9 @@ class LeaseStore(Protocol):
         by nobody (their holder died or was cut off), each for ``ttl`` seconds with the
         next epoch, oldest change first: one statement, and
         on PostgreSQL rows another instance is taking at the same moment are skipped
-        (``FOR UPDATE SKIP LOCKED``), so each is taken once. The leases taken."""
+        (``FOR UPDATE SKIP LOCKED``), so each is taken once. A conversation still on its
+        placeholder thread (a fork waiting for its thread: :mod:`conversations.store.forks`)
+        is passed over. The leases taken."""
         ...
 
 

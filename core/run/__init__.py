@@ -28,6 +28,8 @@
     interrupting.py a reply that interrupts the run: its turn ends at the next tool
                     boundary, the calls not yet run cancelled
     restart.py      where a new request starts, and who may start a stopped one again
+    fork.py         what a fork holds: the journal up to an entry, the calls open there
+                    cancelled, the note that its files are new
     history.py      the model's messages, built from the journal (whole, or the executor's
                     own view when its model differs from the planner's)
     executor_view.py  where that view starts: the approved plan and its approval

@@ -20,6 +20,7 @@ from conversations.store.memory.approvals import MemoryApprovalRules
 from conversations.store.memory.audit import MemoryAudit
 from conversations.store.memory.claims import MemoryClaims
 from conversations.store.memory.feedback import MemoryFeedback
+from conversations.store.memory.forks import MemoryForks
 from conversations.store.memory.health import MemoryHealth
 from conversations.store.memory.inbox import MemoryInbox
 from conversations.store.memory.installations import MemoryInstallations, MemoryOAuthStates
@@ -74,6 +75,7 @@ class MemoryStore:
         self.usage = MemoryUsage(self._tables)
         self.outputs = MemoryOutputs(self._tables)
         self.schedules = MemorySchedules(self._tables)
+        self.forks = MemoryForks(self._tables)
         self.slots = MemorySlots(self._tables)
         self.health = MemoryHealth(self._tables)
         self.feedback = MemoryFeedback(self._tables)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.records import Lease, LeaseState
+from conversations.store.schedules import awaits_thread
 from core.vocabulary.lifecycle import Lifecycle
 
 
@@ -80,6 +81,7 @@ class MemoryLeases:
                 c
                 for c in self._t.conversations.values()
                 if c.status.lifecycle is Lifecycle.RUNNING
+                and not awaits_thread(c.binding)
                 and (
                     c.lease_owner is None
                     or (c.lease_until is not None and c.lease_until < lapsed_at)

@@ -16,6 +16,7 @@ from conversations.store.records import (
     MessageLink,
     new_conversation_id,
 )
+from conversations.store.schedules import awaits_thread
 from core.vocabulary.lifecycle import IDLE, Lifecycle
 from core.vocabulary.people import Person
 
@@ -149,10 +150,13 @@ class MemoryThreads:
         return [(c.id, c.workspace_dir) for c in sorted(ended, key=lambda c: c.updated_at)]
 
     async def running(self) -> list[str]:
-        """Ids of conversations left ``running``, least recently changed first."""
+        """Ids of conversations left ``running``, least recently changed first (not those
+        waiting for their thread)."""
         await checkpoint()
         running = [
-            c for c in self._t.conversations.values() if c.status.lifecycle is Lifecycle.RUNNING
+            c
+            for c in self._t.conversations.values()
+            if c.status.lifecycle is Lifecycle.RUNNING and not awaits_thread(c.binding)
         ]
         return [c.id for c in sorted(running, key=lambda c: c.updated_at)]
 

@@ -39,6 +39,7 @@ from conversations.store.sql.audit import SqlAudit
 from conversations.store.sql.claims import SqlClaims
 from conversations.store.sql.database import BEGIN_IMMEDIATE, Database, create_engine
 from conversations.store.sql.feedback import SqlFeedback
+from conversations.store.sql.forks import SqlForks
 from conversations.store.sql.health import SqlHealth
 from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.installations import SqlInstallations, SqlOAuthStates
@@ -96,6 +97,7 @@ class SqlStore:
         self.usage = SqlUsage(self._db)
         self.outputs = SqlOutputs(self._db)
         self.schedules = SqlSchedules(self._db)
+        self.forks = SqlForks(self._db)
         self.slots = SqlSlots(self._db)
         self.health = SqlHealth(self._db)
         self.feedback = SqlFeedback(self._db)

@@ -17,6 +17,7 @@ from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
 from conversations.store.records import Lease, LeaseState, as_utc
+from conversations.store.schedules import UNBOUND
 from conversations.store.schema import ConversationRow, utcnow
 from conversations.store.sql.database import Database, changed
 from core.vocabulary.lifecycle import Lifecycle
@@ -79,6 +80,7 @@ class SqlLeases:
                 ConversationRow.lifecycle == Lifecycle.RUNNING.value,
                 ConversationRow.lease_owner.is_(None)
                 | (ConversationRow.lease_until < now - timedelta(seconds=lapsed_for)),
+                ~ConversationRow.thread.startswith(UNBOUND, autoescape=True),  # a fork's, waiting
             )
             .order_by(ConversationRow.updated_at)
             .limit(limit)

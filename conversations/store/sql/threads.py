@@ -18,6 +18,7 @@ from conversations.store.records import (
     info_of,
     new_conversation_id,
 )
+from conversations.store.schedules import UNBOUND
 from conversations.store.schema import ConversationRow, OutboxRow, utcnow
 from conversations.store.sql.database import Database, conversation_row
 from conversations.store.sql.inbox import add_delivery
@@ -163,10 +164,14 @@ class SqlThreads:
             return [(str(cid), str(path)) for cid, path in found]
 
     async def running(self) -> list[str]:
-        """Ids of conversations left ``running`` (to resume at start), oldest first."""
+        """Ids of conversations left ``running`` (to resume at start), oldest first; one
+        still waiting for its thread (a fork's, :mod:`conversations.store.forks`) is not."""
         stmt = (
             select(ConversationRow.id)
-            .where(ConversationRow.lifecycle == Lifecycle.RUNNING.value)
+            .where(
+                ConversationRow.lifecycle == Lifecycle.RUNNING.value,
+                ~ConversationRow.thread.startswith(UNBOUND, autoescape=True),
+            )
             .order_by(ConversationRow.updated_at)
         )
         async with self._db.read() as session:
