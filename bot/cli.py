@@ -15,10 +15,11 @@ needed works, 1 when a check failed, 2 on a usage or settings error.
 first, reading the database without writing (:mod:`bot.audit_report`). ``threadbot
 policy list`` and ``threadbot policy revoke ID --operator NAME`` list and revoke the
 approvals remembered for a run or a channel, and ``threadbot operator hash`` prints an
-operator token's hash (:mod:`bot.policy_commands`). ``threadbot workflows check
-FILE...`` checks workflow files and ``threadbot workflows show NAME`` prints one
-(:mod:`bot.workflow_commands`): 0, or 2 for a file that does not load or an unknown
-name. ``threadbot db``, ``threadbot settings``, ``threadbot workflows``, ``threadbot
+operator token's hash (:mod:`bot.policy_commands`). ``threadbot fork CONVERSATION --at SEQ
+--operator NAME`` forks a conversation at an entry of its journal (:mod:`bot.forking`).
+``threadbot workflows check FILE...`` checks workflow files and ``threadbot workflows show
+NAME`` prints one (:mod:`bot.workflow_commands`): 0, or 2 for a file that does not load or
+an unknown name. ``threadbot db``, ``threadbot settings``, ``threadbot workflows``, ``threadbot
 tokens``, ``threadbot policy`` or ``threadbot operator`` without a subcommand lists its
 subcommands (exit 2). Output cut short by a closed pipe (``threadbot doctor | head -1``)
 ends quietly with 141, the shell's code for a process ended by SIGPIPE
@@ -150,6 +151,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     revoke.add_argument("id", type=_rule_id, metavar="ID", help="the rule's id (policy list)")
     revoke.add_argument("--operator", required=True, metavar="NAME", help="who revokes it")
+    fork = commands.add_parser(
+        "fork",
+        help="start a new thread from a point of a conversation's journal, as an operator",
+        description=(
+            "Fork CONVERSATION at entry SEQ of its journal as the operator NAME "
+            "([operators.NAME] in the settings; the token from THREADBOT_OPERATOR_TOKEN, or "
+            "asked at the terminal): a new conversation in a new thread of the same channel "
+            "holds the journal up to that entry and goes on from there, in a fresh "
+            "workspace; the original is untouched. A running bot starts the thread. Exit 2 "
+            "when refused, or for an unknown conversation or entry."
+        ),
+    )
+    fork.add_argument("conversation", metavar="CONVERSATION", help="the conversation's id")
+    fork.add_argument("--at", type=int, required=True, metavar="SEQ", help="the journal entry")
+    fork.add_argument("--operator", required=True, metavar="NAME", help="who forks it")
     operator = commands.add_parser("operator", help="operators' tokens")
     operator.set_defaults(group=operator)
     operator_commands = operator.add_subparsers(dest="operator_command", metavar="SUBCOMMAND")

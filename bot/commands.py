@@ -111,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
             json_out=args.json,
         )
         return asyncio.run(listing)
+    if args.command == "fork":
+        from bot.forking import fork_conversation
+
+        return asyncio.run(
+            fork_conversation(settings, args.conversation, args.at, args.operator, os.environ)
+        )
     if args.command == "operator":
         from bot.policy_commands import hash_token
 
