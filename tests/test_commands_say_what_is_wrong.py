@@ -223,6 +223,7 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         "workflows",
         "tokens",
         "policy",
+        "fork",
         "operator",
         "schedules",
         "usage",
