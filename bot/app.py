@@ -30,6 +30,7 @@ from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.files import FileFetcher, FileLimits
 from conversations.hub import Hub, HubSettings, default_instance
+from conversations.inspect.commits import Commits
 from conversations.installs import Installs
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
@@ -84,6 +85,9 @@ class App:
     redactor: Redactor | None = None
     """The logs' redactor, which knows every secret of the settings and the installs'
     tokens (the run inspector serves nothing unredacted)."""
+    commits: Commits = field(default_factory=Commits)
+    """Tells the run inspector's live pages of each commit this process's engine makes
+    (:mod:`conversations.inspect.commits`)."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -353,6 +357,7 @@ async def build(
         close_runner=close_runner,
         installs=installs,
         redactor=parts.redactor,
+        commits=parts.commits,
     )
     if installs is not None:
         app.supervise("installs", installs.keep_fresh)

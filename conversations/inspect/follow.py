@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -49,7 +49,7 @@ class Follow:
 
     ``commits``: this process's commits (None: the polls alone). ``poll``: seconds between
     looks at ``changed_at``; ``refresh``: seconds after which the timeline is read again
-    though nothing seemed to move.
+    though nothing seemed to move; ``redact``: see :func:`conversations.inspect.timeline.build`.
     """
 
     def __init__(
@@ -61,6 +61,7 @@ class Follow:
         commits: Commits | None = None,
         poll: float = 1.0,
         refresh: float = 30.0,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self._store = store
         self._id = conversation_id
@@ -68,6 +69,7 @@ class Follow:
         self._commits = commits or Commits()
         self._poll = poll
         self._refresh = refresh
+        self._redact = redact
         self._shown: dict[int, Item] = {}
         self._header: Header | None = None
         self._stamp: tuple[str, datetime | None] | None = None
@@ -85,7 +87,7 @@ class Follow:
         if self._told is not None:
             self._told.set()
 
-    async def updates(self) -> AsyncIterator[Seen]:
+    async def updates(self) -> AsyncGenerator[Seen, None]:
         """What is new, read after read (the first read at once): an empty :class:`Seen`
         after a wait that found nothing, so the reader may check its connection. Ends
         when stopped, or after a :class:`Seen` with ``ended``."""
@@ -109,7 +111,7 @@ class Follow:
     async def read(self, *, first: bool = False) -> Seen:
         """Read the timeline now and take what is new (see :class:`Seen`). ``first``: the
         reader's items up to ``after`` that were not settled are shown again too."""
-        found = await timeline.read(self._store, self._id)
+        found = await timeline.read(self._store, self._id, self._redact)
         if found is None:
             return Seen(ended=True)
         self._stamp = found.stamp

@@ -9,6 +9,7 @@ inspector"). Lengths and offsets are in characters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from conversations.inspect.results import output_named
@@ -49,11 +50,16 @@ class OutputPage:
 
 
 async def output_page(
-    store: Store, conversation_id: str, call_id: str, offset: int = 0
+    store: Store,
+    conversation_id: str,
+    call_id: str,
+    offset: int = 0,
+    redact: Callable[[str], str] = str,
 ) -> OutputPage | None:
     """The page of call ``call_id``'s output that starts at ``offset`` (held within the
     output: below 0 is 0, past the end is the end); None when the conversation or its
-    call's result is not in the store."""
+    call's result is not in the store. The output is paged after ``redact`` (a secret is
+    never cut in two by a page's end), so offsets count its redacted characters."""
     try:
         snap = await store.journal.load(conversation_id)
     except ConversationNotFound:
@@ -84,7 +90,7 @@ async def output_page(
         if output_id is not None
         else None
     )
-    content = kept if kept is not None else result.content
+    content = redact(kept if kept is not None else result.content)
     start = min(max(offset, 0), len(content))
     end = min(start + PAGE, len(content))
     return OutputPage(

@@ -9,7 +9,7 @@ journal older than the trail, and without one the means is None.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +21,9 @@ from core.vocabulary.requests import PendingRequest, PlanApproval, PlanRevision
 from core.vocabulary.verdicts import CallsDecided
 
 
-def message(record: JournalRecord) -> Message:
-    """The item of a person's words (the entry a :class:`UserText`)."""
+def message(record: JournalRecord, redact: Callable[[str], str] = str) -> Message:
+    """The item of a person's words (the entry a :class:`UserText`); a file's words are
+    cut after ``redact``."""
     said = record.entry
     assert isinstance(said, UserText)
     return Message(
@@ -31,15 +32,15 @@ def message(record: JournalRecord) -> Message:
         who=said.author.id,
         role=said.role,
         text=said.text,
-        files=tuple(_file(block) for block in said.files),
+        files=tuple(_file(block, redact) for block in said.files),
     )
 
 
-def _file(block: Mapping[str, Any]) -> str:
+def _file(block: Mapping[str, Any], redact: Callable[[str], str]) -> str:
     """A shared file's content block in a few words: its kind and, for text, its first line."""
     kind = str(block.get("type", "file"))
     if kind == "text":
-        first = str(block.get("text", "")).strip().splitlines()
+        first = redact(str(block.get("text", ""))).strip().splitlines()
         return f"text: {first[0][:80]}" if first else "text"
     return kind
 

@@ -11,7 +11,7 @@ result names the id it is kept under, :mod:`core.outputs`) is paged whole by
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from conversations.inspect.items import ToolResult
@@ -68,16 +68,23 @@ class Calls:
         found = self.asked.get(call_id)
         return found[0].name if found is not None else "?"
 
-    def result(self, record: JournalRecord, records: Mapping[str, ToolCallRecord]) -> ToolResult:
+    def result(
+        self,
+        record: JournalRecord,
+        records: Mapping[str, ToolCallRecord],
+        redact: Callable[[str], str] = str,
+    ) -> ToolResult:
         """The item of the result ``record`` (a :class:`ToolResultEntry`), its call's
-        state from ``records`` (by ``tool_use_id``)."""
+        state from ``records`` (by ``tool_use_id``); its output is cut to its first page
+        after ``redact`` (so no secret is cut in two and shown in part)."""
         entry = record.entry
         assert isinstance(entry, ToolResultEntry)
         call_id = entry.tool_use_id
         asked = self.asked.get(call_id)
         started = self.cleared.get(call_id) or (asked[1] if asked is not None else None)
         found = records.get(call_id)
-        output_id = output_named(entry.content)
+        content = redact(entry.content)
+        output_id = output_named(content)
         return ToolResult(
             seq=record.seq,
             at=record.at,
@@ -87,8 +94,8 @@ class Calls:
             state=found.state if found is not None else None,
             is_error=entry.is_error,
             seconds=(record.at - started).total_seconds() if started is not None else None,
-            output=entry.content[:FIRST_PAGE],
-            more=len(entry.content) > FIRST_PAGE or output_id is not None,
+            output=content[:FIRST_PAGE],
+            more=len(content) > FIRST_PAGE or output_id is not None,
             output_id=output_id,
             attempts=self.attempts.get(call_id, 0) + 1,
         )

@@ -8,6 +8,7 @@ inspector"). Pure but for :func:`read`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -49,10 +50,12 @@ class Timeline:
     stamp: Stamp = ("", None)
 
 
-async def read(store: Store, conversation_id: str) -> Timeline | None:
+async def read(
+    store: Store, conversation_id: str, redact: Callable[[str], str] = str
+) -> Timeline | None:
     """The timeline of ``conversation_id`` as the store holds it now; None for an id the
     store has no conversation under. Three reads: the conversation, its snapshot (one
-    transaction), its audit rows."""
+    transaction), its audit rows. ``redact``: see :func:`build`."""
     info = await store.threads.find(conversation_id)
     if info is None:
         return None
@@ -61,13 +64,19 @@ async def read(store: Store, conversation_id: str) -> Timeline | None:
     except ConversationNotFound:
         return None
     rows = await store.audit.entries(conversation_id=conversation_id)
-    found = build(info, snap, rows)
+    found = build(info, snap, rows, redact)
     return Timeline(header=found.header, items=found.items, stamp=stamp_of(info))
 
 
-def build(info: ConversationInfo, snap: ConversationSnapshot, rows: list[AuditEntry]) -> Timeline:
+def build(
+    info: ConversationInfo,
+    snap: ConversationSnapshot,
+    rows: list[AuditEntry],
+    redact: Callable[[str], str] = str,
+) -> Timeline:
     """The timeline of ``snap`` (the conversation ``info``), with how people acted read
-    from its audit ``rows``."""
+    from its audit ``rows``. A text cut short (an output's first page) is cut after
+    ``redact``, so no secret is cut in two; the page redacts every text it serves."""
     calls = Calls(snap.journal)
     answered = {r.entry.tool_use_id for r in snap.journal if isinstance(r.entry, ToolResultEntry)}
     versions = turns.plan_versions(snap.requests)
@@ -79,11 +88,11 @@ def build(info: ConversationInfo, snap: ConversationSnapshot, rows: list[AuditEn
         entry = record.entry
         item: Item | None
         if isinstance(entry, UserText):
-            item = people.message(record)
+            item = people.message(record, redact)
         elif isinstance(entry, AssistantTurn):
             item = turns.model_turn(record, snap.tool_calls, versions, answered)
         elif isinstance(entry, ToolResultEntry):
-            item = calls.result(record, snap.tool_calls)
+            item = calls.result(record, snap.tool_calls, redact)
         elif isinstance(entry, DecisionEntry):
             item = people.decision(record, requests, means, names)
         elif isinstance(entry, StopEntry):
