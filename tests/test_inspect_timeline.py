@@ -8,13 +8,51 @@ sees what a run commits after it started (conversations/inspect).
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
 from bot.app import App
+from conversations.events import PlatformRef
 from conversations.inspect import timeline
 from conversations.inspect.follow import Follow
 from conversations.inspect.items import Decision, Message, ModelTurn, Note, Stop, ToolResult
 from conversations.inspect.outputs import PAGE, output_page
+from conversations.store.audit import AuditEntry
+from conversations.store.records import ConversationInfo
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from core.vocabulary.tool_records import ToolState
+from core.vocabulary.approvals import ApprovalScope, CallPattern, RuleApplied
+from core.vocabulary.entries import (
+    AssistantTurn,
+    Compacted,
+    ContextNote,
+    DecisionEntry,
+    Delegated,
+    DelegationBrief,
+    DelegationChecked,
+    DelegationEnded,
+    Escalated,
+    ExpertConsulted,
+    FailedCall,
+    FailuresReset,
+    JournalRecord,
+    ModelUsage,
+    Nudged,
+    ScopeEntered,
+    ScopeLeft,
+    StepEntered,
+    StopEntry,
+    ToolAttempt,
+    ToolCall,
+    ToolResultEntry,
+    UserText,
+    WorkflowChosen,
+)
+from core.vocabulary.lifecycle import Lifecycle, Status, WaitKind
+from core.vocabulary.people import Person
+from core.vocabulary.requests import Question
+from core.vocabulary.snapshot import ConversationSnapshot
+from core.vocabulary.tool_records import ToolCallRecord, ToolState
+from core.vocabulary.verdicts import CallsDecided, Denied
 from tests.harness import Chat
 from tests.test_story_console import only_conversation, run_console, story_script
 
@@ -153,3 +191,148 @@ async def test_a_follower_sees_what_is_committed_after_it_started(make_app) -> N
     assert next(i for i in new if isinstance(i, Decision)).means == "reaction"
     follow.stop()
     assert [s async for s in updates] == []  # ended at its next wait
+
+
+def every_kind() -> tuple[ConversationInfo, ConversationSnapshot, list[AuditEntry]]:
+    """A conversation whose journal holds an entry of every kind, calls in every state a
+    page marks, one still running, and a request open (the timeline of a long, stuck run)."""
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    bob = Person(id="U0BOB", name="Bob")
+    usage = ModelUsage(
+        model="m", input_tokens=100, output_tokens=20, cache_read_tokens=300, cost_micro_usd=900
+    )
+    calls = [
+        ToolCall(id=f"toolu_{n}", name="run_command", input={"command": f"c{n}"}) for n in range(5)
+    ]
+    failed = (FailedCall(tool_use_id="toolu_1", tool="run_command", call="c1", output="boom"),)
+    pattern = CallPattern(tool="run_command", command_prefix="make")
+    entries = [
+        WorkflowChosen(name="default", definition="{}"),
+        StepEntered(position="executing", instructions="Carry it out."),
+        UserText(author=bob, text="go"),
+        AssistantTurn(text="on it", tool_calls=tuple(calls), usage=usage),
+        DecisionEntry(request_id="r1", verdict=CallsDecided(calls={"toolu_0": Denied()}), by=bob),
+        ToolResultEntry(tool_use_id="toolu_0", content="denied by U0BOB", is_error=True),
+        RuleApplied(
+            tool_use_id="toolu_1", rule_id=7, scope=ApprovalScope.RUN, pattern=pattern, by=bob
+        ),
+        ToolAttempt(tool_use_id="toolu_1", attempt=1, error="flaky", delay_seconds=2),
+        ToolResultEntry(tool_use_id="toolu_1", content="interrupted: partial"),
+        ToolResultEntry(tool_use_id="toolu_2", content="unknown: found running after a restart"),
+        ToolResultEntry(tool_use_id="toolu_3", content="cancelled"),
+        ContextNote(strategy="task_list", text="1. [x] step one", lifetime_turns=3, task="1"),
+        ScopeEntered(scope="delegation-1", task="fix it", role="expert"),
+        Delegated(n=1, model="big", branch="threadbot/c-delegation-1", failures=failed),
+        DelegationBrief(n=1, text="the plan"),
+        DelegationChecked(n=1, command="make test", passed=False, output="1 failed"),
+        DelegationEnded(n=1, outcome="not_usable", why="still failing"),
+        ScopeLeft(scope="delegation-1", outcome="not_usable"),
+        Escalated(request_id="r2", failures=failed),
+        FailuresReset(request_id="r2", by=bob),
+        ExpertConsulted(tool_use_id="toolu_x", question="why?", usage=usage),
+        Nudged(why="prose", text="Call a tool."),
+        Compacted(summary="so far: one step", through_seq=3, usage=usage),
+        StopEntry(by=bob),
+    ]
+    journal = tuple(
+        JournalRecord(seq=n, at=t0 + timedelta(seconds=n), entry=e)
+        for n, e in enumerate(entries, 1)
+    )
+    states = [
+        ToolState.DENIED,
+        ToolState.INTERRUPTED,
+        ToolState.UNKNOWN,
+        ToolState.CANCELLED,
+        ToolState.RUNNING,
+    ]
+    records = {
+        c.id: ToolCallRecord(
+            tool_use_id=c.id,
+            name=c.name,
+            input=c.input,
+            read_only=False,
+            state=states[n],
+            turn_seq=4,
+            index=n,
+        )
+        for n, c in enumerate(calls)
+    }
+    status = Status(lifecycle=Lifecycle.WAITING, wait=WaitKind.QUESTION)
+    info = ConversationInfo(
+        id="c" * 32,
+        binding=PlatformRef(platform="slack", workspace="T1", channel="C1", thread="1.0"),
+        requester=bob,
+        status=status,
+    )
+    snap = ConversationSnapshot(
+        id="c" * 32,
+        requester=bob,
+        status=status,
+        position="executing",
+        plan_version=0,
+        workspace="workspaces/c",
+        journal=journal,
+        tool_calls=records,
+        requests=(Question(id="r3", tool_use_id="toolu_q", prompt="Which one?"),),
+    )
+    row = AuditEntry(
+        id=1,
+        at=journal[4].at,
+        conversation_id=info.id,
+        platform="slack",
+        workspace="T1",
+        channel="C1",
+        request_kind="tool_approval",
+        request_id="r1",
+        version=None,
+        user_id="U0BOB",
+        means="button",
+        outcome="denied",
+        reason="",
+    )
+    stop_row = dataclasses.replace(
+        row,
+        id=2,
+        at=journal[-1].at,
+        request_kind="stop",
+        request_id=None,
+        means="native_stop",
+        outcome="stopped",
+    )
+    return info, snap, [row, stop_row]
+
+
+def test_every_entry_kind_has_its_item_and_the_marked_states_are_marked() -> None:
+    info, snap, rows = every_kind()
+
+    found = timeline.build(info, snap, rows)
+
+    kinds = [getattr(i, "entry", i.kind) for i in found.items]
+    assert kinds == [
+        "workflow_chosen", "step_entered", "message", "model_turn", "decision", "tool_result",
+        "rule_applied", "tool_attempt", "tool_result", "tool_result", "tool_result",
+        "context_note", "scope_entered", "delegated", "delegation_brief", "delegation_checked",
+        "delegation_ended", "scope_left", "escalated", "failures_reset", "expert_consulted",
+        "nudged", "compacted", "stop",
+    ]  # fmt: skip
+    results = [i for i in found.items if isinstance(i, ToolResult)]
+    assert [(r.state, r.marked) for r in results] == [
+        (ToolState.DENIED, True),
+        (ToolState.INTERRUPTED, True),
+        (ToolState.UNKNOWN, True),
+        (ToolState.CANCELLED, True),
+    ]
+    assert results[0].seconds == 1.0  # from its denial, not its turn
+    assert results[1].seconds == 2.0 and results[1].attempts == 2  # from the rule's approval
+    (decision,) = [i for i in found.items if isinstance(i, Decision)]
+    assert decision.calls == (("run_command", "denied"),) and decision.means == "button"
+    (stop,) = [i for i in found.items if isinstance(i, Stop)]
+    assert stop.means == "native_stop"
+    turn = next(i for i in found.items if isinstance(i, ModelTurn))
+    assert turn.spent is not None and turn.spent.cache_share == 0.75  # 300 of 400 input
+    assert not turn.settled  # its last call still runs
+    head = found.header
+    assert [(c.call_id, c.state) for c in head.in_flight] == [("toolu_4", ToolState.RUNNING)]
+    assert [(w.kind, w.prompt) for w in head.waiting] == [("question", "Which one?")]
+    assert head.model_calls == 3 and head.cost_micro_usd == 2_700 and head.unpriced == 0
+    assert head.cache_share == 0.75 and head.seconds == 23.0

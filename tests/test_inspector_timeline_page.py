@@ -13,13 +13,18 @@ import contextlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import markupsafe
 
+from bot.inspector.web import Inspector
 from bot.settings import Settings
+from conversations.inspect import timeline
 from conversations.inspect.results import FIRST_PAGE
+from conversations.render import render_event
+from conversations.store.memory import MemoryStore
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.secrets import Redactor
 from tests.conftest import wait_for
@@ -27,6 +32,7 @@ from tests.harness import Chat
 from tests.inspector_harness import Client, inspector_served, with_operator
 from tests.inspector_stories import PRICE, SLACK_REQUEST, both_stories
 from tests.slack_harness import ALICE
+from tests.test_inspect_timeline import every_kind
 from tests.test_story_console import story_script
 
 WAIT = 60.0
@@ -358,3 +364,36 @@ async def test_no_secret_is_served_whole_escaped_or_cut_in_two(
         for part in (secret, secret[:10]):  # whole, or its head before a page's end
             for shown in (part, str(markupsafe.escape(part)), json.dumps(part)[1:-1]):
                 assert shown not in served_text
+
+
+def test_every_kind_of_item_is_shown_with_its_kind_and_the_marked_states_marked(
+    settings: Settings,
+) -> None:
+    info, snap, rows = every_kind()
+    found = timeline.build(info, snap, rows)
+    inspector = Inspector(
+        store=MemoryStore(render=render_event),
+        settings=settings,
+        redactor=Redactor(),
+        clock=lambda: datetime.now(UTC),
+    )
+
+    shown = [inspector.page(None, "timeline_item.html", item=i, cid=info.id) for i in found.items]
+
+    kinds = [re.findall(r'data-seq="(\d+)" data-kind="(\w+)"', h) for h in shown]
+    assert kinds == [[(str(i.seq), getattr(i, "entry", i.kind))] for i in found.items]
+    results = [h for h in shown if 'data-kind="tool_result"' in h]
+    assert [re.findall(r'class="state state-(\w+) marked"', h) for h in results] == [
+        ["denied"],
+        ["interrupted"],
+        ["unknown"],
+        ["cancelled"],
+    ]
+    notes = "".join(shown)
+    for said in ("Escalated: stuck", "Compacted", "Delegation #1 ended", "Nudged (prose)"):
+        assert said in notes
+    assert 'data-means="native_stop">by native_stop<' in notes
+    header = inspector.page(None, "conversation_header.html", header=found.header)
+    running = '<li data-call="toolu_4"><code>run_command</code> <span class="state state-running">'
+    assert running in header
+    assert 'data-request-kind="question">question: <span class="prompt">Which one?' in header
