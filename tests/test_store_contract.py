@@ -37,6 +37,7 @@ from conversations.store.inspection import Inspection
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
+from conversations.store.operator_sessions import OperatorSessions
 from conversations.store.records import Lease, opened_lease, opened_snapshot
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
@@ -1148,6 +1149,7 @@ INTERFACES: dict[str, type[Any]] = {
     "installations": Installations,
     "oauth_states": OAuthStates,
     "approvals": ApprovalRules,
+    "operator_sessions": OperatorSessions,
     "inspection": Inspection,
 }
 
@@ -1163,12 +1165,13 @@ ELSEWHERE = (
     "test_audit_store.py",
     "test_installations_store.py",
     "test_approval_rules_store.py",
+    "test_operator_sessions_store.py",
     "test_inspection_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
 deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
 ``feedback``, of ``audit``, of ``installations`` and ``oauth_states``, of
-``approvals``, and of ``inspection``."""
+``approvals``, of ``operator_sessions`` and of ``inspection``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

@@ -30,6 +30,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   by the hub, the stopper and ``threadbot audit``.
 - :class:`~conversations.store.installations.Installations` and ``OAuthStates``: the
   app's installs, tokens sealed. Taken by :mod:`conversations.installs`.
+- :class:`~conversations.store.operator_sessions.OperatorSessions`: the run inspector's
+  signed-in browsers. Taken by :mod:`bot.inspector`.
 - :class:`~conversations.store.approvals.ApprovalRules`: approvals remembered for a run
   or a channel. Taken by the engine, ``threadbot policy`` and ``settings explain``.
 - :class:`~conversations.store.inspection.Inspection`: the conversations listed, filtered
@@ -63,6 +65,7 @@ from conversations.store.inbox import Inbox as Inbox
 from conversations.store.inspection import Inspection
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import LeaseStore as LeaseStore
+from conversations.store.operator_sessions import OperatorSessions
 from conversations.store.records import (
     ConversationInfo,
     MessageLink,
@@ -364,6 +367,11 @@ class Store(Protocol):
     @property
     def oauth_states(self) -> OAuthStates:
         """The OAuth flow's states (:mod:`conversations.store.installations`)."""
+        ...
+
+    @property
+    def operator_sessions(self) -> OperatorSessions:
+        """The run inspector's sessions (:mod:`conversations.store.operator_sessions`)."""
         ...
 
     @property

@@ -7,14 +7,14 @@ model calls are summed over ``ix_model_calls_conversation_id``, and its first re
 and workflows read by the journal's key, both there already.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-08
 """
 
 from alembic import op
 
 revision = "0022"
-down_revision = "0020"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 

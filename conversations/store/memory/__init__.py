@@ -26,6 +26,7 @@ from conversations.store.memory.inspection import MemoryInspection
 from conversations.store.memory.installations import MemoryInstallations, MemoryOAuthStates
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
+from conversations.store.memory.operator_sessions import MemoryOperatorSessions
 from conversations.store.memory.outbox import MemoryOutbox
 from conversations.store.memory.outputs import MemoryOutputs
 from conversations.store.memory.requests import MemoryRequests
@@ -80,6 +81,7 @@ class MemoryStore:
         self.audit = MemoryAudit(self._tables)
         self.installations = MemoryInstallations(self._tables)
         self.oauth_states = MemoryOAuthStates(self._tables)
+        self.operator_sessions = MemoryOperatorSessions(self._tables)
         self.approvals = MemoryApprovalRules(self._tables)
         self.inspection = MemoryInspection(self._tables)
 
