@@ -178,6 +178,15 @@ async def test_the_form_s_parameters_filter_and_search_the_list(
         assert await listed("q=build&status=running") == [chat]
         nothing = await client.get("/inspector/?q=nowhere")
         assert Rows(nothing.text).order == [] and 'id="no-conversations"' in nothing.text
+        # a row's links narrow the list asked for, from its first page
+        later = Cursor(datetime(2100, 1, 1, tzinfo=UTC), "f" * 32).token()
+        narrowed = Rows((await client.get(f"/inspector/?status=done&limit=5&after={later}")).text)
+        assert narrowed.links[f"{fix}:requester"] == (
+            f"/inspector/?status=done&limit=5&requester={BOB.id}"
+        )
+        assert narrowed.links[f"{fix}:workflow"] == (
+            "/inspector/?status=done&limit=5&workflow=validate-fix"
+        )
         # the form shows what was asked
         form = (await client.get("/inspector/?status=done&q=fix+it")).text
         assert '<option value="done" selected>' in form

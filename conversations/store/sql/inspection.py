@@ -13,11 +13,12 @@ conversation the walk passes. See :mod:`conversations.store.inspection`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, String, bindparam, case, func, or_, select
 
 from conversations.store.inspection import (
     PAGE_SIZE,
@@ -65,43 +66,73 @@ def chosen_workflow() -> Any:
     )
 
 
-def conditions(where: ConversationFilter, after: Cursor | None) -> list[ColumnElement[bool]]:
-    """The ``WHERE`` terms of a page: ``where``'s filters and the keyset's ``after``
-    (written so that the range on ``created_at`` alone can use the index)."""
-    terms: list[ColumnElement[bool]] = []
-    if where.platform is not None:
-        terms.append(_C.platform == where.platform)
-    if where.workspace is not None:
-        terms.append(_C.workspace == where.workspace)
-    if where.channel is not None:
-        terms.append(or_(_C.channel == where.channel, _C.parent == where.channel))
-    if where.lifecycle is not None:
-        terms.append(_C.lifecycle == where.lifecycle.value)
-    if where.requester is not None:
-        terms.append(_C.requester_id == where.requester)
-    if where.workflow is not None:
-        terms.append(chosen_workflow() == where.workflow)
+Shape = tuple[bool, ...]
+"""Which of a page's terms are there: each filter of :class:`ConversationFilter` (in
+:data:`SHAPED` order), then the cursor. The statement of a shape is built once."""
+
+SHAPED = ("platform", "workspace", "channel", "lifecycle", "requester", "workflow", "text")
+
+
+def shape_of(where: ConversationFilter, after: Cursor | None) -> Shape:
+    """The shape of a page of ``where`` after ``after``."""
+    given = [getattr(where, name) is not None for name in SHAPED[:-1]]
+    return (*given, where.search is not None, after is not None)
+
+
+def parameters(where: ConversationFilter, after: Cursor | None) -> dict[str, Any]:
+    """The values of a page's bound parameters (those its shape names)."""
+    values: dict[str, Any] = {
+        "platform": where.platform,
+        "workspace": where.workspace,
+        "channel": where.channel,
+        "lifecycle": where.lifecycle.value if where.lifecycle is not None else None,
+        "requester": where.requester,
+        "workflow": where.workflow,
+    }
     search = where.search
     if search is not None:
-        pattern = like_pattern(search)
-        terms.append(
-            or_(
-                _C.id.ilike(pattern, escape="\\"),
-                first_request().ilike(pattern, escape="\\"),
-            )
-        )
+        values["pattern"] = like_pattern(search)
     if after is not None:
-        terms.append(_C.created_at <= after.started)
-        terms.append(or_(_C.created_at < after.started, _C.id < after.id))
+        values |= {"after_started": after.started, "after_id": after.id}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def conditions(shape: Shape) -> list[ColumnElement[bool]]:
+    """The ``WHERE`` terms of a page of ``shape``, each value a bound parameter named as
+    in :func:`parameters` (the cursor's written so that the range on ``created_at``
+    alone can use the index)."""
+    platform, workspace, channel, lifecycle, requester, workflow, search, after = shape
+    terms: list[ColumnElement[bool]] = []
+    if platform:
+        terms.append(_C.platform == bindparam("platform"))
+    if workspace:
+        terms.append(_C.workspace == bindparam("workspace"))
+    if channel:
+        terms.append(or_(_C.channel == bindparam("channel"), _C.parent == bindparam("channel")))
+    if lifecycle:
+        terms.append(_C.lifecycle == bindparam("lifecycle"))
+    if requester:
+        terms.append(_C.requester_id == bindparam("requester"))
+    if workflow:
+        terms.append(chosen_workflow() == bindparam("workflow"))
+    if search:
+        pattern = bindparam("pattern", type_=String)
+        terms.append(
+            or_(_C.id.ilike(pattern, escape="\\"), first_request().ilike(pattern, escape="\\"))
+        )
+    if after:
+        terms.append(_C.created_at <= bindparam("after_started"))
+        terms.append(or_(_C.created_at < bindparam("after_started"), _C.id < bindparam("after_id")))
     return terms
 
 
-def page_statement(
-    where: ConversationFilter, after: Cursor | None, limit: int
-) -> Select[tuple[Any, ...]]:
-    """The one statement of a page of ``limit`` rows (one more is asked for, to tell
-    whether another page follows): the conversations' columns, their first request and
-    workflow, and their model calls' count, tokens, cost and unpriced count."""
+@functools.lru_cache(maxsize=1024)
+def page_statement(shape: Shape, limit: int) -> Select[tuple[Any, ...]]:
+    """The one statement of a page of ``shape`` and ``limit`` rows (one more is asked for,
+    to tell whether another page follows): the conversations' columns, their first
+    request and workflow, and their model calls' count, tokens, cost and unpriced
+    count. Built once per shape and limit (building it costs more than running it
+    on a small page); executed with :func:`parameters`."""
     page = (
         select(
             _C.id,
@@ -118,7 +149,7 @@ def page_statement(
             _C.created_at,
             _C.updated_at,
         )
-        .where(*conditions(where, after))
+        .where(*conditions(shape))
         .order_by(_C.created_at.desc(), _C.id.desc())
         .limit(limit + 1)
         .cte("page")
@@ -165,12 +196,15 @@ def page_statement(
     )
 
 
+@functools.lru_cache(maxsize=64)
+def status_of(lifecycle: str, wait: str | None) -> Status:
+    """The status stored as ``lifecycle`` and ``wait`` (one object per pair)."""
+    return Status(lifecycle=Lifecycle(lifecycle), wait=WaitKind(wait) if wait else None)
+
+
 def summary_of(row: Any) -> ConversationSummary:
     """A row of :func:`page_statement` as a summary."""
-    status = Status(
-        lifecycle=Lifecycle(row.lifecycle),
-        wait=WaitKind(row.wait_kind) if row.wait_kind else None,
-    )
+    status = status_of(row.lifecycle, row.wait_kind)
     started: datetime = as_utc(row.created_at) or row.created_at
     changed: datetime = as_utc(row.updated_at) or row.updated_at
     calls = int(row.calls or 0)
@@ -225,7 +259,8 @@ class SqlInspection:
         """A page of the list, newest first, in one statement; raises
         :class:`ValueError` for a ``limit`` outside 1 to 100."""
         limit = page_size(limit)
-        stmt = page_statement(where or ConversationFilter(), after, limit)
+        where = where or ConversationFilter()
+        stmt = page_statement(shape_of(where, after), limit)
         async with self._db.read() as session:
-            rows = (await session.execute(stmt)).all()
+            rows = (await session.execute(stmt, parameters(where, after))).all()
         return paged([summary_of(row) for row in rows], limit)
