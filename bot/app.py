@@ -81,6 +81,9 @@ class App:
     """The app's installs in workspaces (Slack's OAuth flow), their tokens sealed in the
     store and learned by the redactor; None without ``SLACK_CLIENT_ID``. Kept fresh by a
     background task (:meth:`conversations.installs.Installs.keep_fresh`)."""
+    redactor: Redactor | None = None
+    """The logs' redactor, which knows every secret of the settings and the installs'
+    tokens (the run inspector serves nothing unredacted)."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -349,6 +352,7 @@ async def build(
         metrics=metrics,
         close_runner=close_runner,
         installs=installs,
+        redactor=parts.redactor,
     )
     if installs is not None:
         app.supervise("installs", installs.keep_fresh)

@@ -15,7 +15,9 @@ every deployment of ``threadbot run`` (Slack over HTTP or Socket Mode, Discord):
 - ``GET /``: the list of these;
 - in a Socket Mode deployment with Slack installs, ``GET /slack/install`` and ``GET
   /slack/oauth_redirect``: Slack's OAuth flow (:mod:`adapters.slack.oauth`), since no
-  other port of the bot is open then (:meth:`Operations.add_page`).
+  other port of the bot is open then (:meth:`Operations.add_page`);
+- with the setting ``inspector``, the run inspector's pages under ``/inspector/``
+  (:mod:`bot.inspector`, added by :meth:`Operations.mount`).
 
 Every check has ``check_timeout`` seconds (a database that does not answer is a
 failed check, not a hung probe). The server is aiohttp's, already the Slack adapter's
@@ -73,6 +75,7 @@ class Operations:
         self._check_timeout = check_timeout
         self._runner: web.AppRunner | None = None
         self._pages: dict[str, Page] = {}
+        self._mounts: list[Callable[[web.Application], None]] = []
         self.draining = False
         """Set at a graceful shutdown: ``/readyz`` answers 503 from then on."""
 
@@ -83,6 +86,11 @@ class Operations:
     def add_page(self, path: str, page: Page) -> None:
         """Serve ``GET path`` with ``page`` too (before :meth:`start`)."""
         self._pages[path] = page
+
+    def mount(self, setup: Callable[[web.Application], None]) -> None:
+        """Call ``setup`` with the application before it starts (:meth:`start`): it adds
+        routes and middlewares of its own (the run inspector's, :mod:`bot.inspector`)."""
+        self._mounts.append(setup)
 
     @property
     def pages(self) -> list[str]:
@@ -101,6 +109,8 @@ class Operations:
         app.router.add_get("/metrics", self._metrics_page)
         for path, page in self._pages.items():
             app.router.add_get(path, page)
+        for setup in self._mounts:
+            setup(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)

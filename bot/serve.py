@@ -19,6 +19,8 @@ from adapters.console import ConsoleAdapter
 from bot.app import App, build
 from bot.engines import model_for
 from bot.errors import OpsUnavailable, StartFailed
+from bot.inspector.routes import install
+from bot.inspector.web import Inspector
 from bot.logs import announce
 from bot.ops import PATHS, Operations
 from bot.platforms import directory_for
@@ -163,6 +165,11 @@ async def run_platforms(
         platforms={adapter.platform: adapter.connected for adapter in adapters},
         clock=utc_now,
     )
+    if settings.inspector:
+        inspector = Inspector(
+            store=app.store, settings=settings, redactor=app.redactor or Redactor(), clock=utc_now
+        )
+        ops.mount(lambda web_app: install(web_app, inspector))
 
     async def stop_receiving() -> None:
         ops.draining = True
@@ -175,6 +182,8 @@ async def run_platforms(
         except OSError as exc:
             raise OpsUnavailable(ops.address, exc) from exc
         announce(f"operations on {address} ({' '.join(PATHS)})")
+        if settings.inspector:
+            announce(f"run inspector on {address}/inspector/ (operators sign in)")
         for path in ops.pages:
             if path.endswith("/install"):
                 announce(f"Slack installs at {address}{path}")

@@ -444,6 +444,18 @@ class Settings(BaseSettings):
     """Where the operations address (``/healthz``, ``/readyz``, ``/metrics``) listens."""
     ops_port: int = Field(default=9464, ge=0, le=65535)
     """Its port (0: any free one, logged at start); apart from ``slack_port``."""
+    inspector: bool = False
+    """Whether the run inspector (:mod:`bot.inspector`: conversations, timelines, usage,
+    fork and stop, in a browser) is served on the operations address under
+    ``/inspector/``. Needs an operator (``[operators.NAME]``): each signs in with their
+    token."""
+    inspector_hosts: list[str] = ["127.0.0.1", "localhost"]
+    """The names a browser may reach the inspector by: its ``Host`` header, without the
+    port, must be one of them (or ``ops_host``), else 421, so a DNS name an attacker
+    points at this address reads nothing (DNS rebinding). Add the name your reverse proxy
+    serves it under."""
+    inspector_session_hours: float = Field(default=12.0, gt=0, le=24 * 90)
+    """Hours an inspector sign-in lasts before the operator signs in again."""
     request_ttl: RequestSeconds = 24 * 3600.0
     mention_requester: bool = True
     """Whether the plan and the question that wait for the requester, and the final
@@ -612,6 +624,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"ops_port and slack_port are both {self.ops_port}: the operations address "
                 "stays apart from the Slack events port"
+            )
+        if self.inspector and not self.operators:
+            raise ValueError(
+                "inspector is on but no operator may sign in: add [operators.NAME] with "
+                "token_sha256 = ... (threadbot operator hash prints it)"
             )
         return self
 

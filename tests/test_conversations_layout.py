@@ -17,20 +17,9 @@ import pytest
 
 from conversations.render import render_event
 from conversations.store import interfaces
-from conversations.store.approvals import ApprovalRules
-from conversations.store.audit import AuditTrail
-from conversations.store.claims import DeliveryClaims
-from conversations.store.feedback import Feedback
-from conversations.store.health import StoreHealth
-from conversations.store.installations import Installations, OAuthStates
 from conversations.store.memory import MemoryStore
-from conversations.store.schedules import Schedules
-from conversations.store.slots import SlotStore
 from conversations.store.sql import SqlStore, create_engine
-from conversations.store.usage import Usage
-from conversations.store.wakeups import Wakeups
-from core.outputs import OutputStore
-from core.vocabulary.journal import Journal
+from tests.test_store_contract import INTERFACES
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "conversations"
@@ -102,28 +91,7 @@ def _stores() -> list[object]:
 
 @pytest.mark.parametrize("store", _stores(), ids=["sql", "memory"])
 def test_each_backend_hands_out_every_interface(store: object) -> None:
-    protocols = {
-        "journal": Journal,
-        "threads": interfaces.Threads,
-        "inbox": interfaces.Inbox,
-        "outbox": interfaces.Outbox,
-        "leases": interfaces.LeaseStore,
-        "stops": interfaces.StopRequests,
-        "requests": interfaces.Requests,
-        "retention": interfaces.Retention,
-        "usage": Usage,
-        "outputs": OutputStore,
-        "claims": DeliveryClaims,
-        "wakeups": Wakeups,
-        "health": StoreHealth,
-        "schedules": Schedules,
-        "slots": SlotStore,
-        "feedback": Feedback,
-        "audit": AuditTrail,
-        "installations": Installations,
-        "oauth_states": OAuthStates,
-        "approvals": ApprovalRules,
-    }
+    protocols = INTERFACES  # the contract suite's map of the parts
     parts = {n for n, v in vars(interfaces.Store).items() if isinstance(v, property)}
     assert parts == set(protocols)
     for part, protocol in protocols.items():

@@ -36,6 +36,7 @@ from conversations.store.health import StoreHealth
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
+from conversations.store.operator_sessions import OperatorSessions
 from conversations.store.records import Lease, opened_lease, opened_snapshot
 from conversations.store.schedules import Schedules
 from conversations.store.slots import SlotStore
@@ -1147,6 +1148,7 @@ INTERFACES: dict[str, type[Any]] = {
     "installations": Installations,
     "oauth_states": OAuthStates,
     "approvals": ApprovalRules,
+    "operator_sessions": OperatorSessions,
 }
 
 
@@ -1161,11 +1163,12 @@ ELSEWHERE = (
     "test_audit_store.py",
     "test_installations_store.py",
     "test_approval_rules_store.py",
+    "test_operator_sessions_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
 deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
-``feedback``, of ``audit``, of ``installations`` and ``oauth_states``, and of
-``approvals``."""
+``feedback``, of ``audit``, of ``installations`` and ``oauth_states``, of
+``approvals`` and of ``operator_sessions``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

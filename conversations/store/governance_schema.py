@@ -85,6 +85,19 @@ class OAuthStateRow(Base):
     expires_at: Mapped[datetime]
 
 
+class OperatorSessionRow(Base):
+    """A signed-in browser of the run inspector (:mod:`conversations.store.operator_sessions`):
+    the SHA-256 of its cookie's id, never the id itself."""
+
+    __tablename__ = "operator_sessions"
+    __table_args__ = (PrimaryKeyConstraint("id_sha256", name="pk_operator_sessions"),)
+
+    id_sha256: Mapped[str] = mapped_column(String(64))
+    operator: Mapped[str] = mapped_column(String(64))
+    opened_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+
 class ApprovalRuleRow(Base):
     """An approval remembered past its call (:mod:`conversations.store.approvals`): its
     ``scope`` (``run`` or ``channel``), the channel of the conversation it was given in

@@ -30,6 +30,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   by the hub, the stopper and ``threadbot audit``.
 - :class:`~conversations.store.installations.Installations` and ``OAuthStates``: the
   app's installs, tokens sealed. Taken by :mod:`conversations.installs`.
+- :class:`~conversations.store.operator_sessions.OperatorSessions`: the run inspector's
+  signed-in browsers. Taken by :mod:`bot.inspector`.
 - :class:`~conversations.store.approvals.ApprovalRules`: approvals remembered for a run
   or a channel. Taken by the engine, ``threadbot policy`` and ``settings explain``.
 
@@ -60,6 +62,7 @@ from conversations.store.health import StoreHealth
 from conversations.store.inbox import Inbox as Inbox
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import LeaseStore as LeaseStore
+from conversations.store.operator_sessions import OperatorSessions
 from conversations.store.records import (
     ConversationInfo,
     MessageLink,
@@ -361,6 +364,11 @@ class Store(Protocol):
     @property
     def oauth_states(self) -> OAuthStates:
         """The OAuth flow's states (:mod:`conversations.store.installations`)."""
+        ...
+
+    @property
+    def operator_sessions(self) -> OperatorSessions:
+        """The run inspector's sessions (:mod:`conversations.store.operator_sessions`)."""
         ...
 
     @property

@@ -355,6 +355,7 @@ from conversations.store.governance_schema import (  # noqa: E402
     AuditRow,
     InstallationRow,
     OAuthStateRow,
+    OperatorSessionRow,
 )
 
-__all__ = ["ApprovalRuleRow", "AuditRow", "InstallationRow", "OAuthStateRow"]
+__all__ = ["ApprovalRuleRow", "AuditRow", "InstallationRow", "OAuthStateRow", "OperatorSessionRow"]

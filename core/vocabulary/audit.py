@@ -16,11 +16,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Means = Literal["reaction", "button", "reply", "command", "native_stop"]
+Means = Literal["reaction", "button", "reply", "command", "native_stop", "inspector"]
 """How a person acted, as the chat platform's adapter said: a reaction on the bot's
 message, a button under it, a reply in the thread, a command (``/stop``, ``/approve``;
 the console's ``+✅ N.K`` is a reaction), or the platform's own stop control (Slack's
-stop button on a thread's agent session, ``agent_session_stopped``)."""
+stop button on a thread's agent session, ``agent_session_stopped``), or an operator's
+action in the run inspector's pages (``inspector``)."""
 
 Outcome = Literal[
     "approved",
@@ -33,11 +34,16 @@ Outcome = Literal[
     "stopped",
     "refused",
     "revoked",
+    "signed_in",
+    "signed_out",
+    "forked",
 ]
 """What the attempt did: a decision's verdict (``allowed`` / ``denied`` for the calls of a
 tool approval, ``chose`` for a question's option), ``stopped`` for a stop that ended its
 run, ``refused`` for anything that changed nothing (the reason says why), ``revoked``
-for a remembered approval an operator revoked (:data:`RULE`)."""
+for a remembered approval an operator revoked (:data:`RULE`); ``signed_in`` /
+``signed_out`` for an operator's session of the run inspector (:data:`SIGN_IN`) and
+``forked`` for a conversation forked from a point of its journal."""
 
 STOP = "stop"
 """The ``request_kind`` of a stop (it is aimed at a run, not at a request)."""
@@ -47,6 +53,12 @@ RULE = "approval_rule"
 """The ``request_kind`` of an operator's revocation of a remembered approval: its
 ``request_id`` is the rule's id, its ``user_id`` ``operator:<name>``, its means
 ``command`` (``threadbot policy revoke``)."""
+
+SIGN_IN = "sign_in"
+"""The ``request_kind`` of an operator's sign-in to the run inspector (and sign-out): its
+``user_id`` is ``operator:<name>`` (the name given, for a refused one)."""
+FORK = "fork"
+"""The ``request_kind`` of a fork: its ``request_id`` the journal entry forked at."""
 
 NOT_ALLOWED = "not an approver"
 """Why someone other than the requester or an approver was refused."""

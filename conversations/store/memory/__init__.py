@@ -25,6 +25,7 @@ from conversations.store.memory.inbox import MemoryInbox
 from conversations.store.memory.installations import MemoryInstallations, MemoryOAuthStates
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
+from conversations.store.memory.operator_sessions import MemoryOperatorSessions
 from conversations.store.memory.outbox import MemoryOutbox
 from conversations.store.memory.outputs import MemoryOutputs
 from conversations.store.memory.requests import MemoryRequests
@@ -79,6 +80,7 @@ class MemoryStore:
         self.audit = MemoryAudit(self._tables)
         self.installations = MemoryInstallations(self._tables)
         self.oauth_states = MemoryOAuthStates(self._tables)
+        self.operator_sessions = MemoryOperatorSessions(self._tables)
         self.approvals = MemoryApprovalRules(self._tables)
 
     @property

@@ -21,6 +21,7 @@ from conversations.store.audit import AuditEntry, entry_of
 from conversations.store.feedback import FeedbackGiven
 from conversations.store.installations import Installation
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
+from conversations.store.operator_sessions import OperatorSession
 from conversations.store.records import ConversationInfo, OutboxListener, OutboxRecord
 from conversations.store.schedules import ScheduleRun
 from conversations.store.schema import utcnow
@@ -196,6 +197,8 @@ class Tables:
     """Installs by ``(platform, enterprise, team)``: ``installations`` in SQL."""
     oauth_states: dict[str, datetime] = field(default_factory=dict)
     """OAuth states and their expiry: ``oauth_states`` in SQL."""
+    operator_sessions: dict[str, OperatorSession] = field(default_factory=dict)
+    """The run inspector's sessions by ``id_sha256``: ``operator_sessions`` in SQL."""
     rules: dict[int, Rule] = field(default_factory=dict)
     """Remembered approvals by id (growing, never reused): ``approval_rules`` in SQL."""
     last_outbox_id: int = 0

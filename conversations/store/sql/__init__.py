@@ -44,6 +44,7 @@ from conversations.store.sql.inbox import SqlInbox
 from conversations.store.sql.installations import SqlInstallations, SqlOAuthStates
 from conversations.store.sql.journal import SqlJournal
 from conversations.store.sql.leases import SqlLeases
+from conversations.store.sql.operator_sessions import SqlOperatorSessions
 from conversations.store.sql.outbox import SqlOutbox
 from conversations.store.sql.outputs import SqlOutputs
 from conversations.store.sql.requests import SqlRequests
@@ -101,6 +102,7 @@ class SqlStore:
         self.audit = SqlAudit(self._db)
         self.installations = SqlInstallations(self._db)
         self.oauth_states = SqlOAuthStates(self._db)
+        self.operator_sessions = SqlOperatorSessions(self._db)
         self.approvals = SqlApprovalRules(self._db)
 
     @property

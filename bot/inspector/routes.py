@@ -1,0 +1,22 @@
+"""The run inspector put together on the operations address's application.
+
+:func:`install` adds the guard (:mod:`bot.inspector.guard`), the static files and every
+page's routes to the aiohttp application of :class:`bot.ops.Operations`
+(docs/architecture.md, "The run inspector").
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from bot.inspector import guard
+from bot.inspector.web import INSPECTOR, PREFIX, STATIC, Inspector
+
+
+def install(app: web.Application, inspector: Inspector) -> None:
+    """Serve the inspector on ``app`` (not started yet): its pages under ``/inspector``,
+    each behind :func:`bot.inspector.guard.guard`."""
+    app[INSPECTOR] = inspector
+    app.middlewares.append(guard.guard)
+    app.router.add_static(f"{PREFIX}/static/", STATIC, append_version=False)
+    app.add_routes(guard.routes)

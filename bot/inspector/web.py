@@ -1,0 +1,169 @@
+"""What the run inspector's pages use: the store, templates, JSON and the audit.
+
+:class:`Inspector` is kept on the operations address's aiohttp application under
+:data:`INSPECTOR`; a page reads it with ``request.app[INSPECTOR]`` and the operator
+signed in with :func:`operator_of` (the guard, :mod:`bot.inspector.guard`, let the
+request through only with a session, docs/architecture.md "The run inspector").
+
+Everything served goes through the redactor (:class:`core.secrets.Redactor`): a token
+or key that reached the journal, a tool's output or a name is never shown.
+Templates are Jinja2's (https://jinja.palletsprojects.com/en/stable/api/#autoescaping),
+with autoescaping on, from ``bot/inspector/templates/``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from bot.settings import Settings
+from conversations.events import PlatformRef
+from conversations.store.interfaces import Store
+from core.secrets import Redactor
+from core.vocabulary.audit import Audited, Outcome
+
+TEMPLATES = Path(__file__).parent / "templates"
+"""The pages' Jinja2 templates."""
+STATIC = Path(__file__).parent / "static"
+"""The files served under ``/inspector/static/`` (styles, scripts, vendored libraries)."""
+PREFIX = "/inspector"
+"""Where the inspector's paths start."""
+WHERE = PlatformRef(platform="inspector", channel="")
+"""Where an inspector action is recorded in the audit trail when it concerns no
+conversation (a sign-in): the platform ``inspector``, no channel."""
+
+OPERATOR = web.RequestKey("operator", str)
+"""The signed-in operator's name on a request the guard let through."""
+CSRF = web.RequestKey("csrf", str)
+"""The CSRF token of the request's session (what a form sends back as ``csrf``)."""
+
+
+def operator_of(request: web.Request) -> str:
+    """The name of the operator signed in for ``request`` (the guard set it)."""
+    return request[OPERATOR]
+
+
+def dollars(micro: int | None) -> str:
+    """A cost in micro-USD as dollars with four decimals (``$0.0123``); ``-`` for None
+    (no price known)."""
+    if micro is None:
+        return "-"
+    return f"${micro / 1_000_000:,.4f}"
+
+
+def when(moment: datetime | None) -> str:
+    """A time as ``2026-12-06 19:30:05 UTC``; ``-`` for None."""
+    if moment is None:
+        return "-"
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds in words: ``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@dataclass
+class Inspector:
+    """What the inspector's pages use: ``store`` (the bot's), ``settings``, ``redactor``
+    (applied to everything served) and ``clock`` (aware UTC)."""
+
+    store: Store
+    settings: Settings
+    redactor: Redactor
+    clock: Callable[[], datetime]
+
+    def __post_init__(self) -> None:
+        self._templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(TEMPLATES),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self._templates.filters.update(dollars=dollars, when=when, duration=duration)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every known secret replaced (:meth:`core.secrets.Redactor.redact`)."""
+        return self.redactor.redact(text)
+
+    def page(self, request: web.Request | None, template: str, **values: Any) -> str:
+        """``template`` rendered with ``values``, ``operator`` and ``csrf`` (empty when no
+        one is signed in), redacted."""
+        context = {
+            "operator": request.get(OPERATOR, "") if request is not None else "",
+            "csrf": request.get(CSRF, "") if request is not None else "",
+            "prefix": PREFIX,
+        }
+        html = self._templates.get_template(template).render(**context, **values)
+        return self.redact(html)
+
+    def render(
+        self, request: web.Request, template: str, *, status: int = 200, **values: Any
+    ) -> web.Response:
+        """An HTML response of ``template`` (see :meth:`page`), with ``status``."""
+        return web.Response(
+            text=self.page(request, template, **values),
+            status=status,
+            content_type="text/html",
+        )
+
+    def json(self, value: Any, *, status: int = 200) -> web.Response:
+        """A JSON response of ``value`` (``default=str`` for times), redacted."""
+        text = self.redact(json.dumps(value, default=str, ensure_ascii=False))
+        return web.Response(text=text, status=status, content_type="application/json")
+
+    async def audit(
+        self,
+        request: web.Request | None,
+        *,
+        action: str,
+        outcome: Outcome,
+        target: str | None = None,
+        reason: str = "",
+        conversation_id: str | None = None,
+        where: PlatformRef = WHERE,
+        operator: str | None = None,
+    ) -> None:
+        """An audit row of ``action`` (the request kind: ``sign_in``, ``fork``, ``stop``)
+        on ``target`` by the signed-in operator (or ``operator``), means ``inspector``
+        (docs/architecture.md, "The audit trail")."""
+        name = operator if operator is not None else operator_of(request) if request else ""
+        audited = Audited(
+            request_kind=action,
+            request_id=target,
+            user_id=f"operator:{name}",
+            means="inspector",
+            outcome=outcome,
+            reason=reason,
+        )
+        await self.store.audit.record(audited, where=where, conversation_id=conversation_id)
+
+
+INSPECTOR = web.AppKey("inspector", Inspector)
+"""The key of the :class:`Inspector` on the aiohttp application."""
+
+
+def see_other(location: str) -> web.Response:
+    """303 See Other to ``location``: where a form's ``POST`` sends the browser next."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def query(request: web.Request) -> Mapping[str, str]:
+    """The request's query parameters, each its first value, stripped, empty ones left out."""
+    return {k: v.strip() for k, v in request.query.items() if v.strip()}
