@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from bot.inspector import guard
+from bot.inspector import guard, usage_page
 from bot.inspector.web import INSPECTOR, PREFIX, STATIC, Inspector
 
 
@@ -20,3 +20,4 @@ def install(app: web.Application, inspector: Inspector) -> None:
     app.middlewares.append(guard.guard)
     app.router.add_static(f"{PREFIX}/static/", STATIC, append_version=False)
     app.add_routes(guard.routes)
+    app.add_routes(usage_page.routes)
