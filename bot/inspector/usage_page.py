@@ -8,8 +8,8 @@ Two routes (docs/architecture.md, "Usage charts"):
   functions (:func:`bot.usage_report.read_report`, :func:`bot.usage_report.as_object`);
   a ``by`` or ``since`` it cannot read is **400** with the reason in words.
 - ``GET /inspector/usage[?since=...]``: the page. Three charts, drawn in the browser
-  by ``static/usage.js`` with the vendored uPlot from ``usage.json``: per day (cost and
-  tokens over time, ``id="chart-day"``), per channel and per model (bars,
+  by ``static/usage.js`` with the vendored uPlot from ``usage.json``: cost and tokens
+  as bars per UTC day, per channel and per model (``id="chart-day"``,
   ``id="chart-channel"``, ``id="chart-model"``); under each, a table of the same
   figures (``<table data-usage="day">``, one ``<tr data-key=...>`` per line and a
   ``<tr data-total>``, each figure's cell carrying it as ``data-calls``,

@@ -2,8 +2,9 @@
 
    For each chart container (id="chart-day", "chart-channel", "chart-model") it fetches
    usage.json?by=...[&since=...] (the object `threadbot usage --json` prints) and draws
-   it with the vendored uPlot (static/vendor/uplot): per day, cost and tokens over time;
-   per channel and per model, cost and tokens as bars side by side. Cost is in dollars
+   it with the vendored uPlot (static/vendor/uplot): per UTC day, per channel and per
+   model, cost and tokens as bars side by side (a day without calls has no bar: a line
+   between two days would draw spending that did not happen). Cost is in dollars
    (cost_micro_usd / 1e6), on the left axis; tokens on the right. A line whose calls had
    no price has no cost point or bar (null), never a cost of $0. Once drawn, a container
    carries data-drawn="N" (its number of lines) and the chart is in
@@ -17,7 +18,6 @@
     return;
   }
   const HEIGHT = 260;
-  const DAY = 86400;
   const COST = "#0b6bcb";
   const TOKENS = "#b54708";
   const charts = {};
@@ -52,10 +52,6 @@
       return "-";
     }
     return value.toLocaleString("en");
-  }
-
-  function day(seconds) {
-    return new Date(seconds * 1000).toISOString().slice(0, 10);
   }
 
   function fromZero(u, min, max) {
@@ -93,40 +89,6 @@
       cost: report.lines.map(function (line) { return dollars(line.cost_micro_usd); }),
       tokens: report.lines.map(function (line) { return line.tokens; }),
     };
-  }
-
-  function perDay(report, element) {
-    const shown = figures(report);
-    const days = shown.keys.map(function (key) {
-      return Date.UTC(+key.slice(0, 4), +key.slice(5, 7) - 1, +key.slice(8, 10)) / 1000;
-    });
-    const options = {
-      width: width(element),
-      height: HEIGHT,
-      // days are UTC days: ticks at UTC midnights, whatever the browser's time zone
-      tzDate: function (seconds) { return uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC"); },
-      scales: {
-        x: { time: true, range: function (u, min, max) { return [min - DAY / 2, max + DAY / 2]; } },
-        usd: { range: fromZero },
-        tokens: { range: fromZero },
-      },
-      series: [
-        {
-          label: "day",
-          value: function (u, seconds) { return seconds === null ? "-" : day(seconds); },
-        },
-        { label: "cost $", scale: "usd", stroke: COST, width: 2, value: costShown, points: { show: true } },
-        { label: "tokens", scale: "tokens", stroke: TOKENS, width: 2, value: tokensShown, points: { show: true } },
-      ],
-      axes: [
-        {
-          space: 80,
-          incrs: [DAY, 2 * DAY, 7 * DAY, 14 * DAY, 28 * DAY, 91 * DAY, 365 * DAY],
-          values: function (u, splits) { return splits.map(day); },
-        },
-      ].concat(yAxes()),
-    };
-    return new uPlot(options, [days, shown.cost, shown.tokens], element);
   }
 
   function perKey(report, element) {
@@ -176,7 +138,7 @@
         if (report.lines.length === 0) {
           element.textContent = "No model calls.";
         } else {
-          charts[by] = by === "day" ? perDay(report, element) : perKey(report, element);
+          charts[by] = perKey(report, element);
         }
         element.dataset.drawn = String(report.lines.length);
       })
