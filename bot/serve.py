@@ -43,7 +43,10 @@ async def run_console(
     output: TextIO | None = None,
     model: Model | None = None,
 ) -> int:
-    """Run the console adapter until end of input; returns the exit code (0)."""
+    """Run the console adapter until end of input; returns the exit code (0).
+
+    With ``inspector`` on, the operations address serves the run inspector beside it
+    (its address in the banner); raises :class:`OpsUnavailable` when it cannot listen."""
     chosen = model or model_for(settings)
     if isinstance(chosen, DemoModel):
         banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
@@ -69,9 +72,20 @@ async def run_console(
         scheduler.schedules = on_console(scheduler.schedules, console.session)
     app.add_sender(console)
     app.add_texts(console.texts)
+    ops = operations_for(settings, app, {}) if settings.inspector else None
     async with app:
-        work = console.run(app.hub, settled=app.hub.settled, working=app.hub.working)
-        return await serve(app, work, (signal.SIGINT, signal.SIGTERM))
+        if ops is not None:  # the console has no operations address but for the inspector
+            try:
+                address = await ops.start()
+            except OSError as exc:
+                raise OpsUnavailable(ops.address, exc) from exc
+            console.banner = f"{console.banner}\nthreadbot: run inspector on {address}/inspector/"
+        try:
+            work = console.run(app.hub, settled=app.hub.settled, working=app.hub.working)
+            return await serve(app, work, (signal.SIGINT, signal.SIGTERM))
+        finally:
+            if ops is not None:
+                await ops.close()
 
 
 def _new_state_file(state: Path, database: Path | None) -> str:
@@ -140,6 +154,28 @@ def _waiting_for_runs(busy: int, grace: float) -> str:
     )
 
 
+def operations_for(
+    settings: Settings, app: App, platforms: dict[str, Callable[[], Awaitable[bool]]]
+) -> Operations:
+    """The operations address of ``app`` (not started), checking ``platforms`` in
+    ``/readyz``, with the run inspector mounted when ``settings.inspector`` is on."""
+    assert app.metrics is not None
+    ops = Operations(
+        host=settings.ops_host,
+        port=settings.ops_port,
+        health=app.store.health,
+        metrics=app.metrics,
+        platforms=platforms,
+        clock=utc_now,
+    )
+    if settings.inspector:
+        inspector = Inspector(
+            store=app.store, settings=settings, redactor=app.redactor or Redactor(), clock=utc_now
+        )
+        ops.mount(lambda web_app: install(web_app, inspector))
+    return ops
+
+
 async def run_platforms(
     settings: Settings, adapters: list[PlatformAdapter], *, redactor: Redactor | None = None
 ) -> int:
@@ -156,20 +192,9 @@ async def run_platforms(
     cannot be started.
     """
     app = await build(settings, redactor=redactor)
-    assert app.metrics is not None
-    ops = Operations(
-        host=settings.ops_host,
-        port=settings.ops_port,
-        health=app.store.health,
-        metrics=app.metrics,
-        platforms={adapter.platform: adapter.connected for adapter in adapters},
-        clock=utc_now,
+    ops = operations_for(
+        settings, app, {adapter.platform: adapter.connected for adapter in adapters}
     )
-    if settings.inspector:
-        inspector = Inspector(
-            store=app.store, settings=settings, redactor=app.redactor or Redactor(), clock=utc_now
-        )
-        ops.mount(lambda web_app: install(web_app, inspector))
 
     async def stop_receiving() -> None:
         ops.draining = True
@@ -210,7 +235,8 @@ async def run_platforms(
         app.add_membership(directory_for(adapter))
         app.add_texts(adapter.texts)
         app.add_fetcher(adapter.files)
-        adapter.rate_limited = app.metrics.rate_limited_by(adapter.platform)
+        if app.metrics is not None:
+            adapter.rate_limited = app.metrics.rate_limited_by(adapter.platform)
     async with app:
         try:
             return await serve(app, connect(), (signal.SIGINT, signal.SIGTERM), stop_receiving)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from bot.inspector import guard, listing
+from bot.inspector import guard, listing, usage_page
 from bot.inspector.web import INSPECTOR, PREFIX, STATIC, Inspector
 
 
@@ -21,3 +21,4 @@ def install(app: web.Application, inspector: Inspector) -> None:
     app.router.add_static(f"{PREFIX}/static/", STATIC, append_version=False)
     app.add_routes(guard.routes)
     app.add_routes(listing.routes)
+    app.add_routes(usage_page.routes)
