@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from bot.settings import Settings
-from tests.browser import browser  # noqa: F401  (the fixture)
 from tests.cli_harness import threadbot
 from tests.inspector_harness import OPERATOR, TOKEN
 from tests.inspector_stories import Stories, both_stories
