@@ -23,7 +23,15 @@ import pytest
 from bot.settings import Settings
 from tests.cli_harness import threadbot
 from tests.inspector_harness import OPERATOR, TOKEN
-from tests.inspector_stories import Stories, both_stories
+from core.models.scripted import ScriptedCall, ScriptedTurn
+from tests.inspector_stories import (
+    CONSOLE_REQUEST,
+    PRICE,
+    SLACK_REQUEST,
+    Stories,
+    both_stories,
+)
+from tests.slack_harness import ALICE
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -106,3 +114,79 @@ async def test_without_a_session_401_and_by_another_host_name_421(
         by_address = await page.goto(f"http://127.0.0.1:{port}/inspector/")
         assert by_address is not None and by_address.status == 421
         assert "misdirected" in await page.inner_text("body")
+
+
+async def test_the_list_shows_both_and_a_page_shows_plan_approval_calls_and_cost(
+    browser: Any, settings: Settings, tmp_path: Path
+) -> None:
+    async with both_stories(settings) as stories:
+        page = await signed_in_page(browser, stories, "/inspector/")
+        rows = await page.eval_on_selector_all(
+            "#conversations tr[data-conversation]", "rows => rows.map(r => r.dataset.conversation)"
+        )
+        assert sorted(rows) == sorted([stories.slack_conversation, stories.console_conversation])
+        slack_row = page.locator(f"tr[data-conversation='{stories.slack_conversation}']")
+        assert "slack" in await slack_row.inner_text()
+        assert SLACK_REQUEST in await slack_row.inner_text()
+        console_row = page.locator(f"tr[data-conversation='{stories.console_conversation}']")
+        assert CONSOLE_REQUEST in await console_row.inner_text()
+        await page.screenshot(path=str(shots(tmp_path) / "inspector-conversations.png"))
+
+        async with page.expect_navigation():
+            await slack_row.locator(f"a[href$='{stories.slack_conversation}']").first.click()
+        timeline = page.locator("#timeline")
+        plan = timeline.locator("li[data-kind=model_turn]").first
+        assert "Plan v1" in await plan.inner_text()
+        assert "Reproduce the flaky test" in await plan.inner_text()
+        approval = await timeline.locator("li[data-kind=decision]").first.inner_text()
+        assert ALICE in approval and "approved" in approval and "by reaction" in approval
+        results = await timeline.locator("li[data-kind=tool_result]").all_inner_texts()
+        tools = timeline.locator("li[data-kind=tool_result] .title code.tool")
+        assert await tools.all_inner_texts() == ["propose_plan", "ask_user", "write_file", "finish"]
+        arguments = await timeline.locator("div.call[data-tool=write_file]").text_content()
+        assert arguments is not None and "conftest.py" in arguments  # its arguments, shown
+        assert "one session per test" in arguments
+        written = next(text for text in results if "write_file" in text)
+        assert "wrote 23 bytes to conftest.py" in written
+        # the cost: four priced calls of 100 in and 20 out at the price sheet's rates
+        per_call = 100 * PRICE.input + 20 * PRICE.output  # micro-dollars
+        assert await page.get_attribute("#cost", "data-micro-usd") == str(int(4 * per_call))
+        assert await page.inner_text("#cost") == f"${4 * per_call / 1_000_000:.4f}"
+        await page.screenshot(
+            path=str(shots(tmp_path) / "inspector-conversation.png"), full_page=True
+        )
+
+
+async def test_a_running_conversations_page_updates_without_a_reload(
+    browser: Any, settings: Settings
+) -> None:
+    async with both_stories(settings) as stories:
+        ws, model = stories.ws, stories.model
+        gate = asyncio.Event()
+        gated = ScriptedTurn(calls=[ScriptedCall("list_files", {"path": "."})], gate=gate)
+        model.add(
+            ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Look"]})]),
+            gated,
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Looked."})]),
+        )
+        root = await ws.mention("have a look around")
+        approval = ws.reaction_body(ws.post(root, "📋 Plan (v1)")["ts"], "white_check_mark")
+        await ws.deliver("events_api", approval)  # not settled: the run waits at the gate
+        await asyncio.wait_for(gated.started.wait(), 60)
+        [running] = [
+            c
+            for c in await ws.conversation_ids()
+            if c not in (stories.slack_conversation, stories.console_conversation)
+        ]
+        page = await signed_in_page(browser, stories, f"/inspector/conversations/{running}")
+        await page.evaluate("window.loadedOnce = true")  # gone if the page reloads
+        assert await page.locator("#timeline li[data-kind=tool_result]").count() == 1
+        await page.wait_for_selector("#live:not([hidden])")
+        gate.set()
+        await page.wait_for_selector(
+            "#timeline li[data-kind=tool_result] >> text=finish", timeout=60_000
+        )
+        await page.wait_for_selector("#lifecycle.lifecycle-done", timeout=60_000)
+        assert await page.evaluate("window.loadedOnce") is True
+        called = page.locator("#timeline li[data-kind=tool_result] .title code.tool")
+        assert await called.all_inner_texts() == ["propose_plan", "list_files", "finish"]
