@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from bot.settings import Settings
+from core.models.scripted import ScriptedCall, ScriptedTurn
 from tests.cli_harness import threadbot
 from tests.inspector_harness import OPERATOR, TOKEN
-from core.models.scripted import ScriptedCall, ScriptedTurn
 from tests.inspector_stories import (
     CONSOLE_REQUEST,
     PRICE,
