@@ -35,6 +35,7 @@ from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
 from conversations.schedules import Scheduler
 from conversations.sealing import Sealer
+from conversations.slots import Slots
 from conversations.store import Store
 from conversations.store.sql.failures import unreachable
 from conversations.store.wakeups import Topic
@@ -81,6 +82,9 @@ class App:
     """The app's installs in workspaces (Slack's OAuth flow), their tokens sealed in the
     store and learned by the redactor; None without ``SLACK_CLIENT_ID``. Kept fresh by a
     background task (:meth:`conversations.installs.Installs.keep_fresh`)."""
+    slots: Slots | None = None
+    """This process's slots (:mod:`conversations.slots`); None when no limit is set.
+    :meth:`start` drops the rows its name held before it started."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -142,6 +146,8 @@ class App:
         self._supervisor = asyncio.create_task(self._run_background(started), name="background")
         await started.wait()
         self.deliverer.wake()
+        if self.slots is not None:  # before a run here asks for one
+            await self.slots.drop_earlier()
         await self.hub.resume_running()
         await self.hub.resume_unhandled()
 
@@ -349,6 +355,7 @@ async def build(
         metrics=metrics,
         close_runner=close_runner,
         installs=installs,
+        slots=slots,
     )
     if installs is not None:
         app.supervise("installs", installs.keep_fresh)
