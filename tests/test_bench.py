@@ -51,6 +51,11 @@ def test_each_benchmark_runs_at_a_tiny_size(
     if number == 4:  # every answer arrived
         n = QUICK[4]["conversations"]
         assert f"threadbot {n}/{n}" in result.figures[0].notes[0]
+    if number == 10:  # each setup's time against the ideal, every answer arrived
+        n = QUICK[10]["conversations"]
+        for figure in result.figures:
+            assert figure.floor is not None and not figure.unmet, figure
+            assert figure.notes == [f"answers arrived by round: {n}"], figure
     if number in (5, 9):  # the story's statements were seen, its transactions split
         assert re.match(r"\d+ statements in \d+ write \+ \d+ read", result.figures[0].notes[0])
     if number in ALSO_POSTGRES:  # measured on both, the page's rows those of its query
