@@ -9,7 +9,8 @@ nothing); ``--json`` writes every figure to ``FILE``, with its rounds, its floor
 rounds, the per-round ratios and the verdict. Each benchmark runs in its own
 event loop on its own temporary SQLite files; benchmarks 8 and 9 on PostgreSQL,
 in databases they create on the server :mod:`bench._postgres` finds and drop
-after (without a server they are reported skipped, with the reason). What each
+after (without a server they are reported skipped, with the reason); benchmark 11
+on SQLite and, when a server answers, on PostgreSQL too. What each
 measures, and its floor, is in its module's docstring. Every figure is judged the
 same way (:mod:`bench._verdict`): its floor measured in the same run, rounds alternating,
 the verdict on the median of the per-round ratios, printed with their spread.
@@ -33,6 +34,7 @@ from typing import Any
 
 from bench import (
     cache_prefix,
+    inspector_list,
     long_conversation,
     many_conversations,
     mention_latency,
@@ -58,12 +60,17 @@ BENCHMARKS: dict[int, Benchmark] = {
     8: postgres_tool_calls.run,
     9: postgres_statements.run,
     10: runners.run,
+    11: inspector_list.run,
 }
 
 SPAN = f"{min(BENCHMARKS)}-{max(BENCHMARKS)}"
 
 ON_POSTGRES = frozenset({8, 9})
 """The benchmarks that need a PostgreSQL server (``bench._postgres``); skipped without."""
+
+ALSO_POSTGRES = frozenset({11})
+"""The benchmarks that measure on SQLite and, when a server answers, on PostgreSQL too
+(without one, their PostgreSQL figures are left out with a note saying why)."""
 
 SIZES: dict[int, dict[str, int]] = {
     1: {"events": 300, "rounds": 5},
@@ -83,9 +90,11 @@ SIZES: dict[int, dict[str, int]] = {
     8: {"calls": 250, "rounds": 5},
     9: {"rounds": 3},
     10: {"conversations": 1000, "rounds": 3, "delay_ms": 50, "concurrency": 100, "ray": 1},
+    11: {"conversations": 10_000, "requests": 20, "rounds": 5},
 }
 """The issue's sizes (at least 300 mentions, 500 tool calls in one conversation, 1,000
-conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting)."""
+conversations of 4 turns with a 50 ms model, 20 and 2,000 waiting, 10,000 conversations
+in the store under the inspector's list)."""
 
 QUICK: dict[int, dict[str, int]] = {
     1: {"events": 4, "rounds": 2},
@@ -98,6 +107,7 @@ QUICK: dict[int, dict[str, int]] = {
     8: {"calls": 8, "rounds": 2},
     9: {"rounds": 1},
     10: {"conversations": 4, "rounds": 1, "delay_ms": 5, "concurrency": 2, "ray": 0},
+    11: {"conversations": 30, "requests": 2, "rounds": 1},
 }
 """Tiny sizes for a smoke run (``--quick``, and the test that keeps the benchmarks alive)."""
 

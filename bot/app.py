@@ -30,11 +30,13 @@ from conversations.access import AccessPolicy
 from conversations.adapter import Sender
 from conversations.files import FileFetcher, FileLimits
 from conversations.hub import Hub, HubSettings, default_instance
+from conversations.inspect.commits import Commits
 from conversations.installs import Installs
 from conversations.membership import Membership
 from conversations.outbox import Clock, Deliverer
 from conversations.schedules import Scheduler
 from conversations.sealing import Sealer
+from conversations.slots import Slots
 from conversations.store import Store
 from conversations.store.sql.failures import unreachable
 from conversations.store.wakeups import Topic
@@ -84,6 +86,12 @@ class App:
     redactor: Redactor | None = None
     """The logs' redactor, which knows every secret of the settings and the installs'
     tokens (the run inspector serves nothing unredacted)."""
+    commits: Commits = field(default_factory=Commits)
+    """Tells the run inspector's live pages of each commit this process's engine makes
+    (:mod:`conversations.inspect.commits`)."""
+    slots: Slots | None = None
+    """This process's slots (:mod:`conversations.slots`); None when no limit is set.
+    :meth:`start` drops the rows its name held before it started."""
     failure: GaveUp | None = None
     _background: dict[str, Factory] = field(default_factory=dict)
     _group: asyncio.TaskGroup | None = None
@@ -145,6 +153,8 @@ class App:
         self._supervisor = asyncio.create_task(self._run_background(started), name="background")
         await started.wait()
         self.deliverer.wake()
+        if self.slots is not None:  # before a run here asks for one
+            await self.slots.drop_earlier()
         await self.hub.resume_running()
         await self.hub.resume_unhandled()
 
@@ -353,6 +363,8 @@ async def build(
         close_runner=close_runner,
         installs=installs,
         redactor=parts.redactor,
+        commits=parts.commits,
+        slots=slots,
     )
     if installs is not None:
         app.supervise("installs", installs.keep_fresh)

@@ -24,6 +24,7 @@ from bot.settings import Settings
 from bot.tracing import OFF, Traces, place_attributes
 from conversations.events import PlatformRef
 from conversations.hub import default_instance
+from conversations.inspect.commits import Commits
 from conversations.outbox import AnswerStreams
 from conversations.plan_cards import PlanCardRows
 from conversations.render import render_event
@@ -109,8 +110,10 @@ class EngineParts:
     ``engine`` over it, the settings ``layers`` and ``places`` (each conversation's and
     channel's settings), the workflow ``library``, the process's ``slots`` (None: no
     limit is set; the caller renews their rows with its leases), ``faults`` and
-    ``redactor``, and the ``streams`` the engine tells the answers as they are written
-    (the deliverer pushes them: :mod:`conversations.outbox._streams`)."""
+    ``redactor``, the ``streams`` the engine tells the answers as they are written
+    (the deliverer pushes them: :mod:`conversations.outbox._streams`), and ``commits``,
+    which tells the run inspector's live pages of each commit the engine makes
+    (:mod:`conversations.inspect.commits`)."""
 
     store: Store
     engine: Engine
@@ -121,6 +124,7 @@ class EngineParts:
     faults: Faults
     redactor: Redactor
     streams: AnswerStreams
+    commits: Commits
 
 
 async def open_engine(
@@ -185,10 +189,11 @@ async def open_engine(
     slots = slots_for(settings, layers, store, instance or default_instance())
     chosen = model or model_for(settings)
     streams = AnswerStreams(conversation=store.threads.find, redactor=redactor)
+    commits = Commits()
     engine = Engine(
         preview=streams,
         slots=slots.steps() if slots is not None else UNLIMITED,
-        journal=store.journal,
+        journal=commits.journal(store.journal),
         model=MeteredModel(chosen, metrics, prices) if metrics is not None else chosen,
         toolbox=tools,
         workflows=library,
@@ -217,4 +222,5 @@ async def open_engine(
         faults=faults,
         redactor=redactor,
         streams=streams,
+        commits=commits,
     )

@@ -170,7 +170,11 @@ def operations_for(
     )
     if settings.inspector:
         inspector = Inspector(
-            store=app.store, settings=settings, redactor=app.redactor or Redactor(), clock=utc_now
+            store=app.store,
+            settings=settings,
+            redactor=app.redactor or Redactor(),
+            clock=utc_now,
+            commits=app.commits,
         )
         ops.mount(lambda web_app: install(web_app, inspector))
     return ops

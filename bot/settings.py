@@ -449,7 +449,7 @@ class Settings(BaseSettings):
     fork and stop, in a browser) is served on the operations address under
     ``/inspector/``. Needs an operator (``[operators.NAME]``): each signs in with their
     token."""
-    inspector_hosts: list[str] = ["127.0.0.1", "localhost"]
+    inspector_hosts: CommaList = ["127.0.0.1", "localhost"]
     """The names a browser may reach the inspector by: its ``Host`` header, without the
     port, must be one of them (or ``ops_host``), else 421, so a DNS name an attacker
     points at this address reads nothing (DNS rebinding). Add the name your reverse proxy
@@ -532,6 +532,7 @@ class Settings(BaseSettings):
         "workspaces_may_loosen",
         "channels_may_loosen",
         "approval_scopes",
+        "inspector_hosts",
         mode="before",
     )
     @classmethod

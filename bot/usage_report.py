@@ -13,7 +13,8 @@ conversation, each line and the total also carry ``feedback``: ``{"positive": N,
 "negative": N}``, the people whose latest feedback on its answers is 👍 or 👎 (each
 person's latest, whatever ``--since``; a conversation with feedback and no model
 call in the report gets a line of zero calls), and the table a ``👍/👎`` column
-(docs/architecture.md, "What a person sees"). It reads
+(docs/architecture.md, "What a person sees"). The inspector's usage page serves
+the same object (:func:`read_report`, :func:`as_object`). It reads
 only: a database that is missing or not at the newest schema is an error (exit 2)
 that says what to do, as ``threadbot doctor`` does.
 """
@@ -33,6 +34,7 @@ from bot.settings import Settings
 from conversations.render import render_event
 from conversations.store.backends import is_memory
 from conversations.store.feedback import FeedbackCounts
+from conversations.store.interfaces import Store
 from conversations.store.sql import SqlStore, create_engine
 from conversations.store.usage import Grouping, UsageLine
 
@@ -85,14 +87,34 @@ def feedback_total(feedback: Mapping[str, FeedbackCounts]) -> FeedbackCounts:
     )
 
 
-def as_json(
-    by: Grouping,
-    since: datetime | None,
-    lines: list[UsageLine],
-    feedback: Mapping[str, FeedbackCounts] | None = None,
-) -> str:
-    """The report as one JSON object (see the module docstring); ``feedback`` (by
-    conversation id) adds each line's and the total's ``feedback``."""
+@dataclasses.dataclass(frozen=True)
+class UsageReport:
+    """A usage report as read from the store: what its lines are per, the earliest
+    call time it counts (``None``: all), its lines sorted by key, and by conversation
+    each conversation's feedback (``None`` for the other groupings)."""
+
+    by: Grouping
+    since: datetime | None
+    lines: list[UsageLine]
+    feedback: Mapping[str, FeedbackCounts] | None = None
+
+
+async def read_report(store: Store, by: Grouping, since: datetime | None) -> UsageReport:
+    """The report of ``store``'s model calls at ``since`` or later, per ``by``: the one
+    reading of the figures that ``threadbot usage`` and the inspector's usage page
+    show (docs/architecture.md, "Usage charts")."""
+    lines = await store.usage.report(by, since)
+    if by != "conversation":
+        return UsageReport(by, since, lines)
+    feedback = await store.feedback.counts()
+    return UsageReport(by, since, with_feedback(lines, feedback), feedback)
+
+
+def as_object(report: UsageReport) -> dict[str, Any]:
+    """The report as the JSON object of ``threadbot usage --json`` and the inspector's
+    ``usage.json`` (see the module docstring); by conversation, each line and the total
+    carry their ``feedback``."""
+    feedback = report.feedback
 
     def shown(line: UsageLine, counts: FeedbackCounts | None = None) -> dict[str, Any]:
         priced = line.calls - line.unpriced
@@ -110,13 +132,12 @@ def as_json(
             "unpriced_calls": line.unpriced,
         } | said
 
-    report = {
-        "by": by,
-        "since": since.isoformat() if since else None,
-        "lines": [shown(line) for line in lines],
-        "total": shown(total(lines), feedback_total(feedback or {})),
+    return {
+        "by": report.by,
+        "since": report.since.isoformat() if report.since else None,
+        "lines": [shown(line) for line in report.lines],
+        "total": shown(total(report.lines), feedback_total(feedback or {})),
     }
-    return json.dumps(report, indent=2)
 
 
 def _counts(counts: FeedbackCounts | None) -> dict[str, int]:
@@ -196,11 +217,11 @@ async def usage(settings: Settings, by: Grouping, since: datetime | None, json_o
         return 2
     store = SqlStore(engine=create_engine(settings.database_url), render=render_event)
     try:
-        lines = await store.usage.report(by, since)
-        feedback = await store.feedback.counts() if by == "conversation" else None
+        report = await read_report(store, by, since)
     finally:
         await store.close()
-    if feedback is not None:
-        lines = with_feedback(lines, feedback)
-    print(as_json(by, since, lines, feedback) if json_out else as_table(by, lines, feedback))
+    if json_out:
+        print(json.dumps(as_object(report), indent=2))
+    else:
+        print(as_table(by, report.lines, report.feedback))
     return 0

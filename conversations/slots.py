@@ -18,6 +18,8 @@ the process's side of it (docs/architecture.md, "Limits and priorities"):
   (:meth:`conversations.store.leases.Leases.keep_renewed` calls :meth:`Slots.renew_all`),
   so a process that dies loses its slots ``ttl`` seconds later (at once for another
   process of its host).
+- :meth:`Slots.drop_earlier`, at the start, drops the rows left under the process's
+  name by its earlier life (a restart under the same ``THREADBOT_INSTANCE``).
 - :meth:`Slots.steps` is core's :class:`core.run.slots.StepSlots`: a model call or a
   command waits for a ``model`` or ``command`` slot under the cluster's limits.
 """
@@ -173,6 +175,22 @@ class Slots:
             if (waiter := self._waiting.get(slot_id)) is not None:
                 waiter.dropped = True  # its wait sees the row gone and asks again
                 waiter.changed.set()
+
+    async def drop_earlier(self) -> int:
+        """Drop the rows the store keeps under this process's name from before it started
+        (a restart under the same ``THREADBOT_INSTANCE``, which takes its leases back at
+        once too): no waiter here has them, and a name, unlike a ``host:pid``, never
+        looks gone, so they would hold their slots, and the queue behind them, until
+        they lapsed ``ttl`` seconds on. Each drop runs its category's pass. Call it
+        before this process asks for a slot; how many were dropped."""
+        mine = set(self._waiting) | self._held | self._early
+        earlier = [s.id for s in await self._store.slots() if s.holder == self.owner]
+        dropped = [slot_id for slot_id in earlier if slot_id not in mine]
+        for slot_id in dropped:
+            await self._release(slot_id)
+        if dropped:
+            log.info("dropped %d slot(s) this instance held before it started", len(dropped))
+        return len(dropped)
 
     async def _asked(self, ask: SlotAsk) -> tuple[int, Standing]:
         """Ask the store; a cancellation while the ask is under way deletes the row once

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _missing
-
 CANDIDATES = ("chromium", "chromium-browser")
 """The names Debian's (and Ubuntu's) Chromium is on ``PATH`` by."""
 
@@ -37,6 +35,8 @@ def chromium_path() -> str | None:
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
     """A headless Chromium (a Playwright ``Browser``), closed after the test."""
+    from tests.conftest import _missing  # conftest imports this module for the fixture
+
     try:
         from playwright.async_api import async_playwright
     except ImportError:

@@ -15,6 +15,7 @@ from bot.settings import Settings
 from core.models.scripted import ScriptedModel
 from tests import postgres
 from tests import ray_cluster as ray_cluster_
+from tests.browser import browser  # noqa: F401  (the fixture: headless Chromium)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from bot.metrics import Metrics
 from bot.operators import Operator, token_sha256
 from bot.ops import Operations
 from bot.settings import Settings
+from conversations.inspect.commits import Commits
 from conversations.store.interfaces import Store
 from core.secrets import Redactor
 
@@ -139,10 +140,17 @@ async def inspector_served(
     *,
     redactor: Redactor | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    commits: Commits | None = None,
 ) -> AsyncIterator[Served]:
-    """Serve the inspector over ``store`` with ``settings`` (see :func:`with_operator`)."""
+    """Serve the inspector over ``store`` with ``settings`` (see :func:`with_operator`);
+    ``commits``: the engine's (``App.commits``) when the app runs in this process, so the
+    live pages hear its commits at once (else they poll)."""
     inspector = Inspector(
-        store=store, settings=settings, redactor=redactor or Redactor(), clock=clock
+        store=store,
+        settings=settings,
+        redactor=redactor or Redactor(),
+        clock=clock,
+        commits=commits or Commits(),
     )
     ops = Operations(
         host="127.0.0.1",

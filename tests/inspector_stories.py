@@ -104,7 +104,9 @@ async def both_stories(settings: Settings, **inspector: object) -> AsyncIterator
         assert "✅ It runs the whole suite." in out.getvalue(), out.getvalue()
         [console_conversation] = [c for c in await ws.conversation_ids() if c != slack_conversation]
 
-        async with inspector_served(ws.app.store, settings, redactor=ws.app.redactor) as served:
+        async with inspector_served(
+            ws.app.store, settings, redactor=ws.app.redactor, commits=ws.app.commits
+        ) as served:
             yield Stories(
                 ws=ws,
                 model=model,

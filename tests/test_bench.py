@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import ON_POSTGRES, QUICK, main, run_all, summary
+from bench.__main__ import ALSO_POSTGRES, ON_POSTGRES, QUICK, main, run_all, summary
 from bench._report import Figure, Result, render
 from bench._verdict import Target, in_turn, judge, ratios
 
@@ -28,7 +28,7 @@ from bench._verdict import Target, in_turn, judge, ratios
 def test_each_benchmark_runs_at_a_tiny_size(
     number: int, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if number in ON_POSTGRES:
+    if number in ON_POSTGRES | ALSO_POSTGRES:
         server = request.getfixturevalue("postgres_server")
         url = server.url.render_as_string(hide_password=False)
         monkeypatch.setenv("THREADBOT_TEST_DATABASE_URL", url)
@@ -51,8 +51,17 @@ def test_each_benchmark_runs_at_a_tiny_size(
     if number == 4:  # every answer arrived
         n = QUICK[4]["conversations"]
         assert f"threadbot {n}/{n}" in result.figures[0].notes[0]
+    if number == 10:  # each setup's time against the ideal, every answer arrived
+        n = QUICK[10]["conversations"]
+        for figure in result.figures:
+            assert figure.floor is not None and not figure.unmet, figure
+            assert figure.notes == [f"answers arrived by round: {n}"], figure
     if number in (5, 9):  # the story's statements were seen, its transactions split
         assert re.match(r"\d+ statements in \d+ write \+ \d+ read", result.figures[0].notes[0])
+    if number in ALSO_POSTGRES:  # measured on both, the page's rows those of its query
+        ons = [figure.key.rsplit("_", 2)[1] for figure in result.figures]
+        assert ons == ["sqlite", "sqlite", "postgresql", "postgresql"], ons
+        assert not any(figure.unmet for figure in result.figures)
 
 
 @pytest.mark.parametrize("number", sorted(ON_POSTGRES))

@@ -178,7 +178,7 @@ async def test_the_console_picks_by_number_reaction_or_by_replying_the_number(
     assert any(line.startswith("+1️⃣ N / >N 1") for line in HELP)
 
 
-@pytest.mark.parametrize("platform", ["slack", "console"])
+@pytest.mark.parametrize("platform", ["slack", "discord", "console"])
 async def test_a_reply_in_words_still_answers_and_is_shown(settings, platform) -> None:
     model = story()
     async with on(platform, settings, model) as thread:

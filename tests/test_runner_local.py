@@ -6,14 +6,15 @@ lifecycle), then :class:`RunEnded`; a reply that names the question it answers i
 checked against the pending one (the verified resume) and, when that is no longer
 pending, is taken as an ordinary message; a run that passes its deadline is cut (its
 running call cancelled; a read-only one runs again in the next run) and goes on from
-the journal later; leaving the stream, or :meth:`cancel`, stops a run at once
-(docs/architecture.md, "Runners").
+the journal later; leaving the stream, or :meth:`cancel`, stops a run at once; a run
+whose runner is lost mid-run is sent again by the hub as its next attempt, from the
+journal (docs/architecture.md, "Runners").
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,15 @@ from core.models.base import ToolKind, ToolSpec
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.engine import Engine
 from core.runner.local import LocalRunner
-from core.runner.protocol import RunEnded, RunItem, RunKind, RunRequest, RunUpdate
+from core.runner.protocol import (
+    RunEnded,
+    RunItem,
+    RunKind,
+    Runner,
+    RunnerLost,
+    RunRequest,
+    RunUpdate,
+)
 from core.tools.base import Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
 from core.vocabulary.entries import UserText
@@ -37,6 +46,8 @@ from core.vocabulary.people import Person
 from core.vocabulary.run_events import PlanProposed, QuestionAsked
 from core.workflows import default_workflow
 from tests.conftest import wait_for
+from tests.harness import Chat
+from tests.test_slack_story import finish
 
 ALICE = Person(id="U0ALICE001", name="alice")
 
@@ -221,3 +232,44 @@ def test_a_request_that_lacks_what_its_kind_needs_is_refused() -> None:
         RunRequest(conversation_id="c", run_id="r", kind=RunKind.GO_ON, answers="req-1")
     with pytest.raises(pydantic.ValidationError):
         RunRequest(conversation_id="c", run_id="r", kind=RunKind.GO_ON, attempt=0)
+
+
+class LostOnce:
+    """A runner over the hub's own that is lost (:class:`RunnerLost`) once, after the
+    first commit of its first run, as a Ray actor that dies mid-run; the requests it
+    was asked, in order."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.asked: list[RunRequest] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def run(self, request: RunRequest) -> AsyncIterator[RunItem]:
+        self.asked.append(request)
+        async for item in self.inner.run(request):
+            yield item
+            if len(self.asked) == 1:
+                raise RunnerLost("the actor died")
+
+
+async def test_a_run_whose_runner_is_lost_is_sent_again_as_its_next_attempt(make_app) -> None:
+    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("list_files", {})]), finish("Done.")])
+    app = await make_app(model)
+    lost = LostOnce(app.hub._runs._runner)
+    app.hub._runs._runner = lost
+    chat = Chat(app)
+    await app.start()
+    await chat.mention("what is here? workflow=chat", settle=False)
+    await wait_for(lambda: any(line.startswith("✅ Done.") for line in chat.said()))
+
+    assert [(r.kind, r.attempt) for r in lost.asked] == [
+        (RunKind.START, 1),
+        (RunKind.GO_ON, 2),  # its input journaled: it goes on from the journal
+    ]
+    assert len({r.run_id for r in lost.asked}) == 2
+    snap = await chat.snapshot()
+    assert snap.status.lifecycle is Lifecycle.DONE
+    requests = [r.entry for r in snap.journal if isinstance(r.entry, UserText)]
+    assert [t.role for t in requests] == ["request"]  # the mention journaled once

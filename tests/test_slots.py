@@ -7,8 +7,9 @@ run that waits less than ``queued_after`` says nothing; the message is posted on
 run has waited ``queued_after`` and edited at most every ``queued_edit_every``; a
 higher-priority channel's run starts before an older one of a lower channel, and a
 workflow's priority counts; a second command waits for the first under
-``commands_at_once``; a stop while queued leaves the queue, its message posted or not;
-the limits hold across two bots on one database; a dead holder's slot frees up. The
+``commands_at_once``, a second model call under ``model_calls_at_once``; a stop while
+queued leaves the queue, its message posted or not; the limits hold across two bots on
+one database; a dead holder's slot frees up. The
 store's part, every backend: ``tests/test_slots_store.py`` and
 ``tests/test_slot_pass.py``. Most tests here set ``queued_after`` and
 ``queued_edit_every`` to 0, to see the message at the first look.
@@ -406,6 +407,43 @@ async def test_a_second_command_waits_for_the_first_under_commands_at_once(
         tool.gate("two").set()
         await app.hub.settled()
         assert tool.ran == ["one", "two"]
+        assert await app.store.slots.slots() == []
+    finally:
+        await app.close()
+
+
+async def test_a_second_model_call_waits_for_the_first_under_model_calls_at_once(
+    settings: Settings,
+) -> None:
+    settings.model_calls_at_once = 1
+    first = ScriptedTurn(calls=[ScriptedCall("list_files", {})], gate=asyncio.Event())
+    model = ScriptedModel([first, finish("two done"), finish("one done")])
+    app = await build(settings, model=model)
+    try:
+        chat = Chat(app)
+        await app.start()
+        await chat.mention("run one workflow=chat", settle=False)
+        one = (await chat.snapshot()).id
+        await asyncio.wait_for(first.started.wait(), 30)  # one's model call is in flight
+        await chat.mention("run two workflow=chat", settle=False)
+        two = (await chat.snapshot()).id
+
+        async def second_waits() -> bool:
+            rows = await app.store.slots.slots(Category.MODEL)
+            return [(r.conversation_id, r.state.value) for r in rows] == [
+                (one, "held"),
+                (two, "waiting"),
+            ]
+
+        await wait_for(second_waits)
+        assert len(model.requests) == 1  # two's call waits for one's slot, unsent
+
+        assert first.gate is not None
+        first.gate.set()  # one's call answers: its slot goes to two's call
+        await app.hub.settled()
+        assert asked(model, "run one", "run two") == ["run one", "run two", "run one"]
+        answers = [line for line in chat.said() if line.startswith("✅")]
+        assert sorted(answers) == ["✅ one done", "✅ two done"], chat.said()
         assert await app.store.slots.slots() == []
     finally:
         await app.close()

@@ -34,6 +34,7 @@ from conversations.store.claims import DeliveryClaims
 from conversations.store.feedback import Feedback
 from conversations.store.forks import Forks
 from conversations.store.health import StoreHealth
+from conversations.store.inspection import Inspection
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import Leases
 from conversations.store.memory import MemoryStore
@@ -1151,6 +1152,7 @@ INTERFACES: dict[str, type[Any]] = {
     "oauth_states": OAuthStates,
     "approvals": ApprovalRules,
     "operator_sessions": OperatorSessions,
+    "inspection": Inspection,
 }
 
 
@@ -1167,11 +1169,12 @@ ELSEWHERE = (
     "test_installations_store.py",
     "test_approval_rules_store.py",
     "test_operator_sessions_store.py",
+    "test_inspection_store.py",
 )
 """Modules holding the contract of ``usage`` and ``outputs``, of ``claims`` (beside the
 deliverer's use of it), of ``wakeups``, of ``health``, of ``schedules``, of ``slots``, of
 ``feedback``, of ``audit``, of ``forks``, of ``installations`` and ``oauth_states``, of
-``approvals`` and of ``operator_sessions``."""
+``approvals``, of ``operator_sessions`` and of ``inspection``."""
 
 
 def test_the_contract_calls_every_method_of_every_interface() -> None:

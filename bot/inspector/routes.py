@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from bot.inspector import guard
+from bot.inspector import guard, listing, timeline_page, usage_page
 from bot.inspector.web import INSPECTOR, PREFIX, STATIC, Inspector
 
 
@@ -20,3 +20,7 @@ def install(app: web.Application, inspector: Inspector) -> None:
     app.middlewares.append(guard.guard)
     app.router.add_static(f"{PREFIX}/static/", STATIC, append_version=False)
     app.add_routes(guard.routes)
+    app.add_routes(listing.routes)
+    timeline_page.setup(app)
+    app.add_routes(timeline_page.routes)
+    app.add_routes(usage_page.routes)

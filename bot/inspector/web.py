@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 from aiohttp import web
 
 from bot.settings import Settings
 from conversations.events import PlatformRef
+from conversations.inspect.commits import Commits
 from conversations.store.interfaces import Store
 from core.secrets import Redactor
 from core.vocabulary.audit import Audited, Outcome
@@ -83,20 +85,32 @@ def duration(seconds: float | None) -> str:
 @dataclass
 class Inspector:
     """What the inspector's pages use: ``store`` (the bot's), ``settings``, ``redactor``
-    (applied to everything served) and ``clock`` (aware UTC)."""
+    (applied to everything served) and ``clock`` (aware UTC); ``commits``: this process's
+    commits, told at once to the live pages (:mod:`conversations.inspect.commits`; one
+    of its own when the engine's is not given: the pages then poll alone)."""
 
     store: Store
     settings: Settings
     redactor: Redactor
     clock: Callable[[], datetime]
+    commits: Commits = field(default_factory=Commits)
 
     def __post_init__(self) -> None:
         self._templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
+            finalize=self._redacted,
         )
         self._templates.filters.update(dollars=dollars, when=when, duration=duration)
+
+    def _redacted(self, value: Any) -> Any:
+        """Each value a template prints, redacted before it is escaped: a secret with an
+        ``&`` or a quote in it is still found (the page is redacted again as a whole);
+        markup a template marked safe stays markup."""
+        if isinstance(value, markupsafe.Markup):
+            return markupsafe.Markup(self.redact(value))
+        return self.redact(value) if isinstance(value, str) else value
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced (:meth:`core.secrets.Redactor.redact`)."""

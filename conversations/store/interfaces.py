@@ -36,6 +36,8 @@ Who takes which (docs/architecture.md, "Inside the packages"):
   signed-in browsers. Taken by :mod:`bot.inspector`.
 - :class:`~conversations.store.approvals.ApprovalRules`: approvals remembered for a run
   or a channel. Taken by the engine, ``threadbot policy`` and ``settings explain``.
+- :class:`~conversations.store.inspection.Inspection`: the conversations listed, filtered
+  and paged. Taken by the run inspector (``bot/inspector/``).
 
 A backend implements every interface over one database and hands them out as one
 :class:`Store` (``conversations.store.sql``: SQLAlchemy, SQLite the embedded default;
@@ -63,6 +65,7 @@ from conversations.store.feedback import Feedback
 from conversations.store.forks import Forks
 from conversations.store.health import StoreHealth
 from conversations.store.inbox import Inbox as Inbox
+from conversations.store.inspection import Inspection
 from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.operator_sessions import OperatorSessions
@@ -384,6 +387,12 @@ class Store(Protocol):
     @property
     def approvals(self) -> ApprovalRules:
         """Approvals remembered past their call (:mod:`conversations.store.approvals`)."""
+        ...
+
+    @property
+    def inspection(self) -> Inspection:
+        """The conversations as the run inspector lists them
+        (:mod:`conversations.store.inspection`)."""
         ...
 
     async def close(self) -> None:

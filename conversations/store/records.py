@@ -65,12 +65,15 @@ class RequestMessage:
 
 @dataclass(frozen=True)
 class ConversationInfo:
-    """A conversation as the hub sees it: binding, requester and status."""
+    """A conversation as the hub sees it: binding, requester and status; ``changed_at``:
+    when it was last committed (UTC; every commit moves it, so a reader that polls
+    knows when to read the journal again: :mod:`conversations.inspect.follow`)."""
 
     id: str
     binding: PlatformRef
     requester: Person
     status: Status
+    changed_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ def info_of(row: ConversationRow) -> ConversationInfo:
         binding=binding_of(row),
         requester=Person(id=row.requester_id, name=row.requester_name),
         status=status_of(row),
+        changed_at=as_utc(row.updated_at),
     )
 
 

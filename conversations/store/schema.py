@@ -37,7 +37,10 @@ class ConversationRow(Base):
     """A conversation, its thread binding, lifecycle status and workflow position."""
 
     __tablename__ = "conversations"
-    __table_args__ = (UniqueConstraint("platform", "workspace", "channel", "thread"),)
+    __table_args__ = (
+        UniqueConstraint("platform", "workspace", "channel", "thread"),
+        Index("ix_conversations_started", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     platform: Mapped[str] = mapped_column(String(32))

@@ -23,6 +23,7 @@ from conversations.store.memory.feedback import MemoryFeedback
 from conversations.store.memory.forks import MemoryForks
 from conversations.store.memory.health import MemoryHealth
 from conversations.store.memory.inbox import MemoryInbox
+from conversations.store.memory.inspection import MemoryInspection
 from conversations.store.memory.installations import MemoryInstallations, MemoryOAuthStates
 from conversations.store.memory.journal import MemoryJournal
 from conversations.store.memory.leases import MemoryLeases
@@ -84,6 +85,7 @@ class MemoryStore:
         self.oauth_states = MemoryOAuthStates(self._tables)
         self.operator_sessions = MemoryOperatorSessions(self._tables)
         self.approvals = MemoryApprovalRules(self._tables)
+        self.inspection = MemoryInspection(self._tables)
 
     @property
     def on_outbox(self) -> OutboxListener:

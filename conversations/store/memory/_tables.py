@@ -67,7 +67,11 @@ class Conversation:
     def info(self) -> ConversationInfo:
         """As the hub sees it."""
         return ConversationInfo(
-            id=self.id, binding=self.binding, requester=self.requester, status=self.status
+            id=self.id,
+            binding=self.binding,
+            requester=self.requester,
+            status=self.status,
+            changed_at=self.updated_at,
         )
 
 

@@ -26,6 +26,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 - ``audit``: every decision and refused attempt (the journal writes a decision's row)
 - ``installations``: the app's installs per workspace (tokens sealed), and OAuth states
 - ``approvals``: approvals remembered for a run or a channel, listed and revoked
+- ``inspection``: the run inspector's list of conversations, a page per statement
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from conversations.store.sql.feedback import SqlFeedback
 from conversations.store.sql.forks import SqlForks
 from conversations.store.sql.health import SqlHealth
 from conversations.store.sql.inbox import SqlInbox
+from conversations.store.sql.inspection import SqlInspection
 from conversations.store.sql.installations import SqlInstallations, SqlOAuthStates
 from conversations.store.sql.journal import SqlJournal
 from conversations.store.sql.leases import SqlLeases
@@ -106,6 +108,7 @@ class SqlStore:
         self.oauth_states = SqlOAuthStates(self._db)
         self.operator_sessions = SqlOperatorSessions(self._db)
         self.approvals = SqlApprovalRules(self._db)
+        self.inspection = SqlInspection(self._db)
 
     @property
     def on_outbox(self) -> OutboxListener:

@@ -1,0 +1,180 @@
+"""The ``Inspection`` interface of the store: the run inspector's list of conversations.
+
+One :class:`ConversationSummary` per conversation, newest first, filtered and searched,
+a page at a time (keyset paging: a :class:`Cursor` names the last row of a page, and
+the next page starts after it, so a page costs the same however deep it is). Read by
+the inspector's list page, ``GET /inspector/`` (docs/architecture.md, "The run
+inspector"); every backend answers alike (``tests/test_inspection_store.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from core.vocabulary.lifecycle import ENDED, Lifecycle, Status
+
+PAGE_SIZE = 50
+"""Rows on a page unless asked otherwise."""
+
+MAX_PAGE_SIZE = 100
+"""The most rows a page holds."""
+
+REQUEST_CHARS = 200
+"""How much of a conversation's first request a summary carries (characters)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_CURSOR = re.compile(r"(\d{1,20})\.([0-9A-Za-z_-]{1,64})")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended: its last row's ``started`` (UTC) and ``id``; the next page holds
+    the rows before it in the list's order (``started`` then ``id``, both descending)."""
+
+    started: datetime
+    id: str
+
+    def token(self) -> str:
+        """The cursor as a URL-safe text: ``<microseconds since 1970 UTC>.<id>``."""
+        micros = (self.started - _EPOCH) // timedelta(microseconds=1)
+        return f"{micros}.{self.id}"
+
+    @classmethod
+    def parse(cls, token: str) -> Cursor:
+        """The cursor :meth:`token` gave; raises :class:`ValueError` for any other text."""
+        found = _CURSOR.fullmatch(token)
+        if found is None:
+            raise ValueError(f"not a page cursor: {token[:80]!r}")
+        started = _EPOCH + timedelta(microseconds=int(found[1]))
+        return cls(started=started, id=found[2])
+
+
+@dataclass(frozen=True)
+class ConversationFilter:
+    """Which conversations a page lists; each field only when given (None, or an empty
+    ``text``, lets everything through), all of them together.
+
+    - ``platform``: ``slack``, ``discord``, ``console``;
+    - ``workspace``: the Slack team or Discord guild id;
+    - ``channel``: a channel id, matching the conversation's channel or, for a Discord
+      thread (a channel of its own), the channel it was started in;
+    - ``lifecycle``: the status (``waiting`` whatever it waits for);
+    - ``requester``: the platform user id of whoever started it (never a display name);
+    - ``workflow``: the name of the workflow it runs (:attr:`ConversationSummary.workflow`);
+    - ``text``: searched, case-insensitively (ASCII letters at least: SQLite's ``lower``),
+      as a part of the conversation's id or of its first request's text (its first
+      ``user_text`` journal entry, the words the conversation was opened with; later
+      requests, answers, notes and the bot's own texts are not searched).
+    """
+
+    platform: str | None = None
+    workspace: str | None = None
+    channel: str | None = None
+    lifecycle: Lifecycle | None = None
+    requester: str | None = None
+    workflow: str | None = None
+    text: str | None = None
+
+    @property
+    def search(self) -> str | None:
+        """The search text without its surrounding blanks; None when there is none."""
+        text = (self.text or "").strip()
+        return text or None
+
+
+def like_pattern(text: str) -> str:
+    """``text`` as a ``LIKE`` pattern matching it anywhere, its ``%``, ``_`` and ``\\``
+    escaped with ``\\`` (the escape character the SQL store names)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One conversation as the list shows it.
+
+    The place: ``platform``, ``workspace`` (Slack team, Discord guild; empty for the
+    console), ``channel`` and ``thread`` as bound, ``home`` the channel whose settings
+    apply (a Discord thread's parent). ``requester_id`` is the platform user id;
+    ``requester_name`` the display name stored with it, for reading only. ``status``:
+    the lifecycle and what it waits for; ``position``: the workflow's current state
+    (``planning``, ``fix``, ``review/check``); ``workflow``: the name of the workflow it
+    runs, journaled once with its first request (``WorkflowChosen``; None: none yet, an
+    ``idle`` conversation, or one journaled before workflows, which runs ``default``).
+    ``request``: the first :data:`REQUEST_CHARS` characters of its first ``user_text``
+    entry, the words it was opened with ("" before they are journaled).
+    ``started``: when it was opened (UTC); ``ended``: its last change, when its status
+    ended a run (``done``, ``failed``, ``cancelled``), else None. The model calls:
+    ``model_calls`` in number, ``tokens`` of every kind, ``cost_micro_usd`` the sum of
+    the priced calls' costs in micro-dollars (None when it made calls and none had a
+    price; 0 with no call) and ``unpriced_calls`` how many had no price.
+    """
+
+    id: str
+    platform: str
+    workspace: str
+    channel: str
+    home: str
+    thread: str
+    requester_id: str
+    requester_name: str
+    status: Status
+    position: str
+    workflow: str | None
+    request: str
+    started: datetime
+    ended: datetime | None
+    model_calls: int
+    tokens: int
+    cost_micro_usd: int | None
+    unpriced_calls: int
+
+    def duration(self, now: datetime) -> timedelta:
+        """How long it ran: from ``started`` to ``ended``, or to ``now`` (UTC) while it is
+        idle, runs or waits; never negative."""
+        end = self.ended or now
+        return max(end - self.started, timedelta(0))
+
+
+def ended_at(status: Status, changed: datetime) -> datetime | None:
+    """``changed`` (a conversation's last change) when ``status`` ended a run, else None."""
+    return changed if status.lifecycle in ENDED else None
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """A page of the list: its ``rows``, newest first, and the cursor of the next page
+    (None on the last one)."""
+
+    rows: list[ConversationSummary]
+    next: Cursor | None
+
+
+def page_size(limit: int) -> int:
+    """``limit`` when it is from 1 to :data:`MAX_PAGE_SIZE`; raises :class:`ValueError`
+    otherwise."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ValueError(f"a page holds 1 to {MAX_PAGE_SIZE} rows, not {limit}")
+    return limit
+
+
+class Inspection(Protocol):
+    """What the run inspector reads of the store's conversations."""
+
+    async def conversations(
+        self,
+        where: ConversationFilter | None = None,
+        *,
+        after: Cursor | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> ConversationPage:
+        """A page of the conversations ``where`` lets through, newest first (by
+        ``started``, then by id, both descending), starting after ``after`` (None: the
+        first page), at most ``limit`` rows. Raises :class:`ValueError` for a ``limit``
+        outside 1 to :data:`MAX_PAGE_SIZE`. The model calls are read for the page's
+        conversations only, so a page costs the same with 10 or 10,000 conversations
+        stored (``make bench``, benchmark 11)."""
+        ...
