@@ -176,7 +176,7 @@ def operations_for(
             clock=utc_now,
             commits=app.commits,
         )
-        ops.mount(lambda web_app: install(web_app, inspector))
+        ops.mount(lambda web_app: install(web_app, inspector, stopper=app.hub.stopper))
     return ops
 
 

@@ -27,6 +27,7 @@ from bot.operators import Operator, token_sha256
 from bot.ops import Operations
 from bot.settings import Settings
 from conversations.inspect.commits import Commits
+from conversations.stopping import Stopper
 from conversations.store.interfaces import Store
 from core.secrets import Redactor
 
@@ -141,10 +142,12 @@ async def inspector_served(
     redactor: Redactor | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     commits: Commits | None = None,
+    stopper: Stopper | None = None,
 ) -> AsyncIterator[Served]:
     """Serve the inspector over ``store`` with ``settings`` (see :func:`with_operator`);
     ``commits``: the engine's (``App.commits``) when the app runs in this process, so the
-    live pages hear its commits at once (else they poll)."""
+    live pages hear its commits at once (else they poll); ``stopper``: the hub's
+    (``App.hub.stopper``), for the page's Stop."""
     inspector = Inspector(
         store=store,
         settings=settings,
@@ -160,7 +163,7 @@ async def inspector_served(
         platforms={},
         clock=clock,
     )
-    ops.mount(lambda app: install(app, inspector))
+    ops.mount(lambda app: install(app, inspector, stopper=stopper))
     address = await ops.start()
     served = Served(address, inspector)
     try:

@@ -105,7 +105,11 @@ async def both_stories(settings: Settings, **inspector: object) -> AsyncIterator
         [console_conversation] = [c for c in await ws.conversation_ids() if c != slack_conversation]
 
         async with inspector_served(
-            ws.app.store, settings, redactor=ws.app.redactor, commits=ws.app.commits
+            ws.app.store,
+            settings,
+            redactor=ws.app.redactor,
+            commits=ws.app.commits,
+            stopper=ws.app.hub.stopper,
         ) as served:
             yield Stories(
                 ws=ws,

@@ -1,5 +1,5 @@
-"""``threadbot fork`` against a running bot, and across a restart (docs/architecture.md,
-"Rewind and fork").
+"""``threadbot fork`` against a running bot and across a restart, and the inspector's Stop
+across instances (docs/architecture.md, "Rewind and fork").
 
 A real ``threadbot run`` on Slack (HTTP mode) against the local Slack fake, with the
 real ``anthropic`` client against the local Messages API fake, on one SQLite file
@@ -10,7 +10,9 @@ posts it at the top of the channel and goes on in that thread; a fork written wh
 bot runs is started by the next one. Each fork's first request holds the original's
 journal up to the entry forked at (the original's request made right after it) and
 then the fork's note. A refused operator, an unknown conversation and an entry outside
-the journal exit 2, saying why, and write nothing.
+the journal exit 2, saying why, and write nothing. A stop posted on one instance's
+inspector page reaches the run another instance holds: that one kills the command and
+ends the run, and the thread says the operator stopped it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from core.run.fork import fork_note
 from tests.cli_harness import threadbot
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi
-from tests.process_harness import BotProcess, Channel, eventually
+from tests.inspector_harness import Client
+from tests.process_harness import BotProcess, Channel, eventually, live_with, sleep_marker
 from tests.slack_harness import CHANNEL
 
 TOKEN = "dana-operator-token-0123456789"
@@ -155,3 +158,52 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
     )
     assert forks == [("operator:dana", "command", "forked", str(at))] * 2
     assert sorted(again.query("select lifecycle from conversations")) == [("done",)] * 3
+
+
+async def test_a_stop_from_one_instances_page_stops_the_run_another_instance_holds(
+    tmp_path: Path, fakes: tuple[FakeSlackApi, FakeAnthropicServer, Channel]
+) -> None:
+    api, model, channel = fakes
+    (tmp_path / "threadbot.toml").write_text(
+        f'[operators.dana]\ntoken_sha256 = "{token_sha256(TOKEN)}"\n'
+    )
+    marker = sleep_marker()  # this test's command alone sleeps so long
+    model.add(
+        [tool_use("toolu_plan", "propose_plan", {"steps": ["Run the long job"]})],
+        [tool_use("toolu_job", "run_command", {"command": f"sleep {marker}"})],
+    )
+    settings = {"progress_interval": "0", "lease_ttl": "600", "inspector": "true"}
+    runner = BotProcess(tmp_path, api, model.base_url, **settings)
+    other = BotProcess(tmp_path, api, model.base_url, **settings)
+    try:
+        await runner.start()
+        await other.start()
+        thread = await channel.mention_and_approve(runner, "run the long job")
+        group = "select process_group from tool_calls where tool_use_id = 'toolu_job'"
+        await eventually(lambda: runner.query(group) not in ([], [(None,)]))
+        ((cid, holder),) = other.query("select id, lease_owner from conversations")
+        assert holder is not None and str(runner.proc.pid if runner.proc else "") in holder
+
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            client = Client(other.ops_url, http)
+            assert (await client.sign_in("dana", TOKEN)).status == 303
+            page = await client.get(f"/inspector/conversations/{cid}")
+            assert f'data-stop="{cid}"' in page.text
+            answer = await client.post(f"/inspector/conversations/{cid}/stop")
+            assert answer.status == 303, answer.text
+
+        await eventually(lambda: channel.post_with(thread, "Stopped by operator dana"))
+        assert "⏹ Stopping…" in channel.texts(thread)  # asked of the holder, said at once
+        await eventually(
+            lambda: runner.query("select lifecycle from conversations") == [("cancelled",)]
+        )
+        assert runner.query("select state from tool_calls where tool_use_id = 'toolu_job'") == [
+            ("interrupted",)
+        ]
+        assert not live_with(marker)  # the holder killed the command
+        assert runner.query(
+            "select user_id, means, outcome from audit where request_kind = 'stop'"
+        ) == [("operator:dana", "inspector", "stopped")]
+    finally:
+        await runner.kill()
+        await other.kill()

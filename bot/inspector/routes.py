@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from bot.inspector import guard, listing, timeline_page, usage_page
+from bot.inspector import actions, guard, listing, timeline_page, usage_page
+from bot.inspector.actions import STOPPER
 from bot.inspector.web import INSPECTOR, PREFIX, STATIC, Inspector
+from conversations.stopping import Stopper
 
 
-def install(app: web.Application, inspector: Inspector) -> None:
+def install(app: web.Application, inspector: Inspector, stopper: Stopper | None = None) -> None:
     """Serve the inspector on ``app`` (not started yet): its pages under ``/inspector``,
-    each behind :func:`bot.inspector.guard.guard`."""
+    each behind :func:`bot.inspector.guard.guard`; ``stopper``: the hub's, where the bot
+    runs beside it (the page's Stop, :mod:`bot.inspector.actions`)."""
     app[INSPECTOR] = inspector
+    if stopper is not None:
+        app[STOPPER] = stopper
     app.middlewares.append(guard.guard)
     app.router.add_static(f"{PREFIX}/static/", STATIC, append_version=False)
     app.add_routes(guard.routes)
@@ -24,3 +29,4 @@ def install(app: web.Application, inspector: Inspector) -> None:
     timeline_page.setup(app)
     app.add_routes(timeline_page.routes)
     app.add_routes(usage_page.routes)
+    app.add_routes(actions.routes)
