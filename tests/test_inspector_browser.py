@@ -23,6 +23,8 @@ import pytest
 from bot.settings import Settings
 from core.models.scripted import ScriptedCall, ScriptedTurn
 from tests.cli_harness import threadbot
+from tests.conftest import wait_for
+from tests.fakes.slack_api import BOT_USER_ID
 from tests.inspector_harness import OPERATOR, TOKEN
 from tests.inspector_stories import (
     CONSOLE_REQUEST,
@@ -31,7 +33,7 @@ from tests.inspector_stories import (
     Stories,
     both_stories,
 )
-from tests.slack_harness import ALICE
+from tests.slack_harness import ALICE, CHANNEL
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,6 +57,13 @@ async def signed_in_page(browser: Any, stories: Stories, path: str) -> Any:
         await page.click("form.sign-in button")
     assert page.url == stories.served.address + path
     return page
+
+
+async def started_after(stories: Stories) -> str:
+    """The one conversation started after the two stories."""
+    known = (stories.slack_conversation, stories.console_conversation)
+    [started] = [c for c in await stories.ws.conversation_ids() if c not in known]
+    return started
 
 
 def usage_json(database_url: str, cwd: Path, by: str) -> dict[str, Any]:
@@ -173,11 +182,7 @@ async def test_a_running_conversations_page_updates_without_a_reload(
         approval = ws.reaction_body(ws.post(root, "📋 Plan (v1)")["ts"], "white_check_mark")
         await ws.deliver("events_api", approval)  # not settled: the run waits at the gate
         await asyncio.wait_for(gated.started.wait(), 60)
-        [running] = [
-            c
-            for c in await ws.conversation_ids()
-            if c not in (stories.slack_conversation, stories.console_conversation)
-        ]
+        running = await started_after(stories)
         page = await signed_in_page(browser, stories, f"/inspector/conversations/{running}")
         await page.evaluate("window.loadedOnce = true")  # gone if the page reloads
         assert await page.locator("#timeline li[data-kind=tool_result]").count() == 1
@@ -190,3 +195,84 @@ async def test_a_running_conversations_page_updates_without_a_reload(
         assert await page.evaluate("window.loadedOnce") is True
         called = page.locator("#timeline li[data-kind=tool_result] .title code.tool")
         assert await called.all_inner_texts() == ["propose_plan", "list_files", "finish"]
+
+
+async def test_a_fork_from_the_page_goes_on_in_a_new_thread_from_that_entry(
+    browser: Any, settings: Settings, tmp_path: Path
+) -> None:
+    async with both_stories(settings) as stories:
+        ws, model = stories.ws, stories.model
+        page = await signed_in_page(
+            browser, stories, f"/inspector/conversations/{stories.slack_conversation}"
+        )
+        # fork where Alice's answer to the question is in: the result of ask_user
+        answered = page.locator("#timeline li[data-kind=tool_result]").filter(
+            has=page.locator(".title code.tool", has_text="ask_user")
+        )
+        at = int(await answered.get_attribute("data-seq") or "0")
+        asked_before = len(model.requests)
+        model.add(
+            ScriptedTurn(calls=[ScriptedCall("write_file", {"path": "b.py", "content": "b\n"})]),
+            ScriptedTurn(calls=[ScriptedCall("finish", {"answer": "Forked and fixed."})]),
+        )
+        async with page.expect_navigation():
+            await answered.locator(f"button[data-fork='{at}']").click()
+        forked = page.url.rsplit("/", 1)[1]
+        assert forked not in (stories.slack_conversation, stories.console_conversation)
+
+        # a new thread of the same channel says where it came from and who forked it
+        def announced() -> list[dict[str, Any]]:
+            return [
+                m
+                for m in ws.api.messages(CHANNEL)
+                if m.get("user") == BOT_USER_ID and "Forked by operator dana" in m["text"]
+            ]
+
+        await wait_for(announced)
+        [opening] = announced()
+        assert f"entry {at}" in opening["text"]
+        assert opening.get("thread_ts", opening["ts"]) == opening["ts"]  # a thread's root
+        await wait_for(
+            lambda: any("Forked and fixed." in m["text"] for m in ws.posts(opening["ts"]))
+        )
+        await page.wait_for_selector("#lifecycle.lifecycle-done", timeout=60_000)
+
+        # its first model request held the journal up to that entry: the original's
+        # request made right after it, with the fork's note last
+        original_after = model.requests[2]  # plan, question, then the answer's turn
+        first = model.requests[asked_before]
+        assert first.messages[:-1] == original_after.messages[:-1]
+        *kept, note = first.messages[-1]["content"]
+        assert kept == original_after.messages[-1]["content"]
+        assert note["text"].startswith("[threadbot: fork]") and f"entry {at}" in note["text"]
+        # the original is untouched: it ended where it ended
+        original = await ws.snapshot(stories.slack_root)
+        assert original.journal[-1].entry.kind == "step_entered"
+        assert not any("Forked and fixed." in m["text"] for m in ws.posts(stories.slack_root))
+
+
+async def test_stop_on_the_page_stops_the_run_like_any_stop(
+    browser: Any, settings: Settings
+) -> None:
+    async with both_stories(settings) as stories:
+        ws, model = stories.ws, stories.model
+        gated = ScriptedTurn(calls=[ScriptedCall("list_files", {"path": "."})])
+        gated.gate = asyncio.Event()  # never set: the model call hangs until stopped
+        model.add(ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Look"]})]), gated)
+        root = await ws.mention("have a look around")
+        approval = ws.reaction_body(ws.post(root, "📋 Plan (v1)")["ts"], "white_check_mark")
+        await ws.deliver("events_api", approval)
+        await asyncio.wait_for(gated.started.wait(), 60)
+        running = await started_after(stories)
+        page = await signed_in_page(browser, stories, f"/inspector/conversations/{running}")
+        async with page.expect_navigation():
+            await page.click("#stop button")
+        await page.wait_for_selector("#lifecycle.lifecycle-cancelled", timeout=60_000)
+        await wait_for(lambda: any("Stopped by operator dana" in m["text"] for m in ws.posts(root)))
+        assert str((await ws.snapshot(root)).status) == "cancelled"
+        [stop] = [
+            e
+            for e in await ws.app.store.audit.entries(conversation_id=running)
+            if e.request_kind == "stop"
+        ]
+        assert (stop.user_id, stop.means, stop.outcome) == ("operator:dana", "inspector", "stopped")
