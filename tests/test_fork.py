@@ -43,6 +43,7 @@ from core.vocabulary.tool_records import ToolState
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.harness import Chat
+from tests.test_cache_prefix import unmarked
 
 ORIGINAL = [
     [text("Looking first."), tool_use("toolu_01", "list_files", {})],
@@ -52,15 +53,6 @@ ORIGINAL = [
     [tool_use("toolu_05", "finish", {"answer": "Notes written."})],
 ]
 """The original run: five requests (the plan approved between the second and third)."""
-
-
-def unmarked(value: Any) -> Any:
-    """``value`` without its ``cache_control`` markers (they sit on the newest message)."""
-    if isinstance(value, dict):
-        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [unmarked(v) for v in value]
-    return value
 
 
 def note_block(at: int) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi
 from tests.inspector_harness import Client
 from tests.process_harness import BotProcess, Channel, eventually, live_with, sleep_marker
 from tests.slack_harness import CHANNEL
+from tests.test_cache_prefix import unmarked
 
 TOKEN = "dana-operator-token-0123456789"
 """The operator's token (test data, not a secret)."""
@@ -45,15 +46,6 @@ async def fakes() -> AsyncIterator[tuple[FakeSlackApi, FakeAnthropicServer, Chan
     async with FakeSlackApi() as api, FakeAnthropicServer() as model:
         async with aiohttp.ClientSession() as http:
             yield api, model, Channel(api, http)
-
-
-def unmarked(value: Any) -> Any:
-    """``value`` without its ``cache_control`` markers."""
-    if isinstance(value, dict):
-        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [unmarked(v) for v in value]
-    return value
 
 
 def headers_posted(api: FakeSlackApi) -> list[dict[str, Any]]:
