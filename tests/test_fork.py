@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, build
+from bot.forking import forker_for
 from bot.settings import Settings
 from conversations.forks import Fork, Forker, ForkRefused
 from conversations.store.interfaces import Store
@@ -40,6 +41,7 @@ from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import PlanApproval, RequestState
 from core.vocabulary.snapshot import ConversationSnapshot
 from core.vocabulary.tool_records import ToolState
+from tests.check_repo import git
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.harness import Chat
@@ -275,3 +277,42 @@ async def test_a_fork_point_outside_the_journal_or_an_unknown_conversation_is_re
             await forker.fork("nope", 1, operator="dana")
         assert await app.store.threads.conversations() == before
         assert [e for e in await app.store.audit.entries() if e.request_kind == "fork"] == []
+
+
+async def test_a_fork_in_a_channel_with_a_repository_works_in_a_fresh_clone(
+    sqlite_settings: Settings, tmp_path: Path
+) -> None:
+    repo = tmp_path / "operator-repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "README.md").write_text("# app\n")
+    git("add", "-A", cwd=repo)
+    git("-c", "user.email=op@example.com", "-c", "user.name=op", "commit", "-qm", "init", cwd=repo)
+    sqlite_settings.git_repo = str(repo)
+    script = [
+        *ORIGINAL,
+        [tool_use("toolu_06", "read_file", {"path": "notes.md"})],  # gone in the clone
+        [tool_use("toolu_07", "finish", {"answer": "Forked and done."})],
+    ]
+    async with FakeAnthropicServer(script) as server, running(sqlite_settings, server) as app:
+        chat, original = await the_original(app)
+        assert has_notes(original.workspace)
+        at = seq_of(original, ToolResultEntry, tool_use_id="toolu_04")  # notes read back
+        made = await forker_for(sqlite_settings, app.store).fork(original.id, at, operator="dana")
+        fork = await forked(app, chat, made)
+        first = server.requests[5].body
+
+    told = fork_note("dana", at, cloned=True)
+    assert "a fresh clone of the channel's repository" in told
+    assert unmarked(first["messages"])[-1]["content"][-1] == {
+        "type": "text",
+        "text": f"[threadbot: fork] {told}",
+    }
+    # a clone of the repository on the fork's own branch, without what the original wrote
+    workspace = Path(fork.workspace)
+    assert workspace != Path(original.workspace)
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=workspace) == f"threadbot/{fork.id}"
+    assert (workspace / "README.md").read_text() == "# app\n"
+    assert not has_notes(fork.workspace)
+    assert has_notes(original.workspace)  # the original's files stay as they were
+    assert fork.tool_calls["toolu_06"].state is ToolState.FAILED  # notes.md: not there
