@@ -19,7 +19,7 @@ from adapters.console import ConsoleAdapter
 from bot.app import App, build
 from bot.engines import model_for
 from bot.errors import OpsUnavailable, StartFailed
-from bot.inspector.routes import install
+from bot.inspector.routes import inspector_address, install
 from bot.inspector.web import Inspector
 from bot.logs import announce
 from bot.ops import PATHS, Operations
@@ -79,7 +79,8 @@ async def run_console(
                 address = await ops.start()
             except OSError as exc:
                 raise OpsUnavailable(ops.address, exc) from exc
-            console.banner = f"{console.banner}\nthreadbot: run inspector on {address}/inspector/"
+            where = inspector_address(settings, address)
+            console.banner = f"{console.banner}\nthreadbot: run inspector on {where}"
         try:
             work = console.run(app.hub, settled=app.hub.settled, working=app.hub.working)
             return await serve(app, work, (signal.SIGINT, signal.SIGTERM))
@@ -212,7 +213,8 @@ async def run_platforms(
             raise OpsUnavailable(ops.address, exc) from exc
         announce(f"operations on {address} ({' '.join(PATHS)})")
         if settings.inspector:
-            announce(f"run inspector on {address}/inspector/ (operators sign in)")
+            where = inspector_address(settings, address)
+            announce(f"run inspector on {where} (operators sign in)")
         for path in ops.pages:
             if path.endswith("/install"):
                 announce(f"Slack installs at {address}{path}")

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from pydantic import ValidationError
 
+from bot.inspector.routes import inspector_address
 from bot.settings import Settings
 from conversations.store import Store
 from core.secrets import Redactor
@@ -183,3 +184,13 @@ def test_the_inspector_needs_an_operator(settings: Settings) -> None:
     with pytest.raises(ValidationError, match=r"no operator may sign in"):
         Settings(**{**settings.model_dump(), "inspector": True})
     assert Settings().inspector is False  # off by default
+
+
+def test_the_address_said_at_start_is_one_a_browser_may_use(settings: Settings) -> None:
+    inspecting = with_operator(settings, inspector_hosts=["bot.internal.example", "localhost"])
+    said = inspector_address(inspecting, "http://0.0.0.0:9464")
+    assert said == "http://bot.internal.example:9464/inspector/"
+    assert inspector_address(inspecting, "http://[::]:9464").startswith("http://bot.internal")
+    assert inspector_address(inspecting, "http://127.0.0.1:9464") == (
+        "http://127.0.0.1:9464/inspector/"
+    )

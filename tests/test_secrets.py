@@ -25,7 +25,7 @@ import bot.app
 import bot.engines
 from bot.settings import Settings
 from conversations.errors import DeliveryError
-from conversations.events import PlatformRef, PostReply
+from conversations.events import Button, PlanCard, PlanTask, PlatformRef, PostReply
 from conversations.outbox import Deliverer
 from conversations.render import render_event
 from conversations.store import Outgoing
@@ -294,6 +294,44 @@ async def test_every_text_a_platform_gets_is_redacted_however_it_was_written(
     refused = sender.calls[1][0]
     assert getattr(refused, "text", "") == "key [redacted ANTHROPIC_API_KEY]"
     assert not any(TOKEN in t or KEY in t for t in sender.texts())
+
+
+async def test_a_secret_in_a_buttons_label_or_a_plan_cards_steps_is_redacted(
+    tmp_path: Path,
+) -> None:
+    """A question's options and a plan's steps are the model's words: on buttons and on
+    a card they lose the secret as the text does (a fresh tester saw one on a button)."""
+    store = MemoryStore(render=render_event)
+    sender = RecordingSender()
+    deliverer = Deliverer(
+        outbox=store.outbox, senders={}, note_interval=0, redactor=Redactor(SECRETS)
+    )
+    deliverer.add_sender(sender)
+    binding = PlatformRef(platform="test", channel="c", thread="t")
+    cid = await store.threads.open_conversation(
+        delivery_key="k",
+        binding=binding,
+        requester=ALICE,
+        workspace_root=tmp_path,
+        position="executing",
+    )
+    assert cid is not None
+    option = Button(label=f"2) use {TOKEN}", action='tb1:{"k":"choose","r":"q1","o":1}')
+    card = PlanCard(
+        title=f"Plan {TOKEN}", version=1, tasks=(PlanTask(title=f"send {KEY}"),), note=TOKEN
+    )
+    posted = PostReply(ref=binding, text="❓ which?", buttons=(option,), plan=card)
+    await store.outbox.enqueue(cid, [Outgoing(posted)])
+    await deliverer.drain()
+
+    [(sent, *_)] = sender.calls
+    assert isinstance(sent, PostReply) and sent.plan is not None
+    assert [b.label for b in sent.buttons] == ["2) use [redacted SLACK_BOT_TOKEN]"]
+    assert sent.buttons[0].action == option.action  # the value is threadbot's own
+    assert sent.plan.title == "Plan [redacted SLACK_BOT_TOKEN]"
+    assert [t.title for t in sent.plan.tasks] == ["send [redacted ANTHROPIC_API_KEY]"]
+    assert sent.plan.note == "[redacted SLACK_BOT_TOKEN]"
+    assert TOKEN not in repr(sent) and KEY not in repr(sent)
 
 
 # --- the app: a token read from a file, redacted in the thread -------------------------

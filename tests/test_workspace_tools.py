@@ -15,6 +15,7 @@ from typing import Any, cast
 import pytest
 
 from bot.sandboxing import command_groups
+from core.secrets import Redactor
 from core.tools import command
 from core.tools.base import Tool, Toolbox, ToolContext
 from core.tools.cgroups import CommandGroups
@@ -284,6 +285,15 @@ async def test_the_note_shows_the_command_on_one_short_line(tmp_path: Path) -> N
     out = await RunCommand().run({"command": "true\n" + "# pad " * 30}, ctx_for(tmp_path))
     assert out.note.startswith("ran `true # pad") and out.note.endswith("…`: exit 0")
     assert "\n" not in out.note and len(out.note) < 80
+
+
+async def test_the_note_is_redacted_before_it_is_cut(tmp_path: Path) -> None:
+    secret = "fakesigningsecret123456"
+    ctx = ctx_for(tmp_path, redactor=Redactor({"SLACK_SIGNING_SECRET": secret}))
+    command = f"echo {'A' * 40} {secret}"  # the secret straddles the note's width
+    out = await RunCommand().run({"command": command}, ctx)
+    assert out.note.startswith("ran `echo AAAA") and out.note.endswith("…`: exit 0")
+    assert not any(secret[:n] in out.note for n in range(5, len(secret) + 1))
 
 
 async def test_long_output_keeps_head_and_tail(tmp_path: Path) -> None:

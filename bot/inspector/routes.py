@@ -12,6 +12,7 @@ from aiohttp import web
 from bot.inspector import actions, guard, listing, timeline_page, usage_page
 from bot.inspector.actions import STOPPER
 from bot.inspector.web import INSPECTOR, PREFIX, STATIC, Inspector
+from bot.settings import Settings
 from conversations.stopping import Stopper
 
 
@@ -30,3 +31,15 @@ def install(app: web.Application, inspector: Inspector, stopper: Stopper | None 
     app.add_routes(timeline_page.routes)
     app.add_routes(usage_page.routes)
     app.add_routes(actions.routes)
+
+
+def inspector_address(settings: Settings, address: str) -> str:
+    """Where a browser finds the inspector of the operations address ``address``
+    (``http://host:port``): its ``/inspector/`` there, or, when the address listens on
+    every interface (``0.0.0.0``, ``::``), at the first of ``inspector_hosts`` (a browser
+    that asks for ``0.0.0.0`` gets 421: it is no name the inspector serves)."""
+    host, _, port = address.removeprefix("http://").rpartition(":")
+    if host.strip("[]") in ("0.0.0.0", "::") and settings.inspector_hosts:
+        name = settings.inspector_hosts[0]
+        address = f"http://{f'[{name}]' if ':' in name else name}:{port}"
+    return f"{address}{PREFIX}/"

@@ -19,7 +19,9 @@ from typing import assert_never
 from conversations.adapter import Sender
 from conversations.events import (
     AddReaction,
+    Button,
     OutboundAction,
+    PlanCard,
     PostReply,
     SetSessionStatus,
     StartThread,
@@ -29,12 +31,22 @@ from core.secrets import Redactor
 
 
 def redact_action(action: OutboundAction, redactor: Redactor) -> OutboundAction:
-    """``action`` with its text redacted (the same object when nothing changed).
-
-    Button labels and emoji names are threadbot's own words, never redacted.
-    """
+    """``action`` with its words redacted (the same object when nothing changed): the
+    text, the buttons' labels (a question's options are the model's words) and a plan
+    card's title, steps and note. Emoji names and the buttons' values (ids) are
+    threadbot's own."""
     match action:
-        case PostReply() | UpdateMessage() | StartThread():
+        case PostReply() | UpdateMessage():
+            changed: dict[str, object] = {}
+            if (text := redactor.redact(action.text)) != action.text:
+                changed["text"] = text
+            buttons = tuple(_button(b, redactor) for b in action.buttons)
+            if buttons != action.buttons:
+                changed["buttons"] = buttons
+            if action.plan is not None and (plan := _card(action.plan, redactor)) != action.plan:
+                changed["plan"] = plan
+            return action.model_copy(update=changed) if changed else action
+        case StartThread():
             text = redactor.redact(action.text)
             return action if text == action.text else action.model_copy(update={"text": text})
         case AddReaction():
@@ -44,6 +56,26 @@ def redact_action(action: OutboundAction, redactor: Redactor) -> OutboundAction:
             return action if title == action.title else action.model_copy(update={"title": title})
         case _:
             assert_never(action)
+
+
+def _button(button: Button, redactor: Redactor) -> Button:
+    """``button`` with its label redacted (itself when nothing changed)."""
+    label = redactor.redact(button.label)
+    return button if label == button.label else button.model_copy(update={"label": label})
+
+
+def _card(card: PlanCard, redactor: Redactor) -> PlanCard:
+    """``card`` with its title, its steps' words and its note redacted."""
+    tasks = tuple(
+        task.model_copy(update={"title": redactor.redact(task.title)}) for task in card.tasks
+    )
+    return card.model_copy(
+        update={
+            "title": redactor.redact(card.title),
+            "tasks": tasks,
+            "note": redactor.redact(card.note),
+        }
+    )
 
 
 class RedactingSender:

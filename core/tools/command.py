@@ -137,7 +137,9 @@ class RunCommand:
             raise ToolError(f"command timed out after {timeout:g} s\n{output}{said}")
         return ToolOutput(
             content=f"exit code {code}\n{output}{said}",
-            note=f"ran `{_one_line(command)}`: exit {code}" + "".join(f" ({c})" for c in caps),
+            # redacted before it is cut: a secret cut in two would not be found after
+            note=f"ran `{_one_line(ctx.redactor.redact(command))}`: exit {code}"
+            + "".join(f" ({c})" for c in caps),
             is_error=code != 0 or capped,
         )
 
