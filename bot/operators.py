@@ -24,6 +24,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import hmac
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Annotated
@@ -56,8 +57,15 @@ class Operator(BaseModel):
     token_sha256: Annotated[str, AfterValidator(_hex_digest)]
 
 
-OperatorName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+OperatorName = Annotated[str, StringConstraints(pattern=rf"^{_NAME}$")]
 """An operator's name: a word of letters, digits, ``_``, ``.`` or ``-``, at most 64."""
+
+
+def is_operator_name(text: str) -> bool:
+    """Whether ``text`` is, whole, an operator's name (:data:`OperatorName`): what may be
+    recorded as one (a name typed at a sign-in may hold escape codes or line breaks)."""
+    return re.fullmatch(_NAME, text) is not None
 
 
 class OperatorRefused(Exception):

@@ -63,12 +63,17 @@ class Client:
     """A ``Host`` header to send instead of the address's (the 421 tests)."""
 
     @property
-    def csrf(self) -> str:
-        """The CSRF token of this client's session ('' before a sign-in)."""
+    def session_id(self) -> str:
+        """The session id this client's cookie holds ('' before a sign-in)."""
         for cookie in self.session.cookie_jar:
             if cookie.key == COOKIE:
-                return csrf_token(cookie.value)
+                return cookie.value
         return ""
+
+    @property
+    def csrf(self) -> str:
+        """The CSRF token of this client's session ('' before a sign-in)."""
+        return csrf_token(self.session_id) if self.session_id else ""
 
     def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         headers = dict(extra or {})

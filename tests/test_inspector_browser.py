@@ -5,9 +5,10 @@ A person signs in through the form after a 401; the list shows both conversation
 conversation's page shows the plan, the approval with who gave it and how, each tool
 call and the cost; a live run's page updates without a reload; the usage charts' figures
 equal ``threadbot usage --json``; a fork starts a new thread that goes on from the chosen
-point; a wrong ``Host`` gets 421. The pages' screenshots in the README are taken here:
-with ``THREADBOT_SCREENSHOTS=DIR`` they are written to ``DIR`` (``docs/``), else to the
-test's folder.
+point; a wrong ``Host`` gets 421; no page breaks its Content-Security-Policy or asks for
+a file that is not there, and Back after a sign-out shows nothing kept. The pages'
+screenshots in the README are taken here: with ``THREADBOT_SCREENSHOTS=DIR`` they are
+written to ``DIR`` (``docs/``), else to the test's folder.
 """
 
 from __future__ import annotations
@@ -123,6 +124,40 @@ async def test_without_a_session_401_and_by_another_host_name_421(
         by_address = await page.goto(f"http://127.0.0.1:{port}/inspector/")
         assert by_address is not None and by_address.status == 421
         assert "misdirected" in await page.inner_text("body")
+
+
+async def test_no_page_breaks_its_policy_and_back_after_signing_out_shows_nothing(
+    browser: Any, settings: Settings
+) -> None:
+    async with both_stories(settings) as stories:
+        page = await signed_in_page(browser, stories, "/inspector/")
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on(
+            "response",
+            lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+        )
+        address = stories.served.address
+        await page.goto(f"{address}/inspector/")
+        await page.goto(f"{address}/inspector/usage")
+        for by in ("day", "channel", "model"):
+            await page.wait_for_selector(f"#chart-{by}[data-drawn]:not([data-drawn=failed])")
+        conversation = f"{address}/inspector/conversations/{stories.slack_conversation}"
+        await page.goto(conversation)
+        await page.wait_for_selector("#live:not([hidden])")  # its script ran, its stream opened
+        icon = await page.evaluate(
+            "fetch(document.querySelector('link[rel=icon]').href).then(r => r.status)"
+        )
+        assert icon == 200
+        assert problems == []
+
+        async with page.expect_navigation():
+            await page.click("form.who button")
+        assert await page.inner_text("#notice") == "Signed out."
+        back = await page.go_back()
+        assert back is not None and back.status == 401  # asked again, not shown from a cache
+        assert page.url == conversation
+        assert await page.inner_text("h1") == "Sign-in needed"
 
 
 async def test_the_list_shows_both_and_a_page_shows_plan_approval_calls_and_cost(

@@ -2,8 +2,9 @@
 stories (docs/architecture.md, "The run inspector"): the header and the timeline (the
 plan, who approved it and how, each tool call, the cost), a large output paged, 404 for
 an unknown id, and the live stream: a run's new entries reach an open page as they are
-journaled, a reconnect misses nothing, and the stream ends when the client leaves or
-the server shuts down.
+journaled, a reconnect misses nothing, and the stream ends when the client leaves, the
+server shuts down, or its session no longer holds (signed out, expired, the operator
+removed).
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import contextlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 import markupsafe
 
+from bot.inspector.guard import HEADERS
 from bot.inspector.web import Inspector
+from bot.operators import Operator, token_sha256
 from bot.settings import Settings
 from conversations.inspect import timeline
 from conversations.inspect.results import FIRST_PAGE
@@ -122,6 +125,13 @@ class Stream:
             seen.append(event)
             if event.name == name and check(event.data):
                 return seen
+
+    async def rest(self) -> list[Event]:
+        """The events up to the stream's end."""
+        seen = []
+        while (event := await self.next()) is not None:
+            seen.append(event)
+        return seen
 
     def close(self) -> None:
         self.response.close()
@@ -324,6 +334,43 @@ async def test_the_stream_ends_when_the_client_leaves_and_when_the_server_shuts_
     assert served.inspector.commits.followed == 0
     left = [t for t in asyncio.all_tasks() if not t.done() and t is not asyncio.current_task()]
     assert not [t for t in left if "aiohttp" in repr(t.get_coro())], left
+
+
+async def test_the_stream_ends_when_its_session_no_longer_holds(
+    settings: Settings, make_app
+) -> None:
+    app = await make_app(ScriptedModel(story_script()[:1]))
+    await Chat(app).mention("fix it")  # the run waits for the plan's approval
+    cid = (await app.store.threads.conversations())[0].id
+    now = [datetime.now(UTC)]
+    inspecting = with_operator(settings, inspector_session_hours=1.0)
+    erin = Operator(token_sha256=token_sha256("erin-operator-token-0123456789"))
+    removed = inspecting.model_copy(update={"operators": {"erin": erin}})
+    async with inspector_served(
+        app.store, inspecting, clock=lambda: now[0], commits=app.commits
+    ) as served:
+
+        async def following() -> tuple[Client, Stream]:
+            client = await served.client()
+            stream = await Stream.open(client, cid, after=0)
+            await stream.until("status")
+            return client, stream
+
+        client, stream = await following()
+        assert {k: stream.response.headers.get(k) for k in HEADERS} == HEADERS
+        assert stream.response.headers["Cache-Control"] == "no-store"
+        assert (await client.post("/inspector/sign-out")).status == 303
+        assert [e.name for e in await stream.rest()] == ["signed_out"]
+
+        client, stream = await following()
+        now[0] += timedelta(hours=1)  # the session expires
+        assert [e.name for e in await stream.rest()] == ["signed_out"]
+
+        client, stream = await following()
+        served.inspector.settings = removed  # the operator is no longer named
+        assert [e.name for e in await stream.rest()] == ["signed_out"]
+        assert (await client.get(f"/inspector/conversations/{cid}/events")).status == 401
+    assert served.inspector.commits.followed == 0
 
 
 async def test_no_secret_is_served_whole_escaped_or_cut_in_two(

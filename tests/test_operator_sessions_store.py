@@ -1,8 +1,9 @@
 """The run inspector's sessions in the store (docs/architecture.md, "The run inspector"):
 the ``operator_sessions`` contract on each backend. A session is found by the hash of
-its id until it expires or is closed; opening one drops those expired; a session
-written through one store is found through another on the same database (another
-instance behind a load balancer).
+its id until it expires or is closed, with the digest of the token it signed in with;
+opening one, closing one and finding one expired drop those expired; a session written
+through one store is found through another on the same database (another instance behind
+a load balancer).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def session(digest: str, *, opened: datetime = T0, hours: float = 12) -> Operato
         operator="dana",
         opened_at=opened,
         expires_at=opened + timedelta(hours=hours),
+        token_digest="0123456789abcdef",
     )
 
 
@@ -68,3 +70,20 @@ async def test_a_session_opened_through_one_store_is_found_through_another(
         assert await other.operator_sessions.find("c" * 64, at=T0) == session("c")
         assert await other.operator_sessions.close("c" * 64) is True
         assert await one.operator_sessions.find("c" * 64, at=T0) is None
+
+
+async def test_a_session_found_expired_is_dropped(store: Store) -> None:
+    await store.operator_sessions.open(session("a", hours=1))
+    assert await store.operator_sessions.find("a" * 64, at=T0 + timedelta(hours=1)) is None
+    # dropped, not merely hidden: closing it finds nothing, nor does an earlier time
+    assert await store.operator_sessions.find("a" * 64, at=T0) is None
+    assert await store.operator_sessions.close("a" * 64) is False
+
+
+async def test_closing_a_session_at_a_time_drops_the_expired_ones(store: Store) -> None:
+    await store.operator_sessions.open(session("a", hours=1))
+    await store.operator_sessions.open(session("b", hours=3))
+    await store.operator_sessions.open(session("c"))
+    assert await store.operator_sessions.close("c" * 64, at=T0 + timedelta(hours=2)) is True
+    assert await store.operator_sessions.find("a" * 64, at=T0) is None
+    assert await store.operator_sessions.find("b" * 64, at=T0) == session("b", hours=3)

@@ -139,6 +139,36 @@ async def test_not_ready_while_the_database_does_not_answer(slack: Platform) -> 
         await store.close()
 
 
+async def test_a_bad_request_is_one_log_line_without_a_traceback(
+    memory_ops: tuple[str, Operations], caplog: pytest.LogCaptureFixture
+) -> None:
+    address, _ = memory_ops
+    host, port = address.removeprefix("http://").rsplit(":", 1)
+    long_url = b"/metrics?" + b"a" * 9000
+    bad = (
+        b"GET " + long_url + b" HTTP/1.1\r\nHost: x\r\n\r\n",  # aiohttp's LineTooLong
+        b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",  # two Hosts
+        b"GET /\x1b[2J HTTP/1.1\r\nHost: a\r\n\r\n",  # an escape code in the path
+    )
+    caplog.set_level(logging.DEBUG)
+    for raw in bad:
+        caplog.clear()
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(raw)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 400") or answer.startswith(b"HTTP/1.0 400"), answer
+        said = [r for r in caplog.records if r.name.startswith(("aiohttp", "bot.ops"))]
+        assert len(said) == 1, [r.getMessage() for r in said]
+        (line,) = said
+        assert line.exc_info is None and line.levelno <= logging.INFO
+        message = line.getMessage()
+        assert "a bad HTTP request" in message and "127.0.0.1" in message
+        assert "\n" not in message and "\x1b" not in message and "aaaa" not in message
+    assert (await get(address + "/healthz"))[0] == 200  # and it serves on
+
+
 async def test_metrics_parse_as_the_prometheus_text_format(
     memory_ops: tuple[str, Operations],
 ) -> None:

@@ -13,6 +13,8 @@
   stop (its commit, or its refusal when the run had ended). 303 back to the page; 404
   for an unknown conversation; 409 for a fork whose thread is not started yet; 503 where
   no hub runs beside the inspector.
+- ``GET`` of either (an address typed, or the way back after a sign-in): 303 to the
+  conversation's page, where the forms are.
 
 The guard has checked the session and the CSRF token before (:mod:`bot.inspector.guard`).
 See docs/architecture.md, "Rewind and fork".
@@ -67,6 +69,13 @@ async def fork(request: web.Request) -> web.Response:
     except ForkRefused as exc:
         return _refused(request, inspector, cid, 400, "Not forked", f"{exc}.")
     return see_other(f"{PREFIX}/conversations/{made.conversation_id}")
+
+
+@routes.get(PREFIX + "/conversations/{id}/fork")
+@routes.get(PREFIX + "/conversations/{id}/stop")
+async def to_the_page(request: web.Request) -> web.Response:
+    """An action's address asked by ``GET``: 303 to the conversation's page."""
+    return see_other(f"{PREFIX}/conversations/{request.match_info['id']}")
 
 
 @routes.post(PREFIX + "/conversations/{id}/stop")

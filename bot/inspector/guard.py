@@ -1,5 +1,5 @@
-"""Who may ask the run inspector: the ``Host`` header, the session, the CSRF token; and
-signing in and out (docs/architecture.md, "The run inspector").
+"""Who may ask the run inspector: the ``Host`` header, the session, the CSRF token; and the
+headers every answer carries (docs/architecture.md, "The run inspector").
 
 Every request under ``/inspector`` passes :func:`guard`, in this order:
 
@@ -8,52 +8,65 @@ Every request under ``/inspector`` passes :func:`guard`, in this order:
    this address (DNS rebinding, https://en.wikipedia.org/wiki/DNS_rebinding) reads
    nothing, even from a browser on the operator's machine;
 2. apart from the sign-in page and the static files, it must carry a session cookie of
-   an open session, else **401** (a page that links to the sign-in, for a browser);
+   a session that holds (:func:`session_of`), else **401** (a page that links to the
+   sign-in, for a browser);
 3. a ``POST`` (anything that changes state) must carry the session's CSRF token, as the
    form field ``csrf`` or the header ``X-CSRF-Token``, else **403**.
 
-An operator signs in once with their token (``[operators.NAME]``, compared in constant
-time by :func:`bot.operators.authenticated`); the browser then holds a random session id
-in a cookie that is ``HttpOnly`` (no script reads it) and ``SameSite=Strict`` (no other
-site's page sends it), because server-sent events cannot carry an ``Authorization``
-header (https://html.spec.whatwg.org/multipage/server-sent-events.html). The store keeps
-only the SHA-256 of the id. The CSRF token is an HMAC of the session id, so it needs no
-row and no other site can make one. Sign-ins, refused sign-ins and sign-outs are audited
-as the operator (``sign_in``).
+A session holds while it is kept in the store and not expired, and its operator is still
+named in the settings with the token hash it signed in with (the session row keeps a
+:func:`token_digest` of it): an operator removed from the settings, or given a new
+token, is signed out of every browser at once. A live page's stream asks again before
+each event it sends (:func:`still_signed_in`).
+
+The browser holds a random session id in a cookie that is ``HttpOnly`` (no script reads
+it) and ``SameSite=Strict`` (no other site's page sends it), because server-sent events
+cannot carry an ``Authorization`` header
+(https://html.spec.whatwg.org/multipage/server-sent-events.html). The store keeps only
+the SHA-256 of the id. The CSRF token is an HMAC of the session id, so it needs no row
+and no other site can make one. Signing in and out is :mod:`bot.inspector.sign_in`'s.
+
+:func:`secure_headers` (the application's ``on_response_prepare``, so the event streams
+get them too) adds to every answer under ``/inspector`` the headers of :data:`HEADERS`:
+no other site may frame a page, nothing but the inspector's own files runs or styles it,
+and, but for the static files, nothing is cached (Back after a sign-out shows nothing).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
-import secrets
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from aiohttp import web
 
-from bot.inspector.web import (
-    CSRF,
-    INSPECTOR,
-    OPERATOR,
-    PREFIX,
-    Inspector,
-    operator_of,
-    see_other,
-)
-from bot.operators import MIN_TOKEN, OperatorRefused, authenticated, token_sha256
+from bot.inspector.web import CSRF, INSPECTOR, OPERATOR, PREFIX, Inspector
+from bot.operators import token_sha256
 from conversations.store.operator_sessions import OperatorSession
-from core.vocabulary.audit import SIGN_IN
-
-log = logging.getLogger(__name__)
 
 COOKIE = "threadbot_inspector"
 """The session cookie's name."""
 OPEN = frozenset({f"{PREFIX}/sign-in"})
 """Paths served without a session (besides the static files)."""
+STATIC = f"{PREFIX}/static/"
+"""Where the static files are served from (no session needed, cached)."""
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "frame-ancestors 'none'; default-src 'self'; img-src 'self' data:; "
+        "style-src 'self'; script-src 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+"""The headers of every answer under ``/inspector``
+(https://cheatsheetseries.owasp.org/cheatsheets/HTTP_Headers_Cheat_Sheet.html): no
+framing (clickjacking), only the inspector's own scripts and styles (no inline ones), no
+type sniffing, no address sent to another site. ``Cache-Control: no-store`` is added to
+all but the static files."""
 
 
 def csrf_token(session_id: str) -> str:
@@ -61,6 +74,13 @@ def csrf_token(session_id: str) -> str:
     the id, hex (https://cheatsheetseries.owasp.org/cheatsheets/Cross-Site_Request_Forgery_Prevention_Cheat_Sheet.html,
     "Signed Double-Submit Cookie")."""
     return hmac.new(session_id.encode(), b"threadbot inspector csrf", hashlib.sha256).hexdigest()
+
+
+def token_digest(token_sha256_hex: str) -> str:
+    """The digest a session keeps of its operator's ``token_sha256`` (16 hex digits of
+    the SHA-256 of a label and it): a changed token hash no longer matches it."""
+    label = f"threadbot inspector session {token_sha256_hex.lower()}"
+    return hashlib.sha256(label.encode()).hexdigest()[:16]
 
 
 def host_name(host: str) -> str:
@@ -81,14 +101,41 @@ def allowed_hosts(inspector: Inspector) -> frozenset[str]:
     return frozenset(names)
 
 
-def _inside(path: str) -> bool:
+def inside(path: str) -> bool:
+    """Whether ``path`` is the inspector's (``/inspector`` or under it)."""
     return path == PREFIX or path.startswith(PREFIX + "/")
+
+
+async def session_of(inspector: Inspector, session_id: str) -> OperatorSession | None:
+    """The session of the cookie's ``session_id`` when it holds: kept, not expired, and
+    its operator named in the settings with the token hash it signed in with; else None."""
+    if not session_id:
+        return None
+    session = await inspector.store.operator_sessions.find(
+        token_sha256(session_id), at=inspector.clock()
+    )
+    if session is None:
+        return None
+    operator = inspector.settings.operators.get(session.operator)
+    if operator is None:
+        return None
+    expected = token_digest(operator.token_sha256)
+    if not hmac.compare_digest(session.token_digest.encode(), expected.encode()):
+        return None
+    return session
+
+
+async def still_signed_in(request: web.Request) -> bool:
+    """Whether the session ``request`` came with still holds (:func:`session_of`): what a
+    long answer (an event stream) asks before it sends more."""
+    inspector = request.app[INSPECTOR]
+    return await session_of(inspector, request.cookies.get(COOKIE, "")) is not None
 
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The checks of the module docstring, for the paths under ``/inspector``."""
-    if not _inside(request.path):
+    if not inside(request.path):
         return await handler(request)
     inspector = request.app[INSPECTOR]
     if host_name(request.host) not in allowed_hosts(inspector):
@@ -96,13 +143,10 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             status=421,
             text="misdirected: this host name is not one the inspector serves (inspector_hosts)\n",
         )
-    if request.path.startswith(f"{PREFIX}/static/"):
+    if request.path.startswith(STATIC):
         return await handler(request)
     session_id = request.cookies.get(COOKIE, "")
-    session = None
-    if session_id:
-        digest = token_sha256(session_id)
-        session = await inspector.store.operator_sessions.find(digest, at=inspector.clock())
+    session = await session_of(inspector, session_id)
     if session is not None:
         request[OPERATOR] = session.operator
         request[CSRF] = csrf_token(session_id)
@@ -113,7 +157,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not sent and request.content_type == "application/x-www-form-urlencoded":
             sent = str((await request.post()).get("csrf", ""))
         if not hmac.compare_digest(sent.encode(), request[CSRF].encode()):
-            return web.Response(status=403, text="refused: the form's CSRF token is missing\n")
+            return web.Response(
+                status=403, text="refused: the form's CSRF token is missing or wrong\n"
+            )
     return await handler(request)
 
 
@@ -127,79 +173,12 @@ def _unauthorised(inspector: Inspector, request: web.Request) -> web.Response:
     return response
 
 
-routes = web.RouteTableDef()
-
-
-def _next(target: str) -> str:
-    """Where to go after signing in: a path of the inspector, never another site."""
-    parts = urlsplit(target)
-    if parts.scheme or parts.netloc or not _inside(parts.path):
-        return f"{PREFIX}/"
-    return target
-
-
-@routes.get(f"{PREFIX}/sign-in")
-async def sign_in_page(request: web.Request) -> web.Response:
-    """The sign-in form: operator name and token."""
-    inspector = request.app[INSPECTOR]
-    return inspector.render(
-        request, "sign_in.html", next=_next(request.query.get("next", "")), refused=""
-    )
-
-
-@routes.post(f"{PREFIX}/sign-in")
-async def sign_in(request: web.Request) -> web.Response:
-    """Check the operator's name and token; open a session and set its cookie (303 to
-    ``next``), or show the form again with 401. Both are audited."""
-    inspector = request.app[INSPECTOR]
-    form = await request.post()
-    name = str(form.get("operator", "")).strip()[:64]
-    token = str(form.get("token", "")).strip()
-    target = _next(str(form.get("next", "")))
-    origin = request.headers.get("Origin")
-    if origin is not None and host_name(urlsplit(origin).netloc) != host_name(request.host):
-        return web.Response(status=403, text="refused: a sign-in from another site\n")
-    try:
-        if len(token) < MIN_TOKEN:
-            raise OperatorRefused(f"refused: {name!r} is not an operator with this token")
-        authenticated(inspector.settings.operators, name, token)
-    except OperatorRefused as exc:
-        await inspector.audit(
-            None, action=SIGN_IN, outcome="refused", reason=str(exc), operator=name
-        )
-        return inspector.render(request, "sign_in.html", status=401, next=target, refused=str(exc))
-    session_id = secrets.token_urlsafe(32)
-    now = inspector.clock()
-    hours = inspector.settings.inspector_session_hours
-    await inspector.store.operator_sessions.open(
-        OperatorSession(
-            id_sha256=token_sha256(session_id),
-            operator=name,
-            opened_at=now,
-            expires_at=now + timedelta(hours=hours),
-        )
-    )
-    await inspector.audit(None, action=SIGN_IN, outcome="signed_in", operator=name)
-    response = see_other(target)
-    response.set_cookie(
-        COOKIE,
-        session_id,
-        max_age=int(hours * 3600),
-        path=PREFIX,
-        httponly=True,
-        samesite="Strict",
-        secure=request.secure,
-    )
-    return response
-
-
-@routes.post(f"{PREFIX}/sign-out")
-async def sign_out(request: web.Request) -> web.Response:
-    """End this browser's session (on every instance) and forget its cookie; audited."""
-    inspector = request.app[INSPECTOR]
-    await inspector.store.operator_sessions.close(token_sha256(request.cookies[COOKIE]))
-    await inspector.audit(request, action=SIGN_IN, outcome="signed_out")
-    log.info("inspector: %s signed out", operator_of(request))
-    response = see_other(f"{PREFIX}/sign-in")
-    response.del_cookie(COOKIE, path=PREFIX)
-    return response
+async def secure_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Add :data:`HEADERS` to an answer under ``/inspector`` (and ``Cache-Control:
+    no-store`` unless it is a static file's), as it is prepared: pages, JSON, static
+    files, refusals and event streams alike."""
+    if not inside(request.path):
+        return
+    response.headers.update(HEADERS)
+    if not request.path.startswith(STATIC):
+        response.headers["Cache-Control"] = "no-store"

@@ -9,12 +9,15 @@ updates (docs/architecture.md, "The run inspector").
 - ``GET /inspector/conversations/{id}/events``: server-sent events
   (https://html.spec.whatwg.org/multipage/server-sent-events.html): ``item`` (``{"seq",
   "html"}``: a new item, or one that changed, to show in its place; its ``id`` the newest
-  ``seq`` sent), ``status`` (``{"lifecycle", "last_seq", "html"}``: the header again) and
-  ``end`` (the conversation is gone). A reconnect's ``Last-Event-ID`` (else the query's
-  ``after``) is the newest ``seq`` the page has: what came after it is sent, and the
-  items up to it that could still change. It reads the store, so it follows a run held
-  by another instance too; it ends when the client leaves (seen within ``POLL`` seconds)
-  or the server shuts down (:func:`end_streams`, on the application's ``on_shutdown``).
+  ``seq`` sent), ``status`` (``{"lifecycle", "last_seq", "html"}``: the header again),
+  ``end`` (the conversation is gone) and ``signed_out`` (the session no longer holds:
+  signed out, expired, or its operator's token changed or gone; asked again before each
+  read's events, :func:`bot.inspector.guard.still_signed_in`, the stream ends after it).
+  A reconnect's ``Last-Event-ID`` (else the query's ``after``) is the newest ``seq`` the
+  page has: what came after it is sent, and the items up to it that could still change.
+  It reads the store, so it follows a run held by another instance too; it ends when the
+  client leaves (seen within ``POLL`` seconds), its session no longer holds, or the
+  server shuts down (:func:`end_streams`, on the application's ``on_shutdown``).
 
 Every fragment is rendered through :meth:`bot.inspector.web.Inspector.page` (redacted)
 and its JSON redacted again.
@@ -28,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.inspector.guard import still_signed_in
 from bot.inspector.web import INSPECTOR, PREFIX, Inspector
 from conversations.inspect import timeline
 from conversations.inspect.follow import Follow, Seen
@@ -106,7 +110,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
+            "Cache-Control": "no-store",
             "X-Accel-Buffering": "no",  # a proxy in front passes each event on at once
         }
     )
@@ -121,6 +125,9 @@ async def events(request: web.Request) -> web.StreamResponse:
         async for seen in updates:
             if request.transport is None or request.transport.is_closing():
                 break  # the client left
+            if not await still_signed_in(request):
+                await response.write(_event("signed_out", inspector, {}).encode())
+                break
             text, sent = _events(request, inspector, seen, sent)
             if text:
                 await response.write(text.encode())

@@ -87,7 +87,8 @@ class OAuthStateRow(Base):
 
 class OperatorSessionRow(Base):
     """A signed-in browser of the run inspector (:mod:`conversations.store.operator_sessions`):
-    the SHA-256 of its cookie's id, never the id itself."""
+    the SHA-256 of its cookie's id, never the id itself; ``token_digest`` (migration
+    0023) ties it to the operator's token hash in force at the sign-in."""
 
     __tablename__ = "operator_sessions"
     __table_args__ = (PrimaryKeyConstraint("id_sha256", name="pk_operator_sessions"),)
@@ -96,6 +97,7 @@ class OperatorSessionRow(Base):
     operator: Mapped[str] = mapped_column(String(64))
     opened_at: Mapped[datetime]
     expires_at: Mapped[datetime]
+    token_digest: Mapped[str] = mapped_column(String(16), default="", server_default="")
 
 
 class ApprovalRuleRow(Base):

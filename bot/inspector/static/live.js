@@ -2,7 +2,8 @@
 // Each "item" event is one timeline item (its seq and HTML): put in its place, or put in
 // place of the item with that seq. "status" replaces the header. The browser's
 // EventSource reconnects by itself and sends the last event id (the newest seq this
-// page has), so the server sends what came after it.
+// page has), so the server sends what came after it. "signed_out" (the session no longer
+// holds) ends the stream: the page says so and stops following.
 (function () {
   "use strict";
   var root = document.getElementById("conversation");
@@ -49,6 +50,12 @@
     var data = JSON.parse(event.data);
     header.innerHTML = data.html;
     root.dataset.lifecycle = data.lifecycle;
+  });
+  source.addEventListener("signed_out", function () {
+    source.close();
+    var live = document.getElementById("live");
+    live.textContent = "Signed out: this page no longer follows the run. Reload to sign in again.";
+    live.hidden = false;
   });
   source.addEventListener("end", function () {
     source.close();

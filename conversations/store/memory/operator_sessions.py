@@ -23,12 +23,21 @@ class MemoryOperatorSessions:
         kept[session.id_sha256] = session
 
     async def find(self, id_sha256: str, *, at: datetime) -> OperatorSession | None:
-        """The session when kept and not expired at ``at``."""
+        """The session when kept and not expired at ``at``; one found expired is dropped."""
         await checkpoint()
         found = self._t.operator_sessions.get(id_sha256)
-        return found if found is not None and at < found.expires_at else None
+        if found is not None and at >= found.expires_at:
+            del self._t.operator_sessions[id_sha256]
+            return None
+        return found
 
-    async def close(self, id_sha256: str) -> bool:
-        """End the session; True when there was one."""
+    async def close(self, id_sha256: str, *, at: datetime | None = None) -> bool:
+        """End the session; True when there was one. With ``at``, the sessions expired by
+        then are dropped too."""
         await checkpoint()
-        return self._t.operator_sessions.pop(id_sha256, None) is not None
+        kept = self._t.operator_sessions
+        ended = kept.pop(id_sha256, None) is not None
+        if at is not None:
+            for old in [k for k, s in kept.items() if s.expires_at <= at]:
+                del kept[old]
+        return ended
