@@ -316,3 +316,38 @@ async def test_a_fork_in_a_channel_with_a_repository_works_in_a_fresh_clone(
     assert not has_notes(fork.workspace)
     assert has_notes(original.workspace)  # the original's files stay as they were
     assert fork.tool_calls["toolu_06"].state is ToolState.FAILED  # notes.md: not there
+
+
+async def test_a_fork_runs_commands_in_the_sandbox_under_the_default_relative_workspace_root(
+    working_bwrap: None, settings: Settings, tmp_path: Path
+) -> None:
+    # the defaults' workspace root is relative (``.threadbot/workspaces``); the
+    # ``settings`` fixture runs the test in ``tmp_path``, as a bot runs in its folder
+    relative = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'threadbot.db'}",
+        workspace_root=Path(".threadbot/workspaces"),
+        progress_interval=0,
+        running_note_every=0,
+        console_user="alice",
+    )
+    script = [
+        *ORIGINAL,
+        [tool_use("toolu_06", "run_command", {"command": "echo ran in the fork"})],
+        [tool_use("toolu_07", "finish", {"answer": "Forked and ran."})],
+    ]
+    async with FakeAnthropicServer(script) as server, running(relative, server) as app:
+        chat, original = await the_original(app)
+        at = seq_of(original, ToolResultEntry, tool_use_id="toolu_03")
+        made = await forker_for(relative, app.store).fork(original.id, at, operator="dana")
+        fork = await forked(app, chat, made)
+
+    (result,) = [
+        r.entry
+        for r in fork.journal
+        if isinstance(r.entry, ToolResultEntry) and r.entry.tool_use_id == "toolu_06"
+    ]
+    assert "ran in the fork" in result.content and not result.is_error, result.content
+    assert fork.tool_calls["toolu_06"].state is ToolState.DONE
+    workspace = Path(fork.workspace)
+    assert workspace.is_absolute() and workspace.parent == tmp_path / ".threadbot/workspaces"
+    assert chat.said()[-1].startswith("✅ Forked and ran.")
