@@ -24,6 +24,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import hmac
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Annotated
@@ -56,8 +57,16 @@ class Operator(BaseModel):
     token_sha256: Annotated[str, AfterValidator(_hex_digest)]
 
 
-OperatorName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+OperatorName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 """An operator's name: a word of letters, digits, ``_``, ``.`` or ``-``, at most 64."""
+
+
+def recorded_name(name: str) -> str:
+    """``name`` as the audit trail records an operator who was refused (``operator:<it>``):
+    itself when it is a valid operator's name (:data:`OperatorName`), else ``?``, so no
+    text of any shape given on a command line lands in the trail."""
+    return name if re.fullmatch(NAME_PATTERN, name) else "?"
 
 
 class OperatorRefused(Exception):
