@@ -73,9 +73,9 @@ async def fork_conversation(
     try:
         forker = forker_for(settings, store)
         if refused is not None:
-            await forker.refuse(
-                conversation_id, at, operator=recorded_name(operator), means="command", why=refused
-            )
+            name = recorded_name(operator)  # the given text never lands in the trail
+            why = refused if name == operator else refused.replace(repr(operator), name)
+            await forker.refuse(conversation_id, at, operator=name, means="command", why=why)
             print(f"{said}: {refused}", file=sys.stderr)
             return 2
         made = await forker.fork(conversation_id, at, operator=operator, means="command")

@@ -120,7 +120,7 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
             "select conversation_id, request_id, user_id, means, outcome, reason from audit "
             "where request_kind = 'fork' order by id"
         )  # the unknown conversation has none: there is nothing to record it on
-        odd_refused = "refused: 'x\\ny' is not an operator with this token"  # repr'd
+        odd_refused = "refused: ? is not an operator with this token"  # not the name given
         assert refusals == [
             (original, str(at), "operator:dana", "command", "refused", refused.stderr[16:-1]),
             (original, str(at), "operator:?", "command", "refused", odd_refused),
