@@ -287,7 +287,7 @@ async def build(
     )
     store.on_outbox = deliverer.wake
     hub_settings = HubSettings(
-        workspace_root=settings.workspace_root.resolve(),
+        workspace_root=settings.workspace_root,  # absolute: Settings made it so
         access=AccessPolicy(
             approvers=settings.approvers,
             approvers_at=lambda ref: places.channel(ref).approvers,

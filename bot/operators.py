@@ -68,6 +68,13 @@ def is_operator_name(text: str) -> bool:
     return re.fullmatch(_NAME, text) is not None
 
 
+def recorded_name(name: str) -> str:
+    """``name`` as the audit trail records an operator who was refused (``operator:<it>``):
+    itself when it is a valid operator's name (:func:`is_operator_name`), else ``?``, so no
+    text of any shape given on a command line lands in the trail."""
+    return name if is_operator_name(name) else "?"
+
+
 class OperatorRefused(Exception):
     """The command may not act as the operator it names; the message says why, never the
     token."""

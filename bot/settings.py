@@ -211,9 +211,12 @@ class Settings(BaseSettings):
     """``THREADBOT_CONFIG``: the TOML file to read instead of ``./threadbot.toml``."""
     database_url: str = "sqlite+aiosqlite:///.threadbot/threadbot.db"
     workspace_root: Path = Path(".threadbot/workspaces")
-    """The folder the conversations' workspaces are made in. With ``runner = "ray"``, a
-    path every node of the cluster sees as the same folder (a shared file system
-    mounted at the same path): a run resumed on another node goes on in its workspace."""
+    """The folder the conversations' workspaces are made in, made absolute (against the
+    working folder) when the settings are read: a conversation's workspace is stored as
+    an absolute path, whoever opens it (the hub, ``threadbot fork``), so the sandbox can
+    bind it. With ``runner = "ray"``, a path every node of the cluster sees as the same
+    folder (a shared file system mounted at the same path): a run resumed on another
+    node goes on in its workspace."""
     runner: Literal["local", "ray"] = "local"
     """Where runs are carried out (docs/architecture.md, "Runners"): ``local``, in this
     process; ``ray``, on async actors of a Ray cluster (the ``ray`` extra; needs
@@ -699,6 +702,12 @@ class Settings(BaseSettings):
                 if both := sets[first] & sets[second]:
                     raise ValueError(f"{sorted(both)} in both {first} and {second}")
         return self
+
+    @field_validator("workspace_root")
+    @classmethod
+    def _absolute_workspaces(cls, value: Path) -> Path:
+        """The one place the workspace root is made absolute (see ``workspace_root``)."""
+        return value.resolve()
 
     @field_validator("database_url")
     @classmethod

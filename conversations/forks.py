@@ -22,10 +22,15 @@
    (:mod:`conversations.hub._scheduled`), as a run resumed after a crash does. Its
    workspace is made then, as any conversation's: a fresh clone of the channel's
    repository (``git_repo``), or an empty folder without one.
+
+A fork refused (:class:`ForkRefused`) writes nothing but, where the conversation is
+known, the audit trail's row of the attempt (:meth:`Forker.refuse`: kind ``fork``,
+outcome ``refused``, the reason): an operator whose token was refused included.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from conversations.events import PlatformRef, StartThread
+from conversations.store.audit import AuditEntry, AuditTrail
 from conversations.store.forks import ForkOpening, Forks
 from conversations.store.interfaces import Threads
 from conversations.store.records import ConversationInfo, Outgoing, new_conversation_id
@@ -40,7 +46,7 @@ from conversations.store.schedules import awaits_thread
 from core.context import REQUEST_ID_LENGTH, now, random_id
 from core.run.fork import ForkPointInvalid, fork_of
 from core.run.workflow import journaled
-from core.vocabulary.audit import FORK, Audited, Means
+from core.vocabulary.audit import FORK, Audited, Means, Outcome
 from core.vocabulary.errors import ConversationNotFound
 from core.vocabulary.journal import Journal
 from core.workflows.loading import default_workflow
@@ -68,10 +74,14 @@ class Fork:
 
 
 class ForkStore(Protocol):
-    """What forking takes of the store: the threads, the journal (read) and the forks."""
+    """What forking takes of the store: the threads, the journal (read), the forks and
+    the audit trail (a refused fork's row)."""
 
     @property
     def threads(self) -> Threads: ...
+
+    @property
+    def audit(self) -> AuditTrail: ...
 
     @property
     def journal(self) -> Journal: ...
@@ -95,6 +105,34 @@ def thread_said(ref: PlatformRef) -> str:
             return f"the thread {thread} in <#{ref.channel}>"
         case _:
             return f"thread {thread} of {ref.channel}"
+
+
+def fork_audited(
+    at: int | None, operator: str, means: Means, outcome: Outcome, reason: str
+) -> Audited:
+    """The audit trail's row of a fork at entry ``at`` (None: no entry's number was
+    given) by ``operator`` (``operator:<name>``) by ``means``: ``forked`` (the reason
+    names the new conversation, :func:`forked_into`) or ``refused`` (the reason why)."""
+    return Audited(
+        request_kind=FORK,
+        request_id=str(at) if at is not None else None,
+        user_id=f"operator:{operator}",
+        means=means,
+        outcome=outcome,
+        reason=reason,
+    )
+
+
+_INTO = re.compile(r"forked into conversation ([0-9A-Za-z_-]+)")
+
+
+def forked_into(row: AuditEntry) -> str | None:
+    """The conversation a fork's audit row (:func:`fork_audited`, outcome ``forked``)
+    made; None for any other row."""
+    if row.request_kind != FORK or row.outcome != "forked":
+        return None
+    found = _INTO.match(row.reason)
+    return found[1] if found else None
 
 
 def announcement(original: ConversationInfo, at: int, operator: str) -> str:
@@ -131,12 +169,44 @@ class Forker:
         """Fork ``conversation_id`` at its journal entry ``at`` as operator ``operator``
         (by ``means``, for the audit trail): the new conversation, written whole.
 
-        Raises :class:`ForkRefused` for an unknown conversation, an ``at`` that names no
-        entry of its journal (below 1, past its end), or a conversation whose own
-        thread is not started yet (a fork waiting for its thread)."""
+        Raises :class:`ForkRefused` for an unknown conversation, an ``at`` that is no
+        point to fork at (no entry of its journal, one before its first request, one
+        where its run had ended: :func:`core.run.fork.fork_of`), or a conversation whose
+        own thread is not started yet (a fork waiting for its thread); each but the
+        first is recorded in the audit trail as a refused fork."""
         original = await self._store.threads.find(conversation_id)
         if original is None:
             raise ForkRefused(f"there is no conversation {conversation_id}")
+        try:
+            return await self._fork(original, at, operator, means)
+        except ForkRefused as exc:
+            await self._refused(original, at, operator, means, str(exc))
+            raise
+
+    async def refuse(
+        self, conversation_id: str, at: int | None, *, operator: str, means: Means, why: str
+    ) -> None:
+        """Record a fork of ``conversation_id`` at ``at`` refused before it was tried (an
+        operator's token refused, an entry that is no number: ``at`` None) as
+        ``operator`` (a valid operator's name, else ``?``), ``why`` the reason; nothing
+        for an unknown conversation."""
+        original = await self._store.threads.find(conversation_id)
+        if original is not None:
+            await self._refused(original, at, operator, means, why)
+
+    async def _refused(
+        self, original: ConversationInfo, at: int | None, operator: str, means: Means, why: str
+    ) -> None:
+        audited = fork_audited(at, operator, means, "refused", why)
+        try:
+            await self._store.audit.record(
+                audited, where=original.binding, conversation_id=original.id
+            )
+        except ConversationNotFound:
+            pass  # gone meanwhile: nothing to record it on
+
+    async def _fork(self, original: ConversationInfo, at: int, operator: str, means: Means) -> Fork:
+        conversation_id = original.id
         if awaits_thread(original.binding):
             raise ForkRefused(
                 f"conversation {conversation_id} has no thread yet: fork it once it has"
@@ -165,14 +235,8 @@ class Forker:
             text=announcement(original, at, operator),
             thread_is_channel=place.platform in THREADS_ARE_CHANNELS,
         )
-        audited = Audited(
-            request_kind=FORK,
-            request_id=str(at),
-            user_id=f"operator:{operator}",
-            means=means,
-            outcome="forked",
-            reason=f"forked into conversation {new}; {forked.cancelled} open call(s) cancelled",
-        )
+        reason = f"forked into conversation {new}; {forked.cancelled} open call(s) cancelled"
+        audited = fork_audited(at, operator, means, "forked", reason)
         await self._store.forks.open_fork(
             ForkOpening(
                 conversation_id=new,

@@ -35,7 +35,9 @@ from core.vocabulary.entries import (
     AssistantTurn,
     ContextNote,
     DecisionEntry,
+    ForkedFrom,
     ToolResultEntry,
+    UserText,
 )
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import PlanApproval, RequestState
@@ -152,7 +154,9 @@ async def test_a_fork_starts_a_new_thread_whose_first_request_holds_the_journal_
         _renamed(r.entry, original, fork) for r in original.journal[:at]
     ]
     assert [r.at for r in fork.journal[:at]] == [r.at for r in original.journal[:at]]
-    note = fork.journal[at].entry
+    came = fork.journal[at].entry  # where it came from, which the model does not read
+    assert came == ForkedFrom(conversation=original.id, at=at, by="dana")
+    note = fork.journal[at + 1].entry
     assert isinstance(note, ContextNote) and note.strategy == FORK_NOTE
     assert fork.status.lifecycle is Lifecycle.DONE and fork.position == "answered"
     assert fork.requester == original.requester
@@ -213,7 +217,7 @@ async def test_a_fork_between_a_tool_use_and_its_result_cancels_that_call(
 
     cancelled = fork.tool_calls["toolu_03"]
     assert cancelled.state is ToolState.CANCELLED and made.cancelled == 1
-    result = fork.journal[at].entry
+    result = fork.journal[at + 1].entry  # after the ForkedFrom entry
     assert isinstance(result, ToolResultEntry) and result.is_error
     assert result.content.startswith("Cancelled: operator dana forked the conversation")
     # The request before the turn, then the turn, then its cancelled result and the note.
@@ -276,7 +280,12 @@ async def test_a_fork_point_outside_the_journal_or_an_unknown_conversation_is_re
         with pytest.raises(ForkRefused, match="there is no conversation nope"):
             await forker.fork("nope", 1, operator="dana")
         assert await app.store.threads.conversations() == before
-        assert [e for e in await app.store.audit.entries() if e.request_kind == "fork"] == []
+        (refused,) = [e for e in await app.store.audit.entries() if e.request_kind == "fork"]
+        assert (refused.conversation_id, refused.request_id, refused.outcome) == (
+            original.id,
+            str(at),
+            "refused",
+        )  # the unknown conversation has no row: there is none to record it on
 
 
 async def test_a_fork_in_a_channel_with_a_repository_works_in_a_fresh_clone(
@@ -316,3 +325,94 @@ async def test_a_fork_in_a_channel_with_a_repository_works_in_a_fresh_clone(
     assert not has_notes(fork.workspace)
     assert has_notes(original.workspace)  # the original's files stay as they were
     assert fork.tool_calls["toolu_06"].state is ToolState.FAILED  # notes.md: not there
+
+
+async def test_a_fork_runs_commands_in_the_sandbox_under_the_default_relative_workspace_root(
+    working_bwrap: None, settings: Settings, tmp_path: Path
+) -> None:
+    # the defaults' workspace root is relative (``.threadbot/workspaces``); the
+    # ``settings`` fixture runs the test in ``tmp_path``, as a bot runs in its folder
+    relative = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'threadbot.db'}",
+        workspace_root=Path(".threadbot/workspaces"),
+        progress_interval=0,
+        running_note_every=0,
+        console_user="alice",
+    )
+    script = [
+        *ORIGINAL,
+        [tool_use("toolu_06", "run_command", {"command": "echo ran in the fork"})],
+        [tool_use("toolu_07", "finish", {"answer": "Forked and ran."})],
+    ]
+    async with FakeAnthropicServer(script) as server, running(relative, server) as app:
+        chat, original = await the_original(app)
+        at = seq_of(original, ToolResultEntry, tool_use_id="toolu_03")
+        made = await forker_for(relative, app.store).fork(original.id, at, operator="dana")
+        fork = await forked(app, chat, made)
+
+    (result,) = [
+        r.entry
+        for r in fork.journal
+        if isinstance(r.entry, ToolResultEntry) and r.entry.tool_use_id == "toolu_06"
+    ]
+    assert "ran in the fork" in result.content and not result.is_error, result.content
+    assert fork.tool_calls["toolu_06"].state is ToolState.DONE
+    workspace = Path(fork.workspace)
+    assert workspace.is_absolute() and workspace.parent == tmp_path / ".threadbot/workspaces"
+    assert chat.said()[-1].startswith("✅ Forked and ran.")
+
+
+async def test_a_point_before_the_first_request_or_after_the_run_ended_is_refused_and_audited(
+    settings: Settings,
+) -> None:
+    async with FakeAnthropicServer(ORIGINAL) as server, running(settings, server) as app:
+        _chat, original = await the_original(app)
+        forker = Forker(store=app.store, workspace_root=settings.workspace_root)
+        before = await app.store.threads.conversations()
+        first = seq_of(original, UserText, role="request")
+        assert first > 1  # the workflow chosen and its first state come before it
+        answered = seq_of(original, ToolResultEntry, tool_use_id="toolu_05")  # finish's
+        refusals = {
+            1: f"entry 1 of conversation {original.id} comes before its first request "
+            f"(entry {first}): there is nothing to go on from; fork at its first request "
+            "or later",
+            original.last_seq: f"it had ended at entry {original.last_seq} (done): fork at "
+            "an earlier entry",
+            answered: f"it had ended at entry {answered} (done): fork at an earlier entry",
+        }
+        for at, why in refusals.items():
+            with pytest.raises(ForkRefused) as refused:
+                await forker.fork(original.id, at, operator="dana")
+            assert str(refused.value) == why
+        assert await app.store.threads.conversations() == before  # nothing forked
+        rows = [e for e in await app.store.audit.entries() if e.request_kind == "fork"]
+        assert [
+            (r.conversation_id, r.request_id, r.user_id, r.outcome, r.reason) for r in rows
+        ] == [
+            (original.id, str(at), "operator:dana", "refused", why) for at, why in refusals.items()
+        ]
+
+
+async def test_a_point_after_a_stop_is_refused_and_one_before_it_goes_on(
+    sqlite_settings: Settings,
+) -> None:
+    script = [
+        [tool_use("toolu_01", "propose_plan", {"steps": ["Look"]})],
+        [tool_use("toolu_02", "propose_plan", {"steps": ["Look again"]})],  # the fork's
+    ]
+    async with FakeAnthropicServer(script) as server, running(sqlite_settings, server) as app:
+        chat = Chat(app)
+        await chat.mention("look around")
+        await chat.stop()
+        await app.hub.settled()
+        original = await chat.snapshot()
+        assert original.status.lifecycle is Lifecycle.CANCELLED
+        forker = Forker(store=app.store, workspace_root=sqlite_settings.workspace_root)
+        with pytest.raises(ForkRefused, match=r"it had ended at entry \d+ \(cancelled\)"):
+            await forker.fork(original.id, original.last_seq, operator="dana")
+        plan = next(r.seq for r in original.journal if isinstance(r.entry, AssistantTurn))
+        made = await forker.fork(original.id, plan, operator="dana")  # before the stop
+        fork = await forked(app, chat, made)
+
+    assert str(fork.status) == "waiting(plan_approval)"
+    assert fork.tool_calls["toolu_01"].state is ToolState.CANCELLED

@@ -9,8 +9,11 @@ fork up (its deliverer finds the thread's first message in the store at its poll
 posts it at the top of the channel and goes on in that thread; a fork written while no
 bot runs is started by the next one. Each fork's first request holds the original's
 journal up to the entry forked at (the original's request made right after it) and
-then the fork's note. A refused operator, an unknown conversation and an entry outside
-the journal exit 2, saying why, and write nothing. A stop posted on one instance's
+then the fork's note; the command's last line is the new conversation's id alone. A
+refused operator, an unknown conversation and an entry outside the journal exit 2,
+saying why, and write nothing but the audit trail's row of a refused fork where the
+conversation is known (``operator:?`` for a name no operator could have). A stop posted
+on one instance's
 inspector page reaches the run another instance holds: that one kills the command and
 ends the run, and the thread says the operator stopped it.
 """
@@ -102,6 +105,8 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
         assert (
             refused.stderr == "threadbot fork: refused: 'dana' is not an operator with this token\n"
         )
+        odd = await fork(tmp_path, bot, original, "--at", str(at), "--operator", "x\ny")
+        assert odd.returncode == 2 and "is not an operator with this token" in odd.stderr
         past = await fork(tmp_path, bot, original, "--at", "999", "--operator", "dana")
         assert past.returncode == 2
         assert (
@@ -111,10 +116,22 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
         unknown = await fork(tmp_path, bot, "nope", "--at", "1", "--operator", "dana")
         assert unknown.returncode == 2 and "there is no conversation nope" in unknown.stderr
         assert bot.query("select count(*) from conversations") == [(1,)]
+        refusals = bot.query(
+            "select conversation_id, request_id, user_id, means, outcome, reason from audit "
+            "where request_kind = 'fork' order by id"
+        )  # the unknown conversation has none: there is nothing to record it on
+        odd_refused = "refused: ? is not an operator with this token"  # not the name given
+        assert refusals == [
+            (original, str(at), "operator:dana", "command", "refused", refused.stderr[16:-1]),
+            (original, str(at), "operator:?", "command", "refused", odd_refused),
+            (original, "999", "operator:dana", "command", "refused", past.stderr[16:-1]),
+        ]
 
         made = await fork(tmp_path, bot, original, "--at", str(at), "--operator", "dana")
         assert made.returncode == 0, made.stderr
         assert made.stdout.startswith(f"forked conversation {original} at entry {at} into ")
+        new = made.stdout.splitlines()[-1]  # the last line: the new conversation's id alone
+        assert bot.query("select id from conversations where id = ?", new) == [(new,)]
         await eventually(lambda: len(headers_posted(api)) == 1)
         (header,) = headers_posted(api)
         assert header["text"] == (
@@ -146,7 +163,8 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
         rows_before
     )
     forks = again.query(
-        "select user_id, means, outcome, request_id from audit where request_kind = 'fork'"
+        "select user_id, means, outcome, request_id from audit "
+        "where request_kind = 'fork' and outcome = 'forked'"
     )
     assert forks == [("operator:dana", "command", "forked", str(at))] * 2
     assert sorted(again.query("select lifecycle from conversations")) == [("done",)] * 3

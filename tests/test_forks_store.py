@@ -135,11 +135,12 @@ async def test_a_fork_is_written_whole_and_the_original_is_not_written(store: St
         (3, "decision"),
         (4, "tool_result"),
         (5, "assistant_turn"),
-        (6, "tool_result"),  # the open write_file, cancelled
-        (7, "context_note"),  # the fork's note
+        (6, "forked_from"),  # where it came from
+        (7, "tool_result"),  # the open write_file, cancelled
+        (8, "context_note"),  # the fork's note
     ]
     assert [r.at for r in fork.journal[:5]] == [r.at for r in before.journal]
-    assert [r.at for r in fork.journal[5:]] == [AT, AT]
+    assert [r.at for r in fork.journal[5:]] == [AT, AT, AT]
     (plan,) = fork.requests
     assert (plan.id, plan.state, plan.verdict, plan.decided_by) == (
         "copy-1",
@@ -200,4 +201,4 @@ async def test_a_fork_whose_id_is_taken_writes_nothing(store: Store) -> None:
         await store.forks.open_fork(opening(original, snap, new))
     assert await store.outbox.rows() == rows
     assert len(await store.audit.entries(conversation_id=original)) == 1
-    assert (await store.journal.load(new)).journal[-1].seq == 7
+    assert (await store.journal.load(new)).journal[-1].seq == 8

@@ -12,6 +12,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from bot.app import App
+from bot.inspector.web import Inspector
 from conversations.events import PlatformRef
 from conversations.inspect import timeline
 from conversations.inspect.follow import Follow
@@ -20,6 +21,7 @@ from conversations.inspect.outputs import PAGE, output_page
 from conversations.store.audit import AuditEntry
 from conversations.store.records import ConversationInfo
 from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from core.secrets import Redactor
 from core.vocabulary.approvals import ApprovalScope, CallPattern, RuleApplied
 from core.vocabulary.entries import (
     AssistantTurn,
@@ -34,6 +36,7 @@ from core.vocabulary.entries import (
     ExpertConsulted,
     FailedCall,
     FailuresReset,
+    ForkedFrom,
     JournalRecord,
     ModelUsage,
     Nudged,
@@ -108,7 +111,12 @@ async def test_the_story_s_timeline_holds_each_entry_with_who_how_and_what_it_co
     assert head.model_calls == 5 and head.input_tokens == 500 and head.output_tokens == 100
     assert head.in_flight == () and head.waiting == ()
     assert head.last_seq == snap.last_seq
-    assert head.started == snap.journal[0].at and head.seconds is not None
+    # opened, then ended, as the list says it (its creation, its last change)
+    info = await app.store.threads.info(cid)
+    assert (head.started, head.ended) == (info.created_at, info.changed_at)
+    assert head.started is not None and head.started <= snap.journal[0].at
+    assert head.duration(datetime.now(UTC)) == info.changed_at - info.created_at
+    assert head.cost_micro_usd is None and head.unpriced == 5  # no price: not known, not $0
 
 
 async def test_a_large_output_shows_its_first_page_and_pages_whole_from_the_output_store(
@@ -229,6 +237,7 @@ def every_kind() -> tuple[ConversationInfo, ConversationSnapshot, list[AuditEntr
         ScopeLeft(scope="delegation-1", outcome="not_usable"),
         Escalated(request_id="r2", failures=failed),
         FailuresReset(request_id="r2", by=bob),
+        ForkedFrom(conversation="f" * 32, at=2, by="dana"),  # (copied: nothing priced)
         ExpertConsulted(tool_use_id="toolu_x", question="why?", usage=usage),
         Nudged(why="prose", text="Call a tool."),
         Compacted(summary="so far: one step", through_seq=3, usage=usage),
@@ -263,6 +272,8 @@ def every_kind() -> tuple[ConversationInfo, ConversationSnapshot, list[AuditEntr
         binding=PlatformRef(platform="slack", workspace="T1", channel="C1", thread="1.0"),
         requester=bob,
         status=status,
+        changed_at=journal[-1].at,
+        created_at=t0,
     )
     snap = ConversationSnapshot(
         id="c" * 32,
@@ -312,8 +323,8 @@ def test_every_entry_kind_has_its_item_and_the_marked_states_are_marked() -> Non
         "workflow_chosen", "step_entered", "message", "model_turn", "decision", "tool_result",
         "rule_applied", "tool_attempt", "tool_result", "tool_result", "tool_result",
         "context_note", "scope_entered", "delegated", "delegation_brief", "delegation_checked",
-        "delegation_ended", "scope_left", "escalated", "failures_reset", "expert_consulted",
-        "nudged", "compacted", "stop",
+        "delegation_ended", "scope_left", "escalated", "failures_reset", "forked_from",
+        "expert_consulted", "nudged", "compacted", "stop",
     ]  # fmt: skip
     results = [i for i in found.items if isinstance(i, ToolResult)]
     assert [(r.state, r.marked) for r in results] == [
@@ -335,4 +346,31 @@ def test_every_entry_kind_has_its_item_and_the_marked_states_are_marked() -> Non
     assert [(c.call_id, c.state) for c in head.in_flight] == [("toolu_4", ToolState.RUNNING)]
     assert [(w.kind, w.prompt) for w in head.waiting] == [("question", "Which one?")]
     assert head.model_calls == 3 and head.cost_micro_usd == 2_700 and head.unpriced == 0
-    assert head.cache_share == 0.75 and head.seconds == 23.0
+    assert head.cache_share == 0.75 and head.ended is None  # it waits: to now
+    assert head.duration(datetime(2026, 1, 5, 9, 1, tzinfo=UTC)) == timedelta(minutes=1)
+    assert head.origin is not None and (head.origin.conversation, head.origin.at) == ("f" * 32, 2)
+
+
+async def test_a_question_without_its_answer_is_shown_waiting_for_it_not_approved(
+    make_app, settings
+) -> None:
+    app = await make_app(ScriptedModel(story_script()))
+    await run_console(app, "the login test is flaky, fix it\n+✅ 2\n")  # no answer given
+    cid = await only_conversation(app)
+
+    found = await timeline.read(app.store, cid)
+
+    assert found is not None and found.header.status == "waiting(question)"
+    (asked,) = found.header.in_flight
+    assert (asked.name, asked.state) == ("ask_user", ToolState.APPROVED)  # its record's
+    assert asked.waiting == "waiting for an answer"  # what is shown
+    (turn,) = [i for i in found.items if isinstance(i, ModelTurn) and i.calls[0].name == "ask_user"]
+    assert turn.calls[0].waiting == "waiting for an answer"
+    inspector = Inspector(
+        store=app.store, settings=settings, redactor=Redactor(), clock=lambda: datetime.now(UTC)
+    )
+    header = inspector.page(None, "conversation_header.html", header=found.header)
+    shown = inspector.page(None, "timeline_item.html", item=turn, cid=cid)
+    for html in (header, shown):
+        assert '<span class="state state-waiting">waiting for an answer</span>' in html
+        assert "approved" not in html

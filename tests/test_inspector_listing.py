@@ -11,6 +11,7 @@ Who may ask (401, 421, CSRF) is the guard's, tested in ``test_inspector_guard.py
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -116,7 +117,7 @@ async def test_each_conversation_is_a_row_with_its_place_people_state_time_and_c
     shown = Rows(page.text)
     assert shown.order == [done, waiting]  # newest first
     row = shown.rows[waiting]
-    assert row["id"] == f"{waiting[:12]} <b>fix</b> the flaky test"  # escaped, shown as text
+    assert row["id"] == f"{waiting} <b>fix</b> the flaky test"  # escaped, shown as text
     assert "&lt;b&gt;fix&lt;/b&gt;" in page.text
     assert shown.links[f"{waiting}:id"] == f"/inspector/conversations/{waiting}"
     assert row["platform"] == "slack"
@@ -126,7 +127,7 @@ async def test_each_conversation_is_a_row_with_its_place_people_state_time_and_c
     assert row["workflow"] == "validate-fix · approval"
     assert row["started"] == first.started.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert row["duration"] == "5 min 00 s so far"
-    assert row["cost"] == "$0.0123 (1 unpriced)"
+    assert row["cost"] == "$0.0123 (1 without a price)"
     assert row["calls"] == "2 (1,215 tokens)"
     # the place, the requester and the workflow link to the list filtered by them
     assert shown.links[f"{waiting}:requester"] == f"/inspector/?requester={ALICE.id}"
@@ -138,7 +139,7 @@ async def test_each_conversation_is_a_row_with_its_place_people_state_time_and_c
     assert (thread["status"], thread["workflow"]) == ("done", "default · planning")
     ran = (ended.at - second.started).total_seconds()
     assert thread["duration"] == duration(ran)  # until it ended, not until now
-    assert (thread["cost"], thread["calls"]) == ("$0.0000", "0")
+    assert (thread["cost"], thread["calls"]) == ("-", "0")  # no call: no cost, not $0
     assert "next-page" not in shown.links and "first-page" not in shown.links
 
 
@@ -247,3 +248,29 @@ def test_a_cursor_in_a_link_is_url_safe() -> None:
     made = link({"q": "a&b c", "after": "x"}, after=cursor.token())
     assert made == f"/inspector/?q=a%26b+c&after={cursor.token()}"
     assert Cursor.parse(cursor.token()) == cursor
+
+
+async def test_a_long_request_is_cut_and_bidirectional_controls_are_shown_as_markers(
+    store: Store, inspecting: Settings
+) -> None:
+    long = await opened(store, "1.0")
+    words = "word " * 600  # 3,000 characters
+    await started(store, long, words)
+    tricky = await opened(store, "2.0")
+    await started(store, tricky, "deploy \u202eevil\u202c and \u2066isolated\u2069")
+
+    async with inspector_served(store, inspecting) as served:
+        client = await served.client()
+        page = await client.get("/inspector/")
+        opened_page = await client.get(f"/inspector/conversations/{tricky}")
+
+    shown = Rows(page.text).rows
+    request = shown[long]["id"].removeprefix(long).strip()
+    assert request.endswith("…") and len(request) <= 201  # about 200 characters, then "…"
+    assert request[:-1].strip() == words[:200].strip()
+    assert (
+        shown[tricky]["id"] == f"{tricky} deploy [U+202E]evil[U+202C] and [U+2066]isolated[U+2069]"
+    )
+    for text in (page.text, opened_page.text):  # no page holds a control that reorders it
+        assert not re.search("[\u202a-\u202e\u2066-\u2069]", text)
+    assert "deploy [U+202E]evil[U+202C]" in opened_page.text

@@ -4,15 +4,17 @@
   ``seq``): the fork ``threadbot fork`` makes (:func:`bot.forking.forker_for`,
   :meth:`conversations.forks.Forker.fork`), as the signed-in operator with the means
   ``inspector``: its audit row is written in the fork's own transaction. 303 to the new
-  conversation's page; 400 for an ``at`` that is no entry of the journal (or no number),
-  404 for an unknown conversation, each saying why.
+  conversation's page; 400 for an ``at`` that is no point to fork at (no entry of the
+  journal, no number, before the first request, where the run had ended: recorded as a
+  refused fork), 404 for an unknown conversation, each saying why.
 - ``POST /inspector/conversations/{id}/stop``: the hub's stop
   (:meth:`conversations.stopping.Stopper.stop`), as ``operator <name>`` (id
   ``operator:<name>``) by the means ``inspector``, so it reaches the run wherever it
   runs (here, or a stop request to the instance that holds it) and is recorded as any
-  stop (its commit, or its refusal when the run had ended). 303 back to the page; 404
-  for an unknown conversation; 409 for a fork whose thread is not started yet; 503 where
-  no hub runs beside the inspector.
+  stop (its commit). 303 back to the page; 404 for an unknown conversation; 409 for a
+  conversation that had ended (nothing runs or waits: recorded as a refused stop, and
+  nothing is said in its thread) and for a fork whose thread is not started yet; 503
+  where no hub runs beside the inspector.
 - ``GET`` of either (an address typed, or the way back after a sign-in): 303 to the
   conversation's page, where the forms are.
 
@@ -29,6 +31,8 @@ from bot.inspector.web import INSPECTOR, PREFIX, Inspector, operator_of, see_oth
 from conversations.forks import ForkRefused
 from conversations.stopping import Stopper
 from conversations.store.schedules import awaits_thread
+from core.vocabulary.audit import STOP
+from core.vocabulary.lifecycle import ENDED
 from core.vocabulary.people import Person
 
 routes = web.RouteTableDef()
@@ -53,19 +57,20 @@ async def fork(request: web.Request) -> web.Response:
     inspector = request.app[INSPECTOR]
     cid = request.match_info["id"]
     form = await request.post()
-    try:
-        at = int(str(form.get("at", "")).strip())
-    except ValueError:
-        why = f"{str(form.get('at', ''))!r} is not a journal entry's number."
-        return _refused(request, inspector, cid, 400, "Not forked", why)
     if await inspector.store.threads.find(cid) is None:
         return inspector.render(
             request, "not_found.html", status=404, what=f"There is no conversation {cid}."
         )
+    forker = forker_for(inspector.settings, inspector.store)
+    name = operator_of(request)
     try:
-        made = await forker_for(inspector.settings, inspector.store).fork(
-            cid, at, operator=operator_of(request), means="inspector"
-        )
+        at = int(str(form.get("at", "")).strip())
+    except ValueError:
+        why = f"{str(form.get('at', ''))[:40]!r} is not a journal entry's number"
+        await forker.refuse(cid, None, operator=name, means="inspector", why=why)
+        return _refused(request, inspector, cid, 400, "Not forked", f"{why}.")
+    try:
+        made = await forker.fork(cid, at, operator=name, means="inspector")
     except ForkRefused as exc:
         return _refused(request, inspector, cid, 400, "Not forked", f"{exc}.")
     return see_other(f"{PREFIX}/conversations/{made.conversation_id}")
@@ -88,14 +93,26 @@ async def stop(request: web.Request) -> web.Response:
         return inspector.render(
             request, "not_found.html", status=404, what=f"There is no conversation {cid}."
         )
+    name = operator_of(request)
+    status = conversation.status
+    if status.lifecycle in ENDED:  # nothing runs or waits: the thread is told nothing
+        await inspector.audit(
+            request,
+            action=STOP,
+            outcome="refused",
+            reason=f"nothing to stop: it had ended ({status})",
+            conversation_id=cid,
+            where=conversation.binding,
+        )
+        why = f"Nothing to stop: it had ended ({status})."
+        return _refused(request, inspector, cid, 409, "Not stopped", why)
+    if awaits_thread(conversation.binding):
+        why = "Its thread has not started yet: stop it once it has."
+        return _refused(request, inspector, cid, 409, "Not stopped", why)
     stopper = request.app.get(STOPPER)
     if stopper is None:
         why = "No bot runs beside this inspector: stop it from the thread, or another instance."
         return _refused(request, inspector, cid, 503, "Not stopped", why)
-    if awaits_thread(conversation.binding):
-        why = "Its thread has not started yet: stop it once it has."
-        return _refused(request, inspector, cid, 409, "Not stopped", why)
-    name = operator_of(request)
     by = Person(id=f"operator:{name}", name=f"operator {name}")
     await stopper.stop(conversation, by, means="inspector")
     return see_other(f"{PREFIX}/conversations/{cid}")

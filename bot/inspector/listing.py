@@ -115,15 +115,12 @@ async def conversations(request: web.Request) -> web.Response:
             request,
             "conversations.html",
             status=400,
-            now=inspector.clock(),
             **_context(values, ConversationPage(rows=[], next=None), problem=str(exc)),
         )
     page = await inspector.store.inspection.conversations(
         wanted.where, after=wanted.after, limit=wanted.limit
     )
-    return inspector.render(
-        request, "conversations.html", now=inspector.clock(), **_context(values, page)
-    )
+    return inspector.render(request, "conversations.html", **_context(values, page))
 
 
 def _context(

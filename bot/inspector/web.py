@@ -6,7 +6,9 @@ signed in with :func:`operator_of` (the guard, :mod:`bot.inspector.guard`, let t
 request through only with a session, docs/architecture.md "The run inspector").
 
 Everything served goes through the redactor (:class:`core.secrets.Redactor`): a token
-or key that reached the journal, a tool's output or a name is never shown.
+or key that reached the journal, a tool's output or a name is never shown. Every page
+shows the bidirectional control characters a text holds as markers (:func:`unbidi`), so
+no text can show itself in another order than it has (``evil`` as ``live``).
 Templates are Jinja2's (https://jinja.palletsprojects.com/en/stable/api/#autoescaping),
 with autoescaping on, from ``bot/inspector/templates/``.
 """
@@ -14,9 +16,10 @@ with autoescaping on, from ``bot/inspector/templates/``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,29 @@ def dollars(micro: int | None) -> str:
     return f"${micro / 1_000_000:,.4f}"
 
 
+def cost(calls: int, unpriced: int, micro: int | None) -> str:
+    """What ``calls`` model calls cost, as the list and a conversation's page both say it
+    (``unpriced``: how many had no price; ``micro``: the priced ones' cost in micro-USD,
+    :func:`conversations.store.inspection.priced`): ``-`` with no call; ``- (N without a
+    price)`` when none had a price; else the dollars (:func:`dollars`), with ``(N without
+    a price)`` when some had none."""
+    if not calls:
+        return "-"
+    said = "-" if micro is None else dollars(micro)
+    return f"{said} ({unpriced} without a price)" if unpriced else said
+
+
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+"""The bidirectional embedding, override and isolate controls (U+202A to U+202E, U+2066
+to U+2069): https://www.unicode.org/reports/tr9/#Explicit_Directional_Embeddings."""
+
+
+def unbidi(text: str) -> str:
+    """``text`` with each bidirectional control character (:data:`BIDI`) shown as a marker,
+    ``[U+202E]``, so it shows its characters in the order they have."""
+    return BIDI.sub(lambda found: f"[U+{ord(found.group()):04X}]", text)
+
+
 def when(moment: datetime | None) -> str:
     """A time as ``2026-12-06 19:30:05 UTC``; ``-`` for None."""
     if moment is None:
@@ -67,10 +93,12 @@ def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def duration(seconds: float | None) -> str:
-    """Seconds in words: ``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
-    if seconds is None:
+def duration(span: float | timedelta | None) -> str:
+    """Seconds (or a span) in words: ``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``;
+    ``-`` for None."""
+    if span is None:
         return "-"
+    seconds = span.total_seconds() if isinstance(span, timedelta) else span
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
@@ -103,6 +131,7 @@ class Inspector:
             finalize=self._redacted,
         )
         self._templates.filters.update(dollars=dollars, when=when, duration=duration)
+        self._templates.globals.update(cost=cost)
 
     def _redacted(self, value: Any) -> Any:
         """Each value a template prints, redacted before it is escaped: a secret with an
@@ -118,14 +147,16 @@ class Inspector:
 
     def page(self, request: web.Request | None, template: str, **values: Any) -> str:
         """``template`` rendered with ``values``, ``operator`` and ``csrf`` (empty when no
-        one is signed in), redacted."""
+        one is signed in) and ``now`` (the clock's: a duration to now), redacted, its
+        bidirectional controls shown as markers (:func:`unbidi`)."""
         context = {
             "operator": request.get(OPERATOR, "") if request is not None else "",
             "csrf": request.get(CSRF, "") if request is not None else "",
             "prefix": PREFIX,
+            "now": self.clock(),
         }
-        html = self._templates.get_template(template).render(**context, **values)
-        return self.redact(html)
+        html = self._templates.get_template(template).render(**context | values)
+        return unbidi(self.redact(html))
 
     def render(
         self, request: web.Request, template: str, *, status: int = 200, **values: Any

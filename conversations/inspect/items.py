@@ -13,9 +13,10 @@ changes (:mod:`conversations.inspect.follow`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import ClassVar
 
+from conversations.store.inspection import ran
 from core.vocabulary.tool_records import FINAL_TOOL_STATES, ToolState
 
 MARKED_STATES = frozenset(
@@ -85,7 +86,9 @@ class CallAsked:
     """A tool call a model turn asked for: its id, tool, arguments (JSON, indented) and
     its record's state now (None: no record), whether its result is journaled
     (``answered``). A ``propose_plan`` call has its ``steps`` and the plan ``version``
-    it became (None: not known yet, or never one)."""
+    it became (None: not known yet, or never one). ``waiting``: what a control call
+    waits for while a person's answer is its result (``waiting for an answer``: see
+    :func:`waiting_for`); the state shown then, rather than its record's."""
 
     id: str
     name: str
@@ -94,6 +97,7 @@ class CallAsked:
     answered: bool = False
     steps: tuple[str, ...] = ()
     version: int | None = None
+    waiting: str | None = None
 
     @property
     def plan(self) -> bool:
@@ -200,14 +204,42 @@ class Note(Item):
     spent: Spent | None = None
 
 
+WAITING_FOR = {
+    "question": "waiting for an answer",
+    "plan_approval": "waiting for approval",
+    "plan_revision": "waiting for a revision",
+}
+"""What a control call without its result waits for, by the kind of its open request:
+its record says ``approved`` (it may run), but it runs no tool: a person's answer
+becomes its result."""
+
+
+def waiting_for(kind: str) -> str:
+    """What a control call waits for while its request of ``kind`` is open."""
+    return WAITING_FOR.get(kind, f"waiting for a person ({kind.replace('_', ' ')})")
+
+
 @dataclass(frozen=True)
 class InFlight:
-    """A call without its result yet: its tool, state, and since when (its turn)."""
+    """A call without its result yet: its tool, state, and since when (its turn);
+    ``waiting``: what it waits for when a person's answer is to be its result (an
+    ``ask_user`` question, a plan), shown instead of its record's state."""
 
     call_id: str
     name: str
     state: ToolState
     since: datetime
+    waiting: str | None = None
+
+
+@dataclass(frozen=True)
+class ForkLink:
+    """A fork: conversation ``conversation`` forked from, or into, at entry ``at`` by the
+    operator ``by`` (their name)."""
+
+    conversation: str
+    at: int
+    by: str
 
 
 @dataclass(frozen=True)
@@ -224,10 +256,15 @@ class Waiting:
 class Header:
     """What the top of a conversation's page says: where (platform, workspace, channel,
     thread), who asked (``requester``, a platform user id), its lifecycle status and
-    workflow position, the workflow it runs, when it started and how long it ran (first
-    to newest entry; None without entries), every model call's tokens and cost (the
-    priced calls'; ``unpriced``: calls without a price), and what is open now: calls
-    without their result, requests waiting for a person. ``last_seq``: the newest entry's."""
+    workflow position, the workflow it runs, when it was opened (``started``; None: not
+    known) and when its run ended (``ended``, None while it is idle, runs or waits:
+    :meth:`duration`), the tokens and cost of the model calls it made (a fork's own; the
+    priced calls' cost, None when none had a price; ``unpriced``: calls without a
+    price), as the list of conversations counts them
+    (:mod:`conversations.store.inspection`), and what is open now: calls without their
+    result, requests waiting for a person. ``origin``: where a fork came from (None:
+    not a fork); ``forks``: the forks made of it (from its audit trail), oldest first.
+    ``last_seq``: the newest entry's."""
 
     id: str
     platform: str
@@ -240,17 +277,24 @@ class Header:
     position: str
     workflow: str | None
     started: datetime | None
-    seconds: float | None
+    ended: datetime | None
     model_calls: int
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
-    cost_micro_usd: int
+    cost_micro_usd: int | None
     unpriced: int
     in_flight: tuple[InFlight, ...]
     waiting: tuple[Waiting, ...]
     last_seq: int
+    origin: ForkLink | None = None
+    forks: tuple[ForkLink, ...] = ()
+
+    def duration(self, now: datetime) -> timedelta | None:
+        """How long it ran: to ``ended``, or to ``now`` while it is idle, runs or waits
+        (:func:`conversations.store.inspection.ran`, as the list says it)."""
+        return ran(self.started, self.ended, now)
 
     @property
     def cache_share(self) -> float | None:

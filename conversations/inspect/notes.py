@@ -4,7 +4,8 @@ facts and, where a person or a model call is in it, who and what it cost.
 Workflow states (the workflow chosen, each position entered), compactions, context
 strategies' notes, nested scopes entered and left, retried attempts, approvals by a
 remembered rule, escalations and the resets of the failure streak, nudges, expert
-consultations and delegations (docs/architecture.md, "The agent as a composition").
+consultations and delegations (docs/architecture.md, "The agent as a composition"),
+and where a fork came from (docs/architecture.md, "Rewind and fork").
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from core.vocabulary.entries import (
     ExpertConsulted,
     FailedCall,
     FailuresReset,
+    ForkedFrom,
     JournalRecord,
     Nudged,
     ScopeEntered,
@@ -48,6 +50,8 @@ def note(record: JournalRecord, tool_of: Callable[[str], str]) -> Note | None:
         return None
     title, text, facts = made
     who = entry.by.id if isinstance(entry, FailuresReset | RuleApplied) else None
+    if isinstance(entry, ForkedFrom):
+        who = f"operator:{entry.by}"
     usage = entry.usage if isinstance(entry, Compacted | ExpertConsulted) else None
     return Note(
         seq=record.seq,
@@ -105,6 +109,9 @@ def _made(entry: Entry, tool_of: Callable[[str], str]) -> tuple[str, str, Facts]
         case Nudged():
             facts = (("call", entry.tool_use_id),) if entry.tool_use_id else ()
             return f"Nudged ({entry.why.replace('_', ' ')})", entry.text, facts
+        case ForkedFrom():
+            facts = (("conversation", entry.conversation), ("entry", f"#{entry.at}"))
+            return f"Forked from entry #{entry.at} of another conversation", "", facts
         case ExpertConsulted():
             facts = (("call", entry.tool_use_id), ("outcome", entry.outcome))
             if entry.reason:

@@ -12,23 +12,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from conversations.forks import forked_into
 from conversations.inspect import notes, people, turns
-from conversations.inspect.items import Header, InFlight, Item, Waiting
+from conversations.inspect.items import ForkLink, Header, InFlight, Item, Waiting, waiting_for
 from conversations.inspect.results import Calls
 from conversations.store.audit import AuditEntry
+from conversations.store.inspection import call_totals, ended_at, own_usages
 from conversations.store.interfaces import Store
 from conversations.store.records import ConversationInfo
 from core.vocabulary.entries import (
     AssistantTurn,
     DecisionEntry,
-    PricedEntry,
+    ForkedFrom,
     StopEntry,
     ToolResultEntry,
     UserText,
     WorkflowChosen,
 )
 from core.vocabulary.errors import ConversationNotFound
-from core.vocabulary.requests import PlanApproval, PlanRevision, RequestState
+from core.vocabulary.requests import PlanApproval, PlanRevision, RequestState, control_call
 from core.vocabulary.snapshot import ConversationSnapshot
 
 Stamp = tuple[str, datetime | None]
@@ -83,6 +85,7 @@ def build(
     requests = {r.id: r for r in snap.requests}
     means = people.Means(rows)
     names = {call_id: call.name for call_id, (call, _at) in calls.asked.items()}
+    waits = awaited(snap)
     items: list[Item] = []
     for record in snap.journal:
         entry = record.entry
@@ -90,7 +93,7 @@ def build(
         if isinstance(entry, UserText):
             item = people.message(record, redact)
         elif isinstance(entry, AssistantTurn):
-            item = turns.model_turn(record, snap.tool_calls, versions, answered)
+            item = turns.model_turn(record, snap.tool_calls, versions, answered, waits)
         elif isinstance(entry, ToolResultEntry):
             item = calls.result(record, snap.tool_calls, redact)
         elif isinstance(entry, DecisionEntry):
@@ -101,22 +104,57 @@ def build(
             item = notes.note(record, calls.name)
         if item is not None:
             items.append(item)
-    return Timeline(header=header(info, snap, answered), items=tuple(items))
+    found = header(info, snap, answered, waits, rows)
+    return Timeline(header=found, items=tuple(items))
 
 
-def header(info: ConversationInfo, snap: ConversationSnapshot, answered: set[str]) -> Header:
-    """The header of ``snap``: where, who, status, workflow, times, usage, what is open."""
+def awaited(snap: ConversationSnapshot) -> dict[str, str]:
+    """``{tool_use_id: what it waits for}`` of each control call whose open request's
+    answer is to be its result (a question, a plan): its record says ``approved``."""
+    return {
+        call: waiting_for(r.kind.value)
+        for r in snap.requests
+        if r.state is RequestState.OPEN and (call := control_call(r)) is not None
+    }
+
+
+def forks_of(rows: list[AuditEntry]) -> tuple[ForkLink, ...]:
+    """The forks made of a conversation, from its audit ``rows`` (a ``fork`` row, outcome
+    ``forked``, names the new conversation: :func:`conversations.forks.forked_into`)."""
+    made = []
+    for row in rows:
+        new = forked_into(row)
+        if new is not None and (row.request_id or "").isdigit():
+            by = row.user_id.removeprefix("operator:")
+            made.append(ForkLink(conversation=new, at=int(row.request_id or 0), by=by))
+    return tuple(made)
+
+
+def header(
+    info: ConversationInfo,
+    snap: ConversationSnapshot,
+    answered: set[str],
+    waits: dict[str, str],
+    rows: list[AuditEntry],
+) -> Header:
+    """The header of ``snap``: where, who, status, workflow, times and usage (as the list
+    of conversations reads them: the conversation's opening and last change, its own
+    model calls), what is open (``waits``: :func:`awaited`), where it was forked from
+    and the forks made of it (its audit ``rows``)."""
     journal = snap.journal
-    started = journal[0].at if journal else None
-    seconds = (journal[-1].at - journal[0].at).total_seconds() if journal else None
     workflow = next(
         (r.entry.name for r in reversed(journal) if isinstance(r.entry, WorkflowChosen)), None
     )
-    usages = [
-        r.entry.usage
-        for r in journal
-        if isinstance(r.entry, PricedEntry) and r.entry.usage is not None
-    ]
+    origin = next(
+        (
+            ForkLink(conversation=r.entry.conversation, at=r.entry.at, by=r.entry.by)
+            for r in reversed(journal)
+            if isinstance(r.entry, ForkedFrom)
+        ),
+        None,
+    )
+    usages = own_usages(journal)
+    totals = call_totals(usages)
     at_seq = {r.seq: r.at for r in journal}
     in_flight = tuple(
         InFlight(
@@ -124,6 +162,7 @@ def header(info: ConversationInfo, snap: ConversationSnapshot, answered: set[str
             name=record.name,
             state=record.state,
             since=at_seq[record.turn_seq],
+            waiting=waits.get(record.tool_use_id),
         )
         for record in sorted(snap.tool_calls.values(), key=lambda r: (r.turn_seq, r.index))
         if record.tool_use_id not in answered and record.turn_seq in at_seq
@@ -150,16 +189,18 @@ def header(info: ConversationInfo, snap: ConversationSnapshot, answered: set[str
         lifecycle=snap.status.lifecycle.value,
         position=snap.position,
         workflow=workflow,
-        started=started,
-        seconds=seconds,
-        model_calls=len(usages),
+        started=info.created_at,
+        ended=ended_at(snap.status, info.changed_at),
+        model_calls=totals.calls,
         input_tokens=sum(u.input_tokens for u in usages),
         output_tokens=sum(u.output_tokens for u in usages),
         cache_read_tokens=sum(u.cache_read_tokens for u in usages),
         cache_write_tokens=sum(u.cache_write_tokens for u in usages),
-        cost_micro_usd=sum(u.cost_micro_usd or 0 for u in usages),
-        unpriced=sum(1 for u in usages if u.cost_micro_usd is None),
+        cost_micro_usd=totals.cost_micro_usd,
+        unpriced=totals.unpriced,
         in_flight=in_flight,
         waiting=waiting,
         last_seq=snap.last_seq,
+        origin=origin,
+        forks=forks_of(rows),
     )

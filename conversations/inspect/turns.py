@@ -45,10 +45,14 @@ def model_turn(
     records: Mapping[str, ToolCallRecord],
     versions: Mapping[str, int],
     answered: Set[str],
+    waits: Mapping[str, str] | None = None,
 ) -> ModelTurn:
     """The item of the turn ``record`` (its entry an :class:`AssistantTurn`): each call
     with its record's state (``records``, by ``tool_use_id``), whether its result is in
-    the journal (``answered``) and, for a plan, its steps and version (``versions``)."""
+    the journal (``answered``), what it waits for when a person's answer is to be its
+    result (``waits``, by ``tool_use_id``) and, for a plan, its steps and version
+    (``versions``)."""
+    waits = waits or {}
     turn = record.entry
     assert isinstance(turn, AssistantTurn)
     calls = []
@@ -64,6 +68,7 @@ def model_turn(
                 answered=call.id in answered,
                 steps=tuple(steps),
                 version=versions.get(call.id),
+                waiting=None if call.id in answered else waits.get(call.id),
             )
         )
     return ModelTurn(

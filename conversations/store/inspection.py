@@ -10,10 +10,13 @@ inspector"); every backend answers alike (``tests/test_inspection_store.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from core.run.fork import copied_through
+from core.vocabulary.entries import JournalRecord, ModelUsage, PricedEntry
 from core.vocabulary.lifecycle import ENDED, Lifecycle, Status
 
 PAGE_SIZE = 50
@@ -105,12 +108,16 @@ class ConversationSummary:
     runs, journaled once with its first request (``WorkflowChosen``; None: none yet, an
     ``idle`` conversation, or one journaled before workflows, which runs ``default``).
     ``request``: the first :data:`REQUEST_CHARS` characters of its first ``user_text``
-    entry, the words it was opened with ("" before they are journaled).
-    ``started``: when it was opened (UTC); ``ended``: its last change, when its status
-    ended a run (``done``, ``failed``, ``cancelled``), else None. The model calls:
+    entry, the words it was opened with ("" before they are journaled);
+    ``request_cut``: it had more (one character past them is read to tell).
+    ``started``: when it was opened (UTC; a fork's, when it was forked); ``ended``: its
+    last change, when its status ended a run (``done``, ``failed``, ``cancelled``), else
+    None. The model calls it made (a fork's own: not those of the entries it copied):
     ``model_calls`` in number, ``tokens`` of every kind, ``cost_micro_usd`` the sum of
-    the priced calls' costs in micro-dollars (None when it made calls and none had a
-    price; 0 with no call) and ``unpriced_calls`` how many had no price.
+    the priced calls' costs in micro-dollars (:func:`priced`: None when it made calls
+    and none had a price; 0 with no call) and ``unpriced_calls`` how many had no price.
+    A conversation's page shows the same figures, read the same way
+    (:func:`ran`, :func:`own_usages`, :func:`priced`).
     """
 
     id: str
@@ -131,17 +138,69 @@ class ConversationSummary:
     tokens: int
     cost_micro_usd: int | None
     unpriced_calls: int
+    request_cut: bool = False
 
     def duration(self, now: datetime) -> timedelta:
-        """How long it ran: from ``started`` to ``ended``, or to ``now`` (UTC) while it is
-        idle, runs or waits; never negative."""
-        end = self.ended or now
-        return max(end - self.started, timedelta(0))
+        """How long it ran (:func:`ran`)."""
+        return ran(self.started, self.ended, now) or timedelta(0)
 
 
-def ended_at(status: Status, changed: datetime) -> datetime | None:
+def ended_at(status: Status, changed: datetime | None) -> datetime | None:
     """``changed`` (a conversation's last change) when ``status`` ended a run, else None."""
     return changed if status.lifecycle in ENDED else None
+
+
+def ran(started: datetime | None, ended: datetime | None, now: datetime) -> timedelta | None:
+    """How long a conversation ran, as the list and its page say it: from its opening,
+    ``started``, to ``ended`` (:func:`ended_at`), or to ``now`` (UTC) while it is idle,
+    runs or waits; never negative; None when the opening is not known."""
+    if started is None:
+        return None
+    return max((ended or now) - started, timedelta(0))
+
+
+def priced(calls: int, unpriced: int, cost: int) -> int | None:
+    """The cost in micro-dollars of ``calls`` model calls, ``unpriced`` of them without a
+    price, whose priced ones cost ``cost``: None when there were calls and none had a
+    price (a cost not known, never $0), else ``cost`` (0 with no call)."""
+    return None if calls and unpriced == calls else cost
+
+
+def own_usages(journal: Sequence[JournalRecord]) -> list[ModelUsage]:
+    """The usage of each model call a conversation made, from its ``journal``'s priced
+    entries: a fork's own, past the entries it copied from the conversation it was
+    forked from (:func:`core.run.fork.copied_through`: those calls are counted there, as
+    the ``model_calls`` table holds them once)."""
+    copied = copied_through(journal)
+    return [
+        r.entry.usage
+        for r in journal
+        if r.seq > copied and isinstance(r.entry, PricedEntry) and r.entry.usage is not None
+    ]
+
+
+@dataclass(frozen=True)
+class CallTotals:
+    """Model calls summed: how many, their ``tokens`` of every kind, their cost
+    (:func:`priced`) and how many had no price."""
+
+    calls: int
+    tokens: int
+    cost_micro_usd: int | None
+    unpriced: int
+
+
+def call_totals(usages: Iterable[ModelUsage]) -> CallTotals:
+    """The totals of ``usages`` (:func:`own_usages`)."""
+    calls = tokens = cost = unpriced = 0
+    for usage in usages:
+        calls += 1
+        tokens += usage.total_tokens
+        if usage.cost_micro_usd is None:
+            unpriced += 1
+        else:
+            cost += usage.cost_micro_usd
+    return CallTotals(calls, tokens, priced(calls, unpriced, cost), unpriced)
 
 
 @dataclass(frozen=True)

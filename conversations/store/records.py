@@ -67,13 +67,15 @@ class RequestMessage:
 class ConversationInfo:
     """A conversation as the hub sees it: binding, requester and status; ``changed_at``:
     when it was last committed (UTC; every commit moves it, so a reader that polls
-    knows when to read the journal again: :mod:`conversations.inspect.follow`)."""
+    knows when to read the journal again: :mod:`conversations.inspect.follow`);
+    ``created_at``: when it was opened (UTC; a fork's, when it was forked)."""
 
     id: str
     binding: PlatformRef
     requester: Person
     status: Status
     changed_at: datetime | None = field(default=None, compare=False)
+    created_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def info_of(row: ConversationRow) -> ConversationInfo:
         requester=Person(id=row.requester_id, name=row.requester_name),
         status=status_of(row),
         changed_at=as_utc(row.updated_at),
+        created_at=as_utc(row.created_at),
     )
 
 

@@ -7,14 +7,16 @@ writes nothing (the store writes it all in one transaction:
 
 - **the journal**: C's entries 1..``at`` as they are, under the same ``seq`` and time
   (a :class:`~core.vocabulary.entries.DecisionEntry`'s request id renamed to the
-  fork's copy of that request); then, stamped ``now``, a ``cancelled``
-  result for every call still without one at ``at`` (a fork point between a
-  ``tool_use`` and its result, or a plan or question waiting for a person: the open
-  control call is closed so, and the model goes on), and the fork's note, a
-  :class:`~core.vocabulary.entries.ContextNote` of the strategy :data:`FORK_NOTE`: the
-  model reads it as the last block of the user message after those results
-  (``[threadbot: fork] ...``, :func:`core.run.blocks.context_note_block`), told that the
-  files of its new workspace are not as they were at that point;
+  fork's copy of that request); then, stamped ``now``, a
+  :class:`~core.vocabulary.entries.ForkedFrom` entry naming C, ``at`` and the operator
+  (where the fork came from, for the inspector: the model's history passes over it;
+  :func:`copied_through`), a ``cancelled`` result for every call still without one at
+  ``at`` (a fork point between a ``tool_use`` and its result, or a plan or question
+  waiting for a person: the open control call is closed so, and the model goes on),
+  and the fork's note, a :class:`~core.vocabulary.entries.ContextNote` of the strategy
+  :data:`FORK_NOTE`: the model reads it as the last block of the user message after
+  those results (``[threadbot: fork] ...``, :func:`core.run.blocks.context_note_block`),
+  told that the files of its new workspace are not as they were at that point;
 - **the tool calls**: C's record of each call answered by ``at`` (final by then), and
   for each call closed here a new record moved to ``cancelled`` through
   :mod:`core.tool_state`;
@@ -31,8 +33,13 @@ writes nothing (the store writes it all in one transaction:
   by ``at``;
 - **the status**: ``running`` (moved from ``idle`` through
   :func:`core.vocabulary.lifecycle.move`), so the run goes on from the journal as a run
-  resumed after a crash does (``Engine.run``); ``done`` when the position is an end
-  state (the answer was given: a message in the new thread goes on from there).
+  resumed after a crash does (``Engine.run``).
+
+A point with nothing to go on from is refused (:class:`ForkPointInvalid`): one that is
+no entry of the journal, one before the conversation's first request (its first
+``user_text`` entry: the run would have nothing to do), and one where the run had
+ended (:func:`ended_by`: the answer given, a stop, a failure; the fork would post its
+first message and do nothing).
 """
 
 from __future__ import annotations
@@ -49,11 +56,15 @@ from core.vocabulary.entries import (
     ContextNote,
     DecisionEntry,
     Entry,
+    ForkedFrom,
     JournalRecord,
     StepEntered,
+    StopEntry,
     ToolResultEntry,
+    UserText,
+    WorkflowChosen,
 )
-from core.vocabulary.lifecycle import Status
+from core.vocabulary.lifecycle import ENDED, Status
 from core.vocabulary.requests import (
     ContinueRequest,
     PendingRequest,
@@ -77,7 +88,9 @@ approved plan, the budget raises, the plan versions)."""
 
 
 class ForkPointInvalid(ValueError):
-    """``at`` names no entry of the conversation's journal; the message says its range."""
+    """``at`` is no point to fork at: no entry of the conversation's journal, one before
+    its first request, or one where its run had ended; the message says why and where
+    to fork instead."""
 
 
 @dataclass(frozen=True)
@@ -126,23 +139,34 @@ def fork_of(
     ``workflow`` is the conversation's (journaled, or the default); ``cloned``: the
     fork's workspace is a clone of a repository (:func:`fork_note`); ``now`` (aware UTC)
     stamps the entries the fork adds; ``new_id()`` gives each carried request its new
-    id. Raises :class:`ForkPointInvalid` when ``at`` is not the ``seq`` of an entry."""
+    id. Raises :class:`ForkPointInvalid` when ``at`` is not the ``seq`` of an entry, is
+    before the first request, or is where the run had ended (see the module docstring)."""
     journal = snap.journal
     if not any(r.seq == at for r in journal):
         said = f"1 to {snap.last_seq}" if journal else "nothing: it is empty"
         raise ForkPointInvalid(
             f"conversation {snap.id} has no journal entry {at}: its journal runs {said}"
         )
-    kept = journal[: bisect.bisect_right(journal, at, key=lambda r: r.seq)]
+    first = next((r.seq for r in journal if isinstance(r.entry, UserText)), None)
+    if first is None or at < first:
+        where = f"entry {first}" if first is not None else "none yet"
+        raise ForkPointInvalid(
+            f"entry {at} of conversation {snap.id} comes before its first request "
+            f"({where}): there is nothing to go on from; fork at its first request or later"
+        )
+    cut = bisect.bisect_right(journal, at, key=lambda r: r.seq)
+    kept = journal[:cut]
+    position = _position(kept, workflow)
+    ended = ended_by(snap, cut, workflow.state(position).kind is StateKind.END)
+    if ended is not None:
+        raise ForkPointInvalid(f"it had ended at entry {at} ({ended}): fork at an earlier entry")
     answered = {r.entry.tool_use_id for r in kept if isinstance(r.entry, ToolResultEntry)}
     requests, renamed = _carried(snap, kept, answered, new_id)
     records, closing = _calls(snap, kept, answered, renamed, by)
     results, closed = parts(closing)
-    position = _position(kept, workflow)
     status = lifecycle.move(lifecycle.IDLE, lifecycle.RUNNING)
-    if workflow.state(position).kind is StateKind.END:
-        status = lifecycle.move(status, lifecycle.DONE)
     added: tuple[Entry, ...] = (
+        ForkedFrom(conversation=snap.id, at=at, by=by),
         *results,
         ContextNote(strategy=FORK_NOTE, text=fork_note(by, at, cloned)),
     )
@@ -165,6 +189,49 @@ def fork_of(
         ),
         cancelled=len(closed),
     )
+
+
+STARTS = (StepEntered, WorkflowChosen)
+"""The entries a run's start journals before its request (:func:`ended_by`)."""
+
+
+def ended_by(snap: ConversationSnapshot, cut: int, at_end: bool) -> str | None:
+    """How the run holding ``snap.journal[cut - 1]`` had ended by that entry, in words
+    (``done``, ``cancelled``, the conversation's ended status, or where the next run
+    began), or None when it went on after it. ``at_end``: the workflow's position
+    there is an end state (the answer was given).
+
+    Ended: at an end state; stopped after its request (a
+    :class:`~core.vocabulary.entries.StopEntry`); or nothing of its own after it (only a
+    next run's start, :data:`STARTS`), when a next request follows (a request is
+    journaled only once the run before it ended) or the conversation's status now is
+    an ended one."""
+    journal = snap.journal
+    if at_end:
+        return "done"
+    for record in reversed(journal[:cut]):
+        if isinstance(record.entry, StopEntry):
+            return "cancelled"
+        if isinstance(record.entry, UserText) and record.entry.role == "request":
+            break
+    for record in journal[cut:]:
+        entry = record.entry
+        if isinstance(entry, UserText) and entry.role == "request":
+            return f"the next run began at entry {record.seq}"
+        if not isinstance(entry, STARTS):
+            return None
+    return snap.status.lifecycle.value if snap.status.lifecycle in ENDED else None
+
+
+def copied_through(journal: Sequence[JournalRecord]) -> int:
+    """The ``seq`` through which ``journal`` is copied from the conversation it was forked
+    from (its newest :class:`~core.vocabulary.entries.ForkedFrom` entry's ``at``; 0 for a
+    conversation never forked): the model calls of those entries were made, and are
+    counted, there."""
+    for record in reversed(journal):
+        if isinstance(record.entry, ForkedFrom):
+            return record.entry.at
+    return 0
 
 
 def _carried(

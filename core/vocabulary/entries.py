@@ -338,6 +338,19 @@ class ExpertConsulted(BaseModel):
     usage: ModelUsage | None = None
 
 
+class ForkedFrom(BaseModel):
+    """Where a fork came from: operator ``by`` forked conversation ``conversation`` at its
+    entry ``at``, so entries 1..``at`` are that one's, copied (their model calls were
+    made and are counted there). The first entry the fork adds (:mod:`core.run.fork`);
+    not a message: the model's history passes over it."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["forked_from"] = "forked_from"
+    conversation: str
+    at: int
+    by: str
+
+
 Entry = Annotated[
     UserText
     | AssistantTurn
@@ -359,7 +372,8 @@ Entry = Annotated[
     | DelegationEnded
     | Nudged
     | WorkflowChosen
-    | RuleApplied,
+    | RuleApplied
+    | ForkedFrom,
     Field(discriminator="kind"),
 ]
 

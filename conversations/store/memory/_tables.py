@@ -72,6 +72,7 @@ class Conversation:
             requester=self.requester,
             status=self.status,
             changed_at=self.updated_at,
+            created_at=self.created_at,
         )
 
 

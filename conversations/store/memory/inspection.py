@@ -1,7 +1,7 @@
 """The run inspector's list of conversations in memory (see
 :mod:`conversations.store.sql.inspection` for the rules): the model calls are read
-from the journals' priced entries, as :mod:`conversations.store.memory.usage` reads
-them."""
+from the journals' priced entries (a fork's own: :func:`own_usages`), as
+:mod:`conversations.store.memory.usage` reads them."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from conversations.store.inspection import (
     ConversationPage,
     ConversationSummary,
     Cursor,
+    call_totals,
     ended_at,
+    own_usages,
     page_size,
 )
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
-from core.vocabulary.entries import PricedEntry, UserText, WorkflowChosen
+from core.vocabulary.entries import UserText, WorkflowChosen
 
 
 class MemoryInspection:
@@ -94,16 +96,8 @@ def _matches(conversation: Conversation, where: ConversationFilter) -> bool:
 
 def _summary(conversation: Conversation) -> ConversationSummary:
     ref = conversation.binding
-    calls = tokens = cost = unpriced = 0
-    for record in conversation.journal:
-        entry = record.entry
-        if isinstance(entry, PricedEntry) and entry.usage is not None:
-            calls += 1
-            tokens += entry.usage.total_tokens
-            if entry.usage.cost_micro_usd is None:
-                unpriced += 1
-            else:
-                cost += entry.usage.cost_micro_usd
+    totals = call_totals(own_usages(conversation.journal))
+    request = _first_request(conversation) or ""
     return ConversationSummary(
         id=conversation.id,
         platform=ref.platform,
@@ -116,11 +110,12 @@ def _summary(conversation: Conversation) -> ConversationSummary:
         status=conversation.status,
         position=conversation.position,
         workflow=_workflow(conversation),
-        request=(_first_request(conversation) or "")[:REQUEST_CHARS],
+        request=request[:REQUEST_CHARS],
+        request_cut=len(request) > REQUEST_CHARS,
         started=conversation.created_at,
         ended=ended_at(conversation.status, conversation.updated_at),
-        model_calls=calls,
-        tokens=tokens,
-        cost_micro_usd=None if calls and unpriced == calls else cost,
-        unpriced_calls=unpriced,
+        model_calls=totals.calls,
+        tokens=totals.tokens,
+        cost_micro_usd=totals.cost_micro_usd,
+        unpriced_calls=totals.unpriced,
     )

@@ -8,6 +8,7 @@ from datetime import datetime
 from conversations.store.memory._tables import Conversation, Tables, checkpoint
 from conversations.store.usage import NO_ROLE, Grouping, UsageLine, channel_key
 from core.pricing import Price, Rates, Spend
+from core.run.fork import copied_through
 from core.vocabulary.entries import ModelUsage, PricedEntry
 
 
@@ -70,12 +71,16 @@ class MemoryUsage:
         return [lines[k] for k in sorted(lines)]
 
     def _calls(self, since: datetime | None) -> Iterator[tuple[Conversation, datetime, ModelUsage]]:
+        """Each model call made at ``since`` or later, with its conversation and time: a
+        fork's own calls, not those of the entries it copied (counted where they were
+        made, as the SQL store's ``model_calls`` holds them once)."""
         for conversation in self._t.conversations.values():
+            copied = copied_through(conversation.journal)
             for record in conversation.journal:
                 entry = record.entry
                 if not isinstance(entry, PricedEntry) or entry.usage is None:
                     continue
-                if since is None or record.at >= since:
+                if record.seq > copied and (since is None or record.at >= since):
                     yield conversation, record.at, entry.usage
 
 

@@ -30,6 +30,7 @@ from conversations.store.inspection import (
     ended_at,
     like_pattern,
     page_size,
+    priced,
 )
 from conversations.store.records import as_utc
 from conversations.store.schema import ConversationRow, JournalRow, ModelCallRow
@@ -167,7 +168,7 @@ def page_statement(shape: Shape, limit: int) -> Select[tuple[Any, ...]]:
         .group_by(_M.conversation_id)
         .subquery("calls")
     )
-    text = select(func.substr(_J.body["text"].as_string(), 1, REQUEST_CHARS))
+    text = select(func.substr(_J.body["text"].as_string(), 1, REQUEST_CHARS + 1))  # + 1: cut?
     request = (
         text.where(_J.conversation_id == page.c.id, _J.kind == "user_text")
         .order_by(_J.seq)
@@ -209,6 +210,7 @@ def summary_of(row: Any) -> ConversationSummary:
     changed: datetime = as_utc(row.updated_at) or row.updated_at
     calls = int(row.calls or 0)
     unpriced = int(row.unpriced or 0)
+    request: str = row.request or ""
     return ConversationSummary(
         id=row.id,
         platform=row.platform,
@@ -221,12 +223,13 @@ def summary_of(row: Any) -> ConversationSummary:
         status=status,
         position=row.position,
         workflow=row.workflow,
-        request=row.request or "",
+        request=request[:REQUEST_CHARS],
+        request_cut=len(request) > REQUEST_CHARS,
         started=started,
         ended=ended_at(status, changed),
         model_calls=calls,
         tokens=int(row.tokens or 0),
-        cost_micro_usd=None if calls and unpriced == calls else int(row.cost or 0),
+        cost_micro_usd=priced(calls, unpriced, int(row.cost or 0)),
         unpriced_calls=unpriced,
     )
 
