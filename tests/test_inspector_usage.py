@@ -207,6 +207,9 @@ async def test_a_grouping_or_time_it_cannot_read_is_a_bad_request(served: Client
     )
     page = await served.get("/inspector/usage?since=yesterday")
     assert (page.status, "is not a date" in page.text) == (400, True)
+    # the page itself says so above its form, as the list does, the value kept to mend
+    assert '<p class="refused" id="problem">since: &#39;yesterday&#39; is not a date' in page.text
+    assert 'name="since" value="yesterday"' in page.text
 
 
 async def test_the_page_loads_the_vendored_chart_library_from_the_bot(served: Client) -> None:

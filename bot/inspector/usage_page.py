@@ -69,10 +69,26 @@ async def usage_page(request: web.Request) -> web.Response:
     """The page of the three charts and their tables (see the module docstring)."""
     inspector = request.app[INSPECTOR]
     asked = query(request)
-    since = _since(asked)
+    try:
+        since = _since(asked)
+    except web.HTTPBadRequest as refused:  # the form again, saying what it cannot read
+        return inspector.render(
+            request,
+            "usage.html",
+            status=400,
+            reports=[],
+            since=asked.get("since", ""),
+            cells=cells,
+            problem=refused.text or "",
+        )
     reports = [as_object(await read_report(inspector.store, by, since)) for by in CHARTS]
     return inspector.render(
-        request, "usage.html", reports=reports, since=asked.get("since", ""), cells=cells
+        request,
+        "usage.html",
+        reports=reports,
+        since=asked.get("since", ""),
+        cells=cells,
+        problem="",
     )
 
 
