@@ -23,7 +23,7 @@ Every check has ``check_timeout`` seconds (a database that does not answer is a
 failed check, not a hung probe). The server is aiohttp's, already the Slack adapter's
 HTTP server (docs/architecture.md, "Operating threadbot"). A request it cannot parse (a
 request line over 8 KB, a duplicate ``Host``, garbage) gets aiohttp's 400 and one log
-line at ``INFO`` (:class:`ServerLog`), not a traceback on stderr.
+line at ``INFO`` (:class:`adapters.http_log.ServerLog`), not a traceback on stderr.
 """
 
 from __future__ import annotations
@@ -32,12 +32,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from adapters.http_log import ServerLog
 from bot.metrics import Metrics
 from conversations.store.health import StoreHealth
 
@@ -50,29 +49,6 @@ Page = Callable[[web.Request], Awaitable[web.StreamResponse]]
 """A ``GET`` handler another part of the bot serves here (an adapter's)."""
 
 PATHS = ("/healthz", "/readyz", "/metrics")
-
-
-class ServerLog(logging.LoggerAdapter[logging.Logger]):
-    """The operations server's log (aiohttp's ``logger`` of the request handler,
-    https://docs.aiohttp.org/en/stable/web_reference.html#aiohttp.web.AppRunner): a request
-    aiohttp could not parse (an ``HttpProcessingError``: ``LineTooLong``, a duplicate
-    ``Host``, not HTTP at all) is one line at ``INFO`` at most, naming the error's class,
-    never its message (which quotes the request: escape codes, 8 KB of URL); anything
-    else (a handler's error) is logged as aiohttp logs it, traceback and all."""
-
-    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
-        """``msg`` at ``level``, or one line for a request that could not be parsed."""
-        failure = kwargs.get("exc_info")
-        if isinstance(failure, HttpProcessingError):
-            self.logger.log(
-                min(level, logging.INFO),
-                f"{msg}: a bad HTTP request (%s), answered %s",
-                *args,
-                type(failure).__name__,
-                failure.code,
-            )
-            return
-        super().log(level, msg, *args, **kwargs)
 
 
 class Operations:

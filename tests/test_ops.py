@@ -33,10 +33,12 @@ from conversations.render import render_event
 from conversations.store.memory import MemoryStore
 from conversations.store.sql import SqlStore, create_engine
 from core.models.base import ModelRequest, TextDelta, TurnEnd, Usage
+from core.models.scripted import ScriptedModel
 from core.pricing import Price, Rates
 from core.secrets import RedactingFilter, Redactor
 from tests.fakes.discord_api import TEXT_CHANNEL_ID, FakeDiscord
 from tests.fakes.slack_api import FakeSlackApi
+from tests.slack_harness import slack_workspace
 from tests.test_discord_shards import TOKEN, started
 
 
@@ -139,15 +141,16 @@ async def test_not_ready_while_the_database_does_not_answer(slack: Platform) -> 
         await store.close()
 
 
-async def test_a_bad_request_is_one_log_line_without_a_traceback(
-    memory_ops: tuple[str, Operations], caplog: pytest.LogCaptureFixture
+async def bad_requests_are_one_line_each(
+    address: str, caplog: pytest.LogCaptureFixture, loggers: tuple[str, ...], path: bytes
 ) -> None:
-    address, _ = memory_ops
-    host, port = address.removeprefix("http://").rsplit(":", 1)
-    long_url = b"/metrics?" + b"a" * 9000
+    """Requests aiohttp cannot parse, sent to ``address``: each a 400 and one line of the
+    ``loggers`` at INFO at most, without a traceback or the request's bytes."""
+    host, port = address.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
+    long_url = path + b"?" + b"a" * 9000
     bad = (
         b"GET " + long_url + b" HTTP/1.1\r\nHost: x\r\n\r\n",  # aiohttp's LineTooLong
-        b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",  # two Hosts
+        b"GET " + path + b" HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",  # two Hosts
         b"GET /\x1b[2J HTTP/1.1\r\nHost: a\r\n\r\n",  # an escape code in the path
     )
     caplog.set_level(logging.DEBUG)
@@ -159,14 +162,33 @@ async def test_a_bad_request_is_one_log_line_without_a_traceback(
         answer = await asyncio.wait_for(reader.read(), 30)
         writer.close()
         assert answer.startswith(b"HTTP/1.1 400") or answer.startswith(b"HTTP/1.0 400"), answer
-        said = [r for r in caplog.records if r.name.startswith(("aiohttp", "bot.ops"))]
+        said = [  # the access log's line (Slack's port keeps one) is no error's
+            r
+            for r in caplog.records
+            if r.name.startswith(("aiohttp", *loggers)) and r.name != "aiohttp.access"
+        ]
         assert len(said) == 1, [r.getMessage() for r in said]
         (line,) = said
         assert line.exc_info is None and line.levelno <= logging.INFO
         message = line.getMessage()
         assert "a bad HTTP request" in message and "127.0.0.1" in message
         assert "\n" not in message and "\x1b" not in message and "aaaa" not in message
+
+
+async def test_a_bad_request_is_one_log_line_without_a_traceback(
+    memory_ops: tuple[str, Operations], caplog: pytest.LogCaptureFixture
+) -> None:
+    address, _ = memory_ops
+    await bad_requests_are_one_line_each(address, caplog, ("bot.ops",), b"/metrics")
     assert (await get(address + "/healthz"))[0] == 200  # and it serves on
+
+
+async def test_a_bad_request_to_slacks_events_port_is_one_log_line_too(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with slack_workspace(settings, ScriptedModel([])) as ws:
+        events = ws.url
+        await bad_requests_are_one_line_each(events, caplog, ("adapters",), b"/slack/events")
 
 
 async def test_metrics_parse_as_the_prometheus_text_format(

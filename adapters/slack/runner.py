@@ -43,6 +43,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
 from adapters.fields import mapping, text
+from adapters.http_log import ServerLog
 from adapters.inbound import BotCap, hand_over
 from adapters.slack.bolt_app import bolt_app, dispatch_http, me_in
 from adapters.slack.errors import SlackStartError, SocketModeDown
@@ -196,7 +197,8 @@ class SlackAdapter:
         if self._config.oauth is not None:
             server.router.add_get(INSTALL_PATH, self.serve_oauth)
             server.router.add_get(REDIRECT_PATH, self.serve_oauth)
-        self._runner = web.AppRunner(server)
+        # a request that is not HTTP is one line, not a traceback (adapters.http_log)
+        self._runner = web.AppRunner(server, logger=ServerLog(logging.getLogger(__name__)))
         await self._runner.setup()
         await web.TCPSite(self._runner, self._config.host, self._config.port).start()
 
