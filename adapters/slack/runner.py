@@ -197,7 +197,6 @@ class SlackAdapter:
         if self._config.oauth is not None:
             server.router.add_get(INSTALL_PATH, self.serve_oauth)
             server.router.add_get(REDIRECT_PATH, self.serve_oauth)
-        # a request that is not HTTP is one line, not a traceback (adapters.http_log)
         self._runner = web.AppRunner(server, logger=ServerLog(logging.getLogger(__name__)))
         await self._runner.setup()
         await web.TCPSite(self._runner, self._config.host, self._config.port).start()
