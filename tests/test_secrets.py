@@ -258,9 +258,11 @@ async def test_a_token_a_person_pastes_is_redacted_before_it_is_journaled_or_sen
 # --- the deliverer: nothing a platform gets holds a secret ----------------------------
 
 
-async def test_every_text_a_platform_gets_is_redacted_however_it_was_written(
+async def redacting_deliverer(
     tmp_path: Path,
-) -> None:
+) -> tuple[MemoryStore, RecordingSender, Deliverer, PlatformRef, str]:
+    """A deliverer with a redactor of :data:`SECRETS`, sending to a recording sender,
+    and one conversation in a thread (its binding and id) to enqueue rows for."""
     store = MemoryStore(render=render_event)
     sender = RecordingSender()
     deliverer = Deliverer(
@@ -276,6 +278,13 @@ async def test_every_text_a_platform_gets_is_redacted_however_it_was_written(
         position="executing",
     )
     assert cid is not None
+    return store, sender, deliverer, binding, cid
+
+
+async def test_every_text_a_platform_gets_is_redacted_however_it_was_written(
+    tmp_path: Path,
+) -> None:
+    store, sender, deliverer, binding, cid = await redacting_deliverer(tmp_path)
     # A notice enqueued by the hub, then a message the platform refuses quoting the token.
     await store.outbox.enqueue(cid, [Outgoing(PostReply(ref=binding, text=f"note {TOKEN}"))])
     await deliverer.drain()
@@ -301,21 +310,7 @@ async def test_a_secret_in_a_buttons_label_or_a_plan_cards_steps_is_redacted(
 ) -> None:
     """A question's options and a plan's steps are the model's words: on buttons and on
     a card they lose the secret as the text does (a fresh tester saw one on a button)."""
-    store = MemoryStore(render=render_event)
-    sender = RecordingSender()
-    deliverer = Deliverer(
-        outbox=store.outbox, senders={}, note_interval=0, redactor=Redactor(SECRETS)
-    )
-    deliverer.add_sender(sender)
-    binding = PlatformRef(platform="test", channel="c", thread="t")
-    cid = await store.threads.open_conversation(
-        delivery_key="k",
-        binding=binding,
-        requester=ALICE,
-        workspace_root=tmp_path,
-        position="executing",
-    )
-    assert cid is not None
+    store, sender, deliverer, binding, cid = await redacting_deliverer(tmp_path)
     option = Button(label=f"2) use {TOKEN}", action='tb1:{"k":"choose","r":"q1","o":1}')
     card = PlanCard(
         title=f"Plan {TOKEN}", version=1, tasks=(PlanTask(title=f"send {KEY}"),), note=TOKEN
