@@ -51,3 +51,21 @@ async def browser() -> AsyncIterator[Any]:
             yield launched
         finally:
             await launched.close()
+
+
+async def signed_in_page(browser: Any, address: str, path: str) -> Any:
+    """A new page of ``browser`` that asked the inspector at ``address`` for ``path``,
+    got the 401, followed its sign-in link and signed in as the harness's operator
+    (:mod:`tests.inspector_harness`); it is at ``path`` now."""
+    from tests.inspector_harness import OPERATOR, TOKEN
+
+    page = await browser.new_page(viewport={"width": 1280, "height": 900})
+    response = await page.goto(address + path)
+    assert response is not None and response.status == 401
+    await page.click("#sign-in")
+    await page.fill("input[name=operator]", OPERATOR)
+    await page.fill("input[name=token]", TOKEN)
+    async with page.expect_navigation():
+        await page.click("form.sign-in button")
+    assert page.url == address + path
+    return page

@@ -17,19 +17,16 @@ before and after (docs/architecture.md, "Rewind and fork").
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.app import App, build
+from bot.app import App
 from bot.forking import forker_for
 from bot.settings import Settings
 from conversations.forks import Fork, Forker, ForkRefused
 from conversations.store.interfaces import Store
-from core.models.anthropic import anthropic_model_from
 from core.run.fork import FORK_NOTE, fork_note
 from core.vocabulary.entries import (
     AssistantTurn,
@@ -47,7 +44,7 @@ from tests.check_repo import git
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropicServer, text, tool_use
 from tests.harness import Chat
-from tests.test_cache_prefix import unmarked
+from tests.test_cache_prefix import running, unmarked
 
 ORIGINAL = [
     [text("Looking first."), tool_use("toolu_01", "list_files", {})],
@@ -82,19 +79,6 @@ async def what_is_kept(store: Store, snap: ConversationSnapshot) -> tuple[Any, .
     """Everything the store holds of a conversation: snapshot and outbox rows."""
     rows = await store.outbox.rows(snap.id)
     return (await store.journal.load(snap.id), [(r.id, r.state, r.action) for r in rows])
-
-
-@asynccontextmanager
-async def running(settings: Settings, server: FakeAnthropicServer) -> AsyncIterator[App]:
-    """A started bot on ``server`` (the real Anthropic client), closed on leaving."""
-    model = anthropic_model_from(api_key="test-key", base_url=server.base_url, model="claude-test")
-    app = await build(settings, model=model)
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.close()
-        await model.aclose()
 
 
 async def the_original(app: App) -> tuple[Chat, ConversationSnapshot]:

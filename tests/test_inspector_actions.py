@@ -35,9 +35,10 @@ from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.run.fork import fork_note
 from core.vocabulary.entries import ToolResultEntry
 from core.vocabulary.lifecycle import Lifecycle
+from tests.browser import signed_in_page
 from tests.conftest import wait_for
 from tests.harness import Chat
-from tests.inspector_harness import OPERATOR, TOKEN, Served, inspector_served, with_operator
+from tests.inspector_harness import Served, inspector_served, with_operator
 from tests.test_inspector_listing import Rows
 
 
@@ -252,16 +253,7 @@ async def test_a_fork_s_page_says_where_it_came_from_and_its_figures_are_the_lis
 
 async def signed_in(browser: Any, served: Served, path: str) -> Any:
     """A browser page signed in through the form, at ``path``."""
-    page = await browser.new_page()
-    response = await page.goto(served.address + path)
-    assert response is not None and response.status == 401
-    await page.click("#sign-in")
-    await page.fill("input[name=operator]", OPERATOR)
-    await page.fill("input[name=token]", TOKEN)
-    async with page.expect_navigation():
-        await page.click("form.sign-in button")
-    assert page.url == served.address + path
-    return page
+    return await signed_in_page(browser, served.address, path)
 
 
 async def test_a_double_click_on_fork_here_forks_once_and_two_presses_fork_twice(

@@ -23,10 +23,10 @@ import pytest
 
 from bot.settings import Settings
 from core.models.scripted import ScriptedCall, ScriptedTurn
+from tests.browser import signed_in_page as browser_signed_in
 from tests.cli_harness import threadbot
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_USER_ID
-from tests.inspector_harness import OPERATOR, TOKEN
 from tests.inspector_stories import (
     CONSOLE_REQUEST,
     PRICE,
@@ -46,18 +46,8 @@ def shots(tmp_path: Path) -> Path:
 
 
 async def signed_in_page(browser: Any, stories: Stories, path: str) -> Any:
-    """A new browser page that asked for ``path``, got the 401, followed its sign-in link
-    and signed in; it is at ``path`` now."""
-    page = await browser.new_page(viewport={"width": 1280, "height": 900})
-    response = await page.goto(stories.served.address + path)
-    assert response is not None and response.status == 401
-    await page.click("#sign-in")
-    await page.fill("input[name=operator]", OPERATOR)
-    await page.fill("input[name=token]", TOKEN)
-    async with page.expect_navigation():
-        await page.click("form.sign-in button")
-    assert page.url == stories.served.address + path
-    return page
+    """A page signed in through the form at ``path`` of the stories' inspector."""
+    return await browser_signed_in(browser, stories.served.address, path)
 
 
 async def started_after(stories: Stories) -> str:
