@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,6 @@ from core.tools.sandbox import HOSTS, Sandbox
 from core.tools.sandbox_etc import shared_etc
 
 FILES = {"passwd": "threadbot:x:1:1::/home/threadbot:/bin/sh\n", "hosts": HOSTS}
-
-
-def leftovers() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("threadbot-sandbox-*"))
 
 
 def test_two_sandboxes_of_one_user_share_their_etc_and_its_files_are_whole() -> None:
@@ -34,17 +29,19 @@ def test_two_sandboxes_of_one_user_share_their_etc_and_its_files_are_whole() -> 
     assert other._etc != first._etc
 
 
-def test_a_killed_process_leaves_no_directory_behind() -> None:
-    Sandbox("bwrap", run_as=(65534, 65534))  # the shared directory exists now
-    before = leftovers()
+def test_a_killed_process_leaves_no_directory_behind(tmp_path: Path) -> None:
+    """A process killed (no exit handler runs) leaves only the shared directory behind.
+    It runs with a temporary folder of its own: the machine's holds what other tests,
+    run beside this one, make and remove."""
     code = (
         "import os; from core.tools.sandbox import Sandbox; "
         "Sandbox('bwrap', run_as=(65534, 65534)); os._exit(9)"  # no exit handler runs
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "TMPDIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], env=env, check=False, timeout=60)
     assert done.returncode == 9
-    assert leftovers() == before
+    left = [p.name for p in tmp_path.glob("threadbot-sandbox-*")]
+    assert len(left) == 1 and left[0].startswith(f"threadbot-sandbox-{os.geteuid()}-"), left
 
 
 @pytest.mark.parametrize("made", ["writable by all", "a link", "another user's"])
