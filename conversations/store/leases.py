@@ -128,11 +128,16 @@ class Holding:
     the lease up in its own ``UPDATE`` (:func:`releases_with`) and sets ``released``,
     so the worker writes no release of its own, and a job that comes after all
     takes the lease again first (:meth:`Leases.again`).
+
+    ``bound``: the conversation's thread as the last commit under this holding found
+    it, kept by the store's journal for its own use (on PostgreSQL, a commit in one
+    statement: :mod:`conversations.store.sql.one_statement`); ``None`` until then.
     """
 
     lease: Lease
     may_release: Callable[[], bool] = lambda: False
     released: bool = False
+    bound: object | None = None
 
 
 _current: ContextVar[Holding | None] = ContextVar("threadbot_lease", default=None)

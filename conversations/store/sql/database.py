@@ -287,7 +287,7 @@ class Database:
         statement: Executable,
         result: Callable[[Result[Any]], T],
         *,
-        params: Sequence[Mapping[str, Any]] | None = None,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         then: Callable[[T], None] | None = None,
     ) -> T:
         """Run ``statement``, one write statement, in the writer without ``BEGIN``: on
@@ -303,8 +303,8 @@ class Database:
         ``SQLITE_BUSY`` of a deferred transaction cannot happen within one statement.
         It is atomic by itself, and the writer runs one thing at a time, so no other
         write of this process comes in between. Elsewhere (PostgreSQL, SQLite
-        ``:memory:``) it is an ordinary transaction. ``params``: rows to execute it with
-        (an ``INSERT`` of several rows: still one statement, SQLAlchemy's
+        ``:memory:``) it is an ordinary transaction. ``params``: its parameters, or rows to
+        execute it with (an ``INSERT`` of several rows: still one statement, SQLAlchemy's
         "insertmanyvalues"). ``then`` as for :meth:`write`.
         Raises what :meth:`write` raises.
         """

@@ -8,12 +8,14 @@ the audit trail's rows of the decisions it records (``Change.audit``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
 from pydantic import TypeAdapter
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import Executable, Result, Table, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -45,6 +47,7 @@ from conversations.store.schema import (
     ToolCallRow,
     utcnow,
 )
+from conversations.store.sql import one_statement
 from conversations.store.sql.approvals import RULES, rule_values
 from conversations.store.sql.audit import insert_audit
 from conversations.store.sql.database import (
@@ -52,7 +55,8 @@ from conversations.store.sql.database import (
     conversation_row_sync,
     insert_rows,
 )
-from conversations.store.sql.outbox import drop_pending_notes, insert_outbox
+from conversations.store.sql.one_statement import BoundThread
+from conversations.store.sql.outbox import drop_pending_notes, insert_outbox, outbox_records
 from conversations.store.sql.requests import resolve
 from core.vocabulary.entries import Entry, JournalRecord, PricedEntry
 from core.vocabulary.errors import AlreadyHandled, LeaseLost, RequestConflict, StaleSnapshot
@@ -86,6 +90,10 @@ _INSERT_JOURNAL = insert(JOURNAL)
 _INSERT_MODEL_CALL = insert(MODEL_CALLS)
 _INSERT_RULE = insert(RULES)
 
+Written = tuple[Committed, list[OutboxRecord], BoundThread]
+"""What a commit wrote: its entries' numbers and time, the outbox rows it wrote (and the
+notes it dropped), and the conversation's thread as it found it."""
+
 
 class SqlJournal:
     """:class:`core.vocabulary.journal.Journal` on the ``journal``, ``tool_calls``,
@@ -99,6 +107,9 @@ class SqlJournal:
         self._db = db
         self._render = render
         self._sessions = sessions
+        self._one_statement = db.engine.dialect.name == "postgresql"
+        """Whether a fenced commit may be one statement (data-modifying ``WITH`` queries:
+        PostgreSQL's, not SQLite's)."""
 
     async def load(self, conversation_id: str) -> ConversationSnapshot:
         """Everything about one conversation, read in one transaction (in the reader
@@ -129,10 +140,11 @@ class SqlJournal:
         commit that ends the run while its worker has nothing queued gives the lease
         up in the same ``UPDATE`` (:func:`conversations.store.leases.releases_with`).
         """
-        lease = leases.current_lease(conversation_id)  # here: the writer thread has no context
+        holding = leases.current_holding(conversation_id)  # the writer thread has no context
+        lease = holding.lease if holding is not None else None
         releasing = leases.releases_with(conversation_id, change)
 
-        def committed_now(result: tuple[Committed, list[OutboxRecord]]) -> None:
+        def committed_now(result: Written) -> None:
             # in the loop as soon as the commit went through, even if the run was
             # cancelled meanwhile (a stop): its rows still reach the deliverer, in order
             if releasing is not None:
@@ -140,12 +152,32 @@ class SqlJournal:
             if result[1]:
                 self._db.on_outbox(result[1])
 
-        committed, _ = await self._db.write(
+        if (
+            self._one_statement
+            and holding is not None
+            and isinstance(holding.bound, BoundThread)
+            and one_statement.fits(change, after_seq)
+        ):
+            one = self._one(conversation_id, change, after_seq, holding.lease, holding.bound)
+            statement, params = one.statement(release=bool(releasing))
+            with contextlib.suppress(IntegrityError):  # a taken seq: said the general way
+                written = await self._db.write_alone(
+                    statement,
+                    one.written,
+                    params=params,
+                    then=lambda result: committed_now(result) if result is not None else None,
+                )
+                if written is not None:
+                    return written[0]
+            # nothing written: the general way says why (or writes it)
+        committed, _, found = await self._db.write(
             lambda session: self._commit(
                 session, conversation_id, change, after_seq, lease, release=bool(releasing)
             ),
             then=committed_now,
         )
+        if holding is not None:
+            holding.bound = found
         return committed
 
     def _commit(
@@ -157,12 +189,12 @@ class SqlJournal:
         lease: Lease | None,
         *,
         release: bool = False,
-    ) -> tuple[Committed, list[OutboxRecord]]:
-        """The statements of :meth:`commit`, in its transaction; the outbox rows it wrote.
+    ) -> Written:
+        """The statements of :meth:`commit`, in its transaction: what it wrote.
         ``release``: the conversation's ``UPDATE`` also gives ``lease`` up."""
         conn = session.connection()  # Core on the connection: no ORM in the way
         now = utcnow()
-        binding = _touch(session, conn, conversation_id, change, lease, now, release=release)
+        bound = _touch(session, conn, conversation_id, change, lease, now, release=release)
         _check_pending(conn, conversation_id, change.guard_pending)
         if change.handled:
             _handle(conn, change.handled, now)
@@ -178,25 +210,27 @@ class SqlJournal:
         if change.open_request is not None:
             session.add(request_row(conversation_id, change.open_request))
         if change.remember:
-            rules = [rule_values(conversation_id, binding, r, now) for r in change.remember]
+            rules = [rule_values(conversation_id, bound.ref, r, now) for r in change.remember]
             insert_rows(conn, _INSERT_RULE, rules)
-        calls = [
-            {
-                "conversation_id": conversation_id,
-                "seq": seq,
-                "created_at": now,
-                **e.usage.model_dump(),
-            }
-            for seq, e in zip(committed.seqs, change.entries, strict=True)
-            if isinstance(e, PricedEntry) and e.usage is not None
-        ]
+        calls = _model_calls(conversation_id, change, committed)
         if calls:
             insert_rows(conn, _INSERT_MODEL_CALL, calls)
+        if any(isinstance(event, Stopped) for event in change.events):
+            drop_pending_notes(session, conversation_id)  # notes before it are moot
+        outbox, actions = self._outgoing(conversation_id, bound.ref, change)
+        for audited in change.audit:
+            insert_audit(session, conversation_id, bound.ref, audited, now)
+        return committed, insert_outbox(session, outbox, actions), bound  # and notes dropped
+
+    def _outgoing(
+        self, conversation_id: str, binding: PlatformRef, change: Change
+    ) -> tuple[list[dict[str, Any]], list[OutboundAction]]:
+        """The outbox rows of ``change``'s run events, then of its session rows, with
+        their actions; a note before a :class:`Stopped` is written ``dropped``."""
         outbox: list[dict[str, Any]] = []
         actions: list[OutboundAction] = []
         for run_event in change.events:
-            if isinstance(run_event, Stopped):  # notes before it, stored or not, are moot
-                drop_pending_notes(session, conversation_id)
+            if isinstance(run_event, Stopped):
                 for row in outbox:
                     if row["purpose"] == "note":
                         row["state"] = "dropped"
@@ -206,9 +240,60 @@ class SqlJournal:
         for out in self._sessions(binding, change):  # after the change's own rows
             outbox.append(outbox_values(conversation_id, out))
             actions.append(out.action)
-        for audited in change.audit:
-            insert_audit(session, conversation_id, binding, audited, now)
-        return committed, insert_outbox(session, outbox, actions)  # and the notes dropped
+        return outbox, actions
+
+    def _one(
+        self,
+        conversation_id: str,
+        change: Change,
+        after_seq: int | None,
+        lease: Lease,
+        bound: BoundThread,
+    ) -> OneCommit:
+        """``change`` as one statement (:mod:`~conversations.store.sql.one_statement`),
+        rendered for ``bound``'s thread."""
+        now = utcnow()
+        seqs = _seqs(change.entries, after_seq)
+        committed = Committed(seqs=seqs, at=now)
+        outbox, actions = self._outgoing(conversation_id, bound.ref, change)
+        rows = one_statement.Rows(
+            conversation=status_values(change, now),
+            journal=_journal_rows(conversation_id, change.entries, seqs, now),
+            tool_calls=[tool_values(conversation_id, r) for r in change.tool_calls],
+            model_calls=_model_calls(conversation_id, change, committed),
+            outbox=outbox,
+        )
+        return OneCommit(lease, bound, rows, committed, actions)
+
+
+@dataclass(frozen=True)
+class OneCommit:
+    """A commit in one statement, ready to run: :meth:`statement`, then :meth:`written`
+    with its result."""
+
+    lease: Lease
+    bound: BoundThread
+    rows: one_statement.Rows
+    committed: Committed
+    actions: Sequence[OutboundAction]
+
+    def statement(self, *, release: bool) -> tuple[Executable, dict[str, Any]]:
+        """The statement and its parameters; ``release``: it gives the lease up too."""
+        rows = self.rows
+        if release:
+            ends = {"lease_owner": None, "lease_until": None}
+            rows = replace(rows, conversation={**rows.conversation, **ends})
+        return one_statement.statement(self.lease, self.bound, rows)
+
+    def written(self, result: Result[Any]) -> Written | None:
+        """What the statement wrote (as :meth:`SqlJournal._commit` returns it), or
+        ``None`` when it wrote nothing."""
+        found = result.all()
+        if not found:
+            return None
+        ids = [tuple(row)[-1] for row in found if len(row) > 1 and tuple(row)[-1] is not None]
+        records = outbox_records(ids, self.rows.outbox, self.actions)
+        return self.committed, records, self.bound
 
 
 def _load(session: Session, conversation_id: str) -> ConversationSnapshot:
@@ -256,7 +341,7 @@ def _touch(
     now: datetime,
     *,
     release: bool = False,
-) -> PlatformRef:
+) -> BoundThread:
     """Write the change's status, position and plan version (and ``updated_at``) in one
     ``UPDATE``, fenced by ``lease`` (and giving it up, with ``release``); return the
     conversation's thread.
@@ -270,7 +355,7 @@ def _touch(
             params |= {"lease_owner": None, "lease_until": None}
     found = conn.execute(_TOUCH_FENCED if lease is not None else _TOUCH, params).first()
     if found is not None:
-        return binding_of(cast(Bound, found))
+        return BoundThread(columns=tuple(found), ref=binding_of(cast(Bound, found)))
     conversation_row_sync(session, conversation_id)  # raises ConversationNotFound
     assert lease is not None
     raise LeaseLost(
@@ -296,8 +381,30 @@ def _append(
             )
             or 0
         )
-    seqs = tuple(range(after_seq + 1, after_seq + 1 + len(entries)))
-    rows = [
+    seqs = _seqs(entries, after_seq)
+    try:
+        insert_rows(conn, _INSERT_JOURNAL, _journal_rows(conversation_id, entries, seqs, now))
+    except IntegrityError as exc:
+        raise StaleSnapshot(
+            f"conversation {conversation_id}: seq {seqs[0]} is taken; reload and commit again"
+        ) from exc
+    return Committed(seqs=seqs, at=now)
+
+
+def _seqs(entries: Sequence[Entry], after_seq: int | None) -> tuple[int, ...]:
+    """The ``seq`` numbers of ``entries`` numbered after ``after_seq`` (none without
+    entries)."""
+    if not entries:
+        return ()
+    assert after_seq is not None
+    return tuple(range(after_seq + 1, after_seq + 1 + len(entries)))
+
+
+def _journal_rows(
+    conversation_id: str, entries: Sequence[Entry], seqs: Sequence[int], now: datetime
+) -> list[dict[str, Any]]:
+    """The ``journal`` rows of ``entries`` numbered ``seqs``, stamped ``now``."""
+    return [
         {
             "conversation_id": conversation_id,
             "seq": seq,
@@ -307,13 +414,23 @@ def _append(
         }
         for seq, entry in zip(seqs, entries, strict=True)
     ]
-    try:
-        insert_rows(conn, _INSERT_JOURNAL, rows)
-    except IntegrityError as exc:
-        raise StaleSnapshot(
-            f"conversation {conversation_id}: seq {seqs[0]} is taken; reload and commit again"
-        ) from exc
-    return Committed(seqs=seqs, at=now)
+
+
+def _model_calls(
+    conversation_id: str, change: Change, committed: Committed
+) -> list[dict[str, Any]]:
+    """The ``model_calls`` rows of ``change``'s priced entries (their usage), as
+    ``committed`` numbered and stamped them."""
+    return [
+        {
+            "conversation_id": conversation_id,
+            "seq": seq,
+            "created_at": committed.at,
+            **e.usage.model_dump(),
+        }
+        for seq, e in zip(committed.seqs, change.entries, strict=True)
+        if isinstance(e, PricedEntry) and e.usage is not None
+    ]
 
 
 def _check_pending(conn: Connection, conversation_id: str, tool_use_ids: Sequence[str]) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Result, Row, Table, exists, func, insert, select, update
+from sqlalchemy import Row, Table, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from conversations.events import OutboundAction, PostReply, outbound_adapter
@@ -82,16 +82,18 @@ def insert_outbox(
     ``sort_by_parameter_order``, sends one statement per row on SQLite.)"""
     written = list(session.info.pop(_DROPPED, []))
     if rows:
-        written += _inserted(session.execute(_INSERT_IDS, list(rows)), rows, actions)
+        ids = session.execute(_INSERT_IDS, list(rows)).scalars()
+        written += outbox_records(ids, rows, actions)
     return sorted(written, key=lambda r: r.id)
 
 
-def _inserted(
-    result: Result[Any], rows: Sequence[dict[str, Any]], actions: Sequence[OutboundAction]
+def outbox_records(
+    ids: Iterable[int], rows: Sequence[Mapping[str, Any]], actions: Sequence[OutboundAction]
 ) -> list[OutboxRecord]:
-    """The records of ``rows`` (with ``actions``), given the ids their ``INSERT`` returned
-    (ascending in the rows' order: see :func:`insert_outbox`)."""
-    ids = sorted(result.scalars())
+    """The records of new outbox ``rows`` (with ``actions``), given the ids their
+    ``INSERT`` returned, in any order (ascending, they are the rows' order: see
+    :func:`insert_outbox`)."""
+    ids = sorted(ids)
     return [
         OutboxRecord(
             id=row_id,
@@ -124,7 +126,7 @@ class SqlOutbox:
         actions = [out.action for out in items]
         await self._db.write_alone(
             _INSERT_IDS,
-            lambda result: _inserted(result, values, actions),
+            lambda result: outbox_records(result.scalars(), values, actions),
             params=values,
             then=self._db.on_outbox,
         )
