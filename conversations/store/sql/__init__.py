@@ -8,6 +8,7 @@ interface, all sharing one :class:`~conversations.store.sql.database.Database`
 
 - ``database``: the engine (SQLite pragmas, ``BEGIN IMMEDIATE``), write transactions
 - ``journal``: core's ``Journal`` (load, commit: the one transaction of a step)
+- ``one_statement``: on PostgreSQL, a run's commit as one statement
 - ``threads``: conversations and their thread bindings
 - ``inbox``: deliveries (dedupe keys, the durable inbox)
 - ``outbox``: outbound rows

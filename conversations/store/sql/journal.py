@@ -10,26 +10,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from pydantic import TypeAdapter
-from sqlalchemy import Executable, Result, Table, bindparam, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from conversations.events import OutboundAction, PlatformRef
+from conversations.events import PlatformRef
 from conversations.store import leases, legacy
 from conversations.store.interfaces import Renderer, SessionRenderer, no_sessions
 from conversations.store.records import (
     Bound,
     Lease,
-    OutboxRecord,
     as_utc,
     binding_of,
-    outbox_values,
     request_of,
     request_row,
     status_of,
@@ -50,15 +47,23 @@ from conversations.store.schema import (
 from conversations.store.sql import one_statement
 from conversations.store.sql.approvals import RULES, rule_values
 from conversations.store.sql.audit import insert_audit
+from conversations.store.sql.change_rows import (
+    BoundThread,
+    Outgoing,
+    Written,
+    journal_rows,
+    model_call_rows,
+    numbered,
+    outgoing,
+)
 from conversations.store.sql.database import (
     Database,
     conversation_row_sync,
     insert_rows,
 )
-from conversations.store.sql.one_statement import BoundThread
-from conversations.store.sql.outbox import drop_pending_notes, insert_outbox, outbox_records
+from conversations.store.sql.outbox import drop_pending_notes, insert_outbox
 from conversations.store.sql.requests import resolve
-from core.vocabulary.entries import Entry, JournalRecord, PricedEntry
+from core.vocabulary.entries import Entry, JournalRecord
 from core.vocabulary.errors import AlreadyHandled, LeaseLost, RequestConflict, StaleSnapshot
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.people import Person
@@ -89,10 +94,6 @@ _TOUCH_FENCED = _TOUCH.where(
 _INSERT_JOURNAL = insert(JOURNAL)
 _INSERT_MODEL_CALL = insert(MODEL_CALLS)
 _INSERT_RULE = insert(RULES)
-
-Written = tuple[Committed, list[OutboxRecord], BoundThread]
-"""What a commit wrote: its entries' numbers and time, the outbox rows it wrote (and the
-notes it dropped), and the conversation's thread as it found it."""
 
 
 class SqlJournal:
@@ -127,7 +128,9 @@ class SqlJournal:
         status, and the lease fence), one ``INSERT`` per table that gets rows
         (journal, tool calls as an upsert, approvals remembered, model calls, outbox,
         audit), an ``UPDATE`` per resolution. ``after_seq`` numbers the entries; without it
-        the newest ``seq`` is read first.
+        the newest ``seq`` is read first. On PostgreSQL, a commit under the lease of a
+        turn's or a tool call's shape is one statement instead, once the holder knows
+        the conversation's thread (:mod:`~conversations.store.sql.one_statement`).
 
         Raises :class:`StaleSnapshot` when the entries' ``seq`` numbers are taken,
         :class:`RequestConflict` when a compare-and-set resolution finds its request
@@ -158,7 +161,10 @@ class SqlJournal:
             and isinstance(holding.bound, BoundThread)
             and one_statement.fits(change, after_seq)
         ):
-            one = self._one(conversation_id, change, after_seq, holding.lease, holding.bound)
+            outgoing = self._outgoing(conversation_id, holding.bound.ref, change)
+            one = one_statement.prepare(
+                conversation_id, change, after_seq, holding.lease, holding.bound, outgoing
+            )
             statement, params = one.statement(release=bool(releasing))
             with contextlib.suppress(IntegrityError):  # a taken seq: said the general way
                 written = await self._db.write_alone(
@@ -212,7 +218,7 @@ class SqlJournal:
         if change.remember:
             rules = [rule_values(conversation_id, bound.ref, r, now) for r in change.remember]
             insert_rows(conn, _INSERT_RULE, rules)
-        calls = _model_calls(conversation_id, change, committed)
+        calls = model_call_rows(conversation_id, change, committed)
         if calls:
             insert_rows(conn, _INSERT_MODEL_CALL, calls)
         if any(isinstance(event, Stopped) for event in change.events):
@@ -222,78 +228,9 @@ class SqlJournal:
             insert_audit(session, conversation_id, bound.ref, audited, now)
         return committed, insert_outbox(session, outbox, actions), bound  # and notes dropped
 
-    def _outgoing(
-        self, conversation_id: str, binding: PlatformRef, change: Change
-    ) -> tuple[list[dict[str, Any]], list[OutboundAction]]:
-        """The outbox rows of ``change``'s run events, then of its session rows, with
-        their actions; a note before a :class:`Stopped` is written ``dropped``."""
-        outbox: list[dict[str, Any]] = []
-        actions: list[OutboundAction] = []
-        for run_event in change.events:
-            if isinstance(run_event, Stopped):
-                for row in outbox:
-                    if row["purpose"] == "note":
-                        row["state"] = "dropped"
-            for out in self._render(binding, run_event):
-                outbox.append(outbox_values(conversation_id, out))
-                actions.append(out.action)
-        for out in self._sessions(binding, change):  # after the change's own rows
-            outbox.append(outbox_values(conversation_id, out))
-            actions.append(out.action)
-        return outbox, actions
-
-    def _one(
-        self,
-        conversation_id: str,
-        change: Change,
-        after_seq: int | None,
-        lease: Lease,
-        bound: BoundThread,
-    ) -> OneCommit:
-        """``change`` as one statement (:mod:`~conversations.store.sql.one_statement`),
-        rendered for ``bound``'s thread."""
-        now = utcnow()
-        seqs = _seqs(change.entries, after_seq)
-        committed = Committed(seqs=seqs, at=now)
-        outbox, actions = self._outgoing(conversation_id, bound.ref, change)
-        rows = one_statement.Rows(
-            conversation=status_values(change, now),
-            journal=_journal_rows(conversation_id, change.entries, seqs, now),
-            tool_calls=[tool_values(conversation_id, r) for r in change.tool_calls],
-            model_calls=_model_calls(conversation_id, change, committed),
-            outbox=outbox,
-        )
-        return OneCommit(lease, bound, rows, committed, actions)
-
-
-@dataclass(frozen=True)
-class OneCommit:
-    """A commit in one statement, ready to run: :meth:`statement`, then :meth:`written`
-    with its result."""
-
-    lease: Lease
-    bound: BoundThread
-    rows: one_statement.Rows
-    committed: Committed
-    actions: Sequence[OutboundAction]
-
-    def statement(self, *, release: bool) -> tuple[Executable, dict[str, Any]]:
-        """The statement and its parameters; ``release``: it gives the lease up too."""
-        rows = self.rows
-        if release:
-            ends = {"lease_owner": None, "lease_until": None}
-            rows = replace(rows, conversation={**rows.conversation, **ends})
-        return one_statement.statement(self.lease, self.bound, rows)
-
-    def written(self, result: Result[Any]) -> Written | None:
-        """What the statement wrote (as :meth:`SqlJournal._commit` returns it), or
-        ``None`` when it wrote nothing."""
-        found = result.all()
-        if not found:
-            return None
-        ids = [tuple(row)[-1] for row in found if len(row) > 1 and tuple(row)[-1] is not None]
-        records = outbox_records(ids, self.rows.outbox, self.actions)
-        return self.committed, records, self.bound
+    def _outgoing(self, conversation_id: str, binding: PlatformRef, change: Change) -> Outgoing:
+        """``change``'s outbox rows, rendered for ``binding``."""
+        return outgoing(self._render, self._sessions, conversation_id, binding, change)
 
 
 def _load(session: Session, conversation_id: str) -> ConversationSnapshot:
@@ -381,56 +318,14 @@ def _append(
             )
             or 0
         )
-    seqs = _seqs(entries, after_seq)
+    seqs = numbered(entries, after_seq)
     try:
-        insert_rows(conn, _INSERT_JOURNAL, _journal_rows(conversation_id, entries, seqs, now))
+        insert_rows(conn, _INSERT_JOURNAL, journal_rows(conversation_id, entries, seqs, now))
     except IntegrityError as exc:
         raise StaleSnapshot(
             f"conversation {conversation_id}: seq {seqs[0]} is taken; reload and commit again"
         ) from exc
     return Committed(seqs=seqs, at=now)
-
-
-def _seqs(entries: Sequence[Entry], after_seq: int | None) -> tuple[int, ...]:
-    """The ``seq`` numbers of ``entries`` numbered after ``after_seq`` (none without
-    entries)."""
-    if not entries:
-        return ()
-    assert after_seq is not None
-    return tuple(range(after_seq + 1, after_seq + 1 + len(entries)))
-
-
-def _journal_rows(
-    conversation_id: str, entries: Sequence[Entry], seqs: Sequence[int], now: datetime
-) -> list[dict[str, Any]]:
-    """The ``journal`` rows of ``entries`` numbered ``seqs``, stamped ``now``."""
-    return [
-        {
-            "conversation_id": conversation_id,
-            "seq": seq,
-            "kind": entry.kind,
-            "body": entry.model_dump(mode="json"),
-            "created_at": now,
-        }
-        for seq, entry in zip(seqs, entries, strict=True)
-    ]
-
-
-def _model_calls(
-    conversation_id: str, change: Change, committed: Committed
-) -> list[dict[str, Any]]:
-    """The ``model_calls`` rows of ``change``'s priced entries (their usage), as
-    ``committed`` numbered and stamped them."""
-    return [
-        {
-            "conversation_id": conversation_id,
-            "seq": seq,
-            "created_at": committed.at,
-            **e.usage.model_dump(),
-        }
-        for seq, e in zip(committed.seqs, change.entries, strict=True)
-        if isinstance(e, PricedEntry) and e.usage is not None
-    ]
 
 
 def _check_pending(conn: Connection, conversation_id: str, tool_use_ids: Sequence[str]) -> None:

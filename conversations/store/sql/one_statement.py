@@ -5,8 +5,9 @@ general, a transaction of several statements: ``BEGIN``, the conversation's fenc
 ``UPDATE`` (whose ``RETURNING`` gives the thread that run events are rendered for),
 one ``INSERT`` per table that gets rows, ``COMMIT``. On PostgreSQL each is a round
 trip to the server and back through asyncpg and SQLAlchemy's async layer: a tool
-call's running marker cost four, its result six (docs/architecture.md, "Durability and
-exactly-once"; benchmark 8 in the README).
+call's running marker cost four, its result six. Made as one statement each, benchmark 8
+(the README) went from 82 to 182 tool calls a second on the development machine
+(docs/architecture.md, "Durability and exactly-once", "A commit in one statement").
 
 PostgreSQL runs data-modifying statements in ``WITH``
 (https://www.postgresql.org/docs/15/queries-with.html#QUERIES-WITH-MODIFYING), all
@@ -31,11 +32,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from sqlalchemy import (
     CTE,
+    Executable,
+    Result,
     Select,
     Table,
     bindparam,
@@ -46,16 +49,26 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from conversations.events import PlatformRef
-from conversations.store.records import Lease
+from conversations.events import OutboundAction
+from conversations.store.records import Lease, status_values, tool_values
 from conversations.store.schema import (
     ConversationRow,
     JournalRow,
     ModelCallRow,
     OutboxRow,
     ToolCallRow,
+    utcnow,
 )
-from core.vocabulary.journal import Change
+from conversations.store.sql.change_rows import (
+    BoundThread,
+    Outgoing,
+    Written,
+    journal_rows,
+    model_call_rows,
+    numbered,
+)
+from conversations.store.sql.outbox import outbox_records
+from core.vocabulary.journal import Change, Committed
 from core.vocabulary.run_events import Stopped
 
 CONVERSATIONS = cast(Table, ConversationRow.__table__)
@@ -65,16 +78,8 @@ MODEL_CALLS = cast(Table, ModelCallRow.__table__)
 OUTBOX = cast(Table, OutboxRow.__table__)
 
 BOUND = ("platform", "workspace", "channel", "thread", "parent")
-"""The conversation's columns that make its thread (:attr:`BoundThread.columns`)."""
-
-
-@dataclass(frozen=True)
-class BoundThread:
-    """A conversation's thread: ``columns``, its :data:`BOUND` columns as its row stores
-    them (``thread`` may be ``""``), and ``ref``, the thread they make."""
-
-    columns: tuple[Any, ...]
-    ref: PlatformRef
+"""The conversation's columns that make its thread, in the order of
+:attr:`~conversations.store.sql.change_rows.BoundThread.columns`."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,59 @@ def fits(change: Change, after_seq: int | None) -> bool:
         or (change.entries and after_seq is None)
         or any(isinstance(event, Stopped) for event in change.events)
     )
+
+
+def prepare(
+    conversation_id: str,
+    change: Change,
+    after_seq: int | None,
+    lease: Lease,
+    bound: BoundThread,
+    outgoing: Outgoing,
+) -> OneCommit:
+    """``change`` (which :func:`fits`) as one statement under ``lease``, its outbox rows
+    ``outgoing`` rendered for ``bound``'s thread."""
+    now = utcnow()
+    seqs = numbered(change.entries, after_seq)
+    committed = Committed(seqs=seqs, at=now)
+    outbox, actions = outgoing
+    rows = Rows(
+        conversation=status_values(change, now),
+        journal=journal_rows(conversation_id, change.entries, seqs, now),
+        tool_calls=[tool_values(conversation_id, r) for r in change.tool_calls],
+        model_calls=model_call_rows(conversation_id, change, committed),
+        outbox=outbox,
+    )
+    return OneCommit(lease, bound, rows, committed, actions)
+
+
+@dataclass(frozen=True)
+class OneCommit:
+    """A commit in one statement, ready to run: :meth:`statement`, then :meth:`written`
+    with its result."""
+
+    lease: Lease
+    bound: BoundThread
+    rows: Rows
+    committed: Committed
+    actions: Sequence[OutboundAction]
+
+    def statement(self, *, release: bool) -> tuple[Executable, dict[str, Any]]:
+        """The statement and its parameters; ``release``: it gives the lease up too."""
+        rows = self.rows
+        if release:
+            ends = {"lease_owner": None, "lease_until": None}
+            rows = replace(rows, conversation={**rows.conversation, **ends})
+        return statement(self.lease, self.bound, rows)
+
+    def written(self, result: Result[Any]) -> Written | None:
+        """What the statement wrote (as the general way's transaction returns it), or
+        ``None`` when it wrote nothing."""
+        found = result.all()
+        if not found:
+            return None
+        ids = [tuple(row)[-1] for row in found if len(row) > 1 and tuple(row)[-1] is not None]
+        return self.committed, outbox_records(ids, self.rows.outbox, self.actions), self.bound
 
 
 def statement(lease: Lease, bound: BoundThread, rows: Rows) -> tuple[Select[Any], dict[str, Any]]:
