@@ -79,6 +79,10 @@ class App:
     close_runner: Callable[[], Awaitable[None]] | None = None
     """Ends the runner's own resources at :meth:`close` (a Ray runner's actors), after
     the runs were cancelled."""
+    close_model: Callable[[], Awaitable[None]] | None = None
+    """Closes the model's HTTP client at :meth:`close`, when :func:`build` made the model
+    (left open, the client's connections are closed when it is garbage-collected, on
+    whatever event loop runs then)."""
     installs: Installs | None = None
     """The app's installs in workspaces (Slack's OAuth flow), their tokens sealed in the
     store and learned by the redactor; None without ``SLACK_CLIENT_ID``. Kept fresh by a
@@ -218,6 +222,8 @@ class App:
         await self.hub.close()
         if self.close_runner is not None:
             await self.close_runner()
+        if self.close_model is not None:
+            await self.close_model()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -361,6 +367,7 @@ async def build(
         traces=traces,
         metrics=metrics,
         close_runner=close_runner,
+        close_model=parts.close_model,
         installs=installs,
         redactor=parts.redactor,
         commits=parts.commits,

@@ -113,7 +113,9 @@ class EngineParts:
     ``redactor``, the ``streams`` the engine tells the answers as they are written
     (the deliverer pushes them: :mod:`conversations.outbox._streams`), and ``commits``,
     which tells the run inspector's live pages of each commit the engine makes
-    (:mod:`conversations.inspect.commits`)."""
+    (:mod:`conversations.inspect.commits`). ``close_model`` closes the model's client
+    when :func:`open_engine` made the model itself (the caller calls it at its close;
+    None: the model was given, or holds no client)."""
 
     store: Store
     engine: Engine
@@ -125,6 +127,7 @@ class EngineParts:
     redactor: Redactor
     streams: AnswerStreams
     commits: Commits
+    close_model: Callable[[], Awaitable[None]] | None = None
 
 
 async def open_engine(
@@ -223,4 +226,5 @@ async def open_engine(
         redactor=redactor,
         streams=streams,
         commits=commits,
+        close_model=getattr(chosen, "aclose", None) if model is None else None,
     )

@@ -67,6 +67,8 @@ async def run_console(
     if had_database and console.state_created:
         console.banner = f"{banner}\n{_new_state_file(settings.console_state, database)}"
     app = await build(settings, model=chosen)
+    if model is None:  # made here: closed with the app
+        app.close_model = getattr(chosen, "aclose", None)
     scheduler = app.sweeper.scheduler
     if scheduler is not None:  # the console's schedules run in its session
         scheduler.schedules = on_console(scheduler.schedules, console.session)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from adapters.console import ConsoleAdapter
 from bot.app import build
 from bot.engines import default_toolbox
+from bot.settings import Settings
 from core.models.anthropic import anthropic_model_from
 from core.tools.control import offered as offered_tools
 from core.vocabulary.lifecycle import Lifecycle
@@ -61,3 +64,35 @@ async def test_claude_gets_the_tools_and_its_tool_use_becomes_a_plan(settings) -
     assert "📋 Plan (v1)" in out.getvalue() and "1. Read" in out.getvalue()
     assert snap.status.lifecycle is Lifecycle.WAITING
     assert snap.tool_calls["toolu_01"].name == "propose_plan"
+
+
+async def test_the_app_closes_the_client_of_the_model_it_made_and_not_one_it_was_given(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left open, a client's connections close when it is garbage-collected, in a task on
+    whatever event loop runs then (anthropic's ``AsyncHttpxClientWrapper.__del__``),
+    which logs an error there once its own loop is gone."""
+    from pydantic import SecretStr
+
+    from core.models import anthropic as anthropic_models
+
+    made: list[anthropic_models.AnthropicModel] = []
+
+    def making(*args: object, **kwargs: object) -> anthropic_models.AnthropicModel:
+        made.append(anthropic_model_from(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(anthropic_models, "anthropic_model_from", making)
+    async with FakeAnthropicServer([]) as server:
+        settings.anthropic_api_key = SecretStr("sk-ant-test")
+        settings.anthropic_base_url = server.base_url
+        app = await build(settings)
+        await app.close()
+        [own] = made
+        assert own._client.is_closed()
+
+        given = anthropic_model_from(api_key="k", base_url=server.base_url, model="claude-test")
+        app = await build(settings, model=given)
+        await app.close()
+        assert not given._client.is_closed()  # its maker closes it
+        await given.aclose()
