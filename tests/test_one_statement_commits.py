@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from conversations.events import PlatformRef
 from conversations.render import render_event
 from conversations.store import OutboxRecord, migrate
 from conversations.store.leases import Leases
@@ -29,12 +28,9 @@ from core.vocabulary import lifecycle
 from core.vocabulary.entries import AssistantTurn, ModelUsage, ToolCall, ToolResultEntry, UserText
 from core.vocabulary.errors import LeaseLost, StaleSnapshot
 from core.vocabulary.journal import Change
-from core.vocabulary.people import Person
 from core.vocabulary.run_events import ProgressNote, RunAnswered, RunStats
 from core.vocabulary.tool_records import ToolCallRecord, ToolState
-
-ALICE = Person(id="U0ALICE001", name="alice")
-THREAD = PlatformRef(platform="slack", workspace="T1", channel="C1", thread="1.0")
+from tests.test_store_contract import ALICE, new_conversation
 
 
 class Opened:
@@ -69,18 +65,6 @@ async def opened(url: str) -> AsyncIterator[Opened]:
 async def postgres(postgres_url: str) -> AsyncIterator[Opened]:
     async with opened(postgres_url) as store:
         yield store
-
-
-async def new_conversation(store: SqlStore, key: str = "Ev1") -> str:
-    cid = await store.threads.open_conversation(
-        delivery_key=key,
-        binding=THREAD,
-        requester=ALICE,
-        workspace_root=Path("workspaces"),
-        position="executing",
-    )
-    assert cid is not None
-    return cid
 
 
 def call(n: int, state: ToolState) -> ToolCallRecord:
