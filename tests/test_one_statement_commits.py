@@ -271,3 +271,23 @@ async def test_a_taken_seq_is_stale_the_one_statement_way_too(postgres: Opened) 
         now = await store.journal.load(cid)
         assert now.journal == before.journal and now.tool_calls == before.tool_calls
         assert await store.outbox.rows(cid) == []
+
+
+async def test_a_change_of_many_rows_goes_the_general_way(postgres: Opened) -> None:
+    """Past ``MOST_ROWS`` rows a change is the general transaction (a statement of its
+    own per number of rows, and a parameter per value, would pile up)."""
+    from conversations.store.sql.one_statement import MOST_ROWS
+
+    store = postgres.store
+    cid = await new_conversation(store)
+    leases = Leases(store=store.leases, owner="host-a:1", ttl=60)
+    many = tuple(call(n, ToolState.APPROVED) for n in range(MOST_ROWS + 1))
+    async with leases.held(cid):
+        for change, after in run_commits()[:2]:
+            await store.journal.commit(cid, change, after_seq=after)
+        postgres.statements.clear()
+        await store.journal.commit(cid, Change(tool_calls=many), after_seq=2)
+        sent = [sql.lstrip() for sql, _autocommit in postgres.statements]
+
+    assert len(sent) > 1 and not any(sql.startswith("WITH fence AS") for sql in sent)
+    assert len((await store.journal.load(cid)).tool_calls) == MOST_ROWS + 1

@@ -94,12 +94,20 @@ class Rows:
     outbox: Sequence[Mapping[str, Any]] = ()
 
 
+MOST_ROWS = 50
+"""Rows one statement writes at most (each value is a parameter, and each number of rows
+a statement of its own): a change with more goes the general way, 200 rows an ``INSERT``."""
+
+
 def fits(change: Change, after_seq: int | None) -> bool:
     """Whether ``change`` has only what :func:`statement` writes: the conversation's
     status, journal entries numbered after a known ``after_seq``, tool call records,
     model calls and run events other than :class:`Stopped` (which drops pending notes).
     Deliveries marked handled, compare-and-set guards, request resolutions, a new
-    request, remembered rules and audit rows go the general way."""
+    request, remembered rules and audit rows go the general way, and so does a change of
+    more than :data:`MOST_ROWS` entries, tool calls and events."""
+    if len(change.entries) + len(change.tool_calls) + len(change.events) > MOST_ROWS:
+        return False
     return not (
         change.handled
         or change.guard_pending
