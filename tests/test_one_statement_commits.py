@@ -23,6 +23,7 @@ from sqlalchemy import event, text
 from conversations.render import render_event
 from conversations.store import OutboxRecord, migrate
 from conversations.store.leases import Leases
+from conversations.store.records import Lease
 from conversations.store.sql import SqlStore, create_engine
 from core.vocabulary import lifecycle
 from core.vocabulary.entries import AssistantTurn, ModelUsage, ToolCall, ToolResultEntry, UserText
@@ -120,6 +121,18 @@ def run_commits() -> list[tuple[Change, int | None]]:
     return commits
 
 
+@contextlib.asynccontextmanager
+async def held_run(store: SqlStore, made: int) -> AsyncIterator[tuple[str, Lease]]:
+    """A new conversation whose lease this process holds for the block, with the first
+    ``made`` of :func:`run_commits` committed: its id and the lease."""
+    cid = await new_conversation(store)
+    leases = Leases(store=store.leases, owner="host-a:1", ttl=60)
+    async with leases.held(cid) as lease:
+        for change, after in run_commits()[:made]:
+            await store.journal.commit(cid, change, after_seq=after)
+        yield cid, lease
+
+
 async def run_and_read(opened: Opened) -> dict[str, Any]:
     """Make :func:`run_commits` under a held lease; what the store then holds."""
     store = opened.store
@@ -201,12 +214,8 @@ async def test_a_lease_taken_over_refuses_the_one_statement_and_writes_nothing(
     postgres: Opened, owner: str
 ) -> None:
     store = postgres.store
-    cid = await new_conversation(store)
-    paused = Leases(store=store.leases, owner="host-a:1", ttl=60)
-    async with paused.held(cid) as lease:
-        commits = run_commits()
-        for change, after in commits[:2]:
-            await store.journal.commit(cid, change, after_seq=after)
+    commits = run_commits()
+    async with held_run(store, 2) as (cid, lease):
         async with store.engine.begin() as conn:  # another process takes it over
             await conn.execute(
                 text(
@@ -230,12 +239,8 @@ async def test_a_lease_taken_over_refuses_the_one_statement_and_writes_nothing(
 
 async def test_a_thread_bound_meanwhile_gets_the_run_s_notes(postgres: Opened) -> None:
     store = postgres.store
-    cid = await new_conversation(store)
-    leases = Leases(store=store.leases, owner="host-a:1", ttl=60)
-    async with leases.held(cid):
-        commits = run_commits()
-        for change, after in commits[:3]:
-            await store.journal.commit(cid, change, after_seq=after)
+    commits = run_commits()
+    async with held_run(store, 3) as (cid, _lease):
         async with store.engine.begin() as conn:  # the deliverer binds another thread
             await conn.execute(
                 text("UPDATE conversations SET thread = '2.0' WHERE id = :id"), {"id": cid}
@@ -257,12 +262,8 @@ async def test_a_thread_bound_meanwhile_gets_the_run_s_notes(postgres: Opened) -
 
 async def test_a_taken_seq_is_stale_the_one_statement_way_too(postgres: Opened) -> None:
     store = postgres.store
-    cid = await new_conversation(store)
-    leases = Leases(store=store.leases, owner="host-a:1", ttl=60)
-    async with leases.held(cid):
-        commits = run_commits()
-        for change, after in commits[:2]:
-            await store.journal.commit(cid, change, after_seq=after)
+    commits = run_commits()
+    async with held_run(store, 2) as (cid, _lease):
         before = await store.journal.load(cid)
 
         with pytest.raises(StaleSnapshot):
@@ -279,12 +280,8 @@ async def test_a_change_of_many_rows_goes_the_general_way(postgres: Opened) -> N
     from conversations.store.sql.one_statement import MOST_ROWS
 
     store = postgres.store
-    cid = await new_conversation(store)
-    leases = Leases(store=store.leases, owner="host-a:1", ttl=60)
     many = tuple(call(n, ToolState.APPROVED) for n in range(MOST_ROWS + 1))
-    async with leases.held(cid):
-        for change, after in run_commits()[:2]:
-            await store.journal.commit(cid, change, after_seq=after)
+    async with held_run(store, 2) as (cid, _lease):
         postgres.statements.clear()
         await store.journal.commit(cid, Change(tool_calls=many), after_seq=2)
         sent = [sql.lstrip() for sql, _autocommit in postgres.statements]

@@ -7,7 +7,7 @@ chat models (``model_dump(mode="json")``).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     PrimaryKeyConstraint,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -362,3 +363,13 @@ from conversations.store.governance_schema import (  # noqa: E402
 )
 
 __all__ = ["ApprovalRuleRow", "AuditRow", "InstallationRow", "OAuthStateRow", "OperatorSessionRow"]
+
+
+# --- the tables as SQLAlchemy Core statements take them --------------------------------
+
+CONVERSATIONS = cast(Table, ConversationRow.__table__)
+DELIVERIES = cast(Table, DeliveryRow.__table__)
+JOURNAL = cast(Table, JournalRow.__table__)
+TOOL_CALLS = cast(Table, ToolCallRow.__table__)
+OUTBOX = cast(Table, OutboxRow.__table__)
+MODEL_CALLS = cast(Table, ModelCallRow.__table__)

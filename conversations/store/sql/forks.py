@@ -10,9 +10,8 @@ trail's row. A conversation id that is taken raises (``IntegrityError`` as
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import cast
 
-from sqlalchemy import Table, insert, update
+from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,16 +24,17 @@ from conversations.store.records import (
     tool_values,
 )
 from conversations.store.schedules import unbound_thread
-from conversations.store.schema import ConversationRow, JournalRow, ToolCallRow, utcnow
+from conversations.store.schema import (
+    CONVERSATIONS,
+    JOURNAL,
+    TOOL_CALLS,
+    utcnow,
+)
 from conversations.store.sql.audit import insert_audit
 from conversations.store.sql.database import Database, insert_rows
 from conversations.store.sql.outbox import insert_outbox
 from conversations.store.sql.threads import insert_conversation
 from core.vocabulary.journal import Change
-
-CONVERSATIONS = cast(Table, ConversationRow.__table__)
-JOURNAL = cast(Table, JournalRow.__table__)
-TOOL_CALLS = cast(Table, ToolCallRow.__table__)
 
 
 class SqlForks:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import cast
 
 from pydantic import TypeAdapter
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -35,11 +35,12 @@ from conversations.store.records import (
     tool_values,
 )
 from conversations.store.schema import (
-    ConversationRow,
-    DeliveryRow,
+    CONVERSATIONS,
+    DELIVERIES,
+    JOURNAL,
+    MODEL_CALLS,
+    TOOL_CALLS,
     JournalRow,
-    ModelCallRow,
-    OutboxRow,
     RequestRow,
     ToolCallRow,
     utcnow,
@@ -73,12 +74,6 @@ from core.vocabulary.tool_records import ToolState
 
 _entry_adapter: TypeAdapter[Entry] = TypeAdapter(Entry)
 
-CONVERSATIONS = cast(Table, ConversationRow.__table__)
-DELIVERIES = cast(Table, DeliveryRow.__table__)
-JOURNAL = cast(Table, JournalRow.__table__)
-TOOL_CALLS = cast(Table, ToolCallRow.__table__)
-MODEL_CALLS = cast(Table, ModelCallRow.__table__)
-OUTBOX = cast(Table, OutboxRow.__table__)
 
 _c = CONVERSATIONS.c
 _TOUCH = (

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     CTE,
@@ -52,11 +52,11 @@ from sqlalchemy.dialects import postgresql
 from conversations.events import OutboundAction
 from conversations.store.records import Lease, status_values, tool_values
 from conversations.store.schema import (
-    ConversationRow,
-    JournalRow,
-    ModelCallRow,
-    OutboxRow,
-    ToolCallRow,
+    CONVERSATIONS,
+    JOURNAL,
+    MODEL_CALLS,
+    OUTBOX,
+    TOOL_CALLS,
     utcnow,
 )
 from conversations.store.sql.change_rows import (
@@ -70,12 +70,6 @@ from conversations.store.sql.change_rows import (
 from conversations.store.sql.outbox import outbox_records
 from core.vocabulary.journal import Change, Committed
 from core.vocabulary.run_events import Stopped
-
-CONVERSATIONS = cast(Table, ConversationRow.__table__)
-JOURNAL = cast(Table, JournalRow.__table__)
-TOOL_CALLS = cast(Table, ToolCallRow.__table__)
-MODEL_CALLS = cast(Table, ModelCallRow.__table__)
-OUTBOX = cast(Table, OutboxRow.__table__)
 
 BOUND = ("platform", "workspace", "channel", "thread", "parent")
 """The conversation's columns that make its thread, in the order of

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Row, Table, exists, func, insert, select, update
+from sqlalchemy import Row, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from conversations.events import OutboundAction, PostReply, outbound_adapter
@@ -17,7 +17,7 @@ from conversations.store.records import (
     RequestMessage,
     outbox_values,
 )
-from conversations.store.schema import OutboxRow, RequestRow, utcnow
+from conversations.store.schema import OUTBOX, OutboxRow, RequestRow, utcnow
 from conversations.store.sql.claims import claim_holds
 from conversations.store.sql.database import Database, changed
 from conversations.store.sql.requests import (
@@ -28,7 +28,6 @@ from conversations.store.sql.requests import (
 ERROR_CHARS = 2000
 """Characters of an error kept in ``last_error``."""
 
-OUTBOX = cast(Table, OutboxRow.__table__)
 _RECORD = (
     OUTBOX.c.id,
     OUTBOX.c.conversation_id,

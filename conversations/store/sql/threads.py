@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from conversations.events import PlatformRef
@@ -19,7 +19,7 @@ from conversations.store.records import (
     new_conversation_id,
 )
 from conversations.store.schedules import UNBOUND
-from conversations.store.schema import ConversationRow, OutboxRow, utcnow
+from conversations.store.schema import CONVERSATIONS, ConversationRow, OutboxRow, utcnow
 from conversations.store.sql.database import Database, conversation_row
 from conversations.store.sql.inbox import add_delivery
 from conversations.store.sql.requests import request_link
@@ -27,9 +27,6 @@ from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 
 _ENDED = (Lifecycle.DONE, Lifecycle.FAILED, Lifecycle.CANCELLED)
-
-
-CONVERSATIONS = cast(Table, ConversationRow.__table__)
 
 
 class SqlThreads:
