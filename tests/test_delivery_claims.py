@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conversations.events import PlatformRef, PostReply
+from conversations.events import PlatformRef, PostReply, SetSessionStatus
 from conversations.outbox import Deliverer
 from conversations.outbox._claims import HeldClaims
+from conversations.outbox._known import KnownRows
 from conversations.render import render_event
 from conversations.store import Outgoing, Store
 from conversations.store.claims import ClaimLost, holding
@@ -25,7 +26,14 @@ from conversations.store.memory import MemoryStore
 from core.vocabulary.people import Person
 from tests.fakes.clock import VirtualClock
 from tests.test_outbox import RecordingSender
-from tests.test_store_contract import BACKENDS, enqueued, new_conversation, opened_store, posted
+from tests.test_store_contract import (
+    BACKENDS,
+    THREAD,
+    enqueued,
+    new_conversation,
+    opened_store,
+    posted,
+)
 
 T0 = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
@@ -111,6 +119,25 @@ async def test_a_send_marked_under_a_claim_taken_over_writes_nothing(store: Stor
     with holding(theirs):
         await store.outbox.mark_sent([row], "1.1", rows=[pending])
     assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "sent")]
+
+
+async def test_a_mark_held_back_is_written_under_the_claim_it_was_sent_under(
+    store: Store,
+) -> None:
+    cid = await new_conversation(store)
+    status = Outgoing(SetSessionStatus(ref=THREAD, status="processing"), purpose="session")
+    [row] = await enqueued(store, cid, status)
+    [pending] = await store.outbox.pending_rows(cid, after=0, limit=10)
+    mine = await store.claims.claim_delivery(cid, "a:1", ttl=60, now=T0)
+    assert mine is not None
+    known = KnownRows(store.outbox)
+    with holding(mine):  # the worker's send: its mark held back
+        await known.mark_sent([pending], None, later=True)
+    theirs = await store.claims.claim_delivery(cid, "b:2", ttl=60, now=T0 + timedelta(minutes=5))
+    assert theirs is not None
+    with pytest.raises(ClaimLost):  # later, from the dispatcher: fenced by the send's claim
+        await known.mark_held(cid)
+    assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "pending")]
 
 
 async def test_two_tasks_of_one_deliverer_taking_a_claim_at_once_take_it_at_one_epoch(

@@ -2,8 +2,9 @@
 
 A commit hands its outbox rows to the deliverer (``store.on_outbox``): the
 deliverer sends them and settles each with one write, reading nothing, in both
-progress modes and for a request's closing edit (its message id is the one the
-deliverer kept). The store stays the fallback: a row written while the deliverer
+progress modes and for a request's closing edit (its message is the one the
+deliverer posted, kept while it is among the last it posted; older ones, or one another
+deliverer posted, are read back). The store stays the fallback: a row written while the deliverer
 was down goes out at its start, before the rows written after it in the same
 conversation, and a row another process wrote is found by the poll.
 """
@@ -19,8 +20,9 @@ from typing import Any
 import pytest
 
 from bench._trace import Statement, StatementTrace
-from conversations.events import PlatformRef, PostReply, UpdateMessage
+from conversations.events import PlatformRef, PostReply, SetSessionStatus, UpdateMessage
 from conversations.outbox import Deliverer
+from conversations.outbox._known import POSTS_REMEMBERED
 from conversations.render import CLOSED, render_event
 from conversations.store import Outbox, Outgoing, Store, migrate
 from conversations.store.memory import MemoryStore
@@ -37,7 +39,13 @@ from core.vocabulary.run_events import (
 from tests.conftest import wait_for
 from tests.fakes.clock import VirtualClock
 from tests.test_outbox import RecordingSender
-from tests.test_store_contract import sqlite_store
+from tests.test_store_contract import (
+    enqueued,
+    new_conversation,
+    plan_request,
+    posted,
+    sqlite_store,
+)
 
 THREAD = PlatformRef(platform="test", channel="c", thread="t")
 READS = frozenset(
@@ -92,11 +100,14 @@ def answered(text: str) -> Change:
 
 
 def closed_plan() -> Change:
-    event = RequestClosed.model_validate(
-        {"request_id": "r1", "request": "plan", "outcome": "approved", "by_name": "alice"}
+    return Change(events=(_closed("approved"),))
+
+
+def _closed(outcome: str) -> RequestClosed:
+    return RequestClosed.model_validate(
+        {"request_id": "r1", "request": "plan", "outcome": outcome, "by_name": "alice"}
         | {"plan_version": 1}
     )
-    return Change(events=(event,))
 
 
 def proposed_plan() -> Change:
@@ -139,9 +150,8 @@ async def test_handed_rows_are_sent_and_settled_without_a_read(mode: str, tmp_pa
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
 
-    # nothing read back but the plan's message, for its closing edit (a conversation
-    # waiting on a person holds no memory, so the plan was not kept for it)
-    assert outbox.reads() == {"request_message": 1}
+    # nothing read back: the closing edit's message is one this deliverer posted lately
+    assert outbox.reads() == {}
     assert texts(sender) == [
         "📋 Plan (v1)",
         "✅ Approved by alice (plan v1)",
@@ -159,6 +169,111 @@ async def test_handed_rows_are_sent_and_settled_without_a_read(mode: str, tmp_pa
     ]
 
 
+async def test_an_edit_of_a_message_posted_long_ago_or_by_another_deliverer_reads_it(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore(render=render_event)
+    outbox = CountingOutbox(store.outbox)
+    sender = RecordingSender()
+    deliverer = Deliverer(outbox=outbox, senders={"test": sender})  # type: ignore[arg-type]
+    store.on_outbox = deliverer.wake
+    cids = [await open_conversation(store, tmp_path, f"t{n}") for n in range(POSTS_REMEMBERED + 1)]
+    for cid in cids:  # a plan in each, posted in this order
+        await store.journal.commit(cid, proposed_plan())
+    await deliverer.drain()
+    assert len(sender.sent) == len(cids)
+    outbox.calls.clear()
+
+    await store.journal.commit(cids[-1], closed_plan())  # posted lately: kept
+    await deliverer.drain()
+    assert outbox.reads() == {}
+    await store.journal.commit(cids[0], closed_plan())  # posted before the last 32: read
+    await deliverer.drain()
+    assert outbox.reads() == {"request_message": 1}
+
+    again = Deliverer(outbox=outbox, senders={"test": sender})  # type: ignore[arg-type]
+    store.on_outbox = again.wake  # as after a restart: nothing kept
+    await store.journal.commit(cids[-1], Change(events=(_closed("rejected"),)))
+    await again.drain()
+    assert outbox.reads()["request_message"] == 2
+    edits = [a for a in sender.sent if isinstance(a, UpdateMessage)]
+    assert [(e.ref.thread, e.ref.message) for e in edits] == [
+        (f"t{POSTS_REMEMBERED}", f"m{POSTS_REMEMBERED + 1}"),
+        ("t0", "m1"),
+        (f"t{POSTS_REMEMBERED}", f"m{POSTS_REMEMBERED + 1}"),
+    ]
+
+
+async def test_a_status_mark_waits_for_the_next_mark_or_hold_marks_seconds(
+    tmp_path: Path,
+) -> None:
+    """A session status changes nothing when sent twice: its mark goes with the
+    conversation's next one, or alone ``hold_marks`` seconds later, or at a drain."""
+    store = MemoryStore(render=render_event)
+    outbox = CountingOutbox(store.outbox)
+    sender = RecordingSender()
+    clock = VirtualClock()  # stands still until advanced
+    deliverer = Deliverer(
+        outbox=outbox,  # type: ignore[arg-type]
+        senders={"test": sender},
+        clock=clock,
+        hold_marks=1.0,
+        poll_interval=3600,
+    )
+    store.on_outbox = deliverer.wake
+    cid = await open_conversation(store, tmp_path)
+    status = Outgoing(SetSessionStatus(ref=THREAD, status="processing"), purpose="session")
+
+    async def states() -> list[tuple[str, str | None]]:
+        return [(r.state, r.platform_message_id) for r in await store.outbox.rows(cid)]
+
+    running = asyncio.create_task(deliverer.run())
+    try:
+        await wait_for(lambda: outbox.calls["pending_conversations"])  # run() looks at start
+        await store.outbox.enqueue(cid, [status])
+        await wait_for(lambda: len(sender.sent) == 1)
+        await asyncio.sleep(0.05)  # the dispatcher goes round: nothing more is written
+        assert await states() == [("pending", None)] and outbox.calls["mark_sent"] == 0
+
+        await store.outbox.enqueue(cid, [Outgoing(PostReply(ref=THREAD, text="a notice"))])
+        await wait_for(lambda: outbox.calls["mark_sent"] == 1)  # one write for both
+        assert await states() == [("sent", "m1"), ("sent", "m2")]  # each its own id
+
+        await store.outbox.enqueue(cid, [status])
+        await wait_for(lambda: len(sender.sent) == 3)
+        clock.advance(0.5)
+        await asyncio.sleep(0.05)
+        assert outbox.calls["mark_sent"] == 1  # held for a second
+        clock.advance(0.5)
+        await wait_for(lambda: outbox.calls["mark_sent"] == 2)  # then written alone
+        assert (await states())[-1] == ("sent", "m3")
+
+        await store.outbox.enqueue(cid, [status])
+        await wait_for(lambda: len(sender.sent) == 4)
+        await deliverer.drain()  # a drain writes what is held at once
+        assert outbox.calls["mark_sent"] == 3
+        assert [state for state, _ in await states()] == ["sent"] * 4
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_marks_held_at_the_end_of_the_deliverer_are_written(tmp_path: Path) -> None:
+    store = MemoryStore(render=render_event)
+    sender = RecordingSender()
+    deliverer = Deliverer(outbox=store.outbox, senders={"test": sender}, hold_marks=3600)
+    store.on_outbox = deliverer.wake
+    cid = await open_conversation(store, tmp_path)
+    running = asyncio.create_task(deliverer.run())
+    status = Outgoing(SetSessionStatus(ref=THREAD, status="processing"), purpose="session")
+    await store.outbox.enqueue(cid, [status])
+    await wait_for(lambda: len(sender.sent) == 1)
+    assert [r.state for r in await store.outbox.rows(cid)] == ["pending"]  # held an hour
+    running.cancel()  # the bot shuts down
+    await asyncio.gather(running, return_exceptions=True)
+    assert [r.state for r in await store.outbox.rows(cid)] == ["sent"]
+
+
 @pytest.fixture
 def trace() -> Iterator[StatementTrace]:
     """Every statement of every SQLite connection opened while the test runs."""
@@ -172,6 +287,10 @@ async def sql_store(tmp_path: Path, trace: StatementTrace) -> AsyncIterator[SqlS
     async with sqlite_store(tmp_path) as store:  # opened while traced
         assert isinstance(store, SqlStore)
         yield store
+
+
+class Killed(Exception):
+    """The process died here."""
 
 
 def said(statements: list[Statement]) -> list[str]:
@@ -225,21 +344,52 @@ async def test_on_sqlite_a_handed_row_costs_one_statement_to_settle(
         "UPDATE conversations",
         "INSERT outbox",
         "COMMIT",
-        "BEGIN IMMEDIATE",  # the plan sent: its message linked to its request, in one go
-        "UPDATE pending_requests",
-        "UPDATE outbox",
-        "COMMIT",
+        "UPDATE pending_requests",  # the plan sent: its message linked to its request,
+        "UPDATE outbox",  # then marked sent, each statement on its own
         "BEGIN IMMEDIATE",  # the commit of the closing
         "UPDATE conversations",
         "INSERT outbox",
         "COMMIT",
-        "SELECT",  # the plan's message, read back for its edit (nothing kept)
-        "UPDATE outbox",  # the edit sent
+        "UPDATE outbox",  # the edit sent (the plan's message kept since it was posted)
     ]
     edit = sender.sent[2]
     assert isinstance(edit, UpdateMessage) and edit.ref.message == "m2"
     states = [(r.state, r.platform_message_id) for r in await sql_store.outbox.rows(cid)]
     assert states == [("sent", "m1"), ("sent", "m2"), ("sent", "m2")]
+
+
+async def test_a_crash_between_link_and_mark_leaves_the_message_linked_and_its_row_pending(
+    sql_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cid = await new_conversation(sql_store)
+    await sql_store.journal.commit(cid, Change(open_request=plan_request()))
+    [plan] = await enqueued(sql_store, cid, posted("📋 Plan (v1)", "req1"))
+    [row] = [r.pending_send() for r in await sql_store.outbox.rows(cid)]
+    db = sql_store.outbox._db  # type: ignore[attr-defined]
+    write_alone = db.write_alone
+    statements = 0
+
+    async def dies_at_the_second(*args: Any, **kwargs: Any) -> Any:
+        nonlocal statements
+        statements += 1
+        if statements == 2:
+            raise Killed  # the process dies before it marks the row
+        return await write_alone(*args, **kwargs)
+
+    monkeypatch.setattr(db, "write_alone", dies_at_the_second)
+    with pytest.raises(Killed):
+        await sql_store.outbox.mark_sent([plan], "1.10", rows=[row])
+    monkeypatch.setattr(db, "write_alone", write_alone)
+
+    found = await sql_store.threads.find_by_message("slack", "C1", "1.10")
+    assert found is not None and found.request_id == "req1"  # a reaction on it decides
+    [(state, message)] = [(r.state, r.platform_message_id) for r in await sql_store.outbox.rows()]
+    assert (state, message) == ("pending", None)  # sent again after the restart (or found)
+    await sql_store.outbox.mark_sent([plan], "1.13", rows=[row])  # the post sent again
+    found = await sql_store.threads.find_by_message("slack", "C1", "1.13")
+    assert found is not None and found.request_id == "req1"
+    [(state, message)] = [(r.state, r.platform_message_id) for r in await sql_store.outbox.rows()]
+    assert (state, message) == ("sent", "1.13")
 
 
 # --- the store, the fallback ---------------------------------------------------------------

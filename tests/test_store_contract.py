@@ -25,7 +25,7 @@ from unittest.mock import ANY
 
 import pytest
 
-from conversations.events import PlatformRef, PostReply, UpdateMessage
+from conversations.events import PlatformRef, PostReply, SetSessionStatus, UpdateMessage
 from conversations.render import render_event
 from conversations.store import OutboxRecord, Outgoing, Pruned, Store, interfaces, migrate
 from conversations.store.approvals import ApprovalRules
@@ -988,6 +988,34 @@ async def test_a_request_message_is_its_first_post_and_its_link_once_sent(store:
     sent = await store.outbox.request_message(cid, "req1")
     assert sent is not None and (sent.state, sent.message_id) == ("sent", "1.10")
     assert await store.outbox.request_message(cid, "req-unknown") is None
+
+
+async def test_marks_held_back_are_written_with_the_next_each_with_its_own_message(
+    store: Store,
+) -> None:
+    """The deliverer holds back the marks of sends that change nothing when repeated
+    (``earlier``): they go with the next mark, or alone, each keeping its message id."""
+    cid = await new_conversation(store)
+    await store.journal.commit(cid, Change(open_request=plan_request()))
+    status = Outgoing(SetSessionStatus(ref=THREAD, status="processing"), purpose="session")
+    edit = Outgoing(UpdateMessage(ref=THREAD, text="edited"), purpose="closed", request_id="req1")
+    ids = await enqueued(store, cid, status, edit, posted("📋 Plan (v1)", "req1"), status)
+    [status_id, edit_id, plan_id, last_id] = ids
+    rows = {r.id: r.pending_send() for r in await store.outbox.rows(cid)}
+
+    held = {status_id: None, edit_id: "1.09"}
+    await store.outbox.mark_sent([plan_id], "1.10", rows=[rows[plan_id]], earlier=held)
+    await store.outbox.mark_sent([], None, rows=[rows[last_id]], earlier={last_id: None})
+
+    stored = {r.id: (r.state, r.platform_message_id) for r in await store.outbox.rows(cid)}
+    assert stored == {
+        status_id: ("sent", None),
+        edit_id: ("sent", "1.09"),
+        plan_id: ("sent", "1.10"),
+        last_id: ("sent", None),
+    }
+    found = await store.threads.find_by_message("slack", "C1", "1.10")
+    assert found is not None and found.request_id == "req1"  # the post, linked
 
 
 # --- stop requests -------------------------------------------------------------------

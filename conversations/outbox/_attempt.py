@@ -6,7 +6,12 @@
   platform message id (an edit's: the edited message), so a reaction on that
   message finds its conversation. A :class:`~conversations.events.StartThread`'s
   thread is told first (``on_thread``: the hub binds the scheduled run's
-  conversation to it and starts its run), then its row is marked sent.
+  conversation to it and starts its run), then its row is marked sent. An action
+  that changes nothing when sent twice (:func:`harmless_again`: a session status,
+  an edit of a request's message) has its mark held back, written with the
+  conversation's next one, or alone after at most ``hold_marks`` seconds, at a drain
+  or at the deliverer's end (:meth:`~conversations.outbox._known.KnownRows.mark_sent`):
+  one ``UPDATE`` for several sends.
 - :class:`Refused` with ``rate_limited``: the platform answered 429 and asked us to
   wait ``Retry-After`` (https://docs.slack.dev/apis/web-api/rate-limits,
   https://discord.com/developers/docs/topics/rate-limits). That is no failure: the
@@ -49,6 +54,8 @@ from conversations.events import (
 )
 from conversations.outbox._clock import Clock
 from conversations.outbox._known import KnownRows
+from conversations.plan_cards import PLAN_STEPS
+from conversations.render import CLOSED
 from conversations.store import Outgoing, PendingSend
 from core.context import random_id
 from core.faults import Faults
@@ -169,7 +176,8 @@ class Attempts:
                 message_id = action.ref.message
             if isinstance(action, StartThread) and message_id is not None:
                 await self._on_thread(head.conversation_id, action.thread_ref(message_id))
-            await self._outbox.mark_sent(rows, message_id)
+            later = harmless_again(rows, action)
+            await self._outbox.mark_sent(rows, message_id, later=later, now=self._clock.now())
             return Sent(message_id)
         finally:
             done.set()
@@ -223,6 +231,19 @@ class Attempts:
             permanent=exc.permanent,
             attempts=attempts,
         )
+
+
+def harmless_again(rows: Sequence[PendingSend], action: OutboundAction) -> bool:
+    """Whether sending ``action`` for ``rows`` once more would change nothing anyone sees,
+    now or after what follows it: a session's status (set to what it is), or an edit of
+    a request's own message (its closing, a plan card's steps: the whole message, made
+    from the rows alone; sent again it shows the same, and the edits after it follow
+    it again). Not an edit of a status reply or a queued message: those are remade
+    from what the deliverer holds, which a restart does not."""
+    if isinstance(action, SetSessionStatus):
+        return True
+    purposes = {row.purpose for row in rows}
+    return isinstance(action, UpdateMessage) and purposes <= {CLOSED, PLAN_STEPS}
 
 
 def report_text(action: OutboundAction, refused: Refused) -> str:

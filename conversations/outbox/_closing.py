@@ -21,6 +21,7 @@ post, and the text replaces the message's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from conversations.closing import closed_message
 from conversations.events import PostReply, UpdateMessage
@@ -30,17 +31,20 @@ from conversations.store import PendingSend
 log = logging.getLogger("conversations.outbox")
 
 
-async def closing_edit(outbox: KnownRows, row: PendingSend) -> UpdateMessage | None:
+async def closing_edit(
+    outbox: KnownRows, row: PendingSend, older: Sequence[PendingSend] = ()
+) -> UpdateMessage | None:
     """The edit to send for the closing row ``row``, or None when there is nothing to edit.
 
-    None settles ``row`` (``dropped``, the reason in ``last_error``) and logs why.
+    None settles ``row`` and ``older`` (earlier edits of the same message that ``row``
+    replaces: ``dropped``, the reason in ``last_error``) and logs why.
     Raises only what the outbox raises.
     """
     reason = await _edit_or_reason(outbox, row)
     if isinstance(reason, UpdateMessage):
         return reason
     log.info("outbox row %s: nothing to edit (%s); settled without a send", row.id, reason)
-    await outbox.settle_unsent([row], reason)
+    await outbox.settle_unsent([row, *older], reason)
     return None
 
 

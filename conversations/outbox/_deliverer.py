@@ -58,7 +58,9 @@ class Deliverer:
     ``max_attempts``: failed attempts (429s not counted) before a row fails for
     good; ``concurrency``: conversations delivered at once; ``poll_interval``:
     seconds between looks at the store for rows that no :meth:`wake` handed over
-    (another process wrote them, or a tool); ``clock``: a :class:`Clock`, or a bare callable
+    (another process wrote them, or a tool); ``hold_marks``: seconds at most that the mark
+    of a row whose sending twice changes nothing waits for the conversation's next one
+    (:mod:`conversations.outbox._attempt`); ``clock``: a :class:`Clock`, or a bare callable
     of monotonic seconds (then sleeps are real); ``faults``: the crash points;
     ``redactor``: the bot's secrets, taken out of every text sent through any sender,
     given here or added later (:mod:`conversations.outbox._redact` says why there).
@@ -85,6 +87,7 @@ class Deliverer:
         max_attempts: int = 5,
         concurrency: int = 8,
         poll_interval: float = 2.0,
+        hold_marks: float = 1.0,
         clock: Clock | Callable[[], float] = time.monotonic,
         faults: Faults = NO_FAULTS,
         redactor: Redactor = NO_SECRETS,
@@ -122,6 +125,7 @@ class Deliverer:
         )
         self._progress_mode, self._progress_mode_of = progress_mode, progress_mode_of
         self._concurrency, self._poll = max(1, concurrency), poll_interval
+        self._hold_marks = hold_marks
         self._wakeup, self._progress = asyncio.Event(), asyncio.Event()
         self._workers: dict[str, asyncio.Task[Deferral | None]] = {}
         self._deferred: dict[str, Deferral] = {}
@@ -263,13 +267,16 @@ class Deliverer:
             if self._look_due():
                 await self._look()
             found, due = self._pass()
+            await self._mark_held()
             self._notify()
-            if until_idle and (self._running or (not found and not self._workers)):
+            held = self._known.held_due(self._clock.now(), 0, every=True)
+            if until_idle and (self._running or (not found and not self._workers and not held)):
                 return
             now = self._clock.now()
             timeout = self._looked_at + self._poll - now
-            if due is not None:
-                timeout = min(timeout, due - now)
+            for falls_due in (due, self._known.next_held_due(self._hold_marks)):
+                if falls_due is not None:
+                    timeout = min(timeout, falls_due - now)
             await wait_for_event(self._clock, self._wakeup, max(timeout, 0.0))
 
     def _look_due(self) -> bool:
@@ -317,6 +324,18 @@ class Deliverer:
         self._sweep(now)
         due = min((d.until for d in self._deferred.values()), default=None)
         return not self._known.empty(), due
+
+    async def _mark_held(self) -> None:
+        """Write the marks held back ``hold_marks`` seconds (every one while draining) of
+        the conversations no worker sends for now (a worker's next mark takes them)."""
+        now, draining = self._clock.now(), self._draining > 0
+        for conversation_id in self._known.held_due(now, self._hold_marks, every=draining):
+            if conversation_id in self._workers:
+                continue
+            try:
+                await self._known.mark_held(conversation_id)
+            except ClaimLost as lost:
+                self._gate.lost(lost)
 
     def _start(self, conversation_id: str) -> None:
         self._deferred.pop(conversation_id, None)
@@ -388,12 +407,20 @@ class Deliverer:
         self._progress = asyncio.Event()
 
     async def _idle(self) -> bool:
-        """No worker busy, no look at the store due, no pending row known."""
-        return not self._workers and not self._look_due() and self._known.empty()
+        """No worker busy, no look at the store due, no pending row known, no mark held."""
+        held = self._known.held_due(self._clock.now(), 0, every=True)
+        return not self._workers and not self._look_due() and self._known.empty() and not held
 
     async def _stop_workers(self) -> None:
+        """Cancel the workers, then write the marks their passes held back (at worst the
+        rows are sent again at the next start: sending them twice changes nothing)."""
         self._streams.cancel()
         workers = list(self._workers.values())
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+        for conversation_id in self._known.held_due(self._clock.now(), 0, every=True):
+            try:
+                await self._known.mark_held(conversation_id)
+            except Exception:
+                log.warning("could not mark conversation %s's rows sent", conversation_id)

@@ -16,11 +16,14 @@ worker reads its rows from the store once (merged with those handed over), and i
 sure again once a read found every one.
 
 Settled here, kept in memory too: the ids settled lately, so a row handed over late
-(a look found it and it went out first) is not sent again. Nothing else outlives its
-row: a request's closing edit reads the message it edits from the store, one
-``SELECT`` (:mod:`conversations.outbox._closing`), since a conversation waiting on a
-person holds no memory (docs/architecture.md, "Durability and exactly-once"): a plan
-posted is kilobytes, and thousands may wait.
+(a look found it and it went out first) is not sent again; and the requests' messages
+posted lately (at most :data:`POSTS_REMEMBERED`), so the edits of a plan's card while
+its run goes on (its approval, its steps) read nothing. An edit of a message posted
+longer ago reads it from the store, one ``SELECT``
+(:mod:`conversations.outbox._closing`), since a conversation waiting on a person holds
+no memory (docs/architecture.md, "Durability and exactly-once"): a plan posted is
+kilobytes, and thousands may wait, so what is kept is bounded by a count, not by the
+conversations waiting.
 
 Several processes on one database: only the holder of a conversation's delivery
 claim sends its rows; a deliverer that takes a claim anew reads that conversation's
@@ -31,9 +34,11 @@ elsewhere forgets them (:meth:`KnownRows.forget_conversation`; docs/architecture
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Collection, Iterator, Sequence
 
+from conversations.events import PostReply
 from conversations.store import (
     Outbox,
     OutboxRecord,
@@ -41,6 +46,7 @@ from conversations.store import (
     PendingSend,
     RequestMessage,
 )
+from conversations.store.claims import Claim, current_claim, holding
 
 CALM = frozenset({"note", "plan_steps"})
 """Purposes of rows that may wait for their interval: no reason to take a conversation
@@ -52,6 +58,12 @@ REPORT = "report"
 REMEMBERED = 64
 """Settled ids kept at most (the oldest are forgotten first): a row is handed over
 right after its commit, so only a row settled moments ago can come in again."""
+POSTS_REMEMBERED = 32
+"""Requests' messages kept at most, the least lately used forgotten first: a plan's card
+is edited when it is decided and as its steps move, while its run goes on."""
+
+Held = dict[int, tuple[PendingSend, str | None]]
+"""Rows sent whose marks are held back, by id, each with the message id it went out as."""
 
 
 class KnownRows:
@@ -79,6 +91,17 @@ class KnownRows:
         self._unsure: dict[str, tuple[int, bool]] = {}
         """Conversations a look found pending in the store: (place in the look, milestone)."""
         self._settled: OrderedDict[int, None] = OrderedDict()
+        self._posts: OrderedDict[tuple[str, str], RequestMessage] = OrderedDict()
+        """Requests' messages this deliverer posted lately, by (conversation, request)."""
+        self._held: dict[str, Held] = {}
+        """Rows sent whose marks wait for the conversation's next (:meth:`mark_sent`
+        ``later``): by conversation, by id, each with the message id it went out as."""
+        self._held_at: dict[str, float] = {}
+        """When each conversation's first mark held back now was (``now`` of
+        :meth:`mark_sent`), by conversation."""
+        self._held_under: dict[str, Claim] = {}
+        """The delivery claim the rows held back were sent under, by conversation: their
+        marks are written under it when nothing else of theirs is."""
 
     # --- what comes in ------------------------------------------------------------------
 
@@ -106,6 +129,9 @@ class KnownRows:
         for row_id in self._rows.pop(conversation_id, {}):
             self._where.pop(row_id, None)
         self._unsure.pop(conversation_id, None)
+        for key in [key for key in self._posts if key[0] == conversation_id]:
+            del self._posts[key]  # the other process may post it again
+        self._unhold(conversation_id)  # the other process sends them again
 
     def refresh(self, conversation_id: str) -> None:
         """Read the conversation's pending rows from the store again at its next read (its
@@ -174,16 +200,91 @@ class KnownRows:
         return {i for i in ids if i in self._rows.get(self._where.get(i, ""), ())}
 
     async def request_message(self, conversation_id: str, request_id: str) -> RequestMessage | None:
-        """The message request ``request_id`` was posted as, as the store says
-        (:meth:`conversations.store.Outbox.request_message`)."""
+        """The message request ``request_id`` was posted as: as this deliverer sent it
+        lately, else as the store says (:meth:`conversations.store.Outbox.request_message`)."""
+        key = (conversation_id, request_id)
+        if (posted := self._posts.get(key)) is not None:
+            self._posts.move_to_end(key)
+            return posted
         return await self.store.request_message(conversation_id, request_id)
 
     # --- writes, to the store -----------------------------------------------------------
 
-    async def mark_sent(self, rows: Sequence[PendingSend], message_id: str | None) -> None:
-        """``rows`` went out as ``message_id``: written (nothing read), then forgotten."""
-        await self.store.mark_sent([row.id for row in rows], message_id, rows=rows)
+    async def mark_sent(
+        self,
+        rows: Sequence[PendingSend],
+        message_id: str | None,
+        *,
+        later: bool = False,
+        now: float = 0.0,
+    ) -> None:
+        """``rows`` (of one conversation) went out as ``message_id``: written (nothing read),
+        then forgotten, with the conversation's marks held back before them (one write).
+
+        ``later``: sending them twice changes nothing (a session status, an edit of a
+        request's message: :func:`conversations.outbox._attempt.harmless_again`), so
+        their mark is held back (``now``: the clock's time), to go with the
+        conversation's next one, or alone once :meth:`held_due` says so: forgotten here
+        at once, written then. A crash meanwhile sends them again after the restart,
+        in their place, before what follows them.
+        """
+        conversation_id = rows[0].conversation_id
+        if later:
+            held = self._held.setdefault(conversation_id, {})
+            held.update((row.id, (row, message_id)) for row in rows)
+            self._held_at.setdefault(conversation_id, now)
+            if (claim := current_claim(conversation_id)) is not None:
+                self._held_under[conversation_id] = claim
+            self._settle(rows)
+            return
+        held, at, _claim = self._unhold(conversation_id)  # written under this task's claim
+        earlier = {row_id: mid for row_id, (_row, mid) in held.items()}
+        every, ids = [*rows, *(row for row, _mid in held.values())], [r.id for r in rows]
+        try:
+            await self.store.mark_sent(ids, message_id, rows=every, earlier=earlier)
+        except BaseException:
+            self._hold_again(conversation_id, held, at)  # still to be written
+            raise
         self._settle(rows)
+        if message_id is not None:
+            for row in rows:
+                self._posted(row, message_id)
+
+    def held_due(self, now: float, wait: float, *, every: bool = False) -> list[str]:
+        """The conversations whose marks were held back ``wait`` seconds or longer by
+        ``now`` (``every``: all that hold any)."""
+        return [cid for cid, at in self._held_at.items() if every or now >= at + wait]
+
+    def next_held_due(self, wait: float) -> float | None:
+        """When the marks held back longest fall due (``wait`` seconds after they were
+        held), None when none is held."""
+        if not self._held_at:
+            return None
+        return min(self._held_at.values()) + wait
+
+    async def mark_held(self, conversation_id: str) -> None:
+        """Write the marks held back for the conversation, in one write; nothing when
+        none is held."""
+        held, at, claim = self._unhold(conversation_id)
+        if not held:
+            return
+        earlier = {row_id: mid for row_id, (_row, mid) in held.items()}
+        rows = [row for row, _mid in held.values()]
+        try:
+            with holding(claim) if claim is not None else contextlib.nullcontext():
+                await self.store.mark_sent([], None, rows=rows, earlier=earlier)
+        except BaseException:
+            self._hold_again(conversation_id, held, at)
+            raise
+
+    def _unhold(self, conversation_id: str) -> tuple[Held, float | None, Claim | None]:
+        held, at = self._held.pop(conversation_id, {}), self._held_at.pop(conversation_id, None)
+        return held, at, self._held_under.pop(conversation_id, None)
+
+    def _hold_again(self, conversation_id: str, held: Held, at: float | None) -> None:
+        if held and at is not None:
+            self._held.setdefault(conversation_id, {}).update(held)
+            self._held_at[conversation_id] = min(self._held_at.get(conversation_id, at), at)
 
     async def settle_unsent(self, rows: Sequence[PendingSend], reason: str) -> None:
         """``rows`` had nothing to send: ``dropped`` with ``reason``, then forgotten."""
@@ -225,6 +326,22 @@ class KnownRows:
             self._settled[row.id] = None
         while len(self._settled) > REMEMBERED:
             self._settled.popitem(last=False)
+
+    def _posted(self, row: PendingSend, message_id: str) -> None:
+        """Remember ``row``'s message when it is a request's: its first post, as the store
+        gives it (:meth:`conversations.store.Outbox.request_message`: the first post's
+        action, the message id of the newest request post linked)."""
+        if row.request_id is None or not isinstance(row.action, PostReply):
+            return
+        key = (row.conversation_id, row.request_id)
+        known = self._posts.get(key)
+        if known is None:
+            self._posts[key] = RequestMessage(row.action, "sent", message_id)
+        elif row.purpose == REQUEST_POST:
+            self._posts[key] = RequestMessage(known.action, "sent", message_id)
+        self._posts.move_to_end(key)
+        while len(self._posts) > POSTS_REMEMBERED:
+            self._posts.popitem(last=False)
 
     def _forget(self, ids: Collection[int], conversation_id: str) -> None:
         rows = self._rows.get(conversation_id)

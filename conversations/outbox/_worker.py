@@ -101,14 +101,15 @@ class ConversationState:
     again as exactly that group (same idempotency key, same text);
     ``board``: the status replies (``status`` mode);
     ``plan_edits``: clock seconds of the last edit of each plan's message, by request id;
-    ``parked``: the edit of a plan's steps waiting for its interval, by request id.
+    ``parked``: the edits of a plan's steps waiting for its interval, by request id,
+    the newest first (one edit, the newest's, shows them all).
     """
 
     last_note: float = -math.inf
     pinned: tuple[int, ...] = ()
     board: StatusBoard = field(default_factory=StatusBoard)
     plan_edits: dict[str, float] = field(default_factory=dict)
-    parked: dict[str, PendingSend] = field(default_factory=dict)
+    parked: dict[str, tuple[PendingSend, ...]] = field(default_factory=dict)
 
     def idle(self, now: float, interval: float, plan_interval: float = 1.0) -> bool:
         """Whether forgetting this state changes nothing."""
@@ -155,7 +156,8 @@ class ConversationWorker(ABC):
         The flag says more may follow. Rows waiting in a status reply are paged
         over, so however many wait, the rows after them are read.
         """
-        skip = self.state.board.covered() | {row.id for row in self.state.parked.values()}
+        parked = (row.id for rows in self.state.parked.values() for row in rows)
+        skip = self.state.board.covered() | set(parked)
         rows: list[PendingSend] = []
         after = 0
         while True:
@@ -204,29 +206,36 @@ class ConversationWorker(ABC):
         """Send ``row``, a row other than a note, and say what follows.
 
         An edit of a plan's steps (purpose ``plan_steps``, :mod:`conversations.plan_cards`)
-        replaces the one of the same plan still waiting (settled unsent: the newer says
-        all it says); one that comes less than ``plan_interval`` after the last edit of
-        that message waits aside (:meth:`plan_due`) while the rows after it go on, so
+        takes along the edits of the same plan still waiting: one edit, the newest's, is
+        sent, and every one of them is marked sent with it (the newer says all they say;
+        one ``UPDATE``). One that comes less than ``plan_interval`` after the last edit
+        of that message waits aside (:meth:`plan_due`) while the rows after it go on, so
         one message is edited at most once per ``plan_interval`` (Slack's
         ``chat.update``, Tier 3: https://docs.slack.dev/reference/methods/chat.update).
         """
         if row.purpose != PLAN_STEPS or row.request_id is None:
             return self.follow(await self.deliver_milestone(row))
-        older = self.state.parked.pop(row.request_id, None)
-        if older is not None:
-            await self.ctx.outbox.settle_unsent([older], "a newer edit of the plan's steps came")
+        older = self.state.parked.pop(row.request_id, ())
         if self._plan_edit_due(row.request_id):
-            return self.follow(await self.deliver_milestone(row))
-        self.state.parked[row.request_id] = row
+            return self.follow(await self.deliver_milestone(row, older))
+        self.state.parked[row.request_id] = (row, *older)
         return "again"
 
     async def plan_due(self) -> Next | None:
-        """Send a plan's edit that waited aside and whose time has come; None when none
-        has (:meth:`plan_wait` says until when)."""
-        for request_id, row in list(self.state.parked.items()):
+        """Send a plan's edit that waited aside and whose time has come, with the newer
+        edits of that plan already pending behind it (a drain makes every waiting edit
+        due at once: the card is edited once, to its newest steps); None when none has
+        come (:meth:`plan_wait` says until when)."""
+        for request_id, parked in list(self.state.parked.items()):
             if self._plan_edit_due(request_id):
                 del self.state.parked[request_id]
-                return self.follow(await self.deliver_milestone(row))
+                pending = await self.ctx.outbox.pending_rows(
+                    self.conversation_id, after=parked[0].id, limit=self.ctx.batch
+                )
+                same = (PLAN_STEPS, request_id)
+                newer = [r for r in pending if (r.purpose, r.request_id) == same]
+                rows = (*reversed(newer), *parked)
+                return self.follow(await self.deliver_milestone(rows[0], rows[1:]))
         return None
 
     def plan_wait(self) -> Deferral | None:
@@ -242,8 +251,11 @@ class ConversationWorker(ABC):
         last = self.state.plan_edits.get(request_id, -math.inf)
         return self.ctx.draining() or self.ctx.clock.now() >= last + self.ctx.plan_interval
 
-    async def deliver_milestone(self, row: PendingSend) -> Outcome:
-        """Send ``row``, a row other than a note, alone.
+    async def deliver_milestone(
+        self, row: PendingSend, older: Sequence[PendingSend] = ()
+    ) -> Outcome:
+        """Send ``row``, a row other than a note, alone; ``older``: earlier edits of the
+        same plan's steps that ``row``'s edit shows too, settled with it.
 
         A closing row (purpose ``closed``) or an edit of a plan's steps (``plan_steps``)
         becomes the edit of its request's message (the last edit's time kept), an
@@ -260,10 +272,10 @@ class ConversationWorker(ABC):
                 await self.ctx.streams.close(self.conversation_id)  # shown as it is
             return await self.deliver([row], row.action)
         else:
-            edit = await closing_edit(self.ctx.outbox, row)
+            edit = await closing_edit(self.ctx.outbox, row, older)
         if edit is None:
             return Sent(None)
-        outcome = await self.deliver([row], edit)
+        outcome = await self.deliver([row, *older], edit)
         if row.purpose in (CLOSED, PLAN_STEPS) and row.request_id is not None:
             self.state.plan_edits[row.request_id] = self.ctx.clock.now()
         return outcome

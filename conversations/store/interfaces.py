@@ -52,7 +52,7 @@ Errors every backend raises the same way: :class:`core.vocabulary.errors.Convers
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,6 +70,7 @@ from conversations.store.installations import Installations, OAuthStates
 from conversations.store.leases import LeaseStore as LeaseStore
 from conversations.store.operator_sessions import OperatorSessions
 from conversations.store.records import (
+    NO_EARLIER,
     ConversationInfo,
     MessageLink,
     OutboxListener,
@@ -238,15 +239,20 @@ class Outbox(Protocol):
         platform_message_id: str | None,
         *,
         rows: Sequence[PendingSend] | None = None,
+        earlier: Mapping[int, str | None] = NO_EARLIER,
     ) -> None:
         """Rows delivered as ``platform_message_id`` (several when notes were merged).
 
         Only pending rows change. A request's own post (purpose ``milestone`` with a
         request id) also links the message to its request, in the same write, so a
         reaction finds the request for as long as the request is kept. ``rows``: the
-        rows of ``ids`` as the caller holds them (the deliverer does), so which of
-        them are request posts, and where they went, need not be read back; None:
-        the store finds out itself.
+        rows of ``ids`` (and of ``earlier``) as the caller holds them (the deliverer
+        does), so which of them are request posts, and where they went, need not be
+        read back; None: the store finds out itself. ``earlier``: rows of the same
+        conversation sent before and not marked yet (their sending twice changes
+        nothing: the deliverer holds their marks back), by id, each with the
+        platform message id it went out as: marked in the same write (``ids`` may
+        then be empty).
         """
         ...
 

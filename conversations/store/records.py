@@ -7,10 +7,11 @@ no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from conversations.events import OutboundAction, PlatformRef, outbound_adapter
@@ -50,6 +51,10 @@ class PendingSend:
     purpose: str
     action: OutboundAction
     request_id: str | None = None
+
+
+NO_EARLIER: Mapping[int, str | None] = MappingProxyType({})
+"""No rows sent earlier whose marks were held back (``Outbox.mark_sent``'s ``earlier``)."""
 
 
 @dataclass(frozen=True)

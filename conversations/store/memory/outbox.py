@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from conversations.events import PostReply
 from conversations.store.claims import ClaimLost, current_claim
 from conversations.store.memory._tables import OutboxRow, Tables, checkpoint
-from conversations.store.records import OutboxRecord, Outgoing, PendingSend, RequestMessage
+from conversations.store.records import (
+    NO_EARLIER,
+    OutboxRecord,
+    Outgoing,
+    PendingSend,
+    RequestMessage,
+)
 
 ERROR_CHARS = 2000
 """Characters of an error kept in ``last_error``."""
@@ -113,13 +119,14 @@ class MemoryOutbox:
         platform_message_id: str | None,
         *,
         rows: Sequence[PendingSend] | None = None,
+        earlier: Mapping[int, str | None] = NO_EARLIER,
     ) -> None:
-        """Pending rows of ``ids`` are sent; a request's own post links its message.
-        ``rows`` changes nothing here: the rows are at hand anyway. Fenced by the
-        delivery claim it is made under, if any (raises
-        :class:`~conversations.store.claims.ClaimLost`, changing nothing)."""
+        """Pending rows of ``ids`` are sent, and those of ``earlier`` with their own message
+        ids; a request's own post links its message. ``rows`` changes nothing here: the
+        rows are at hand anyway. Fenced by the delivery claim it is made under, if any
+        (raises :class:`~conversations.store.claims.ClaimLost`, changing nothing)."""
         await checkpoint()
-        found = self._rows(ids, pending=True)
+        found = self._rows([*ids, *earlier], pending=True)
         claim = current_claim(found[0].conversation_id) if found else None
         if claim is not None:
             held = self._t.conversations.get(claim.conversation_id)
@@ -130,11 +137,13 @@ class MemoryOutbox:
                 raise ClaimLost(claim)
         for row in found:
             request = self._t.requests.get(row.request_id or "")
-            if platform_message_id is not None and row.purpose == REQUEST_POST and request:
-                request.message = (row.platform, row.channel, platform_message_id)
+            message_id = earlier.get(row.id, platform_message_id)
+            if message_id is not None and row.purpose == REQUEST_POST and request:
+                request.message = (row.platform, row.channel, message_id)
         now = self._t.clock()
         for row in found:
-            row.state, row.platform_message_id, row.sent_at = "sent", platform_message_id, now
+            message_id = earlier.get(row.id, platform_message_id)
+            row.state, row.platform_message_id, row.sent_at = "sent", message_id, now
 
     async def record_failure(self, send_id: int, error: str) -> int:
         """Count a failed attempt of a row and keep its error; the attempts so far."""

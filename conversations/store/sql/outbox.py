@@ -5,12 +5,25 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Row, exists, func, insert, select, update
+from sqlalchemy import (
+    Row,
+    String,
+    Update,
+    case,
+    exists,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from conversations.events import OutboundAction, PostReply, outbound_adapter
 from conversations.store.claims import Claim, ClaimLost, current_claim
 from conversations.store.records import (
+    NO_EARLIER,
     OutboxRecord,
     Outgoing,
     PendingSend,
@@ -243,39 +256,44 @@ class SqlOutbox:
         platform_message_id: str | None,
         *,
         rows: Sequence[PendingSend] | None = None,
+        earlier: Mapping[int, str | None] = NO_EARLIER,
     ) -> None:
         """Rows delivered; a request's own post also links the message to its request
-        (:func:`conversations.store.sql.requests.link_request_posts`), in one write.
+        (:func:`conversations.store.sql.requests.link_request_posts`).
 
-        With ``rows`` (the deliverer's) nothing is read: no request post among them
-        is one ``UPDATE`` on its own (:meth:`Database.write_alone`); a request post
-        adds one ``UPDATE`` of its request, made only while its row is pending.
-        Under a delivery claim (:func:`conversations.store.claims.holding`) the
-        ``UPDATE`` is fenced by it: raises :class:`~conversations.store.claims.ClaimLost`,
-        writing nothing, once another process took the claim.
+        With ``rows`` (the deliverer's) nothing is read, and nothing waits for a
+        ``BEGIN``: the rows of ``ids`` and ``earlier`` are marked in one ``UPDATE`` on
+        its own (:meth:`Database.write_alone`; each row of ``earlier`` gets its own
+        message id through a ``CASE``), and a request post among ``ids`` is linked
+        first, by an ``UPDATE`` of its request of its own, made only while its row is
+        pending. The link is the fact that the message was posted for the request,
+        true once the platform took the post: a crash between the two statements
+        leaves the message linked and its row pending, sent again or found
+        (``maybe_sent``) after the restart, and linked again then. Under a delivery
+        claim (:func:`conversations.store.claims.holding`) the marking ``UPDATE`` is
+        fenced by it: raises :class:`~conversations.store.claims.ClaimLost`, marking
+        nothing, once another process took the claim.
         """
+        every = [*ids, *earlier]
         sent = (
             update(OutboxRow)
-            .where(OutboxRow.id.in_(ids), OutboxRow.state == "pending")
-            .values(state="sent", platform_message_id=platform_message_id, sent_at=utcnow())
+            .where(OutboxRow.id.in_(every), OutboxRow.state == "pending")
+            .values(
+                state="sent",
+                platform_message_id=_message_ids(platform_message_id, earlier),
+                sent_at=utcnow(),
+            )
         )
         if rows is not None:
             claim = current_claim(rows[0].conversation_id) if rows else None
             if claim is not None:  # fenced: raises ClaimLost, writes nothing
                 sent = sent.where(claim_holds(claim, OutboxRow.conversation_id))
             wanted = set(ids)
-            posts = [r for r in rows if r.id in wanted and _request_post(r)]
-            if platform_message_id is None or not posts:
-                if not await self._db.write_alone(sent, changed) and claim is not None:
-                    await self._db.write(lambda session: _still_held(session, claim))
-                return
-
-            def link_and_mark(session: Session) -> None:
-                _link_posts(session, posts, platform_message_id)
-                if not changed(session.execute(sent)) and claim is not None:
-                    _still_held(session, claim)
-
-            await self._db.write(link_and_mark)
+            if platform_message_id is not None:
+                for post in (r for r in rows if r.id in wanted and _request_post(r)):
+                    await self._db.write_alone(_link_post(post, platform_message_id), changed)
+            if not await self._db.write_alone(sent, changed) and claim is not None:
+                await self._db.write(lambda session: _still_held(session, claim))
             return
 
         def mark_sent(session: Session) -> None:
@@ -378,22 +396,31 @@ def drop_pending_notes(session: Session, conversation_id: str) -> None:
     session.info.setdefault(_DROPPED, []).extend(_record(row) for row in result)
 
 
+def _message_ids(message_id: str | None, earlier: Mapping[int, str | None]) -> Any:
+    """The value of ``platform_message_id`` for a marking ``UPDATE``: ``message_id``, or,
+    for the rows of ``earlier``, each one's own (a ``CASE`` on the id)."""
+    if not earlier:
+        return message_id
+    whens = {row_id: (null() if mid is None else mid) for row_id, mid in earlier.items()}
+    return case(whens, value=OutboxRow.id, else_=literal(message_id, String))
+
+
 def _request_post(row: PendingSend) -> bool:
     """Whether ``row`` is a request's own post (the row whose message is linked to it)."""
     return row.purpose == REQUEST_POST and row.request_id is not None
 
 
-def _link_posts(session: Session, posts: Sequence[PendingSend], message_id: str) -> None:
-    """Link ``message_id`` to the requests of ``posts`` (request posts the caller holds),
-    each only while its row is pending (as :func:`link_request_posts` does, unread)."""
-    for post in posts:
-        still_pending = exists().where(OUTBOX.c.id == post.id, OUTBOX.c.state == "pending")
-        session.execute(
-            update(RequestRow)
-            .where(RequestRow.id == post.request_id, still_pending)
-            .values(
-                message_platform=post.action.ref.platform,
-                message_channel=post.action.ref.channel,
-                message_id=message_id,
-            )
+def _link_post(post: PendingSend, message_id: str) -> Update:
+    """The ``UPDATE`` that links ``message_id`` to the request of ``post`` (a request post
+    the caller holds), only while its row is pending (as :func:`link_request_posts`
+    does, unread)."""
+    still_pending = exists().where(OUTBOX.c.id == post.id, OUTBOX.c.state == "pending")
+    return (
+        update(RequestRow)
+        .where(RequestRow.id == post.request_id, still_pending)
+        .values(
+            message_platform=post.action.ref.platform,
+            message_channel=post.action.ref.channel,
+            message_id=message_id,
         )
+    )
