@@ -121,23 +121,31 @@ async def test_a_send_marked_under_a_claim_taken_over_writes_nothing(store: Stor
     assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "sent")]
 
 
-async def test_a_mark_held_back_is_written_under_the_claim_it_was_sent_under(
+async def test_a_mark_held_back_is_written_under_the_claim_held_when_it_is_written(
     store: Store,
 ) -> None:
-    cid = await new_conversation(store)
     status = Outgoing(SetSessionStatus(ref=THREAD, status="processing"), purpose="session")
-    [row] = await enqueued(store, cid, status)
-    [pending] = await store.outbox.pending_rows(cid, after=0, limit=10)
-    mine = await store.claims.claim_delivery(cid, "a:1", ttl=60, now=T0)
-    assert mine is not None
-    known = KnownRows(store.outbox)
-    with holding(mine):  # the worker's send: its mark held back
-        await known.mark_sent([pending], None, later=True)
-    theirs = await store.claims.claim_delivery(cid, "b:2", ttl=60, now=T0 + timedelta(minutes=5))
-    assert theirs is not None
-    with pytest.raises(ClaimLost):  # later, from the dispatcher: fenced by the send's claim
-        await known.mark_held(cid)
-    assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "pending")]
+    for taken_over in (False, True):
+        cid = await new_conversation(store, f"E{taken_over}", thread=f"{taken_over:d}.0")
+        [row] = await enqueued(store, cid, status)
+        [pending] = await store.outbox.pending_rows(cid, after=0, limit=10)
+        mine = await store.claims.claim_delivery(cid, "a:1", ttl=60, now=T0)
+        assert mine is not None
+        known = KnownRows(store.outbox)
+        with holding(mine):  # the worker's send: its mark held back
+            await known.mark_sent([pending], None, later=True)
+        later = T0 + timedelta(seconds=30 if not taken_over else 300)
+        now = await store.claims.claim_delivery(
+            cid, "b:2" if taken_over else "a:1", ttl=60, now=later
+        )
+        assert now is not None  # renewed by us at a new epoch, or taken over by b
+        if taken_over:
+            with pytest.raises(ClaimLost):  # fenced: nothing written
+                await known.mark_held(cid, mine)
+            assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "pending")]
+        else:
+            await known.mark_held(cid, now)  # the claim held now, not the one it was sent under
+            assert [(r.id, r.state) for r in await store.outbox.rows(cid)] == [(row, "sent")]
 
 
 async def test_two_tasks_of_one_deliverer_taking_a_claim_at_once_take_it_at_one_epoch(

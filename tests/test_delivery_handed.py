@@ -23,6 +23,7 @@ from bench._trace import Statement, StatementTrace
 from conversations.events import PlatformRef, PostReply, SetSessionStatus, UpdateMessage
 from conversations.outbox import Deliverer
 from conversations.outbox._known import POSTS_REMEMBERED
+from conversations.plan_cards import PLAN_STEPS
 from conversations.render import CLOSED, render_event
 from conversations.store import Outbox, Outgoing, Store, migrate
 from conversations.store.memory import MemoryStore
@@ -272,6 +273,49 @@ async def test_marks_held_at_the_end_of_the_deliverer_are_written(tmp_path: Path
     running.cancel()  # the bot shuts down
     await asyncio.gather(running, return_exceptions=True)
     assert [r.state for r in await store.outbox.rows(cid)] == ["sent"]
+
+
+@pytest.mark.parametrize("until", ["a drain", "its time"])
+async def test_a_plan_cards_waiting_edits_go_as_one_edit_to_its_newest_steps(
+    until: str, tmp_path: Path
+) -> None:
+    store = MemoryStore(render=render_event)
+    sender = RecordingSender()
+    clock = VirtualClock()  # stands still until advanced
+    deliverer = Deliverer(
+        outbox=store.outbox, senders={"test": sender}, clock=clock, plan_interval=1.0
+    )
+    store.on_outbox = deliverer.wake
+    cid = await open_conversation(store, tmp_path)
+    steps = [
+        Outgoing(UpdateMessage(ref=THREAD, text=f"step {n}"), PLAN_STEPS, request_id="r1")
+        for n in (1, 2, 3)
+    ]
+    await store.journal.commit(cid, proposed_plan())
+    await store.journal.commit(cid, closed_plan())  # an edit of the plan's message
+    if until == "a drain":  # nobody delivers until the drain: every edit is due then
+        await deliverer.drain()
+        await store.outbox.enqueue(cid, steps)
+        await deliverer.drain()
+    else:
+        running = asyncio.create_task(deliverer.run())
+        try:
+            await wait_for(lambda: len(sender.sent) == 2)
+            for step in steps:  # each less than a second after the last edit: they wait
+                await store.outbox.enqueue(cid, [step])
+            await asyncio.sleep(0.05)  # the dispatcher goes round: nothing more is sent
+            assert len(sender.sent) == 2
+            clock.advance(1.0)
+            await wait_for(lambda: len(sender.sent) == 3)
+            await deliverer.drain()
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+
+    edits = [a for a in sender.sent if isinstance(a, UpdateMessage)]
+    assert [e.text.split("\n")[0] for e in edits] == ["✅ Approved by alice (plan v1)", "step 3"]
+    stored = [(r.purpose, r.state, r.platform_message_id) for r in await store.outbox.rows(cid)]
+    assert stored[2:] == [(PLAN_STEPS, "sent", "m1")] * 3  # shown by the newest's edit
 
 
 @pytest.fixture

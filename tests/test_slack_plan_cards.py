@@ -194,33 +194,6 @@ async def test_steps_moving_faster_than_a_second_edit_the_card_once_a_second(
         assert ws.post(root, "✅ The login test is fixed.")
 
 
-async def test_a_drain_edits_a_card_once_to_its_newest_steps(settings: Settings) -> None:
-    model = ScriptedModel([plan_turn(), progress(2), progress(3), finish()])
-    clock = VirtualClock()
-    async with clocked_workspace(settings, model, clock) as ws:
-        root = await ws.mention("please fix the flaky login test")
-        await clock.until(
-            lambda: any(b["type"] == "plan" for m in ws.posts(root) for b in m.get("blocks", []))
-        )
-        posted = plan_message(ws, root)
-        await ws.deliver("events_api", ws.reaction_body(posted["ts"], by=ALICE))
-
-        async def ended() -> bool:
-            return (await ws.snapshot(root)).status.lifecycle is Lifecycle.DONE
-
-        await wait_for(ended)  # every step moved while virtual time stood still
-        await ws.app.deliverer.drain()  # and still stands: every waiting edit is due
-
-        assert states(ws, posted["ts"]) == [
-            ("pending",) * 3,  # the post
-            ("pending",) * 3,  # approved
-            ("complete",) * 3,  # every move since, as one edit
-        ]
-        steps = [r for r in await ws.app.store.outbox.rows() if r.purpose == "plan_steps"]
-        assert len(steps) > 1
-        assert {(r.state, r.platform_message_id) for r in steps} == {("sent", posted["ts"])}
-
-
 async def test_a_workspace_without_plan_blocks_gets_the_plan_as_a_message(
     settings: Settings, caplog: Any
 ) -> None:

@@ -22,8 +22,9 @@ lapses and the next try takes it over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from conversations.outbox._attempt import Attempts
@@ -144,6 +145,12 @@ class HeldClaims:
         self._held[conversation_id] = _Held(claim, now + self.ttl)
         return Taken(claim, fresh=held is None or held.until <= now)
 
+    def held(self, conversation_id: str) -> Claim | None:
+        """The conversation's claim as this deliverer holds it now (its newest epoch),
+        None when it holds none that has not lapsed."""
+        held = self._held.get(conversation_id)
+        return held.claim if held is not None and held.until > self.clock.now() else None
+
     def lost(self, claim: Claim) -> None:
         """A fenced write found ``claim`` taken over: another process delivers now."""
         held = self._held.get(claim.conversation_id)
@@ -205,6 +212,10 @@ class ClaimedDelivery:
         deliver_under(taken.claim)
         return True
 
+    def held(self, conversation_id: str) -> Claim | None:
+        """The conversation's claim held now (:meth:`HeldClaims.held`); None without claims."""
+        return None if self._claims is None else self._claims.held(conversation_id)
+
     def opened(self, claim: Claim) -> None:
         """Hold ``claim`` (:meth:`HeldClaims.opened`)."""
         if self._claims is not None:
@@ -223,6 +234,34 @@ class ClaimedDelivery:
         """Give every claim held up (:meth:`HeldClaims.release`)."""
         if self._claims is not None:
             await self._claims.release()
+
+    async def pass_over(
+        self,
+        platform: str | None,
+        channel: str | None,
+        patience: float,
+        suspects: int | None,
+        nudge: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Return once no message in ``channel`` may be out without its stored id.
+
+        That is: no send in flight now, and no pending row of ``platform`` and
+        ``channel`` up to ``suspects`` (an outbox id; None: none is suspect) that an
+        earlier process may have sent already (it crashed between the platform's answer
+        and storing the id; the row is sent again, which finds the message, and stores
+        its id: ``nudge`` has the deliverer go round), nor, with several instances, that
+        another one may be sending now. Waits at most ``patience`` seconds (a rate limit
+        may hold rows up).
+        """
+        await self._attempts.settled()
+        if platform is None or channel is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(patience):
+                if suspects is not None:
+                    while await self._known.has_pending_in(platform, channel, up_to=suspects):
+                        await nudge()
+                await self.sent_elsewhere(platform, channel)
 
     async def sent_elsewhere(self, platform: str, channel: str) -> None:
         """Return once no row of ``platform``'s ``channel`` written so far is pending:

@@ -10,12 +10,11 @@ of its delivery claim alone (:mod:`conversations.outbox._claims`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 
 from conversations.adapter import Sender
 from conversations.channels import ProgressMode
@@ -23,7 +22,8 @@ from conversations.events import PostReply
 from conversations.outbox._attempt import Attempts, ThreadStarted
 from conversations.outbox._claims import ClaimedDelivery, HeldClaims
 from conversations.outbox._clock import Clock, as_clock, wait_for_event
-from conversations.outbox._known import KnownRows
+from conversations.outbox._known import KnownRows, Looks
+from conversations.outbox._marks import write_due
 from conversations.outbox._redact import redacting
 from conversations.outbox._status import StatusWorker
 from conversations.outbox._streams import AnswerStreams
@@ -99,7 +99,7 @@ class Deliverer:
         on_thread: ThreadStarted | None = None,
         streams: AnswerStreams | None = None,
     ) -> None:
-        self._known, self._clock = KnownRows(outbox), as_clock(clock)
+        self._known, self._clock = KnownRows(outbox, hold_marks), as_clock(clock)
         held = HeldClaims.of(claims, owner=owner, ttl=claim_ttl, clock=self._clock)
         self._streams = streams or AnswerStreams()
         self._raw, self._redactor = dict(senders), redactor
@@ -125,14 +125,10 @@ class Deliverer:
         )
         self._progress_mode, self._progress_mode_of = progress_mode, progress_mode_of
         self._concurrency, self._poll = max(1, concurrency), poll_interval
-        self._hold_marks = hold_marks
         self._wakeup, self._progress = asyncio.Event(), asyncio.Event()
         self._workers: dict[str, asyncio.Task[Deferral | None]] = {}
         self._deferred: dict[str, Deferral] = {}
-        self._looks_asked = 1
-        """Looks at the store asked for (the first: at start); one is due while more
-        were asked than :attr:`_looks_made`."""
-        self._looks_made, self._looked_at = 0, -math.inf
+        self._looks = Looks(poll_interval)
         self._states: dict[str, ConversationState] = {}
         self._failure: BaseException | None = None
         self._running = self._driving = self._suspects_known = False
@@ -163,7 +159,7 @@ class Deliverer:
         dropped) are not sent. Without ``rows``: look at the store at once (rows
         written behind the store's back, or at start)."""
         if rows is None:
-            self._looks_asked += 1
+            self._looks.ask()
         else:
             self._known.take(rows)
         self._wakeup.set()
@@ -180,7 +176,7 @@ class Deliverer:
             raise RuntimeError("the deliverer is running already")
         self._running = True
         self._suspects_known = False
-        self._looks_asked += 1  # rows may have come while it was not running
+        self._looks.ask()  # rows may have come while it was not running
         try:
             await self._loop(until_idle=False)
         finally:
@@ -201,7 +197,7 @@ class Deliverer:
         """
         self._draining += 1
         if not self._known.fed:
-            self._looks_asked += 1
+            self._looks.ask()
         self._wakeup.set()  # held notes are ready now
         try:
             while True:
@@ -220,26 +216,16 @@ class Deliverer:
     async def pass_over(
         self, *, platform: str | None = None, channel: str | None = None, patience: float = 5.0
     ) -> None:
-        """Return once no message in ``channel`` may be out without its stored id.
+        """Return once no message in ``channel`` may be out without its stored id, waiting
+        ``patience`` seconds at most (:meth:`ClaimedDelivery.pass_over`). The hub calls
+        this when a reaction names a message it does not know."""
+        suspects = self._attempts.suspect_up_to if self._suspects_known else None
+        await self._gate.pass_over(platform, channel, patience, suspects, self._nudged)
 
-        That is: no send in flight now, and no pending row of ``platform`` and
-        ``channel`` that an earlier process may have sent already (it crashed between
-        the platform's answer and storing the id; the row is sent again, which finds
-        the message, and stores its id), nor, with several instances, that another
-        one may be sending now. The hub calls this when a reaction names a message it
-        does not know. Waits at most ``patience`` seconds (a rate limit may hold rows up).
-        """
-        await self._attempts.settled()
-        if platform is None or channel is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(patience):
-                if self._suspects_known:
-                    suspects = self._attempts.suspect_up_to
-                    while await self._known.has_pending_in(platform, channel, up_to=suspects):
-                        self.wake()
-                        await self._progress.wait()
-                await self._gate.sent_elsewhere(platform, channel)
+    async def _nudged(self) -> None:
+        """Wake the dispatcher and wait for its next pass, or a worker's end."""
+        self.wake()
+        await self._progress.wait()
 
     async def send_now(self, action: PostReply) -> None:
         """Send a reply that belongs to no conversation (e.g. "nothing to stop"), once
@@ -267,34 +253,24 @@ class Deliverer:
             if self._look_due():
                 await self._look()
             found, due = self._pass()
-            await self._mark_held()
+            await self._mark_held(every=self._draining > 0)
             self._notify()
-            held = self._known.held_due(self._clock.now(), 0, every=True)
-            if until_idle and (self._running or (not found and not self._workers and not held)):
+            if until_idle and (self._running or not (found or self._workers or self._known.held)):
                 return
-            now = self._clock.now()
-            timeout = self._looked_at + self._poll - now
-            for falls_due in (due, self._known.next_held_due(self._hold_marks)):
-                if falls_due is not None:
-                    timeout = min(timeout, falls_due - now)
+            dues = (self._looks.next(), due, self._known.held.next_due())
+            timeout = min(d for d in dues if d is not None) - self._clock.now()
             await wait_for_event(self._clock, self._wakeup, max(timeout, 0.0))
 
     def _look_due(self) -> bool:
-        """Whether to look at the store: asked to, ``poll_interval`` passed since the last,
-        or the last one left some out and those it listed are done."""
-        if self._looks_asked > self._looks_made:
-            return True
-        if self._known.more and self._known.empty() and not self._workers:
-            return True
-        return self._clock.now() >= self._looked_at + self._poll
+        """Whether to look at the store (:class:`Looks`): the last look left some out
+        and those it listed are done, among the reasons."""
+        rest = self._known.more and self._known.empty() and not self._workers
+        return self._looks.due(self._clock.now(), rest=rest)
 
     async def _look(self) -> None:
         """Look at the store for conversations with pending rows (the fallback)."""
-        asked = self._looks_asked
-        self._looked_at = self._clock.now()
         limit = self._concurrency * LOOKAHEAD + len(self._deferred) + len(self._workers)
-        await self._known.look(limit)
-        self._looks_made = asked
+        await self._looks.look(self._known, limit, self._clock.now())
 
     def _pass(self) -> tuple[bool, float | None]:
         """Start the ready conversations, oldest row first, as many as there are free
@@ -325,17 +301,15 @@ class Deliverer:
         due = min((d.until for d in self._deferred.values()), default=None)
         return not self._known.empty(), due
 
-    async def _mark_held(self) -> None:
-        """Write the marks held back ``hold_marks`` seconds (every one while draining) of
-        the conversations no worker sends for now (a worker's next mark takes them)."""
-        now, draining = self._clock.now(), self._draining > 0
-        for conversation_id in self._known.held_due(now, self._hold_marks, every=draining):
-            if conversation_id in self._workers:
-                continue
-            try:
-                await self._known.mark_held(conversation_id)
-            except ClaimLost as lost:
-                self._gate.lost(lost)
+    async def _mark_held(self, *, every: bool, busy: Container[str] | None = None) -> None:
+        """Write the marks held back ``hold_marks`` seconds (``every``: all of them) of the
+        conversations no worker sends for (``busy``, by default the workers')."""
+        due = self._known.held.due(self._clock.now(), every=every)
+        workers = self._workers if busy is None else busy
+        await write_due(due, self._mark_held_of, self._gate.lost, busy=workers)
+
+    async def _mark_held_of(self, conversation_id: str) -> None:
+        await self._known.mark_held(conversation_id, self._gate.held(conversation_id))
 
     def _start(self, conversation_id: str) -> None:
         self._deferred.pop(conversation_id, None)
@@ -408,8 +382,7 @@ class Deliverer:
 
     async def _idle(self) -> bool:
         """No worker busy, no look at the store due, no pending row known, no mark held."""
-        held = self._known.held_due(self._clock.now(), 0, every=True)
-        return not self._workers and not self._look_due() and self._known.empty() and not held
+        return not (self._workers or self._look_due() or self._known.held) and self._known.empty()
 
     async def _stop_workers(self) -> None:
         """Cancel the workers, then write the marks their passes held back (at worst the
@@ -419,8 +392,7 @@ class Deliverer:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        for conversation_id in self._known.held_due(self._clock.now(), 0, every=True):
-            try:
-                await self._known.mark_held(conversation_id)
-            except Exception:
-                log.warning("could not mark conversation %s's rows sent", conversation_id)
+        try:
+            await self._mark_held(every=True, busy=())
+        except Exception:
+            log.warning("could not mark the rows held back sent", exc_info=True)

@@ -35,10 +35,12 @@ elsewhere forgets them (:meth:`KnownRows.forget_conversation`; docs/architecture
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import OrderedDict
 from collections.abc import Collection, Iterator, Sequence
 
 from conversations.events import PostReply
+from conversations.outbox._marks import HeldMarks
 from conversations.store import (
     Outbox,
     OutboxRecord,
@@ -46,7 +48,7 @@ from conversations.store import (
     PendingSend,
     RequestMessage,
 )
-from conversations.store.claims import Claim, current_claim, holding
+from conversations.store.claims import Claim, holding
 
 CALM = frozenset({"note", "plan_steps"})
 """Purposes of rows that may wait for their interval: no reason to take a conversation
@@ -62,9 +64,6 @@ POSTS_REMEMBERED = 32
 """Requests' messages kept at most, the least lately used forgotten first: a plan's card
 is edited when it is decided and as its steps move, while its run goes on."""
 
-Held = dict[int, tuple[PendingSend, str | None]]
-"""Rows sent whose marks are held back, by id, each with the message id it went out as."""
-
 
 class KnownRows:
     """The pending rows this deliverer knows of, per conversation, over the store.
@@ -79,7 +78,7 @@ class KnownRows:
     Errors: what the store raises.
     """
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, hold_marks: float = 1.0) -> None:
         self.store = outbox
         self.fed = False
         self.more = False
@@ -93,15 +92,9 @@ class KnownRows:
         self._settled: OrderedDict[int, None] = OrderedDict()
         self._posts: OrderedDict[tuple[str, str], RequestMessage] = OrderedDict()
         """Requests' messages this deliverer posted lately, by (conversation, request)."""
-        self._held: dict[str, Held] = {}
-        """Rows sent whose marks wait for the conversation's next (:meth:`mark_sent`
-        ``later``): by conversation, by id, each with the message id it went out as."""
-        self._held_at: dict[str, float] = {}
-        """When each conversation's first mark held back now was (``now`` of
-        :meth:`mark_sent`), by conversation."""
-        self._held_under: dict[str, Claim] = {}
-        """The delivery claim the rows held back were sent under, by conversation: their
-        marks are written under it when nothing else of theirs is."""
+        self.held = HeldMarks(hold_marks)
+        """The marks of sends held back for the conversation's next (:meth:`mark_sent`
+        ``later``, :mod:`conversations.outbox._marks`)."""
 
     # --- what comes in ------------------------------------------------------------------
 
@@ -131,7 +124,9 @@ class KnownRows:
         self._unsure.pop(conversation_id, None)
         for key in [key for key in self._posts if key[0] == conversation_id]:
             del self._posts[key]  # the other process may post it again
-        self._unhold(conversation_id)  # the other process sends them again
+        held, _at = self.held.take(conversation_id)
+        for row_id in held:  # not marked: the other process sends them again, or we do
+            self._settled.pop(row_id, None)  # once the claim comes back
 
     def refresh(self, conversation_id: str) -> None:
         """Read the conversation's pending rows from the store again at its next read (its
@@ -223,68 +218,44 @@ class KnownRows:
 
         ``later``: sending them twice changes nothing (a session status, an edit of a
         request's message: :func:`conversations.outbox._attempt.harmless_again`), so
-        their mark is held back (``now``: the clock's time), to go with the
-        conversation's next one, or alone once :meth:`held_due` says so: forgotten here
-        at once, written then. A crash meanwhile sends them again after the restart,
-        in their place, before what follows them.
+        their mark is held back (``now``: the clock's time) in :attr:`held`, to go with
+        the conversation's next one, or alone (:meth:`mark_held`): forgotten here at
+        once, written then.
         """
         conversation_id = rows[0].conversation_id
         if later:
-            held = self._held.setdefault(conversation_id, {})
-            held.update((row.id, (row, message_id)) for row in rows)
-            self._held_at.setdefault(conversation_id, now)
-            if (claim := current_claim(conversation_id)) is not None:
-                self._held_under[conversation_id] = claim
+            self.held.hold(rows, message_id, now)
             self._settle(rows)
             return
-        held, at, _claim = self._unhold(conversation_id)  # written under this task's claim
+        held, at = self.held.take(conversation_id)
         earlier = {row_id: mid for row_id, (_row, mid) in held.items()}
         every, ids = [*rows, *(row for row, _mid in held.values())], [r.id for r in rows]
         try:
             await self.store.mark_sent(ids, message_id, rows=every, earlier=earlier)
         except BaseException:
-            self._hold_again(conversation_id, held, at)  # still to be written
+            self.held.put_back(conversation_id, held, at)  # still to be written
             raise
         self._settle(rows)
         if message_id is not None:
             for row in rows:
                 self._posted(row, message_id)
 
-    def held_due(self, now: float, wait: float, *, every: bool = False) -> list[str]:
-        """The conversations whose marks were held back ``wait`` seconds or longer by
-        ``now`` (``every``: all that hold any)."""
-        return [cid for cid, at in self._held_at.items() if every or now >= at + wait]
-
-    def next_held_due(self, wait: float) -> float | None:
-        """When the marks held back longest fall due (``wait`` seconds after they were
-        held), None when none is held."""
-        if not self._held_at:
-            return None
-        return min(self._held_at.values()) + wait
-
-    async def mark_held(self, conversation_id: str) -> None:
-        """Write the marks held back for the conversation, in one write; nothing when
-        none is held."""
-        held, at, claim = self._unhold(conversation_id)
+    async def mark_held(self, conversation_id: str, under: Claim | None = None) -> None:
+        """Write the marks held back for the conversation, in one write, fenced by its
+        delivery claim ``under`` (the one held now; a claim is renewed at a new epoch);
+        nothing when none is held. Raises
+        :class:`~conversations.store.claims.ClaimLost` when another process took it."""
+        held, at = self.held.take(conversation_id)
         if not held:
             return
         earlier = {row_id: mid for row_id, (_row, mid) in held.items()}
         rows = [row for row, _mid in held.values()]
         try:
-            with holding(claim) if claim is not None else contextlib.nullcontext():
+            with holding(under) if under is not None else contextlib.nullcontext():
                 await self.store.mark_sent([], None, rows=rows, earlier=earlier)
         except BaseException:
-            self._hold_again(conversation_id, held, at)
+            self.held.put_back(conversation_id, held, at)
             raise
-
-    def _unhold(self, conversation_id: str) -> tuple[Held, float | None, Claim | None]:
-        held, at = self._held.pop(conversation_id, {}), self._held_at.pop(conversation_id, None)
-        return held, at, self._held_under.pop(conversation_id, None)
-
-    def _hold_again(self, conversation_id: str, held: Held, at: float | None) -> None:
-        if held and at is not None:
-            self._held.setdefault(conversation_id, {}).update(held)
-            self._held_at[conversation_id] = min(self._held_at.get(conversation_id, at), at)
 
     async def settle_unsent(self, rows: Sequence[PendingSend], reason: str) -> None:
         """``rows`` had nothing to send: ``dropped`` with ``reason``, then forgotten."""
@@ -352,3 +323,32 @@ class KnownRows:
                 self._where.pop(i, None)
         if not rows:
             del self._rows[conversation_id]
+
+
+class Looks:
+    """When the deliverer looks at the store for pending rows no commit handed over (the
+    fallback): when asked to (:meth:`ask`: at start, or woken without rows), every
+    ``poll`` seconds, or when the last look was cut at its limit and the conversations
+    it listed are done (``rest``)."""
+
+    def __init__(self, poll: float) -> None:
+        self.poll = poll
+        self._asked, self._made, self._at = 1, 0, -math.inf  # the first look: at start
+
+    def ask(self) -> None:
+        """Ask for a look at once."""
+        self._asked += 1
+
+    def due(self, now: float, *, rest: bool = False) -> bool:
+        """Whether a look is due at ``now`` (clock seconds)."""
+        return self._asked > self._made or rest or now >= self._at + self.poll
+
+    def next(self) -> float:
+        """When the next look falls due by the clock alone."""
+        return self._at + self.poll
+
+    async def look(self, known: KnownRows, limit: int, now: float) -> None:
+        """Look (:meth:`KnownRows.look`, up to ``limit`` conversations), at ``now``."""
+        asked, self._at = self._asked, now
+        await known.look(limit)
+        self._made = asked

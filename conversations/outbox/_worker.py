@@ -217,7 +217,7 @@ class ConversationWorker(ABC):
             return self.follow(await self.deliver_milestone(row))
         older = self.state.parked.pop(row.request_id, ())
         if self._plan_edit_due(row.request_id):
-            return self.follow(await self.deliver_milestone(row, older))
+            return await self._plan_edit(row.request_id, (row, *older))
         self.state.parked[row.request_id] = (row, *older)
         return "again"
 
@@ -229,14 +229,19 @@ class ConversationWorker(ABC):
         for request_id, parked in list(self.state.parked.items()):
             if self._plan_edit_due(request_id):
                 del self.state.parked[request_id]
-                pending = await self.ctx.outbox.pending_rows(
-                    self.conversation_id, after=parked[0].id, limit=self.ctx.batch
-                )
-                same = (PLAN_STEPS, request_id)
-                newer = [r for r in pending if (r.purpose, r.request_id) == same]
-                rows = (*reversed(newer), *parked)
-                return self.follow(await self.deliver_milestone(rows[0], rows[1:]))
+                return await self._plan_edit(request_id, parked)
         return None
+
+    async def _plan_edit(self, request_id: str, rows: Sequence[PendingSend]) -> Next:
+        """Send the edit of a plan's steps, ``rows`` (the newest first) and the newer edits
+        of that plan pending behind them: the newest's edit, all of them settled by it."""
+        pending = await self.ctx.outbox.pending_rows(
+            self.conversation_id, after=rows[0].id, limit=self.ctx.batch
+        )
+        same = (PLAN_STEPS, request_id)
+        newer = [r for r in pending if (r.purpose, r.request_id) == same]
+        every = (*reversed(newer), *rows)
+        return self.follow(await self.deliver_milestone(every[0], every[1:]))
 
     def plan_wait(self) -> Deferral | None:
         """When the next plan's edit waiting aside may go (a milestone or a drain takes

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, exists, select, tuple_, update
 from sqlalchemy.orm import Session
 
-from conversations.store.claims import Claim
+from conversations.store.claims import Claim, ClaimLost
 from conversations.store.schema import ConversationRow, utcnow
 from conversations.store.sql.database import Database
 from conversations.store.sql.leases import RENEW_BATCH
@@ -106,3 +106,10 @@ def claim_holds(claim: Claim, conversation_id: Any) -> ColumnElement[bool]:
         ConversationRow.delivery_owner == claim.owner,
         ConversationRow.delivery_epoch == claim.epoch,
     )
+
+
+def still_held(session: Session, claim: Claim) -> None:
+    """Raise :class:`ClaimLost` (rolling the write back) unless ``claim`` still holds."""
+    holds = session.execute(select(claim_holds(claim, claim.conversation_id))).scalar()
+    if not holds:
+        raise ClaimLost(claim)

@@ -8,9 +8,7 @@ from typing import Any
 from sqlalchemy import (
     Row,
     String,
-    Update,
     case,
-    exists,
     func,
     insert,
     literal,
@@ -21,7 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from conversations.events import OutboundAction, PostReply, outbound_adapter
-from conversations.store.claims import Claim, ClaimLost, current_claim
+from conversations.store.claims import current_claim
 from conversations.store.records import (
     NO_EARLIER,
     OutboxRecord,
@@ -31,10 +29,11 @@ from conversations.store.records import (
     outbox_values,
 )
 from conversations.store.schema import OUTBOX, OutboxRow, RequestRow, utcnow
-from conversations.store.sql.claims import claim_holds
+from conversations.store.sql.claims import claim_holds, still_held
 from conversations.store.sql.database import Database, changed
 from conversations.store.sql.requests import (
-    REQUEST_POST,
+    is_request_post,
+    link_post,
     link_request_posts,
 )
 
@@ -290,10 +289,10 @@ class SqlOutbox:
                 sent = sent.where(claim_holds(claim, OutboxRow.conversation_id))
             wanted = set(ids)
             if platform_message_id is not None:
-                for post in (r for r in rows if r.id in wanted and _request_post(r)):
-                    await self._db.write_alone(_link_post(post, platform_message_id), changed)
+                for post in (r for r in rows if r.id in wanted and is_request_post(r)):
+                    await self._db.write_alone(link_post(post, platform_message_id), changed)
             if not await self._db.write_alone(sent, changed) and claim is not None:
-                await self._db.write(lambda session: _still_held(session, claim))
+                await self._db.write(lambda session: still_held(session, claim))
             return
 
         def mark_sent(session: Session) -> None:
@@ -370,13 +369,6 @@ class SqlOutbox:
             ]
 
 
-def _still_held(session: Session, claim: Claim) -> None:
-    """Raise :class:`ClaimLost` (rolling the write back) unless ``claim`` still holds."""
-    holds = session.execute(select(claim_holds(claim, claim.conversation_id))).scalar()
-    if not holds:
-        raise ClaimLost(claim)
-
-
 def drop_pending_notes(session: Session, conversation_id: str) -> None:
     """Pending notes of the conversation become ``dropped`` (a stop made them moot).
 
@@ -403,24 +395,3 @@ def _message_ids(message_id: str | None, earlier: Mapping[int, str | None]) -> A
         return message_id
     whens = {row_id: (null() if mid is None else mid) for row_id, mid in earlier.items()}
     return case(whens, value=OutboxRow.id, else_=literal(message_id, String))
-
-
-def _request_post(row: PendingSend) -> bool:
-    """Whether ``row`` is a request's own post (the row whose message is linked to it)."""
-    return row.purpose == REQUEST_POST and row.request_id is not None
-
-
-def _link_post(post: PendingSend, message_id: str) -> Update:
-    """The ``UPDATE`` that links ``message_id`` to the request of ``post`` (a request post
-    the caller holds), only while its row is pending (as :func:`link_request_posts`
-    does, unread)."""
-    still_pending = exists().where(OUTBOX.c.id == post.id, OUTBOX.c.state == "pending")
-    return (
-        update(RequestRow)
-        .where(RequestRow.id == post.request_id, still_pending)
-        .values(
-            message_platform=post.action.ref.platform,
-            message_channel=post.action.ref.channel,
-            message_id=message_id,
-        )
-    )

@@ -16,11 +16,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import Update, exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from conversations.store.records import DueRequest, MessageLink, as_utc, info_of, verdict_json
+from conversations.store.records import (
+    DueRequest,
+    MessageLink,
+    PendingSend,
+    as_utc,
+    info_of,
+    verdict_json,
+)
 from conversations.store.schema import ConversationRow, OutboxRow, RequestRow, utcnow
 from conversations.store.sql.database import Database, changed
 from core.vocabulary.errors import RequestConflict
@@ -135,6 +142,27 @@ def link_request_posts(
                 message_platform=platform, message_channel=channel, message_id=platform_message_id
             )
         )
+
+
+def is_request_post(row: PendingSend) -> bool:
+    """Whether ``row`` is a request's own post (the row whose message is linked to it)."""
+    return row.purpose == REQUEST_POST and row.request_id is not None
+
+
+def link_post(post: PendingSend, message_id: str) -> Update:
+    """The ``UPDATE`` that links ``message_id`` to the request of ``post`` (a request post
+    the caller holds), only while its row is pending (as :func:`link_request_posts`
+    does, unread)."""
+    still_pending = exists().where(OutboxRow.id == post.id, OutboxRow.state == "pending")
+    return (
+        update(RequestRow)
+        .where(RequestRow.id == post.request_id, still_pending)
+        .values(
+            message_platform=post.action.ref.platform,
+            message_channel=post.action.ref.channel,
+            message_id=message_id,
+        )
+    )
 
 
 async def request_link(
