@@ -188,7 +188,7 @@ async def test_an_edit_of_a_message_posted_long_ago_or_by_another_deliverer_read
     await store.journal.commit(cids[-1], closed_plan())  # posted lately: kept
     await deliverer.drain()
     assert outbox.reads() == {}
-    await store.journal.commit(cids[0], closed_plan())  # posted before the last 32: read
+    await store.journal.commit(cids[0], closed_plan())  # posted before the last 8: read
     await deliverer.drain()
     assert outbox.reads() == {"request_message": 1}
 
