@@ -374,6 +374,7 @@ async def test_on_sqlite_a_handed_row_costs_one_statement_to_settle(
         with trace.record() as plan_statements:
             await sql_store.journal.commit(cid, proposed_plan())
             await wait_for(lambda: len(sender.sent) == 2)
+            await deliverer.drain()  # the plan marked sent before the closing's commit
             await sql_store.journal.commit(cid, closed_plan())
             await wait_for(lambda: len(sender.sent) == 3)
             await deliverer.drain()

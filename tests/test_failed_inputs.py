@@ -82,8 +82,12 @@ async def test_a_mention_whose_store_call_fails_once_still_gets_its_answer(
 
             await wait_for(answered)
 
+            async def done() -> bool:  # the answer is shown as it streams, before its commit
+                return (await ws.snapshot(root)).status.lifecycle is Lifecycle.DONE
+
+            await wait_for(done)
+
         snapshot = await ws.snapshot(root)
-        assert snapshot.status.lifecycle is Lifecycle.DONE
         said = [r.entry for r in snapshot.journal if isinstance(r.entry, UserText)]
         assert [(e.role, e.text) for e in said] == [("request", "where is the flaky test?")]
         assert [m["text"].split("\n")[0] for m in ws.posts(root)] == ["✅ Found it."]
