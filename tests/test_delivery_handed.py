@@ -233,7 +233,8 @@ async def test_a_status_mark_waits_for_the_next_mark_or_hold_marks_seconds(
         await wait_for(lambda: outbox.calls["pending_conversations"])  # run() looks at start
         await store.outbox.enqueue(cid, [status])
         await wait_for(lambda: len(sender.sent) == 1)
-        await asyncio.sleep(0.05)  # the dispatcher goes round: nothing more is written
+        due = clock.now() + 1.0
+        await wait_for(lambda: clock.next_deadline() == due)  # asleep until the mark is due
         assert await states() == [("pending", None)] and outbox.calls["mark_sent"] == 0
 
         await store.outbox.enqueue(cid, [Outgoing(PostReply(ref=THREAD, text="a notice"))])
@@ -242,8 +243,10 @@ async def test_a_status_mark_waits_for_the_next_mark_or_hold_marks_seconds(
 
         await store.outbox.enqueue(cid, [status])
         await wait_for(lambda: len(sender.sent) == 3)
-        clock.advance(0.5)
-        await asyncio.sleep(0.05)
+        due = clock.now() + 1.0
+        await wait_for(lambda: clock.next_deadline() == due)
+        clock.advance(0.5)  # the dispatcher sleeps on: nothing wakes it before ``due``
+        assert clock.next_deadline() == due
         assert outbox.calls["mark_sent"] == 1  # held for a second
         clock.advance(0.5)
         await wait_for(lambda: outbox.calls["mark_sent"] == 2)  # then written alone
@@ -303,7 +306,7 @@ async def test_a_plan_cards_waiting_edits_go_as_one_edit_to_its_newest_steps(
             await wait_for(lambda: len(sender.sent) == 2)
             for step in steps:  # each less than a second after the last edit: they wait
                 await store.outbox.enqueue(cid, [step])
-            await asyncio.sleep(0.05)  # the dispatcher goes round: nothing more is sent
+            await deliverer.pass_over()  # no edit on its way either
             assert len(sender.sent) == 2
             clock.advance(1.0)
             await wait_for(lambda: len(sender.sent) == 3)
