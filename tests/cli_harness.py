@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import forkserver
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -22,7 +24,7 @@ def threadbot(
     cwd: Path, *command: str, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``threadbot COMMAND...`` run to its end in ``cwd`` (60 s at most), its output kept."""
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "bot", *command],
         input=stdin,
         capture_output=True,

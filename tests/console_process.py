@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests import forkserver
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,7 +55,7 @@ class Bot:
         return env | self.extra_env
 
     def run(self, lines: str = "", *, fault: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return forkserver.run(
             [sys.executable, "-m", self.module, "console"],
             input=lines,
             capture_output=True,
@@ -65,7 +67,7 @@ class Bot:
 
     def start(self, lines: str, *, wait: str = "auto") -> subprocess.Popen[str]:
         """A process whose input stays open (so it does not exit at the end of it)."""
-        proc = subprocess.Popen(
+        proc = forkserver.Popen(
             [sys.executable, "-m", self.module, "console"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -38,6 +38,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
+from tests import forkserver
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, sign
 from tests.fakes.slack_socket import FakeSocketModeServer
@@ -202,7 +203,7 @@ class BotProcess:
         """The variables this process is given (its settings, secrets and the fakes' URLs),
         apart from the environment it inherits."""
         self.env = env | {"PYTHONPATH": str(ROOT)} | dict(environ or {}) | self.settings
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: forkserver.Process | None = None
         self.said: list[str] = []
         self.stderr: list[str] = []
         self._reader: asyncio.Task[None] | None = None
@@ -210,7 +211,7 @@ class BotProcess:
     async def start(self) -> None:
         """Start the process and wait until it says it is connected to its platform (the
         lines before it, such as its operations address, are kept in :attr:`said`)."""
-        self.proc = await asyncio.create_subprocess_exec(
+        self.proc = await forkserver.create_subprocess_exec(
             sys.executable,
             "-m",
             self.launcher,

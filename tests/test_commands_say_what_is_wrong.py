@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkserver
 from tests.cli_harness import clean_env, threadbot
 
 
@@ -107,7 +108,7 @@ def test_output_cut_short_by_a_closed_pipe_ends_quietly(
     reader, writer = os.pipe()
     os.close(reader)  # as `| head -1` after its line: every write meets a closed pipe
     try:
-        result = subprocess.run(
+        result = forkserver.run(
             [sys.executable, "-m", "bot", *command],
             input="tidy up the notes\n",
             stdout=writer,

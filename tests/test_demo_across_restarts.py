@@ -17,13 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import forkserver
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(folder: Path, stdin: str) -> subprocess.CompletedProcess[str]:
     """``threadbot run`` (the console, the demo model) with piped input, in ``folder``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))}
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-m", "bot", "run"],
         input=stdin,
         capture_output=True,

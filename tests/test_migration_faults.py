@@ -24,7 +24,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine as create_sync_engine
 
 from conversations.store.schema import Base
-from tests import migration_crashes
+from tests import forkserver, migration_crashes
 from tests.migration_crashes import columns, copy, seed, tables, upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def crashes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The manifest of ``tests/migration_crashes.py``, run once for this module."""
     folder = tmp_path_factory.mktemp("migration-crashes")
-    driver = subprocess.run(
+    driver = forkserver.run(
         [sys.executable, "-m", "tests.migration_crashes", str(folder)],
         capture_output=True,
         text=True,
@@ -122,7 +122,7 @@ def _env() -> dict[str, str]:
 def _bot(
     folder: Path, env: dict[str, str], stdin: str, *command: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "bot", *command],
         input=stdin,
         capture_output=True,

@@ -40,6 +40,7 @@ from conversations.store.schedules import Opening, Outcome, awaits_thread
 from conversations.sweeper import Sweeper
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
+from tests import forkserver
 from tests.test_store_contract import BACKENDS, opened_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -361,7 +362,7 @@ def threadbot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THREADBOT_", "SLACK_"))}
     env |= {"PYTHONPATH": str(ROOT), "THREADBOT_DATABASE_URL": "memory://"}
     env.pop("DISCORD_TOKEN", None)
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "bot", *args],
         cwd=tmp_path,
         env=env,

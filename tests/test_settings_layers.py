@@ -29,6 +29,7 @@ from core.vocabulary.entries import AssistantTurn
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.requests import RequestState
 from core.vocabulary.tool_records import ToolState
+from tests import forkserver
 from tests.conftest import wait_for
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.slack_harness import ALICE, BOB, CHANNEL, Workspace, slack_workspace
@@ -382,7 +383,7 @@ def threadbot(
     (tmp_path / "threadbot.toml").write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("THREADBOT_", "SLACK_"))}
     clean.pop("ANTHROPIC_API_KEY", None)
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "bot", *args],
         cwd=tmp_path,
         env=clean | env,

@@ -27,6 +27,7 @@ from conversations.store import Outgoing
 from conversations.store.sql.failures import unreachable
 from core.models.scripted import ScriptedModel
 from core.vocabulary.people import Person
+from tests import forkserver
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +220,7 @@ def test_a_bot_whose_deliverer_keeps_failing_exits_non_zero_naming_it(tmp_path: 
         "THREADBOT_CONSOLE_WAIT": "no",
         "THREADBOT_RESTART_LIMIT": "2",
     }
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         [sys.executable, "-m", "bot", "run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -26,6 +26,7 @@ import pytest
 from bot.settings import ModelPrice, Settings
 from bot.usage_report import since_argument
 from core.vocabulary.lifecycle import Lifecycle
+from tests import forkserver
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, text, tool_use
 from tests.harness import Chat
 from tests.migration_crashes import upgrade
@@ -90,7 +91,7 @@ def threadbot_usage(
     it must exit with ``code``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))}
     env |= {"PYTHONPATH": str(ROOT), "THREADBOT_DATABASE_URL": settings.database_url}
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "bot", "usage", *args],
         capture_output=True,
         text=True,
