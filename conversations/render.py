@@ -18,6 +18,7 @@ without its hint and without buttons.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
@@ -71,9 +72,12 @@ QUEUED = "queued"
 priorities"): its post, then edits of it, all with the request id :func:`queued_id`."""
 
 
-def queued_id(slot_id: int) -> str:
-    """The request id the rows of a queued message share (no pending request has it)."""
-    return f"queued-{slot_id}"
+def queued_id(wait: str) -> str:
+    """The request id the rows of a queued message share (no pending request has it):
+    ``queued-`` and 32 hex digits of a digest of ``wait``, what names the waiting run
+    in its conversation however often its process restarts (see
+    :mod:`conversations.hub._queued`), within the column's 64 characters."""
+    return "queued-" + hashlib.sha256(wait.encode()).hexdigest()[:32]
 
 
 def queued_text(ahead: int) -> str:

@@ -11,7 +11,8 @@ looks gone; left, it would hold the slot until it lapsed, ``lease_ttl`` here ten
 minutes), and the mention it had taken asks again and waits, behind A's run, for the
 same one slot. Once A's command is let go and its run ends, B's run starts (told on
 PostgreSQL by the slot's notification alone: the poll is an hour; on SQLite by the
-poll) and says it started after waiting (docs/architecture.md, "Limits and priorities").
+poll) and says it started after waiting, on the one queued message its thread has: the
+one B posted before it was killed (docs/architecture.md, "Limits and priorities").
 """
 
 from __future__ import annotations
@@ -105,7 +106,9 @@ async def test_the_cluster_limit_holds_across_two_processes_and_a_restart(
         release(world.workspaces)  # A's command ends, then its run: the slot is free
         await eventually(lambda: world.channel.post_with(second, "Plan (v1)"))
         said = world.channel.texts(second)
-        assert any(t.startswith("▶️ Started after waiting ") for t in said), said
+        told = [t for t in said if t.startswith(("⏳", "▶️"))]
+        # one message, posted in B's first life and edited in its second
+        assert len(told) == 1 and told[0].startswith("▶️ Started after waiting "), said
         assert min(positions(world, 2)) > max(positions(world, 1))  # B's run began after A's
         assert side_effects(world.workspaces)["1"] == 1
         await eventually(lambda: run_slots(world) == set())  # both wait for a person now

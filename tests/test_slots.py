@@ -29,11 +29,11 @@ from bot.app import build
 from bot.layers import ConversationSettings
 from bot.limits import workflow_priority
 from bot.settings import Settings
-from conversations.events import PlatformRef
-from conversations.hub._queued import Queueing
-from conversations.render import QUEUED, render_event
+from conversations.events import PlatformRef, PostReply
+from conversations.hub._queued import Queueing, wait_name
+from conversations.render import QUEUED, queued_id, queued_text, render_event
 from conversations.slots import SlotLimits, Slots
-from conversations.store import ConversationInfo, Store
+from conversations.store import ConversationInfo, Outgoing, Store
 from conversations.store.memory import MemoryStore
 from conversations.store.slots import Category, Limits, SlotAsk, SlotStore, Standings
 from core.models.base import ToolKind, ToolSpec
@@ -43,6 +43,7 @@ from core.runner.protocol import RunKind, RunRequest
 from core.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 from core.tools.control import control_tools
 from core.vocabulary.entries import WorkflowChosen
+from core.vocabulary.inputs import ThreadMessage
 from core.vocabulary.journal import Change
 from core.vocabulary.people import Person
 from core.workflows.loading import load_library
@@ -250,6 +251,90 @@ async def test_the_queued_message_is_posted_after_queued_after_and_edited_every_
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         assert await store.slots.slots() == []
+    finally:
+        await app.close()
+
+
+async def test_a_run_asking_again_after_a_restart_edits_the_queued_message_posted_before(
+    settings: Settings,
+) -> None:
+    """A process died while its run waited and had posted the queued message (the row is
+    what the store keeps of it); the run asks again in the next life: it edits that
+    message as it waits and when it starts, and posts none of its own."""
+    app = await build(settings, model=ScriptedModel([]))
+    try:
+        store = app.store
+        cid = (await opened(store, TEAM_ID, "1.0")).id
+        conversation = await store.threads.info(cid)
+        request = RunRequest(conversation_id=cid, run_id="second-life", kind=RunKind.GO_ON)
+        wait = queued_id(wait_name(request, conversation))
+        before = PostReply(ref=conversation.binding, text=queued_text(2))
+        await store.outbox.enqueue(cid, [Outgoing(before, purpose=QUEUED, request_id=wait)])
+        clock = [0.0]
+        queueing = Queueing(
+            slots=Slots(store=store.slots, owner="a:1", limits=SlotLimits(cluster_max_runs=1)),
+            threads=store.threads,
+            outbox=store.outbox,
+            engine=app.engine,
+            after=5,
+            edit_every=10,
+            clock=lambda: clock[0],
+        )
+        one = Limits(cluster=1)
+        running = await store.slots.ask_slot(
+            SlotAsk(conversation_id="running", limits=one), holder="b:2", ttl=3600, aging=60
+        )
+        assert running.standing is not None and running.standing.held
+        began, end = asyncio.Event(), asyncio.Event()
+
+        async def run() -> None:
+            async with queueing.slot(request):
+                began.set()
+                await end.wait()
+
+        async def said() -> list[tuple[str, str | None]]:
+            rows = [r for r in await store.outbox.rows(cid) if r.purpose == QUEUED]
+            return [(f"{type(r.action).__name__}: {r.action.text}", r.request_id) for r in rows]
+
+        async def waits() -> bool:
+            return any(s.conversation_id == cid for s in await store.slots.slots())
+
+        task = asyncio.create_task(run())
+        try:
+            await wait_for(waits)  # its wait began at 0 s
+            clock[0] = 5.0
+            await wait_for(lambda: has(said, 2))
+            assert await said() == [
+                ("PostReply: ⏳ Queued: 2 runs ahead of this one.", wait),
+                ("UpdateMessage: ⏳ Queued: 1 run ahead of this one.", wait),  # an edit
+            ]
+            clock[0] = 7.0
+            assert running.standing is not None
+            await store.slots.release_slot(running.standing.slot_id)
+            await asyncio.wait_for(began.wait(), 30)
+            assert (await said())[2:] == [
+                ("UpdateMessage: ▶️ Started after waiting 7s in the queue.", wait)
+            ]
+        finally:
+            end.set()
+            if not began.is_set():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        # Granted at once in its next life (the slot of the dead one dropped): it still
+        # says, on the message posted before, that it started.
+        await store.outbox.enqueue(
+            cid, [Outgoing(before, purpose=QUEUED, request_id=queued_id("message:M2"))]
+        )
+        mention = ThreadMessage(text="again", author=Person(id="U1", name="U1"), delivery_key="M2")
+        again = RunRequest(conversation_id=cid, run_id="r3", kind=RunKind.START, message=mention)
+        async with queueing.slot(again):
+            pass
+        assert (await said())[-2:] == [
+            ("PostReply: ⏳ Queued: 2 runs ahead of this one.", queued_id("message:M2")),
+            ("UpdateMessage: ▶️ Started after waiting 0s in the queue.", queued_id("message:M2")),
+        ]
     finally:
         await app.close()
 

@@ -20,7 +20,12 @@ minute per workspace, https://api.slack.com/methods/chat.update, and a burst of 
 runs shares it), showing the newest count; once the run starts, a message that was
 posted says ``▶️ Started after waiting 1m 05s in the queue.``. The runs ahead are
 counted only when the message is due to be posted or edited
-(:class:`conversations.slots.Watcher`). A run stopped while it waits (a stop cancels
+(:class:`conversations.slots.Watcher`). The message's rows share a request id named
+after the wait (:func:`wait_name`: the inbound message the run starts from, else the
+conversation's last commit), so a run that asks again after its process restarted,
+or after another instance took it over, edits the message posted before instead of
+posting a second one, and says there that it started (one read of the store, only
+for a run that did not post the message itself). A run stopped while it waits (a stop cancels
 the waiting job like a running one: :mod:`conversations.stopping`) turns a posted
 message into :data:`conversations.render.LEFT_QUEUE` (none posted: nothing to turn); a
 start stopped so, in a conversation that was not active, is recorded as stopped before
@@ -91,12 +96,14 @@ class Queueing:
         docstring); raises what the store raises."""
         self._left.pop(request.conversation_id, None)
         slots = self._slots
-        ask = await self._ask(request, slots) if slots is not None else None
-        if ask is None or slots is None:
+        asked = await self._ask(request, slots) if slots is not None else None
+        if asked is None or slots is None:
             yield
             return
+        ask, wait = asked
         told = _Told(
             conversation_id=ask.conversation_id,
+            request_id=queued_id(wait),
             threads=self._threads,
             outbox=self._outbox,
             after=self._after,
@@ -125,8 +132,9 @@ class Queueing:
             return False
         return await self._engine.stop_queued(conversation.id, request.message, by, means)
 
-    async def _ask(self, request: RunRequest, slots: Slots) -> SlotAsk | None:
-        """The slot ``request``'s run asks for, or None when no limit applies to it."""
+    async def _ask(self, request: RunRequest, slots: Slots) -> tuple[SlotAsk, str] | None:
+        """The slot ``request``'s run asks for and the name of its wait
+        (:func:`wait_name`), or None when no limit applies to it."""
         if request.kind is RunKind.INTERRUPT:
             return None
         conversation = await self._threads.find(request.conversation_id)
@@ -149,7 +157,7 @@ class Queueing:
             user=f"{where.platform}:{conversation.requester.id}",
             priority=channel.priority + await self._workflow(conversation, request),
         )
-        return ask if ask.limits.any else None
+        return (ask, wait_name(request, conversation)) if ask.limits.any else None
 
     async def _workflow(self, conversation: ConversationInfo, request: RunRequest) -> int:
         if self._workflow_priority is None:
@@ -158,15 +166,31 @@ class Queueing:
         return await self._workflow_priority(conversation, text)
 
 
+def wait_name(request: RunRequest, conversation: ConversationInfo) -> str:
+    """What names ``request``'s wait for its slot in ``conversation`` across restarts of
+    the process that waits: the inbound message the run starts from (its delivery key:
+    the same message is handled again after a restart), else the conversation's last
+    commit (a run that goes on from the journal commits nothing before its slot), else
+    the run's own id."""
+    message = request.message
+    if message is not None and message.delivery_key:
+        return f"message:{message.delivery_key}"
+    if conversation.changed_at is not None:
+        return f"commit:{conversation.changed_at.isoformat()}"
+    return f"run:{request.run_id}"
+
+
 class _Told:
     """The queued message of one waiting run (a :class:`conversations.slots.Watcher`):
     posted once the run has waited ``after`` seconds, then edited at most every
-    ``edit_every`` seconds."""
+    ``edit_every`` seconds. ``request_id``: its rows' (:func:`conversations.render.queued_id`);
+    a message an earlier life of the run posted with it is edited, not posted again."""
 
     def __init__(
         self,
         *,
         conversation_id: str,
+        request_id: str,
         threads: Threads,
         outbox: Outbox,
         after: float,
@@ -180,7 +204,10 @@ class _Told:
         self._edit_every = edit_every
         self._clock = clock
         self._since = clock()
-        self._slot_id: int | None = None
+        self._request_id = request_id
+        self._posted: bool | None = None
+        """Whether the message is posted (None: not known yet; an earlier life of the
+        run may have posted it)."""
         self._shown: int | None = None
         self._at = 0.0
         self.began = False
@@ -192,7 +219,7 @@ class _Told:
         has waited ``after`` seconds), or to be edited (its last edit is ``edit_every``
         seconds old)."""
         now = self._clock()
-        if self._slot_id is None:
+        if not self._posted:
             return now - self._since >= self._after
         return now - self._at >= self._edit_every
 
@@ -202,34 +229,39 @@ class _Told:
         if standing.ahead is None or standing.ahead == self._shown or not self.wants_count():
             return  # a later look shows the newest count
         text = queued_text(standing.ahead)
-        if self._slot_id is None:
-            self._slot_id = standing.slot_id
-            await self._send(lambda ref: PostReply(ref=ref, text=text))
-        else:
+        if await self._was_posted():
             await self._send(lambda ref: UpdateMessage(ref=ref, text=text))
+        else:
+            self._posted = True
+            await self._send(lambda ref: PostReply(ref=ref, text=text))
         self._shown = standing.ahead
         self._at = self._clock()
 
     async def started(self) -> None:
         """The run starts: its message, if it was posted, says after how long it waited."""
         self.began = True
-        if self._slot_id is not None:
+        if await self._was_posted():
             text = started_text(self._clock() - self._since)
             await self._send(lambda ref: UpdateMessage(ref=ref, text=text))
 
     async def left(self) -> None:
         """The run was cancelled: a message posted says it left the queue, unless the
         run had started."""
-        if self._slot_id is not None and not self.began:
+        if not self.began and await self._was_posted():
             await self._send(lambda ref: UpdateMessage(ref=ref, text=LEFT_QUEUE))
 
+    async def _was_posted(self) -> bool:
+        """Whether the message is posted, by this run or by an earlier life of it (read
+        from the outbox once)."""
+        if self._posted is None:
+            earlier = await self._outbox.request_message(self._conversation_id, self._request_id)
+            self._posted = earlier is not None
+        return self._posted
+
     async def _send(self, action: Callable[[PlatformRef], PostReply | UpdateMessage]) -> None:
-        assert self._slot_id is not None
         if self._where is None:
             self._where = await self._threads.info(self._conversation_id)
-        out = Outgoing(
-            action(self._where.binding), purpose=QUEUED, request_id=queued_id(self._slot_id)
-        )
+        out = Outgoing(action(self._where.binding), purpose=QUEUED, request_id=self._request_id)
         await self._outbox.enqueue(self._conversation_id, [out])
 
 
