@@ -62,6 +62,11 @@ def headers_posted(api: FakeSlackApi) -> list[dict[str, Any]]:
     ]
 
 
+def lifecycles(bot: BotProcess) -> list[tuple[str]]:
+    """Each conversation's lifecycle in ``bot``'s store, sorted."""
+    return sorted(bot.query("select lifecycle from conversations"))
+
+
 async def fork(tmp_path: Path, bot: BotProcess, *args: str, token: str = TOKEN) -> Any:
     """``threadbot fork ARGS...`` on the bot's database, as the operator dana."""
     env = {
@@ -139,6 +144,9 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
             f"of its journal (conversation {original}); it goes on from there."
         )
         await eventually(lambda: channel.post_with(str(header["ts"]), "Forked while the bot ran."))
+        # The answer shows as it streams, before the run's last commit: a kill before that
+        # would leave the fork running, and the next bot would ask the model for it again.
+        await eventually(lambda: lifecycles(bot) == [("done",)] * 2)
     finally:
         await bot.kill()
 
@@ -150,6 +158,7 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
         await eventually(lambda: len(headers_posted(api)) == 2)
         second = headers_posted(api)[1]
         await eventually(lambda: channel.post_with(str(second["ts"]), "Forked while no bot ran."))
+        await eventually(lambda: lifecycles(again) == [("done",)] * 3)
     finally:
         await again.kill()
 
@@ -167,7 +176,6 @@ async def test_threadbot_fork_is_picked_up_by_the_running_bot_and_survives_a_res
         "where request_kind = 'fork' and outcome = 'forked'"
     )
     assert forks == [("operator:dana", "command", "forked", str(at))] * 2
-    assert sorted(again.query("select lifecycle from conversations")) == [("done",)] * 3
 
 
 async def test_a_stop_from_one_instances_page_stops_the_run_another_instance_holds(

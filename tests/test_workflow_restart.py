@@ -101,6 +101,11 @@ async def test_a_conversation_keeps_its_workflow_after_the_file_changes_and_a_re
     try:
         await channel.reply(again, thread, "notes.md")
         await eventually(lambda: channel.post_with(thread, "✅ notes.md is empty."))
+        # the answer shows as it streams, before the run's last commit
+        done = [("done", "done")]
+        await eventually(
+            lambda: again.query("select lifecycle, position from conversations") == done
+        )
     finally:
         await again.kill()
 
