@@ -16,7 +16,6 @@ a pass would change something exactly when the rule says so.
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,10 +41,12 @@ NOW = datetime(2026, 12, 6, 9, 10, tzinfo=UTC)
 
 
 def _dead_holder() -> str:
-    """A ``host:pid`` of this host whose process has ended (:func:`holder_gone`)."""
-    process = subprocess.Popen(["true"])
-    process.wait()
-    holder = f"{socket.gethostname()}:{process.pid}"
+    """A ``host:pid`` of this host with no process (:func:`holder_gone`), for the whole
+    session: one past the highest pid the kernel gives out (proc(5),
+    ``/proc/sys/kernel/pid_max``). An ended process's pid would not do: in a long run the
+    pids wrap around, and a process started later took it (seen under load)."""
+    highest = int(Path("/proc/sys/kernel/pid_max").read_text())
+    holder = f"{socket.gethostname()}:{highest + 1}"
     assert holder_gone(holder)
     return holder
 
