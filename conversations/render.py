@@ -86,6 +86,12 @@ def queued_text(ahead: int) -> str:
     return f"⏳ Queued: {runs} ahead of this one."
 
 
+def is_queued_count(text: str) -> bool:
+    """Whether ``text`` is a count :func:`queued_text` wrote (the run still waits), not
+    the started or left line."""
+    return text.startswith("⏳ Queued: ")
+
+
 def started_text(waited: float) -> str:
     """``▶️ Started after waiting 1m 05s in the queue.``: the queued message once it ran."""
     return f"▶️ Started after waiting {duration_said(waited)} in the queue."

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -112,6 +113,7 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
             if not message:
                 return None
             request = json.loads(message)
+            here = there = None
             try:
                 if not os.path.isdir(request["cwd"]):
                     raise FileNotFoundError(errno.ENOENT, "No such directory", request["cwd"])
@@ -122,6 +124,9 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
             except OSError as e:
                 for fd in fds:
                     os.close(fd)
+                for end in (here, there):
+                    if end is not None:
+                        end.close()
                 control.send(json.dumps({"errno": e.errno, "error": str(e)}).encode())
                 continue
             if pid == 0:
@@ -140,7 +145,12 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
             for fd in fds:
                 os.close(fd)
             children[pid] = here
-            socket.send_fds(control, [json.dumps({"pid": pid}).encode()], [there.fileno()])
+            # The child's pidfd: the test signals the process through it, never a pid
+            # this server has reaped and the kernel may have given to another process.
+            pidfd = os.pidfd_open(pid)
+            answer = json.dumps({"pid": pid}).encode()
+            socket.send_fds(control, [answer], [there.fileno(), pidfd])
+            os.close(pidfd)
             there.close()
 
 
@@ -171,6 +181,8 @@ def become(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # found again from this environment's TMPDIR
+    sys.modules["__main__"] = types.ModuleType("__main__")  # the module's own globals
     sys.path[0] = os.getcwd()  # `python -m` puts the working folder first
     module, args = request["module"], request["args"]
     sys.orig_argv = [sys.executable, "-m", module, *args]
@@ -182,13 +194,13 @@ def become(request: dict[str, Any], fds: list[int]) -> None:
 
 
 class ForkServer:
-    """One fork server, started by this (pytest worker) process on first use."""
+    """One fork server, started by this (pytest worker) process on first use, and again
+    after it is lost (it died, or a request was cut between its question and answer)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._control: socket.socket | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.TemporaryFile()
+        self._log: IO[bytes] | None = None
         self.environment: dict[str, str] = {}
 
     def _start(self) -> socket.socket:
@@ -196,7 +208,8 @@ class ForkServer:
         self.environment = {
             k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "THREADBOT_"))
         } | {"PYTHONPATH": str(ROOT)}
-        self._process = subprocess.Popen(
+        self._log = tempfile.TemporaryFile()
+        subprocess.Popen(
             [sys.executable, "-m", "tests.forkserver", str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             cwd=ROOT,
@@ -204,48 +217,71 @@ class ForkServer:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._log,
-        )
+        )  # it exits when `ours` closes; its status is not waited for
         theirs.close()
         if not ours.recv(MAX_MESSAGE):
+            ours.close()
             raise RuntimeError(f"the fork server did not start:\n{self.log()}")
         self._control = ours
         return ours
 
+    def _lost(self) -> str:
+        """Forget the server (it ends when its socket closes); what it logged."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        return self.log()
+
     def log(self) -> str:
+        """What the server wrote to its stderr."""
+        if self._log is None:
+            return ""
         self._log.seek(0)
         return self._log.read().decode(errors="replace")
 
     def serves(self, env: Mapping[str, str]) -> bool:
-        """Whether a child with environment ``env`` can be forked (its ``PYTHON*``
-        variables are the server's)."""
+        """Whether a child with environment ``env`` can be forked: what the interpreter
+        reads once at its start (``PYTHON*``, the locale's ``LANG`` and ``LC_*``, ``TZ``)
+        is the server's."""
         if os.environ.get("THREADBOT_TEST_FORK") == "0":
             return False
-        if self._control is None:
-            with self._lock:
-                if self._control is None:
-                    self._start()
-        python = {k: v for k, v in env.items() if k.startswith("PYTHON")}
-        return python == {k: v for k, v in self.environment.items() if k.startswith("PYTHON")}
+        with self._lock:
+            if self._control is None:
+                self._start()
+
+        def startup(variables: Mapping[str, str]) -> dict[str, str]:
+            names = ("PYTHON", "LC_", "LANG", "TZ")
+            return {k: v for k, v in variables.items() if k.startswith(names)}
+
+        return startup(env) == startup(self.environment)
 
     def spawn(
         self, module: str, args: Sequence[str], cwd: str, env: Mapping[str, str], fds: Sequence[int]
-    ) -> tuple[int, socket.socket]:
-        """Fork ``python -m module args`` on ``fds`` (stdin, stdout, stderr): its pid, and
-        the socket its wait status arrives on."""
+    ) -> tuple[int, socket.socket, int]:
+        """Fork ``python -m module args`` on ``fds`` (stdin, stdout, stderr): its pid, the
+        socket its wait status arrives on, and its pidfd (pidfd_open(2))."""
         request = json.dumps({"module": module, "args": list(args), "cwd": cwd, "env": dict(env)})
         with self._lock:
-            control = self._control or self._start()
-            socket.send_fds(control, [request.encode()], list(fds))
-            message, received, _, _ = socket.recv_fds(control, MAX_MESSAGE, 1)
-        if not message:
-            raise RuntimeError(f"the fork server is gone:\n{self.log()}")
+            try:
+                control = self._control or self._start()
+                socket.send_fds(control, [request.encode()], list(fds))
+                message, received, _, _ = socket.recv_fds(control, MAX_MESSAGE, 2)
+            except OSError as e:
+                raise RuntimeError(f"the fork server was lost:\n{self._lost()}") from e
+            except BaseException:
+                self._lost()  # its answer may come later: never read it as another's
+                raise
+            if not message:
+                raise RuntimeError(f"the fork server is gone:\n{self._lost()}")
         answer = json.loads(message)
         if "pid" not in answer:
             raise OSError(answer["errno"], answer["error"], cwd)
-        return answer["pid"], socket.socket(fileno=received[0])
+        status, pidfd = received
+        return answer["pid"], socket.socket(fileno=status), pidfd
 
 
 _server = ForkServer()
+"""This process's fork server (started on first use: nothing runs at import)."""
 
 
 def _as_module(args: Any, executable: Any, shell: bool) -> tuple[str, list[str]] | None:
@@ -262,6 +298,8 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
     from the fork server (see the module's docstring); anything else starts as usual."""
 
     _status: socket.socket | None = None
+    _pidfd: int | None = None
+    _status_read = 0
     _forked = False
 
     def _execute_child(  # type: ignore[override]
@@ -333,14 +371,16 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         folder = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
         fds = [p2cread, c2pwrite, errwrite]
         fds = [fd if fd != -1 else default for fd, default in zip(fds, (0, 1, 2), strict=True)]
-        self.pid, self._status = _server.spawn(module, rest, folder, environment, fds)
+        self.pid, self._status, self._pidfd = _server.spawn(module, rest, folder, environment, fds)
         self._child_created = True
         self._forked = True
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
 
     def _try_wait(self, wait_flags: int) -> tuple[int, int]:
-        if self._status is None:
+        if not self._forked:
             return super()._try_wait(wait_flags)  # type: ignore[misc]
+        if self._status is None:  # read already, by another thread
+            return self.pid, self._status_read
         self._status.setblocking(not wait_flags & os.WNOHANG)
         try:
             said = self._status.recv(64)
@@ -348,27 +388,56 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
             return 0, 0
         if not said:
             raise ChildProcessError(errno.ECHILD, f"the fork server lost pid {self.pid}")
+        self._status_read = int(said)
         self._status.close()
         self._status = None
-        return self.pid, int(said)
+        self._close_pidfd()
+        return self.pid, self._status_read
 
     def _internal_poll(self, _deadstate: Any = None, **kwargs: Any) -> int | None:  # type: ignore[override]
         if not self._forked:
             return super()._internal_poll(_deadstate, **kwargs)  # type: ignore[misc]
         if self.returncode is None and self._waitpid_lock.acquire(False):  # type: ignore[attr-defined]
             try:
-                if self.returncode is None and self._status is not None:
+                if self.returncode is None:
                     pid, status = self._try_wait(os.WNOHANG)
                     if pid == self.pid:
                         self._handle_exitstatus(status)  # type: ignore[attr-defined]
+            except OSError:
+                if _deadstate is None:  # as subprocess.Popen: at its end, say it is gone
+                    raise
+                self.returncode = _deadstate
             finally:
                 self._waitpid_lock.release()  # type: ignore[attr-defined]
         return self.returncode
 
-    def exited(self) -> socket.socket | None:
-        """The socket that becomes readable when a forked child exits (None: not forked,
-        or its status read already)."""
-        return self._status
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the process unless it has ended; a forked child's through its
+        pidfd (the fork server reaps it, so its pid may name another process by then)."""
+        if not self._forked:
+            super().send_signal(sig)
+            return
+        self.poll()
+        if self.returncode is None and self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def exit_fd(self) -> int:
+        """A new descriptor, for the caller to close, that becomes readable once the
+        process has exited and its status can be read at once: a copy of a forked child's
+        status socket, a pidfd of any other (pidfd_open(2)). Only while it runs."""
+        if self._status is not None:
+            return os.dup(self._status.fileno())
+        return os.pidfd_open(self.pid)
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def __del__(self, *args: Any, **kwargs: Any) -> None:
+        self._close_pidfd()
+        super().__del__(*args, **kwargs)
 
 
 def run(
@@ -418,6 +487,7 @@ class Process:
         self.stdout = stdout
         self.stderr = stderr
         self.stdin: IO[bytes] | None = popen.stdin
+        self._exited: asyncio.Future[None] | None = None
 
     @property
     def returncode(self) -> int | None:
@@ -433,23 +503,29 @@ class Process:
         self._popen.kill()
 
     async def wait(self) -> int:
-        """The exit code (``-N``: killed by signal N), once the process has exited."""
-        while (code := self._popen.poll()) is None:
-            exited = self._popen.exited()
-            if exited is None:  # started fresh: its status comes from waitpid
-                return await asyncio.to_thread(self._popen.wait)
-            await _readable(exited)
-        return code
+        """The exit code (``-N``: killed by signal N), once the process has exited; any
+        number of callers may wait at once, and one cancelled leaves the others waiting."""
+        if (code := self._popen.poll()) is not None:
+            return code
+        if self._exited is None:
+            self._exited = _readable(self._popen.exit_fd())
+        await asyncio.shield(self._exited)
+        return self._popen.wait()  # exited: its status is there
 
 
-async def _readable(sock: socket.socket) -> None:
+def _readable(fd: int) -> asyncio.Future[None]:
+    """A future done once ``fd`` is readable; ``fd`` is closed then."""
     loop = asyncio.get_running_loop()
-    readable = loop.create_future()
-    loop.add_reader(sock, lambda: readable.done() or readable.set_result(None))
-    try:
-        await readable
-    finally:
-        loop.remove_reader(sock)
+    done = loop.create_future()
+
+    def readable() -> None:
+        loop.remove_reader(fd)
+        os.close(fd)
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, readable)
+    return done
 
 
 async def create_subprocess_exec(

@@ -4,6 +4,7 @@ process that a test signals, kills and waits for."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -111,5 +112,9 @@ async def test_as_an_asyncio_process_its_lines_arrive_and_its_exit_or_kill_is_aw
         *PROBE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=tmp_path, env=clean_env()
     )
     assert process.returncode is None
+    first, second = asyncio.create_task(process.wait()), asyncio.create_task(process.wait())
+    await asyncio.sleep(0)  # both wait now
+    first.cancel()  # one waiter cancelled: the other still learns the exit
     process.send_signal(signal.SIGTERM)
-    assert await process.wait() == -signal.SIGTERM
+    assert await second == -signal.SIGTERM == await process.wait()
+    assert first.cancelled()

@@ -322,6 +322,13 @@ async def test_a_run_asking_again_after_a_restart_edits_the_queued_message_poste
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+        # A wait of the same name that ended (the message says it started) keeps its
+        # message: the next run of that name, granted at once, says nothing.
+        shown = await said()
+        async with queueing.slot(request.model_copy(update={"run_id": "third-life"})):
+            pass
+        assert await said() == shown
+
         # Granted at once in its next life (the slot of the dead one dropped): it still
         # says, on the message posted before, that it started.
         await store.outbox.enqueue(

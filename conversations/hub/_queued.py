@@ -24,8 +24,9 @@ counted only when the message is due to be posted or edited
 after the wait (:func:`wait_name`: the inbound message the run starts from, else the
 conversation's last commit), so a run that asks again after its process restarted,
 or after another instance took it over, edits the message posted before instead of
-posting a second one, and says there that it started (one read of the store, only
-for a run that did not post the message itself). A run stopped while it waits (a stop cancels
+posting a second one, and says there that it started (one read of the store for a run
+that did not post the message itself, two when an earlier one did); a message that
+already says its run started or left is left as it is. A run stopped while it waits (a stop cancels
 the waiting job like a running one: :mod:`conversations.stopping`) turns a posted
 message into :data:`conversations.render.LEFT_QUEUE` (none posted: nothing to turn); a
 start stopped so, in a conversation that was not active, is recorded as stopped before
@@ -37,13 +38,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
 from conversations.channels import ChannelLookup, ChannelSettings
 from conversations.events import PlatformRef, PostReply, UpdateMessage
 from conversations.hub._settings import HubSettings, WorkflowPriority
-from conversations.render import LEFT_QUEUE, QUEUED, queued_id, queued_text, started_text
+from conversations.render import (
+    LEFT_QUEUE,
+    QUEUED,
+    is_queued_count,
+    queued_id,
+    queued_text,
+    started_text,
+)
 from conversations.slots import Slots
 from conversations.store import ConversationInfo, Outbox, Outgoing, Store, Threads
 from conversations.store.leases import Leases
@@ -52,6 +61,8 @@ from core.run.engine import Engine
 from core.runner.protocol import RunKind, RunRequest
 from core.vocabulary.audit import Means
 from core.vocabulary.people import Person
+
+log = logging.getLogger("conversations.hub")
 
 
 class Queueing:
@@ -252,11 +263,29 @@ class _Told:
 
     async def _was_posted(self) -> bool:
         """Whether the message is posted, by this run or by an earlier life of it (read
-        from the outbox once)."""
+        from the outbox once: :meth:`_posted_before`)."""
         if self._posted is None:
-            earlier = await self._outbox.request_message(self._conversation_id, self._request_id)
-            self._posted = earlier is not None
+            self._posted = await self._posted_before()
         return self._posted
+
+    async def _posted_before(self) -> bool:
+        """Whether an earlier life of this run posted the message and it still says the
+        run waits: its post not failed, and its newest row a count, not the started or
+        left line (a wait of the same name that ended keeps its message as it is). One
+        read; a second, of the conversation's rows, only when there is such a post. A
+        store that fails here counts as no message: the run goes on, and a message may
+        be posted twice."""
+        cid, rid = self._conversation_id, self._request_id
+        try:
+            earlier = await self._outbox.request_message(cid, rid)
+            if earlier is None or earlier.state in ("failed", "dropped"):
+                return False
+            rows = [r for r in await self._outbox.rows(cid) if r.request_id == rid]
+        except Exception:  # a courtesy message: never the run's failure
+            log.warning("could not read the queued message of %s", cid, exc_info=True)
+            return False
+        newest = rows[-1].action if rows else earlier.action
+        return isinstance(newest, PostReply | UpdateMessage) and is_queued_count(newest.text)
 
     async def _send(self, action: Callable[[PlatformRef], PostReply | UpdateMessage]) -> None:
         if self._where is None:
