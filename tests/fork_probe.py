@@ -24,6 +24,7 @@ print(
             "path0": sys.path[0],
             "variable": os.environ.get("FORK_PROBE"),
             "preloaded": "bot.cli" in sys.modules,
+            "names": sorted(globals()),  # the module's own, nothing of a fork server's
             "stdin": sys.stdin.read(),
         }
     ),

@@ -30,6 +30,7 @@ exits, or ``{"errno", "error"}``.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import errno
 import importlib
@@ -182,12 +183,21 @@ def become(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # found again from this environment's TMPDIR
-    sys.modules["__main__"] = types.ModuleType("__main__")  # the module's own globals
+    sys.modules["__main__"] = _fresh_main()
     sys.path[0] = os.getcwd()  # `python -m` puts the working folder first
     module, args = request["module"], request["args"]
     sys.orig_argv = [sys.executable, "-m", module, *args]
     sys.argv = ["-m", *args]
     runpy._run_module_as_main(module, alter_argv=True)  # type: ignore[attr-defined]
+
+
+def _fresh_main() -> types.ModuleType:
+    """A ``__main__`` module as the interpreter makes one at its start (``add_main_module``
+    in CPython's Python/pylifecycle.c: ``__annotations__`` and ``__builtins__``), for the
+    module run as ``__main__`` to have globals of its own, not the fork server's."""
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__annotations__={}, __builtins__=builtins)
+    return main
 
 
 # The test's side.
