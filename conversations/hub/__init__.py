@@ -402,8 +402,8 @@ class Hub:
 
         First the events being handled when it is called (the adapters have stopped
         receiving) are let finish, for ``shutdown_grace`` seconds at most, so that each is
-        recorded before the store closes; one still going after that may fail as the
-        store closes, unacknowledged (Slack sends it again; https://docs.slack.dev/apis/events-api/#retries).
+        recorded before the store closes; one still going after that fails as the store
+        closes, unacknowledged, and its platform sends it again.
         """
         if self._handling:
             log.info("shutting down: %d event(s) still being handled", self._handling)
