@@ -27,7 +27,6 @@ backend; platform-specific help texts come from the adapters (:meth:`Hub.add_tex
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Collection
@@ -116,10 +115,6 @@ class Hub:
         self._texts: dict[str, PlatformTexts] = {}
         self.leases = Leases(store=store.leases, owner=settings.instance, ttl=settings.lease_ttl)
         """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
-        self._handling = 0
-        self._handled = asyncio.Event()
-        """Set while no :meth:`handle` call is in progress."""
-        self._handled.set()
         self.takeovers = 0
         """Runs this instance took over from a lapsed lease while it ran (:meth:`take_over`),
         since it started (``threadbot_lease_takeovers_total`` in ``/metrics``)."""
@@ -238,15 +233,8 @@ class Hub:
         The event is numbered as it comes (:func:`conversations.queue.arriving`): a stop
         ends only what came before it.
         """
-        self._handling += 1
-        self._handled.clear()
-        try:
-            with arriving():
-                await _chain.run(self._steps, Inbound(event))
-        finally:
-            self._handling -= 1
-            if not self._handling:
-                self._handled.set()
+        with arriving():
+            await _chain.run(self._steps, Inbound(event))
 
     def working(self) -> int:
         """How many conversations have a run going or queued in this process."""
@@ -399,16 +387,7 @@ class Hub:
         seconds the runs still going are cancelled: a running command is killed
         and recorded ``interrupted``. A conversation's lease is released when its last
         queued job has ended.
-
-        First the events being handled when it is called (the adapters have stopped
-        receiving) are let finish, for ``shutdown_grace`` seconds at most, so that each is
-        recorded before the store closes; one still going after that fails as the store
-        closes, unacknowledged, and its platform sends it again.
         """
-        if self._handling:
-            log.info("shutting down: %d event(s) still being handled", self._handling)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._handled.wait(), self._settings.shutdown_grace)
         await self._runs.shutdown(self._settings.shutdown_grace)
 
     async def _notice_now(self, conversation: ConversationInfo, text: str) -> None:
