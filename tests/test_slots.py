@@ -177,6 +177,32 @@ class CountedLooks:
         return await self._slots.slot_standings(ids, **kwargs)
 
 
+def clocked(app: Any, slots: SlotStore, clock: list[float]) -> Queueing:
+    """A :class:`Queueing` under ``cluster_max_runs = 1`` on ``slots``, its message posted
+    after 5 s and edited every 10 s of ``clock[0]``."""
+    return Queueing(
+        slots=Slots(store=slots, owner="a:1", limits=SlotLimits(cluster_max_runs=1), poll=0.01),
+        threads=app.store.threads,
+        outbox=app.store.outbox,
+        engine=app.engine,
+        after=5,
+        edit_every=10,
+        clock=lambda: clock[0],
+    )
+
+
+async def cluster_held(store: Store) -> Any:
+    """The cluster's one slot, held by another process's run (``running``): its asking."""
+    running = await store.slots.ask_slot(
+        SlotAsk(conversation_id="running", limits=Limits(cluster=1)),
+        holder="b:2",
+        ttl=3600,
+        aging=60,
+    )
+    assert running.standing is not None and running.standing.held
+    return running
+
+
 async def test_the_queued_message_is_posted_after_queued_after_and_edited_every_queued_edit_every(
     settings: Settings,
 ) -> None:
@@ -186,21 +212,9 @@ async def test_the_queued_message_is_posted_after_queued_after_and_edited_every_
         cid = (await opened(store, TEAM_ID, "1.0")).id
         clock = [0.0]
         counted = CountedLooks(store.slots)
-        slots = Slots(store=counted, owner="a:1", limits=SlotLimits(cluster_max_runs=1), poll=0.01)
-        queueing = Queueing(
-            slots=slots,
-            threads=store.threads,
-            outbox=store.outbox,
-            engine=app.engine,
-            after=5,
-            edit_every=10,
-            clock=lambda: clock[0],
-        )
+        queueing = clocked(app, counted, clock)
         one = Limits(cluster=1)
-        running = await store.slots.ask_slot(
-            SlotAsk(conversation_id="running", limits=one), holder="b:2", ttl=3600, aging=60
-        )
-        assert running.standing is not None and running.standing.held
+        running = await cluster_held(store)
         began, end = asyncio.Event(), asyncio.Event()
 
         async def run() -> None:
@@ -271,20 +285,8 @@ async def test_a_run_asking_again_after_a_restart_edits_the_queued_message_poste
         before = PostReply(ref=conversation.binding, text=queued_text(2))
         await store.outbox.enqueue(cid, [Outgoing(before, purpose=QUEUED, request_id=wait)])
         clock = [0.0]
-        queueing = Queueing(
-            slots=Slots(store=store.slots, owner="a:1", limits=SlotLimits(cluster_max_runs=1)),
-            threads=store.threads,
-            outbox=store.outbox,
-            engine=app.engine,
-            after=5,
-            edit_every=10,
-            clock=lambda: clock[0],
-        )
-        one = Limits(cluster=1)
-        running = await store.slots.ask_slot(
-            SlotAsk(conversation_id="running", limits=one), holder="b:2", ttl=3600, aging=60
-        )
-        assert running.standing is not None and running.standing.held
+        queueing = clocked(app, store.slots, clock)
+        running = await cluster_held(store)
         began, end = asyncio.Event(), asyncio.Event()
 
         async def run() -> None:
