@@ -34,22 +34,22 @@ from datetime import datetime
 
 from conversations.events import (
     InboundEvent,
-    MessagePosted,
     PlatformRef,
     PostReply,
-    inbound_adapter,
 )
 from conversations.files import FileFetcher
 from conversations.hub import _chain
 from conversations.hub._authorise import Authorise
 from conversations.hub._bind import Bind
 from conversations.hub._busy import Busy
-from conversations.hub._chain import Answer, Inbound, Step
+from conversations.hub._chain import Inbound, Step
 from conversations.hub._dedupe import Dedupe
 from conversations.hub._files import Downloads
+from conversations.hub._inflight import InFlight
 from conversations.hub._limits import Limits
 from conversations.hub._queued import queueing
 from conversations.hub._refusals import Refusals
+from conversations.hub._requeue import Requeue
 from conversations.hub._route import Route
 from conversations.hub._runs import Runs
 from conversations.hub._scheduled import Scheduled
@@ -63,12 +63,10 @@ from conversations.hub._settings import (
 from conversations.hub._wakeups import Listening
 from conversations.membership import Membership
 from conversations.outbox import Deliverer
-from conversations.queue import arriving
 from conversations.schedules import Schedule
 from conversations.stopping import Stopper
 from conversations.store import ConversationInfo, Outgoing, Store
 from conversations.store.leases import Leases
-from conversations.store.schedules import awaits_thread
 from conversations.store.wakeups import Topic
 from conversations.texts import PlatformTexts
 from core.run.engine import Engine
@@ -115,6 +113,8 @@ class Hub:
         self._texts: dict[str, PlatformTexts] = {}
         self.leases = Leases(store=store.leases, owner=settings.instance, ttl=settings.lease_ttl)
         """This process's leases; the app runs :meth:`Leases.keep_renewed` beside the hub."""
+        self.inbound = InFlight()
+        """The events being handled; the app's graceful shutdown lets them finish first."""
         self.takeovers = 0
         """Runs this instance took over from a lapsed lease while it ran (:meth:`take_over`),
         since it started (``threadbot_lease_takeovers_total`` in ``/metrics``)."""
@@ -152,13 +152,19 @@ class Hub:
             refuse=self._refusals.refuse,
         )
         """Stops runs wherever they run; the app runs :meth:`Stopper.keep_polling` beside."""
+        self._requeue = Requeue(
+            inbox=store.inbox,
+            threads=store.threads,
+            runs=self._runs,
+            steps=lambda: self._steps[self._steps.index(self._authorise) :],
+        )
         self.listening = Listening(
             wakeups=store.wakeups,
             leases=self.leases,
             stopper=self.stopper,
             deliverer=deliverer,
             inbox=store.inbox,
-            route_reply=functools.partial(self._requeue, mentions=False),
+            route_reply=functools.partial(self._requeue.message, mentions=False),
             in_hand=self._runs.in_hand,
             poll=settings.wakeup_poll,
             on_slot=settings.slots.look if settings.slots is not None else None,
@@ -231,9 +237,9 @@ class Hub:
 
         Adapters decide whether other bots' messages reach the hub (``allow_bots``).
         The event is numbered as it comes (:func:`conversations.queue.arriving`): a stop
-        ends only what came before it.
+        ends only what came before it; and counted until handled (:attr:`inbound`).
         """
-        with arriving():
+        with self.inbound.track():
             await _chain.run(self._steps, Inbound(event))
 
     def working(self) -> int:
@@ -310,44 +316,8 @@ class Hub:
 
     async def resume_unhandled(self, only: Collection[str] | None = None) -> int:
         """Queue again the messages a crash left unjournaled (of the conversations
-        ``only`` names, or all); returns how many."""
-        unhandled = await self._store.inbox.unhandled()
-        if only is not None:
-            unhandled = [u for u in unhandled if u[1] in only]
-        for _key, conversation_id, data in unhandled:
-            await self._requeue(conversation_id, data)
-        return len(unhandled)
-
-    async def _requeue(
-        self, conversation_id: str, data: dict[str, object], *, mentions: bool = True
-    ) -> None:
-        """Queue a recorded message not journaled yet (its event as stored) as when it
-        came in: the mention that opened the conversation starts it (unless not
-        ``mentions``: a wake-up's poll routes replies only, a mention's start journals
-        it), a reply is authorised and routed."""
-        event = inbound_adapter.validate_python(data)
-        if not isinstance(event, MessagePosted):
-            return
-        opening = event.ref.thread is None
-        if opening and not mentions:
-            return
-        conversation = await self._store.threads.find(conversation_id)
-        if conversation is None or (opening and awaits_thread(conversation.binding)):
-            return  # a scheduled run starts once its thread is (thread_started)
-        if opening:
-            self._runs.start(conversation_id, event)
-        else:
-            await self._resume_reply(conversation, event)
-
-    async def _resume_reply(self, conversation: ConversationInfo, event: MessagePosted) -> None:
-        """A reply journaled by no run yet: authorised and routed as when it came in, by
-        the busy mode its acknowledgement told, if it had one (kept in the inbox), else
-        as the conversation's settings say now."""
-        told = await self._store.inbox.busy_mode(event.delivery_key)
-        answer = Answer(conversation, event, resumed=True, busy_mode=told)
-        inbound = Inbound(event, answer, conversation)
-        steps = self._steps[self._steps.index(self._authorise) :]
-        await _chain.run(steps, inbound)  # past bind and dedupe: it was recorded
+        ``only`` names, or all); returns how many (:mod:`conversations.hub._requeue`)."""
+        return await self._requeue.unhandled(only)
 
     async def open_scheduled(self, schedule: Schedule, due: datetime, now: datetime) -> str | None:
         """Record ``schedule``'s time ``due`` at ``now`` and open its conversation, unless
@@ -387,7 +357,13 @@ class Hub:
         seconds the runs still going are cancelled: a running command is killed
         and recorded ``interrupted``. A conversation's lease is released when its last
         queued job has ended.
+
+        First the events being handled when it is called (the adapters have stopped
+        receiving) are let finish, for ``shutdown_grace`` seconds at most, so that each is
+        recorded before the store closes; one still going after that may fail as the
+        store closes, unacknowledged (Slack sends it again; https://docs.slack.dev/apis/events-api/#retries).
         """
+        await self.inbound.finished(self._settings.shutdown_grace)
         await self._runs.shutdown(self._settings.shutdown_grace)
 
     async def _notice_now(self, conversation: ConversationInfo, text: str) -> None:
