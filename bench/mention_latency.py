@@ -17,12 +17,18 @@ Same client, same signed bodies, same fake, measured the same way.
 
 **Rounds.** ``rounds`` rounds of ``events / rounds`` mentions each, alternating
 threadbot and the floor (:func:`bench._verdict.in_turn`: the floor first in
-round 0, threadbot first in round 1...) after a warm-up of a few events each. A
+round 0, last in round 1...) after a warm-up of a few events each. A
 round's ratio is threadbot's p50 over the floor's p50 of the same round; the
 verdict is on the median of those ratios, printed with their spread. Target:
 threadbot's p50 at most 3x the floor's. p99 (no target) is over all events of
 each, nearest rank: one pooled "round", since a round's 60 events have no p99
 of their own.
+
+**Reference, no database.** The same threadbot on the in-memory store
+(``database_url = "memory://"``: nothing written anywhere), measured in the same
+rounds, in turn with the other two, against the same floor. It has no target: it
+tells how much of the ratio is threadbot's own work (the hub, the run, the model
+request, the plan card, the deliverer) rather than its database.
 """
 
 from __future__ import annotations
@@ -65,16 +71,20 @@ async def run(root: Path, *, events: int = 300, rounds: int = 5) -> Result:
     async with (
         aiohttp.ClientSession() as session,
         threadbot_on_slack(root / "mention", model=model, toolbox=toolbox()) as bot,
+        threadbot_on_slack(
+            root / "memory", model=model, toolbox=toolbox(), database_url="memory://"
+        ) as memory,
         minimal_bolt_app(floor_reply) as floor,
     ):
         client = Deliverer(session)
-        for target in (bot, floor):
+        for target in (bot, memory, floor):
             for _ in range(WARMUP):
                 await _one(client, target)
         per_round = max(1, events // rounds)
-        samples: dict[str, list[list[float]]] = {"bot": [], "floor": []}
+        samples: dict[str, list[list[float]]] = {"bot": [], "memory": [], "floor": []}
         for number in range(rounds):
-            for name, target in in_turn(number, ("floor", floor), ("bot", bot)):
+            contenders = in_turn(number, ("floor", floor), ("bot", bot), ("memory", memory))
+            for name, target in contenders:
                 samples[name].append([await _one(client, target) for _ in range(per_round)])
     bot_rounds = [median(r) for r in samples["bot"]]
     floor_rounds = [median(r) for r in samples["floor"]]
@@ -98,11 +108,20 @@ async def run(root: Path, *, events: int = 300, rounds: int = 5) -> Result:
         floor_label="the same",
         notes=[f"pooled over all {len(every_bot)} events of each (one round)"],
     )
+    no_database = Figure(
+        key="mention_p50_no_database",
+        label="reference: the same p50 on the in-memory store (no database)",
+        unit="ms",
+        rounds=[median(r) for r in samples["memory"]],
+        floor_rounds=floor_rounds,
+        floor_label="the same floor",
+        notes=["no target: threadbot's own work, the database left out"],
+    )
     return Result(
         number=1,
         title="Signed Slack mention to the plan's chat.postMessage (HTTP mode)",
         sizes=f"{len(every_bot)} mentions each, {rounds} rounds",
-        figures=[p50, p99],
+        figures=[p50, p99, no_database],
         seconds=time.perf_counter() - started,
     )
 

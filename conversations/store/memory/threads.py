@@ -47,7 +47,8 @@ class MemoryThreads:
         bound = _binding(binding).model_copy(update={"parent": binding.parent})
         if delivery_key in self._t.deliveries:
             return None
-        if any(_binding(c.binding) == _binding(bound) for c in self._t.conversations.values()):
+        key = _thread_key(bound)
+        if any(_thread_key(c.binding) == key for c in self._t.conversations.values()):
             raise ValueError(f"thread {bound.thread} of {bound.channel} is bound already")
         conversation_id = new_conversation_id()
         add_delivery(self._t, delivery_key, conversation_id, event)
@@ -75,9 +76,9 @@ class MemoryThreads:
         await checkpoint()
         if ref.thread is None:
             return None
-        bound = _binding(ref)
+        key = _thread_key(ref)
         found = next(
-            (c for c in self._t.conversations.values() if _binding(c.binding) == bound), None
+            (c for c in self._t.conversations.values() if _thread_key(c.binding) == key), None
         )
         return found.info() if found else None
 
@@ -172,3 +173,8 @@ def _binding(ref: PlatformRef) -> PlatformRef:
     return PlatformRef(
         platform=ref.platform, workspace=ref.workspace, channel=ref.channel, thread=ref.thread
     )
+
+
+def _thread_key(ref: PlatformRef) -> tuple[str, str, str, str | None]:
+    """What a conversation is found by, as :func:`_binding` keeps it, without a model."""
+    return (ref.platform, ref.workspace, ref.channel, ref.thread)
