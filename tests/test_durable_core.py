@@ -18,6 +18,7 @@ from core.vocabulary.tool_records import ToolState
 from core.vocabulary.verdicts import Approved
 from tests.fakes.anthropic_server import check_tool_results
 from tests.harness import Chat
+from tests.pids import gone_holder
 
 PLAN = ScriptedTurn(calls=[ScriptedCall("propose_plan", {"steps": ["Clean up", "Report"]})])
 
@@ -473,8 +474,6 @@ async def test_a_lease_held_by_another_instance_holds_the_run_back(make_app) -> 
 
 
 async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once(make_app) -> None:
-    import socket
-
     model = ScriptedModel(
         [
             ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which?"})]),
@@ -486,10 +485,7 @@ async def test_a_lease_left_by_a_dead_process_of_this_host_is_taken_over_at_once
     await app.start()
     await chat.mention("go")
     conversation_id = (await chat.snapshot()).id
-    finished = await asyncio.create_subprocess_exec("true")
-    await finished.wait()  # its pid now names no process
-    holder = f"{socket.gethostname()}:{finished.pid}"
-    assert await app.store.leases.acquire_lease(conversation_id, holder, ttl=3600)
+    assert await app.store.leases.acquire_lease(conversation_id, gone_holder(), ttl=3600)
 
     await chat.reply("this one")  # settles: the lease did not hold it back
 

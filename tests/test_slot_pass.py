@@ -15,7 +15,6 @@ a pass would change something exactly when the rule says so.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,22 +35,13 @@ from conversations.store.slot_pass import ahead_of, decide
 from conversations.store.slots import Category, SlotState, rank_of
 from conversations.store.sql import create_engine
 from conversations.store.sql import slot_pass as sql_pass
+from tests.pids import gone_holder
 
 NOW = datetime(2026, 12, 6, 9, 10, tzinfo=UTC)
 
 
-def _dead_holder() -> str:
-    """A ``host:pid`` of this host with no process (:func:`holder_gone`), for the whole
-    session: one past the highest pid the kernel gives out (proc(5),
-    ``/proc/sys/kernel/pid_max``). An ended process's pid would not do: in a long run the
-    pids wrap around, and a process started later took it (seen under load)."""
-    highest = int(Path("/proc/sys/kernel/pid_max").read_text())
-    holder = f"{socket.gethostname()}:{highest + 1}"
-    assert holder_gone(holder)
-    return holder
-
-
-DEAD = _dead_holder()
+DEAD = gone_holder()
+"""A holder of this host with no process, for the whole session (:func:`gone_holder`)."""
 
 
 @dataclass(frozen=True)

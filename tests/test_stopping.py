@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 from conversations.stopping import NOTHING_RUNNING, STOPPING
@@ -13,6 +10,7 @@ from core.models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from core.vocabulary.lifecycle import Lifecycle
 from core.vocabulary.people import Person
 from tests.harness import Chat
+from tests.pids import gone_holder
 
 QUESTION = ScriptedTurn(calls=[ScriptedCall("ask_user", {"question": "Which one?"})])
 
@@ -62,21 +60,13 @@ async def test_a_stop_with_nobody_holding_the_run_takes_the_lease_and_stops_here
     assert (await chat.snapshot()).status.lifecycle is Lifecycle.CANCELLED
 
 
-def dead_pid() -> int:
-    """The pid of a process of this host that has exited (and been reaped)."""
-    process = subprocess.Popen([sys.executable, "-c", ""])
-    process.wait()
-    return process.pid
-
-
 async def test_a_stop_for_a_holder_gone_from_this_host_stops_at_once(make_app) -> None:
     app = await make_app(ScriptedModel([QUESTION]))
     chat = Chat(app)
     await app.start()
     await chat.mention("pick one")
     cid = (await chat.snapshot()).id
-    ghost = f"{socket.gethostname()}:{dead_pid()}"
-    held = await app.store.leases.acquire_lease(cid, ghost, ttl=600)  # killed holding the run
+    held = await app.store.leases.acquire_lease(cid, gone_holder(), ttl=600)  # killed holding it
     assert held is not None
 
     await chat.stop(by="alice")
