@@ -268,3 +268,38 @@ async def test_a_real_mention_beside_a_code_block_starts_a_conversation(settings
         snap = await ws.snapshot(root)
         said = [r.entry.text for r in snap.journal if r.entry.kind == "user_text"]
         assert said == [f"```<@{BOT_USER_ID}> is how you call it```\nplease fix the test"]
+
+
+UNREADABLE_SIGNATURES: dict[str, dict[str, str]] = {
+    "a timestamp that is not a number": {"X-Slack-Request-Timestamp": "abc"},
+    "an empty timestamp": {"X-Slack-Request-Timestamp": ""},
+    "a timestamp in exponent form": {"X-Slack-Request-Timestamp": "1.5e9"},
+    "a timestamp of 400 digits": {"X-Slack-Request-Timestamp": "9" * 400},
+    "a signature that is not ASCII": {"X-Slack-Signature": "v0=" + "é" * 64},
+}
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE_SIGNATURES))
+async def test_signature_headers_slack_sdk_cannot_read_get_401_and_no_traceback(
+    settings, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    """slack-sdk's ``SignatureVerifier.is_valid`` raises on these (``int()`` of the
+    timestamp, ``hmac.compare_digest`` of the signature), which bolt answered with 500 and
+    an ERROR with a traceback; they get bolt's own answer to a bad signature instead."""
+    caplog.set_level(logging.INFO)
+    async with slack_workspace(settings, story(), transport="http") as ws:
+        said = f"<@{BOT_USER_ID}> please fix the flaky login test"
+        ts = str(ws.api.add_message(CHANNEL, said)["ts"])
+        raw = json.dumps(ws.mention_body(ts, said)).encode()
+        headers = {"Content-Type": JSON, **sign(raw, SECRET), **UNREADABLE_SIGNATURES[name]}
+        async with ws.http.post(ws.url, data=raw, headers=headers) as response:
+            assert response.status == 401
+            assert await response.json() == {"error": "invalid request"}
+        assert _failures(caplog) == []
+        assert [r.levelno for r in caplog.records if "refused a request with 401" in r.message] == [
+            logging.INFO
+        ]
+        assert ws.calls() == [] and await ws.conversation_ids() == []
+
+        root = await ws.mention("please fix the flaky login test")  # the next one is taken
+        await assert_plan_posted(ws, root)

@@ -8,12 +8,15 @@ store, and bolt's own listeners remove an install on ``app_uninstalled`` and
 https://docs.slack.dev/tools/bolt-python/concepts/authenticating-oauth). :func:`me_in`
 says who the bot is in the workspace of a request (bolt's context: each workspace has its
 own bot user). :func:`dispatch_http` hands one HTTP request to bolt, a malformed body
-refused with 400 first (:mod:`adapters.slack.envelopes`).
+refused with 400 first (:mod:`adapters.slack.envelopes`), and signature headers that
+slack-sdk's check cannot read with 401 (:func:`unreadable_signature`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
@@ -34,6 +37,10 @@ from adapters.slack.oauth import OAuthConfig, oauth_settings
 from adapters.slack.translate import BotIdentity
 
 log = logging.getLogger("adapters.slack.runner")
+
+_TIMESTAMP = re.compile(r"[0-9]{1,15}")
+"""A request timestamp slack-sdk can check: Unix seconds, ASCII digits (15 of them
+reach past the year 30,000,000)."""
 
 _TOKEN_NOTICES = frozenset(
     {warning_client_prioritized_and_token_skipped(), warning_token_skipped()}
@@ -96,12 +103,17 @@ async def dispatch_http(app: AsyncApp, request: web.Request) -> web.Response:
     The body is checked before bolt sees it (:func:`read_http_body`: bolt raises or
     answers 500 on bodies of the wrong shape), so the check comes before bolt's signature
     check too: malformed bodies, signed or not, get 400 and a log line; a well-formed one
-    with a bad signature gets bolt's 401.
+    with a bad signature gets bolt's 401, and so does one whose signature headers
+    :func:`unreadable_signature` refuses, with a log line at ``INFO`` as bolt's.
     """
     raw = await request.read()
     body = read_http_body(raw, request.content_type)
     if isinstance(body, Malformed):
         return _refused(body, request, len(raw))
+    unreadable = unreadable_signature(request.headers)
+    if unreadable:
+        log.info("Slack HTTP: refused a request with 401: %s", unreadable)
+        return web.json_response({"error": "invalid request"}, status=401)
     try:
         bolt_request = AsyncBoltRequest(
             body=body,
@@ -111,6 +123,26 @@ async def dispatch_http(app: AsyncApp, request: web.Request) -> web.Response:
     except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
         return _refused(Malformed(f"bolt could not read it: {exc!r}"), request, len(raw))
     return await to_aiohttp_response(await app.async_dispatch(bolt_request))
+
+
+def unreadable_signature(headers: Mapping[str, str]) -> str:
+    """Why slack-sdk's signature check would raise on ``headers`` rather than answer, or "".
+
+    ``SignatureVerifier.is_valid`` (slack-sdk 3) runs ``int()`` on
+    ``X-Slack-Request-Timestamp`` (``ValueError`` for ``abc``; ``OverflowError`` once
+    400 digits meet the clock's float) and ``hmac.compare_digest`` on ``X-Slack-Signature``
+    (``TypeError`` for a non-ASCII string), and bolt turns what it raises into a 500 and
+    a traceback. Slack sends Unix seconds and ``v0=`` with a hex digest
+    (https://docs.slack.dev/authentication/verifying-requests-from-slack/). A missing
+    header is left to bolt, which refuses the request with 401 itself.
+    """
+    for name, value in headers.items():  # every value: bolt keeps a repeated header's last
+        match name.lower():
+            case "x-slack-request-timestamp" if not _TIMESTAMP.fullmatch(value):
+                return f"X-Slack-Request-Timestamp is not Unix seconds ({len(value)} characters)"
+            case "x-slack-signature" if not value.isascii():
+                return "X-Slack-Signature is not ASCII"
+    return ""
 
 
 class _WithoutTokenNotice(logging.Filter):
