@@ -183,6 +183,15 @@ def operations_for(
     return ops
 
 
+DEMO_ON_PLATFORMS = (
+    "no ANTHROPIC_API_KEY set: the built-in demo model answers every mention on the "
+    "platforms (a demo plan, a question, a file written in the workspace); set "
+    "ANTHROPIC_API_KEY (or THREADBOT_ANTHROPIC_API_KEY_FILE) for Claude"
+)
+"""Said on stderr when ``threadbot run`` connects to a platform without a model key:
+the console says so in its banner, but nobody on a platform reads the process's start."""
+
+
 async def run_platforms(
     settings: Settings, adapters: list[PlatformAdapter], *, redactor: Redactor | None = None
 ) -> int:
@@ -192,12 +201,16 @@ async def run_platforms(
     With Slack installs, the install and redirect paths are served on the operations
     address in Socket Mode (beside ``/slack/events`` in HTTP mode), and said at start.
 
-    The operations address (:mod:`bot.ops`) listens first, so ``/healthz`` answers while
-    the platforms connect (``/readyz`` does once they have). 0 after a graceful
+    Without a model key, the demo model answers, and :data:`DEMO_ON_PLATFORMS` says so
+    on stderr first. The operations address (:mod:`bot.ops`) listens first, so
+    ``/healthz`` answers while the platforms connect (``/readyz`` does once they have). 0
+    after a graceful
     shutdown, 1 when a background task gave up. Raises :class:`OpsUnavailable` when the
     operations address cannot be listened on, :class:`StartFailed` when a platform
     cannot be started.
     """
+    if settings.anthropic_api_key is None and settings.model_script is None:
+        announce(DEMO_ON_PLATFORMS, level="WARNING", stream=sys.stderr)
     app = await build(settings, redactor=redactor)
     ops = operations_for(
         settings, app, {adapter.platform: adapter.connected for adapter in adapters}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.serve import DEMO_ON_PLATFORMS
 from tests.cli_harness import ROOT, clean_env, threadbot
 
 
@@ -299,6 +300,10 @@ async def test_threadbot_run_connects_to_slack_when_a_token_is_set(tmp_path: Pat
         assert [c.method for c in api.calls][:1] == ["auth.test"]
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert proc.stderr is not None
+        stderr = (await proc.stderr.read()).decode()
+    # no ANTHROPIC_API_KEY: people in Slack get the demo model, so the start says so
+    assert f"threadbot: {DEMO_ON_PLATFORMS}" in stderr.splitlines()
 
 
 async def test_a_refused_slack_token_is_a_start_error_naming_slack(tmp_path: Path) -> None:
@@ -339,6 +344,7 @@ async def test_threadbot_run_connects_to_discord_when_a_token_is_set(tmp_path: P
             "DISCORD_API_URL": fake.api_url,
             "DISCORD_GATEWAY_URL": fake.gateway_url,
             "THREADBOT_DISCORD_GUILDS": "1198205278617731073",
+            "ANTHROPIC_API_KEY": "test-key",  # never used: nobody mentions the bot
         }
         proc, line = await _start_run(tmp_path, env)
         assert line.decode().strip() == "threadbot: connected to discord"
@@ -346,6 +352,8 @@ async def test_threadbot_run_connects_to_discord_when_a_token_is_set(tmp_path: P
         assert fake.commands.get("1198205278617731073")  # /stop registered in the guild
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert proc.stderr is not None
+        assert "demo model" not in (await proc.stderr.read()).decode()
 
 
 async def _start_run(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-untyped-def]
