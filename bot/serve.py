@@ -46,7 +46,9 @@ async def run_console(
     """Run the console adapter until end of input; returns the exit code (0).
 
     With ``inspector`` on, the operations address serves the run inspector beside it
-    (its address in the banner); raises :class:`OpsUnavailable` when it cannot listen."""
+    (its address in the banner); raises :class:`OpsUnavailable` when it cannot listen,
+    and :class:`adapters.console.ConsoleError` when the console's state file cannot be
+    used (another console holds it: :mod:`adapters.console.state`)."""
     chosen = model or model_for(settings)
     if isinstance(chosen, DemoModel):
         banner = "threadbot: no ANTHROPIC_API_KEY set, using the built-in demo model."
@@ -64,10 +66,20 @@ async def run_console(
         wait_between_lines={"auto": None, "yes": True, "no": False}[settings.console_wait],
         banner=banner,
     )
-    if had_database and console.state_created:
-        console.banner = f"{banner}\n{_new_state_file(settings.console_state, database)}"
+    try:
+        if had_database and console.state_created:
+            console.banner = f"{banner}\n{_new_state_file(settings.console_state, database)}"
+        return await _console_app(settings, console, chosen, close_model=model is None)
+    finally:
+        console.close()
+
+
+async def _console_app(
+    settings: Settings, console: ConsoleAdapter, chosen: Model, *, close_model: bool
+) -> int:
+    """Build the app for ``console`` and serve it until the console's input ends."""
     app = await build(settings, model=chosen)
-    if model is None:  # made here: closed with the app
+    if close_model:  # made by run_console: closed with the app
         app.close_model = getattr(chosen, "aclose", None)
     scheduler = app.sweeper.scheduler
     if scheduler is not None:  # the console's schedules run in its session

@@ -173,6 +173,42 @@ def test_db_upgrade_of_a_file_that_is_no_database_is_a_clear_error(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
+def test_a_second_console_in_the_same_folder_is_refused_while_the_first_runs(
+    tmp_path: Path,
+) -> None:
+    """Two consoles on one state file gave the same ids to different messages, and a reply
+    by id went to the other's thread (found by a newcomer's trial): the second is a start
+    error now, and the first goes on."""
+    first = subprocess.Popen(
+        [sys.executable, "-m", "bot", "run"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+    assert first.stdin is not None and first.stdout is not None
+    first.stdin.write("from A\n")
+    first.stdin.flush()
+    while "[2] ↳1 threadbot: 📋 Plan (v1)" not in (line := first.stdout.readline()):
+        assert line, "the first console ended before its plan"
+
+    second = _run(tmp_path, _env(tmp_path), "from B\n")
+    assert second.returncode == 2
+    state = tmp_path / ".threadbot" / "console.jsonl"
+    assert second.stderr.splitlines() == [
+        f"threadbot: the console state file {state.relative_to(tmp_path)} is in use by another "
+        "threadbot console: run one console per state file (stop the other, or set "
+        "THREADBOT_CONSOLE_STATE to another file)"
+    ]
+    assert "from B" not in state.read_text()
+
+    out, _ = first.communicate(">1 on in A\n", timeout=60)
+    assert first.returncode == 0
+    assert "[3] ↳1 you: on in A" in out
+
+
 def _console_with_a_long_command(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     """The console running ``sleep 300`` after an approved plan; the process and the pid file
     (long enough that ``late`` appears only if the kill never came, on a slow machine too)."""

@@ -63,6 +63,7 @@ async def process(
     )
     hub = FakeHub(adapter)
     assert await adapter.run(hub, settled=hub.settled) == 0
+    adapter.close()  # as the process's end: the next run may use the file
     return adapter, hub, output.getvalue().splitlines()
 
 
@@ -145,6 +146,7 @@ async def test_edits_reactions_and_replies_to_earlier_threads_print_under_them(
     at_2 = TOP.model_copy(update={"message": "2"})  # no thread given: the console knows it
     await first.send(UpdateMessage(ref=at_2, text="ok!"), idempotency_key="c")
     await first.send(AddReaction(ref=at_2, emoji="x"), idempotency_key="d")
+    first.close()
 
     output = io.StringIO()
     second = ConsoleAdapter(input=io.StringIO(""), output=output, state_file=state)
@@ -219,3 +221,22 @@ async def test_without_a_state_file_nothing_is_written(
     hub = FakeHub(adapter)
     await adapter.run(hub, settled=hub.settled)
     assert files(tmp_path) == []
+
+
+async def test_a_second_console_on_the_same_file_is_refused_until_the_first_closes(
+    tmp_path: Path,
+) -> None:
+    """Two consoles on one file would number different messages alike, and a reply by id
+    would go to the other's thread: the second is a start error, and the file is kept."""
+    state = tmp_path / "state.jsonl"
+    await process(state, "fix it\n")
+    holding = ConsoleAdapter(input=io.StringIO(""), output=io.StringIO(), state_file=state)
+    before = state.read_bytes()
+    with pytest.raises(StateFileError, match="in use by another threadbot console"):
+        ConsoleAdapter(input=io.StringIO(""), output=io.StringIO(), state_file=state)
+    assert state.read_bytes() == before
+
+    holding.close()
+    _, hub, lines = await process(state, ">2 and the flaky one\n")
+    assert lines[0] == "  [3] ↳1 you: and the flaky one"  # numbered on from the file
+    assert hub.events[0].delivery_key.endswith(":3")

@@ -97,6 +97,11 @@ class ConsoleAdapter:
         """The ``workspace`` of every ref here (and part of every delivery key)."""
         return self._session
 
+    def close(self) -> None:
+        """Let go of the state file: another console may use it now (the process's end
+        does the same; :meth:`adapters.console.state.ConsoleState.close`)."""
+        self._state.close()
+
     @property
     def state_created(self) -> bool:
         """The state file was made by this adapter (it did not exist, or was empty)."""

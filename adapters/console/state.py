@@ -26,7 +26,11 @@ next message. A crash in the middle of a write leaves a torn last line; replay d
 it (and cuts it off the file so later lines stay whole). Any other bad line is an
 error: the file was damaged by something else.
 
-One process per file: nothing locks it. The keys are the bot's outbox ids, so the
+One console per file: a :class:`ConsoleState` holds an exclusive ``flock`` on its file
+from its start until :meth:`ConsoleState.close` (or the process's end), and a second
+one on the same file, in this process or another, is a :class:`StateFileError` at its
+start. Two consoles on one file would give the same ids to different messages, and a
+reply by id would go to the other's thread. The keys are the bot's outbox ids, so the
 file belongs with the bot's database: a new database with an old state file would
 have the console drop the new database's first sends as already printed.
 
@@ -39,6 +43,7 @@ a file written before sessions existed has none and goes on as it was.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 from collections.abc import Mapping
@@ -98,7 +103,7 @@ class ConsoleState:
     parent directories and the file if missing, replays it (dropping a torn last
     line) and every change is appended to it before the method returns. Raises
     :class:`StateFileError` when the file cannot be read, has a bad line before the
-    last one, or cannot be written to.
+    last one, cannot be written to, or another console holds it (until :meth:`close`).
     """
 
     def __init__(self, path: Path | None = None) -> None:
@@ -113,10 +118,17 @@ class ConsoleState:
         """The file's session ("" in memory, or in a file from before sessions)."""
         self.created = False
         """The file did not exist, or was empty, when this state was made."""
+        self._held: int | None = None
         if path is not None:
             self._replay(path)
             if self.created:
                 self._add(SessionLine(session=secrets.token_hex(4)))
+
+    def close(self) -> None:
+        """Let another console use the file (the process's end does the same)."""
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None
 
     @property
     def roots(self) -> Mapping[int, int]:
@@ -174,6 +186,7 @@ class ConsoleState:
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             made = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)  # the bot's alone
+            self._hold(made, path)
             with open(made, "a+b") as file:  # fails now if it cannot be written
                 file.seek(0)
                 data = file.read()
@@ -186,8 +199,29 @@ class ConsoleState:
                     file.flush()
                     os.fsync(file.fileno())
         except OSError as exc:
+            self.close()
             said = _said(exc)
             raise StateFileError(f"cannot open the console state file {path}: {said}") from exc
+        except StateFileError:
+            self.close()
+            raise
+
+    def _hold(self, made: int, path: Path) -> None:
+        """Lock the file open as ``made`` for this console (a ``flock`` on a duplicate of
+        it, kept until :meth:`close`); closes ``made`` and raises :class:`StateFileError`
+        when another console holds it."""
+        held = os.dup(made)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(held)
+            os.close(made)
+            raise StateFileError(
+                f"the console state file {path} is in use by another threadbot console: "
+                "run one console per state file (stop the other, or set "
+                "THREADBOT_CONSOLE_STATE to another file)"
+            ) from None
+        self._held = held
 
     def _replay_lines(self, path: Path, data: bytes) -> int:
         """Apply every line of ``data``; return how many leading bytes to keep."""
