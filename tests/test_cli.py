@@ -188,25 +188,26 @@ def test_a_second_console_in_the_same_folder_is_refused_while_the_first_runs(
         cwd=tmp_path,
         env=_env(tmp_path),
     )
-    assert first.stdin is not None and first.stdout is not None
-    first.stdin.write("from A\n")
-    first.stdin.flush()
-    while "[2] ↳1 threadbot: 📋 Plan (v1)" not in (line := first.stdout.readline()):
-        assert line, "the first console ended before its plan"
+    with first:  # a failure closes its input, so it ends too
+        assert first.stdin is not None and first.stdout is not None
+        first.stdin.write("from A\n")
+        first.stdin.flush()
+        while "[2] ↳1 threadbot: 📋 Plan (v1)" not in (line := first.stdout.readline()):
+            assert line, "the first console ended before its plan"
 
-    second = _run(tmp_path, _env(tmp_path), "from B\n")
-    assert second.returncode == 2
-    state = tmp_path / ".threadbot" / "console.jsonl"
-    assert second.stderr.splitlines() == [
-        f"threadbot: the console state file {state.relative_to(tmp_path)} is in use by another "
-        "threadbot console: run one console per state file (stop the other, or set "
-        "THREADBOT_CONSOLE_STATE to another file)"
-    ]
-    assert "from B" not in state.read_text()
+        second = _run(tmp_path, _env(tmp_path), "from B\n")
+        assert second.returncode == 2
+        state = tmp_path / ".threadbot" / "console.jsonl"
+        assert second.stderr.splitlines() == [
+            f"threadbot: the console state file {state.relative_to(tmp_path)} is in use by "
+            "another threadbot console: run one console per state file (stop the other, or "
+            "set THREADBOT_CONSOLE_STATE to another file)"
+        ]
+        assert "from B" not in state.read_text()
 
-    out, _ = first.communicate(">1 on in A\n", timeout=60)
-    assert first.returncode == 0
-    assert "[3] ↳1 you: on in A" in out
+        out, _ = first.communicate(">1 on in A\n", timeout=60)
+        assert first.returncode == 0
+        assert "[3] ↳1 you: on in A" in out
 
 
 def _console_with_a_long_command(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
