@@ -392,6 +392,22 @@ async def test_stop_with_two_active_conversations_lists_them_with_stop_buttons(
         assert not any("Stopped" in t for t in ws.api.posted_texts(CHANNEL, first))
 
 
+async def test_stop_naming_a_thread_with_no_conversation_answers_in_the_channel(
+    settings,
+) -> None:
+    """``/stop TS`` stops the conversation of thread ``TS``; words that name no thread were
+    taken for a ``thread_ts`` of the answer, which Slack would not show anywhere."""
+    async with slack_workspace(settings, ScriptedModel([])) as ws:
+        delivery = await ws.slash("/stop", "banana")
+
+        assert delivery.status == 200
+        assert [where(c) for c in ws.calls()] == [("chat.postEphemeral", CHANNEL, None)]
+        assert [e["text"] for e in ws.api.ephemerals] == [
+            "There is no conversation in the thread banana."
+        ]
+        assert await ws.conversation_ids() == []
+
+
 async def test_stop_with_nothing_active_says_so_to_the_person_only(settings) -> None:
     async with slack_workspace(settings, ScriptedModel([])) as ws:
         delivery = await ws.slash("/stop")

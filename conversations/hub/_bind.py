@@ -172,6 +172,9 @@ class Bind:
         if ref.thread is None:
             return StopInChannel(event)
         conversation = await self._threads.find_by_thread(ref)
+        if conversation is None and ref is not event.ref:  # named by its args: told where typed
+            said = f"There is no conversation in the thread {event.args.strip()}."
+            return Respond(event.ref, said, to=event.author.id)
         if conversation is None:
             return Respond(ref, "There is no conversation in this thread.", to=event.author.id)
         return StopRun(conversation, event.author, means_of(event))
