@@ -165,7 +165,8 @@ def _waiting_for_runs(busy: int, grace: float) -> str:
     runs = "1 run" if busy == 1 else f"{busy} runs"
     return (
         f"shutting down: waiting up to {grace:g} s for {runs} to finish the "
-        "step in progress (it goes on at the next start); Ctrl-C again leaves at once"
+        "step in progress (it goes on at the next start); a second Ctrl-C or SIGTERM leaves "
+        "at once"
     )
 
 
