@@ -215,15 +215,12 @@ async def run_platforms(
     address in Socket Mode (beside ``/slack/events`` in HTTP mode), and said at start.
 
     Without a model key, the demo model answers, and :data:`DEMO_ON_PLATFORMS` says so
-    on stderr first. The operations address (:mod:`bot.ops`) listens first, so
-    ``/healthz`` answers while the platforms connect (``/readyz`` does once they have). 0
-    after a graceful
-    shutdown, 1 when a background task gave up. Raises :class:`OpsUnavailable` when the
-    operations address cannot be listened on, :class:`StartFailed` when a platform
-    cannot be started.
+    on stderr once the platforms are connected. The operations address (:mod:`bot.ops`)
+    listens first, so ``/healthz`` answers while the platforms connect (``/readyz`` does
+    once they have). 0 after a graceful shutdown, 1 when a background task gave up.
+    Raises :class:`OpsUnavailable` when the operations address cannot be listened on,
+    :class:`StartFailed` when a platform cannot be started.
     """
-    if settings.anthropic_api_key is None and settings.model_script is None:
-        announce(DEMO_ON_PLATFORMS, level="WARNING", stream=sys.stderr)
     app = await build(settings, redactor=redactor)
     ops = operations_for(
         settings, app, {adapter.platform: adapter.connected for adapter in adapters}
@@ -257,6 +254,8 @@ async def run_platforms(
                 if getattr(adapter, "installations", None) is not None:
                     announce(f"Slack installs at {events.rsplit('/', 2)[0]}/slack/install")
             announce(f"connected to {adapter.platform}")
+        if settings.anthropic_api_key is None and settings.model_script is None:
+            announce(DEMO_ON_PLATFORMS, level="WARNING", stream=sys.stderr)
         await asyncio.Event().wait()  # until a signal or a failure
         return 0
 
