@@ -230,7 +230,11 @@ async def test_a_revoked_rule_asks_again_in_the_running_conversation(
         assert "; revoked by operator dana at " in revoked.stdout
 
         gate.set()  # the run goes on: its next call meets no rule now
-        await wait_for(lambda: len(approvals(ws, root)) == 2)
+        # Until the run waits for a person, not until its card shows: the card is sent
+        # after the commit that opens the request, before the one that waits
+        # (core/run/tool_calls.py `continue_turn`).
+        await ws.settle()
+        assert len(approvals(ws, root)) == 2
         snap = await ws.snapshot(root)
         assert record_of(snap, "echo hello three").state is ToolState.PENDING_APPROVAL
         assert snap.status.lifecycle is Lifecycle.WAITING
