@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Collection
 from datetime import datetime
 
@@ -359,12 +360,13 @@ class Hub:
         queued job has ended.
 
         First the events being handled when it is called (the adapters have stopped
-        receiving) are let finish, for ``shutdown_grace`` seconds at most, so that each is
-        recorded before the store closes; one still going after that may fail as the
-        store closes, unacknowledged (Slack sends it again; https://docs.slack.dev/apis/events-api/#retries).
+        receiving) are let finish, within the same grace, so that each is recorded before
+        the store closes; one still going after it may fail as the store closes,
+        unacknowledged (Slack sends it again; https://docs.slack.dev/apis/events-api/#retries).
         """
-        await self.inbound.finished(self._settings.shutdown_grace)
-        await self._runs.shutdown(self._settings.shutdown_grace)
+        grace, started = self._settings.shutdown_grace, time.monotonic()
+        await self.inbound.finished(grace)
+        await self._runs.shutdown(max(0.0, grace - (time.monotonic() - started)))
 
     async def _notice_now(self, conversation: ConversationInfo, text: str) -> None:
         """Post ``text`` in the conversation's thread at once, outside the outbox."""
