@@ -37,6 +37,7 @@ from conversations.events import (
     SetSessionStatus,
     StartThread,
     UpdateMessage,
+    inbound_adapter,
 )
 
 Settled = Callable[[], Awaitable[None]]
@@ -202,7 +203,12 @@ class ConsoleAdapter:
         run going) is not 0 after ``/quit`` (or at the end of a terminal's input),
         it says that it waits and how to leave at once. Errors raised by
         ``hub.handle`` propagate, and so does :class:`StateFileError` when the
-        state file cannot be written to (the line was printed, not handed to the hub).
+        state file cannot be written to (the line was neither printed nor handed to
+        the hub, or it was handed and goes again at the next start, which the hub drops).
+
+        First what an earlier console recorded but never handed to the hub (it ended
+        in between: :attr:`adapters.console.state.ConsoleState.pending`) is printed
+        again and handed to ``hub``.
         """
         interactive = self._isatty(self._input)
         wait = (not interactive) if self._wait is None else self._wait
@@ -211,6 +217,10 @@ class ConsoleAdapter:
             self._print(self.banner)
         elif interactive:
             self._print(f"{self._bot_name} console: type a message to start; /help for commands")
+        if pending := self._state.pending:
+            self._print("* handed to the bot now: typed before the last console ended")
+            for data in pending:
+                await self._hand(inbound_adapter.validate_python(data), hub)
         quitting = False
         while True:
             line = await reader.readline()
@@ -248,20 +258,27 @@ class ConsoleAdapter:
                 return False
             case _:
                 assert_never(parsed)
-        self._print(*translate.echo(parsed, self._state.roots))
         self._record(parsed)
-        await hub.handle(parsed)
+        await self._hand(parsed, hub)
         return True
 
+    async def _hand(self, event: InboundEvent, hub: InboundSink) -> None:
+        """Print a recorded ``event``, hand it to ``hub`` and record that it was handed."""
+        self._print(*translate.echo(event, self._state.roots))
+        await hub.handle(event)
+        self._state.handed(event.delivery_key)
+
     def _record(self, event: InboundEvent) -> None:
-        """Record the id (a message) or the delivery key counter (the rest) ``event`` used."""
+        """Record ``event`` to be handed, with the id (a message) or the delivery key
+        counter (the rest) it used."""
+        data = inbound_adapter.dump_python(event, mode="json")
         match event:
             case MessagePosted(ref=ref, author=author):
                 message_id = int(ref.message or 0)
                 root = message_id if ref.thread is None else int(ref.thread)
-                self._state.add_message(message_id, root, author=author.name, key=None)
+                self._state.add_message(message_id, root, author=author.name, key=None, event=data)
             case ReactionChanged() | CommandInvoked() | ButtonPressed():
-                self._state.use_counter()
+                self._state.use_counter(data)
             case _:
                 assert_never(event)
 

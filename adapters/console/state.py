@@ -7,8 +7,12 @@ its own: one JSON object a line, appended and ``fsync``-ed as things happen, rep
 at start. The lines (the :data:`StateLine` shapes)::
 
     {"id": 7, "root": 1, "key": "tb-12", "author": "threadbot"}   a message got id 7
-    {"counter": 3}                                                a reaction or command
+    {"id": 8, "root": 1, "key": null, "author": "you",            a person's message 8,
+     "event": {...}}                                              to hand to the bot
+    {"counter": 3, "event": {...}}                                a reaction or command
                                                                   used delivery key r3
+    {"handed": "console:5f3a9c1e:8"}                              the bot has the event with
+                                                                  that delivery key
     {"key": "tb-13"}                                              the bot's edit or reaction
                                                                   with that key was printed
     {"session": "5f3a9c1e"}                                       the file's session (its
@@ -17,14 +21,18 @@ at start. The lines (the :data:`StateLine` shapes)::
 ``key`` is the idempotency key of a bot's send (None for a person's message); a key
 seen in the file is never printed again, and a post's key gives back its id.
 
-Crash windows. The runner prints first and records second, so a crash can lose a
-record but never hide a printed message. If the process dies between the two (a
-write and one ``fsync``), the next process does not know that message: a bot's
-message is printed again when the bot redelivers it (the bot had not stored its
-id either, since ``send`` had not returned), and the lost id is given again to the
-next message. A crash in the middle of a write leaves a torn last line; replay drops
-it (and cuts it off the file so later lines stay whole). Any other bad line is an
-error: the file was damaged by something else.
+Crash windows. What a person types is recorded first, with its event, then printed,
+then handed to the bot, and then marked handed: an event recorded but not marked
+(the process died in between) is printed and handed again when the next console
+starts (:attr:`ConsoleState.pending`; the bot drops it if it had it already, by its
+delivery key), so nothing typed and shown is lost. The bot's messages are printed
+first and recorded second, so a crash can lose a record but never hide a printed
+message. If the process dies between the two (a write and one ``fsync``), the next
+process does not know that message: it is printed again when the bot redelivers it
+(the bot had not stored its id either, since ``send`` had not returned). A crash in
+the middle of a write leaves a torn last line; replay drops it (and cuts it off the
+file so later lines stay whole). Any other bad line is an error: the file was
+damaged by something else.
 
 One console per file: a :class:`ConsoleState` holds an exclusive ``flock`` on its file
 from its start until :meth:`ConsoleState.close` (or the process's end), and a second
@@ -48,7 +56,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import assert_never
+from typing import Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -61,7 +69,9 @@ class MessageLine(BaseModel):
     """Message ``id`` is in the thread of ``root`` (itself for a top-level message).
 
     ``key`` is the idempotency key of the bot's send that printed it, None for a
-    person's message; ``author`` the name printed on it (for people reading the file).
+    person's message; ``author`` the name printed on it (for people reading the file);
+    ``event``: a person's message as handed to the bot (the JSON of
+    :data:`conversations.events.inbound_adapter`; None in files from before it).
     """
 
     model_config = _LINE_CONFIG
@@ -69,13 +79,23 @@ class MessageLine(BaseModel):
     root: int
     key: str | None
     author: str
+    event: dict[str, Any] | None = None
 
 
 class CounterLine(BaseModel):
-    """A reaction or command was handed to the hub with delivery key counter ``counter``."""
+    """A reaction or command used delivery key counter ``counter``; ``event`` as for
+    :class:`MessageLine`."""
 
     model_config = _LINE_CONFIG
     counter: int
+    event: dict[str, Any] | None = None
+
+
+class HandedLine(BaseModel):
+    """The bot has the event with delivery key ``handed`` (``hub.handle`` returned)."""
+
+    model_config = _LINE_CONFIG
+    handed: str
 
 
 class SentLine(BaseModel):
@@ -92,7 +112,7 @@ class SessionLine(BaseModel):
     session: str
 
 
-StateLine = MessageLine | CounterLine | SentLine | SessionLine
+StateLine = MessageLine | CounterLine | HandedLine | SentLine | SessionLine
 _state_line: TypeAdapter[StateLine] = TypeAdapter(StateLine)
 
 
@@ -114,6 +134,7 @@ class ConsoleState:
         """The number in the next reaction's or command's delivery key (``r<n>``)."""
         self._roots: dict[int, int] = {}
         self._sent: dict[str, str | None] = {}
+        self._pending: dict[str, dict[str, Any]] = {}
         self.session = ""
         """The file's session ("" in memory, or in a file from before sessions)."""
         self.created = False
@@ -136,21 +157,40 @@ class ConsoleState:
         return self._roots
 
     @property
+    def pending(self) -> list[dict[str, Any]]:
+        """The events recorded but never marked handed (:meth:`handed`), oldest first."""
+        return list(self._pending.values())
+
+    @property
     def sent(self) -> Mapping[str, str | None]:
         """Every idempotency key printed, mapped to what ``send`` returned for it."""
         return self._sent
 
-    def add_message(self, message_id: int, root: int, *, author: str, key: str | None) -> None:
-        """Record that ``message_id`` (in the thread of ``root``) was printed."""
-        self._add(MessageLine(id=message_id, root=root, key=key, author=author))
+    def add_message(
+        self,
+        message_id: int,
+        root: int,
+        *,
+        author: str,
+        key: str | None,
+        event: dict[str, Any] | None = None,
+    ) -> None:
+        """Record that ``message_id`` (in the thread of ``root``) was printed, or, with
+        ``event`` (a person's message), is to be printed and handed to the bot."""
+        self._add(MessageLine(id=message_id, root=root, key=key, author=author, event=event))
 
     def add_sent(self, key: str) -> None:
         """Record that the bot's send ``key`` was printed and gave no message id."""
         self._add(SentLine(key=key))
 
-    def use_counter(self) -> None:
-        """Record that delivery key counter :attr:`next_counter` was used."""
-        self._add(CounterLine(counter=self.next_counter))
+    def use_counter(self, event: dict[str, Any] | None = None) -> None:
+        """Record that delivery key counter :attr:`next_counter` was used (by ``event``,
+        to hand to the bot)."""
+        self._add(CounterLine(counter=self.next_counter, event=event))
+
+    def handed(self, delivery_key: str) -> None:
+        """Record that the bot has the event with ``delivery_key`` (no longer pending)."""
+        self._add(HandedLine(handed=delivery_key))
 
     def _add(self, line: StateLine) -> None:
         self._apply(line)  # first, so a retry after a failed write is still deduplicated
@@ -158,7 +198,7 @@ class ConsoleState:
             return
         try:
             with self.path.open("ab") as file:
-                file.write(line.model_dump_json().encode() + b"\n")
+                file.write(line.model_dump_json(exclude_defaults=True).encode() + b"\n")
                 file.flush()
                 os.fsync(file.fileno())
         except OSError as exc:
@@ -168,19 +208,27 @@ class ConsoleState:
 
     def _apply(self, line: StateLine) -> None:
         match line:
-            case MessageLine(id=message_id, root=root, key=key):
+            case MessageLine(id=message_id, root=root, key=key, event=event):
                 self._roots[message_id] = root
                 self.next_id = max(self.next_id, message_id + 1)
                 if key is not None:
                     self._sent[key] = str(message_id)
-            case CounterLine(counter=counter):
+                self._hold_pending(event)
+            case CounterLine(counter=counter, event=event):
                 self.next_counter = max(self.next_counter, counter + 1)
+                self._hold_pending(event)
+            case HandedLine(handed=handed):
+                self._pending.pop(handed, None)
             case SentLine(key=key):
                 self._sent.setdefault(key, None)
             case SessionLine(session=session):
                 self.session = session
             case _:
                 assert_never(line)
+
+    def _hold_pending(self, event: dict[str, Any] | None) -> None:
+        if event is not None:
+            self._pending[str(event.get("delivery_key"))] = event
 
     def _replay(self, path: Path) -> None:
         try:
