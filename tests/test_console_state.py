@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -75,14 +76,6 @@ def records(state: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in state.read_text(encoding="utf-8").splitlines()]
 
 
-def shapes(state: Path) -> list[dict[str, object]]:
-    """:func:`records`, each event to hand shown by its delivery key."""
-    return [
-        {**r, "event": r["event"]["delivery_key"]} if isinstance(r.get("event"), dict) else r
-        for r in records(state)
-    ]
-
-
 async def test_after_a_restart_the_plan_of_the_first_process_can_be_approved(
     tmp_path: Path,
 ) -> None:
@@ -95,14 +88,13 @@ async def test_after_a_restart_the_plan_of_the_first_process_can_be_approved(
     ]
     session = records(state)[0]["session"]  # a new file's own, in every key and ref
     assert isinstance(session, str) and session
-    assert shapes(state) == [
+    assert records(state) == [
         {"session": session},
-        {"id": 1, "root": 1, "key": None, "author": "you", "event": f"console:{session}:1"},
-        {"handed": f"console:{session}:1"},
+        {"id": 1, "root": 1, "key": None, "author": "you"},
         {"id": 2, "root": 1, "key": f"reply:console:{session}:1", "author": "threadbot"},
-        {"counter": 1, "event": f"console:{session}:r1"},
-        {"handed": f"console:{session}:r1"},
+        {"counter": 1},
     ]
+    assert files(state.parent) == [state]  # every event handed: none kept pending
     assert {event.ref.workspace for event in first.events} == {session}
 
     _, second, lines = await process(state, "+✅ 2\n>2 use one per test\nanother one\n/stop 2\n")
@@ -180,8 +172,7 @@ async def test_a_line_torn_by_a_crash_is_dropped_and_the_file_stays_whole(tmp_pa
 
     _, _, lines = await process(state, ">2 and the flaky one\n")
     assert lines[0] == "  [3] ↳1 you: and the flaky one"
-    # every line parses
-    assert [r.get("id") for r in records(state) if "handed" not in r] == [None, 1, 2, 3, 4]
+    assert [r.get("id") for r in records(state)] == [None, 1, 2, 3, 4]  # every line parses
 
     _, _, lines = await process(state, "+✅ 4\n")
     assert lines == ["  [4] +✅ you"]
@@ -192,7 +183,7 @@ async def test_a_full_last_line_without_its_newline_is_kept(tmp_path: Path) -> N
     state.write_text('{"id": 4, "root": 4, "key": null, "author": "you"}', encoding="utf-8")
     _, hub, _ = await process(state, "hi\n")
     assert hub.events[0].delivery_key == "console:5"
-    assert [r["id"] for r in records(state) if "id" in r] == [4, 5, 6]
+    assert [r["id"] for r in records(state)] == [4, 5, 6]
 
 
 async def test_a_damaged_file_is_an_error_at_start(tmp_path: Path) -> None:
@@ -273,6 +264,11 @@ async def test_what_was_typed_just_before_a_crash_is_handed_to_the_bot_at_the_ne
     with pytest.raises(SystemExit):
         await dying.run(DyingHub(dying))
     dying.close()
+    pending = tmp_path / "state.jsonl.pending"
+    assert (
+        "and the flaky one" in pending.read_text() and stat.S_IMODE(pending.stat().st_mode) == 0o600
+    )
+    assert "and the flaky one" not in state.read_text()  # what people type: only until handed
 
     _, hub, lines = await process(state, "")
     assert [(e.delivery_key.rsplit(":", 1)[1], e.text) for e in hub.events] == [  # type: ignore[union-attr]
@@ -285,3 +281,4 @@ async def test_what_was_typed_just_before_a_crash_is_handed_to_the_bot_at_the_ne
     ]
     _, again, _ = await process(state, "")  # handed once
     assert again.events == []
+    assert files(tmp_path) == [state]

@@ -7,12 +7,8 @@ its own: one JSON object a line, appended and ``fsync``-ed as things happen, rep
 at start. The lines (the :data:`StateLine` shapes)::
 
     {"id": 7, "root": 1, "key": "tb-12", "author": "threadbot"}   a message got id 7
-    {"id": 8, "root": 1, "key": null, "author": "you",            a person's message 8,
-     "event": {...}}                                              to hand to the bot
-    {"counter": 3, "event": {...}}                                a reaction or command
+    {"counter": 3}                                                a reaction or command
                                                                   used delivery key r3
-    {"handed": "console:5f3a9c1e:8"}                              the bot has the event with
-                                                                  that delivery key
     {"key": "tb-13"}                                              the bot's edit or reaction
                                                                   with that key was printed
     {"session": "5f3a9c1e"}                                       the file's session (its
@@ -21,18 +17,20 @@ at start. The lines (the :data:`StateLine` shapes)::
 ``key`` is the idempotency key of a bot's send (None for a person's message); a key
 seen in the file is never printed again, and a post's key gives back its id.
 
-Crash windows. What a person types is recorded first, with its event, then printed,
-then handed to the bot, and then marked handed: an event recorded but not marked
-(the process died in between) is printed and handed again when the next console
-starts (:attr:`ConsoleState.pending`; the bot drops it if it had it already, by its
-delivery key), so nothing typed and shown is lost. The bot's messages are printed
-first and recorded second, so a crash can lose a record but never hide a printed
-message. If the process dies between the two (a write and one ``fsync``), the next
-process does not know that message: it is printed again when the bot redelivers it
-(the bot had not stored its id either, since ``send`` had not returned). A crash in
-the middle of a write leaves a torn last line; replay drops it (and cuts it off the
-file so later lines stay whole). Any other bad line is an error: the file was
-damaged by something else.
+Crash windows. What a person types is recorded first (its id or counter in the
+file, then its event in ``<file>.pending``, replaced whole and ``fsync``-ed), then
+printed, then handed to the bot, and then taken out of ``<file>.pending`` (deleted
+when empty). An event still there at the next start (the process died in between)
+is printed and handed again (:attr:`ConsoleState.pending`; the bot drops it if it
+had it already, by its delivery key), so nothing typed and shown is lost; and what
+people type stays in that file only until the bot has it. The bot's messages are
+printed first and recorded second, so a crash can lose a record but never hide a
+printed message. If the process dies between the two (a write and one ``fsync``),
+the next process does not know that message: it is printed again when the bot
+redelivers it (the bot had not stored its id either, since ``send`` had not
+returned). A crash in the middle of a write leaves a torn last line; replay drops it
+(and cuts it off the file so later lines stay whole). Any other bad line is an
+error: the file was damaged by something else.
 
 One console per file: a :class:`ConsoleState` holds an exclusive ``flock`` on its file
 from its start until :meth:`ConsoleState.close` (or the process's end), and a second
@@ -69,9 +67,7 @@ class MessageLine(BaseModel):
     """Message ``id`` is in the thread of ``root`` (itself for a top-level message).
 
     ``key`` is the idempotency key of the bot's send that printed it, None for a
-    person's message; ``author`` the name printed on it (for people reading the file);
-    ``event``: a person's message as handed to the bot (the JSON of
-    :data:`conversations.events.inbound_adapter`; None in files from before it).
+    person's message; ``author`` the name printed on it (for people reading the file).
     """
 
     model_config = _LINE_CONFIG
@@ -79,23 +75,13 @@ class MessageLine(BaseModel):
     root: int
     key: str | None
     author: str
-    event: dict[str, Any] | None = None
 
 
 class CounterLine(BaseModel):
-    """A reaction or command used delivery key counter ``counter``; ``event`` as for
-    :class:`MessageLine`."""
+    """A reaction or command was handed to the hub with delivery key counter ``counter``."""
 
     model_config = _LINE_CONFIG
     counter: int
-    event: dict[str, Any] | None = None
-
-
-class HandedLine(BaseModel):
-    """The bot has the event with delivery key ``handed`` (``hub.handle`` returned)."""
-
-    model_config = _LINE_CONFIG
-    handed: str
 
 
 class SentLine(BaseModel):
@@ -112,8 +98,9 @@ class SessionLine(BaseModel):
     session: str
 
 
-StateLine = MessageLine | CounterLine | HandedLine | SentLine | SessionLine
+StateLine = MessageLine | CounterLine | SentLine | SessionLine
 _state_line: TypeAdapter[StateLine] = TypeAdapter(StateLine)
+_pending_file: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
 
 
 class ConsoleState:
@@ -128,6 +115,7 @@ class ConsoleState:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
+        self._pending_path = None if path is None else path.with_name(f"{path.name}.pending")
         self.next_id = 1
         """The id the next message gets (one past the highest id recorded)."""
         self.next_counter = 1
@@ -144,6 +132,7 @@ class ConsoleState:
             self._replay(path)
             if self.created:
                 self._add(SessionLine(session=secrets.token_hex(4)))
+            self._read_pending()
 
     def close(self) -> None:
         """Let another console use the file (the process's end does the same)."""
@@ -158,7 +147,8 @@ class ConsoleState:
 
     @property
     def pending(self) -> list[dict[str, Any]]:
-        """The events recorded but never marked handed (:meth:`handed`), oldest first."""
+        """The events recorded but not :meth:`handed` (``<file>.pending``), oldest first:
+        each a JSON object of :data:`conversations.events.inbound_adapter`."""
         return list(self._pending.values())
 
     @property
@@ -177,7 +167,8 @@ class ConsoleState:
     ) -> None:
         """Record that ``message_id`` (in the thread of ``root``) was printed, or, with
         ``event`` (a person's message), is to be printed and handed to the bot."""
-        self._add(MessageLine(id=message_id, root=root, key=key, author=author, event=event))
+        self._add(MessageLine(id=message_id, root=root, key=key, author=author))
+        self._hold_pending(event)
 
     def add_sent(self, key: str) -> None:
         """Record that the bot's send ``key`` was printed and gave no message id."""
@@ -186,11 +177,13 @@ class ConsoleState:
     def use_counter(self, event: dict[str, Any] | None = None) -> None:
         """Record that delivery key counter :attr:`next_counter` was used (by ``event``,
         to hand to the bot)."""
-        self._add(CounterLine(counter=self.next_counter, event=event))
+        self._add(CounterLine(counter=self.next_counter))
+        self._hold_pending(event)
 
     def handed(self, delivery_key: str) -> None:
         """Record that the bot has the event with ``delivery_key`` (no longer pending)."""
-        self._add(HandedLine(handed=delivery_key))
+        if self._pending.pop(delivery_key, None) is not None:
+            self._write_pending()
 
     def _add(self, line: StateLine) -> None:
         self._apply(line)  # first, so a retry after a failed write is still deduplicated
@@ -198,7 +191,7 @@ class ConsoleState:
             return
         try:
             with self.path.open("ab") as file:
-                file.write(line.model_dump_json(exclude_defaults=True).encode() + b"\n")
+                file.write(line.model_dump_json().encode() + b"\n")
                 file.flush()
                 os.fsync(file.fileno())
         except OSError as exc:
@@ -208,17 +201,13 @@ class ConsoleState:
 
     def _apply(self, line: StateLine) -> None:
         match line:
-            case MessageLine(id=message_id, root=root, key=key, event=event):
+            case MessageLine(id=message_id, root=root, key=key):
                 self._roots[message_id] = root
                 self.next_id = max(self.next_id, message_id + 1)
                 if key is not None:
                     self._sent[key] = str(message_id)
-                self._hold_pending(event)
-            case CounterLine(counter=counter, event=event):
+            case CounterLine(counter=counter):
                 self.next_counter = max(self.next_counter, counter + 1)
-                self._hold_pending(event)
-            case HandedLine(handed=handed):
-                self._pending.pop(handed, None)
             case SentLine(key=key):
                 self._sent.setdefault(key, None)
             case SessionLine(session=session):
@@ -229,6 +218,44 @@ class ConsoleState:
     def _hold_pending(self, event: dict[str, Any] | None) -> None:
         if event is not None:
             self._pending[str(event.get("delivery_key"))] = event
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Replace ``<file>.pending`` with :attr:`pending` (a write, an ``fsync``, a
+        rename), or delete it when nothing is pending."""
+        where = self._pending_path
+        if where is None:
+            return
+        try:
+            if not self._pending:
+                where.unlink(missing_ok=True)
+                return
+            written = where.with_name(f"{where.name}.new")
+            made = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(made, "wb") as file:
+                file.write(_pending_file.dump_json(self.pending))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(written, where)
+        except OSError as exc:
+            raise StateFileError(f"cannot write {where}: {_said(exc)}") from exc
+
+    def _read_pending(self) -> None:
+        where = self._pending_path
+        assert where is not None
+        try:
+            data = where.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.close()
+            raise StateFileError(f"cannot read {where}: {_said(exc)}") from exc
+        try:
+            events = _pending_file.validate_json(data)
+        except ValidationError as exc:
+            self.close()
+            raise StateFileError(f"{where} is damaged: {exc.errors()[0]['msg']}") from exc
+        self._pending = {str(event.get("delivery_key")): event for event in events}
 
     def _replay(self, path: Path) -> None:
         try:
