@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Collection
 from datetime import datetime
 
@@ -359,14 +358,15 @@ class Hub:
         and recorded ``interrupted``. A conversation's lease is released when its last
         queued job has ended.
 
-        First the events being handled when it is called (the adapters have stopped
-        receiving) are let finish, within the same grace, so that each is recorded before
-        the store closes; one still going after it may fail as the store closes,
-        unacknowledged (Slack sends it again; https://docs.slack.dev/apis/events-api/#retries).
+        The events being handled when it is called (the adapters have stopped
+        receiving) are let finish meanwhile, within the same grace, so that each is
+        recorded before the store closes (a run one of them asks for starts at the next
+        start). One still going after the grace may fail as the store closes, and is
+        logged: Slack's events were acknowledged before they were handled, so Slack does
+        not send it again.
         """
-        grace, started = self._settings.shutdown_grace, time.monotonic()
-        await self.inbound.finished(grace)
-        await self._runs.shutdown(max(0.0, grace - (time.monotonic() - started)))
+        grace = self._settings.shutdown_grace
+        await asyncio.gather(self.inbound.finished(grace), self._runs.shutdown(grace))
 
     async def _notice_now(self, conversation: ConversationInfo, text: str) -> None:
         """Post ``text`` in the conversation's thread at once, outside the outbox."""
