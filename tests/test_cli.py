@@ -203,7 +203,8 @@ def test_a_second_console_in_the_same_folder_is_refused_while_the_first_runs(
             "another threadbot console: run one console per state file (stop the other, or "
             "set THREADBOT_CONSOLE_STATE to another file)"
         ]
-        assert "from B" not in state.read_text()
+        assert second.stdout == ""  # refused before it showed or kept anything
+        assert not state.with_name("console.jsonl.pending").exists()
 
         out, _ = first.communicate(">1 on in A\n", timeout=60)
         assert first.returncode == 0

@@ -282,3 +282,47 @@ async def test_what_was_typed_just_before_a_crash_is_handed_to_the_bot_at_the_ne
     _, again, _ = await process(state, "")  # handed once
     assert again.events == []
     assert files(tmp_path) == [state]
+
+
+class RefusingHub(FakeHub):
+    """A hub that fails every event (the store cannot be written, say)."""
+
+    async def handle(self, event: InboundEvent) -> None:
+        raise RuntimeError("the store is read-only")
+
+
+async def test_a_pending_line_the_bot_refuses_is_a_start_error_saying_how_to_drop_it(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state.jsonl"
+    await process(state, "fix it\n")
+    dying = ConsoleAdapter(input=io.StringIO(">2 more\n"), output=io.StringIO(), state_file=state)
+    with pytest.raises(SystemExit):
+        await dying.run(DyingHub(dying))
+    dying.close()
+
+    refused = ConsoleAdapter(input=io.StringIO(""), output=io.StringIO(), state_file=state)
+    with pytest.raises(StateFileError, match=r"read-only\); start again .* delete .*\.pending"):
+        await refused.run(RefusingHub(refused))
+    refused.close()
+    _, hub, _ = await process(state, "")  # kept: the next start hands it
+    assert [e.delivery_key.rsplit(":", 1)[1] for e in hub.events] == ["3"]
+
+
+async def test_a_pending_file_beside_a_new_state_file_is_dropped_and_said(tmp_path: Path) -> None:
+    state = tmp_path / "state.jsonl"
+    await process(state, "fix it\n")
+    dying = ConsoleAdapter(input=io.StringIO(">2 more\n"), output=io.StringIO(), state_file=state)
+    with pytest.raises(SystemExit):
+        await dying.run(DyingHub(dying))
+    dying.close()
+    state.unlink()  # "delete the state file to start afresh", the pending one left behind
+
+    _, hub, lines = await process(state, "new start\n")
+    assert hub.events and all(e.ref.workspace == records(state)[0]["session"] for e in hub.events)
+    assert lines[:2] == [
+        "* 1 line(s) typed before the last console ended could not be read, or were typed "
+        "beside another state file: dropped",
+        "[1] you: new start",
+    ]
+    assert files(tmp_path) == [state]

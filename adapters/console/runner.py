@@ -217,10 +217,7 @@ class ConsoleAdapter:
             self._print(self.banner)
         elif interactive:
             self._print(f"{self._bot_name} console: type a message to start; /help for commands")
-        if pending := self._state.pending:
-            self._print("* handed to the bot now: typed before the last console ended")
-            for data in pending:
-                await self._hand(inbound_adapter.validate_python(data), hub)
+        await self._hand_pending(hub)
         quitting = False
         while True:
             line = await reader.readline()
@@ -261,6 +258,27 @@ class ConsoleAdapter:
         self._record(parsed)
         await self._hand(parsed, hub)
         return True
+
+    async def _hand_pending(self, hub: InboundSink) -> None:
+        """Print and hand what an earlier console recorded and never handed; raises
+        :class:`StateFileError` (saying how to drop it) when the hub refuses one."""
+        state = self._state
+        if state.dropped:
+            self._print(
+                f"* {state.dropped} line(s) typed before the last console ended could not "
+                "be read, or were typed beside another state file: dropped"
+            )
+        if pending := state.pending:
+            self._print("* handed to the bot now: typed before the last console ended")
+        for event in pending:
+            try:
+                await self._hand(event, hub)
+            except Exception as exc:
+                raise StateFileError(
+                    f"could not hand a line typed before the last console ended to the bot "
+                    f"({exc}); start again to try once more, or delete {state.path}.pending "
+                    "to drop it"
+                ) from exc
 
     async def _hand(self, event: InboundEvent, hub: InboundSink) -> None:
         """Print a recorded ``event``, hand it to ``hub`` and record that it was handed."""

@@ -21,16 +21,20 @@ Crash windows. What a person types is recorded first (its id or counter in the
 file, then its event in ``<file>.pending``, replaced whole and ``fsync``-ed), then
 printed, then handed to the bot, and then taken out of ``<file>.pending`` (deleted
 when empty). An event still there at the next start (the process died in between)
-is printed and handed again (:attr:`ConsoleState.pending`; the bot drops it if it
-had it already, by its delivery key), so nothing typed and shown is lost; and what
-people type stays in that file only until the bot has it. The bot's messages are
-printed first and recorded second, so a crash can lose a record but never hide a
-printed message. If the process dies between the two (a write and one ``fsync``),
-the next process does not know that message: it is printed again when the bot
-redelivers it (the bot had not stored its id either, since ``send`` had not
-returned). A crash in the middle of a write leaves a torn last line; replay drops it
-(and cuts it off the file so later lines stay whole). Any other bad line is an
-error: the file was damaged by something else.
+is printed and handed again (:attr:`ConsoleState.pending`): one the bot never got is
+taken as if typed then, and one it had recorded already it drops, by its delivery
+key, as it drops any delivery twice. What people type stays in that file only until
+the bot has it. A pending file beside a state file made anew is an old one, and is
+dropped (:attr:`ConsoleState.dropped`).
+
+The bot's messages are printed first and recorded second, so a crash can lose a
+record but never hide a printed message. If the process dies between the two (a
+write and one ``fsync``), the next process does not know that message: it is printed
+again when the bot redelivers it (the bot had not stored its id either, since
+``send`` had not returned), and the lost id is given again to the next message. A
+crash in the middle of a write leaves a torn last line; replay drops it (and cuts it
+off the file so later lines stay whole). Any other bad line is an error: the file
+was damaged by something else.
 
 One console per file: a :class:`ConsoleState` holds an exclusive ``flock`` on its file
 from its start until :meth:`ConsoleState.close` (or the process's end), and a second
@@ -59,6 +63,7 @@ from typing import Any, assert_never
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from adapters.console.errors import StateFileError
+from conversations.events import InboundEvent, inbound_adapter
 
 _LINE_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -128,11 +133,18 @@ class ConsoleState:
         self.created = False
         """The file did not exist, or was empty, when this state was made."""
         self._held: int | None = None
+        self.dropped = 0
+        """Events in ``<file>.pending`` that were dropped at start: unreadable, or of
+        another session (a state file made anew beside an old pending file)."""
         if path is not None:
-            self._replay(path)
-            if self.created:
-                self._add(SessionLine(session=secrets.token_hex(4)))
-            self._read_pending()
+            try:
+                self._replay(path)
+                if self.created:
+                    self._add(SessionLine(session=secrets.token_hex(4)))
+                self._read_pending()
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         """Let another console use the file (the process's end does the same)."""
@@ -146,10 +158,9 @@ class ConsoleState:
         return self._roots
 
     @property
-    def pending(self) -> list[dict[str, Any]]:
-        """The events recorded but not :meth:`handed` (``<file>.pending``), oldest first:
-        each a JSON object of :data:`conversations.events.inbound_adapter`."""
-        return list(self._pending.values())
+    def pending(self) -> list[InboundEvent]:
+        """The events recorded but not :meth:`handed` (``<file>.pending``), oldest first."""
+        return [inbound_adapter.validate_python(data) for data in self._pending.values()]
 
     @property
     def sent(self) -> Mapping[str, str | None]:
@@ -233,7 +244,7 @@ class ConsoleState:
             written = where.with_name(f"{where.name}.new")
             made = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with open(made, "wb") as file:
-                file.write(_pending_file.dump_json(self.pending))
+                file.write(_pending_file.dump_json(list(self._pending.values())))
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(written, where)
@@ -241,6 +252,9 @@ class ConsoleState:
             raise StateFileError(f"cannot write {where}: {_said(exc)}") from exc
 
     def _read_pending(self) -> None:
+        """Load ``<file>.pending``: the events of this file's session that read as
+        events; the rest are dropped (counted in :attr:`dropped`), and so is the whole
+        file beside a state file made anew."""
         where = self._pending_path
         assert where is not None
         try:
@@ -248,14 +262,23 @@ class ConsoleState:
         except FileNotFoundError:
             return
         except OSError as exc:
-            self.close()
             raise StateFileError(f"cannot read {where}: {_said(exc)}") from exc
         try:
-            events = _pending_file.validate_json(data)
-        except ValidationError as exc:
-            self.close()
-            raise StateFileError(f"{where} is damaged: {exc.errors()[0]['msg']}") from exc
-        self._pending = {str(event.get("delivery_key")): event for event in events}
+            found = _pending_file.validate_json(data)
+        except ValidationError:
+            found = [{}]  # not a list of objects: one unreadable entry
+        for raw in found:
+            try:
+                event = inbound_adapter.validate_python(raw)
+            except ValidationError:
+                self.dropped += 1
+                continue
+            if self.created or event.ref.workspace != self.session:
+                self.dropped += 1
+                continue
+            self._pending[event.delivery_key] = raw
+        if self.dropped:
+            self._write_pending()
 
     def _replay(self, path: Path) -> None:
         try:
@@ -274,23 +297,25 @@ class ConsoleState:
                     file.flush()
                     os.fsync(file.fileno())
         except OSError as exc:
-            self.close()
             said = _said(exc)
             raise StateFileError(f"cannot open the console state file {path}: {said}") from exc
-        except StateFileError:
-            self.close()
-            raise
 
     def _hold(self, made: int, path: Path) -> None:
         """Lock the file open as ``made`` for this console (a ``flock`` on a duplicate of
         it, kept until :meth:`close`); closes ``made`` and raises :class:`StateFileError`
         when another console holds it."""
-        held = os.dup(made)
+        try:
+            held = os.dup(made)
+        except OSError:
+            os.close(made)
+            raise
         try:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as exc:
             os.close(held)
             os.close(made)
+            if not isinstance(exc, BlockingIOError):
+                raise
             raise StateFileError(
                 f"the console state file {path} is in use by another threadbot console: "
                 "run one console per state file (stop the other, or set "
