@@ -173,21 +173,27 @@ def test_db_upgrade_of_a_file_that_is_no_database_is_a_clear_error(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
-def test_a_second_console_in_the_same_folder_is_refused_while_the_first_runs(
-    tmp_path: Path,
-) -> None:
-    """Two consoles on one state file gave the same ids to different messages, and a reply
-    by id went to the other's thread (found by a newcomer's trial): the second is a start
-    error now, and the first goes on."""
-    first = subprocess.Popen(
+def _piped_run(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``threadbot run`` (the console) as a fresh process in ``tmp_path``, its standard
+    streams piped as text, its input left open."""
+    return subprocess.Popen(
         [sys.executable, "-m", "bot", "run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
-        env=_env(tmp_path),
+        env=env,
     )
+
+
+def test_a_second_console_in_the_same_folder_is_refused_while_the_first_runs(
+    tmp_path: Path,
+) -> None:
+    """Two consoles on one state file gave the same ids to different messages, and a reply
+    by id went to the other's thread (found by a newcomer's trial): the second is a start
+    error now, and the first goes on."""
+    first = _piped_run(tmp_path, _env(tmp_path))
     with first:  # a failure closes its input, so it ends too
         assert first.stdin is not None and first.stdout is not None
         first.stdin.write("from A\n")
@@ -233,15 +239,7 @@ def _console_with_a_long_command(tmp_path: Path) -> tuple[subprocess.Popen[str],
         "THREADBOT_CONSOLE_WAIT": "no",
         "THREADBOT_SHUTDOWN_GRACE": "0.5",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot", "run"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
+    proc = _piped_run(tmp_path, env)
     assert proc.stdin is not None
     proc.stdin.write("wait a bit\n")
     proc.stdin.flush()

@@ -251,19 +251,23 @@ class DyingHub(FakeHub):
         raise SystemExit(-9)
 
 
+async def died_typing(state: Path, line: str) -> None:
+    """A console on ``state`` that shows a mention and its plan, then, in a second one,
+    ``line``, and dies before the bot has it (:class:`DyingHub`)."""
+    await process(state, "fix it\n")
+    dying = ConsoleAdapter(input=io.StringIO(line), output=io.StringIO(), state_file=state)
+    with pytest.raises(SystemExit):
+        await dying.run(DyingHub(dying))
+    dying.close()
+
+
 async def test_what_was_typed_just_before_a_crash_is_handed_to_the_bot_at_the_next_start(
     tmp_path: Path,
 ) -> None:
     """A message printed with its id and never handed (the process died between the two)
     was lost: its id answered nothing after the restart. Now the next console hands it."""
     state = tmp_path / "state.jsonl"
-    await process(state, "fix it\n")
-    dying = ConsoleAdapter(
-        input=io.StringIO(">2 and the flaky one\n"), output=io.StringIO(), state_file=state
-    )
-    with pytest.raises(SystemExit):
-        await dying.run(DyingHub(dying))
-    dying.close()
+    await died_typing(state, ">2 and the flaky one\n")
     pending = tmp_path / "state.jsonl.pending"
     assert (
         "and the flaky one" in pending.read_text() and stat.S_IMODE(pending.stat().st_mode) == 0o600
@@ -295,11 +299,7 @@ async def test_a_pending_line_the_bot_refuses_is_a_start_error_saying_how_to_dro
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state.jsonl"
-    await process(state, "fix it\n")
-    dying = ConsoleAdapter(input=io.StringIO(">2 more\n"), output=io.StringIO(), state_file=state)
-    with pytest.raises(SystemExit):
-        await dying.run(DyingHub(dying))
-    dying.close()
+    await died_typing(state, ">2 more\n")
 
     refused = ConsoleAdapter(input=io.StringIO(""), output=io.StringIO(), state_file=state)
     with pytest.raises(StateFileError, match=r"read-only\); start again .* delete .*\.pending"):
@@ -311,11 +311,7 @@ async def test_a_pending_line_the_bot_refuses_is_a_start_error_saying_how_to_dro
 
 async def test_a_pending_file_beside_a_new_state_file_is_dropped_and_said(tmp_path: Path) -> None:
     state = tmp_path / "state.jsonl"
-    await process(state, "fix it\n")
-    dying = ConsoleAdapter(input=io.StringIO(">2 more\n"), output=io.StringIO(), state_file=state)
-    with pytest.raises(SystemExit):
-        await dying.run(DyingHub(dying))
-    dying.close()
+    await died_typing(state, ">2 more\n")
     state.unlink()  # "delete the state file to start afresh", the pending one left behind
 
     _, hub, lines = await process(state, "new start\n")
