@@ -37,7 +37,6 @@ from conversations.events import (
     SetSessionStatus,
     StartThread,
     UpdateMessage,
-    inbound_adapter,
 )
 
 Settled = Callable[[], Awaitable[None]]
@@ -289,14 +288,13 @@ class ConsoleAdapter:
     def _record(self, event: InboundEvent) -> None:
         """Record ``event`` to be handed, with the id (a message) or the delivery key
         counter (the rest) it used."""
-        data = inbound_adapter.dump_python(event, mode="json")
         match event:
             case MessagePosted(ref=ref, author=author):
                 message_id = int(ref.message or 0)
                 root = message_id if ref.thread is None else int(ref.thread)
-                self._state.add_message(message_id, root, author=author.name, key=None, event=data)
+                self._state.add_message(message_id, root, author=author.name, key=None, event=event)
             case ReactionChanged() | CommandInvoked() | ButtonPressed():
-                self._state.use_counter(data)
+                self._state.use_counter(event)
             case _:
                 assert_never(event)
 

@@ -106,6 +106,7 @@ class SessionLine(BaseModel):
 StateLine = MessageLine | CounterLine | SentLine | SessionLine
 _state_line: TypeAdapter[StateLine] = TypeAdapter(StateLine)
 _pending_file: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+"""``<file>.pending``: the JSON of each event (:data:`conversations.events.inbound_adapter`)."""
 
 
 class ConsoleState:
@@ -127,7 +128,7 @@ class ConsoleState:
         """The number in the next reaction's or command's delivery key (``r<n>``)."""
         self._roots: dict[int, int] = {}
         self._sent: dict[str, str | None] = {}
-        self._pending: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, InboundEvent] = {}
         self.session = ""
         """The file's session ("" in memory, or in a file from before sessions)."""
         self.created = False
@@ -160,7 +161,7 @@ class ConsoleState:
     @property
     def pending(self) -> list[InboundEvent]:
         """The events recorded but not :meth:`handed` (``<file>.pending``), oldest first."""
-        return [inbound_adapter.validate_python(data) for data in self._pending.values()]
+        return list(self._pending.values())
 
     @property
     def sent(self) -> Mapping[str, str | None]:
@@ -174,7 +175,7 @@ class ConsoleState:
         *,
         author: str,
         key: str | None,
-        event: dict[str, Any] | None = None,
+        event: InboundEvent | None = None,
     ) -> None:
         """Record that ``message_id`` (in the thread of ``root``) was printed, or, with
         ``event`` (a person's message), is to be printed and handed to the bot."""
@@ -185,7 +186,7 @@ class ConsoleState:
         """Record that the bot's send ``key`` was printed and gave no message id."""
         self._add(SentLine(key=key))
 
-    def use_counter(self, event: dict[str, Any] | None = None) -> None:
+    def use_counter(self, event: InboundEvent | None = None) -> None:
         """Record that delivery key counter :attr:`next_counter` was used (by ``event``,
         to hand to the bot)."""
         self._add(CounterLine(counter=self.next_counter))
@@ -226,9 +227,9 @@ class ConsoleState:
             case _:
                 assert_never(line)
 
-    def _hold_pending(self, event: dict[str, Any] | None) -> None:
+    def _hold_pending(self, event: InboundEvent | None) -> None:
         if event is not None:
-            self._pending[str(event.get("delivery_key"))] = event
+            self._pending[event.delivery_key] = event
             self._write_pending()
 
     def _write_pending(self) -> None:
@@ -244,7 +245,8 @@ class ConsoleState:
             written = where.with_name(f"{where.name}.new")
             made = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with open(made, "wb") as file:
-                file.write(_pending_file.dump_json(list(self._pending.values())))
+                events = [inbound_adapter.dump_python(e, mode="json") for e in self.pending]
+                file.write(_pending_file.dump_json(events))
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(written, where)
@@ -265,8 +267,8 @@ class ConsoleState:
             raise StateFileError(f"cannot read {where}: {_said(exc)}") from exc
         try:
             found = _pending_file.validate_json(data)
-        except ValidationError:
-            found = [{}]  # not a list of objects: one unreadable entry
+        except ValidationError:  # not a list of objects: one unreadable entry
+            found, self.dropped = [], 1
         for raw in found:
             try:
                 event = inbound_adapter.validate_python(raw)
@@ -276,7 +278,7 @@ class ConsoleState:
             if self.created or event.ref.workspace != self.session:
                 self.dropped += 1
                 continue
-            self._pending[event.delivery_key] = raw
+            self._pending[event.delivery_key] = event
         if self.dropped:
             self._write_pending()
 
