@@ -40,12 +40,11 @@ class InFlight:
             if not self.count:
                 self._none.set()
 
-    async def finished(self, grace: float) -> bool:
+    async def finished(self, grace: float) -> None:
         """Wait until no event is being handled, ``grace`` seconds at most (logged when
-        there is one to wait for); True when none is left, False when time ran out."""
+        there is one to wait for)."""
         if not self.count:
-            return True
+            return
         log.info("shutting down: %d event(s) still being handled", self.count)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._none.wait(), grace)
-        return not self.count
