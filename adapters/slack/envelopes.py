@@ -33,6 +33,13 @@ ENVELOPE_TYPES = frozenset({"events_api", "interactive", "slash_commands"})
 
 _IDS = ("enterprise", "team", "user", "channel")
 """A string id, or an object whose ``id`` is one (``extract_*_id`` in bolt)."""
+_ID_STRINGS = ("enterprise_id", "team_id", "user_id", "channel_id")
+"""String ids: with those of :data:`_IDS`, each at most :data:`ID_LONGEST` characters
+without a space or control character (:func:`_id_problem`)."""
+ID_LONGEST = 255
+"""Characters, far above any Slack id (``T0123456789``; Slack says ids grow, so no
+tighter bound): bolt puts the team's in the query of ``auth.test``, and one of 13,000
+newlines made a URL that the Web API refuses, and bolt logged an authorization error."""
 _STRINGS = (
     "type",
     "subtype",
@@ -158,9 +165,14 @@ def _fields_problem(node: Mapping[str, Any], where: str, depth: int = 0) -> str 
             value = value.get("id")
         if value is not None and not isinstance(value, str):
             return f"{where}.{key} is not a string id"
+        if isinstance(value, str) and (problem := _id_problem(value)):
+            return f"{where}.{key} {problem}"
     for key in _STRINGS:
         if node.get(key) is not None and not isinstance(node[key], str):
             return f"{where}.{key} is not a string"
+    for key in _ID_STRINGS:
+        if isinstance(value := node.get(key), str) and (problem := _id_problem(value)):
+            return f"{where}.{key} {problem}"
     for key in _OBJECTS:
         if node.get(key) is not None and not isinstance(node[key], Mapping):
             return f"{where}.{key} is not an object"
@@ -171,6 +183,15 @@ def _fields_problem(node: Mapping[str, Any], where: str, depth: int = 0) -> str 
         ):
             return f"{where}.{key} is not a list of objects"
     return _nested_problem(node, where, depth)
+
+
+def _id_problem(value: str) -> str | None:
+    """Why ``value`` is no Slack id (:data:`ID_LONGEST`), or None."""
+    if len(value) > ID_LONGEST:
+        return f"is {len(value)} characters long, not an id"
+    if any(c.isspace() or not c.isprintable() for c in value):
+        return "holds a space or a control character, not an id"
+    return None
 
 
 def _nested_problem(node: Mapping[str, Any], where: str, depth: int) -> str | None:
